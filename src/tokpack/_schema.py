@@ -1,0 +1,43 @@
+"""The base of every JSON file tokpack reads or writes: strict pydantic models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+ModelT = TypeVar("ModelT", bound="Record")
+
+
+class Record(BaseModel):
+    """A JSON record: unknown fields are refused and instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_json(self) -> str:
+        """Serialize deterministically (sorted keys, two-space indent, trailing newline)."""
+        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True) + "\n"
+
+
+def read_record(model: type[ModelT], path: Path) -> ModelT:
+    """Read and validate ``path`` as ``model``.
+
+    Raises:
+        ValueError: the file is missing, is not JSON, or does not match the model; the message
+            names the file and the first problem.
+    """
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing") from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ValueError(f"{path}: {where}: {first['msg']}") from None
+
+
+def write_record(record: Record, path: Path) -> None:
+    """Write ``record`` as deterministic JSON."""
+    path.write_text(record.to_json(), encoding="utf-8")

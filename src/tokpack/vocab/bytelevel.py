@@ -1,0 +1,173 @@
+"""Byte-level BPE vocabularies, encoded by tiktoken's engine.
+
+A :class:`BpeTokenizer` is ranks (``{token bytes: id}``, all 256 single bytes included), a
+pre-tokenizer pattern and special tokens. Corpus text is encoded with tiktoken's *ordinary*
+encoding, so ``<|endoftext|>`` written in the text is neither inserted nor recognized.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import tiktoken
+from pydantic import Field
+
+from tokpack._schema import Record, read_record, write_record
+from tokpack.vocab.files import Ranks, rank_file_lines, read_rank_file, tokenizer_json
+from tokpack.vocab.identity import VocabIdentity
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
+
+SCHEME = "bytelevel-bpe"
+RANKS_FILE = "ranks.tiktoken"
+VOCABULARY_FILE = "vocabulary.json"
+
+
+class VocabularyRecord(Record):
+    """``vocabulary.json``: what a saved vocabulary directory holds besides its rank file."""
+
+    schema_: Literal["tokpack.vocabulary.v1"] = Field(default="tokpack.vocabulary.v1", alias="schema")
+    identity: VocabIdentity
+    pattern: str
+    special_tokens: dict[str, int]
+    ranks_file: str = RANKS_FILE
+    ranks_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    trained_on: dict[str, str | int] | None = None
+
+
+class BpeTokenizer:
+    """A byte-level BPE vocabulary and its encoder.
+
+    >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256}
+    >>> tokenizer = BpeTokenizer(ranks=ranks)
+    >>> tokenizer.encode("abc ab")
+    [256, 99, 32, 256]
+    >>> tokenizer.decode([256, 99]), tokenizer.n_vocab, tokenizer.eot_id
+    ('abc', 258, 257)
+    """
+
+    def __init__(
+        self,
+        *,
+        ranks: Mapping[bytes, int],
+        pattern: str = GPT2_PATTERN,
+        special_tokens: Mapping[str, int] | None = None,
+    ) -> None:
+        """Build a tokenizer.
+
+        Args:
+            ranks: token bytes to id; every single byte must be present (so any UTF-8 encodes).
+            pattern: the pre-tokenizer regex; GPT-2's unless given (see ``patterns``).
+            special_tokens: name to id; by default ``<|endoftext|>`` takes the id after the
+                highest rank. Special tokens are never produced from corpus text.
+
+        Raises:
+            ValueError: a missing single byte, or an id used twice.
+        """
+        self.ranks: Ranks = dict(ranks)
+        missing = [b for b in range(256) if bytes([b]) not in self.ranks]
+        if missing:
+            raise ValueError(f"ranks lack {len(missing)} single bytes (first: {missing[0]}); byte-level BPE needs all 256")
+        if special_tokens is None:
+            special_tokens = {END_OF_TEXT: max(self.ranks.values()) + 1}
+        self.special_tokens: dict[str, int] = dict(special_tokens)
+        ids = [*self.ranks.values(), *self.special_tokens.values()]
+        if len(set(ids)) != len(ids) or min(ids) < 0:
+            raise ValueError("ranks and special tokens must use distinct non-negative ids")
+        self.pattern = pattern
+        self.n_vocab = max(ids) + 1
+
+    @cached_property
+    def _encoding(self) -> tiktoken.Encoding:
+        return tiktoken.Encoding(
+            name=f"tokpack-{self.identity.short}",
+            pat_str=self.pattern,
+            mergeable_ranks=self.ranks,
+            special_tokens=self.special_tokens,
+        )
+
+    @property
+    def eot_id(self) -> int | None:
+        """The id of ``<|endoftext|>``, if this vocabulary has it."""
+        return self.special_tokens.get(END_OF_TEXT)
+
+    def canonical_bytes(self) -> bytes:
+        """The serialization the identity hashes: scheme, pattern, special tokens, ranks."""
+        header = json.dumps(
+            {"scheme": SCHEME, "pattern": self.pattern, "special_tokens": sorted(self.special_tokens.items())},
+            ensure_ascii=True,
+            separators=(",", ":"),
+        )
+        return header.encode("ascii") + b"\n" + rank_file_lines(self.ranks)
+
+    @cached_property
+    def identity(self) -> VocabIdentity:
+        """``{schema, scheme, sha256, n_vocab}`` of this vocabulary."""
+        digest = hashlib.sha256(self.canonical_bytes()).hexdigest()
+        return VocabIdentity(scheme=SCHEME, sha256=digest, n_vocab=self.n_vocab)
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``; special-token names in it are encoded as ordinary text."""
+        return self._encoding.encode_ordinary(text)
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
+        """Ids of many texts at once, on ``num_threads`` threads (default: every core)."""
+        threads = num_threads or os.cpu_count() or 1
+        return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        """The bytes ``ids`` stand for (special tokens as their names)."""
+        return self._encoding.decode_bytes([int(i) for i in ids])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text ``ids`` stand for; a cut inside a character shows as U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def to_tokenizer_json(self) -> str:
+        """This vocabulary as a Hugging Face ``tokenizer.json`` document."""
+        return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens), ensure_ascii=False)
+
+    def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
+        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        ranks_text = rank_file_lines(self.ranks)
+        (directory / RANKS_FILE).write_bytes(ranks_text)
+        record = VocabularyRecord(
+            identity=self.identity,
+            pattern=self.pattern,
+            special_tokens=self.special_tokens,
+            ranks_sha256=hashlib.sha256(ranks_text).hexdigest(),
+            trained_on=trained_on,
+        )
+        write_record(record, directory / VOCABULARY_FILE)
+        return directory / VOCABULARY_FILE
+
+    @classmethod
+    def load_saved(cls, vocabulary_json: Path) -> BpeTokenizer:
+        """Read a directory written by :meth:`save`, checking the rank file and the identity.
+
+        Raises:
+            ValueError: a missing or altered rank file, or an identity that no longer matches.
+        """
+        vocabulary_json = Path(vocabulary_json)
+        record = read_record(VocabularyRecord, vocabulary_json)
+        ranks_path = vocabulary_json.parent / record.ranks_file
+        try:
+            ranks_text = ranks_path.read_bytes()
+        except FileNotFoundError:
+            raise ValueError(f"{ranks_path}: missing") from None
+        if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
+            raise ValueError(f"{ranks_path}: SHA-256 differs from {vocabulary_json.name}")
+        tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens)
+        if tokenizer.identity != record.identity:
+            raise ValueError(f"{vocabulary_json}: recorded identity does not match the vocabulary")
+        return tokenizer
+
+    def __repr__(self) -> str:
+        return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"

@@ -1,0 +1,233 @@
+"""Vocabulary file formats: tiktoken rank files, GPT-2 pairs and Hugging Face ``tokenizer.json``.
+
+Each reader returns plain data (ranks as ``{token bytes: id}``); building an encoder from it is
+:mod:`tokpack.vocab.bytelevel`'s job.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tokpack.vocab.patterns import GPT2_PATTERN
+
+Ranks = dict[bytes, int]
+
+
+@lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-in for each byte, used by ``encoder.json`` and ``tokenizer.json``.
+
+    Printable Latin-1 bytes stand for themselves; the other 68 are shifted past U+0100.
+
+    >>> byte_to_unicode()[ord("a")], byte_to_unicode()[ord(" ")]
+    ('a', 'Ġ')
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    mapping = {byte: chr(byte) for byte in printable}
+    shifted = (byte for byte in range(256) if byte not in mapping)
+    mapping.update({byte: chr(256 + index) for index, byte in enumerate(shifted)})
+    return mapping
+
+
+@lru_cache(maxsize=1)
+def _unicode_to_byte() -> dict[str, int]:
+    return {char: byte for byte, char in byte_to_unicode().items()}
+
+
+def unicode_to_bytes(token: str, *, where: str) -> bytes:
+    """Undo :func:`byte_to_unicode` for one vocabulary entry.
+
+    Raises:
+        ValueError: the entry holds a character outside GPT-2's byte alphabet.
+    """
+    table = _unicode_to_byte()
+    try:
+        return bytes(table[char] for char in token)
+    except KeyError as error:
+        raise ValueError(f"{where}: token {token!r} is not in the byte-level alphabet ({error})") from None
+
+
+def read_rank_file(path: Path) -> Ranks:
+    """Read a tiktoken rank file: one ``base64-token rank`` per line.
+
+    Raises:
+        ValueError: a malformed line (named by number), a repeated token or a repeated rank.
+    """
+    ranks: Ranks = {}
+    seen_ranks: set[int] = set()
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                token_b64, rank_text = line.split()
+                token, rank = base64.b64decode(token_b64, validate=True), int(rank_text)
+            except ValueError:
+                raise ValueError(f"{path}:{number}: expected 'base64-token rank'") from None
+            if token in ranks or rank in seen_ranks:
+                raise ValueError(f"{path}:{number}: repeated token or rank {rank}")
+            ranks[token] = rank
+            seen_ranks.add(rank)
+    return ranks
+
+
+def rank_file_lines(ranks: Ranks) -> bytes:
+    """The canonical rank file text: one line per token, sorted by rank.
+
+    >>> rank_file_lines({b"b": 1, b"a": 0})
+    b'YQ== 0\\nYg== 1\\n'
+    """
+    ordered = sorted(ranks.items(), key=lambda item: item[1])
+    return b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ordered)
+
+
+def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str, int]]:
+    """Read GPT-2's ``encoder.json`` and ``vocab.bpe``; return ranks and special tokens.
+
+    The ids of ``encoder.json`` are the ranks. ``vocab.bpe`` is checked against them: the
+    ``i``-th merge must make the token whose id is ``256 + i`` (so merge order and rank order
+    agree and tiktoken's rank rule gives GPT-2's merges).
+
+    Raises:
+        ValueError: unreadable files, or merges that disagree with the ids.
+    """
+    try:
+        encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{encoder_json}: {error}") from None
+    specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
+    ranks = {
+        unicode_to_bytes(token, where=str(encoder_json)): rank
+        for token, rank in encoder.items()
+        if token not in specials
+    }
+    merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
+    merges = [line for line in merges if line and not line.startswith("#version")]
+    for index, line in enumerate(merges):
+        parts = line.split(" ")
+        merged = "".join(parts)
+        if len(parts) != 2 or encoder.get(merged) != 256 + index:
+            raise ValueError(f"{vocab_bpe}: merge {index + 1} ({line!r}) does not make id {256 + index}")
+    return ranks, specials
+
+
+def write_gpt2_pair(ranks: Ranks, specials: dict[str, int], encoder_json: Path, vocab_bpe: Path) -> None:
+    """Write ranks as ``encoder.json`` and ``vocab.bpe`` (merges derived as in :func:`derive_merges`)."""
+    alphabet = byte_to_unicode()
+    encoder = {"".join(alphabet[b] for b in token): rank for token, rank in ranks.items()}
+    encoder.update(specials)
+    Path(encoder_json).write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
+    lines = ["#version: 0.2"] + [f"{left} {right}" for left, right in derive_merges(ranks)]
+    Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
+    """The merge list implied by ranks: for each multi-byte token in rank order, the two parts
+    that tiktoken's rank rule joins last when it encodes that token alone.
+
+    >>> derive_merges({b"a": 0, b"b": 1, b"ab": 2, b"abb": 3})
+    [('a', 'b'), ('ab', 'b')]
+    """
+    alphabet = byte_to_unicode()
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i : i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            # Join the adjacent pair whose concatenation has the lowest rank below this token.
+            best = min(
+                (ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)
+            )
+            if best[0] >= rank:
+                raise ValueError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
+            i = best[1]
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+        merges.append(tuple("".join(alphabet[b] for b in part) for part in parts))
+    return merges  # type: ignore[return-value]
+
+
+def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
+    """Read a Hugging Face byte-level BPE ``tokenizer.json``: ranks, pattern, special tokens.
+
+    The pattern comes from the pre-tokenizer: ``ByteLevel`` with its own regex means GPT-2's;
+    ``Split`` on a regex followed by ``ByteLevel(use_regex=false)`` means that regex.
+
+    Raises:
+        ValueError: not a byte-level BPE, a normalizer or a prefix space (which tiktoken's rules
+            cannot reproduce), or an unreadable file.
+    """
+    try:
+        document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        model = document["model"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a tokenizer.json ({error})") from None
+    if model.get("type") != "BPE":
+        raise ValueError(f"{path}: model is {model.get('type')!r}, not a BPE")
+    if document.get("normalizer") is not None:
+        raise ValueError(f"{path}: has a normalizer; tokpack encodes raw text only")
+    specials = {entry["content"]: entry["id"] for entry in document.get("added_tokens") or []}
+    ranks = {
+        unicode_to_bytes(token, where=str(path)): rank
+        for token, rank in model["vocab"].items()
+        if token not in specials
+    }
+    return ranks, _pattern_of(document.get("pre_tokenizer"), path), specials
+
+
+def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
+    steps = [] if pre_tokenizer is None else [pre_tokenizer]
+    if steps and steps[0].get("type") == "Sequence":
+        steps = steps[0]["pretokenizers"]
+    kinds = [step.get("type") for step in steps]
+    if kinds == ["ByteLevel"] and steps[0].get("use_regex", True):
+        pattern = GPT2_PATTERN
+    elif kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
+        split = steps[0]
+        if split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split["pattern"]:
+            raise ValueError(f"{path}: only an isolated, non-inverted regex Split is supported")
+        pattern = split["pattern"]["Regex"]
+    else:
+        raise ValueError(f"{path}: unsupported pre-tokenizer {kinds}; expected a byte-level one")
+    if steps[-1].get("add_prefix_space"):
+        raise ValueError(f"{path}: add_prefix_space changes the text; tokpack refuses it")
+    return pattern
+
+
+def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict[str, Any]:
+    """A self-contained Hugging Face ``tokenizer.json`` (as a dict) for a byte-level vocabulary:
+    a regex ``Split``, ``ByteLevel`` pre-tokenizer and decoder, and merges from :func:`derive_merges`.
+    """
+    alphabet = byte_to_unicode()
+    vocab = {"".join(alphabet[b] for b in token): rank for token, rank in ranks.items()}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": rank, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for token, rank in sorted(specials.items(), key=lambda item: item[1])
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                byte_level,
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+            "vocab": dict(sorted(vocab.items(), key=lambda item: item[1])),
+            "merges": [list(pair) for pair in derive_merges(ranks)],
+        },
+    }

@@ -1,0 +1,46 @@
+"""Train a byte-level BPE vocabulary with Hugging Face ``tokenizers``' trainer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tokpack.vocab.bytelevel import BpeTokenizer
+from tokpack.vocab.files import unicode_to_bytes
+from tokpack.vocab.patterns import GPT2_PATTERN
+
+
+def train_hf_bytelevel(
+    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = GPT2_PATTERN
+) -> BpeTokenizer:
+    """Train ``vocab_size`` ranks (the 256 bytes included) on ``texts``.
+
+    The trainer pre-tokenizes with ``pattern`` exactly as the encoder will, and every byte is in
+    the alphabet, so any UTF-8 text encodes. It may stop short of ``vocab_size`` when no pair
+    reaches ``min_frequency``; the result's ``n_vocab`` says how many ids there are.
+
+    Raises:
+        ValueError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
+    """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    if vocab_size < 256:
+        raise ValueError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be at least 1, got {min_frequency}")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    vocab = tokenizer.get_vocab()
+    ranks = {unicode_to_bytes(token, where="trained vocabulary"): rank for token, rank in vocab.items()}
+    return BpeTokenizer(ranks=ranks, pattern=pattern)

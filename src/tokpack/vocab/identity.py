@@ -1,0 +1,94 @@
+"""Vocabulary identity: the record that ties every id in tokpack to the table that made it.
+
+An identity is ``{schema, scheme, sha256, n_vocab}``. ``sha256`` hashes a canonical
+serialization of everything that changes ids (for byte-level BPE: the ranks, the pre-tokenizer
+pattern and the special tokens), so two vocabularies that encode any text differently never
+share one. Packs, batch schedules and checkpoints carry the record; :func:`require_vocabulary`
+compares one against a tokenizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+from pydantic import Field
+
+from tokpack._schema import Record
+
+VOCAB_SCHEMA = "tokpack.vocab.v1"
+
+
+class VocabIdentity(Record):
+    """Which vocabulary made a set of ids.
+
+    >>> identity = VocabIdentity(scheme="uci", sha256="ab" * 32, n_vocab=2000)
+    >>> identity.short
+    'abababababababab'
+    """
+
+    schema_: Literal["tokpack.vocab.v1"] = Field(default=VOCAB_SCHEMA, alias="schema")
+    scheme: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    n_vocab: int = Field(ge=1)
+
+    @property
+    def short(self) -> str:
+        """The first 16 hex digits of the hash: enough to name a cache directory."""
+        return self.sha256[:16]
+
+
+class HasIdentity(Protocol):
+    """Anything that can say which vocabulary it is (every tokpack encoder)."""
+
+    @property
+    def identity(self) -> VocabIdentity: ...
+
+
+def identity_of(model: Any) -> VocabIdentity:
+    """Find the vocabulary identity a model, checkpoint, schedule or pack meta carries.
+
+    Accepted: an object with an ``identity`` (an encoder), ``vocabulary`` or ``data_schedule``
+    attribute; a mapping with a ``vocabulary`` entry (a data schedule or a pack's meta), a
+    ``data_schedule`` entry (a checkpoint), or the identity fields themselves.
+
+    Raises:
+        ValueError: nothing in ``model`` records a vocabulary identity.
+    """
+    if isinstance(model, VocabIdentity):
+        return model
+    if isinstance(model, Mapping):
+        if "sha256" in model and "n_vocab" in model:
+            return VocabIdentity.model_validate(dict(model))
+        for key in ("vocabulary", "data_schedule"):
+            if key in model and model[key] is not None:
+                return identity_of(model[key])
+        raise ValueError("no vocabulary identity recorded (expected a 'vocabulary' entry)")
+    for attribute in ("identity", "vocabulary", "data_schedule"):
+        value = getattr(model, attribute, None)
+        if callable(value) and attribute == "data_schedule":
+            value = value()
+        if value is not None:
+            return identity_of(value)
+    raise ValueError(f"{type(model).__name__} carries no vocabulary identity")
+
+
+def require_vocabulary(model: Any, tokenizer: HasIdentity) -> HasIdentity:
+    """Check that ``tokenizer`` is the vocabulary ``model`` was trained on, and return it.
+
+    Args:
+        model: a trainer-like object, a checkpoint dict, a data schedule or a pack's meta.
+        tokenizer: any encoder with an ``identity``.
+
+    Raises:
+        ValueError: ``model`` records no identity, or its hash or ``n_vocab`` differs.
+    """
+    expected = identity_of(model)
+    actual = tokenizer.identity
+    if (expected.sha256, expected.n_vocab) != (actual.sha256, actual.n_vocab):
+        raise ValueError(
+            f"tokenizer {actual.scheme}:{actual.short} (n_vocab {actual.n_vocab}) is not the "
+            f"vocabulary the model was trained on, {expected.scheme}:{expected.short} "
+            f"(n_vocab {expected.n_vocab})"
+        )
+    return tokenizer

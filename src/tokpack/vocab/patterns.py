@@ -1,0 +1,14 @@
+"""Pre-tokenizer patterns: the regexes that cut text into pieces BPE never merges across."""
+
+#: GPT-2's pattern, as tiktoken writes it (the default of a rank file or a GPT-2 pair, which
+#: carry no pattern of their own).
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+#: GPT-4's (``cl100k_base``) pattern: case-insensitive contractions, digits in groups of three.
+GPT4_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+
+#: The one special token of a byte-level vocabulary; corpus text never produces it.
+END_OF_TEXT = "<|endoftext|>"
