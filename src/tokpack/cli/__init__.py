@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+from tokpack.cli import corpus
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
+corpus.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,70 @@
+"""What every command shares: the consoles, one-line errors with exit code 2, the progress bar."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.text import Text
+
+from tokpack.corpus.prepare import PrepareProgress
+
+console = Console()
+errors = Console(stderr=True)
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+#: A bad input is reported as one line and this exit code, never a traceback.
+EXIT_BAD_INPUT = 2
+
+
+def one_line_errors(command: Command) -> Command:
+    """Turn the library's input errors into ``error: …`` on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (ValueError, OSError, ImportError) as error:
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _TokensPerSecond(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        elapsed = task.elapsed or 0.0
+        tokens = task.fields.get("tokens", 0)
+        rate = f"{tokens / elapsed / 1e6:.2f} M tok/s" if elapsed > 0 and tokens else "- tok/s"
+        return Text(rate, style="cyan")
+
+
+@contextmanager
+def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
+    """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
+    columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               _TokensPerSecond(), TimeRemainingColumn()]
+    with Progress(*columns, console=errors, transient=False) as progress:
+        tasks: dict[str, Any] = {}
+
+        def update(event: PrepareProgress) -> None:
+            if event.stage not in tasks:
+                tasks[event.stage] = progress.add_task(event.stage, total=max(event.total_bytes, 1), tokens=0)
+            progress.update(tasks[event.stage], completed=event.done_bytes, tokens=event.n_tokens)
+
+        yield update

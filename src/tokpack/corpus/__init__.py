@@ -1,0 +1,8 @@
+"""Corpus preparation: manifests, document cutting and ``prepare()`` with its cache."""
+
+from tokpack.corpus.cache import default_cache_dir
+from tokpack.corpus.documents import cut_documents
+from tokpack.corpus.manifest import CorpusManifest
+from tokpack.corpus.prepare import PrepareProgress, TokenizedCorpus, prepare
+
+__all__ = ["CorpusManifest", "PrepareProgress", "TokenizedCorpus", "cut_documents", "default_cache_dir", "prepare"]

@@ -1,0 +1,125 @@
+"""The pack format: one directory, three files, every field documented here.
+
+A pack holds the token ids of many documents, concatenated, with an index of where each document
+starts and a record of the vocabulary that made the ids::
+
+    PACK/
+      tokens.npy   1-D ``uint16`` (when the vocabulary has at most 65,536 ids) or ``uint32``:
+                   every document's ids, in document order, nothing between them. A standard
+                   ``.npy`` file (format 1.0, 128-byte header), so ``numpy.load(path,
+                   mmap_mode="r")`` reads it without copying.
+      starts.npy   1-D ``int64``: the offset in ``tokens.npy`` of each document's first id;
+                   strictly increasing, the first 0 (empty documents are not stored).
+      meta.json    a :class:`PackMeta`: counts, dtype, vocabulary identity, source, how documents
+                   were cut, named ranges, SHA-256 of both arrays' payloads, and a seal.
+
+A pack directory only ever appears complete: writers build it in a temporary sibling and rename
+it into place. Readers check counts, sizes and the seal on open; the full checksums on request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from tokpack._schema import Record
+from tokpack.vocab.identity import VocabIdentity
+
+PACK_SCHEMA = "tokpack.pack.v1"
+TOKENS_FILE = "tokens.npy"
+STARTS_FILE = "starts.npy"
+META_FILE = "meta.json"
+#: Every tokpack ``.npy`` header is this long, whatever the length, so it can be rewritten in place.
+NPY_HEADER_BYTES = 128
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class Source(Record):
+    """Where the documents came from: a file name (not a path: packs move) and its hash."""
+
+    name: str
+    sha256: str = Field(pattern=SHA256)
+    n_bytes: int = Field(ge=0)
+
+
+class DocumentCut(Record):
+    """How the source was cut into documents.
+
+    ``rule`` names the rule (``"newline"``: at the last newline at or before ``document_bytes``,
+    see :mod:`tokpack.corpus.documents`; ``"game"``: one chess game a document).
+    """
+
+    rule: str
+    document_bytes: int | None = Field(default=None, ge=1)
+
+
+class Span(Record):
+    """A half-open range ``[start, end)`` of documents, tokens and (for text) source bytes."""
+
+    documents: tuple[int, int]
+    tokens: tuple[int, int]
+    source_bytes: tuple[int, int] | None = None
+
+
+class PackMeta(Record):
+    """``meta.json``: everything a reader needs to trust ``tokens.npy`` and ``starts.npy``.
+
+    Fields:
+        schema: ``"tokpack.pack.v1"``.
+        n_docs / n_tokens: lengths of ``starts.npy`` / ``tokens.npy``.
+        dtype: ``"uint16"`` or ``"uint32"``, the element type of ``tokens.npy``.
+        vocabulary: identity of the vocabulary every id comes from.
+        source, cut: the input and how it was cut into documents.
+        ranges: named spans (``train``, ``validation``, ``test``) in document order; readers
+            that train read ``train`` only.
+        counts: what the encoder counted besides ids (e.g. unknown moves), by name.
+        tokens_sha256 / starts_sha256: SHA-256 of each array's payload (the bytes after the header).
+        seal: SHA-256 of every other field, so a hand-edited ``meta.json`` is refused on open.
+    """
+
+    schema_: Literal["tokpack.pack.v1"] = Field(default=PACK_SCHEMA, alias="schema")
+    n_docs: int = Field(ge=0)
+    n_tokens: int = Field(ge=0)
+    dtype: Literal["uint16", "uint32"]
+    vocabulary: VocabIdentity
+    source: Source
+    cut: DocumentCut
+    ranges: dict[str, Span] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
+    tokens_sha256: str = Field(pattern=SHA256)
+    starts_sha256: str = Field(pattern=SHA256)
+    seal: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+
+    def computed_seal(self) -> str:
+        """The SHA-256 of every field but ``seal``, as compact sorted JSON."""
+        fields = self.model_dump(mode="json", by_alias=True, exclude={"seal"})
+        return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def sealed(self) -> PackMeta:
+        """A copy with ``seal`` filled in."""
+        return self.model_copy(update={"seal": self.computed_seal()})
+
+
+def token_dtype(n_vocab: int) -> np.dtype:
+    """The narrowest id type that holds ``n_vocab`` ids.
+
+    >>> token_dtype(65_536), token_dtype(65_537)
+    (dtype('uint16'), dtype('uint32'))
+    """
+    return np.dtype(np.uint16) if n_vocab <= 1 << 16 else np.dtype(np.uint32)
+
+
+def npy_header(dtype: np.dtype, length: int) -> bytes:
+    """A ``.npy`` 1.0 header for a 1-D little-endian array, padded to :data:`NPY_HEADER_BYTES`.
+
+    >>> header = npy_header(np.dtype(np.uint16), 3)
+    >>> len(header), header[:8]
+    (128, b'\\x93NUMPY\\x01\\x00')
+    """
+    text = repr({"descr": dtype.newbyteorder("<").str, "fortran_order": False, "shape": (length,)})
+    text = text.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin-1")

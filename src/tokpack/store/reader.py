@@ -1,0 +1,126 @@
+"""Open a pack, refusing anything that does not match its ``meta.json``."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from tokpack._schema import read_record
+from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
+from tokpack.vocab.identity import VocabIdentity
+
+#: Bytes hashed per step by :meth:`Pack.verify`: large enough to be fast, small enough to stay flat.
+_VERIFY_CHUNK = 64 << 20
+
+
+class Pack:
+    """A pack opened for reading: ``tokens`` is a read-only memory map, ``starts`` an array.
+
+    Opening checks the seal of ``meta.json``, both files' headers and sizes against its counts,
+    and the starts index (first 0, strictly increasing, inside the stream). :meth:`verify` also
+    hashes both payloads and checks every id is inside the vocabulary.
+    """
+
+    def __init__(self, path: Path, *, verify: bool = False) -> None:
+        """Open the pack directory ``path``.
+
+        Raises:
+            ValueError: naming the file and the mismatch, for anything inconsistent.
+        """
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ValueError(f"{self.path}: not a pack directory")
+        self.meta: PackMeta = read_record(PackMeta, self.path / META_FILE)
+        if self.meta.seal != self.meta.computed_seal():
+            raise ValueError(f"{self.path / META_FILE}: edited after it was written (seal mismatch)")
+        self.tokens: np.ndarray = _open_array(self.path / TOKENS_FILE, np.dtype(self.meta.dtype), self.meta.n_tokens)
+        self.starts: np.ndarray = np.array(_open_array(self.path / STARTS_FILE, np.dtype(np.int64), self.meta.n_docs))
+        self._check_starts()
+        if verify:
+            self.verify()
+
+    @property
+    def vocabulary(self) -> VocabIdentity:
+        """The identity of the vocabulary every id comes from."""
+        return self.meta.vocabulary
+
+    @property
+    def n_docs(self) -> int:
+        return self.meta.n_docs
+
+    @property
+    def n_tokens(self) -> int:
+        return self.meta.n_tokens
+
+    def document_bounds(self) -> np.ndarray:
+        """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""
+        ends = np.append(self.starts[1:], self.n_tokens)
+        return np.stack([self.starts, ends], axis=1)
+
+    def document(self, index: int) -> np.ndarray:
+        """The ids of document ``index`` (a view into the memory map).
+
+        Raises:
+            IndexError: ``index`` outside ``[0, n_docs)``.
+        """
+        if not 0 <= index < self.n_docs:
+            raise IndexError(f"document {index} outside [0, {self.n_docs})")
+        end = self.starts[index + 1] if index + 1 < self.n_docs else self.n_tokens
+        return self.tokens[self.starts[index] : end]
+
+    def verify(self) -> None:
+        """Hash both payloads against ``meta.json`` and check every id is below ``n_vocab``.
+
+        Raises:
+            ValueError: naming the file whose checksum or ids do not match.
+        """
+        tokens_hash, highest = hashlib.sha256(), -1
+        step = max(1, _VERIFY_CHUNK // self.tokens.itemsize)
+        for offset in range(0, self.n_tokens, step):
+            chunk = self.tokens[offset : offset + step]
+            tokens_hash.update(chunk.tobytes())
+            highest = max(highest, int(chunk.max()))
+        if tokens_hash.hexdigest() != self.meta.tokens_sha256:
+            raise ValueError(f"{self.path / TOKENS_FILE}: SHA-256 differs from {META_FILE}")
+        if highest >= self.vocabulary.n_vocab:
+            raise ValueError(f"{self.path / TOKENS_FILE}: id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+        if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
+            raise ValueError(f"{self.path / STARTS_FILE}: SHA-256 differs from {META_FILE}")
+
+    def _check_starts(self) -> None:
+        where = self.path / STARTS_FILE
+        starts = self.starts
+        if len(starts):
+            if starts[0] != 0:
+                raise ValueError(f"{where}: first start is {starts[0]}, not 0")
+            if len(starts) > 1 and not bool(np.all(np.diff(starts) > 0)):
+                raise ValueError(f"{where}: starts are not strictly increasing")
+            if starts[-1] >= self.n_tokens:
+                raise ValueError(f"{where}: start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)")
+        for name, span in self.meta.ranges.items():
+            (d0, d1), (t0, t1) = span.documents, span.tokens
+            if not (0 <= d0 <= d1 <= self.n_docs and 0 <= t0 <= t1 <= self.n_tokens):
+                raise ValueError(f"{self.path / META_FILE}: range {name!r} lies outside the pack")
+
+    def __repr__(self) -> str:
+        return f"Pack({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"
+
+
+def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
+    """Memory-map a 1-D ``.npy`` after checking its header and size against the expected ones."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing") from None
+    expected = NPY_HEADER_BYTES + length * dtype.itemsize
+    if size != expected:
+        raise ValueError(f"{path}: {size} bytes, expected {expected} ({length} {dtype.name} ids after the header)")
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as error:
+        raise ValueError(f"{path}: unreadable .npy header ({error})") from None
+    if array.dtype != dtype.newbyteorder("<") or array.shape != (length,):
+        raise ValueError(f"{path}: holds {array.dtype} {array.shape}, meta.json says {dtype.name} ({length},)")
+    return array

@@ -1,0 +1,149 @@
+"""Write a pack as a stream: documents in, one complete pack directory out, or nothing at all."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from array import array
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import numpy as np
+
+from tokpack._atomic import publish, temporary_sibling
+from tokpack._schema import write_record
+from tokpack.store.format import (
+    META_FILE,
+    STARTS_FILE,
+    TOKENS_FILE,
+    DocumentCut,
+    PackMeta,
+    Source,
+    Span,
+    npy_header,
+    token_dtype,
+)
+from tokpack.vocab.identity import VocabIdentity
+
+class PackWriter:
+    """Stream documents' ids into a new pack at ``destination``.
+
+    Memory holds one batch of ids at a time plus the starts index (8 bytes a document). The pack
+    is built in a hidden temporary sibling and renamed into place by :meth:`commit`; leaving the
+    ``with`` block by an exception, or dying, leaves no directory at ``destination``.
+
+    >>> import tempfile, pathlib
+    >>> from tokpack.vocab.identity import VocabIdentity
+    >>> vocabulary = VocabIdentity(scheme="demo", sha256="0" * 64, n_vocab=10)
+    >>> source = Source(name="demo.txt", sha256="1" * 64, n_bytes=5)
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "pack"
+    >>> with PackWriter(target, vocabulary=vocabulary) as writer:
+    ...     writer.add_documents([[1, 2, 3], [], [4]])
+    ...     meta = writer.commit(source=source, cut=DocumentCut(rule="demo"))
+    >>> meta.n_docs, meta.n_tokens, meta.dtype
+    (2, 4, 'uint16')
+    """
+
+    def __init__(self, destination: Path, *, vocabulary: VocabIdentity) -> None:
+        """Open a temporary sibling of ``destination`` for writing.
+
+        Raises:
+            ValueError: ``destination`` already exists.
+        """
+        self.destination = Path(destination)
+        if self.destination.exists():
+            raise ValueError(f"{self.destination}: already exists; a pack is never overwritten")
+        self.vocabulary = vocabulary
+        self.dtype = token_dtype(vocabulary.n_vocab)
+        self._temporary = temporary_sibling(self.destination)
+        self._tokens = open(self._temporary / TOKENS_FILE, "wb")
+        self._tokens.write(npy_header(self.dtype, 0))
+        self._tokens_hash = hashlib.sha256()
+        self._starts = array("q")
+        self.n_tokens = 0
+
+    @property
+    def n_docs(self) -> int:
+        """Documents written so far (empty ones are skipped)."""
+        return len(self._starts)
+
+    def add_documents(self, documents: Iterable[Sequence[int] | np.ndarray]) -> None:
+        """Append documents' ids, in order, with one write for the whole batch.
+
+        Raises:
+            ValueError: an id outside ``[0, n_vocab)``.
+        """
+        arrays = [np.asarray(document) for document in documents]
+        lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
+        if not lengths.any():
+            return
+        ids = np.concatenate([a for a in arrays if len(a)]).astype(np.int64, copy=False)
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= self.vocabulary.n_vocab:
+            bad = low if low < 0 else high
+            raise ValueError(f"id {bad} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+        offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        self._starts.extend(offsets[lengths > 0].tolist())
+        payload = ids.astype(self.dtype.newbyteorder("<")).tobytes()
+        self._tokens.write(payload)
+        self._tokens_hash.update(payload)
+        self.n_tokens += len(ids)
+
+    def commit(
+        self,
+        *,
+        source: Source,
+        cut: DocumentCut,
+        ranges: dict[str, Span] | None = None,
+        counts: dict[str, int] | None = None,
+    ) -> PackMeta:
+        """Finish the files, write ``meta.json`` and rename the pack into place.
+
+        Raises:
+            ValueError: ``destination`` appeared meanwhile (another writer won).
+        """
+        self._tokens.seek(0)
+        self._tokens.write(npy_header(self.dtype, self.n_tokens))
+        _close_durably(self._tokens)
+        starts = np.frombuffer(self._starts, dtype=np.int64) if self._starts else np.zeros(0, np.int64)
+        starts_payload = starts.astype("<i8").tobytes()
+        with open(self._temporary / STARTS_FILE, "wb") as handle:
+            handle.write(npy_header(np.dtype("<i8"), len(starts)))
+            handle.write(starts_payload)
+            _close_durably(handle)
+        meta = PackMeta(
+            n_docs=self.n_docs,
+            n_tokens=self.n_tokens,
+            dtype=self.dtype.name,  # type: ignore[arg-type]
+            vocabulary=self.vocabulary,
+            source=source,
+            cut=cut,
+            ranges=ranges or {},
+            counts=counts or {},
+            tokens_sha256=self._tokens_hash.hexdigest(),
+            starts_sha256=hashlib.sha256(starts_payload).hexdigest(),
+        ).sealed()
+        write_record(meta, self._temporary / META_FILE)
+        publish(self._temporary, self.destination)
+        return meta
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        if not self._tokens.closed:
+            self._tokens.close()
+        shutil.rmtree(self._temporary, ignore_errors=True)
+
+    def __enter__(self) -> PackWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        if self._temporary.exists():
+            self.abort()
+
+
+def _close_durably(handle) -> None:  # type: ignore[no-untyped-def]
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
