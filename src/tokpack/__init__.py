@@ -1,5 +1,17 @@
-"""tokpack: tokenize a corpus once, pack the ids, serve batches that cannot be mixed up."""
+"""tokpack: tokenize a corpus once, pack the ids, serve batches that cannot be mixed up.
 
+The public API, by layer:
+
+- vocabularies: :class:`BpeTokenizer`, :func:`load_vocabulary`, :class:`VocabIdentity`,
+  :func:`require_vocabulary`, :func:`tokenizer_for`, the patterns ``GPT2_PATTERN``/``GPT4_PATTERN``;
+- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`;
+- the pack store: :class:`Pack` (read, verify);
+- serving: :class:`TokenBatches`.
+"""
+
+from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare
+from tokpack.serve import TokenBatches
+from tokpack.store import Pack
 from tokpack.vocab import (
     GPT2_PATTERN,
     GPT4_PATTERN,
@@ -14,8 +26,14 @@ __all__ = [
     "GPT2_PATTERN",
     "GPT4_PATTERN",
     "BpeTokenizer",
+    "CorpusManifest",
+    "Pack",
+    "PrepareProgress",
+    "TokenBatches",
+    "TokenizedCorpus",
     "VocabIdentity",
     "load_vocabulary",
+    "prepare",
     "require_vocabulary",
     "tokenizer_for",
 ]

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from tokpack.corpus.prepare import PrepareProgress
+from tokpack.corpus.preparation import PrepareProgress
 
 console = Console()
 errors = Console(stderr=True)
@@ -59,7 +59,8 @@ def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
     columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                _TokensPerSecond(), TimeRemainingColumn()]
-    with Progress(*columns, console=errors, transient=False) as progress:
+    # Drawn only on a terminal: in a log file a redrawn bar is noise.
+    with Progress(*columns, console=errors, transient=False, disable=not errors.is_terminal) as progress:
         tasks: dict[str, Any] = {}
 
         def update(event: PrepareProgress) -> None:

@@ -3,6 +3,6 @@
 from tokpack.corpus.cache import default_cache_dir
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import CorpusManifest
-from tokpack.corpus.prepare import PrepareProgress, TokenizedCorpus, prepare
+from tokpack.corpus.preparation import PrepareProgress, TokenizedCorpus, prepare
 
 __all__ = ["CorpusManifest", "PrepareProgress", "TokenizedCorpus", "cut_documents", "default_cache_dir", "prepare"]

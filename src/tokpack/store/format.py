@@ -120,6 +120,7 @@ def npy_header(dtype: np.dtype, length: int) -> bytes:
     >>> len(header), header[:8]
     (128, b'\\x93NUMPY\\x01\\x00')
     """
-    text = repr({"descr": dtype.newbyteorder("<").str, "fortran_order": False, "shape": (length,)})
+    # Spelled as numpy spells it, so the file equals what ``numpy.save`` writes for the same array.
+    text = f"{{'descr': '{dtype.newbyteorder('<').str}', 'fortran_order': False, 'shape': ({length},), }}"
     text = text.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin-1")

@@ -1,0 +1,152 @@
+"""Byte-level vocabularies: loading, identity, refusals, and GPT-2 parity with tiktoken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+from tiktoken_ext.openai_public import r50k_pat_str
+from tokenizers import Tokenizer
+from tokenizers.models import BPE
+from tokenizers.pre_tokenizers import ByteLevel
+
+from tokpack import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, require_vocabulary, tokenizer_for
+from tokpack.vocab.files import byte_to_unicode, derive_merges, rank_file_lines
+
+BYTES = {bytes([b]): b for b in range(256)}
+
+
+def small_vocabulary(pattern: str = GPT2_PATTERN) -> BpeTokenizer:
+    return BpeTokenizer(ranks=BYTES | {b"ab": 256, b"abc": 257, b" a": 258}, pattern=pattern)
+
+
+def real_text(shared_data: Path) -> str:
+    english = (shared_data / "other" / "english" / "wesnoth-narrative-en.txt").read_text(encoding="utf-8")
+    polish = (shared_data / "polish" / "technical").glob("*.txt")
+    return english[:200_000] + "".join(p.read_text(encoding="utf-8")[:20_000] for p in sorted(polish)[:10])
+
+
+def test_identity_is_stable_and_names_every_id_changing_part() -> None:
+    base = small_vocabulary()
+    assert base.identity == small_vocabulary().identity
+    assert base.identity.n_vocab == 260 and base.eot_id == 259
+    other_pattern = small_vocabulary(GPT4_PATTERN)
+    other_special = BpeTokenizer(ranks=base.ranks, special_tokens={"<|endoftext|>": 300})
+    other_rank = BpeTokenizer(ranks=BYTES | {b"ab": 257, b"abc": 256, b" a": 258})
+    digests = {t.identity.sha256 for t in (base, other_pattern, other_special, other_rank)}
+    assert len(digests) == 4
+
+
+def test_same_ranks_different_pattern_encode_differently_and_never_share_identity() -> None:
+    ranks = BYTES | {b"12": 256, b"123": 257, b"1234": 258}
+    gpt2, gpt4 = BpeTokenizer(ranks=ranks, pattern=GPT2_PATTERN), BpeTokenizer(ranks=ranks, pattern=GPT4_PATTERN)
+    assert gpt2.encode("1234") != gpt4.encode("1234")  # GPT-4's pattern cuts digits in threes
+    assert gpt2.identity != gpt4.identity
+    with pytest.raises(ValueError, match="not the vocabulary"):
+        require_vocabulary({"vocabulary": gpt2.identity.model_dump(by_alias=True)}, gpt4)
+
+
+def test_end_of_text_in_corpus_text_is_plain_text() -> None:
+    tokenizer = small_vocabulary()
+    ids = tokenizer.encode("x<|endoftext|>y")
+    assert tokenizer.eot_id not in ids
+    assert tokenizer.decode(ids) == "x<|endoftext|>y"
+
+
+def test_refusals() -> None:
+    with pytest.raises(ValueError, match="byte-level training needs none"):
+        load_vocabulary("bytes")
+    with pytest.raises(ValueError, match="single bytes"):
+        BpeTokenizer(ranks={b"a": 0})
+    with pytest.raises(ValueError, match="distinct"):
+        BpeTokenizer(ranks=BYTES, special_tokens={"<|endoftext|>": 5})
+    with pytest.raises(ValueError, match="no such vocabulary"):
+        load_vocabulary("/nonexistent/ranks.tiktoken")
+
+
+def test_saved_vocabulary_round_trips_and_detects_edits(tmp_path: Path) -> None:
+    tokenizer = small_vocabulary(GPT4_PATTERN)
+    saved = tokenizer.save(tmp_path / "v")
+    loaded = load_vocabulary(saved)
+    assert loaded.identity == tokenizer.identity and loaded.pattern == GPT4_PATTERN
+    assert load_vocabulary(tmp_path / "v").identity == tokenizer.identity  # the directory works too
+    with pytest.raises(ValueError, match="contradicts"):
+        load_vocabulary(saved, pattern=GPT2_PATTERN)
+    ranks = tmp_path / "v" / "ranks.tiktoken"
+    ranks.write_bytes(ranks.read_bytes().replace(b" 256\n", b" 261\n"))
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        load_vocabulary(saved)
+
+
+def test_rank_file_takes_gpt2_pattern_unless_told(tmp_path: Path) -> None:
+    path = tmp_path / "ranks.tiktoken"
+    path.write_bytes(rank_file_lines(small_vocabulary().ranks))
+    assert load_vocabulary(path).identity == small_vocabulary().identity
+    assert load_vocabulary(path, pattern=GPT4_PATTERN).identity == small_vocabulary(GPT4_PATTERN).identity
+
+
+def test_tokenizer_for_returns_only_the_matching_vocabulary(tmp_path: Path) -> None:
+    tokenizer = small_vocabulary()
+    schedule = {"vocabulary": tokenizer.identity.model_dump(by_alias=True), "batch": 4}
+    checkpoint = {"data_schedule": schedule, "step": 10}
+    assert tokenizer_for(checkpoint, tokenizer) is tokenizer
+    with pytest.raises(ValueError, match="not the vocabulary"):
+        tokenizer_for(checkpoint, small_vocabulary(GPT4_PATTERN))
+    with pytest.raises(ValueError, match="no vocabulary identity"):
+        require_vocabulary({"step": 3}, tokenizer)
+
+
+def test_tokenizer_json_export_loads_in_hugging_face_with_same_ids(tmp_path: Path, shared_data: Path) -> None:
+    from tokpack.vocab import train_hf_bytelevel
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted((shared_data / "polish" / "narrative").glob("*.txt"))]
+    tokenizer = train_hf_bytelevel(texts, vocab_size=1500, pattern=GPT4_PATTERN)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(tokenizer.to_tokenizer_json(), encoding="utf-8")
+    assert load_vocabulary(path).identity == tokenizer.identity
+    hugging_face = Tokenizer.from_file(str(path))
+    sample = real_text(shared_data)[:100_000] + " zażółć gęślą jaźń 👩‍👩‍👧 12345\r\n\t x"
+    assert hugging_face.encode(sample).ids == tokenizer.encode(sample)
+    assert hugging_face.decode(tokenizer.encode(sample)) == sample
+
+
+def test_gpt2_ids_equal_tiktoken_through_rank_file_and_encoder_pair(
+    tmp_path: Path, gpt2_rank_file: Path, shared_data: Path
+) -> None:
+    reference = tiktoken.Encoding(
+        name="gpt2-from-whisper", pat_str=r50k_pat_str, mergeable_ranks=load_tiktoken_bpe(str(gpt2_rank_file)),
+        special_tokens={"<|endoftext|>": 50256},
+    )
+    text = real_text(shared_data) + "  trailing spaces   \n\n<|endoftext|> 🙂"
+    from_ranks = load_vocabulary(gpt2_rank_file)
+    assert from_ranks.n_vocab == 50257
+    assert from_ranks.encode(text) == reference.encode_ordinary(text)
+
+    # The same vocabulary as GPT-2's own file pair, converted here from the ranks.
+    alphabet = byte_to_unicode()
+    encoder = {"".join(alphabet[b] for b in token): rank for token, rank in from_ranks.ranks.items()}
+    encoder["<|endoftext|>"] = 50256
+    (tmp_path / "encoder.json").write_text(json.dumps(encoder), encoding="utf-8")
+    merges = ["#version: 0.2"] + [f"{left} {right}" for left, right in derive_merges(from_ranks.ranks)]
+    (tmp_path / "vocab.bpe").write_text("\n".join(merges) + "\n", encoding="utf-8")
+    from_pair = load_vocabulary((tmp_path / "encoder.json", tmp_path / "vocab.bpe"))
+    assert from_pair.identity == from_ranks.identity
+    assert from_pair.encode(text) == reference.encode_ordinary(text)
+
+    # Hugging Face reading that pair agrees too: the conversion is the real format.
+    hugging_face = Tokenizer(BPE.from_file(str(tmp_path / "encoder.json"), str(tmp_path / "vocab.bpe")))
+    hugging_face.pre_tokenizer = ByteLevel(add_prefix_space=False)
+    english = text[:50_000]
+    assert hugging_face.encode(english).ids == reference.encode_ordinary(english)
+
+
+def test_gpt2_pair_with_inconsistent_merges_is_refused(tmp_path: Path) -> None:
+    alphabet = byte_to_unicode()
+    encoder = {alphabet[b]: b for b in range(256)} | {"ab": 256, "bc": 257}
+    (tmp_path / "encoder.json").write_text(json.dumps(encoder), encoding="utf-8")
+    (tmp_path / "vocab.bpe").write_text("#version: 0.2\nb c\na b\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="merge 1"):
+        load_vocabulary((tmp_path / "encoder.json", tmp_path / "vocab.bpe"))
