@@ -251,7 +251,7 @@ def _write_pack(
         for name, start, end in manifest.ordered_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens
             for batch in _batches(text.documents(start, end, cut.document_bytes), batch_documents):
-                writer.add_documents(tokenizer.encode_batch([document.text for document in batch]))
+                writer.add_documents(tokenizer.encode_arrays([document.text for document in batch]))
                 done_bytes += sum(document.n_bytes for document in batch)
                 report(PrepareProgress("encoding", done_bytes, source.n_bytes, writer.n_tokens))
             ranges[name] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens),
