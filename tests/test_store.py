@@ -29,7 +29,7 @@ def test_small_pack_is_byte_stable(tmp_path: Path) -> None:
         assert (pack / name).read_bytes() == expected.getvalue()  # exactly what numpy itself writes
     # Pinned: a change to any of the three files' bytes is a format change and must be deliberate.
     assert file_hashes(pack) == {
-        "meta.json": "bd32b71f7334c784",
+        "meta.json": "9e4d224b9a17f5e8",
         "starts.npy": "615d977cb3ad2f51",
         "tokens.npy": "9f0b35fc54068240",
     }
@@ -144,3 +144,11 @@ def test_commit_records_source_and_cut(tmp_path: Path) -> None:
         meta = writer.commit(source=Source(name="x.txt", sha256="b" * 64, n_bytes=9),
                              cut=DocumentCut(rule="newline", document_bytes=64), counts={"n_games": 1})
     assert Pack(tmp_path / "pack").meta == meta and meta.counts == {"n_games": 1}
+
+
+def test_padding_id_must_never_be_a_real_token(tmp_path: Path) -> None:
+    Pack(pack_of_documents([[1, 2]], n_vocab=4, directory=tmp_path / "ok", pad_id=3), verify=True)
+    with pytest.raises(ValueError, match="padding id 2 occurs 1 times"):
+        Pack(pack_of_documents([[1, 2]], n_vocab=4, directory=tmp_path / "bad", pad_id=2), verify=True)
+    with pytest.raises(ValueError, match="pad_id 4 is outside"):
+        pack_of_documents([[1]], n_vocab=4, directory=tmp_path / "out", pad_id=4)

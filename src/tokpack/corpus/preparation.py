@@ -256,7 +256,7 @@ def _write_pack(
                 report(PrepareProgress("encoding", done_bytes, source.n_bytes, writer.n_tokens))
             ranges[name] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens),
                                 source_bytes=(start, end))
-        writer.commit(source=source, cut=cut, ranges=ranges)
+        writer.commit(source=source, cut=cut, ranges=ranges, pad_id=tokenizer.eot_id)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, source: Source, cut: DocumentCut,

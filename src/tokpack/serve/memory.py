@@ -17,12 +17,13 @@ def pack_of_documents(
     n_vocab: int,
     directory: Path | None = None,
     train_documents: int | None = None,
+    pad_id: int | None = None,
 ) -> Path:
     """Write ``documents`` as a pack and return its directory.
 
     The vocabulary identity hashes ``n_vocab`` alone (scheme ``"list"``). The first
     ``train_documents`` documents (all by default) form the ``train`` range, the rest
-    ``validation``.
+    ``validation``. ``pad_id``, if given, is recorded as the padding id.
 
     >>> from tokpack.store import Pack
     >>> Pack(pack_of_documents([[1, 2], [3]], n_vocab=4)).starts.tolist()
@@ -39,5 +40,5 @@ def pack_of_documents(
         if split < len(documents):
             ranges["validation"] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens))
         source = Source(name="<memory>", sha256=hashlib.sha256(repr(documents).encode()).hexdigest(), n_bytes=0)
-        writer.commit(source=source, cut=DocumentCut(rule="list"), ranges=ranges)
+        writer.commit(source=source, cut=DocumentCut(rule="list"), ranges=ranges, pad_id=pad_id)
     return directory

@@ -77,6 +77,9 @@ class PackMeta(Record):
         ranges: named spans (``train``, ``validation``, ``test``) in document order; readers
             that train read ``train`` only.
         counts: what the encoder counted besides ids (e.g. unknown moves), by name.
+        pad_id: the id readers pad windows with and losses ignore: a vocabulary id the encoder
+            never emits (``<pad>`` in chess, ``<|endoftext|>`` in text); ``None`` when the
+            vocabulary has none, and then readers refuse to pad.
         tokens_sha256 / starts_sha256: SHA-256 of each array's payload (the bytes after the header).
         seal: SHA-256 of every other field, so a hand-edited ``meta.json`` is refused on open.
     """
@@ -90,6 +93,7 @@ class PackMeta(Record):
     cut: DocumentCut
     ranges: dict[str, Span] = Field(default_factory=dict)
     counts: dict[str, int] = Field(default_factory=dict)
+    pad_id: int | None = Field(default=None, ge=0)
     tokens_sha256: str = Field(pattern=SHA256)
     starts_sha256: str = Field(pattern=SHA256)
     seal: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")

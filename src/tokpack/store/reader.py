@@ -71,21 +71,26 @@ class Pack:
         return self.tokens[self.starts[index] : end]
 
     def verify(self) -> None:
-        """Hash both payloads against ``meta.json`` and check every id is below ``n_vocab``.
+        """Hash both payloads against ``meta.json``, check every id is below ``n_vocab`` and that
+        the padding id never occurs.
 
         Raises:
             ValueError: naming the file whose checksum or ids do not match.
         """
-        tokens_hash, highest = hashlib.sha256(), -1
+        tokens_hash, highest, pads = hashlib.sha256(), -1, 0
         step = max(1, _VERIFY_CHUNK // self.tokens.itemsize)
         for offset in range(0, self.n_tokens, step):
             chunk = self.tokens[offset : offset + step]
             tokens_hash.update(chunk.tobytes())
             highest = max(highest, int(chunk.max()))
+            if self.meta.pad_id is not None:
+                pads += int(np.count_nonzero(chunk == self.meta.pad_id))
         if tokens_hash.hexdigest() != self.meta.tokens_sha256:
             raise ValueError(f"{self.path / TOKENS_FILE}: SHA-256 differs from {META_FILE}")
         if highest >= self.vocabulary.n_vocab:
             raise ValueError(f"{self.path / TOKENS_FILE}: id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+        if pads:
+            raise ValueError(f"{self.path / TOKENS_FILE}: the padding id {self.meta.pad_id} occurs {pads} times as a real token")
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
             raise ValueError(f"{self.path / STARTS_FILE}: SHA-256 differs from {META_FILE}")
 

@@ -98,12 +98,19 @@ class PackWriter:
         cut: DocumentCut,
         ranges: dict[str, Span] | None = None,
         counts: dict[str, int] | None = None,
+        pad_id: int | None = None,
     ) -> PackMeta:
         """Finish the files, write ``meta.json`` and rename the pack into place.
 
+        Args:
+            source, cut, ranges, counts: recorded as given (see :class:`PackMeta`).
+            pad_id: the vocabulary's padding id; it must be one the stream never holds.
+
         Raises:
-            ValueError: ``destination`` appeared meanwhile (another writer won).
+            ValueError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
         """
+        if pad_id is not None and not 0 <= pad_id < self.vocabulary.n_vocab:
+            raise ValueError(f"pad_id {pad_id} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
         self._tokens.seek(0)
         self._tokens.write(npy_header(self.dtype, self.n_tokens))
         _close_durably(self._tokens)
@@ -122,6 +129,7 @@ class PackWriter:
             cut=cut,
             ranges=ranges or {},
             counts=counts or {},
+            pad_id=pad_id,
             tokens_sha256=self._tokens_hash.hexdigest(),
             starts_sha256=hashlib.sha256(starts_payload).hexdigest(),
         ).sealed()
