@@ -39,7 +39,18 @@ class CorpusText:
             ValueError: invalid UTF-8, naming the file and the byte offset.
         """
         for begin, finish in cut_documents(self.data, start, end, document_bytes):
-            yield Document(offset=begin, n_bytes=finish - begin, text=self.decode(begin, finish))
+            text = self.decode(begin, finish)
+            self._release(begin, finish)
+            yield Document(offset=begin, n_bytes=finish - begin, text=text)
+
+    def _release(self, begin: int, end: int) -> None:
+        """Drop mapped pages already decoded, so resident memory stays flat on a huge corpus."""
+        if not isinstance(self.data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        first = begin - begin % mmap.PAGESIZE
+        last = end - end % mmap.PAGESIZE
+        if last > first:
+            self.data.madvise(mmap.MADV_DONTNEED, first, last - first)
 
     def decode(self, begin: int, end: int) -> str:
         """The text of bytes ``[begin, end)``.

@@ -79,16 +79,18 @@ class PackWriter:
         lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
         if not lengths.any():
             return
-        ids = np.concatenate([a for a in arrays if len(a)]).astype(np.int64, copy=False)
+        ids = np.concatenate([a for a in arrays if len(a)])  # kept in the encoder's dtype: no int64 copy
+        if ids.dtype.kind not in "iu":
+            raise ValueError(f"ids must be integers, got {ids.dtype}")
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= self.vocabulary.n_vocab:
             bad = low if low < 0 else high
             raise ValueError(f"id {bad} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.extend(offsets[lengths > 0].tolist())
-        payload = ids.astype(self.dtype.newbyteorder("<")).tobytes()
-        self._tokens.write(payload)
-        self._tokens_hash.update(payload)
+        payload = ids.astype(self.dtype.newbyteorder("<"), copy=False)
+        self._tokens.write(memoryview(payload))
+        self._tokens_hash.update(memoryview(payload))
         self.n_tokens += len(ids)
 
     def commit(
