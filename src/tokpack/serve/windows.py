@@ -1,0 +1,125 @@
+"""Windows: fixed-size ``(x, y)`` items over one range of a pack, one at a time or many at once.
+
+With ``aligned=True`` item ``i`` starts at the first token of the range's document ``i`` and runs
+on into the documents after it (packing, so almost no position is padding); with
+``aligned=False`` item ``i`` is the ``i``-th consecutive ``block``-sized cut of the range. Each
+item is ``x``, ``block`` ids, and ``y``, the id after each one: ``y[t] = x[t + 1]``. ``y[-1]`` is
+padding because its real target lies outside the window, and a window running past the end of
+the range is padded; the padding id is the pack's (see ``PackMeta.pad_id``), and it is the
+``ignore_index`` of the loss.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from tokpack.store import Pack
+
+
+class Windows:
+    """Windows of ``block`` ids over the ``split`` range of a pack.
+
+    >>> from tokpack.serve.memory import pack_of_documents
+    >>> windows = Windows(pack_of_documents([[1, 2, 3], [4, 5]], n_vocab=7, pad_id=0), block=4)
+    >>> x, y = windows[1]
+    >>> x.tolist(), y.tolist()
+    ([4, 5, 0, 0], [5, 0, 0, 0])
+    """
+
+    def __init__(self, pack: Pack | str | Path, block: int, *, aligned: bool = True, split: str = "train") -> None:
+        """Open windows over ``pack``.
+
+        Args:
+            pack: a :class:`Pack` or its directory (opened, counts and sizes checked).
+            block: ids per item, at least 2.
+            aligned: start items at documents (``True``) or cut the range into blocks.
+            split: the pack range to read (``train`` unless you evaluate).
+
+        Raises:
+            ValueError: ``block`` below 2, no ``split`` range, or a vocabulary with no padding
+                id (one the encoder never emits), so padding would collide with a real token.
+        """
+        if block < 2:
+            raise ValueError(f"block must be at least 2, got {block}")
+        self.pack = pack if isinstance(pack, Pack) else Pack(Path(pack))
+        if split not in self.pack.meta.ranges:
+            raise ValueError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
+        if self.pack.meta.pad_id is None:
+            raise ValueError(f"{self.pack.path}: its vocabulary records no padding id distinct from real tokens")
+        self.block, self.aligned, self.split = block, aligned, split
+        self.pad_id: int = self.pack.meta.pad_id
+        span = self.pack.meta.ranges[split]
+        self.lo, self.hi = span.tokens
+        first_doc, last_doc = span.documents
+        self._origins = self.pack.starts[first_doc:last_doc] if aligned else None
+        n_tokens = self.hi - self.lo
+        self._length = last_doc - first_doc if aligned else (max(1, n_tokens // block) if n_tokens else 0)
+        stream = self.pack.tokens[self.lo : self.hi]
+        # Every window that fits whole is a row of this view: gathering rows copies in C.
+        self._rows = sliding_window_view(stream, block + 1) if n_tokens >= block + 1 else None
+
+    @property
+    def ignore_index(self) -> int:
+        """The target id the loss must ignore: the padding id."""
+        return self.pad_id
+
+    def __len__(self) -> int:
+        return self._length
+
+    def origins(self, indices: np.ndarray) -> np.ndarray:
+        """Where items ``indices`` start in the pack's token stream (``int64``).
+
+        Raises:
+            IndexError: an index outside ``[0, len(self))``.
+        """
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self._length):
+            bad = int(indices.min()) if indices.min() < 0 else int(indices.max())
+            raise IndexError(f"window {bad} outside [0, {self._length})")
+        if self._origins is not None:
+            return self._origins[indices]
+        return self.lo + indices * self.block
+
+    def window_batch(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Items ``indices`` as two ``int64`` arrays of shape ``(len(indices), block)``, gathered
+        with one numpy copy for all the windows that fit whole (no Python loop over items).
+
+        Raises:
+            IndexError: an index outside ``[0, len(self))``.
+        """
+        origins = self.origins(indices) - self.lo
+        chunk = np.full((len(origins), self.block + 1), self.pad_id, dtype=np.int64)
+        whole = origins + self.block + 1 <= self.hi - self.lo
+        if self._rows is not None and whole.any():
+            chunk[whole] = self._rows[origins[whole]]
+        if not whole.all():  # the few windows near the end of the range: clip, then pad
+            positions = origins[~whole, None] + np.arange(self.block + 1)
+            inside = positions < self.hi - self.lo
+            tail = np.full(positions.shape, self.pad_id, dtype=np.int64)
+            tail[inside] = self.pack.tokens[self.lo + positions[inside]]
+            chunk[~whole] = tail
+        chunk[:, -1] = self.pad_id  # y[-1]: its real target lies outside the window
+        return chunk[:, :-1], chunk[:, 1:]
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Item ``index`` as ``(x, y)``, ``block`` ``int64`` ids each."""
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"window index must be an integer, got {type(index).__name__}")
+        x, y = self.window_batch(np.array([index]))
+        return x[0], y[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled for a worker process: send the path, not the mapped stream, so every worker
+        # maps the same file pages instead of receiving a copy of the tokens.
+        return {"path": str(self.pack.path), "block": self.block, "aligned": self.aligned, "split": self.split}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(Path(state["path"]), state["block"], aligned=state["aligned"], split=state["split"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        kind = "aligned" if self.aligned else "contiguous"
+        return f"Windows({str(self.pack.path)!r}, block={self.block}, {kind}, split={self.split!r}, n={len(self)})"
