@@ -40,7 +40,7 @@ class WindowDataset(Dataset[Batch]):
             x, y = self.windows[int(index)]
         else:
             x, y = self.windows.window_batch(np.asarray(index, dtype=np.int64))
-        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(y))
+        return torch.from_numpy(x), torch.from_numpy(y)
 
 
 class _EpochBatches(Sampler[list[int]]):

@@ -85,23 +85,23 @@ class Windows:
         return self.lo + indices * self.block
 
     def window_batch(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Items ``indices`` as two ``int64`` arrays of shape ``(len(indices), block)``, gathered
-        with one numpy copy for all the windows that fit whole (no Python loop over items).
+        """Items ``indices`` as ``(x, y)``, ``int64`` arrays of shape ``(len(indices), block)``.
+
+        One numpy gather and one cast serve every window that fits whole; there is no Python
+        loop over items. ``x`` and ``y`` are two views of one ``(n, block + 1)`` buffer (``y`` is
+        ``x`` moved one id on), which is what saves a copy: copy one before writing into it.
 
         Raises:
             IndexError: an index outside ``[0, len(self))``.
         """
         origins = self.origins(indices) - self.lo
-        chunk = np.full((len(origins), self.block + 1), self.pad_id, dtype=np.int64)
-        whole = origins + self.block + 1 <= self.hi - self.lo
-        if self._rows is not None and whole.any():
-            chunk[whole] = self._rows[origins[whole]]
-        if not whole.all():  # the few windows near the end of the range: clip, then pad
-            positions = origins[~whole, None] + np.arange(self.block + 1)
+        if self._rows is not None and bool(np.all(origins + self.block + 1 <= self.hi - self.lo)):
+            chunk = self._rows[origins].astype(np.int64)
+        else:  # some windows run past the end of the range: clip, then pad
+            positions = origins[:, None] + np.arange(self.block + 1)
             inside = positions < self.hi - self.lo
-            tail = np.full(positions.shape, self.pad_id, dtype=np.int64)
-            tail[inside] = self.pack.tokens[self.lo + positions[inside]]
-            chunk[~whole] = tail
+            chunk = np.full(positions.shape, self.pad_id, dtype=np.int64)
+            chunk[inside] = self.pack.tokens[self.lo + positions[inside]]
         chunk[:, -1] = self.pad_id  # y[-1]: its real target lies outside the window
         return chunk[:, :-1], chunk[:, 1:]
 
