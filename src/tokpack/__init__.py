@@ -4,12 +4,12 @@ The public API, by layer:
 
 - vocabularies: :class:`BpeTokenizer`, :func:`load_vocabulary`, :class:`VocabIdentity`,
   :func:`require_vocabulary`, :func:`tokenizer_for`, the patterns ``GPT2_PATTERN``/``GPT4_PATTERN``;
-- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`;
+- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`; :func:`sample_corpus`;
 - the pack store: :class:`Pack` (read, verify);
 - serving: :class:`TokenBatches`.
 """
 
-from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare
+from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
 from tokpack.serve import TokenBatches
 from tokpack.store import Pack
 from tokpack.vocab import (
@@ -35,5 +35,6 @@ __all__ = [
     "load_vocabulary",
     "prepare",
     "require_vocabulary",
+    "sample_corpus",
     "tokenizer_for",
 ]

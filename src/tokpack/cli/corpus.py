@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Optional
 
@@ -10,7 +9,7 @@ import typer
 from rich.table import Table
 
 from tokpack.cli._console import console, one_line_errors, prepare_progress
-from tokpack.corpus import TokenizedCorpus, prepare
+from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
 from tokpack.store import Pack
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json or vocabulary.json. Omit it to train one on the training range.")
@@ -55,10 +54,9 @@ def demo_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Prepare the bundled Polish sample: train a vocabulary, tokenize, pack, show a batch."""
-    sample = resources.files("tokpack") / "sample"
-    corpus = Path(str(sample / "polish.txt"))
+    corpus = sample_corpus()
     console.print(f"[bold]tokpack demo[/]: the bundled sample {corpus.name} ({corpus.stat().st_size:,} bytes; "
-                  f"sources and licence in {Path(str(sample / 'SOURCES.md'))})")
+                  f"sources and licence in {corpus.parent / 'SOURCES.md'})")
     with prepare_progress() as progress:
         prepared = prepare(corpus, cache_dir=cache_dir, vocab_size=2048, document_bytes=8192, progress=progress)
     _summary(prepared, corpus)
