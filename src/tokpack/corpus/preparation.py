@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
-from tokpack.corpus.manifest import CorpusManifest, corpus_manifest, file_sha256
-from tokpack.corpus.text import CorpusText, Document
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, open_source
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -101,16 +100,21 @@ def prepare(
     batch_documents: int = 16,
     trainer: Trainer = "hf",
     pattern: str | None = None,
+    workers: int | None = None,
+    text_field: str = "text",
+    on_error: OnError = "raise",
     progress: ProgressCallback | None = None,
 ) -> TokenizedCorpus:
-    """Tokenize a corpus text file once, cache the pack, and return it.
+    """Tokenize a corpus once, cache the pack, and return it.
 
-    A ``manifest.json`` beside the corpus (see :class:`CorpusManifest`) is checked and its ranges
-    used; without one the whole file is training data. Documents are cut by the rule of
+    The corpus is one UTF-8 text file (a ``manifest.json`` beside it, see
+    :class:`CorpusManifest`, is checked and its ranges used; without one the whole file is
+    training data), a folder of text files (sorted; documents never span files), JSON Lines or
+    parquet with a text field (see :mod:`tokpack.corpus.sources`). Documents are cut by the rule of
     :mod:`tokpack.corpus.documents` and each is encoded alone.
 
     Args:
-        corpus: the UTF-8 text file.
+        corpus: the file or folder.
         vocab: your vocabulary (anything :func:`load_vocabulary` takes); ``None`` trains one on
             the first ``vocab_sample_bytes`` of the training range, never validation or test data.
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
@@ -119,9 +123,13 @@ def prepare(
         min_frequency: a merge needs a pair seen at least this often.
         vocab_sample_bytes: bytes of the training range the trainer sees.
         document_bytes: the longest document (at least 4).
-        batch_documents: documents encoded together (in parallel threads).
+        batch_documents: documents encoded together (in parallel).
         trainer: ``"hf"`` (Hugging Face ``tokenizers``) or ``"exact"`` (tokpack's own).
         pattern: the pre-tokenizer for training, or for a rank file or GPT-2 pair (GPT-2's).
+        workers: encoding threads (default: every core); the pack is the same for any number.
+        text_field: the field (JSON Lines) or column (parquet) holding the text.
+        on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
+            it (``meta.counts["skipped"]``).
         progress: called with a :class:`PrepareProgress` as work advances.
 
     Returns:
@@ -129,44 +137,45 @@ def prepare(
 
     Raises:
         ValueError: a non-positive size, a corpus that does not match its manifest, invalid
-            UTF-8 (with its byte offset), a bad vocabulary, or a cache that does not match what
-            it should hold (delete it to rebuild; it is never rebuilt silently).
-        FileNotFoundError: no corpus file.
+            UTF-8 (with its file and byte offset), a bad vocabulary, or a cache that does not
+            match what it should hold (delete it to rebuild; it is never rebuilt silently).
+        FileNotFoundError: no corpus.
     """
-    corpus = Path(corpus)
     _check_sizes(vocab_size=vocab_size, min_frequency=min_frequency, vocab_sample_bytes=vocab_sample_bytes,
-                 document_bytes=document_bytes, batch_documents=batch_documents)
-    if not corpus.is_file():
-        raise FileNotFoundError(f"{corpus}: no such corpus file")
+                 document_bytes=document_bytes, batch_documents=batch_documents, workers=workers or 1)
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    total = corpus.stat().st_size
-    report(PrepareProgress("hashing", 0, total))
-    sha256 = file_sha256(corpus)
-    report(PrepareProgress("hashing", total, total))
-    manifest = corpus_manifest(corpus, sha256)
-    with CorpusText(corpus) as text:
-        if vocab is None:
-            tokenizer, vocabulary_json = _trained_vocabulary(
-                text, manifest, cache, vocab_size=vocab_size, min_frequency=min_frequency,
-                sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, trainer=trainer,
-                pattern=pattern or GPT2_PATTERN, report=report,
-            )
+    path = Path(corpus)
+    report(PrepareProgress("hashing", 0, _size(path)))
+    source = open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
+    record = source.record()
+    report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
+    corpus_key = hashlib.sha256(f"{source.format}:{record.name}:{record.sha256}".encode()).hexdigest()
+    if vocab is None:
+        tokenizer, vocabulary_json = _trained_vocabulary(
+            source, corpus_key, cache, vocab_size=vocab_size, min_frequency=min_frequency,
+            sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, trainer=trainer,
+            pattern=pattern or GPT2_PATTERN, report=report,
+        )
+    else:
+        tokenizer = load_vocabulary(vocab, pattern=pattern)
+        vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
+    cut = DocumentCut(rule="newline", document_bytes=document_bytes)
+    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}"
+    with locked(pack_dir):
+        if pack_dir.exists():
+            report(PrepareProgress("verifying", 0, record.n_bytes))
+            _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
         else:
-            tokenizer = load_vocabulary(vocab, pattern=pattern)
-            vocabulary_json = _cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
-        source = Source(name=corpus.name, sha256=sha256, n_bytes=total)
-        cut = DocumentCut(rule="newline", document_bytes=document_bytes)
-        pack_dir = cache / "packs" / f"{sha256[:16]}-{tokenizer.identity.short}-d{document_bytes}"
-        with locked(pack_dir):
-            if pack_dir.exists():
-                report(PrepareProgress("verifying", 0, total))
-                _check_cached_pack(pack_dir, tokenizer.identity, source, cut, manifest)
-            else:
-                remove_abandoned(pack_dir)
-                _write_pack(text, manifest, tokenizer, pack_dir, source, cut,
-                            batch_documents=batch_documents, report=report)
+            remove_abandoned(pack_dir)
+            write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
     return TokenizedCorpus(pack_dir, vocabulary_json)
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
 def _check_sizes(**sizes: int) -> None:
@@ -177,14 +186,14 @@ def _check_sizes(**sizes: int) -> None:
 
 
 def _trained_vocabulary(
-    text: CorpusText, manifest: CorpusManifest, cache: Path, *, vocab_size: int, min_frequency: int,
+    source: DocumentSource, corpus_key: str, cache: Path, *, vocab_size: int, min_frequency: int,
     sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
 ) -> tuple[BpeTokenizer, Path]:
     pattern_id = hashlib.sha256(pattern.encode()).hexdigest()[:8]
-    key = f"{manifest.sha256[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}"
+    key = f"{corpus_key[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}"
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
-        "corpus_sha256": manifest.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
+        "corpus_sha256": source.record().sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
         "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer,
     }
     with locked(directory):
@@ -193,13 +202,11 @@ def _trained_vocabulary(
             if tokenizer.pattern != pattern or _saved_training(directory) != trained_on:
                 raise ValueError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
             return tokenizer, directory / VOCABULARY_FILE
-        start, end = manifest.ranges["train"]
-        sample_end = min(end, start + sample_bytes)
-        report(PrepareProgress("training", 0, sample_end - start))
-        texts = (document.text for document in text.documents(start, sample_end, document_bytes))
+        report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
-        tokenizer = train(texts, vocab_size=vocab_size, min_frequency=min_frequency, pattern=pattern)
-        report(PrepareProgress("training", sample_end - start, sample_end - start))
+        tokenizer = train(source.training_sample(sample_bytes), vocab_size=vocab_size, min_frequency=min_frequency,
+                          pattern=pattern)
+        report(PrepareProgress("training", sample_bytes, sample_bytes))
         remove_abandoned(directory)
         with building(directory) as temporary:
             tokenizer.save(temporary, trained_on=trained_on)
@@ -223,7 +230,12 @@ def _saved_training(directory: Path) -> dict[str, str | int] | None:
     return read_record(VocabularyRecord, directory / VOCABULARY_FILE).trained_on
 
 
-def _cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
+def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
+    """Save ``tokenizer`` under ``directory`` once (atomically); return its ``vocabulary.json``.
+
+    Raises:
+        ValueError: ``directory`` holds another vocabulary.
+    """
     with locked(directory):
         if directory.exists():
             if BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
@@ -235,37 +247,49 @@ def _cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     return directory / VOCABULARY_FILE
 
 
-def _batches(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
-    while batch := list(islice(documents, size)):
+def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
+    while batch := list(islice(pieces, size)):
         yield batch
 
 
-def _write_pack(
-    text: CorpusText, manifest: CorpusManifest, tokenizer: BpeTokenizer, pack_dir: Path, source: Source,
-    cut: DocumentCut, *, batch_documents: int, report: ProgressCallback,
+def write_pack(
+    source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
+    last_unit: int | None = None, batch_documents: int = 16, workers: int | None = None,
+    report: ProgressCallback | None = None,
 ) -> None:
-    assert cut.document_bytes is not None
+    """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``.
+
+    Documents are encoded in batches of ``batch_documents`` on ``workers`` threads and written in
+    input order, so the bytes do not depend on ``workers``.
+    """
+    last_unit = source.n_units if last_unit is None else last_unit
+    record, report = source.record(), report or (lambda _: None)
     done_bytes = 0
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         ranges = {}
-        for name, start, end in manifest.ordered_ranges():
+        for name, first, last in source.layout():
             first_doc, first_token = writer.n_docs, writer.n_tokens
-            for batch in _batches(text.documents(start, end, cut.document_bytes), batch_documents):
-                writer.add_documents(tokenizer.encode_arrays([document.text for document in batch]))
-                done_bytes += sum(document.n_bytes for document in batch)
-                report(PrepareProgress("encoding", done_bytes, source.n_bytes, writer.n_tokens))
-            ranges[name] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens),
-                                source_bytes=(start, end))
-        writer.commit(source=source, cut=cut, ranges=ranges, pad_id=tokenizer.eot_id)
+            low, high = max(first, first_unit), min(last, last_unit)
+            for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
+                writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=workers))
+                done_bytes += sum(piece.n_bytes for piece in batch)
+                report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens))
+            whole = first_unit <= first and last <= last_unit
+            if low < high or whole:
+                ranges[name] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens),
+                                    source_bytes=source.range_bytes(name) if whole else None)
+        counts = {"skipped": source.skipped} if source.skipped else {}
+        writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),
+                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
 
 
-def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, source: Source, cut: DocumentCut,
-                       manifest: CorpusManifest) -> None:
+def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
+                       source: DocumentSource) -> None:
     meta = Pack(pack_dir, verify=True).meta
-    expected = {"vocabulary": identity, "source": source, "cut": cut}
+    expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:
             raise ValueError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
-    if ranges != {name: tuple(span) for name, span in manifest.ranges.items()}:
-        raise ValueError(f"{pack_dir}: cached pack's ranges differ from the corpus manifest; delete it to rebuild")
+    if ranges != {name: source.range_bytes(name) for name, _, _ in source.layout()}:
+        raise ValueError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 from pydantic import Field
 
 from tokpack._schema import Record
-from tokpack.store import Pack
+from tokpack.store import open_tokens
 from tokpack.vocab.identity import VocabIdentity
 
 SCHEDULE_RULE = "lo + (k * batch * length + b * length) % (hi - lo - length - 1)"
@@ -56,7 +55,7 @@ class TokenBatches:
         """Open and verify the pack at ``tokens_dir``.
 
         Args:
-            tokens_dir: a pack directory (``TokenizedCorpus.tokens_dir``).
+            tokens_dir: a pack or sharded dataset directory (``TokenizedCorpus.tokens_dir``).
             batch: rows per batch, at least 1.
             length: inputs per row, at least 1 (each row holds ``length + 1`` ids).
 
@@ -66,7 +65,7 @@ class TokenBatches:
         """
         if batch < 1 or length < 1:
             raise ValueError(f"batch and length must be at least 1, got {batch} and {length}")
-        self.pack = Pack(Path(tokens_dir), verify=True)
+        self.pack = open_tokens(Path(tokens_dir), verify=True)
         if "train" not in self.pack.meta.ranges:
             raise ValueError(f"{self.pack.path}: no training range")
         self.lo, self.hi = self.pack.meta.ranges["train"].tokens
@@ -77,7 +76,6 @@ class TokenBatches:
                 f"{self.pack.path}: training range has {self.hi - self.lo} ids, shorter than one row "
                 f"(needs at least length + 2 = {length + 2})"
             )
-        self._rows = sliding_window_view(self.pack.tokens, length + 1)
         self._row_steps = np.arange(batch, dtype=np.int64) * length
 
     @property
@@ -97,7 +95,7 @@ class TokenBatches:
 
         Inputs are ``[:, :-1]``, targets ``[:, 1:]``.
         """
-        return self._rows[self.offsets(step)].astype(np.int32)
+        return self.pack.gather_rows(self.offsets(step), self.length + 1).astype(np.int32)
 
     def prefetch(self, start_step: int, steps: int, *, depth: int = 2) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(step, ids)`` for ``steps`` steps from ``start_step``, reading ahead in a thread.

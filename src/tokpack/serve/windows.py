@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
-
-from tokpack.store import Pack
+from tokpack.store import TokenSource, open_tokens
 
 
 class Windows:
@@ -30,11 +28,11 @@ class Windows:
     ([4, 5, 0, 0], [5, 0, 0, 0])
     """
 
-    def __init__(self, pack: Pack | str | Path, block: int, *, aligned: bool = True, split: str = "train") -> None:
+    def __init__(self, pack: TokenSource | str | Path, block: int, *, aligned: bool = True, split: str = "train") -> None:
         """Open windows over ``pack``.
 
         Args:
-            pack: a :class:`Pack` or its directory (opened, counts and sizes checked).
+            pack: a pack or sharded dataset, or its directory (opened, counts and sizes checked).
             block: ids per item, at least 2.
             aligned: start items at documents (``True``) or cut the range into blocks.
             split: the pack range to read (``train`` unless you evaluate).
@@ -45,7 +43,7 @@ class Windows:
         """
         if block < 2:
             raise ValueError(f"block must be at least 2, got {block}")
-        self.pack = pack if isinstance(pack, Pack) else Pack(Path(pack))
+        self.pack = open_tokens(Path(pack)) if isinstance(pack, (str, Path)) else pack
         if split not in self.pack.meta.ranges:
             raise ValueError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
         if self.pack.meta.pad_id is None:
@@ -58,9 +56,6 @@ class Windows:
         self._origins = self.pack.starts[first_doc:last_doc] if aligned else None
         n_tokens = self.hi - self.lo
         self._length = last_doc - first_doc if aligned else (max(1, n_tokens // block) if n_tokens else 0)
-        stream = self.pack.tokens[self.lo : self.hi]
-        # Every window that fits whole is a row of this view: gathering rows copies in C.
-        self._rows = sliding_window_view(stream, block + 1) if n_tokens >= block + 1 else None
 
     @property
     def ignore_index(self) -> int:
@@ -94,14 +89,14 @@ class Windows:
         Raises:
             IndexError: an index outside ``[0, len(self))``.
         """
-        origins = self.origins(indices) - self.lo
-        if self._rows is not None and bool(np.all(origins + self.block + 1 <= self.hi - self.lo)):
-            chunk = self._rows[origins].astype(np.int64)
+        origins = self.origins(indices)
+        if bool(np.all(origins + self.block + 1 <= self.hi)):
+            chunk = self.pack.gather_rows(origins, self.block + 1).astype(np.int64)
         else:  # some windows run past the end of the range: clip, then pad
             positions = origins[:, None] + np.arange(self.block + 1)
-            inside = positions < self.hi - self.lo
+            inside = positions < self.hi
             chunk = np.full(positions.shape, self.pad_id, dtype=np.int64)
-            chunk[inside] = self.pack.tokens[self.lo + positions[inside]]
+            chunk[inside] = self.pack.take(positions[inside])
         chunk[:, -1] = self.pad_id  # y[-1]: its real target lies outside the window
         return chunk[:, :-1], chunk[:, 1:]
 

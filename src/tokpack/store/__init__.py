@@ -1,7 +1,24 @@
-"""The pack store: the on-disk format, its streaming writer and its verifying reader."""
+"""The pack store: the on-disk format, its streaming writer, its verifying reader, and sharded
+datasets read as one stream."""
 
+from tokpack.store.dataset import DatasetRecord, ShardedDataset, merge_dataset, write_dataset
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span, token_dtype
 from tokpack.store.reader import Pack
+from tokpack.store.source import TokenSource, open_tokens
 from tokpack.store.writer import PackWriter
 
-__all__ = ["DocumentCut", "Pack", "PackMeta", "PackWriter", "Source", "Span", "token_dtype"]
+__all__ = [
+    "DatasetRecord",
+    "DocumentCut",
+    "Pack",
+    "PackMeta",
+    "PackWriter",
+    "ShardedDataset",
+    "Source",
+    "Span",
+    "TokenSource",
+    "merge_dataset",
+    "open_tokens",
+    "token_dtype",
+    "write_dataset",
+]

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
@@ -38,6 +39,7 @@ class Pack:
         self.tokens: np.ndarray = _open_array(self.path / TOKENS_FILE, np.dtype(self.meta.dtype), self.meta.n_tokens)
         self.starts: np.ndarray = np.array(_open_array(self.path / STARTS_FILE, np.dtype(np.int64), self.meta.n_docs))
         self._check_starts()
+        self._rows: dict[int, np.ndarray] = {}
         if verify:
             self.verify()
 
@@ -69,6 +71,20 @@ class Pack:
             raise IndexError(f"document {index} outside [0, {self.n_docs})")
         end = self.starts[index + 1] if index + 1 < self.n_docs else self.n_tokens
         return self.tokens[self.starts[index] : end]
+
+    def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray:
+        """Rows ``tokens[o : o + width]`` for each origin, in the stream's dtype, in one gather.
+
+        Every origin must satisfy ``0 <= o`` and ``o + width <= n_tokens``.
+        """
+        rows = self._rows.get(width)
+        if rows is None:  # a view, not a copy: rows of any width cost nothing to keep
+            rows = self._rows[width] = sliding_window_view(self.tokens, width)
+        return rows[origins]
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """The ids at arbitrary stream ``positions`` (any shape)."""
+        return self.tokens[positions]
 
     def verify(self) -> None:
         """Hash both payloads against ``meta.json``, check every id is below ``n_vocab`` and that

@@ -25,7 +25,10 @@ from tokpack.store.format import (
     npy_header,
     token_dtype,
 )
+from tokpack.store.reader import Pack
 from tokpack.vocab.identity import VocabIdentity
+
+_COPY_CHUNK = 32 << 20  # bytes per copy when appending a whole pack
 
 class PackWriter:
     """Stream documents' ids into a new pack at ``destination``.
@@ -92,6 +95,22 @@ class PackWriter:
         self._tokens.write(memoryview(payload))
         self._tokens_hash.update(memoryview(payload))
         self.n_tokens += len(ids)
+
+    def append_pack(self, pack: Pack) -> None:
+        """Append every document of ``pack`` (same vocabulary), copying in bounded pieces.
+
+        Raises:
+            ValueError: ``pack`` has another vocabulary.
+        """
+        if pack.vocabulary != self.vocabulary:
+            raise ValueError(f"{pack.path}: vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}")
+        self._starts.extend((pack.starts + self.n_tokens).tolist())
+        step = max(1, _COPY_CHUNK // pack.tokens.itemsize)
+        for offset in range(0, pack.n_tokens, step):
+            payload = np.ascontiguousarray(pack.tokens[offset : offset + step]).astype(self.dtype.newbyteorder("<"), copy=False)
+            self._tokens.write(memoryview(payload))
+            self._tokens_hash.update(memoryview(payload))
+        self.n_tokens += pack.n_tokens
 
     def commit(
         self,

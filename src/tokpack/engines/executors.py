@@ -1,0 +1,105 @@
+"""Executors: three ways to run the same per-shard task over every rank.
+
+- :func:`run_local`: a pool of processes on this machine, retrying ranks whose process died;
+- :func:`rank_from_environment` + :func:`tokpack.engines.shard_task.run_shard`: one rank per job
+  of a scheduler's job array (Slurm: ``sbatch --array=0-N-1``), no dependency between jobs: the
+  last task to finish writes ``dataset.json``;
+- :func:`run_ray`: Ray tasks on an existing cluster (``pip install 'tokpack[ray]'``), retried by
+  Ray when a worker dies. Ray is imported only here, only when asked for.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from tokpack.engines.shard_task import run_shard
+
+ShardTask = Callable[[Path, int], bool]
+
+
+def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = None, retries: int = 2,
+              task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None) -> None:
+    """Run ``task(dataset, rank)`` for ``ranks`` on a pool of ``processes`` (default: cores).
+
+    A rank whose process dies (killed, out of memory) is run again, up to ``retries`` more
+    times, in a fresh pool; an input error (``ValueError``) is not retried but raised.
+
+    Raises:
+        ValueError: the task's input error.
+        RuntimeError: a rank still failing after its retries.
+    """
+    pending = list(ranks)
+    processes = max(1, min(processes or os.cpu_count() or 1, len(pending) or 1))
+    context = multiprocessing.get_context("spawn")  # no inherited threads or locks from the parent
+    for _ in range(retries + 1):
+        failed: list[int] = []
+        with ProcessPoolExecutor(processes, mp_context=context) as pool:
+            futures = {pool.submit(task, dataset, rank): rank for rank in pending}
+            for future in as_completed(futures):
+                rank = futures[future]
+                try:
+                    future.result()
+                except BrokenProcessPool:
+                    failed.append(rank)
+                else:
+                    if on_done is not None:
+                        on_done(rank)
+        if not failed:
+            return
+        pending = sorted(failed)
+    raise RuntimeError(f"shards {pending} still failing after {retries} retries")
+
+
+def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """This job's ``(rank, world_size)`` from a job array's variables.
+
+    Slurm's ``SLURM_ARRAY_TASK_ID`` and ``SLURM_ARRAY_TASK_COUNT`` (with ``SLURM_ARRAY_TASK_MIN``
+    as the first id), or tokpack's own ``TOKPACK_RANK`` and ``TOKPACK_WORLD_SIZE``.
+
+    >>> rank_from_environment({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "8"})
+    (4, 8)
+
+    Raises:
+        ValueError: neither set of variables, or values that are not whole numbers.
+    """
+    env = os.environ if environment is None else environment
+    try:
+        if "SLURM_ARRAY_TASK_ID" in env:
+            first = int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+            return int(env["SLURM_ARRAY_TASK_ID"]) - first, int(env["SLURM_ARRAY_TASK_COUNT"])
+        if "TOKPACK_RANK" in env:
+            return int(env["TOKPACK_RANK"]), int(env["TOKPACK_WORLD_SIZE"])
+    except (KeyError, ValueError) as error:
+        raise ValueError(f"job array variables are incomplete or not numbers ({error})") from None
+    raise ValueError("no rank: set SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or TOKPACK_RANK/TOKPACK_WORLD_SIZE")
+
+
+def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, retries: int = 2,
+            task: ShardTask = run_shard, num_cpus: int | None = None, on_done: Callable[[int], None] | None = None) -> None:
+    """Run ``task(dataset, rank)`` for ``ranks`` as Ray tasks; ``dataset`` must be on storage every
+    node sees. ``address`` joins an existing cluster (``None`` starts a local one with
+    ``num_cpus``). A task whose worker dies is retried by Ray up to ``retries`` times.
+
+    Raises:
+        ImportError: Ray is not installed (``pip install 'tokpack[ray]'``).
+    """
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("the Ray engine needs Ray: pip install 'tokpack[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                 ignore_reinit_error=True)
+    remote = ray.remote(max_retries=retries, num_cpus=1)(task)
+    waiting = {remote.remote(dataset, rank): rank for rank in ranks}
+    while waiting:
+        done, _ = ray.wait(list(waiting), num_returns=1)
+        ray.get(done[0])
+        rank = waiting.pop(done[0])
+        if on_done is not None:
+            on_done(rank)

@@ -1,0 +1,144 @@
+"""The one per-shard task every engine runs: ``(dataset, rank) -> shard``, pure and restartable.
+
+A sharded job is a folder::
+
+    DATASET/
+      job.json           a :class:`ShardJob`: the input, its fingerprint, the vocabulary, the
+                         cut, the number of shards; written once by whoever starts the job
+      vocabulary/        the vocabulary every shard is encoded with
+      shard-00000/ …     one pack per shard, each renamed into place only when complete
+      shard-00000.done   the completion marker: written after the shard is verified
+      dataset.json       written when every shard is done (see :mod:`tokpack.store.dataset`)
+
+Shard ``r`` of ``W`` encodes input units ``[r*U//W, (r+1)*U//W)``; units come from
+:mod:`tokpack.corpus.sources` in a fixed order, so the shards, and every byte of them, are the
+same whichever engine, machine or retry computes them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from tokpack._atomic import remove_abandoned
+from tokpack._schema import Record, read_record, write_record
+from tokpack.corpus.cache import locked
+from tokpack.corpus.preparation import write_pack
+from tokpack.corpus.sources import Format, OnError, open_source
+from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
+from tokpack.store.format import DocumentCut, Source
+from tokpack.store.reader import Pack
+from tokpack.store.source import DATASET_FILE
+from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
+from tokpack.vocab.identity import VocabIdentity
+
+JOB_FILE = "job.json"
+VOCABULARY_DIR = "vocabulary"
+
+
+class ShardJob(Record):
+    """``job.json``: everything a shard task needs, so any process anywhere computes the same shard."""
+
+    schema_: Literal["tokpack.job.v1"] = Field(default="tokpack.job.v1", alias="schema")
+    corpus: str
+    format: Format
+    source: Source
+    text_field: str = "text"
+    on_error: OnError = "raise"
+    document_bytes: int = Field(ge=4)
+    batch_documents: int = Field(ge=1)
+    world_size: int = Field(ge=1)
+    vocabulary: VocabIdentity
+
+
+class ShardDone(Record):
+    """``shard-NNNNN.done``: the marker of a complete, verified shard."""
+
+    schema_: Literal["tokpack.shard-done.v1"] = Field(default="tokpack.shard-done.v1", alias="schema")
+    rank: int
+    world_size: int
+    seal: str
+
+
+def unit_span(rank: int, world_size: int, n_units: int) -> tuple[int, int]:
+    """The units of shard ``rank``: as equal as integers allow, contiguous, covering all.
+
+    >>> [unit_span(r, 3, 10) for r in range(3)]
+    [(0, 3), (3, 6), (6, 10)]
+    """
+    return rank * n_units // world_size, (rank + 1) * n_units // world_size
+
+
+def marker_path(dataset: Path, rank: int) -> Path:
+    return dataset / f"{shard_name(rank)}.done"
+
+
+def run_shard(dataset: Path, rank: int, *, workers: int | None = None) -> bool:
+    """Make shard ``rank`` of the job in ``dataset`` unless it is already done; then, if every
+    shard is done, write ``dataset.json``.
+
+    Returns:
+        Whether this call wrote the shard (``False``: it was already complete).
+
+    Raises:
+        ValueError: a rank outside the job, an input that changed since the job began, or any
+            input error (with its file and byte offset).
+    """
+    dataset = Path(dataset)
+    job = read_record(ShardJob, dataset / JOB_FILE)
+    if not 0 <= rank < job.world_size:
+        raise ValueError(f"rank {rank} is outside the job's {job.world_size} shards")
+    shard = dataset / shard_name(rank)
+    with locked(shard):
+        wrote = False
+        if not _complete(dataset, rank, job):
+            source = open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
+                                 text_field=job.text_field, format=job.format)
+            if source.record() != job.source:
+                raise ValueError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
+            tokenizer = BpeTokenizer.load_saved(dataset / VOCABULARY_DIR / VOCABULARY_FILE)
+            if tokenizer.identity != job.vocabulary:
+                raise ValueError(f"{dataset / VOCABULARY_DIR}: not the job's vocabulary")
+            if shard.exists():  # renamed into place, but its marker never written: check it
+                _mark(dataset, rank, job, Pack(shard, verify=True))
+            else:
+                remove_abandoned(shard)
+                first, last = unit_span(rank, job.world_size, source.n_units)
+                write_pack(source, tokenizer, shard, first_unit=first, last_unit=last,
+                           batch_documents=job.batch_documents, workers=workers)
+                _mark(dataset, rank, job, Pack(shard, verify=True))
+                wrote = True
+    finish_if_complete(dataset)
+    return wrote
+
+
+def _complete(dataset: Path, rank: int, job: ShardJob) -> bool:
+    marker = marker_path(dataset, rank)
+    if not marker.exists() or not (dataset / shard_name(rank)).exists():
+        return False
+    done = read_record(ShardDone, marker)
+    return done.world_size == job.world_size and done.seal == Pack(dataset / shard_name(rank)).meta.seal
+
+
+def _mark(dataset: Path, rank: int, job: ShardJob, shard: Pack) -> None:
+    partial = marker_path(dataset, rank).with_suffix(".partial")
+    write_record(ShardDone(rank=rank, world_size=job.world_size, seal=shard.meta.seal), partial)
+    partial.replace(marker_path(dataset, rank))
+
+
+def finish_if_complete(dataset: Path) -> ShardedDataset | None:
+    """Write ``dataset.json`` once every shard of the job is done; return the dataset then.
+
+    Safe to call from every task: the first to see all markers writes it, under a lock.
+    """
+    dataset = Path(dataset)
+    job = read_record(ShardJob, dataset / JOB_FILE)
+    with locked(dataset / DATASET_FILE):
+        if not (dataset / DATASET_FILE).exists():
+            if not all(_complete(dataset, rank, job) for rank in range(job.world_size)):
+                return None
+            write_dataset(dataset, [shard_name(rank) for rank in range(job.world_size)], source=job.source,
+                          cut=DocumentCut(rule="newline", document_bytes=job.document_bytes))
+    return ShardedDataset(dataset)

@@ -1,0 +1,258 @@
+"""Sharded datasets: many packs of one vocabulary, listed in ``dataset.json``, read as one stream.
+
+::
+
+    DATASET/
+      dataset.json        a :class:`DatasetRecord`: the shards in order with their counts and
+                          checksums, the one vocabulary they share, the whole stream's checksums
+                          and ranges, and a seal
+      shard-00000/ …      one pack per shard (see :mod:`tokpack.store.format`)
+
+Opening checks that exactly the listed shards are there, each matching its entry and the shared
+vocabulary; ``verify()`` also hashes every shard and the whole stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from tokpack._schema import Record, read_record, write_record
+from tokpack.store.format import SHA256, DocumentCut, PackMeta, Source, Span
+from tokpack.store.reader import Pack
+from tokpack.store.source import DATASET_FILE
+from tokpack.vocab.identity import VocabIdentity
+
+SHARD_PREFIX = "shard-"
+_HASH_CHUNK = 32 << 20
+
+
+class ShardEntry(Record):
+    """One shard as ``dataset.json`` lists it."""
+
+    name: str
+    n_docs: int = Field(ge=0)
+    n_tokens: int = Field(ge=0)
+    tokens_sha256: str = Field(pattern=SHA256)
+    starts_sha256: str = Field(pattern=SHA256)
+
+
+class DatasetRecord(Record):
+    """``dataset.json``: the shards of one stream.
+
+    ``tokens_sha256``/``starts_sha256`` hash the whole stream and its global starts, exactly as
+    the merged pack's ``meta.json`` would, so schedules made on either agree.
+    """
+
+    schema_: Literal["tokpack.dataset.v1"] = Field(default="tokpack.dataset.v1", alias="schema")
+    n_docs: int = Field(ge=0)
+    n_tokens: int = Field(ge=0)
+    dtype: Literal["uint16", "uint32"]
+    vocabulary: VocabIdentity
+    source: Source
+    cut: DocumentCut
+    ranges: dict[str, Span] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
+    pad_id: int | None = Field(default=None, ge=0)
+    shards: list[ShardEntry]
+    tokens_sha256: str = Field(pattern=SHA256)
+    starts_sha256: str = Field(pattern=SHA256)
+    seal: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+
+    def computed_seal(self) -> str:
+        fields = self.model_dump(mode="json", by_alias=True, exclude={"seal"})
+        return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def shard_name(rank: int) -> str:
+    """The directory name of shard ``rank``.
+
+    >>> shard_name(3)
+    'shard-00003'
+    """
+    return f"{SHARD_PREFIX}{rank:05d}"
+
+
+class ShardedDataset:
+    """A sharded dataset opened as one token stream (see the module docstring)."""
+
+    def __init__(self, path: Path, *, verify: bool = False) -> None:
+        """Raises:
+            ValueError: a missing, extra or altered shard, two vocabularies, or an edited record.
+        """
+        self.path = Path(path)
+        self.meta: DatasetRecord = read_record(DatasetRecord, self.path / DATASET_FILE)
+        if self.meta.seal != self.meta.computed_seal():
+            raise ValueError(f"{self.path / DATASET_FILE}: edited after it was written (seal mismatch)")
+        listed = [entry.name for entry in self.meta.shards]
+        present = sorted(p.name for p in self.path.iterdir() if p.is_dir() and p.name.startswith(SHARD_PREFIX))
+        if extra := sorted(set(present) - set(listed)):
+            raise ValueError(f"{self.path}: shard {extra[0]} is not listed in {DATASET_FILE}")
+        if missing := [name for name in listed if name not in present]:
+            raise ValueError(f"{self.path}: shard {missing[0]} listed in {DATASET_FILE} is missing")
+        self.shards = [Pack(self.path / entry.name) for entry in self.meta.shards]
+        for entry, shard in zip(self.meta.shards, self.shards):
+            _check_shard(entry, shard, self.meta.vocabulary)
+        token_counts = np.array([s.n_tokens for s in self.shards], dtype=np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum(token_counts)))
+        if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
+            raise ValueError(f"{self.path / DATASET_FILE}: shard counts do not add up to the dataset's")
+        self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
+        if verify:
+            self.verify()
+
+    @property
+    def vocabulary(self) -> VocabIdentity:
+        return self.meta.vocabulary
+
+    @property
+    def n_docs(self) -> int:
+        return self.meta.n_docs
+
+    @property
+    def n_tokens(self) -> int:
+        return self.meta.n_tokens
+
+    def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray:
+        """Rows ``stream[o : o + width]``: one gather per shard, and a join for the few rows that
+        cross from one shard into the next."""
+        origins = np.asarray(origins, dtype=np.int64)
+        out = np.empty((len(origins), width), dtype=self.meta.dtype)
+        shard_of = np.searchsorted(self.offsets, origins, side="right") - 1
+        local = origins - self.offsets[shard_of]
+        inside = local + width <= self.offsets[shard_of + 1] - self.offsets[shard_of]
+        for index in np.unique(shard_of[inside]):  # a loop over shards, not over rows
+            rows = inside & (shard_of == index)
+            out[rows] = self.shards[index].gather_rows(local[rows], width)
+        for row in np.flatnonzero(~inside):
+            out[row] = self.take(origins[row] + np.arange(width))
+        return out
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """The ids at arbitrary stream ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        flat = positions.ravel()
+        out = np.empty(flat.shape, dtype=self.meta.dtype)
+        shard_of = np.searchsorted(self.offsets, flat, side="right") - 1
+        for index in np.unique(shard_of):
+            chosen = shard_of == index
+            out[chosen] = self.shards[index].tokens[flat[chosen] - self.offsets[index]]
+        return out.reshape(positions.shape)
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The whole stream, shard after shard, in bounded pieces."""
+        for shard in self.shards:
+            yield from _pieces(shard.tokens)
+
+    def verify(self) -> None:
+        """Verify every shard, then hash the whole stream and its starts against the record.
+
+        Raises:
+            ValueError: naming the shard or file that does not match.
+        """
+        for shard in self.shards:
+            shard.verify()
+        tokens_sha, starts_sha = stream_hashes(self.shards)
+        if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
+            raise ValueError(f"{self.path / DATASET_FILE}: the stream's checksums differ from the record")
+
+    def __repr__(self) -> str:
+        return f"ShardedDataset({str(self.path)!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
+
+
+def _pieces(tokens: np.ndarray) -> Iterator[np.ndarray]:
+    step = max(1, _HASH_CHUNK // tokens.itemsize)
+    for offset in range(0, len(tokens), step):
+        yield tokens[offset : offset + step]
+
+
+def _check_shard(entry: ShardEntry, shard: Pack, vocabulary: VocabIdentity) -> None:
+    if shard.vocabulary != vocabulary:
+        raise ValueError(f"{shard.path}: vocabulary {shard.vocabulary.short} differs from the dataset's {vocabulary.short}")
+    meta = shard.meta
+    if (meta.n_docs, meta.n_tokens, meta.tokens_sha256, meta.starts_sha256) != (
+        entry.n_docs, entry.n_tokens, entry.tokens_sha256, entry.starts_sha256):
+        raise ValueError(f"{shard.path}: does not match its entry in {DATASET_FILE} (altered or replaced)")
+
+
+def stream_hashes(shards: Sequence[Pack]) -> tuple[str, str]:
+    """SHA-256 of the concatenated tokens and of the global starts of ``shards`` (streamed)."""
+    tokens_hash, starts_hash, offset = hashlib.sha256(), hashlib.sha256(), 0
+    for shard in shards:
+        for piece in _pieces(shard.tokens):
+            tokens_hash.update(piece.tobytes())
+        starts_hash.update((shard.starts + offset).astype("<i8").tobytes())
+        offset += shard.n_tokens
+    return tokens_hash.hexdigest(), starts_hash.hexdigest()
+
+
+def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut: DocumentCut) -> DatasetRecord:
+    """Write ``dataset.json`` for the complete shards ``shard_names`` (already in ``path``).
+
+    The ranges of the shards, moved to global offsets, are joined by name; a name whose spans
+    are not contiguous across shards is refused.
+
+    Raises:
+        ValueError: shards of two vocabularies or padding ids, or ranges that do not join.
+    """
+    path = Path(path)
+    shards = [Pack(path / name, verify=True) for name in shard_names]
+    if not shards:
+        raise ValueError(f"{path}: a dataset needs at least one shard")
+    first: PackMeta = shards[0].meta
+    for shard in shards[1:]:
+        if shard.vocabulary != first.vocabulary or shard.meta.pad_id != first.pad_id:
+            raise ValueError(f"{shard.path}: vocabulary or padding id differs from {shards[0].path.name}'s")
+    ranges: dict[str, Span] = {}
+    docs = tokens = 0
+    counts: dict[str, int] = {}
+    for shard in shards:
+        for name, span in shard.meta.ranges.items():
+            moved = Span(documents=(span.documents[0] + docs, span.documents[1] + docs),
+                         tokens=(span.tokens[0] + tokens, span.tokens[1] + tokens))
+            if name in ranges:
+                if ranges[name].tokens[1] != moved.tokens[0] or ranges[name].documents[1] != moved.documents[0]:
+                    raise ValueError(f"{shard.path}: range {name!r} is not contiguous across shards")
+                moved = Span(documents=(ranges[name].documents[0], moved.documents[1]),
+                             tokens=(ranges[name].tokens[0], moved.tokens[1]))
+            ranges[name] = moved
+        for key, value in shard.meta.counts.items():
+            counts[key] = counts.get(key, 0) + value
+        docs, tokens = docs + shard.n_docs, tokens + shard.n_tokens
+    tokens_sha, starts_sha = stream_hashes(shards)
+    record = DatasetRecord(
+        n_docs=docs, n_tokens=tokens, dtype=first.dtype, vocabulary=first.vocabulary, source=source, cut=cut,
+        ranges=ranges, counts=counts, pad_id=first.pad_id,
+        shards=[ShardEntry(name=s.path.name, n_docs=s.n_docs, n_tokens=s.n_tokens,
+                           tokens_sha256=s.meta.tokens_sha256, starts_sha256=s.meta.starts_sha256) for s in shards],
+        tokens_sha256=tokens_sha, starts_sha256=starts_sha,
+    )
+    record = record.model_copy(update={"seal": record.computed_seal()})
+    temporary = path / f".{DATASET_FILE}.partial"
+    write_record(record, temporary)
+    temporary.replace(path / DATASET_FILE)
+    return record
+
+
+def merge_dataset(dataset: ShardedDataset, destination: Path) -> PackMeta:
+    """Concatenate a sharded dataset into one pack, streaming (memory stays flat).
+
+    The merged pack's checksums equal the dataset's.
+    """
+    from tokpack.store.writer import PackWriter
+
+    with PackWriter(destination, vocabulary=dataset.vocabulary) as writer:
+        for shard in dataset.shards:
+            writer.append_pack(shard)
+        meta = writer.commit(source=dataset.meta.source, cut=dataset.meta.cut, ranges=dataset.meta.ranges,
+                             counts=dataset.meta.counts, pad_id=dataset.meta.pad_id)
+    return meta
+
+
+__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "merge_dataset", "shard_name", "write_dataset"]

@@ -1,0 +1,62 @@
+"""What every reader sees: a token source, one pack or many shards read as one stream.
+
+A token source has a ``path``; a ``meta`` record with ``n_docs``, ``n_tokens``, ``dtype``,
+``vocabulary``, ``ranges``, ``pad_id``, ``tokens_sha256`` and ``starts_sha256`` (of the whole
+stream, so a sharded dataset and its merged pack share them); the global ``starts`` index; and
+three reads: rows of a fixed width at many origins, ids at arbitrary positions, and ``verify()``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from tokpack.store.format import META_FILE
+from tokpack.vocab.identity import VocabIdentity
+
+DATASET_FILE = "dataset.json"
+
+
+@runtime_checkable
+class TokenSource(Protocol):
+    """A stream of ids with a document index, read without concatenating files."""
+
+    path: Path
+    starts: np.ndarray
+
+    @property
+    def meta(self) -> Any: ...
+
+    @property
+    def vocabulary(self) -> VocabIdentity: ...
+
+    @property
+    def n_docs(self) -> int: ...
+
+    @property
+    def n_tokens(self) -> int: ...
+
+    def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray: ...
+
+    def take(self, positions: np.ndarray) -> np.ndarray: ...
+
+    def verify(self) -> None: ...
+
+
+def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
+    """Open ``path`` as a pack (``meta.json``) or a sharded dataset (``dataset.json``).
+
+    Raises:
+        ValueError: neither, or anything that does not match its record.
+    """
+    from tokpack.store.dataset import ShardedDataset
+    from tokpack.store.reader import Pack
+
+    path = Path(path)
+    if (path / DATASET_FILE).exists():
+        return ShardedDataset(path, verify=verify)
+    if (path / META_FILE).exists() or not path.is_dir():
+        return Pack(path, verify=verify)
+    raise ValueError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
