@@ -69,3 +69,13 @@ def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
             progress.update(tasks[event.stage], completed=event.done_bytes, tokens=event.n_tokens)
 
         yield update
+
+
+@contextmanager
+def shard_progress(shards: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar over a sharded job, advanced as each shard completes."""
+    columns = [TextColumn("{task.description:>9}"), BarColumn(), TextColumn("{task.completed}/{task.total} shards"),
+               TimeRemainingColumn()]
+    with Progress(*columns, console=errors, disable=not errors.is_terminal) as progress:
+        task = progress.add_task("shards", total=shards)
+        yield lambda rank: progress.advance(task)

@@ -8,9 +8,9 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from tokpack.cli._console import console, one_line_errors, prepare_progress
+from tokpack.cli._console import console, one_line_errors, prepare_progress, shard_progress
 from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
-from tokpack.store import Pack
+from tokpack.store import open_tokens
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json or vocabulary.json. Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
@@ -18,7 +18,7 @@ CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TO
 
 @one_line_errors
 def prepare_command(
-    corpus: Path = typer.Argument(..., help="The UTF-8 corpus file (a manifest.json beside it sets the splits)."),
+    corpus: Path = typer.Argument(..., help="A UTF-8 text file (a manifest.json beside it sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
     vocab_size: int = typer.Option(50256, "--vocab-size", help="Ranks to train, the 256 bytes included."),
@@ -26,24 +26,97 @@ def prepare_command(
     vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="Bytes of the training range the trainer sees."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
     trainer: str = typer.Option("hf", "--trainer", help="Vocabulary trainer: 'hf' (Hugging Face) or 'exact' (tokpack's)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
+    text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
+    on_error: str = typer.Option("raise", "--on-error", help="'raise' at the first unreadable file or record, or 'skip' and count it."),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The sharded dataset's folder (with --shards); a rerun resumes it."),
+    engine: str = typer.Option("local", "--engine", help="Who runs the shards: 'local' processes, 'ray', or 'array' (write the job for a scheduler's job array)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
 ) -> None:
-    """Tokenize a corpus once into a cached pack and print where it is."""
+    """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
     if trainer not in ("hf", "exact"):
         raise ValueError(f"--trainer must be 'hf' or 'exact', got {trainer!r}")
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
+    if shards is not None:
+        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine, ray_address=ray_address, workers=workers,
+                         document_bytes=document_bytes, text_field=text_field, on_error=on_error)
+        return
     with prepare_progress() as progress:
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
                            vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
-                           trainer=trainer, progress=progress)  # type: ignore[arg-type]
+                           trainer=trainer, workers=workers, text_field=text_field, on_error=on_error,  # type: ignore[arg-type]
+                           progress=progress)
     _summary(prepared, corpus)
+
+
+def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *, shards: int, engine: str,
+                     ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
+                     on_error: str) -> None:
+    from tokpack.engines import prepare_sharded
+
+    if vocab is None or out is None:
+        raise ValueError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    if engine not in ("local", "ray", "array"):
+        raise ValueError(f"--engine must be 'local', 'ray' or 'array', got {engine!r}")
+    if engine == "array":  # write the job; the scheduler runs the shards
+        from tokpack.engines import start_job
+
+        start_job(corpus, out, vocab=vocab, shards=shards, document_bytes=document_bytes, text_field=text_field,
+                  on_error=on_error)  # type: ignore[arg-type]
+        console.print(f"job written to {out}; run its {shards} shards as a job array, e.g. with Slurm:\n"
+                      f"  sbatch --array=0-{shards - 1} --wrap 'tokpack shard run {out}'\n"
+                      "the last shard to finish writes dataset.json")
+        return
+    with shard_progress(shards) as done:
+        dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
+                                  ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
+                                  on_error=on_error, on_done=done)  # type: ignore[arg-type]
+    meta = dataset.meta
+    console.print(f"[green]sharded dataset[/] {dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
+                  f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
+                  + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
+
+
+@one_line_errors
+def shard_run_command(
+    dataset: Path = typer.Argument(..., help="A sharded job's folder (made by 'tokpack prepare --shards N --out DIR')."),
+    rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID or TOKPACK_RANK)."),
+) -> None:
+    """Make one shard of a sharded job: the task of a job array, one rank per array job."""
+    from tokpack.engines import rank_from_environment, run_shard
+    from tokpack.engines.shard_task import JOB_FILE, ShardJob
+    from tokpack._schema import read_record
+
+    job = read_record(ShardJob, dataset / JOB_FILE)
+    if rank is None:
+        rank, world = rank_from_environment()
+        if world != job.world_size:
+            raise ValueError(f"the job array has {world} tasks but the job {job.world_size} shards")
+    wrote = run_shard(dataset, rank)
+    console.print(f"shard {rank} of {job.world_size}: " + ("written" if wrote else "already complete"))
+
+
+@one_line_errors
+def merge_command(
+    dataset: Path = typer.Argument(..., help="A sharded dataset folder (with dataset.json)."),
+    out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
+) -> None:
+    """Concatenate a sharded dataset into one pack, streaming; its checksums equal the dataset's."""
+    from tokpack.store import ShardedDataset, merge_dataset
+
+    meta = merge_dataset(ShardedDataset(dataset, verify=True), out)
+    console.print(f"[green]merged[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids")
 
 
 @one_line_errors
 def inspect_command(
-    pack: Path = typer.Argument(..., help="A pack directory."),
-    verify: bool = typer.Option(False, "--verify", help="Also hash both arrays and check every id is in the vocabulary."),
+    pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
+    verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
 ) -> None:
-    """Print a pack's meta.json after checking the pack against it."""
-    opened = Pack(pack, verify=verify)
+    """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    opened = open_tokens(pack, verify=verify)
     console.print_json(opened.meta.to_json())
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
                   + ("(checksums verified)" if verify else "(counts and sizes checked; --verify hashes the data)"))
@@ -91,6 +164,10 @@ def register(app: typer.Typer) -> None:
     app.command("prepare")(prepare_command)
     app.command("inspect")(inspect_command)
     app.command("demo")(demo_command)
+    app.command("merge")(merge_command)
+    shard = typer.Typer(no_args_is_help=True, help="Sharded jobs: run one shard (for job arrays).")
+    shard.command("run")(shard_run_command)
+    app.add_typer(shard, name="shard")
 
 
 __all__ = ["register"]

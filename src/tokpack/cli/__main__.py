@@ -1,0 +1,5 @@
+"""``python -m tokpack.cli``: the same as the ``tokpack`` command."""
+
+from tokpack.cli import main
+
+main()

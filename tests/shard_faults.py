@@ -1,0 +1,27 @@
+"""Shard tasks that fail on purpose, for the retry tests (importable by worker processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tokpack.engines import run_shard
+from tokpack.store.writer import PackWriter
+
+VICTIM = 1
+
+
+def killed_mid_shard_once(dataset: Path, rank: int) -> bool:
+    """Shard ``VICTIM`` dies by SIGKILL after writing its first batch, the first time only."""
+    flag = Path(dataset) / f".killed-once-{rank}"
+    if rank == VICTIM and not flag.exists():
+        flag.touch()
+        original = PackWriter.add_documents
+
+        def add_then_die(self: PackWriter, documents):  # type: ignore[no-untyped-def]
+            original(self, documents)
+            os.kill(os.getpid(), signal.SIGKILL)  # mid-shard, no cleanup: like a lost node
+
+        PackWriter.add_documents = add_then_die  # type: ignore[method-assign]
+    return run_shard(dataset, rank)
