@@ -259,3 +259,63 @@ def test_ray_engine_gives_byte_identical_shards_and_retries_a_killed_task(sharde
         assert shard_bytes(flaky.path) == shard_bytes(sharded.path)
     finally:
         ray.shutdown()
+
+
+# --- datatrove -------------------------------------------------------------------------------
+
+def write_datatrove_file(path: Path, documents: list[list[int]], itemsize: int = 2) -> None:
+    """A ``.ds`` file and its ``.ds.index``, written from datatrove's format description."""
+    ids = np.concatenate([np.asarray(d, dtype=f"<u{itemsize}") for d in documents])
+    path.write_bytes(ids.tobytes())
+    ends = np.cumsum([len(d) for d in documents]).astype("<u8")
+    path.with_name(path.name + ".index").write_bytes(ends.tobytes())
+
+
+def test_a_datatrove_folder_opens_and_serves_the_same_ids(tmp_path: Path, vocabulary: Path) -> None:
+    from tokpack.store import DatatroveFolder
+
+    tokenizer = BpeTokenizer.load_saved(vocabulary)
+    texts = lines_of_sample()[:120]
+    documents = [tokenizer.encode(t) + [tokenizer.eot_id] for t in texts]  # datatrove appends EOS
+    folder = tmp_path / "datatrove"
+    folder.mkdir()
+    write_datatrove_file(folder / "000_00001_unshuffled.ds", documents[70:])
+    write_datatrove_file(folder / "000_00000_unshuffled.ds", documents[:70])
+    source = DatatroveFolder(folder, tokenizer=vocabulary, verify=True)
+    stream = np.concatenate([np.asarray(d) for d in documents])
+    assert source.n_docs == 120 and source.n_tokens == len(stream)
+    assert source.vocabulary == tokenizer.identity
+    assert np.array_equal(source.starts, np.concatenate(([0], np.cumsum([len(d) for d in documents])[:-1])))
+    batches = TokenBatches(source, batch=3, length=50)
+    modulus = len(stream) - 50 - 1
+    for step in (0, 1, 17, 333):
+        offsets = [(step * 3 * 50 + row * 50) % modulus for row in range(3)]
+        assert np.array_equal(batches.ids(step), np.stack([stream[o : o + 51] for o in offsets]))
+    assert batches.data_schedule()["vocabulary"]["sha256"] == tokenizer.identity.sha256
+    with pytest.raises(ValueError, match="no padding id"):
+        Windows(source, block=8)
+
+
+def test_a_datatrove_folder_is_refused_when_inconsistent(tmp_path: Path, vocabulary: Path) -> None:
+    from tokpack.store import DatatroveFolder
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="no datatrove .ds files"):
+        DatatroveFolder(folder, tokenizer=vocabulary)
+    write_datatrove_file(folder / "a.ds", [[1, 2, 3], [4, 5]])
+    (folder / "a.ds.index").write_bytes(np.array([3, 6], "<u8").tobytes())
+    with pytest.raises(ValueError, match="last document ends at 6, the file has 5"):
+        DatatroveFolder(folder, tokenizer=vocabulary)
+    (folder / "a.ds.index").unlink()
+    with pytest.raises(ValueError, match=r"a\.ds\.index: missing"):
+        DatatroveFolder(folder, tokenizer=vocabulary)
+    write_datatrove_file(folder / "a.ds", [[1, 2, 3], [4, 60_000]])
+    with pytest.raises(ValueError, match="past the tokenizer's"):
+        DatatroveFolder(folder, tokenizer=vocabulary, verify=True)
+
+
+def test_cli_inspects_a_datatrove_folder(tmp_path: Path, vocabulary: Path) -> None:
+    write_datatrove_file(tmp_path / "x.ds", [[1, 2, 3], [4, 5]])
+    result = CliRunner().invoke(app, ["inspect", str(tmp_path), "--datatrove-tokenizer", str(vocabulary), "--verify"])
+    assert result.exit_code == 0 and "2 documents, 5 ids" in result.stdout

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._schema import Record
-from tokpack.store import open_tokens
+from tokpack.store import TokenSource, open_tokens
 from tokpack.vocab.identity import VocabIdentity
 
 SCHEDULE_RULE = "lo + (k * batch * length + b * length) % (hi - lo - length - 1)"
@@ -51,11 +51,12 @@ class TokenBatches:
            [5, 6, 7, 8, 9]], dtype=int32)
     """
 
-    def __init__(self, tokens_dir: str | Path, batch: int, length: int) -> None:
+    def __init__(self, tokens_dir: str | Path | TokenSource, batch: int, length: int) -> None:
         """Open and verify the pack at ``tokens_dir``.
 
         Args:
-            tokens_dir: a pack or sharded dataset directory (``TokenizedCorpus.tokens_dir``).
+            tokens_dir: a pack or sharded dataset directory (``TokenizedCorpus.tokens_dir``), or
+                an opened token source such as :class:`tokpack.store.datatrove.DatatroveFolder`.
             batch: rows per batch, at least 1.
             length: inputs per row, at least 1 (each row holds ``length + 1`` ids).
 
@@ -65,7 +66,11 @@ class TokenBatches:
         """
         if batch < 1 or length < 1:
             raise ValueError(f"batch and length must be at least 1, got {batch} and {length}")
-        self.pack = open_tokens(Path(tokens_dir), verify=True)
+        if isinstance(tokens_dir, (str, Path)):
+            self.pack = open_tokens(Path(tokens_dir), verify=True)
+        else:  # an opened source (e.g. a datatrove folder): verified here all the same
+            self.pack = tokens_dir
+            self.pack.verify()
         if "train" not in self.pack.meta.ranges:
             raise ValueError(f"{self.pack.path}: no training range")
         self.lo, self.hi = self.pack.meta.ranges["train"].tokens

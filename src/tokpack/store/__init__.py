@@ -1,6 +1,7 @@
 """The pack store: the on-disk format, its streaming writer, its verifying reader, and sharded
 datasets read as one stream."""
 
+from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.dataset import DatasetRecord, ShardedDataset, merge_dataset, write_dataset
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span, token_dtype
 from tokpack.store.reader import Pack
@@ -8,6 +9,7 @@ from tokpack.store.source import TokenSource, open_tokens
 from tokpack.store.writer import PackWriter
 
 __all__ = [
+    "DatatroveFolder",
     "DatasetRecord",
     "DocumentCut",
     "Pack",

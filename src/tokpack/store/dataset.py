@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -79,7 +79,43 @@ def shard_name(rank: int) -> str:
     return f"{SHARD_PREFIX}{rank:05d}"
 
 
-class ShardedDataset:
+class PartsStream:
+    """Reads over a stream stored as consecutive parts (``self.shards``, each with a ``tokens``
+    array and ``gather_rows``), at token ``self.offsets``: one gather per part, never a copy of
+    the whole."""
+
+    shards: Sequence[Any]
+    offsets: np.ndarray
+    dtype: np.dtype
+
+    def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray:
+        """Rows ``stream[o : o + width]``: one gather per part, and a join for the few rows that
+        cross from one part into the next."""
+        origins = np.asarray(origins, dtype=np.int64)
+        out = np.empty((len(origins), width), dtype=self.dtype)
+        part_of = np.searchsorted(self.offsets, origins, side="right") - 1
+        local = origins - self.offsets[part_of]
+        inside = local + width <= self.offsets[part_of + 1] - self.offsets[part_of]
+        for index in np.unique(part_of[inside]):  # a loop over parts, not over rows
+            rows = inside & (part_of == index)
+            out[rows] = self.shards[index].gather_rows(local[rows], width)
+        for row in np.flatnonzero(~inside):
+            out[row] = self.take(origins[row] + np.arange(width))
+        return out
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """The ids at arbitrary stream ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        flat = positions.ravel()
+        out = np.empty(flat.shape, dtype=self.dtype)
+        part_of = np.searchsorted(self.offsets, flat, side="right") - 1
+        for index in np.unique(part_of):
+            chosen = part_of == index
+            out[chosen] = self.shards[index].tokens[flat[chosen] - self.offsets[index]]
+        return out.reshape(positions.shape)
+
+
+class ShardedDataset(PartsStream):
     """A sharded dataset opened as one token stream (see the module docstring)."""
 
     def __init__(self, path: Path, *, verify: bool = False) -> None:
@@ -104,6 +140,7 @@ class ShardedDataset:
         if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
             raise ValueError(f"{self.path / DATASET_FILE}: shard counts do not add up to the dataset's")
         self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
+        self.dtype = np.dtype(self.meta.dtype)
         if verify:
             self.verify()
 
@@ -118,37 +155,6 @@ class ShardedDataset:
     @property
     def n_tokens(self) -> int:
         return self.meta.n_tokens
-
-    def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray:
-        """Rows ``stream[o : o + width]``: one gather per shard, and a join for the few rows that
-        cross from one shard into the next."""
-        origins = np.asarray(origins, dtype=np.int64)
-        out = np.empty((len(origins), width), dtype=self.meta.dtype)
-        shard_of = np.searchsorted(self.offsets, origins, side="right") - 1
-        local = origins - self.offsets[shard_of]
-        inside = local + width <= self.offsets[shard_of + 1] - self.offsets[shard_of]
-        for index in np.unique(shard_of[inside]):  # a loop over shards, not over rows
-            rows = inside & (shard_of == index)
-            out[rows] = self.shards[index].gather_rows(local[rows], width)
-        for row in np.flatnonzero(~inside):
-            out[row] = self.take(origins[row] + np.arange(width))
-        return out
-
-    def take(self, positions: np.ndarray) -> np.ndarray:
-        """The ids at arbitrary stream ``positions``."""
-        positions = np.asarray(positions, dtype=np.int64)
-        flat = positions.ravel()
-        out = np.empty(flat.shape, dtype=self.meta.dtype)
-        shard_of = np.searchsorted(self.offsets, flat, side="right") - 1
-        for index in np.unique(shard_of):
-            chosen = shard_of == index
-            out[chosen] = self.shards[index].tokens[flat[chosen] - self.offsets[index]]
-        return out.reshape(positions.shape)
-
-    def chunks(self) -> Iterator[np.ndarray]:
-        """The whole stream, shard after shard, in bounded pieces."""
-        for shard in self.shards:
-            yield from _pieces(shard.tokens)
 
     def verify(self) -> None:
         """Verify every shard, then hash the whole stream and its starts against the record.
@@ -181,8 +187,9 @@ def _check_shard(entry: ShardEntry, shard: Pack, vocabulary: VocabIdentity) -> N
         raise ValueError(f"{shard.path}: does not match its entry in {DATASET_FILE} (altered or replaced)")
 
 
-def stream_hashes(shards: Sequence[Pack]) -> tuple[str, str]:
-    """SHA-256 of the concatenated tokens and of the global starts of ``shards`` (streamed)."""
+def stream_hashes(shards: Sequence[Any]) -> tuple[str, str]:
+    """SHA-256 of the concatenated tokens and of the global starts of ``shards`` (each with
+    ``tokens``, ``starts`` and ``n_tokens``), streamed."""
     tokens_hash, starts_hash, offset = hashlib.sha256(), hashlib.sha256(), 0
     for shard in shards:
         for piece in _pieces(shard.tokens):
