@@ -12,7 +12,7 @@ from tokpack.store.writer import PackWriter
 VICTIM = 1
 
 
-def killed_mid_shard_once(dataset: Path, rank: int) -> bool:
+def killed_mid_shard_once(dataset: Path, rank: int, **options: object) -> bool:
     """Shard ``VICTIM`` dies by SIGKILL after writing its first batch, the first time only."""
     flag = Path(dataset) / f".killed-once-{rank}"
     if rank == VICTIM and not flag.exists():
@@ -24,4 +24,4 @@ def killed_mid_shard_once(dataset: Path, rank: int) -> bool:
             os.kill(os.getpid(), signal.SIGKILL)  # mid-shard, no cleanup: like a lost node
 
         PackWriter.add_documents = add_then_die  # type: ignore[method-assign]
-    return run_shard(dataset, rank)
+    return run_shard(dataset, rank, **options)  # type: ignore[arg-type]

@@ -319,3 +319,15 @@ def test_cli_inspects_a_datatrove_folder(tmp_path: Path, vocabulary: Path) -> No
     write_datatrove_file(tmp_path / "x.ds", [[1, 2, 3], [4, 5]])
     result = CliRunner().invoke(app, ["inspect", str(tmp_path), "--datatrove-tokenizer", str(vocabulary), "--verify"])
     assert result.exit_code == 0 and "2 documents, 5 ids" in result.stdout
+
+
+def test_workers_feed_one_progress_record(tmp_path: Path, vocabulary: Path) -> None:
+    heard: dict[int, tuple[int, int, int]] = {}
+    finished: list[int] = []
+    dataset = prepare_sharded(sample_corpus(), tmp_path / "p", vocab=vocabulary, shards=3, processes=2,
+                              document_bytes=DOCUMENT_BYTES, batch_documents=4, on_done=finished.append,
+                              on_progress=lambda rank, b, t, d: heard.__setitem__(rank, (b, t, d)))
+    assert sorted(finished) == [0, 1, 2] and sorted(heard) == [0, 1, 2]
+    assert sum(b for b, _, _ in heard.values()) == sample_corpus().stat().st_size
+    assert sum(t for _, t, _ in heard.values()) == dataset.n_tokens
+    assert sum(d for _, _, d in heard.values()) == dataset.n_docs

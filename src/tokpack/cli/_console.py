@@ -71,11 +71,29 @@ def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
         yield update
 
 
+class _Documents(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.fields.get('docs', 0):,} docs, {task.fields.get('shards', '')}", style="magenta")
+
+
 @contextmanager
-def shard_progress(shards: int) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar over a sharded job, advanced as each shard completes."""
-    columns = [TextColumn("{task.description:>9}"), BarColumn(), TextColumn("{task.completed}/{task.total} shards"),
-               TimeRemainingColumn()]
+def shard_progress(total_bytes: int, shards: int) -> Iterator[tuple[Callable[[int], None], Callable[[int, int, int, int], None]]]:
+    """One rich progress bar for a whole sharded job, fed by every worker: bytes, bytes/s,
+    tokens/s, documents, shards done, ETA. Yields ``(on_done, on_progress)``."""
+    columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               _TokensPerSecond(), _Documents(), TimeRemainingColumn()]
     with Progress(*columns, console=errors, disable=not errors.is_terminal) as progress:
-        task = progress.add_task("shards", total=shards)
-        yield lambda rank: progress.advance(task)
+        task = progress.add_task("encoding", total=max(total_bytes, 1), tokens=0, docs=0, shards=f"0/{shards} shards")
+        latest: dict[int, tuple[int, int, int]] = {}
+        finished: set[int] = set()
+
+        def on_progress(rank: int, done_bytes: int, tokens: int, docs: int) -> None:
+            latest[rank] = (done_bytes, tokens, docs)  # a retried shard starts again from zero
+            totals = [sum(values) for values in zip(*latest.values())]
+            progress.update(task, completed=totals[0], tokens=totals[1], docs=totals[2])
+
+        def on_done(rank: int) -> None:
+            finished.add(rank)
+            progress.update(task, shards=f"{len(finished)}/{shards} shards")
+
+        yield on_done, on_progress

@@ -69,10 +69,11 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *
                       f"  sbatch --array=0-{shards - 1} --wrap 'tokpack shard run {out}'\n"
                       "the last shard to finish writes dataset.json")
         return
-    with shard_progress(shards) as done:
+    total = corpus.stat().st_size if corpus.is_file() else sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
+    with shard_progress(total, shards) as (on_done, on_progress):
         dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
-                                  on_error=on_error, on_done=done)  # type: ignore[arg-type]
+                                  on_error=on_error, on_done=on_done, on_progress=on_progress)  # type: ignore[arg-type]
     meta = dataset.meta
     console.print(f"[green]sharded dataset[/] {dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
                   f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"

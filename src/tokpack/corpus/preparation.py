@@ -32,6 +32,7 @@ class PrepareProgress:
     done_bytes: int
     total_bytes: int
     n_tokens: int = 0
+    n_docs: int = 0
 
 
 ProgressCallback = Callable[[PrepareProgress], None]
@@ -273,7 +274,7 @@ def write_pack(
             for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
                 writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=workers))
                 done_bytes += sum(piece.n_bytes for piece in batch)
-                report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens))
+                report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens, writer.n_docs))
             whole = first_unit <= first and last <= last_unit
             if low < high or whole:
                 ranges[name] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -9,7 +10,7 @@ from tokpack._atomic import building
 from tokpack._schema import read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.sources import OnError, open_source
-from tokpack.engines.executors import ShardTask, run_local, run_ray
+from tokpack.engines.executors import ProgressSink, ShardTask, run_local, run_ray
 from tokpack.engines.shard_task import JOB_FILE, VOCABULARY_DIR, ShardJob, finish_if_complete, run_shard
 from tokpack.store.dataset import ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
@@ -57,10 +58,13 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
                     engine: Engine = "local", processes: int | None = None, ray_address: str | None = None,
                     ray_cpus: int | None = None, retries: int = 2, document_bytes: int = 1_048_576,
                     batch_documents: int = 16, text_field: str = "text", on_error: OnError = "raise",
-                    task: ShardTask = run_shard, on_done=None) -> ShardedDataset:  # type: ignore[no-untyped-def]
+                    task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None,
+                    on_progress: ProgressSink | None = None) -> ShardedDataset:
     """Pack ``corpus`` into ``shards`` shards under ``dataset`` with ``engine`` and return the dataset.
 
-    A rerun skips complete shards, so an interrupted job resumes where it stopped. The shards
+    A rerun skips complete shards, so an interrupted job resumes where it stopped.
+    ``on_progress(rank, bytes, ids, documents)`` hears from every worker as it writes; ``on_done(rank)``
+    when a shard is complete. The shards
     are byte-identical whichever engine ran them. A vocabulary is required: every shard must
     use the same one (train it first with :func:`tokpack.prepare` or ``tokpack tokenizer train``).
 
@@ -73,9 +77,11 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
               batch_documents=batch_documents, text_field=text_field, on_error=on_error)
     ranks = list(range(shards))
     if engine == "local":
-        run_local(dataset, ranks, processes=processes, retries=retries, task=task, on_done=on_done)
+        run_local(dataset, ranks, processes=processes, retries=retries, task=task, on_done=on_done,
+                  on_progress=on_progress)
     elif engine == "ray":
-        run_ray(dataset, ranks, address=ray_address, retries=retries, task=task, num_cpus=ray_cpus, on_done=on_done)
+        run_ray(dataset, ranks, address=ray_address, retries=retries, task=task, num_cpus=ray_cpus, on_done=on_done,
+                on_progress=on_progress)
     else:
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
     finished = finish_if_complete(dataset)

@@ -13,21 +13,50 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from queue import Empty
+from typing import Any
 
+from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.shard_task import run_shard
 
-ShardTask = Callable[[Path, int], bool]
+ShardTask = Callable[..., bool]  # task(dataset, rank, *, report) -> whether it wrote the shard
+
+
+class ShardReporter:
+    """What a shard task calls as it writes: puts ``(rank, bytes, ids, documents)`` done on a queue the
+    driver drains, so one progress bar can follow every worker. Picklable, for any engine."""
+
+    def __init__(self, queue: Any, rank: int) -> None:
+        self.queue, self.rank = queue, rank
+
+    def __call__(self, event: PrepareProgress) -> None:
+        self.queue.put((self.rank, event.done_bytes, event.n_tokens, event.n_docs))
+
+
+ProgressSink = Callable[[int, int, int, int], None]  # (rank, bytes, ids, documents) done so far
+
+
+def _drain(queue: Any, sink: ProgressSink | None) -> None:
+    while True:
+        try:
+            event = queue.get_nowait()
+        except (Empty, Exception):  # ray's queue raises its own Empty
+            return
+        if sink is not None:
+            sink(*event)
 
 
 def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = None, retries: int = 2,
-              task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None) -> None:
-    """Run ``task(dataset, rank)`` for ``ranks`` on a pool of ``processes`` (default: cores).
+              task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None,
+              on_progress: ProgressSink | None = None) -> None:
+    """Run ``task(dataset, rank, report=…)`` for ``ranks`` on a pool of ``processes`` (default: cores).
 
     A rank whose process dies (killed, out of memory) is run again, up to ``retries`` more
     times, in a fresh pool; an input error (``ValueError``) is not retried but raised.
+    ``on_progress(rank, bytes, ids, documents)`` hears from the workers as they write.
 
     Raises:
         ValueError: the task's input error.
@@ -36,22 +65,29 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
     pending = list(ranks)
     processes = max(1, min(processes or os.cpu_count() or 1, len(pending) or 1))
     context = multiprocessing.get_context("spawn")  # no inherited threads or locks from the parent
-    for _ in range(retries + 1):
-        failed: list[int] = []
-        with ProcessPoolExecutor(processes, mp_context=context) as pool:
-            futures = {pool.submit(task, dataset, rank): rank for rank in pending}
-            for future in as_completed(futures):
-                rank = futures[future]
-                try:
-                    future.result()
-                except BrokenProcessPool:
-                    failed.append(rank)
-                else:
-                    if on_done is not None:
-                        on_done(rank)
-        if not failed:
-            return
-        pending = sorted(failed)
+    with context.Manager() as manager:
+        queue = manager.Queue()
+        for _ in range(retries + 1):
+            failed: list[int] = []
+            with ProcessPoolExecutor(processes, mp_context=context) as pool:
+                futures = {pool.submit(task, dataset, rank, report=ShardReporter(queue, rank)): rank for rank in pending}
+                waiting = set(futures)
+                while waiting:
+                    finished, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
+                    _drain(queue, on_progress)
+                    for future in finished:
+                        rank = futures[future]
+                        try:
+                            future.result()
+                        except BrokenProcessPool:
+                            failed.append(rank)
+                        else:
+                            if on_done is not None:
+                                on_done(rank)
+            _drain(queue, on_progress)
+            if not failed:
+                return
+            pending = sorted(failed)
     raise RuntimeError(f"shards {pending} still failing after {retries} retries")
 
 
@@ -80,9 +116,10 @@ def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple
 
 
 def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, retries: int = 2,
-            task: ShardTask = run_shard, num_cpus: int | None = None, on_done: Callable[[int], None] | None = None) -> None:
-    """Run ``task(dataset, rank)`` for ``ranks`` as Ray tasks; ``dataset`` must be on storage every
-    node sees. ``address`` joins an existing cluster (``None`` starts a local one with
+            task: ShardTask = run_shard, num_cpus: int | None = None, on_done: Callable[[int], None] | None = None,
+            on_progress: ProgressSink | None = None) -> None:
+    """Run ``task(dataset, rank, report=…)`` for ``ranks`` as Ray tasks; ``dataset`` must be on
+    storage every node sees. ``address`` joins an existing cluster (``None`` starts a local one with
     ``num_cpus``). A task whose worker dies is retried by Ray up to ``retries`` times.
 
     Raises:
@@ -90,16 +127,24 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
     """
     try:
         import ray
+        from ray.util.queue import Queue
     except ImportError:
         raise ImportError("the Ray engine needs Ray: pip install 'tokpack[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                  ignore_reinit_error=True)
+    queue = Queue()
     remote = ray.remote(max_retries=retries, num_cpus=1)(task)
-    waiting = {remote.remote(dataset, rank): rank for rank in ranks}
-    while waiting:
-        done, _ = ray.wait(list(waiting), num_returns=1)
-        ray.get(done[0])
-        rank = waiting.pop(done[0])
-        if on_done is not None:
-            on_done(rank)
+    waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}
+    try:
+        while waiting:
+            done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.2)
+            _drain(queue, on_progress)
+            for reference in done:
+                ray.get(reference)
+                rank = waiting.pop(reference)
+                if on_done is not None:
+                    on_done(rank)
+        _drain(queue, on_progress)
+    finally:
+        queue.shutdown()

@@ -17,6 +17,7 @@ same whichever engine, machine or retry computes them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +26,7 @@ from pydantic import Field
 from tokpack._atomic import remove_abandoned
 from tokpack._schema import Record, read_record, write_record
 from tokpack.corpus.cache import locked
-from tokpack.corpus.preparation import write_pack
+from tokpack.corpus.preparation import PrepareProgress, write_pack
 from tokpack.corpus.sources import Format, OnError, open_source
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DocumentCut, Source
@@ -75,7 +76,8 @@ def marker_path(dataset: Path, rank: int) -> Path:
     return dataset / f"{shard_name(rank)}.done"
 
 
-def run_shard(dataset: Path, rank: int, *, workers: int | None = None) -> bool:
+def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
+              report: Callable[[PrepareProgress], None] | None = None) -> bool:
     """Make shard ``rank`` of the job in ``dataset`` unless it is already done; then, if every
     shard is done, write ``dataset.json``.
 
@@ -107,7 +109,7 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None) -> bool:
                 remove_abandoned(shard)
                 first, last = unit_span(rank, job.world_size, source.n_units)
                 write_pack(source, tokenizer, shard, first_unit=first, last_unit=last,
-                           batch_documents=job.batch_documents, workers=workers)
+                           batch_documents=job.batch_documents, workers=workers, report=report)
                 _mark(dataset, rank, job, Pack(shard, verify=True))
                 wrote = True
     finish_if_complete(dataset)
