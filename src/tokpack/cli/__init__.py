@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from tokpack.cli import corpus
+from tokpack.cli import corpus, report
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
 corpus.register(app)
+report.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,23 @@
+"""HTML reports: one self-contained page per pack, dataset, tokenizer or chess statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def report_for(target: Path, *, block: int = 1024, data: Path | None = None, baselines: Sequence[Path] = ()) -> str:
+    """The report page for ``target``, chosen by what it is.
+
+    Raises:
+        ValueError: a target of no known kind, or one that cannot be opened.
+    """
+    target = Path(target)
+    if target.is_dir():
+        from tokpack.report.pack import pack_report
+
+        return pack_report(target, block=block)
+    raise ValueError(f"{target}: not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')")
+
+
+__all__ = ["report_for"]
