@@ -10,6 +10,10 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
 corpus.register(app)
 
+from tokpack.cli.tokenizer import app as tokenizer_app  # noqa: E402 (sub-apps register after the root app)
+
+app.add_typer(tokenizer_app, name="tokenizer")
+
 
 def main() -> None:
     """Entry point of the ``tokpack`` script."""
