@@ -152,12 +152,12 @@ def check(
         raise _fail(str(error)) from None
     _out.print(structure.summary, highlight=False)
     for problem in structure.problems:
-        _out.print(f"[red]FAIL[/red] {problem}", highlight=False)
+        _out.print(f"[red]FAIL[/red] {problem}", highlight=False, soft_wrap=True)
     for failure in report.failures:
-        _out.print(f"[red]FAIL[/red] {failure.name} ({failure.engine}): {failure.detail}", highlight=False)
+        _out.print(f"[red]FAIL[/red] {failure.name} ({failure.engine}): {failure.detail}", highlight=False, soft_wrap=True)
     verdict = "[green]PASS[/green]" if report.passed and not structure.problems else "[red]FAIL[/red]"
-    _out.print(f"{verdict} {report.texts} texts, {report.characters:,} characters, engines: {', '.join(report.engines)}; "
-               f"{len(report.failures)} failures")
+    _out.print(f"{verdict} {report.texts} texts, {report.characters:,} characters, engines: "
+               f"{', '.join(report.engines)}; {len(report.failures)} failures", soft_wrap=True)
     if report.failures or structure.problems:
         raise typer.Exit(1)
 
@@ -198,8 +198,9 @@ def _print_grade(report: GradeReport) -> None:
                   title=f"{report.tokenizer}: {report.vocab_size} ids on {report.data_dir}")
     for domain in report.domains:
         mark = "ok" if domain.passed else "[red]FAIL[/red]"
-        weakest = " (weakest)" if domain.domain == report.weakest_domain else ""
-        table.add_row(domain.domain + weakest, str(domain.documents), f"{domain.characters:,}", f"{domain.tokens:,}",
+        if domain.domain == report.weakest_domain:
+            mark += " weakest"
+        table.add_row(domain.domain, str(domain.documents), f"{domain.characters:,}", f"{domain.tokens:,}",
                       f"{domain.chars_per_token:.3f}", f">= {report.min_domain:.2f}", mark)
     mark = "ok" if report.chars_per_token >= report.min_global else "[red]FAIL[/red]"
     table.add_row("global", str(report.documents), f"{report.characters:,}", f"{report.tokens:,}",

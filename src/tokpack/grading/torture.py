@@ -104,7 +104,7 @@ def _describe_char(text: str, index: int) -> str:
     if index >= len(text):
         return "end of text"
     char = text[index]
-    name = unicodedata.name(char, "unnamed")
+    name = unicodedata.name(char, f"<{unicodedata.category(char)}>")  # controls have no name
     return f"{char!r} U+{ord(char):04X} {name}"
 
 

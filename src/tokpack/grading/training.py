@@ -48,10 +48,13 @@ _LEAD = r"""[\r\n]*+[ \t]*+"""
 #: letter or punctuation run may be led by newlines and indentation and a digit group by a space.
 POLISH_PATTERN = _LEAD + r"""[^\r\n\p{L}\p{N}]?+\p{L}++|""" + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
 
-#: The phrase pattern of the second stage: like :data:`POLISH_PATTERN`, but a letter piece may hold
-#: up to four words joined by single spaces.
+#: The phrase pattern of the second stage: like :data:`POLISH_PATTERN`, but a letter piece goes on
+#: over further words, each led by one space and optionally by one of ``,.:;`` before it (and by
+#: one opening mark such as ``(`` or ``"`` after it), so phrases such as `` nie jest`` or
+#: ``, a następnie`` can become single tokens.
 POLISH_PHRASE_PATTERN = (
-    _LEAD + r"""[^\r\n\p{L}\p{N}]?+\p{L}++(?: \p{L}++){0,3}|""" + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
+    _LEAD + r"""[^\r\n\p{L}\p{N}]?+\p{L}++(?:[,.:;]?+ [^\r\n\p{L}\p{N}]?+\p{L}++)*+|"""
+    + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
 )
 
 #: GPT-4's pattern made to cut the same in tiktoken and Hugging Face (see :data:`_TAIL`).
