@@ -8,28 +8,19 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from test_tokenizer_fixtures import OTHER, require_data, small_corpus
+from test_tokenizer_fixtures import OTHER, corpus, require_data, train_small  # noqa: F401 (corpus is a fixture)
 from typer.testing import CliRunner
 
 from tokpack.cli import app
 from tokpack.grading.grade import TokenCounter, grade
 from tokpack.grading.torture import TORTURE_SET, describe_difference, structure_report
-from tokpack.grading.training import TrainingRecipe, train_tokenizer, weighted_documents, write_tokenizer
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_corpus(tmp_path_factory.mktemp("corpus"))
-
-
-@pytest.fixture(scope="module")
 def small_tokenizer(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    texts, _ = weighted_documents([corpus], {})
-    out = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    write_tokenizer(train_tokenizer(texts, TrainingRecipe(vocab_size=500)), out)
-    return out
+    return train_small(corpus, tmp_path_factory.mktemp("tok"), vocab_size=500)
 
 
 def test_torture_set_covers_what_breaks_tokenizers() -> None:

@@ -30,3 +30,19 @@ def small_corpus(root: Path) -> Path:
         for source in sorted((polish / domain).iterdir())[:count]:
             (root / domain / source.name).write_bytes(source.read_bytes())
     return root
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`small_corpus` made once per session (import this fixture into a test module)."""
+    return small_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def train_small(corpus: Path, out_dir: Path, **recipe: object) -> Path:
+    """Train on ``corpus`` with ``TrainingRecipe(**recipe)`` and write ``out_dir/tokenizer.json``."""
+    from tokpack.grading.training import TrainingRecipe, train_tokenizer, weighted_documents, write_tokenizer
+
+    texts, _ = weighted_documents([corpus], {})
+    out = out_dir / "tokenizer.json"
+    write_tokenizer(train_tokenizer(texts, TrainingRecipe(**recipe)), out)  # type: ignore[arg-type]
+    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import regex
-from test_tokenizer_fixtures import small_corpus
+from test_tokenizer_fixtures import corpus, train_small  # noqa: F401 (corpus is a fixture)
 from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
@@ -23,7 +23,6 @@ from tokpack.grading.training import (
     parse_domain_weights,
     train_tokenizer,
     weighted_documents,
-    write_tokenizer,
 )
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer, load_vocabulary
 from tokpack.vocab.files import byte_to_unicode
@@ -32,17 +31,8 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return small_corpus(tmp_path_factory.mktemp("corpus"))
-
-
-@pytest.fixture(scope="module")
 def trained(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    texts, _ = weighted_documents([corpus], {})
-    tokenizer = train_tokenizer(texts, TrainingRecipe(vocab_size=700, phrase_merges=80))
-    out = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    write_tokenizer(tokenizer, out)
-    return out
+    return train_small(corpus, tmp_path_factory.mktemp("tok"), vocab_size=700, phrase_merges=80)
 
 
 def _texts(corpus: Path) -> list[str]:

@@ -92,7 +92,7 @@ def first_difference(expected: str, actual: str) -> int | None:
     A prefix differs at the end of the shorter text.
 
     >>> first_difference("Łódź", "Łódź"), first_difference("Łódź", "Łodź"), first_difference("ab", "a")
-    (None, 2, 1)
+    (None, 1, 1)
     """
     for index, (left, right) in enumerate(zip(expected, actual)):
         if left != right:
