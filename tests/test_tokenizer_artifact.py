@@ -8,6 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_tokenizer_fixtures import ARTIFACT, OTHER, POLISH, require_data
 from tokenizers import Tokenizer
@@ -124,3 +125,22 @@ def test_beats_the_baseline_globally_and_in_the_weakest_domain(baseline: str, sp
     other = grade(counter, split_dir / VALIDATION)
     assert graded.chars_per_token > other.chars_per_token
     assert _weakest(graded) > _weakest(other)
+
+
+def test_prepare_packs_a_corpus_with_the_shipped_tokenizer(tmp_path: Path) -> None:
+    from tokpack.corpus.preparation import prepare
+
+    require_data()
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    sources = sorted((POLISH / "narrative").iterdir())[:2]
+    for source in sources:
+        (folder / source.name).write_bytes(source.read_bytes())
+    prepared = prepare(folder, vocab=TOKENIZER_JSON, cache_dir=tmp_path / "cache")
+    expected = load_vocabulary(TOKENIZER_JSON)
+    assert prepared.vocabulary == expected.identity and prepared.n_vocab == 8192
+    pack = prepared.pack()
+    packed = pack.take(np.arange(pack.n_tokens))
+    assert packed.max() < 8191  # corpus text never produces <|endoftext|>
+    joined = b"".join(expected.decode_bytes(pack.document(i).tolist()) for i in range(pack.n_docs))
+    assert joined == b"".join(source.read_bytes() for source in sources)
