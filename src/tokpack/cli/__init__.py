@@ -5,11 +5,13 @@ from __future__ import annotations
 import typer
 
 from tokpack.cli import corpus, report
+from tokpack.cli.tokenizer import app as tokenizer_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
 corpus.register(app)
 report.register(app)
+app.add_typer(tokenizer_app, name="tokenizer")
 
 
 def main() -> None:
