@@ -26,7 +26,7 @@ from tokpack.grading.files import corpus_files, read_document
 from tokpack.grading.grade import TokenCounter, chars_per_token, grade, load_counter
 from tokpack.grading.split import SPLIT_FILE, TRAIN, VALIDATION, normalize_text, plan_split, write_split
 from tokpack.grading.training import (
-    GPT4_COMPATIBLE_PATTERN,
+    GPT4_PATTERN,
     POLISH_PATTERN,
     TrainingRecipe,
     train_tokenizer,
@@ -63,7 +63,7 @@ def _recipe(**changes: object) -> TrainingRecipe:
 
 VARIANTS = [
     Variant("v0-gpt2", _recipe(pattern=GPT2_PATTERN), "reference point: GPT-2's pattern with tokpack's export"),
-    Variant("v1-gpt4", _recipe(pattern=GPT4_COMPATIBLE_PATTERN),
+    Variant("v1-gpt4", _recipe(pattern=GPT4_PATTERN),
             "GPT-4's pattern (punctuation may lead a word, digits in threes) cuts Polish and code better"),
     Variant("v2-space-digits", _recipe(pattern=SPACE_DIGITS),
             "a space may lead a digit group, as it leads a word: ' 2' tokens save the space token"),

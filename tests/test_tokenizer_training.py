@@ -108,12 +108,16 @@ def test_named_patterns_cut_the_same_in_both_regex_engines(name: str) -> None:
 
 
 def test_gpt4_possessive_digit_groups_cut_differently_in_oniguruma() -> None:
-    """Why tokpack's 'gpt4' pattern writes {1,3} and not GPT-4's {1,3}+ (see training._TAIL)."""
+    """Why GPT4_PATTERN writes {1,3} and not tiktoken's {1,3}+: Oniguruma reads the latter as
+    'one or more groups of one to three', so Hugging Face would keep long digit runs whole."""
     from tokenizers import Regex, pre_tokenizers
 
-    split = pre_tokenizers.Split(Regex(GPT4_PATTERN), behavior="isolated")
-    assert regex.findall(GPT4_PATTERN, "123456") == ["123", "456"]
-    assert [piece for piece, _ in split.pre_tokenize_str("123456")] == ["123456"]
+    tiktoken_spelling = GPT4_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}{1,3}+")
+    assert tiktoken_spelling != GPT4_PATTERN
+    for pattern, hugging_face in ((tiktoken_spelling, ["123456"]), (GPT4_PATTERN, ["123", "456"])):
+        split = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+        assert regex.findall(pattern, "123456") == ["123", "456"]
+        assert [piece for piece, _ in split.pre_tokenize_str("123456")] == hugging_face
 
 
 def test_exact_trainer_is_used_when_installed(corpus: Path) -> None:

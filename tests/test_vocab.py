@@ -150,3 +150,15 @@ def test_gpt2_pair_with_inconsistent_merges_is_refused(tmp_path: Path) -> None:
     (tmp_path / "vocab.bpe").write_text("#version: 0.2\nb c\na b\n", encoding="utf-8")
     with pytest.raises(ValueError, match="merge 1"):
         load_vocabulary((tmp_path / "encoder.json", tmp_path / "vocab.bpe"))
+
+
+def test_gpt4_pattern_cuts_digits_in_threes_in_tiktoken_and_hugging_face(tmp_path: Path) -> None:
+    tokenizer = BpeTokenizer(ranks=BYTES | {b"12": 256, b"123": 257}, pattern=GPT4_PATTERN)
+    assert tokenizer.encode("1234567") == [257, ord("4"), ord("5"), ord("6"), ord("7")]  # 123|456|7
+    path = tmp_path / "tokenizer.json"
+    path.write_text(tokenizer.to_tokenizer_json(), encoding="utf-8")
+    text = "rok 1234567 i 98765432101, 12 123"
+    assert Tokenizer.from_file(str(path)).encode(text).ids == tokenizer.encode(text)
+    import regex
+
+    assert regex.findall(GPT4_PATTERN, "1234567") == ["123", "456", "7"]

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from tokpack._schema import Record
 from tokpack.grading.files import corpus_files, read_document
-from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, train_hf_bytelevel
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
 from tokpack.vocab.bytelevel import RANKS_FILE
 from tokpack.vocab.patterns import END_OF_TEXT
 
@@ -57,16 +57,10 @@ POLISH_PHRASE_PATTERN = (
     + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
 )
 
-#: GPT-4's pattern made to cut the same in tiktoken and Hugging Face (see :data:`_TAIL`).
-GPT4_COMPATIBLE_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-
 #: Patterns known by name on the command line.
 NAMED_PATTERNS = {
     "gpt2": GPT2_PATTERN,
-    "gpt4": GPT4_COMPATIBLE_PATTERN,
+    "gpt4": GPT4_PATTERN,
     "polish": POLISH_PATTERN,
     "polish-phrase": POLISH_PHRASE_PATTERN,
 }

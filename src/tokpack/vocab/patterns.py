@@ -5,8 +5,11 @@
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
 #: GPT-4's (``cl100k_base``) pattern: case-insensitive contractions, digits in groups of three.
+#: tiktoken writes the digit groups ``\p{N}{1,3}+``; here they are ``\p{N}{1,3}``, which cuts
+#: the same in tiktoken but means the same in Hugging Face's Oniguruma too, where ``{1,3}+`` is
+#: "one or more groups of one to three" rather than possessive.
 GPT4_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 
