@@ -20,16 +20,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokpack.corpus.cache import default_cache_dir
 from tokpack.grading.grade import TokenCounter, bpe_counter
 
 #: SHA-256 of GPT-2's rank file (the same table tiktoken calls ``gpt2``/``r50k_base``).
 GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 _WHISPER = "openai-whisper==20250625"
-
-
-def default_cache_dir() -> Path:
-    """``$TOKPACK_CACHE`` or ``~/.cache/tokpack``."""
-    return Path(os.environ.get("TOKPACK_CACHE", Path.home() / ".cache" / "tokpack"))
 
 
 def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
