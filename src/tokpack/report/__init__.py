@@ -17,7 +17,18 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
         from tokpack.report.pack import pack_report
 
         return pack_report(target, block=block)
+    if target.suffix in (".json", ".tiktoken") and _is_tokenizer(target):
+        from tokpack.report.tokenizer import tokenizer_report
+
+        return tokenizer_report(target, data=data, baselines=baselines)
     raise ValueError(f"{target}: not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')")
 
 
 __all__ = ["report_for"]
+
+
+def _is_tokenizer(path: Path) -> bool:
+    if path.suffix == ".tiktoken":
+        return True
+    head = path.read_bytes()[:4096]
+    return b'"model"' in head or b'"tokpack.vocabulary.v1"' in head or b'"added_tokens"' in head

@@ -1,0 +1,118 @@
+"""The report of a tokenizer: its compression per domain against thresholds and baselines, and
+its longest and most frequent tokens, shown readably."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tokpack._schema import read_record
+from tokpack.report.page import escape, page, table
+from tokpack.report.plots import bars
+
+_VISIBLE = {" ": "␣", "\n": "⏎", "\t": "→", "\r": "␍"}
+
+
+def readable(token: bytes) -> str:
+    """A token's bytes as text a person can read: UTF-8 where it decodes, ``\\xNN`` escapes where
+    it does not, and spaces, newlines and tabs made visible.
+
+    >>> readable(b" kot\\n"), readable("ż".encode()[:1] + b"a")
+    ('␣kot⏎', '\\\\xc5a')
+    """
+    out, position = [], 0
+    while position < len(token):
+        for width in (1, 2, 3, 4):
+            try:
+                char = token[position : position + width].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            out.append(_VISIBLE.get(char, char if char.isprintable() else f"\\u{ord(char):04x}"))
+            position += width
+            break
+        else:
+            out.append(f"\\x{token[position]:02x}")
+            position += 1
+    return "".join(out)
+
+
+def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] = (), top: int = 20) -> dict[str, Any]:
+    """Identity, grade (when ``data`` is given), baselines' grades, longest and most frequent tokens."""
+    from tokpack.grading.files import corpus_files, read_document
+    from tokpack.grading.grade import GradeReport, grade, load_counter
+    from tokpack.vocab import load_vocabulary
+
+    tokenizer = load_vocabulary(path)
+    by_length = sorted(tokenizer.ranks.items(), key=lambda item: (-len(item[0]), item[1]))[:top]
+    facts: dict[str, Any] = {
+        "tokenizer": str(path),
+        "vocabulary": tokenizer.identity.model_dump(mode="json", by_alias=True),
+        "longest": [{"id": rank, "bytes": len(token), "text": readable(token)} for token, rank in by_length],
+        "grade": None,
+        "baselines": [read_record(GradeReport, Path(b)).model_dump(mode="json", by_alias=True) for b in baselines],
+        "frequent": [],
+    }
+    if data is not None:
+        facts["grade"] = grade(load_counter(path), data).model_dump(mode="json", by_alias=True)
+        texts = [read_document(p) for p in corpus_files(data).files]
+        counts = np.bincount(np.concatenate(tokenizer.encode_arrays(texts) or [np.zeros(0, np.uint32)]),
+                             minlength=tokenizer.n_vocab)
+        spelled = {rank: token for token, rank in tokenizer.ranks.items()}
+        order = np.argsort(-counts, kind="stable")[:top]
+        facts["frequent"] = [{"id": int(i), "count": int(counts[i]), "text": readable(spelled.get(int(i), b""))}
+                             for i in order if counts[i]]
+    return facts
+
+
+def tokenizer_section(facts: dict[str, Any]) -> str:
+    """The HTML of a tokenizer's report."""
+    identity = facts["vocabulary"]
+    parts = [f'<h2>Identity</h2><p>vocabulary <code data-testid="vocabulary-sha256">{escape(identity["sha256"])}</code>, '
+             f'<b data-testid="n_vocab">{identity["n_vocab"]:,}</b> ids</p>']
+    graded = facts["grade"]
+    if graded is not None:
+        domains = [d["domain"] for d in graded["domains"]]
+        series = {"this tokenizer": [d["chars_per_token"] for d in graded["domains"]]}
+        for baseline in facts["baselines"]:
+            by_domain = {d["domain"]: d["chars_per_token"] for d in baseline["domains"]}
+            series[Path(baseline["tokenizer"]).name] = [by_domain.get(d, 0.0) for d in domains]
+        plot = bars(domains, series, title="Characters per token by domain (higher is better)", ylabel="characters per token",
+                    lines={"min domain": graded["min_domain"], "min global": graded["min_global"]},
+                    highlight=graded["weakest_domain"], test_id="domain-chart")
+        rows = [[f'<span data-testid="domain-name">{escape(d["domain"])}</span>'
+                 + (' <span class="bad">(weakest)</span>' if d["domain"] == graded["weakest_domain"] else ""),
+                 f"{d['documents']:,}", f"{d['characters']:,}", f"{d['tokens']:,}",
+                 f'<span data-testid="domain-cpt">{d["chars_per_token"]:.3f}</span>',
+                 '<span class="ok">pass</span>' if d["passed"] else '<span class="bad">fail</span>']
+                for d in graded["domains"]]
+        verdict = '<span class="ok">passes</span>' if graded["passed"] else '<span class="bad">fails</span>'
+        baseline_rows = [[escape(Path(b["tokenizer"]).name), f"{b['vocab_size']:,}", f"{b['chars_per_token']:.3f}",
+                          escape(b["weakest_domain"])] for b in facts["baselines"]]
+        parts.append(
+            f'<h2>Compression</h2><p>Globally <b data-testid="global-cpt">{graded["chars_per_token"]:.3f}</b> characters '
+            f'per token (sums of characters over sums of tokens) on {graded["documents"]:,} documents; weakest domain '
+            f'<b data-testid="weakest-domain">{escape(graded["weakest_domain"])}</b>; thresholds {graded["min_global"]:.2f} '
+            f'globally and {graded["min_domain"]:.2f} per domain: {verdict}.</p>{plot}'
+            + table(["domain", "documents", "characters", "tokens", "chars/token", ""], rows, numeric=(1, 2, 3, 4),
+                    test_id="domain-table")
+            + (("<h3>Baselines</h3>" + table(["baseline", "ids", "chars/token", "weakest domain"], baseline_rows,
+                                               numeric=(1, 2))) if baseline_rows else "")
+        )
+    longest = [[f"{t['id']:,}", f"{t['bytes']}", f'<code data-testid="longest-token">{escape(t["text"])}</code>']
+               for t in facts["longest"]]
+    parts.append("<h2>Longest tokens</h2>" + table(["id", "bytes", "token"], longest, numeric=(0, 1)))
+    if facts["frequent"]:
+        frequent = [[f"{t['id']:,}", f"{t['count']:,}", f'<code>{escape(t["text"])}</code>'] for t in facts["frequent"]]
+        parts.append("<h2>Most frequent tokens on the data</h2>" + table(["id", "count", "token"], frequent, numeric=(0, 1)))
+    parts.append('<p class="muted">Tokens are shown as UTF-8 where they decode; ␣ is a space, ⏎ a newline, → a tab, '
+                 'and \\xNN a byte that is not a whole character.</p>')
+    return "".join(parts)
+
+
+def tokenizer_report(path: Path, *, data: Path | None = None, baselines: Sequence[Path] = ()) -> str:
+    """A self-contained HTML report of the tokenizer at ``path`` (graded on ``data`` if given)."""
+    facts = tokenizer_facts(Path(path), data=data, baselines=baselines)
+    return page(f"tokpack report: {Path(path).name}", tokenizer_section(facts), data={"tokenizer": facts})
