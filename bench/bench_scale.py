@@ -260,7 +260,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=int, nargs="+", default=[50, 200], help="corpus sizes, each measured in turn")
     parser.add_argument("--runs", type=int, default=3, help="runs per mode and size; medians are reported")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help=argparse.SUPPRESS)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                        help="only these modes (prints every run as JSON instead of the tables, which need all four)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
