@@ -109,18 +109,26 @@ def parse_moves(column: pa.Array | pa.ChunkedArray) -> ParsedMoves:
     lengths = ends - starts
     counts = np.diff(np.searchsorted(starts, edges))
 
-    padded = np.concatenate((text, np.zeros(5, dtype=np.uint8)))
-    from_file = padded[starts] - np.uint8(97)
-    from_rank = padded[starts + 1] - np.uint8(49)
-    to_file = padded[starts + 2] - np.uint8(97)
-    to_rank = padded[starts + 3] - np.uint8(49)
-    promotion = np.where(lengths == 5, _PROMOTION_LUT[padded[starts + 4]], np.uint8(0))
+    # Five bytes from each start (clipped at the end of the buffer: only a short, hence
+    # malformed, last move reads past it).
+    head = np.take(text, starts[:, None] + np.arange(5), mode="clip") if n_bytes else np.zeros((0, 5), np.uint8)
+    head[lengths < 5, 4] = 0
+    from_file = head[:, 0] - np.uint8(97)
+    from_rank = head[:, 1] - np.uint8(49)
+    to_file = head[:, 2] - np.uint8(97)
+    to_rank = head[:, 3] - np.uint8(49)
+    promotion = _PROMOTION_LUT[head[:, 4]]
+    promotion[lengths == 4] = 0
     well_formed = (
         (from_file < 8) & (from_rank < 8) & (to_file < 8) & (to_rank < 8)
         & ((lengths == 4) | ((lengths == 5) & (promotion != 255)))
     )
-    null = (lengths == 4) & np.all([padded[starts + k] == ord("0") for k in range(4)], axis=0)
-    promotion = np.where(well_formed, promotion, np.uint8(0))
-    from_square = np.where(well_formed, from_rank * 8 + from_file, np.uint8(0)).astype(np.int16)
-    to_square = np.where(well_formed, to_rank * 8 + to_file, np.uint8(0)).astype(np.int16)
+    null = np.zeros(len(starts), dtype=bool)
+    odd = np.flatnonzero(~well_formed)  # rare: only these can be the null move 0000
+    null[odd] = (lengths[odd] == 4) & (head[odd, :4] == ord("0")).all(axis=1)
+    promotion[~well_formed] = 0
+    from_square = (from_rank.astype(np.int16) * 8 + from_file)
+    to_square = (to_rank.astype(np.int16) * 8 + to_file)
+    from_square[~well_formed] = 0
+    to_square[~well_formed] = 0
     return ParsedMoves(from_square, to_square, promotion.astype(np.int16), well_formed, null, counts.astype(np.int64))

@@ -150,7 +150,10 @@ class GameError(ValueError):
 
     def __init__(self, row: int, detail: str, where: str = "") -> None:
         super().__init__(f"{where}: row {row}: {detail}" if where else f"row {row}: {detail}")
-        self.row, self.detail = row, detail
+        self.row, self.detail, self.where = row, detail, where
+
+    def __reduce__(self) -> tuple[type[GameError], tuple[int, str, str]]:
+        return GameError, (self.row, self.detail, self.where)  # so it crosses process boundaries
 
     def at(self, where: str, first_row: int) -> GameError:
         """The same error in ``where``, a table whose row 0 is this table's row ``first_row``."""
