@@ -12,6 +12,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 corpus.register(app)
 report.register(app)
 app.add_typer(tokenizer_app, name="tokenizer")
+app.add_typer(__import__("tokpack.cli.chess", fromlist=["chess_app"]).chess_app, name="chess")
 
 
 def main() -> None:
