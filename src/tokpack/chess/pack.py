@@ -6,7 +6,8 @@ with :meth:`~tokpack.chess.encoders.GameEncoder.encode_batch` and streams the id
 few batches in flight). Games are stored whole: cutting them into training windows is the
 loader's job, so a new context length needs no re-tokenization. The pack's ``meta.json`` records
 the scheme's vocabulary identity, the source file and its hash, the cut (``"game"``), one range
-naming the split, and the counts ``n_games`` and ``unknown_moves``.
+naming the split, the counts ``n_games`` and ``unknown_moves``, and ``pad_id`` (``<pad>``, 0 in
+every scheme, an id no encoder emits), which the loader pads windows with.
 
 The same table, scheme and vocabulary give byte-identical packs whatever ``workers`` is.
 """
@@ -72,7 +73,7 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
                 progress(done, total, writer.n_tokens)
         span = Span(documents=(0, writer.n_docs), tokens=(0, writer.n_tokens))
         return writer.commit(source=_source(games), cut=DocumentCut(rule="game"), ranges={split: span},
-                             counts={"n_games": writer.n_docs, "unknown_moves": unknown})
+                             counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
 
 
 def _encoded_batches(reader, encoder: GameEncoder, batch_games: int, workers: int  # type: ignore[no-untyped-def]
