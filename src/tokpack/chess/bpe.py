@@ -123,7 +123,7 @@ def _first_games(path: Path, n_games: int) -> Iterator[str]:
     import pyarrow.parquet as pq
 
     left = n_games
-    with pq.ParquetFile(path) as reader:
+    with pq.ParquetFile(path, pre_buffer=False) as reader:
         for batch in reader.iter_batches(batch_size=8192, columns=["uci"]):
             for game in batch.column("uci").to_pylist()[:left]:
                 yield game

@@ -53,7 +53,9 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     games = Path(games)
     try:
-        reader = pq.ParquetFile(games)
+        # Without pre-buffering: with it, pyarrow keeps every row group it has read until the
+        # file is closed, and memory grows with the table.
+        reader = pq.ParquetFile(games, pre_buffer=False)
     except (OSError, ValueError) as error:
         raise ValueError(f"{games}: not a readable parquet file ({error})") from None
     missing = [c for c in GAME_COLUMNS if c not in reader.schema_arrow.names]

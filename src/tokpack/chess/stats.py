@@ -62,7 +62,9 @@ def first_games(games: Path, n_games: int) -> pa.Table:
     import pyarrow.parquet as pq
 
     try:
-        reader = pq.ParquetFile(games)
+        # Without pre-buffering: with it, pyarrow keeps every row group it has read until the
+        # file is closed, and memory grows with the table.
+        reader = pq.ParquetFile(games, pre_buffer=False)
     except (OSError, ValueError) as error:
         raise ValueError(f"{games}: not a readable parquet file ({error})") from None
     columns = list(GAME_COLUMNS)
