@@ -58,7 +58,7 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
             n_games = 0
             with PackWriter(destination, vocabulary=encoder.identity) as writer:
                 for batch in pq.ParquetFile(games).iter_batches(batch_size=4096, columns=list(GAME_COLUMNS)):
-                    rows = list(zip(*(batch.column(c).to_pylist() for c in GAME_COLUMNS)))[: limit - n_games]
+                    rows = list(zip(*(batch.column(c).to_pylist() for c in GAME_COLUMNS), strict=True))[: limit - n_games]
                     if spell is not None:
                         writer.add_documents([spell(uci, result) for uci, _, _, result in rows])
                     else:

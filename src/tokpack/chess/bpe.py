@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, result_indices
+from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, result_id, result_indices
 from tokpack.chess.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, RESULTS, SPECIAL_TOKENS, UNK_ID
 from tokpack.vocab.identity import VocabIdentity
 
@@ -125,8 +125,7 @@ def _first_games(path: Path, n_games: int) -> Iterator[str]:
     left = n_games
     with pq.ParquetFile(path, pre_buffer=False) as reader:
         for batch in reader.iter_batches(batch_size=8192, columns=["uci"]):
-            for game in batch.column("uci").to_pylist()[:left]:
-                yield game
+            yield from batch.column("uci").to_pylist()[:left]
             left -= batch.num_rows
             if left <= 0:
                 return
@@ -195,10 +194,9 @@ class BpeEncoder:
         Raises:
             ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
         """
-        if result not in RESULT_IDS:
-            raise ValueError(f"result {result!r} is not one of {', '.join(RESULTS)}")
+        outcome = result_id(result)
         body = self.tokenizer.encode(spaceless(uci), add_special_tokens=False).ids
-        return [BOS_ID, *body, RESULT_IDS[result], EOS_ID][:max_len]
+        return [BOS_ID, *body, outcome, EOS_ID][:max_len]
 
     def encode_batch(self, games: pa.Table | pa.RecordBatch) -> EncodedGames:
         """Every game of ``games`` (columns uci and result; ratings ignored).
@@ -215,15 +213,9 @@ class BpeEncoder:
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
         bodies = [np.asarray(encoding.ids, dtype=np.uint32) for encoding in encode(texts, add_special_tokens=False)]
         counts = np.fromiter((len(b) for b in bodies), dtype=np.int64, count=len(bodies))
-        lengths = counts + FRAMING
-        ends = np.cumsum(lengths)
         body = np.concatenate(bodies) if bodies else np.zeros(0, np.uint32)
-        ids = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint32)
-        ids[np.arange(len(body)) + np.repeat(FRAMING * np.arange(len(counts)) + 1, counts)] = body
-        ids[ends - lengths] = BOS_ID
-        ids[ends - 2] = results
-        ids[ends - 1] = EOS_ID
-        return EncodedGames(ids=ids, lengths=lengths, unknown_moves=int(np.count_nonzero(body == UNK_ID)))
+        encoded = framed(body, counts, [BOS_ID], [results, EOS_ID], dtype=np.uint32)
+        return EncodedGames(encoded.ids, encoded.lengths, unknown_moves=int(np.count_nonzero(body == UNK_ID)))
 
     def decode(self, ids: list[int] | np.ndarray) -> DecodedGame:
         """The moves (boundaries restored by :func:`split_moves`) and result of one framed game.

@@ -175,6 +175,43 @@ def result_indices(results: pa.Array | pa.ChunkedArray, known: tuple[str, ...]) 
     return np.asarray(index, dtype=np.int64)
 
 
+def framed(body: np.ndarray, counts: np.ndarray, leading: list[np.ndarray | int], trailing: list[np.ndarray | int],
+           dtype: type = np.uint16) -> EncodedGames:
+    """Every game's ids: its ``leading`` framing ids, its ``counts[g]`` ids of ``body``, its ``trailing`` ones.
+
+    Each framing entry is one id for every game or an array of one id per game. Vectorized: the
+    body is placed with one scatter, whatever the number of games.
+
+    >>> framed(np.array([7, 8, 9]), np.array([2, 1]), [1], [np.array([4, 5]), 2]).ids.tolist()
+    [1, 7, 8, 4, 2, 1, 9, 5, 2]
+    """
+    frame = len(leading) + len(trailing)
+    lengths = counts.astype(np.int64) + frame
+    ends = np.cumsum(lengths)
+    begins = ends - lengths
+    ids = np.empty(int(ends[-1]) if len(ends) else 0, dtype=dtype)
+    # Body id k of game g lands after g's leading ids and the framing ids of every earlier game.
+    ids[np.arange(len(body)) + np.repeat(frame * np.arange(len(counts)) + len(leading), counts)] = body
+    for offset, value in enumerate(leading):
+        ids[begins + offset] = value
+    for offset, value in enumerate(trailing):
+        ids[ends - len(trailing) + offset] = value
+    return EncodedGames(ids=ids, lengths=lengths)
+
+
+def result_id(result: str) -> int:
+    """The id of a result token (the same in every scheme that has them).
+
+    Raises:
+        ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
+    """
+    from tokpack.chess.uci import RESULT_IDS, RESULTS
+
+    if result not in RESULT_IDS:
+        raise ValueError(f"result {result!r} is not one of {', '.join(RESULTS)}")
+    return RESULT_IDS[result]
+
+
 def _string_array(values: tuple[str, ...]) -> pa.Array:
     import pyarrow as pa
 

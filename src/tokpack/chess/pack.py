@@ -22,8 +22,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError, make_encoder
 from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
 
@@ -68,7 +66,7 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
             if isinstance(encoded, GameError):
                 raise encoded.at(str(games), first_row) from None
             bounds = encoded.offsets.tolist()
-            writer.add_documents([encoded.ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+            writer.add_documents([encoded.ids[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
             unknown += encoded.unknown_moves
             done += len(encoded.lengths)
             if progress is not None:

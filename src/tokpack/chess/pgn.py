@@ -159,7 +159,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 100_000,
     read = 0
     with building(out) as staging:
         parts = _MonthParts(staging, flush_games)
-        for path, size in zip(pgn_files, sizes):
+        for path, size in zip(pgn_files, sizes, strict=True):
             for offset, game in read_games(Path(path)):
                 read += 1
                 if isinstance(game, Skipped):

@@ -22,7 +22,7 @@ import numpy as np
 
 from tokpack.chess._moves import parse_moves
 from tokpack.chess._replay import replay_san
-from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity, result_indices
+from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity, result_id, result_indices
 from tokpack.chess.uci import RESULTS
 from tokpack.vocab.identity import VocabIdentity
 
@@ -105,8 +105,7 @@ class SanEncoder:
         Raises:
             ValueError: an illegal move, or a result that is not 1-0, 0-1, 1/2-1/2 or *.
         """
-        if result not in RESULTS:
-            raise ValueError(f"result {result!r} is not one of {', '.join(RESULTS)}")
+        result_id(result)  # refuse an unknown result before replaying
         text = san_text(san_moves(uci), result)
         ids = [BOS_ID, *_ID_OF_BYTE[np.frombuffer(text.encode("ascii"), dtype=np.uint8)].tolist(), EOS_ID]
         return ids[:max_len]

@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokpack.chess._moves import N_PROMOTION_CODES, PROMOTION_TYPES, parse_moves
-from tokpack.chess.encoders import DecodedGame, EloBin, EncodedGames, canonical_identity, result_indices
+from tokpack.chess.encoders import (
+    DecodedGame,
+    EloBin,
+    EncodedGames,
+    canonical_identity,
+    framed,
+    result_id,
+    result_indices,
+)
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -149,11 +157,10 @@ class UciEncoder:
         Raises:
             ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
         """
-        if result not in RESULT_IDS:
-            raise ValueError(f"result {result!r} is not one of {', '.join(RESULTS)}")
+        outcome = result_id(result)
         moves = [self.ids.get(move, UNK_ID) if len(move) in (4, 5) else UNK_ID for move in uci.split()]
         ids = [BOS_ID, ELO_FIRST_ID + elo_bin_index(white_elo), ELO_FIRST_ID + elo_bin_index(black_elo),
-               *moves, RESULT_IDS[result], EOS_ID]
+               *moves, outcome, EOS_ID]
         return ids[:max_len]
 
     def encode_batch(self, games: pa.Table | pa.RecordBatch) -> EncodedGames:
@@ -167,19 +174,9 @@ class UciEncoder:
         move_ids = self._id_of_key[np.maximum(keys, 0)]
         move_ids[keys < 0] = UNK_ID
         results = np.asarray([RESULT_IDS[r] for r in RESULTS], dtype=np.uint16)[result_indices(games.column("result"), RESULTS)]
-        counts = parsed.counts
-        lengths = counts + FRAMING
-        ends = np.cumsum(lengths)
-        begins = ends - lengths
-        ids = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint16)
-        # Move k of game g lands after the 3 leading framing ids of g and the 5 of each earlier game.
-        ids[np.arange(len(move_ids)) + np.repeat(FRAMING * np.arange(len(counts)) + 3, counts)] = move_ids
-        ids[begins] = BOS_ID
-        ids[begins + 1] = ELO_FIRST_ID + _elo_bins(games.column("white_elo"))
-        ids[begins + 2] = ELO_FIRST_ID + _elo_bins(games.column("black_elo"))
-        ids[ends - 2] = results
-        ids[ends - 1] = EOS_ID
-        return EncodedGames(ids=ids, lengths=lengths, unknown_moves=int(np.count_nonzero(move_ids == UNK_ID)))
+        leading = [BOS_ID, ELO_FIRST_ID + _elo_bins(games.column("white_elo")), ELO_FIRST_ID + _elo_bins(games.column("black_elo"))]
+        encoded = framed(move_ids, parsed.counts, leading, [results, EOS_ID])
+        return EncodedGames(encoded.ids, encoded.lengths, unknown_moves=int(np.count_nonzero(move_ids == UNK_ID)))
 
     def decode(self, ids: list[int] | np.ndarray) -> DecodedGame:
         """Moves, result and the two rating bins of one framed game.

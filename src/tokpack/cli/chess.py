@@ -11,8 +11,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tokpack.cli._console import console, errors, one_line_errors
 from tokpack.chess.encoders import SCHEMES
+from tokpack.cli._console import console, errors, one_line_errors
 
 chess_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
