@@ -15,7 +15,9 @@ one core) and writes a real pack with its checksums. Modes, per scheme:
                 move, no legality check, characters mapped to the same ids
 
 It prints one Markdown table per scheme (medians of ``--runs``; ratios to ``loop`` measured in the
-same run; peak RSS is the child's high-water mark, plus its largest worker for pack-2) and, with
+same run; peak RSS is the child's high-water mark, plus its largest worker for pack-2; "CPU s per
+s" is the CPU time of the child and its workers over the timed wall time, so 2.0 would mean both
+cores busy throughout) and, with
 ``--memory``, uci pack-1's peak RSS as the input grows.
 """
 
@@ -47,8 +49,13 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
     from tokpack.store import DocumentCut, PackWriter, Source
 
     encoder = make_encoder(scheme, BpeEncoder.load(Path(bpe_file)) if scheme == "bpe" else None)
+    def cpu_seconds() -> float:  # this process and its finished workers
+        return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                   for field in ("ru_utime", "ru_stime"))
+
     with tempfile.TemporaryDirectory() as folder:
         destination = Path(folder) / "pack"
+        cpu_before = cpu_seconds()
         start = time.perf_counter()
         if mode.startswith("pack"):
             meta = pack_games(games, encoder, destination, workers=2 if mode == "pack-2" else 1)
@@ -69,12 +76,13 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
                 meta = writer.commit(source=Source(name="bench", sha256="0" * 64, n_bytes=0), cut=DocumentCut(rule="game"))
             n_tokens = meta.n_tokens
         seconds = time.perf_counter() - start
+        cpu = cpu_seconds() - cpu_before
     # VmHWM, not ru_maxrss: the latter survives exec, so a child would report its parent's peak.
     status = Path("/proc/self/status").read_text()
     peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
     if mode == "pack-2":  # plus the largest worker (an overestimate: it counts from the fork)
         peak_kib += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"seconds": seconds, "games": n_games, "tokens": n_tokens, "peak_mib": peak_kib / 1024}
+    return {"seconds": seconds, "games": n_games, "tokens": n_tokens, "peak_mib": peak_kib / 1024, "cpu_per_wall": cpu / seconds}
 
 
 def _bare_python_chess():  # type: ignore[no-untyped-def]
@@ -105,6 +113,17 @@ def _run_child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _cores_free() -> float:
+    """How many cores two CPU-bound processes really get now (2.0 on an idle 2-core machine)."""
+    burn = "import time; t = time.perf_counter(); sum(range(40_000_000)); print(time.perf_counter() - t)"
+
+    def run(n: int) -> float:
+        procs = [subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        return max(float(p.communicate()[0]) for p in procs)
+
+    return 2 * run(1) / run(2)
 
 
 def _repeated(source: Path, times: int, folder: Path) -> Path:
@@ -143,7 +162,7 @@ def main() -> None:
 
         train_bpe_from_parquet(REAL_GAMES, args.bpe_size, 20_000).save(bpe_file)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"runs: {args.runs} (medians)\n")
+          f"runs: {args.runs} (medians); cores two busy processes got before the runs: {_cores_free():.2f}\n")
     repeats = {"uci": args.repeat_uci, "san": args.repeat_san, "bpe": args.repeat_bpe}
     for scheme in args.schemes.split(","):
         games = _repeated(REAL_GAMES, repeats[scheme], work)
@@ -156,13 +175,15 @@ def main() -> None:
         rate = {m: statistics.median(r["tokens"] / r["seconds"] for r in rs) for m, rs in results.items()}
         print(f"### {scheme}: {repeats[scheme]} x 28,499 real games ({results['pack-1'][0]['games']:,} games, "
               f"{results['pack-1'][0]['tokens']:,} tokens); loops on the first {loop_games[scheme]:,}\n")
-        print("| mode | games/s | M tokens/s | peak RSS MiB | vs loop |")
-        print("|---|---|---|---|---|")
+        print("| mode | games/s | M tokens/s | peak RSS MiB | CPU s per s | vs loop |")
+        print("|---|---|---|---|---|---|")
         for mode, rs in results.items():
             games_s = statistics.median(r["games"] / r["seconds"] for r in rs)
             peak = statistics.median(r["peak_mib"] for r in rs)
-            print(f"| {mode} | {games_s:,.0f} | {rate[mode] / 1e6:.2f} | {peak:.0f} | {rate[mode] / rate['loop']:.1f}x |")
+            busy = statistics.median(r["cpu_per_wall"] for r in rs)
+            print(f"| {mode} | {games_s:,.0f} | {rate[mode] / 1e6:.2f} | {peak:.0f} | {busy:.2f} | {rate[mode] / rate['loop']:.1f}x |")
         print()
+    print(f"cores two busy processes got after the runs: {_cores_free():.2f}\n")
     if args.memory:
         print("### uci pack-1 peak RSS as the input grows\n\n| games | tokens | peak RSS MiB | M tokens/s |\n|---|---|---|---|")
         for times in sorted({1, 8, args.repeat_uci}):

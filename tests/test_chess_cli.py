@@ -82,3 +82,19 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     assert code == 2 and "nope.pgn: not a file" in output
     for out in (output,):
         assert "Traceback" not in out and len(out.strip().splitlines()) == 1
+
+
+def test_the_readme_python_example_runs(tmp_path: Path) -> None:
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Chess games as a corpus\n", 1)[1].split("\n## ", 1)[0]
+    code = "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.S))
+    shutil.copy(FIXTURES / "chess_games.pgn", tmp_path / "games.pgn")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # The month, the batch's shape, <bos> opening the first window, and <pad> as ignore_index.
+    assert re.fullmatch(r"\d{4}-\d{2} \(3, 200\) 1 0\n", done.stdout), done.stdout
