@@ -63,6 +63,11 @@ def test_convert_then_tokenize_every_scheme(tmp_path: Path) -> None:
 
     code, output = _run("tokenize", "--scheme", "uci", "--pack", "--config", str(config))
     assert code == 2 and "already exists" in output and "Traceback" not in output
+    # Packing bpe again is refused before the BPE is retrained over the one its packs used.
+    trained = (tokens / "bpe" / "tokenizer.json").stat().st_mtime_ns
+    code, output = _run("tokenize", "--scheme", "bpe", "--pack", "--config", str(config), "--games", str(all_games))
+    assert code == 2 and "bpe/train: already exists" in output
+    assert (tokens / "bpe" / "tokenizer.json").stat().st_mtime_ns == trained
 
 
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:

@@ -61,6 +61,10 @@ def tokenize_command(
 
     cfg = load_config(config)
     source = games if games is not None else month_parquet(cfg.games_dir, cfg.train_month)
+    splits = (("train", "train", cfg.train_month), ("val", "validation", cfg.val_month))
+    for folder, _, _ in splits if pack else ():
+        if (cfg.out_dir / scheme / folder).exists():  # refuse now, not after training a BPE
+            raise ValueError(f"{cfg.out_dir / scheme / folder}: already exists; a pack is never overwritten")
     written: list[Path] = []
     bpe = None
     if scheme == "bpe" or stats or export_fixture:
@@ -79,7 +83,7 @@ def tokenize_command(
     if pack:
         from tokpack.chess.pack import pack_games
 
-        for folder, split, month in (("train", "train", cfg.train_month), ("val", "validation", cfg.val_month)):
+        for folder, split, month in splits:
             with _progress(f"{scheme} {folder}", "games") as update:
                 meta = pack_games(month_parquet(cfg.games_dir, month), encoder, cfg.out_dir / scheme / folder,
                                   split=split, workers=cfg.workers,
