@@ -86,3 +86,21 @@ def test_split_moves_restores_boundaries_in_the_ambiguous_cases() -> None:
     assert split_moves("e2e5a7a8bb1b2") == ["e2e5", "a7a8b", "b1b2"]
     with pytest.raises(ValueError, match="at character 4"):
         split_moves("e2e4x")
+
+
+def test_split_moves_on_random_games_full_of_promotions() -> None:
+    import random
+
+    import chess
+
+    rng = random.Random(11)
+    for _ in range(60):
+        board, moves = chess.Board(), []
+        while not board.is_game_over() and len(moves) < 200:
+            legal = list(board.legal_moves)
+            promotions = [m for m in legal if m.promotion in (chess.BISHOP, chess.KNIGHT)]
+            pawns = [m for m in legal if board.piece_type_at(m.from_square) == chess.PAWN]
+            move = rng.choice(promotions or (pawns if pawns and rng.random() < 0.6 else legal))
+            moves.append(move.uci())
+            board.push(move)
+        assert split_moves("".join(moves)) == moves

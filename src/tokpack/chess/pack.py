@@ -39,7 +39,9 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
                progress: Callable[[int, int, int], None] | None = None) -> PackMeta:
     """Encode every game of the parquet ``games`` into a new pack at ``destination``.
 
-    ``progress(games_done, games_total, tokens_done)`` is called after each batch.
+    ``progress(games_done, games_total, tokens_done)`` is called after each batch. With
+    ``workers > 1`` the encoding runs in that many spawned processes (the parent reads and writes),
+    so a script calling this must guard its entry point with ``if __name__ == "__main__":``.
 
     Raises:
         ValueError: ``destination`` exists, ``split`` is unknown, the parquet cannot be read or
