@@ -22,7 +22,9 @@ BPE_VOCAB_SIZE = 600
 
 def test_the_committed_bpe_is_what_training_on_the_fixture_gives() -> None:
     trained = train_bpe([g.uci for g in read_games_strictly(PGN)], BPE_VOCAB_SIZE)
-    assert BPE.read_text(encoding="utf-8") == trained.tokenizer.to_str(pretty=False) + "\n"
+    # Same tokens, ids and merges (the identity hashes them), whatever JSON layout the
+    # installed tokenizers version writes.
+    assert trained.identity == BpeEncoder.load(BPE).identity
 
 
 def test_the_committed_parity_file_is_regenerated_byte_for_byte(tmp_path: Path) -> None:
