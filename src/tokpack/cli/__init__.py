@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tokpack.cli import corpus, report
+from tokpack.cli.chess import chess_app
 from tokpack.cli.tokenizer import app as tokenizer_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -12,6 +13,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 corpus.register(app)
 report.register(app)
 app.add_typer(tokenizer_app, name="tokenizer")
+app.add_typer(chess_app, name="chess")
 
 
 def main() -> None:

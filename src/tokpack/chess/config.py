@@ -1,0 +1,80 @@
+"""The chess pipeline's TOML configuration, as a strict pydantic model.
+
+Example (paths are relative to the file's folder)::
+
+    games_dir = "games"          # the output of `tokpack chess convert`
+    out_dir = "tokens"           # packs go to out_dir/<scheme>/{train,val}
+    train_month = "2016-01"      # YYYY-MM; MM is 00 for games whose month is unknown
+    val_month = "2016-02"
+    bpe_vocab_size = 4096        # ids of the bpe scheme, specials and alphabet included
+    bpe_train_games = 100000     # the BPE learns from the first games of the training month
+    stats_games = 20000          # statistics use the first games of the same table
+    max_len = 200                # the context the statistics measure against
+    fixture_pgn = "fixture.pgn"  # games for --export-fixture (optional)
+    workers = 1                  # processes that encode while packing
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from tokpack._schema import Record
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MONTH = r"^\d{4}-\d{2}$"
+#: Where :func:`load_config` looks when no file is named.
+DEFAULT_CONFIG = Path("tokpack-chess.toml")
+
+
+class ChessPipelineConfig(Record):
+    """Inputs, outputs and settings of ``tokpack chess tokenize``."""
+
+    schema_: Literal["tokpack.chess.pipeline.v1"] = Field(default="tokpack.chess.pipeline.v1", alias="schema")
+    games_dir: Path
+    out_dir: Path
+    train_month: str = Field(pattern=MONTH)
+    val_month: str = Field(pattern=MONTH)
+    bpe_vocab_size: int = Field(default=4096, ge=28, le=65_536)
+    bpe_train_games: int = Field(default=100_000, ge=1)
+    stats_games: int = Field(default=20_000, ge=1)
+    max_len: int = Field(default=200, ge=1)
+    fixture_pgn: Path | None = None
+    workers: int = Field(default=1, ge=1, le=64)
+
+    @property
+    def bpe_file(self) -> Path:
+        """Where the bpe scheme's tokenizer lives (beside its packs)."""
+        return self.out_dir / "bpe" / "tokenizer.json"
+
+
+def load_config(path: Path | None = None) -> ChessPipelineConfig:
+    """Read a TOML config; relative paths are taken from the file's folder.
+
+    Raises:
+        ValueError: naming the file: missing, not TOML, or a field that is missing or invalid.
+    """
+    path = Path(path) if path is not None else DEFAULT_CONFIG
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such config file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not TOML ({error})") from None
+    base = path.resolve().parent
+    for key in ("games_dir", "out_dir", "fixture_pgn"):
+        if isinstance(data.get(key), str):
+            data[key] = base / data[key]
+    try:
+        return ChessPipelineConfig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ValueError(f"{path}: {where}: {first['msg']}") from None
