@@ -41,14 +41,13 @@ def pages(work: Path) -> dict[str, tuple[Path, str | None]]:
     made["report-tokenizer"] = (work / "tok.html", None)
     config = work / "chess.toml"
     config.write_text(
-        f'input_dir = "{DATA / "chess"}"\noutput_dir = "{work / "chess"}"\n', encoding="utf-8")
-    stats = work / "chess-stats.json"
-    subprocess.run([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from tokpack.chess.cli_support import write_stats_for_screenshots as w; "
-        "w(Path(sys.argv[1]), Path(sys.argv[2]))"), str(DATA / "chess" / "games.parquet"), str(stats)], check=False)
-    if stats.exists():
-        tokpack("report", str(stats), "-o", str(work / "chess.html"))
-        made["report-chess"] = (work / "chess.html", None)
+        'schema = "tokpack.chess.pipeline.v1"\ngames_dir = "games"\nout_dir = "chess"\ntrain_month = "2016-01"\n'
+        'val_month = "2016-02"\nbpe_vocab_size = 4096\nbpe_train_games = 20000\nstats_games = 20000\nmax_len = 200\n',
+        encoding="utf-8")
+    tokpack("chess", "tokenize", "--scheme", "bpe", "--stats", "--config", str(config),
+            "--games", str(DATA / "chess" / "games.parquet"))
+    tokpack("report", str(work / "chess" / "stats.json"), "-o", str(work / "chess.html"))
+    made["report-chess"] = (work / "chess.html", None)
     tokpack("bpe", "explore", "abab", "abab", "baba", "aaaa", "--merges", "5", "-o", str(work / "explore.html"))
     made["explorer"] = (work / "explore.html", "#next")
     return made

@@ -17,6 +17,10 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
         from tokpack.report.pack import pack_report
 
         return pack_report(target, block=block)
+    if target.suffix == ".json" and b'"tokpack.chess.stats.v1"' in target.read_bytes()[:200_000]:
+        from tokpack.report.chess import chess_report
+
+        return chess_report(target)
     if target.suffix in (".json", ".tiktoken") and _is_tokenizer(target):
         from tokpack.report.tokenizer import tokenizer_report
 

@@ -58,9 +58,9 @@ def bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: st
             drawn[list(labels).index(highlight)].set_linewidth(2.5)
     for label, y in lines.items():
         axes.axhline(y, color="#c0392b", linestyle="--", linewidth=1)
-        axes.annotate(f"{label} {y:.2f}", (len(labels) - 0.5, y), ha="right", va="bottom", color="#c0392b")
+        axes.annotate(f"{label} {y:g}", (len(labels) - 0.5, y), ha="right", va="bottom", color="#c0392b")
     axes.set_xticks(positions, labels)
     axes.set_title(title)
     axes.set_ylabel(ylabel)
-    axes.legend(loc="lower right")
+    axes.legend(loc="best", framealpha=0.9)
     return f'<figure data-testid="{test_id}">{_svg(figure)}</figure>'
