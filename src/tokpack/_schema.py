@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 ModelT = TypeVar("ModelT", bound="Record")
+SealedT = TypeVar("SealedT", bound="SealedRecord")
 
 
 class Record(BaseModel):
@@ -19,6 +21,28 @@ class Record(BaseModel):
     def to_json(self) -> str:
         """Serialize deterministically (sorted keys, two-space indent, trailing newline)."""
         return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2, sort_keys=True) + "\n"
+
+
+class SealedRecord(Record):
+    """A record with a ``seal``: the SHA-256 of all its other fields, so a hand edit is caught."""
+
+    seal: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+
+    def computed_seal(self) -> str:
+        """The SHA-256 of every field but ``seal``, as compact sorted JSON."""
+        fields = self.model_dump(mode="json", by_alias=True, exclude={"seal"})
+        return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def sealed(self: SealedT) -> SealedT:
+        """A copy with ``seal`` filled in."""
+        return self.model_copy(update={"seal": self.computed_seal()})
+
+    def check_seal(self, where: Path) -> None:
+        """Raises:
+            ValueError: the record was edited after it was sealed.
+        """
+        if self.seal != self.computed_seal():
+            raise ValueError(f"{where}: edited after it was written (seal mismatch)")
 
 
 def read_record(model: type[ModelT], path: Path) -> ModelT:

@@ -15,7 +15,6 @@ vocabulary; ``verify()`` also hashes every shard and the whole stream.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,10 +22,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from tokpack._schema import Record, read_record, write_record
+from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.store.format import SHA256, DocumentCut, PackMeta, Source, Span
 from tokpack.store.reader import Pack
-from tokpack.store.source import DATASET_FILE
+from tokpack.store.source import DATASET_FILE, RecordedStream
 from tokpack.vocab.identity import VocabIdentity
 
 SHARD_PREFIX = "shard-"
@@ -43,7 +42,7 @@ class ShardEntry(Record):
     starts_sha256: str = Field(pattern=SHA256)
 
 
-class DatasetRecord(Record):
+class DatasetRecord(SealedRecord):
     """``dataset.json``: the shards of one stream.
 
     ``tokens_sha256``/``starts_sha256`` hash the whole stream and its global starts, exactly as
@@ -63,11 +62,6 @@ class DatasetRecord(Record):
     shards: list[ShardEntry]
     tokens_sha256: str = Field(pattern=SHA256)
     starts_sha256: str = Field(pattern=SHA256)
-    seal: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
-
-    def computed_seal(self) -> str:
-        fields = self.model_dump(mode="json", by_alias=True, exclude={"seal"})
-        return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def shard_name(rank: int) -> str:
@@ -115,7 +109,7 @@ class PartsStream:
         return out.reshape(positions.shape)
 
 
-class ShardedDataset(PartsStream):
+class ShardedDataset(PartsStream, RecordedStream):
     """A sharded dataset opened as one token stream (see the module docstring)."""
 
     def __init__(self, path: Path, *, verify: bool = False) -> None:
@@ -124,8 +118,7 @@ class ShardedDataset(PartsStream):
         """
         self.path = Path(path)
         self.meta: DatasetRecord = read_record(DatasetRecord, self.path / DATASET_FILE)
-        if self.meta.seal != self.meta.computed_seal():
-            raise ValueError(f"{self.path / DATASET_FILE}: edited after it was written (seal mismatch)")
+        self.meta.check_seal(self.path / DATASET_FILE)
         listed = [entry.name for entry in self.meta.shards]
         present = sorted(p.name for p in self.path.iterdir() if p.is_dir() and p.name.startswith(SHARD_PREFIX))
         if extra := sorted(set(present) - set(listed)):
@@ -143,18 +136,6 @@ class ShardedDataset(PartsStream):
         self.dtype = np.dtype(self.meta.dtype)
         if verify:
             self.verify()
-
-    @property
-    def vocabulary(self) -> VocabIdentity:
-        return self.meta.vocabulary
-
-    @property
-    def n_docs(self) -> int:
-        return self.meta.n_docs
-
-    @property
-    def n_tokens(self) -> int:
-        return self.meta.n_tokens
 
     def verify(self) -> None:
         """Verify every shard, then hash the whole stream and its starts against the record.
@@ -240,7 +221,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
                            tokens_sha256=s.meta.tokens_sha256, starts_sha256=s.meta.starts_sha256) for s in shards],
         tokens_sha256=tokens_sha, starts_sha256=starts_sha,
     )
-    record = record.model_copy(update={"seal": record.computed_seal()})
+    record = record.sealed()
     temporary = path / f".{DATASET_FILE}.partial"
     write_record(record, temporary)
     temporary.replace(path / DATASET_FILE)

@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack.store.dataset import PartsStream, stream_hashes
 from tokpack.store.format import Span, token_dtype
+from tokpack.store.source import RecordedStream
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
@@ -65,7 +66,7 @@ class DatatroveMeta:
         return json.dumps(fields, indent=2, sort_keys=True)
 
 
-class DatatroveFolder(PartsStream):
+class DatatroveFolder(PartsStream, RecordedStream):
     """The ``.ds`` files of ``path``, in sorted order, as one stream of ``tokenizer``'s ids.
 
     All of it is the ``train`` range. There is no padding id: datatrove appends the end-of-text
@@ -97,18 +98,6 @@ class DatatroveFolder(PartsStream):
         )
         if verify:
             self.verify()
-
-    @property
-    def vocabulary(self) -> VocabIdentity:
-        return self.meta.vocabulary
-
-    @property
-    def n_docs(self) -> int:
-        return self.meta.n_docs
-
-    @property
-    def n_tokens(self) -> int:
-        return self.meta.n_tokens
 
     def verify(self) -> None:
         """Check every id is inside the named tokenizer's vocabulary.

@@ -19,14 +19,12 @@ it into place. Readers check counts, sizes and the seal on open; the full checks
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
-from tokpack._schema import Record
+from tokpack._schema import Record, SealedRecord
 from tokpack.vocab.identity import VocabIdentity
 
 PACK_SCHEMA = "tokpack.pack.v1"
@@ -65,7 +63,7 @@ class Span(Record):
     source_bytes: tuple[int, int] | None = None
 
 
-class PackMeta(Record):
+class PackMeta(SealedRecord):
     """``meta.json``: everything a reader needs to trust ``tokens.npy`` and ``starts.npy``.
 
     Fields:
@@ -96,16 +94,6 @@ class PackMeta(Record):
     pad_id: int | None = Field(default=None, ge=0)
     tokens_sha256: str = Field(pattern=SHA256)
     starts_sha256: str = Field(pattern=SHA256)
-    seal: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
-
-    def computed_seal(self) -> str:
-        """The SHA-256 of every field but ``seal``, as compact sorted JSON."""
-        fields = self.model_dump(mode="json", by_alias=True, exclude={"seal"})
-        return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-    def sealed(self) -> PackMeta:
-        """A copy with ``seal`` filled in."""
-        return self.model_copy(update={"seal": self.computed_seal()})
 
 
 def token_dtype(n_vocab: int) -> np.dtype:

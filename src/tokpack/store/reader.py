@@ -10,13 +10,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
-from tokpack.vocab.identity import VocabIdentity
+from tokpack.store.source import RecordedStream
 
 #: Bytes hashed per step by :meth:`Pack.verify`: large enough to be fast, small enough to stay flat.
 _VERIFY_CHUNK = 64 << 20
 
 
-class Pack:
+class Pack(RecordedStream):
     """A pack opened for reading: ``tokens`` is a read-only memory map, ``starts`` an array.
 
     Opening checks the seal of ``meta.json``, both files' headers and sizes against its counts,
@@ -34,27 +34,13 @@ class Pack:
         if not self.path.is_dir():
             raise ValueError(f"{self.path}: not a pack directory")
         self.meta: PackMeta = read_record(PackMeta, self.path / META_FILE)
-        if self.meta.seal != self.meta.computed_seal():
-            raise ValueError(f"{self.path / META_FILE}: edited after it was written (seal mismatch)")
+        self.meta.check_seal(self.path / META_FILE)
         self.tokens: np.ndarray = _open_array(self.path / TOKENS_FILE, np.dtype(self.meta.dtype), self.meta.n_tokens)
         self.starts: np.ndarray = np.array(_open_array(self.path / STARTS_FILE, np.dtype(np.int64), self.meta.n_docs))
         self._check_starts()
         self._rows: dict[int, np.ndarray] = {}
         if verify:
             self.verify()
-
-    @property
-    def vocabulary(self) -> VocabIdentity:
-        """The identity of the vocabulary every id comes from."""
-        return self.meta.vocabulary
-
-    @property
-    def n_docs(self) -> int:
-        return self.meta.n_docs
-
-    @property
-    def n_tokens(self) -> int:
-        return self.meta.n_tokens
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""

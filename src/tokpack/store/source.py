@@ -45,6 +45,25 @@ class TokenSource(Protocol):
     def verify(self) -> None: ...
 
 
+class RecordedStream:
+    """The counts and identity every token source reads off its ``meta`` record."""
+
+    meta: Any
+
+    @property
+    def vocabulary(self) -> VocabIdentity:
+        """The identity of the vocabulary every id comes from."""
+        return self.meta.vocabulary
+
+    @property
+    def n_docs(self) -> int:
+        return self.meta.n_docs
+
+    @property
+    def n_tokens(self) -> int:
+        return self.meta.n_tokens
+
+
 def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
     """Open ``path`` as a pack (``meta.json``) or a sharded dataset (``dataset.json``).
 
