@@ -1,0 +1,394 @@
+"""The fast trainer: the rules of :mod:`tokpack.bpe.reference`, the same merges and trace, at
+corpus scale.
+
+How it gets there, and why each piece keeps the rules exact:
+
+* Documents (or, with a pattern, pre-tokens) are deduplicated into ``(bytes, count)`` pairs.
+  Pair counts are sums over occurrences times counts, so nothing depends on order.
+* All sequences live in one flat array with ``next``/``prev`` links (a linked list per
+  sequence); a dead position or the sentinel past the end holds id ``-1``, so a link never
+  matches a pair.
+* A merge only changes the slots (adjacent position pairs) that touch its occurrences. The step
+  subtracts the counts of those slots before the merge and adds them back after it, so the
+  counts stay exactly what :func:`~tokpack.bpe.reference.count_pairs` would return — overlapping
+  runs such as ``aaaa`` included — and every occurrence is handled in one numpy pass.
+* The positions of a pair are found without a global index: a slot holding ``(c, d)`` was last
+  written at the start (both bytes) or by the step that created ``c`` or ``d``. Each step keeps
+  its written slots sorted by pair code; a lookup reads at most three sorted arrays.
+* The winner comes from a heap of ``(-count, left, right)`` (the tie rule, as integers), with
+  lazy invalidation: an entry whose count is no longer current is skipped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+
+import numpy as np
+import regex
+
+from tokpack.bpe.records import TraceRow
+from tokpack.vocab import GPT2_PATTERN, BpeTokenizer
+
+Pair = tuple[int, int]
+
+#: Ids are packed two to a code as ``left << _ID_BITS | right`` (int64), so code order is pair order.
+_ID_BITS = 24
+_RIGHT_MASK = (1 << _ID_BITS) - 1
+#: Below this many bytes of text, splitting in worker processes costs more than it saves.
+_PARALLEL_MIN_BYTES = 4_000_000
+_BATCH_TEXTS = 256
+
+
+@dataclass(frozen=True)
+class BpeTraining:
+    """What a training run learned.
+
+    ``merges[i]`` made id ``first_merge_id + i``; ``trace[i]`` is its row. Special tokens hold
+    the ids between 256 and ``first_merge_id``.
+    """
+
+    merges: list[Pair]
+    trace: list[TraceRow]
+    pattern: str | None
+    special_tokens: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def first_merge_id(self) -> int:
+        """The id of the first merge: 256 plus the number of special tokens."""
+        return 256 + len(self.special_tokens)
+
+    def token_bytes(self) -> list[bytes]:
+        """The bytes of every id from 0 up to the last merge (special tokens as their UTF-8 names)."""
+        table = [bytes([b]) for b in range(256)]
+        table += [name.encode("utf-8") for name, _ in sorted(self.special_tokens.items(), key=lambda kv: kv[1])]
+        for left, right in self.merges:
+            table.append(table[left] + table[right])
+        return table
+
+    def ranks(self) -> dict[bytes, int]:
+        """``{token bytes: rank}`` for the bytes and the merges (not the special tokens).
+
+        Two merges can spell the same bytes (``(ab, c)`` and ``(a, bc)``); the rank file holds
+        each spelling once, at its first id, and the later id stays unused.
+        """
+        table = self.token_bytes()
+        ranks = {bytes([b]): b for b in range(256)}
+        for index in range(len(self.merges)):
+            ranks.setdefault(table[self.first_merge_id + index], self.first_merge_id + index)
+        return ranks
+
+    def as_tokenizer(self) -> BpeTokenizer:
+        """This vocabulary as a tiktoken-backed :class:`~tokpack.vocab.BpeTokenizer`.
+
+        Without special tokens, ``<|endoftext|>`` takes the id after the last merge.
+
+        Raises:
+            ValueError: training ran without a pattern (a byte-level vocabulary needs one).
+        """
+        if self.pattern is None:
+            raise ValueError("a vocabulary needs the pre-tokenizer pattern it was trained with; train with pattern=")
+        specials = dict(self.special_tokens) or None
+        return BpeTokenizer(ranks=self.ranks(), pattern=self.pattern, special_tokens=specials)
+
+
+def train_fast(
+    texts: Iterable[str],
+    num_merges: int,
+    *,
+    pattern: str | None = None,
+    min_frequency: int = 1,
+    special_tokens: Sequence[str] = (),
+    workers: int | None = None,
+) -> BpeTraining:
+    """Learn up to ``num_merges`` merges by the exact rules, quickly.
+
+    Args:
+        texts: the documents (any iterable of ``str``; read once, in batches).
+        num_merges: how many merges to learn at most.
+        pattern: a pre-tokenizer regex (``regex`` syntax, e.g. :data:`~tokpack.vocab.GPT2_PATTERN`);
+            its pieces act as the documents, so merges never cross them. ``None``: each text is
+            one document, as in :func:`~tokpack.bpe.reference.train_bpe`.
+        min_frequency: stop when the best pair occurs fewer times than this.
+        special_tokens: names that take ids 256, 257, … before the first merge; their occurrences
+            in the texts are cut out and never trained on.
+        workers: processes that split and count (default: every core, for inputs of a few MB).
+
+    Returns:
+        The merges and trace; with no pattern and no special tokens they equal
+        :func:`~tokpack.bpe.reference.train_bpe`'s.
+
+    Raises:
+        TypeError: a text is not a ``str``.
+        ValueError: a negative ``num_merges``, ``min_frequency`` below 1, or a repeated or empty
+            special token.
+
+    >>> training = train_fast(["abab", "abab", "baba", "aaaa"], 3)
+    >>> training.merges, [row.frequency for row in training.trace]
+    ([(97, 98), (97, 97), (256, 256)], [5, 3, 2])
+    """
+    if isinstance(texts, str):
+        raise TypeError("texts must be an iterable of strings, not one string")
+    if num_merges < 0:
+        raise ValueError(f"num_merges must be 0 or more, got {num_merges}")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be at least 1, got {min_frequency}")
+    if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
+        raise ValueError("special tokens must be distinct, non-empty strings")
+    specials = {name: 256 + index for index, name in enumerate(special_tokens)}
+    first_id = 256 + len(specials)
+    if first_id + num_merges > _RIGHT_MASK:
+        raise ValueError(f"at most {_RIGHT_MASK - first_id} merges fit in a pair code")
+    pieces = count_pieces(texts, pattern=pattern, special_tokens=special_tokens, workers=workers)
+    merges, trace = _merge_loop(pieces, num_merges, min_frequency=min_frequency, first_id=first_id)
+    return BpeTraining(merges=merges, trace=trace, pattern=pattern, special_tokens=specials)
+
+
+def train_bytelevel(
+    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = GPT2_PATTERN
+) -> BpeTokenizer:
+    """Train a byte-level vocabulary of ``vocab_size`` ranks (the 256 bytes included) exactly.
+
+    The counterpart of :func:`tokpack.vocab.train_hf_bytelevel` with the same signature: byte
+    ``b`` has rank ``b`` and merge ``i`` rank ``256 + i``; ``<|endoftext|>`` follows the last
+    rank. Training stops early when no pair reaches ``min_frequency``.
+
+    Raises:
+        ValueError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
+        TypeError: a text is not a ``str``.
+    """
+    if vocab_size < 256:
+        raise ValueError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
+    training = train_fast(texts, vocab_size - 256, pattern=pattern, min_frequency=min_frequency)
+    return training.as_tokenizer()
+
+
+def count_pieces(
+    texts: Iterable[str],
+    *,
+    pattern: str | None,
+    special_tokens: Sequence[str] = (),
+    workers: int | None = None,
+) -> Counter[str]:
+    """How often each document (``pattern=None``) or each pre-token occurs in ``texts``.
+
+    Splitting runs in ``workers`` processes once the input passes a few MB; the result does not
+    depend on how the work was divided.
+
+    >>> count_pieces(["ab ab", "ab"], pattern=r" ?\\w+")
+    Counter({'ab': 2, ' ab': 1})
+
+    Raises:
+        TypeError: a text is not a ``str``.
+    """
+    splitter = _Splitter(pattern, tuple(special_tokens))
+    batches = _batches(texts)
+    total: Counter[str] = Counter()
+    # Count the first few MB here; only a large input is worth starting worker processes.
+    seen_bytes = 0
+    for batch in batches:
+        total.update(splitter(batch))
+        seen_bytes += sum(map(len, batch))
+        if seen_bytes >= _PARALLEL_MIN_BYTES:
+            break
+    else:
+        return total
+    processes = workers if workers is not None else (os.cpu_count() or 1)
+    if processes <= 1:
+        for batch in batches:
+            total.update(splitter(batch))
+        return total
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with context.Pool(processes) as pool:
+        # Each worker returns the counts of one batch; unordered is fine, counts are sums.
+        for counts in pool.imap_unordered(splitter, batches, chunksize=1):
+            total.update(counts)
+    return total
+
+
+class _Splitter:
+    """Cuts a batch of texts into counted pieces (picklable, for worker processes)."""
+
+    def __init__(self, pattern: str | None, special_tokens: tuple[str, ...]) -> None:
+        self.pattern = pattern
+        self.special_tokens = special_tokens
+        self._compiled: tuple[regex.Pattern[str] | None, regex.Pattern[str] | None] | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"pattern": self.pattern, "special_tokens": self.special_tokens, "_compiled": None}
+
+    def __call__(self, batch: list[str]) -> Counter[str]:
+        if self._compiled is None:
+            cut = regex.compile("|".join(map(regex.escape, self.special_tokens))) if self.special_tokens else None
+            self._compiled = (None if self.pattern is None else regex.compile(self.pattern), cut)
+        pieces_of, cut = self._compiled
+        counts: Counter[str] = Counter()
+        for text in batch:
+            parts = cut.split(text) if cut is not None else [text]
+            for part in parts:
+                if pieces_of is None:
+                    counts[part] += 1
+                else:
+                    counts.update(pieces_of.findall(part))
+        return counts
+
+
+def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
+    iterator = iter(texts)
+    index = 0
+    while batch := list(islice(iterator, _BATCH_TEXTS)):
+        for offset, text in enumerate(batch):
+            if not isinstance(text, str):
+                raise TypeError(f"text {index + offset} is {type(text).__name__}, not str")
+        index += len(batch)
+        yield batch
+
+
+class _Sequences:
+    """The deduplicated sequences as linked lists over one flat array (see the module docstring)."""
+
+    def __init__(self, pieces: Counter[str]) -> None:
+        encoded = [piece.encode("utf-8") for piece in pieces]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        counts = np.fromiter(pieces.values(), dtype=np.int64, count=len(encoded))
+        keep = lengths >= 2  # a sequence of one byte has no pair and never changes
+        flat = np.frombuffer(b"".join(e for e, k in zip(encoded, keep.tolist()) if k), dtype=np.uint8)
+        lengths, counts = lengths[keep], counts[keep]
+        size = int(flat.size)
+        self.sentinel = size
+        self.ids = np.full(size + 1, -1, dtype=np.int32)
+        self.ids[:size] = flat
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        positions = np.arange(size + 1, dtype=np.int32)
+        self.next = positions + 1
+        self.next[ends - 1] = size
+        self.next[size] = size
+        self.prev = positions - 1
+        self.prev[starts] = size
+        self.prev[size] = size
+        self.weight = np.zeros(size + 1, dtype=np.int64)
+        self.weight[:size] = np.repeat(counts, lengths)
+
+    def slot_codes(self, lefts: np.ndarray) -> np.ndarray:
+        """Pair codes of the slots starting at ``lefts`` (each must have a right neighbour)."""
+        return (self.ids[lefts].astype(np.int64) << _ID_BITS) | self.ids[self.next[lefts]]
+
+
+class _SlotLog:
+    """Sorted ``(pair code, left position)`` arrays: the initial slots and those each step wrote."""
+
+    def __init__(self) -> None:
+        self._by_origin: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, origin: int, codes: np.ndarray, lefts: np.ndarray) -> None:
+        order = np.argsort(codes, kind="stable")
+        self._by_origin[origin] = (codes[order], lefts[order])
+
+    def positions(self, code: int, origins: Iterable[int]) -> np.ndarray:
+        found = []
+        for origin in origins:
+            codes, lefts = self._by_origin[origin]
+            low, high = np.searchsorted(codes, [code, code + 1])
+            if high > low:
+                found.append(lefts[low:high])
+        if not found:
+            return np.empty(0, dtype=np.int32)
+        return np.unique(np.concatenate(found)) if len(found) > 1 else found[0]
+
+
+def _merge_loop(pieces: Counter[str], num_merges: int, *, min_frequency: int, first_id: int) -> tuple[list[Pair], list[TraceRow]]:
+    seqs = _Sequences(pieces)
+    del pieces
+    ids, nxt, prv, weight, sentinel = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel
+    lefts = np.flatnonzero(nxt[:sentinel] != sentinel).astype(np.int32)
+    codes = seqs.slot_codes(lefts)
+    log = _SlotLog()
+    log.add(-1, codes, lefts)
+    unique_codes, inverse = np.unique(codes, return_inverse=True)
+    totals = np.bincount(inverse, weights=weight[lefts]).astype(np.int64)
+    counts: dict[int, int] = dict(zip(unique_codes.tolist(), totals.tolist()))
+    heap = [(-count, code) for code, count in counts.items()]
+    heapq.heapify(heap)
+    del lefts, codes, unique_codes, inverse, totals
+
+    merges: list[Pair] = []
+    trace: list[TraceRow] = []
+    while len(merges) < num_merges and heap:
+        negative, code = heapq.heappop(heap)
+        if counts.get(code) != -negative:
+            continue  # stale: the count changed after this entry was pushed
+        frequency = -negative
+        if frequency < min_frequency:
+            break
+        left, right = code >> _ID_BITS, code & _RIGHT_MASK
+        new_id = first_id + len(merges)
+        # Where a slot holding this pair was last written: at the start, or when either id was made.
+        origins = sorted({origin for origin in (left, right) if origin >= first_id}) or [-1]
+        candidates = log.positions(code, origins)
+        occurrences = candidates[(ids[candidates] == left) & (ids[nxt[candidates]] == right)]
+        if left == right:
+            occurrences = _leftmost_of_runs(occurrences, prv)
+        changed = _apply_merge(seqs, occurrences, new_id, log)
+        for changed_code, delta in changed:
+            count = counts.get(changed_code, 0) + delta
+            if count:
+                counts[changed_code] = count
+                heapq.heappush(heap, (-count, changed_code))
+            else:
+                counts.pop(changed_code, None)
+        merges.append((left, right))
+        trace.append(TraceRow(left_id=left, right_id=right, result_id=new_id, frequency=frequency))
+    return merges, trace
+
+
+def _leftmost_of_runs(occurrences: np.ndarray, prv: np.ndarray) -> np.ndarray:
+    """Keep the occurrences a left-to-right scan replaces when a pair ``(x, x)`` overlaps itself.
+
+    In a run of chained occurrences (each starting where the previous one's right half is), the
+    scan takes the first, skips the second, takes the third, and so on.
+    """
+    if occurrences.size < 2:
+        return occurrences
+    chained = np.zeros(occurrences.size, dtype=bool)
+    chained[1:] = prv[occurrences[1:]] == occurrences[:-1]
+    index = np.arange(occurrences.size)
+    run_start = np.maximum.accumulate(np.where(chained, 0, index))
+    return occurrences[(index - run_start) % 2 == 0]
+
+
+def _apply_merge(seqs: _Sequences, occurrences: np.ndarray, new_id: int, log: _SlotLog) -> list[tuple[int, int]]:
+    """Merge at ``occurrences`` (left positions); return ``(pair code, count change)`` pairs."""
+    ids, nxt, prv, weight, sentinel = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel
+    rights = nxt[occurrences]
+    beyond = nxt[rights]
+    before_prev = prv[occurrences]
+    # Slots whose pair changes: into each occurrence, the occurrence itself, and out of its right half.
+    touched = np.concatenate([before_prev[before_prev != sentinel], occurrences, rights[beyond != sentinel]])
+    touched = np.unique(touched)
+    before_codes = seqs.slot_codes(touched)
+    before_weights = weight[touched]
+
+    ids[occurrences] = new_id
+    ids[rights] = -1
+    nxt[occurrences] = beyond
+    prv[beyond] = occurrences  # the sentinel's prev gets garbage; it is never read
+
+    after_prev = prv[occurrences]
+    written = np.concatenate([after_prev[after_prev != sentinel], occurrences[beyond != sentinel]])
+    written = np.unique(written)
+    after_codes = seqs.slot_codes(written)
+    log.add(new_id, after_codes, written)
+
+    all_codes = np.concatenate([before_codes, after_codes])
+    all_weights = np.concatenate([-before_weights, weight[written]])
+    unique_codes, inverse = np.unique(all_codes, return_inverse=True)
+    deltas = np.zeros(unique_codes.size, dtype=np.int64)
+    np.add.at(deltas, inverse, all_weights)
+    nonzero = deltas != 0
+    return list(zip(unique_codes[nonzero].tolist(), deltas[nonzero].tolist()))
