@@ -36,3 +36,79 @@ def test_pre_tokens_act_as_documents(corpus: list[str], num_merges: int, pattern
     pieces = [piece for text in corpus for piece in regex.findall(pattern, text)]
     _, trace = train_bpe(pieces, num_merges)
     assert train_fast(corpus, num_merges, pattern=pattern).trace == trace
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus=_CORPUS, num_merges=st.integers(0, 40))
+def test_vectorized_step_equals_reference(corpus: list[str], num_merges: int) -> None:
+    # Generated corpora are small, so every step would take the dict path; force the numpy one.
+    import tokpack.bpe.fast as fast
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fast, "_SMALL_STEP", 0)
+        assert train_fast(corpus, num_merges).trace == train_bpe(corpus, num_merges)[1]
+
+
+def _polish_texts(limit_bytes: int) -> list[str]:
+    texts, size = [], 0
+    for path in sorted((DATA / "polish").glob("*/*.txt")):
+        text = path.read_text(encoding="utf-8")
+        texts.append(text)
+        size += len(text.encode("utf-8"))
+        if size >= limit_bytes:
+            break
+    return texts
+
+
+@pytest.fixture(scope="module")
+def polish_sample() -> list[str]:
+    if not (DATA / "polish").is_dir():
+        pytest.skip(f"real data not found at {DATA}")
+    return _polish_texts(60_000)
+
+
+def test_real_text_documents_equal_reference(polish_sample: list[str]) -> None:
+    merges, trace = train_bpe(polish_sample, 60)
+    fast = train_fast(polish_sample, 60)
+    assert fast.trace == trace and fast.merges == merges
+    assert trace[0].frequency > trace[-1].frequency
+
+
+def test_real_text_pre_tokens_equal_reference(polish_sample: list[str]) -> None:
+    pieces = [piece for text in polish_sample for piece in regex.findall(GPT4_PATTERN, text)]
+    _, trace = train_bpe(pieces, 80)
+    assert train_fast(polish_sample, 80, pattern=GPT4_PATTERN).trace == trace
+
+
+def test_splitting_in_worker_processes_counts_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.bpe.fast as fast
+
+    texts = [f"dokument {i} zażółć gęślą jaźń {i % 7}" for i in range(3000)]
+    alone = count_pieces(texts, pattern=GPT2_PATTERN, workers=1)
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(fast, "_BATCH_TEXTS", 100)
+    assert count_pieces(iter(texts), pattern=GPT2_PATTERN, workers=2) == alone
+
+
+def test_min_frequency_stops_training() -> None:
+    training = train_fast(["abab", "abab", "cd"], 10, min_frequency=2)
+    assert [row.frequency for row in training.trace] == [4, 2]
+    assert all(row.frequency >= 2 for row in training.trace)
+
+
+def test_special_tokens_take_ids_before_merges_and_are_never_trained_on() -> None:
+    training = train_fast(["ab<|endoftext|>ab", "<|pad|>ab"], 2, special_tokens=["<|endoftext|>", "<|pad|>"])
+    assert training.special_tokens == {"<|endoftext|>": 256, "<|pad|>": 257}
+    assert training.trace[0].model_dump() == {"left_id": 97, "right_id": 98, "result_id": 258, "frequency": 3}
+    assert len(training.trace) == 1  # the cut pieces leave no pair across a special token
+
+
+@pytest.mark.parametrize("bad", [["ok", b"bytes"], ["ok", None]])
+def test_non_string_text_is_refused(bad: list[object]) -> None:
+    with pytest.raises(TypeError, match="text 1"):
+        train_fast(bad, 3)  # type: ignore[arg-type]
+
+
+def test_negative_merge_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="num_merges"):
+        train_fast(["ab"], -1)

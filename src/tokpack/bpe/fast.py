@@ -43,6 +43,8 @@ _RIGHT_MASK = (1 << _ID_BITS) - 1
 #: Below this many bytes of text, splitting in worker processes costs more than it saves.
 _PARALLEL_MIN_BYTES = 4_000_000
 _BATCH_TEXTS = 256
+#: Steps that change at most this many slots sum their count changes in a dict.
+_SMALL_STEP = 48
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,8 @@ class _Sequences:
         self.prev[size] = size
         self.weight = np.zeros(size + 1, dtype=np.int64)
         self.weight[:size] = np.repeat(counts, lengths)
+        # Scratch marks for one merge step (see _apply_merge); never equal to a real step's marks.
+        self.stamp = np.full(size + 1, -1, dtype=np.int64)
 
     def slot_codes(self, lefts: np.ndarray) -> np.ndarray:
         """Pair codes of the slots starting at ``lefts`` (each must have a right neighbour)."""
@@ -281,25 +285,34 @@ class _Sequences:
 
 
 class _SlotLog:
-    """Sorted ``(pair code, left position)`` arrays: the initial slots and those each step wrote."""
+    """``(pair code, left position)`` arrays: the initial slots and those each step wrote.
+
+    A step's arrays are sorted by code the first time a lookup needs them; most late steps are
+    never looked up, so they are never sorted.
+    """
 
     def __init__(self) -> None:
-        self._by_origin: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._by_origin: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
 
-    def add(self, origin: int, codes: np.ndarray, lefts: np.ndarray) -> None:
-        order = np.argsort(codes, kind="stable")
-        self._by_origin[origin] = (codes[order], lefts[order])
+    def add(self, origin: int, codes: np.ndarray, lefts: np.ndarray, *, is_sorted: bool = False) -> None:
+        self._by_origin[origin] = (codes, lefts, is_sorted)
 
     def positions(self, code: int, origins: Iterable[int]) -> np.ndarray:
+        """Left positions logged with ``code`` by any of ``origins``, ascending (may be stale)."""
         found = []
         for origin in origins:
-            codes, lefts = self._by_origin[origin]
+            codes, lefts, is_sorted = self._by_origin[origin]
+            if not is_sorted:
+                order = np.argsort(codes, kind="stable")
+                codes, lefts = codes[order], lefts[order]
+                self._by_origin[origin] = (codes, lefts, True)
             low, high = np.searchsorted(codes, [code, code + 1])
             if high > low:
                 found.append(lefts[low:high])
         if not found:
             return np.empty(0, dtype=np.int32)
-        return np.unique(np.concatenate(found)) if len(found) > 1 else found[0]
+        # Positions must ascend: a left-to-right scan is what the rules prescribe.
+        return np.sort(np.concatenate(found)) if len(found) > 1 else np.sort(found[0])
 
 
 def _merge_loop(pieces: Counter[str], num_merges: int, *, min_frequency: int, first_id: int) -> tuple[list[Pair], list[TraceRow]]:
@@ -308,14 +321,14 @@ def _merge_loop(pieces: Counter[str], num_merges: int, *, min_frequency: int, fi
     ids, nxt, prv, weight, sentinel = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel
     lefts = np.flatnonzero(nxt[:sentinel] != sentinel).astype(np.int32)
     codes = seqs.slot_codes(lefts)
+    order = np.argsort(codes, kind="stable")
+    codes, lefts = codes[order], lefts[order]
+    counts = dict(_sum_by_code(codes, weight[lefts]))
     log = _SlotLog()
-    log.add(-1, codes, lefts)
-    unique_codes, inverse = np.unique(codes, return_inverse=True)
-    totals = np.bincount(inverse, weights=weight[lefts]).astype(np.int64)
-    counts: dict[int, int] = dict(zip(unique_codes.tolist(), totals.tolist()))
+    log.add(-1, codes, lefts, is_sorted=True)
     heap = [(-count, code) for code, count in counts.items()]
     heapq.heapify(heap)
-    del lefts, codes, unique_codes, inverse, totals
+    del lefts, codes, order
 
     merges: list[Pair] = []
     trace: list[TraceRow] = []
@@ -363,14 +376,18 @@ def _leftmost_of_runs(occurrences: np.ndarray, prv: np.ndarray) -> np.ndarray:
 
 
 def _apply_merge(seqs: _Sequences, occurrences: np.ndarray, new_id: int, log: _SlotLog) -> list[tuple[int, int]]:
-    """Merge at ``occurrences`` (left positions); return ``(pair code, count change)`` pairs."""
-    ids, nxt, prv, weight, sentinel = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel
+    """Merge at ``occurrences`` (ascending left positions); return ``(pair code, count change)``."""
+    ids, nxt, prv, weight, sentinel, stamp = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel, seqs.stamp
     rights = nxt[occurrences]
     beyond = nxt[rights]
     before_prev = prv[occurrences]
-    # Slots whose pair changes: into each occurrence, the occurrence itself, and out of its right half.
-    touched = np.concatenate([before_prev[before_prev != sentinel], occurrences, rights[beyond != sentinel]])
-    touched = np.unique(touched)
+    # Slots whose pair changes: into each occurrence, the occurrence itself, out of its right
+    # half. A slot into one occurrence is the slot out of the previous one's right half when two
+    # occurrences touch; the stamp marks right halves so such a slot is counted once.
+    right_mark, occurrence_mark = 2 * new_id, 2 * new_id + 1
+    stamp[rights] = right_mark
+    into = before_prev[(before_prev != sentinel) & (stamp[before_prev] != right_mark)]
+    touched = np.concatenate([into, occurrences, rights[beyond != sentinel]])
     before_codes = seqs.slot_codes(touched)
     before_weights = weight[touched]
 
@@ -379,16 +396,33 @@ def _apply_merge(seqs: _Sequences, occurrences: np.ndarray, new_id: int, log: _S
     nxt[occurrences] = beyond
     prv[beyond] = occurrences  # the sentinel's prev gets garbage; it is never read
 
+    # After the merge, touching occurrences are linked directly: the slot into the second is the
+    # slot out of the first, so it is counted once, as the first one's.
+    stamp[occurrences] = occurrence_mark
     after_prev = prv[occurrences]
-    written = np.concatenate([after_prev[after_prev != sentinel], occurrences[beyond != sentinel]])
-    written = np.unique(written)
+    written = np.concatenate([
+        after_prev[(after_prev != sentinel) & (stamp[after_prev] != occurrence_mark)],
+        occurrences[beyond != sentinel],
+    ])
     after_codes = seqs.slot_codes(written)
     log.add(new_id, after_codes, written)
 
     all_codes = np.concatenate([before_codes, after_codes])
     all_weights = np.concatenate([-before_weights, weight[written]])
-    unique_codes, inverse = np.unique(all_codes, return_inverse=True)
-    deltas = np.zeros(unique_codes.size, dtype=np.int64)
-    np.add.at(deltas, inverse, all_weights)
-    nonzero = deltas != 0
-    return list(zip(unique_codes[nonzero].tolist(), deltas[nonzero].tolist()))
+    if all_codes.size <= _SMALL_STEP:
+        # Few slots: summing in a dict beats numpy's per-call cost.
+        deltas: dict[int, int] = {}
+        for code, change in zip(all_codes.tolist(), all_weights.tolist()):
+            deltas[code] = deltas.get(code, 0) + change
+        return [(code, change) for code, change in deltas.items() if change]
+    order = np.argsort(all_codes, kind="stable")
+    return [(code, change) for code, change in _sum_by_code(all_codes[order], all_weights[order]) if change]
+
+
+def _sum_by_code(sorted_codes: np.ndarray, weights: np.ndarray) -> Iterator[tuple[int, int]]:
+    """``(code, summed weight)`` for each distinct code of ``sorted_codes``."""
+    if sorted_codes.size == 0:
+        return iter(())
+    starts = np.flatnonzero(np.concatenate([[True], sorted_codes[1:] != sorted_codes[:-1]]))
+    sums = np.add.reduceat(weights, starts)
+    return zip(sorted_codes[starts].tolist(), sums.tolist())

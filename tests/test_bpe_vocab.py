@@ -1,0 +1,117 @@
+"""Vocabularies from the exact trainer: tiktoken encoding, rank files, Hugging Face export, and
+the outside oracles (rustbpe agrees merge for merge; Hugging Face diverges on ties)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from tokpack.bpe import train_bytelevel, train_fast
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, train_hf_bytelevel
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _texts(folder: str, limit_bytes: int) -> list[str]:
+    root = DATA / folder
+    if not root.is_dir():
+        pytest.skip(f"real data not found at {root}")
+    texts, size = [], 0
+    for path in sorted(root.rglob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        texts.append(text)
+        size += len(text.encode("utf-8"))
+        if size >= limit_bytes:
+            break
+    return texts
+
+
+@pytest.fixture(scope="module")
+def polish() -> list[str]:
+    return _texts("polish", 3_000_000)
+
+
+@pytest.fixture(scope="module")
+def trained(polish: list[str]) -> BpeTokenizer:
+    return train_bytelevel(polish[::2], vocab_size=2048)  # GPT-2's pattern, the default
+
+
+def test_ranks_are_bytes_then_merges_in_order(polish: list[str]) -> None:
+    training = train_fast(polish[::4], 300, pattern=GPT4_PATTERN, min_frequency=2)
+    tokenizer = training.as_tokenizer()
+    table = training.token_bytes()
+    assert all(tokenizer.ranks[bytes([b])] == b for b in range(256))
+    assert tokenizer.ranks[table[256 + 299]] == 256 + 299
+    assert tokenizer.n_vocab == 256 + 300 + 1 and tokenizer.eot_id == 256 + 300
+
+
+def test_encodes_held_out_text_losslessly_and_shorter_than_bytes(trained: BpeTokenizer, polish: list[str]) -> None:
+    held_out = polish[1::2][:20] + ["Łódź  2026\t🙂\n", "Zażółć gęślą jaźń. <|endoftext|>"]
+    for text in held_out:
+        ids = trained.encode(text)
+        assert trained.decode(ids) == text
+    joined = "".join(held_out)
+    assert len(trained.encode(joined)) < 0.5 * len(joined.encode("utf-8"))
+
+
+def _assert_hugging_face_export_agrees(tokenizer: BpeTokenizer, texts: list[str]) -> None:
+    hf = Tokenizer.from_str(tokenizer.to_tokenizer_json())
+    for text in texts:
+        assert hf.encode(text, add_special_tokens=False).ids == tokenizer.encode(text)
+
+
+def test_hugging_face_export_gives_the_same_ids(trained: BpeTokenizer, polish: list[str]) -> None:
+    texts = polish[1::2][:30] + _texts("other", 200_000)[:20] + ["Łódź  2026\t🙂\n  \n\n x 1234567"]
+    _assert_hugging_face_export_agrees(trained, texts)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="GPT4_PATTERN writes \\p{N}{1,3}+; Oniguruma (HF) reads '{1,3}+' as '({1,3})+' and keeps "
+    "long digit runs whole, while tiktoken splits them by three (fix belongs in tokpack.vocab.patterns)",
+)
+def test_hugging_face_export_with_gpt4_pattern_gives_the_same_ids(polish: list[str]) -> None:
+    # "34" alone is frequent, so HF (whole digit run) and tiktoken (groups of three) part "1234567" differently.
+    tokenizer = train_bytelevel(polish[::8] + ["Rok 34 i 1234567."] * 50, vocab_size=600, pattern=GPT4_PATTERN)
+    _assert_hugging_face_export_agrees(tokenizer, ["Rok 1234567, kod 00012345."])
+
+
+def test_saved_vocabulary_and_rank_file_load_back(trained: BpeTokenizer, tmp_path: Path, polish: list[str]) -> None:
+    trained.save(tmp_path / "vocab")
+    loaded = load_vocabulary(tmp_path / "vocab")
+    assert loaded.identity == trained.identity
+    from_rank_file = load_vocabulary(tmp_path / "vocab" / "ranks.tiktoken", pattern=GPT2_PATTERN)
+    assert from_rank_file.identity == trained.identity
+    sample = polish[1][:5000]
+    assert from_rank_file.encode(sample) == trained.encode(sample)
+
+
+def test_rustbpe_learns_the_same_merges(polish: list[str]) -> None:
+    rustbpe = pytest.importorskip("rustbpe", reason="rustbpe (PyPI) is the outside oracle; install it to run this test")
+    num_merges = 3000
+    oracle = rustbpe.Tokenizer()
+    oracle.train_from_iterator(iter(polish), 256 + num_merges, pattern=GPT4_PATTERN)
+    # rustbpe keeps one (bytes, rank) per merge, duplicates spelled twice included.
+    theirs = [token for token, rank in sorted(oracle.get_mergeable_ranks(), key=lambda item: item[1]) if rank >= 256]
+    ours = train_fast(polish, num_merges, pattern=GPT4_PATTERN).token_bytes()[256:]
+    assert len(ours) == num_merges
+    assert ours == theirs
+
+
+def test_hugging_face_trainer_breaks_ties_differently(polish: list[str]) -> None:
+    """Not a bug to hide: HF's trainer orders tied pairs by its own alphabet, so its merge list
+    leaves ours at the first tie it breaks the other way, and the tied token comes next in ours."""
+    num_merges = 600
+    # GPT-2's pattern: both engines split identically with it (see the GPT-4 xfail above).
+    training = train_fast(polish, num_merges, pattern=GPT2_PATTERN, min_frequency=2)
+    ours = training.token_bytes()[256:]
+    hf = train_hf_bytelevel(polish, vocab_size=256 + num_merges, min_frequency=2, pattern=GPT2_PATTERN)
+    theirs = [token for token, rank in sorted(hf.ranks.items(), key=lambda item: item[1]) if rank >= 256]
+    first = next(i for i, (mine, other) in enumerate(zip(ours, theirs)) if mine != other)
+    assert 100 < first < num_merges  # on this corpus: merge 420, a three-way tie at count 680
+    assert ours[:first] == theirs[:first]
+    later = ours.index(theirs[first])
+    assert later > first
+    assert training.trace[later].frequency == training.trace[first].frequency
