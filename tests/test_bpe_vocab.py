@@ -72,9 +72,9 @@ def test_hugging_face_export_gives_the_same_ids(trained: BpeTokenizer, polish: l
     reason="GPT4_PATTERN writes \\p{N}{1,3}+; Oniguruma (HF) reads '{1,3}+' as '({1,3})+' and keeps "
     "long digit runs whole, while tiktoken splits them by three (fix belongs in tokpack.vocab.patterns)",
 )
-def test_hugging_face_export_with_gpt4_pattern_gives_the_same_ids(polish: list[str]) -> None:
+def test_hugging_face_export_with_gpt4_pattern_gives_the_same_ids() -> None:
     # "34" alone is frequent, so HF (whole digit run) and tiktoken (groups of three) part "1234567" differently.
-    tokenizer = train_bytelevel(polish[::8] + ["Rok 34 i 1234567."] * 50, vocab_size=600, pattern=GPT4_PATTERN)
+    tokenizer = train_bytelevel(["Rok 34 i 1234567."] * 50, vocab_size=300, pattern=GPT4_PATTERN)
     _assert_hugging_face_export_agrees(tokenizer, ["Rok 1234567, kod 00012345."])
 
 
