@@ -33,6 +33,7 @@ import numpy as np
 import regex
 
 from tokpack.bpe.records import TraceRow
+from tokpack.bpe.reference import token_table
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer
 
 Pair = tuple[int, int]
@@ -67,11 +68,8 @@ class BpeTraining:
 
     def token_bytes(self) -> list[bytes]:
         """The bytes of every id from 0 up to the last merge (special tokens as their UTF-8 names)."""
-        table = [bytes([b]) for b in range(256)]
-        table += [name.encode("utf-8") for name, _ in sorted(self.special_tokens.items(), key=lambda kv: kv[1])]
-        for left, right in self.merges:
-            table.append(table[left] + table[right])
-        return table
+        specials = sorted(self.special_tokens, key=self.special_tokens.__getitem__)
+        return token_table(self.merges, specials=specials)
 
     def ranks(self) -> dict[bytes, int]:
         """``{token bytes: rank}`` for the bytes and the merges (not the special tokens).

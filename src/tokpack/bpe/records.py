@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from tokpack._schema import Record
+
+#: The extra fields a challenge may carry its expiry in, first found wins.
+_EXPIRY_FIELDS = ("expires_at", "expires", "valid_until", "expiry")
 
 
 class TraceRow(Record):
@@ -41,8 +44,8 @@ def corpus_sha256(corpus: list[str]) -> str:
 class Challenge(Record):
     """``challenge.json``: a corpus, a merge count and the corpus checksum; extra fields are kept.
 
-    ``expires_at`` (or ``expires``), when present, is an ISO-8601 date or datetime after which the
-    challenge is refused.
+    An expiry (``expires_at``, ``expires``, ``valid_until`` or ``expiry``), when present, is an
+    ISO-8601 date or datetime from which on the challenge is refused.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
@@ -58,20 +61,29 @@ class Challenge(Record):
         return dict(self.model_extra or {})
 
     def expiry(self) -> datetime | None:
-        """The expiry the challenge carries, if any.
+        """The moment the challenge stops being valid, if it carries an expiry (UTC-aware).
+
+        A date without a time is valid through that whole day; a time without a zone is UTC.
+
+        >>> Challenge(challenge_id="c", corpus=[], num_merges=0, corpus_sha256="0" * 64,
+        ...           expires_at="2026-03-01").expiry().isoformat()
+        '2026-03-02T00:00:00+00:00'
 
         Raises:
             ValueError: an expiry field that is not an ISO-8601 date or datetime.
         """
-        for key in ("expires_at", "expires", "valid_until"):
+        for key in _EXPIRY_FIELDS:
             value = self.extra_fields.get(key)
             if value is None:
                 continue
+            text = str(value).strip()
             try:
-                moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+                if len(text) == 10:  # YYYY-MM-DD
+                    return datetime.combine(date.fromisoformat(text) + timedelta(days=1), time(0), timezone.utc)
+                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError:
                 raise ValueError(f"{key}: {value!r} is not an ISO-8601 date") from None
-            return moment
+            return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
         return None
 
 

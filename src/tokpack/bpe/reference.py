@@ -127,3 +127,16 @@ def train_bpe(texts: Sequence[str], num_merges: int) -> tuple[list[Pair], list[T
         merges.append(pair)
         docs = merge_pair(docs, pair, new_id)
     return merges, trace
+
+
+def token_table(merges: Sequence[Pair], *, specials: Sequence[str] = ()) -> list[bytes]:
+    """The bytes every id stands for: the 256 bytes, the ``specials`` (as UTF-8), then one entry
+    per merge.
+
+    >>> token_table([(97, 98), (256, 256)])[256:]
+    [b'ab', b'abab']
+    """
+    table = [bytes([b]) for b in range(256)] + [name.encode("utf-8") for name in specials]
+    for left, right in merges:
+        table.append(table[left] + table[right])
+    return table
