@@ -92,7 +92,10 @@ def _show_divergence(outcome: Verification, challenge: Challenge, proof_path: Pa
     _out.print(f"[red]divergence at step {outcome.step}[/red] ({outcome.problem}); later steps may only follow from it")
     merges, _ = train_bpe(challenge.corpus, outcome.step - 1)
     table = token_table(merges)
-    rows = Table("", "left_id", "right_id", "result_id", "frequency", "pair count at this step", "pair")
+    rows = Table("", "left_id", "right_id", "result_id", "frequency", "actual count", "tokens")
+    for column in rows.columns[:-1]:
+        column.no_wrap = True  # numbers stay whole; the token column folds on a narrow terminal
+    rows.columns[-1].overflow = "fold"
     for name, row, count in (
         ("reference", outcome.expected, outcome.expected_count),
         ("proof", outcome.claimed, outcome.claimed_count),
