@@ -92,16 +92,16 @@ def _show_divergence(outcome: Verification, challenge: Challenge, proof_path: Pa
     _out.print(f"[red]divergence at step {outcome.step}[/red] ({outcome.problem}); later steps may only follow from it")
     merges, _ = train_bpe(challenge.corpus, outcome.step - 1)
     table = token_table(merges)
-    rows = Table("", "left_id", "right_id", "result_id", "frequency", "actual count", "tokens")
-    for column in rows.columns[:-1]:
-        column.no_wrap = True  # numbers stay whole; the token column folds on a narrow terminal
-    rows.columns[-1].overflow = "fold"
+    rows = Table("", "left_id", "right_id", "result_id", "frequency", "actual count")
     for name, row, count in (
         ("reference", outcome.expected, outcome.expected_count),
         ("proof", outcome.claimed, outcome.claimed_count),
     ):
-        rows.add_row(name, *_row_cells(row, count, table))
+        rows.add_row(name, *_row_cells(row, count))
     _out.print(rows)
+    for name, row in (("reference", outcome.expected), ("proof", outcome.claimed)):
+        if row is not None:
+            _out.print(escape(f"{name} row joins {describe([row.left_id, row.right_id], table)}"))
     for name, row, excerpts in (
         ("reference", outcome.expected, outcome.expected_excerpts),
         ("proof", outcome.claimed, outcome.claimed_excerpts),
@@ -116,11 +116,10 @@ def _show_divergence(outcome: Verification, challenge: Challenge, proof_path: Pa
             _out.print(Text(where) + _excerpt_text(excerpt, table))
 
 
-def _row_cells(row: TraceRow | None, count: int | None, table: list[bytes]) -> list[str]:
+def _row_cells(row: TraceRow | None, count: int | None) -> list[str]:
     if row is None:
-        return ["(no row)", "", "", "", "", ""]
-    return [str(row.left_id), str(row.right_id), str(row.result_id), str(row.frequency), str(count),
-            escape(describe([row.left_id, row.right_id], table))]
+        return ["(no row)", "", "", "", ""]
+    return [str(row.left_id), str(row.right_id), str(row.result_id), str(row.frequency), str(count)]
 
 
 def _excerpt_text(excerpt: Excerpt, table: list[bytes]) -> Text:
