@@ -85,9 +85,27 @@ def test_splitting_in_worker_processes_counts_the_same(monkeypatch: pytest.Monke
 
     texts = [f"dokument {i} zażółć gęślą jaźń {i % 7}" for i in range(3000)]
     alone = count_pieces(texts, pattern=GPT2_PATTERN, workers=1)
-    monkeypatch.setattr(fast, "_PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_CHARS", 1)
     monkeypatch.setattr(fast, "_BATCH_TEXTS", 100)
     assert count_pieces(iter(texts), pattern=GPT2_PATTERN, workers=2) == alone
+    assert count_pieces(texts, pattern=GPT2_PATTERN, workers=2) == alone
+    assert count_pieces(texts, pattern=None, special_tokens=["gęślą"], workers=2) == count_pieces(
+        texts, pattern=None, special_tokens=["gęślą"], workers=1
+    )
+
+
+def test_a_failing_worker_reports_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.bpe.fast as fast
+
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setattr(fast, "_BATCH_TEXTS", 10)
+
+    def explode(self: object, counts: object, batch: list[str]) -> None:
+        raise RuntimeError("worker failed")
+
+    monkeypatch.setattr(fast._Splitter, "count_into", explode)
+    with pytest.raises(RuntimeError, match="worker failed"):
+        count_pieces(["x"] * 100, pattern=None, workers=2)
 
 
 def test_min_frequency_stops_training() -> None:
