@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from test_bpe_data import DATA
 from tokpack.bpe import train_bpe
-from tokpack.bpe.challenge import new_challenge, verify_proof, make_proof
+from tokpack.bpe.challenge import make_proof, new_challenge, verify_proof
 from tokpack.bpe.records import Challenge, Proof
 from tokpack.cli import app
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 runner = CliRunner()
 NUM_MERGES = 300
 

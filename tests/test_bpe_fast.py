@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from test_bpe_data import real_texts
 from tokpack.bpe import count_pieces, train_bpe, train_fast
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 # Small alphabets force ties; the others bring multi-byte UTF-8 (Polish letters, emoji) and runs.
 _ALPHABETS = ["ab", "abc", "a", "aż", "zżź ", "ab 🙂", "0123 ", "\x00\xff", "aaaaab"]
@@ -49,22 +47,9 @@ def test_vectorized_step_equals_reference(corpus: list[str], num_merges: int) ->
         assert train_fast(corpus, num_merges).trace == train_bpe(corpus, num_merges)[1]
 
 
-def _polish_texts(limit_bytes: int) -> list[str]:
-    texts, size = [], 0
-    for path in sorted((DATA / "polish").glob("*/*.txt")):
-        text = path.read_text(encoding="utf-8")
-        texts.append(text)
-        size += len(text.encode("utf-8"))
-        if size >= limit_bytes:
-            break
-    return texts
-
-
 @pytest.fixture(scope="module")
 def polish_sample() -> list[str]:
-    if not (DATA / "polish").is_dir():
-        pytest.skip(f"real data not found at {DATA}")
-    return _polish_texts(60_000)
+    return real_texts("polish", 60_000)
 
 
 def test_real_text_documents_equal_reference(polish_sample: list[str]) -> None:

@@ -8,29 +8,13 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from test_bpe_data import real_texts
 from tokpack.bpe import train_bytelevel, train_fast
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, train_hf_bytelevel
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def _texts(folder: str, limit_bytes: int) -> list[str]:
-    root = DATA / folder
-    if not root.is_dir():
-        pytest.skip(f"real data not found at {root}")
-    texts, size = [], 0
-    for path in sorted(root.rglob("*.txt")):
-        text = path.read_text(encoding="utf-8")
-        texts.append(text)
-        size += len(text.encode("utf-8"))
-        if size >= limit_bytes:
-            break
-    return texts
-
-
 @pytest.fixture(scope="module")
 def polish() -> list[str]:
-    return _texts("polish", 3_000_000)
+    return real_texts("polish", 3_000_000)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +47,7 @@ def _assert_hugging_face_export_agrees(tokenizer: BpeTokenizer, texts: list[str]
 
 
 def test_hugging_face_export_gives_the_same_ids(trained: BpeTokenizer, polish: list[str]) -> None:
-    texts = polish[1::2][:30] + _texts("other", 200_000)[:20] + ["Łódź  2026\t🙂\n  \n\n x 1234567"]
+    texts = polish[1::2][:30] + real_texts("other", 200_000)[:20] + ["Łódź  2026\t🙂\n  \n\n x 1234567"]
     _assert_hugging_face_export_agrees(trained, texts)
 
 
