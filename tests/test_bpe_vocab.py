@@ -9,7 +9,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from test_bpe_data import real_texts
-from tokpack.bpe import train_bytelevel, train_fast
+from tokpack.bpe import BpeTraining, train_bytelevel, train_fast
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, train_hf_bytelevel
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,13 @@ def test_hugging_face_trainer_breaks_ties_differently(polish: list[str]) -> None
     later = ours.index(theirs[first])
     assert later > first
     assert training.trace[later].frequency == training.trace[first].frequency
+
+
+def test_two_merges_spelling_the_same_bytes_keep_the_first_rank() -> None:
+    # (ab, c) and (a, bc) both spell "abc": the rank file can hold it once, at the first id.
+    training = BpeTraining(merges=[(97, 98), (98, 99), (256, 99), (97, 257)], trace=[], pattern=GPT2_PATTERN)
+    ranks = training.ranks()
+    assert ranks[b"abc"] == 258 and 259 not in ranks.values()
+    tokenizer = training.as_tokenizer()
+    assert tokenizer.encode("abc") == [258]
+    assert (tokenizer.eot_id, tokenizer.n_vocab) == (259, 260)  # <|endoftext|> follows the highest rank
