@@ -93,7 +93,8 @@ class BpeTraining:
     def as_tokenizer(self) -> BpeTokenizer:
         """This vocabulary as a tiktoken-backed :class:`~tokpack.vocab.BpeTokenizer`.
 
-        Without special tokens, ``<|endoftext|>`` takes the id after the last merge.
+        Without special tokens, ``<|endoftext|>`` takes the id after the highest rank (the last
+        merge, unless that one repeated an earlier spelling).
 
         Raises:
             ValueError: training ran without a pattern (a byte-level vocabulary needs one).
