@@ -15,8 +15,10 @@ How it gets there, and why each piece keeps the rules exact:
 * The positions of a pair are found without a global index: a slot holding ``(c, d)`` was last
   written at the start (both bytes) or by the step that created ``c`` or ``d``. Each step keeps
   its written slots sorted by pair code; a lookup reads at most three sorted arrays.
-* The winner comes from a heap of ``(-count, left, right)`` (the tie rule, as integers), with
-  lazy invalidation: an entry whose count is no longer current is skipped.
+* The winner comes from a heap of ``(-count, pair code)`` (the tie rule, as integers), with
+  lazy invalidation: a count that rises pushes a new entry; one that falls pushes nothing, and
+  its old, too-high entry is requeued at the true count when it surfaces. An entry whose count
+  is current is therefore the true maximum, ties broken by the smallest code.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def train_fast(
         min_frequency: stop when the best pair occurs fewer times than this.
         special_tokens: names that take ids 256, 257, … before the first merge; their occurrences
             in the texts are cut out and never trained on.
-        workers: processes that split and count (default: every core, for inputs of a few MB).
+        workers: processes that split and count (default: one per core, once the input passes
+            about a million characters).
 
     Returns:
         The merges and trace; with no pattern and no special tokens they equal
@@ -338,7 +341,7 @@ class _Sequences:
         self.weight = np.zeros(size + 1, dtype=np.int64)
         self.weight[:size] = np.repeat(counts, lengths)
         # Scratch marks for one merge step (see _apply_merge); never equal to a real step's marks.
-        self.stamp = np.full(size + 1, -1, dtype=np.int64)
+        self.stamp = np.full(size + 1, -1, dtype=np.int32)
 
     def slot_codes(self, lefts: np.ndarray) -> np.ndarray:
         """Pair codes of the slots starting at ``lefts`` (each must have a right neighbour)."""
@@ -400,9 +403,13 @@ def _merge_loop(
     trace: list[TraceRow] = []
     while len(merges) < num_merges and heap:
         negative, code = heapq.heappop(heap)
-        if counts.get(code) != -negative:
-            continue  # stale: the count changed after this entry was pushed
-        frequency = -negative
+        frequency = counts.get(code, 0)
+        if frequency != -negative:
+            # Stale. Only rises push an entry, so a pair's highest entry is never below its count:
+            # one above it is requeued at the true count, one below it has a newer twin.
+            if 0 < frequency < -negative:
+                heapq.heappush(heap, (-frequency, code))
+            continue
         if frequency < min_frequency:
             break
         left, right = code >> _ID_BITS, code & _RIGHT_MASK
@@ -418,7 +425,8 @@ def _merge_loop(
             count = counts.get(changed_code, 0) + delta
             if count:
                 counts[changed_code] = count
-                heapq.heappush(heap, (-count, changed_code))
+                if delta > 0:
+                    heapq.heappush(heap, (-count, changed_code))
             else:
                 counts.pop(changed_code, None)
         merges.append((left, right))
