@@ -100,6 +100,16 @@ def test_truncated_proof_diverges_where_it_stops(tmp_path: Path, challenge_file:
     assert result.exit_code == 1 and "divergence at step 201" in result.output
 
 
+def test_rows_past_the_last_possible_merge_are_a_divergence(tmp_path: Path) -> None:
+    challenge = new_challenge(["ab", "b"], 3, challenge_id="short")
+    proof = make_proof(challenge)
+    assert len(proof.merges) == 1  # no pair is left after (97, 98)
+    extra = proof.merges[0].model_copy(update={"left_id": 256, "right_id": 98, "result_id": 257})
+    outcome = verify_proof(proof.model_copy(update={"merges": [*proof.merges, extra]}), challenge)
+    assert (outcome.step, outcome.problem, outcome.expected, outcome.claimed_count) == (2, "the proof has extra rows", None, 0)
+    assert outcome.agreed == [(97, 98)]
+
+
 def test_proof_for_another_challenge_is_a_divergence(tmp_path: Path, challenge_file: Path) -> None:
     proof_path = _proof(tmp_path, challenge_file)
     document = json.loads(proof_path.read_text(encoding="utf-8"))

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokpack.bpe import TraceRow, count_pairs, merge_pair, select_pair, train_bpe
+from tokpack.bpe.explain import walk
 
 
 def test_lesson_example_first_row_and_overlapping_run() -> None:
@@ -53,3 +56,10 @@ def test_bad_input_errors() -> None:
         train_bpe(["ab", b"ab"], 1)  # type: ignore[list-item]
     with pytest.raises(TypeError, match="not one string"):
         train_bpe("abab", 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus=st.lists(st.text(alphabet="abż ", max_size=20), max_size=6), num_merges=st.integers(0, 12))
+def test_step_walk_writes_the_training_trace(corpus: list[str], num_merges: int) -> None:
+    # `explain` and `verify` walk the merges step by step; they must see train_bpe's trace.
+    assert [step.row for step in walk(corpus, num_merges)] == train_bpe(corpus, num_merges)[1]

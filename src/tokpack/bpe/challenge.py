@@ -2,15 +2,17 @@
 
 A *challenge* fixes a corpus (each string one document, no pre-tokenization), a number of merges
 and the corpus checksum. A *proof* is the trace the fast trainer produced for it. Verifying a
-proof recomputes the trace with the reference core and reports the first row that differs:
-every later row may only be a consequence of that one, so it is the one worth reading.
+proof recomputes the trace with the reference functions, step by step, and stops at the first
+row that differs: every later row may only be a consequence of that one, so it is the one worth
+reading.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -21,7 +23,8 @@ from pydantic import ValidationError
 
 from tokpack.bpe.fast import train_fast
 from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
-from tokpack.bpe.reference import Pair, count_pairs, merge_pair, train_bpe
+from tokpack.bpe.explain import walk
+from tokpack.bpe.reference import Pair, count_pairs
 
 
 class ChallengeRefused(ValueError):
@@ -145,12 +148,14 @@ class Verification:
     ``valid`` proofs have no ``step``. Otherwise ``step`` is the 1-based number of the first
     row that differs (``None`` when the proof's header does not match the challenge), with the
     reference row and the proof's row (either may be ``None`` when one trace is longer), the
-    count of each row's pair at that step, and excerpts of the sequences where each pair occurs.
+    merges both agree on before it, the count of each row's pair at that step, and excerpts of
+    the sequences where each pair occurs.
     """
 
     valid: bool
     problem: str = ""
     step: int | None = None
+    agreed: list[Pair] = field(default_factory=list)
     expected: TraceRow | None = None
     claimed: TraceRow | None = None
     expected_count: int | None = None
@@ -160,11 +165,19 @@ class Verification:
 
 
 def verify_proof(
-    proof: Proof, challenge: Challenge, *, now: datetime | None = None, ignore_expiry: bool = False, excerpts: int = 3
+    proof: Proof,
+    challenge: Challenge,
+    *,
+    now: datetime | None = None,
+    ignore_expiry: bool = False,
+    excerpts: int = 3,
+    progress: Callable[[int], None] | None = None,
 ) -> Verification:
-    """Recompute the challenge with the reference core and compare the proof row by row.
+    """Recompute the challenge with the reference core and compare the proof row by row,
+    stopping at the first row that differs.
 
-    ``ignore_expiry`` checks an old proof against a challenge that has since expired.
+    ``ignore_expiry`` checks an old proof against a challenge that has since expired;
+    ``progress`` is called with the number of each step once it is checked.
 
     Raises:
         ChallengeRefused: as :func:`check_challenge`.
@@ -175,30 +188,43 @@ def verify_proof(
             return Verification(False, f"{name}: proof has {getattr(proof, name)!r}, challenge has {getattr(challenge, name)!r}")
     if proof.corpus_sha256.lower() != challenge.corpus_sha256.lower():
         return Verification(False, f"corpus_sha256: proof has {proof.corpus_sha256}, challenge has {challenge.corpus_sha256}")
-    merges, expected = train_bpe(challenge.corpus, challenge.num_merges)
-    claimed = proof.merges
-    for index in range(max(len(expected), len(claimed))):
-        want = expected[index] if index < len(expected) else None
-        got = claimed[index] if index < len(claimed) else None
-        if want == got:
-            continue
-        # Replay the agreed merges to show the sequences as they stood at the divergent step.
-        docs = [list(text.encode("utf-8")) for text in challenge.corpus]
-        for step, pair in enumerate(merges[:index]):
-            docs = merge_pair(docs, pair, 256 + step)
-        counts = count_pairs(docs)
-        return Verification(
-            False,
-            "rows differ" if want and got else ("the proof stops early" if want else "the proof has extra rows"),
-            step=index + 1,
-            expected=want,
-            claimed=got,
-            expected_count=counts.get((want.left_id, want.right_id), 0) if want else None,
-            claimed_count=counts.get((got.left_id, got.right_id), 0) if got else None,
-            expected_excerpts=_excerpts(docs, (want.left_id, want.right_id), excerpts) if want else [],
-            claimed_excerpts=_excerpts(docs, (got.left_id, got.right_id), excerpts) if got else [],
-        )
-    return Verification(True)
+    steps = walk(challenge.corpus, challenge.num_merges, top=1)
+    docs = [list(text.encode("utf-8")) for text in challenge.corpus]
+    agreed: list[Pair] = []
+    for index in itertools.count():
+        step = next(steps, None)
+        want = step.row if step is not None else None
+        got = proof.merges[index] if index < len(proof.merges) else None
+        if want is None and got is None:
+            return Verification(True)
+        if want != got:
+            if step is not None:
+                docs = step.before  # the sequences as they stood at the divergent step
+            return _divergence(index + 1, want, got, docs, agreed, excerpts)
+        assert step is not None
+        docs = step.after
+        agreed.append(step.winner)
+        if progress is not None:
+            progress(index + 1)
+    raise AssertionError("unreachable")  # itertools.count() never ends
+
+
+def _divergence(
+    step: int, want: TraceRow | None, got: TraceRow | None, docs: list[list[int]], agreed: list[Pair], excerpts: int
+) -> Verification:
+    counts = count_pairs(docs)
+    return Verification(
+        False,
+        "rows differ" if want and got else ("the proof stops early" if want else "the proof has extra rows"),
+        step=step,
+        agreed=agreed,
+        expected=want,
+        claimed=got,
+        expected_count=counts.get((want.left_id, want.right_id), 0) if want else None,
+        claimed_count=counts.get((got.left_id, got.right_id), 0) if got else None,
+        expected_excerpts=_excerpts(docs, (want.left_id, want.right_id), excerpts) if want else [],
+        claimed_excerpts=_excerpts(docs, (got.left_id, got.right_id), excerpts) if got else [],
+    )
 
 
 def _excerpts(docs: list[list[int]], pair: Pair, limit: int, width: int = 4) -> list[Excerpt]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, token_table
 
 
@@ -12,14 +15,15 @@ from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, to
 class ExplainedStep:
     """One merge with everything needed to check it by hand.
 
-    ``ranked`` lists the top pairs in the order the rule ranks them (count down, then pair up);
-    ``tied`` are the pairs sharing the winner's count, so ``len(tied) > 1`` means the tie rule
-    decided. ``replaced`` counts the replacements, which is below ``frequency`` when the pair
-    overlaps itself (``aaa``).
+    ``counts`` are all pair counts before the merge; ``ranked`` the top ones in the order the
+    rule ranks them (count down, then pair up); ``tied`` the pairs sharing the winner's count,
+    so ``len(tied) > 1`` means the tie rule decided. ``replaced`` counts the replacements, which
+    is below ``frequency`` when the pair overlaps itself (``aaa``).
     """
 
     step: int
     before: list[list[int]]
+    counts: Counter[Pair]
     ranked: list[tuple[Pair, int]]
     tied: list[Pair]
     winner: Pair
@@ -28,15 +32,23 @@ class ExplainedStep:
     replaced: int
     after: list[list[int]]
 
+    @property
+    def row(self) -> TraceRow:
+        """The trace row this step writes."""
+        return TraceRow(left_id=self.winner[0], right_id=self.winner[1], result_id=self.new_id, frequency=self.frequency)
 
-def explain_steps(texts: Sequence[str], num_merges: int, *, top: int = 5) -> list[ExplainedStep]:
-    """Run up to ``num_merges`` merges on ``texts`` (one document each) and explain each.
 
-    >>> steps = explain_steps(["abab", "abab", "baba", "aaaa"], 2, top=3)
+def walk(texts: Sequence[str], num_merges: int, *, top: int = 5) -> Iterator[ExplainedStep]:
+    """Run up to ``num_merges`` merges on ``texts`` (one document each) with the reference
+    functions, yielding each step as it is made (so a caller can stop at any step).
+
+    >>> steps = list(walk(["abab", "abab", "baba", "aaaa"], 2, top=3))
     >>> steps[0].ranked, steps[0].winner, steps[0].after[2]
     ([((97, 98), 5), ((98, 97), 4), ((97, 97), 3)], (97, 98), [98, 256, 97])
-    >>> steps[1].winner, steps[1].frequency, steps[1].replaced
-    ((97, 97), 3, 2)
+    >>> steps[1].row
+    TraceRow(left_id=97, right_id=97, result_id=257, frequency=3)
+    >>> steps[1].replaced
+    2
 
     Raises:
         TypeError: a text is not a ``str``.
@@ -48,22 +60,18 @@ def explain_steps(texts: Sequence[str], num_merges: int, *, top: int = 5) -> lis
     if num_merges < 0 or top < 1:
         raise ValueError("num_merges must be 0 or more and top at least 1")
     docs = [list(text.encode("utf-8")) for text in texts]
-    steps: list[ExplainedStep] = []
     for step in range(num_merges):
         counts = count_pairs(docs)
         if not counts:
-            break
+            return
         winner = select_pair(counts)
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        tied = [pair for pair, count in ranked if count == counts[winner]]
+        ranked = heapq.nsmallest(top, counts.items(), key=lambda item: (-item[1], item[0]))
+        tied = sorted(pair for pair, count in counts.items() if count == counts[winner])
         new_id = 256 + step
         after = merge_pair(docs, winner, new_id)
         replaced = sum(len(old) - len(new) for old, new in zip(docs, after))
-        steps.append(
-            ExplainedStep(step + 1, docs, ranked[:top], tied, winner, counts[winner], new_id, replaced, after)
-        )
+        yield ExplainedStep(step + 1, docs, counts, ranked, tied, winner, counts[winner], new_id, replaced, after)
         docs = after
-    return steps
 
 
 def label(token_id: int, table: Sequence[bytes]) -> str:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -20,9 +21,9 @@ from tokpack.bpe.challenge import (
     verify_proof,
     write_proof,
 )
-from tokpack.bpe.explain import describe, explain_steps, label
+from tokpack.bpe.explain import describe, label, walk
 from tokpack.bpe.records import Challenge, Proof, TraceRow
-from tokpack.bpe.reference import token_table, train_bpe
+from tokpack.bpe.reference import token_table
 
 bpe_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 _out = Console(highlight=False)
@@ -74,24 +75,28 @@ def verify(
     claimed = _read(Proof, proof_path)
     record = _read(Challenge, challenge)
     assert isinstance(claimed, Proof) and isinstance(record, Challenge)
-    try:
-        outcome = verify_proof(claimed, record, ignore_expiry=ignore_expiry)
-    except (ChallengeRefused, ValueError) as error:
-        raise _fail(f"{challenge}: {error}") from None
+    columns = [TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=_err, transient=True) as bar:
+        task = bar.add_task("steps", total=record.num_merges)
+        try:
+            outcome = verify_proof(
+                claimed, record, ignore_expiry=ignore_expiry, progress=lambda step: bar.update(task, completed=step)
+            )
+        except (ChallengeRefused, ValueError) as error:
+            raise _fail(f"{challenge}: {error}") from None
     if outcome.valid:
         _out.print(f"valid: {len(claimed.merges)} merges match the reference for challenge {record.challenge_id}")
         return
-    _show_divergence(outcome, record, proof_path)
+    _show_divergence(outcome, proof_path)
     raise typer.Exit(1)
 
 
-def _show_divergence(outcome: Verification, challenge: Challenge, proof_path: Path) -> None:
+def _show_divergence(outcome: Verification, proof_path: Path) -> None:
     if outcome.step is None:
         _out.print(f"[red]divergence[/red]: {proof_path} does not answer this challenge: {outcome.problem}")
         return
     _out.print(f"[red]divergence at step {outcome.step}[/red] ({outcome.problem}); later steps may only follow from it")
-    merges, _ = train_bpe(challenge.corpus, outcome.step - 1)
-    table = token_table(merges)
+    table = token_table(outcome.agreed)
     rows = Table("", "left_id", "right_id", "result_id", "frequency", "actual count")
     for name, row, count in (
         ("reference", outcome.expected, outcome.expected_count),
@@ -137,7 +142,7 @@ def explain(
     top: Annotated[int, typer.Option(min=1, help="How many pairs of the counts table to show.")] = 5,
 ) -> None:
     """Show each merge as on paper: the counts (tie rule applied), the winner, the sequences before and after."""
-    steps = explain_steps(texts, merges, top=top)
+    steps = list(walk(texts, merges, top=top))
     for step in steps:
         table = token_table([s.winner for s in steps[: step.step]])
         _out.rule(escape(f"step {step.step}: {step.winner} -> {step.new_id} = {label(step.new_id, table)}"))
