@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tokpack.bpe.explain import walk
 from tokpack.bpe.fast import train_fast
 from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
-from tokpack.bpe.explain import walk
 from tokpack.bpe.reference import Pair, count_pairs
 
 

@@ -49,9 +49,9 @@ _PARALLEL_MIN_CHARS = 1_000_000
 #: A batch sent to a worker: this many characters or this many texts, whichever comes first.
 _BATCH_CHARS = 1_000_000
 _BATCH_TEXTS = 4096
-#: Steps that change at most this many slots sum their count changes in a dict (faster there
-#: than numpy's sort; measured crossover about 100).
-_SMALL_STEP = 96
+#: Groups of at most this many slots sum their count changes in a dict (faster there than a
+#: numpy bincount over all ids).
+_SMALL_STEP = 64
 
 
 @dataclass(frozen=True)
@@ -387,15 +387,21 @@ def _merge_loop(
     del pieces
     ids, nxt, prv, weight, sentinel = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel
     lefts = np.flatnonzero(nxt[:sentinel] != sentinel).astype(np.int32)
-    codes = seqs.slot_codes(lefts)
-    order = np.argsort(codes)
-    codes, lefts = codes[order], lefts[order]
-    counts = dict(_sum_by_code(codes, weight[lefts]))
+    # Every initial pair is two bytes: as a 16-bit key it is counted by a bincount and sorted by
+    # numpy's stable sort, a radix sort at this width.
+    byte_pairs = ((ids[lefts] << 8) | ids[nxt[lefts]]).astype(np.uint16)
+    totals = np.bincount(byte_pairs, weights=weight[lefts], minlength=1 << 16)  # exact below 2**53
+    present = np.flatnonzero(totals)
+    counts = {
+        ((key >> 8) << _ID_BITS) | (key & 0xFF): total
+        for key, total in zip(present.tolist(), totals[present].astype(np.int64).tolist())
+    }
+    lefts = lefts[np.argsort(byte_pairs, kind="stable")]
     log = _SlotLog()
-    log.add(-1, codes, lefts, is_sorted=True)
+    log.add(-1, seqs.slot_codes(lefts), lefts, is_sorted=True)
     heap = [(-count, code) for code, count in counts.items()]
     heapq.heapify(heap)
-    del lefts, codes, order
+    del lefts, byte_pairs, totals, present
     seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
 
@@ -420,8 +426,10 @@ def _merge_loop(
         occurrences = candidates[(ids[candidates] == left) & (ids[nxt[candidates]] == right)]
         if left == right:
             occurrences = _leftmost_of_runs(occurrences, prv)
-        changed = _apply_merge(seqs, occurrences, new_id, log)
-        for changed_code, delta in changed:
+        changed = _apply_merge(seqs, occurrences, (left, right), new_id, log)
+        for changed_code, delta in changed.items():
+            if not delta:
+                continue
             count = counts.get(changed_code, 0) + delta
             if count:
                 counts[changed_code] = count
@@ -450,54 +458,64 @@ def _leftmost_of_runs(occurrences: np.ndarray, prv: np.ndarray) -> np.ndarray:
     return occurrences[(index - run_start) % 2 == 0]
 
 
-def _apply_merge(seqs: _Sequences, occurrences: np.ndarray, new_id: int, log: _SlotLog) -> list[tuple[int, int]]:
-    """Merge at ``occurrences`` (ascending left positions); return ``(pair code, count change)``."""
+def _apply_merge(
+    seqs: _Sequences, occurrences: np.ndarray, pair: Pair, new_id: int, log: _SlotLog
+) -> dict[int, int]:
+    """Merge ``pair`` at ``occurrences`` (ascending left positions); return the count change of
+    every pair code it touched.
+
+    The slots that change are the occurrences themselves, the slots into them and the slots out
+    of their right halves; after the merge, the slots into and out of the new tokens. Each group
+    shares one side of its pair (``(t, left)``, ``(right, t)``, ``(t, new)``, ``(new, t)``), so
+    summing its weights by the other side ``t`` — a bincount over ids — gives the changes
+    without sorting.
+    """
     ids, nxt, prv, weight, sentinel, stamp = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel, seqs.stamp
+    left, right = pair
     rights = nxt[occurrences]
     beyond = nxt[rights]
     before_prev = prv[occurrences]
-    # Slots whose pair changes: into each occurrence, the occurrence itself, out of its right
-    # half. A slot into one occurrence is the slot out of the previous one's right half when two
-    # occurrences touch; the stamp marks right halves so such a slot is counted once.
+    # When two occurrences touch, the slot into the second is the slot out of the first one's
+    # right half; the stamp marks right halves so that slot is counted once, as the latter.
     right_mark, occurrence_mark = 2 * new_id, 2 * new_id + 1
     stamp[rights] = right_mark
     into = before_prev[(before_prev != sentinel) & (stamp[before_prev] != right_mark)]
-    touched = np.concatenate([into, occurrences, rights[beyond != sentinel]])
-    before_codes = seqs.slot_codes(touched)
-    before_weights = weight[touched]
+    continues = beyond != sentinel
+    changes: dict[int, int] = {}
+    _add_by_side(changes, ids[into], weight[into], fixed=left, fixed_is_left=False, sign=-1)
+    _add_by_side(changes, ids[beyond[continues]], weight[rights[continues]], fixed=right, fixed_is_left=True, sign=-1)
+    code = (left << _ID_BITS) | right
+    changes[code] = changes.get(code, 0) - int(weight[occurrences].sum())
 
     ids[occurrences] = new_id
     ids[rights] = -1
     nxt[occurrences] = beyond
     prv[beyond] = occurrences  # the sentinel's prev gets garbage; it is never read
 
-    # After the merge, touching occurrences are linked directly: the slot into the second is the
-    # slot out of the first, so it is counted once, as the first one's.
+    # Touching occurrences are now linked directly: the slot into the second is the slot out of
+    # the first, counted once, as the latter.
     stamp[occurrences] = occurrence_mark
     after_prev = prv[occurrences]
-    written = np.concatenate([
-        after_prev[(after_prev != sentinel) & (stamp[after_prev] != occurrence_mark)],
-        occurrences[beyond != sentinel],
-    ])
-    after_codes = seqs.slot_codes(written)
-    log.add(new_id, after_codes, written)
-
-    all_codes = np.concatenate([before_codes, after_codes])
-    all_weights = np.concatenate([-before_weights, weight[written]])
-    if all_codes.size <= _SMALL_STEP:
-        # Few slots: summing in a dict beats numpy's per-call cost.
-        deltas: dict[int, int] = {}
-        for code, change in zip(all_codes.tolist(), all_weights.tolist()):
-            deltas[code] = deltas.get(code, 0) + change
-        return [(code, change) for code, change in deltas.items() if change]
-    order = np.argsort(all_codes)
-    return [(code, change) for code, change in _sum_by_code(all_codes[order], all_weights[order]) if change]
+    new_into = after_prev[(after_prev != sentinel) & (stamp[after_prev] != occurrence_mark)]
+    new_out = occurrences[continues]
+    _add_by_side(changes, ids[new_into], weight[new_into], fixed=new_id, fixed_is_left=False, sign=1)
+    _add_by_side(changes, ids[beyond[continues]], weight[new_out], fixed=new_id, fixed_is_left=True, sign=1)
+    written = np.concatenate([new_into, new_out])
+    log.add(new_id, seqs.slot_codes(written), written)
+    return changes
 
 
-def _sum_by_code(sorted_codes: np.ndarray, weights: np.ndarray) -> Iterator[tuple[int, int]]:
-    """``(code, summed weight)`` for each distinct code of ``sorted_codes``."""
-    if sorted_codes.size == 0:
-        return iter(())
-    starts = np.flatnonzero(np.concatenate([[True], sorted_codes[1:] != sorted_codes[:-1]]))
-    sums = np.add.reduceat(weights, starts)
-    return zip(sorted_codes[starts].tolist(), sums.tolist())
+def _add_by_side(
+    changes: dict[int, int], others: np.ndarray, weights: np.ndarray, *, fixed: int, fixed_is_left: bool, sign: int
+) -> None:
+    """Add ``sign * weight`` to the pair ``(fixed, other)`` (or ``(other, fixed)``) of each slot."""
+    if others.size <= _SMALL_STEP:
+        # Few slots: a dict beats numpy's per-call cost.
+        keys, sums = others.tolist(), weights.tolist()
+    else:
+        totals = np.bincount(others, weights=weights)  # exact: integer sums far below 2**53
+        keys_array = np.flatnonzero(totals)
+        keys, sums = keys_array.tolist(), totals[keys_array].astype(np.int64).tolist()
+    for other, total in zip(keys, sums):
+        code = (fixed << _ID_BITS) | other if fixed_is_left else (other << _ID_BITS) | fixed
+        changes[code] = changes.get(code, 0) + sign * total
