@@ -104,3 +104,17 @@ def test_two_merges_spelling_the_same_bytes_keep_the_first_rank() -> None:
     tokenizer = training.as_tokenizer()
     assert tokenizer.encode("abc") == [258]
     assert (tokenizer.eot_id, tokenizer.n_vocab) == (259, 260)  # <|endoftext|> follows the highest rank
+
+
+def test_prepare_trains_with_the_exact_trainer(tmp_path: Path, polish: list[str]) -> None:
+    import tokpack
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(polish[:3]), encoding="utf-8")
+    prepared = tokpack.prepare(corpus, trainer="exact", vocab_size=600, cache_dir=tmp_path / "cache")
+    tokenizer = prepared.tokenizer()
+    assert prepared.n_vocab == 601 and tokenizer.eot_id == 600
+    # Lossless, and it compresses: the exact trainer made real merges.
+    sample = polish[0][:2000]
+    assert tokenizer.decode(tokenizer.encode(sample)) == sample
+    assert len(tokenizer.encode(sample)) < 0.6 * len(sample.encode("utf-8"))
