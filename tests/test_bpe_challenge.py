@@ -169,6 +169,12 @@ def test_unreadable_input_exits_2_naming_the_file(tmp_path: Path, challenge_file
     assert missing.exit_code == 2 and "nope.json" in missing.output
 
 
+def test_unwritable_output_exits_2_naming_it(tmp_path: Path, challenge_file: Path) -> None:
+    target = tmp_path / "missing-folder" / "proof.json"
+    result = runner.invoke(app, ["bpe", "proof", str(challenge_file), "-o", str(target)])
+    assert result.exit_code == 2 and str(target) in result.output and "Traceback" not in result.output
+
+
 def test_explain_shows_counts_tie_rule_and_sequences() -> None:
     result = runner.invoke(app, ["bpe", "explain", "ab", "ac", "--merges", "2"])
     assert result.exit_code == 0, result.output

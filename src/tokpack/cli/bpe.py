@@ -57,7 +57,10 @@ def proof(
         result = make_proof(record)
     except (ChallengeRefused, ValueError) as error:
         raise _fail(f"{challenge}: {error}") from None
-    write_proof(result, output)
+    try:
+        write_proof(result, output)
+    except OSError as error:
+        raise _fail(f"{output}: cannot write ({error.strerror or error})") from None
     _out.print(f"wrote {output}: {len(result.merges)} merges for challenge {result.challenge_id}")
 
 
