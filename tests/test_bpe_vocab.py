@@ -69,7 +69,7 @@ def test_saved_vocabulary_and_rank_file_load_back(trained: BpeTokenizer, tmp_pat
 
 
 def test_rustbpe_learns_the_same_merges(polish: list[str]) -> None:
-    rustbpe = pytest.importorskip("rustbpe", reason="rustbpe (PyPI) is the outside oracle; install it to run this test")
+    rustbpe = pytest.importorskip("rustbpe", reason="rustbpe (PyPI, in the test extra) is the outside oracle")
     num_merges = 3000
     oracle = rustbpe.Tokenizer()
     oracle.train_from_iterator(iter(polish), 256 + num_merges, pattern=GPT4_PATTERN)
