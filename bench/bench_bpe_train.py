@@ -11,6 +11,7 @@ Corpus: every file of the shared data's ``polish/`` and ``other/`` folders, ever
 out for the compression check; the rest shuffled (seeded) and repeated until the size is reached,
 the last document cut to fit. Pattern: ``tokpack.vocab.GPT4_PATTERN`` for every trainer.
 
+    .venv/bin/pip install -e ".[bench]"                             # rustbpe and bpeasy
     .venv/bin/python bench/bench_bpe_train.py                        # 10 and 50 MB, 8192 and 32768 merges
     .venv/bin/python bench/bench_bpe_train.py --reference-only       # exact vs reference, 1 MB
     .venv/bin/python bench/bench_bpe_train.py --sizes 10 --merges 8192 --repeats 1 --trainers exact hf
