@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tokpack.cli import corpus, report
+from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
 from tokpack.cli.tokenizer import app as tokenizer_app
 
@@ -14,6 +15,7 @@ corpus.register(app)
 report.register(app)
 app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(chess_app, name="chess")
+app.add_typer(bpe_app, name="bpe")
 
 
 def main() -> None:

@@ -1,0 +1,20 @@
+"""Exact byte-pair encoding: the reference rules, a fast trainer with the same merges, proofs."""
+
+from tokpack.bpe.fast import BpeTraining, count_pieces, train_bytelevel, train_fast
+from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
+from tokpack.bpe.reference import count_pairs, merge_pair, select_pair, train_bpe
+
+__all__ = [
+    "BpeTraining",
+    "Challenge",
+    "Proof",
+    "TraceRow",
+    "corpus_sha256",
+    "count_pairs",
+    "count_pieces",
+    "merge_pair",
+    "select_pair",
+    "train_bpe",
+    "train_bytelevel",
+    "train_fast",
+]

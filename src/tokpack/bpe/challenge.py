@@ -1,0 +1,246 @@
+"""Challenges and proofs: train on a fixed corpus, record every merge, and check the record.
+
+A *challenge* fixes a corpus (each string one document, no pre-tokenization), a number of merges
+and the corpus checksum. A *proof* is the trace the fast trainer produced for it. Verifying a
+proof recomputes the trace with the reference functions, step by step, and stops at the first
+row that differs: every later row may only be a consequence of that one, so it is the one worth
+reading.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tokpack.bpe.explain import walk
+from tokpack.bpe.fast import train_fast
+from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
+from tokpack.bpe.reference import Pair, count_pairs
+
+
+class ChallengeRefused(ValueError):
+    """The challenge cannot be used: its corpus does not match its checksum, or it has expired."""
+
+
+def new_challenge(corpus: Sequence[str], num_merges: int, *, challenge_id: str, **extra: Any) -> Challenge:
+    """A challenge for ``corpus`` with its checksum filled in; ``extra`` fields are kept as given.
+
+    >>> challenge = new_challenge(["abab", "aaaa"], 2, challenge_id="demo", expires_at="2030-01-01")
+    >>> challenge.corpus_sha256 == corpus_sha256(["abab", "aaaa"]), challenge.extra_fields
+    (True, {'expires_at': '2030-01-01'})
+    """
+    return Challenge(
+        challenge_id=challenge_id,
+        corpus=list(corpus),
+        num_merges=num_merges,
+        corpus_sha256=corpus_sha256(list(corpus)),
+        **extra,
+    )
+
+
+def read_json_record(model: type[Challenge] | type[Proof], path: Path) -> Any:
+    """Read ``path`` as ``model``.
+
+    Raises:
+        ValueError: a missing or unreadable file, invalid JSON (with its byte offset) or a field
+            that does not match the format; the message names the file.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: byte {error.start}: not UTF-8") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        offset = len(text[: error.pos].encode("utf-8"))
+        raise ValueError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
+    try:
+        return model.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ValueError(f"{path}: {where}: {first['msg']}") from None
+
+
+def check_challenge(challenge: Challenge, *, now: datetime | None = None, ignore_expiry: bool = False) -> None:
+    """Refuse a challenge whose corpus was changed or whose expiry (see :meth:`Challenge.expiry`) has passed.
+
+    Raises:
+        ChallengeRefused: the checksum names a different corpus, or the challenge has expired.
+        ValueError: the expiry field is not an ISO-8601 date.
+    """
+    actual = corpus_sha256(challenge.corpus)
+    if actual != challenge.corpus_sha256.lower():
+        raise ChallengeRefused(
+            f"corpus_sha256 mismatch: the challenge records {challenge.corpus_sha256}, its corpus hashes to {actual}"
+        )
+    expiry = challenge.expiry()
+    if expiry is not None and not ignore_expiry and (now or datetime.now(timezone.utc)) >= expiry:
+        raise ChallengeRefused(f"challenge {challenge.challenge_id} expired on {expiry.isoformat()}")
+
+
+def implementation_name() -> str:
+    """What a proof records as its producer: tokpack's version and the trainer."""
+    try:
+        release = version("tokpack")
+    except PackageNotFoundError:
+        release = "unknown"
+    return f"tokpack {release} (tokpack.bpe.fast.train_fast)"
+
+
+def make_proof(challenge: Challenge, *, now: datetime | None = None) -> Proof:
+    """Train the fast trainer on the challenge's corpus and return the proof.
+
+    Raises:
+        ChallengeRefused: as :func:`check_challenge`.
+    """
+    check_challenge(challenge, now=now)
+    training = train_fast(challenge.corpus, challenge.num_merges, workers=1)
+    return Proof(
+        challenge_id=challenge.challenge_id,
+        corpus_sha256=challenge.corpus_sha256.lower(),
+        num_merges=challenge.num_merges,
+        merges=training.trace,
+        implementation=implementation_name(),
+    )
+
+
+def write_proof(proof: Proof, path: Path) -> None:
+    """Write ``proof`` to ``path`` through a temporary sibling, so no half-written file appears."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(proof.to_json(), encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """Where a pair occurs at the divergent step: document, position and the ids around it."""
+
+    document: int
+    position: int
+    before: list[int]
+    pair: list[int]
+    after: list[int]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of :func:`verify_proof`.
+
+    ``valid`` proofs have no ``step``. Otherwise ``step`` is the 1-based number of the first
+    row that differs (``None`` when the proof's header does not match the challenge), with the
+    reference row and the proof's row (either may be ``None`` when one trace is longer), the
+    merges both agree on before it, the count of each row's pair at that step, and excerpts of
+    the sequences where each pair occurs.
+    """
+
+    valid: bool
+    problem: str = ""
+    step: int | None = None
+    agreed: list[Pair] = field(default_factory=list)
+    expected: TraceRow | None = None
+    claimed: TraceRow | None = None
+    expected_count: int | None = None
+    claimed_count: int | None = None
+    expected_excerpts: list[Excerpt] = field(default_factory=list)
+    claimed_excerpts: list[Excerpt] = field(default_factory=list)
+
+
+def verify_proof(
+    proof: Proof,
+    challenge: Challenge,
+    *,
+    now: datetime | None = None,
+    ignore_expiry: bool = False,
+    excerpts: int = 3,
+    progress: Callable[[int], None] | None = None,
+) -> Verification:
+    """Recompute the challenge with the reference core and compare the proof row by row,
+    stopping at the first row that differs.
+
+    ``ignore_expiry`` checks an old proof against a challenge that has since expired;
+    ``progress`` is called with the number of each step once it is checked.
+
+    Raises:
+        ChallengeRefused: as :func:`check_challenge`.
+    """
+    check_challenge(challenge, now=now, ignore_expiry=ignore_expiry)
+    for name in ("challenge_id", "num_merges"):
+        if getattr(proof, name) != getattr(challenge, name):
+            return Verification(False, f"{name}: proof has {getattr(proof, name)!r}, challenge has {getattr(challenge, name)!r}")
+    if proof.corpus_sha256.lower() != challenge.corpus_sha256.lower():
+        return Verification(False, f"corpus_sha256: proof has {proof.corpus_sha256}, challenge has {challenge.corpus_sha256}")
+    steps = walk(challenge.corpus, challenge.num_merges, top=1)
+    docs = [list(text.encode("utf-8")) for text in challenge.corpus]
+    agreed: list[Pair] = []
+    for index in itertools.count():
+        step = next(steps, None)
+        want = step.row if step is not None else None
+        got = proof.merges[index] if index < len(proof.merges) else None
+        if want is None and got is None:
+            return Verification(True)
+        if want != got:
+            if step is not None:
+                docs = step.before  # the sequences as they stood at the divergent step
+            return _divergence(index + 1, want, got, docs, agreed, excerpts)
+        assert step is not None
+        docs = step.after
+        agreed.append(step.winner)
+        if progress is not None:
+            progress(index + 1)
+    raise AssertionError("unreachable")  # itertools.count() never ends
+
+
+def _divergence(
+    step: int, want: TraceRow | None, got: TraceRow | None, docs: list[list[int]], agreed: list[Pair], excerpts: int
+) -> Verification:
+    counts = count_pairs(docs)
+    return Verification(
+        False,
+        "rows differ" if want and got else ("the proof stops early" if want else "the proof has extra rows"),
+        step=step,
+        agreed=agreed,
+        expected=want,
+        claimed=got,
+        expected_count=counts.get((want.left_id, want.right_id), 0) if want else None,
+        claimed_count=counts.get((got.left_id, got.right_id), 0) if got else None,
+        expected_excerpts=_excerpts(docs, (want.left_id, want.right_id), excerpts) if want else [],
+        claimed_excerpts=_excerpts(docs, (got.left_id, got.right_id), excerpts) if got else [],
+    )
+
+
+def _excerpts(docs: list[list[int]], pair: Pair, limit: int, width: int = 4) -> list[Excerpt]:
+    found: list[Excerpt] = []
+    for number, doc in enumerate(docs):
+        for position in range(len(doc) - 1):
+            if (doc[position], doc[position + 1]) == pair:
+                found.append(
+                    Excerpt(
+                        document=number,
+                        position=position,
+                        before=doc[max(0, position - width) : position],
+                        pair=doc[position : position + 2],
+                        after=doc[position + 2 : position + 2 + width],
+                    )
+                )
+                if len(found) == limit:
+                    return found
+    return found

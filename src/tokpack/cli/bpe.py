@@ -1,0 +1,164 @@
+"""Exact BPE: make and check proofs for challenges, and explain merges step by step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from tokpack.bpe.challenge import (
+    ChallengeRefused,
+    Excerpt,
+    Verification,
+    make_proof,
+    read_json_record,
+    verify_proof,
+    write_proof,
+)
+from tokpack.bpe.explain import describe, label, walk
+from tokpack.bpe.records import Challenge, Proof, TraceRow
+from tokpack.bpe.reference import token_table
+
+bpe_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    _err.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _read(model: type[Challenge] | type[Proof], path: Path) -> Challenge | Proof:
+    try:
+        return read_json_record(model, path)  # type: ignore[no-any-return]
+    except ValueError as error:
+        raise _fail(str(error)) from None
+
+
+@bpe_app.command()
+def proof(
+    challenge: Annotated[Path, typer.Argument(help="challenge.json: corpus, num_merges, corpus_sha256.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
+) -> None:
+    """Train the fast trainer on a challenge's corpus and write proof.json (one trace row per merge).
+
+    A corpus that does not match its checksum, or a challenge past its expiry, is refused (exit 2).
+    """
+    record = _read(Challenge, challenge)
+    assert isinstance(record, Challenge)
+    try:
+        result = make_proof(record)
+    except (ChallengeRefused, ValueError) as error:
+        raise _fail(f"{challenge}: {error}") from None
+    try:
+        write_proof(result, output)
+    except OSError as error:
+        raise _fail(f"{output}: cannot write ({error.strerror or error})") from None
+    _out.print(f"wrote {output}: {len(result.merges)} merges for challenge {result.challenge_id}")
+
+
+@bpe_app.command()
+def verify(
+    proof_path: Annotated[Path, typer.Argument(metavar="PROOF", help="proof.json to check.")],
+    challenge: Annotated[Path, typer.Argument(help="The challenge.json the proof answers.")],
+    ignore_expiry: Annotated[bool, typer.Option(help="Check an old proof against an expired challenge.")] = False,
+) -> None:
+    """Recompute the challenge with the reference core and compare the proof row by row.
+
+    Exit 0: valid. Exit 1: the proof diverges; the first divergent step is shown with both rows and
+    the token sequences around each pair. Exit 2: an unreadable, altered or expired input.
+    """
+    claimed = _read(Proof, proof_path)
+    record = _read(Challenge, challenge)
+    assert isinstance(claimed, Proof) and isinstance(record, Challenge)
+    columns = [TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=_err, transient=True) as bar:
+        task = bar.add_task("steps", total=record.num_merges)
+        try:
+            outcome = verify_proof(
+                claimed, record, ignore_expiry=ignore_expiry, progress=lambda step: bar.update(task, completed=step)
+            )
+        except (ChallengeRefused, ValueError) as error:
+            raise _fail(f"{challenge}: {error}") from None
+    if outcome.valid:
+        _out.print(f"valid: {len(claimed.merges)} merges match the reference for challenge {record.challenge_id}")
+        return
+    _show_divergence(outcome, proof_path)
+    raise typer.Exit(1)
+
+
+def _show_divergence(outcome: Verification, proof_path: Path) -> None:
+    if outcome.step is None:
+        _out.print(f"[red]divergence[/red]: {proof_path} does not answer this challenge: {outcome.problem}")
+        return
+    _out.print(f"[red]divergence at step {outcome.step}[/red] ({outcome.problem}); later steps may only follow from it")
+    table = token_table(outcome.agreed)
+    rows = Table("", "left_id", "right_id", "result_id", "frequency", "actual count")
+    for name, row, count in (
+        ("reference", outcome.expected, outcome.expected_count),
+        ("proof", outcome.claimed, outcome.claimed_count),
+    ):
+        rows.add_row(name, *_row_cells(row, count))
+    _out.print(rows)
+    for name, row in (("reference", outcome.expected), ("proof", outcome.claimed)):
+        if row is not None:
+            _out.print(escape(f"{name} row joins {describe([row.left_id, row.right_id], table)}"))
+    for name, row, excerpts in (
+        ("reference", outcome.expected, outcome.expected_excerpts),
+        ("proof", outcome.claimed, outcome.claimed_excerpts),
+    ):
+        if row is None:
+            continue
+        pair = f"({row.left_id}, {row.right_id})"
+        if not excerpts:
+            _out.print(f"{name} pair {pair} does not occur in the sequences at step {outcome.step}")
+        for excerpt in excerpts:
+            where = f"{name} pair {pair} in document {excerpt.document} at position {excerpt.position}: "
+            _out.print(Text(where) + _excerpt_text(excerpt, table))
+
+
+def _row_cells(row: TraceRow | None, count: int | None) -> list[str]:
+    if row is None:
+        return ["(no row)", "", "", "", ""]
+    return [str(row.left_id), str(row.right_id), str(row.result_id), str(row.frequency), str(count)]
+
+
+def _excerpt_text(excerpt: Excerpt, table: list[bytes]) -> Text:
+    return Text.assemble(
+        describe(excerpt.before, table) + " " if excerpt.before else "",
+        ("[" + describe(excerpt.pair, table) + "]", "bold"),
+        " " + describe(excerpt.after, table) if excerpt.after else "",
+    )
+
+
+@bpe_app.command()
+def explain(
+    texts: Annotated[list[str], typer.Argument(help="The documents, one per argument (each its own byte sequence).")],
+    merges: Annotated[int, typer.Option("--merges", "-n", min=0, help="How many merges to show.")] = 3,
+    top: Annotated[int, typer.Option(min=1, help="How many pairs of the counts table to show.")] = 5,
+) -> None:
+    """Show each merge as on paper: the counts (tie rule applied), the winner, the sequences before and after."""
+    steps = list(walk(texts, merges, top=top))
+    for step in steps:
+        table = token_table([s.winner for s in steps[: step.step]])
+        _out.rule(escape(f"step {step.step}: {step.winner} -> {step.new_id} = {label(step.new_id, table)}"))
+        counts = Table("pair", "tokens", "count", title="pair counts: highest first, ties to the smallest pair")
+        for pair, count in step.ranked:
+            mark = "  <- winner" if pair == step.winner else ""
+            counts.add_row(str(pair), escape(describe(pair, table)), f"{count}{mark}")
+        _out.print(counts)
+        if len(step.tied) > 1:
+            _out.print(f"tie at count {step.frequency} between {len(step.tied)} pairs: the smallest, {step.winner}, wins")
+        _out.print(f"merge {step.winner} -> {step.new_id}: frequency {step.frequency}, replaced {step.replaced} times")
+        for number, (before, after) in enumerate(zip(step.before, step.after)):
+            _out.print(escape(f"  doc {number}: {before} -> {after}"))
+    if len(steps) < merges:
+        _out.print(f"no pair left after {len(steps)} merges: training stops here")
+

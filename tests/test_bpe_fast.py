@@ -1,0 +1,117 @@
+"""The fast trainer against the reference rules, trace for trace, on generated and real corpora."""
+
+from __future__ import annotations
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from test_bpe_data import real_texts
+from tokpack.bpe import count_pieces, train_bpe, train_fast
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN
+
+
+# Small alphabets force ties; the others bring multi-byte UTF-8 (Polish letters, emoji) and runs.
+_ALPHABETS = ["ab", "abc", "a", "aż", "zżź ", "ab 🙂", "0123 ", "\x00\xff", "aaaaab"]
+_DOCUMENT = st.sampled_from(_ALPHABETS).flatmap(lambda letters: st.text(alphabet=letters, max_size=40))
+_RUN = st.builds(lambda char, n: char * n, st.sampled_from(["a", "ż", "🙂", " "]), st.integers(0, 60))
+_CORPUS = st.lists(st.one_of(_DOCUMENT, _RUN, st.just(""), st.sampled_from(["a", "ż", "🙂"])), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpus=_CORPUS, num_merges=st.integers(0, 40))
+def test_fast_trainer_equals_reference_trace_for_trace(corpus: list[str], num_merges: int) -> None:
+    merges, trace = train_bpe(corpus, num_merges)
+    fast = train_fast(corpus, num_merges)
+    assert fast.trace == trace
+    assert fast.merges == merges
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus=_CORPUS, num_merges=st.integers(0, 30), pattern=st.sampled_from([GPT2_PATTERN, GPT4_PATTERN]))
+def test_pre_tokens_act_as_documents(corpus: list[str], num_merges: int, pattern: str) -> None:
+    pieces = [piece for text in corpus for piece in regex.findall(pattern, text)]
+    _, trace = train_bpe(pieces, num_merges)
+    assert train_fast(corpus, num_merges, pattern=pattern).trace == trace
+
+
+@settings(max_examples=100, deadline=None)
+@given(corpus=_CORPUS, num_merges=st.integers(0, 40))
+def test_vectorized_step_equals_reference(corpus: list[str], num_merges: int) -> None:
+    # Generated corpora are small, so every step would take the dict path; force the numpy one.
+    import tokpack.bpe.fast as fast
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fast, "_SMALL_STEP", 0)
+        assert train_fast(corpus, num_merges).trace == train_bpe(corpus, num_merges)[1]
+
+
+@pytest.fixture(scope="module")
+def polish_sample() -> list[str]:
+    return real_texts("polish", 60_000)
+
+
+def test_real_text_documents_equal_reference(polish_sample: list[str]) -> None:
+    merges, trace = train_bpe(polish_sample, 60)
+    fast = train_fast(polish_sample, 60)
+    assert fast.trace == trace and fast.merges == merges
+    assert trace[0].frequency > trace[-1].frequency
+
+
+def test_real_text_pre_tokens_equal_reference(polish_sample: list[str]) -> None:
+    pieces = [piece for text in polish_sample for piece in regex.findall(GPT4_PATTERN, text)]
+    _, trace = train_bpe(pieces, 80)
+    assert train_fast(polish_sample, 80, pattern=GPT4_PATTERN).trace == trace
+
+
+def test_splitting_in_worker_processes_counts_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.bpe.fast as fast
+
+    texts = [f"dokument {i} zażółć gęślą jaźń {i % 7}" for i in range(3000)]
+    alone = count_pieces(texts, pattern=GPT2_PATTERN, workers=1)
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setattr(fast, "_BATCH_TEXTS", 100)
+    assert count_pieces(iter(texts), pattern=GPT2_PATTERN, workers=2) == alone
+    assert count_pieces(texts, pattern=GPT2_PATTERN, workers=2) == alone
+    assert count_pieces(texts, pattern=None, special_tokens=["gęślą"], workers=2) == count_pieces(
+        texts, pattern=None, special_tokens=["gęślą"], workers=1
+    )
+
+
+def test_a_failing_worker_reports_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.bpe.fast as fast
+
+    monkeypatch.setattr(fast, "_PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setattr(fast, "_BATCH_TEXTS", 10)
+
+    def explode(self: object, counts: object, batch: list[str]) -> None:
+        raise RuntimeError("worker failed")
+
+    monkeypatch.setattr(fast._Splitter, "count_into", explode)
+    with pytest.raises(RuntimeError, match="worker failed"):
+        count_pieces(["x"] * 100, pattern=None, workers=2)
+
+
+def test_min_frequency_stops_training() -> None:
+    training = train_fast(["abab", "abab", "cd"], 10, min_frequency=2)
+    assert [row.frequency for row in training.trace] == [4, 2]
+    assert all(row.frequency >= 2 for row in training.trace)
+
+
+def test_special_tokens_take_ids_before_merges_and_are_never_trained_on() -> None:
+    training = train_fast(["ab<|endoftext|>ab", "<|pad|>ab"], 2, special_tokens=["<|endoftext|>", "<|pad|>"])
+    assert training.special_tokens == {"<|endoftext|>": 256, "<|pad|>": 257}
+    assert training.trace[0].model_dump() == {"left_id": 97, "right_id": 98, "result_id": 258, "frequency": 3}
+    assert len(training.trace) == 1  # the cut pieces leave no pair across a special token
+
+
+@pytest.mark.parametrize("bad", [["ok", b"bytes"], ["ok", None]])
+def test_non_string_text_is_refused(bad: list[object]) -> None:
+    with pytest.raises(TypeError, match="text 1"):
+        train_fast(bad, 3)  # type: ignore[arg-type]
+
+
+def test_negative_merge_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="num_merges"):
+        train_fast(["ab"], -1)
