@@ -91,7 +91,7 @@ def test_rerun_reuses_the_verified_cache_without_retraining(cache_dir: Path, mon
     def no_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("retrained although the cache holds the vocabulary")
 
-    monkeypatch.setattr("tokpack.corpus.preparation.train_hf_bytelevel", no_training)
+    monkeypatch.setattr("tokpack.corpus.preparation._trainer", lambda name: no_training)
     second = prepare(SAMPLE / "polish.txt", cache_dir=cache_dir, **SMALL)
     assert (second.tokens_dir, second.vocabulary_path) == (first.tokens_dir, first.vocabulary_path)
     assert {p: p.stat().st_mtime_ns for p in second.tokens_dir.iterdir()} == stamps

@@ -12,10 +12,10 @@ from tokpack.cli.tokenizer import app as tokenizer_app
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
 corpus.register(app)
-report.register(app)
 app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(chess_app, name="chess")
 app.add_typer(bpe_app, name="bpe")
+report.register(app, bpe_app)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ def prepare_command(
     min_frequency: int = typer.Option(2, "--min-frequency", help="A merge needs a pair seen at least this often."),
     vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="Bytes of the training range the trainer sees."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
-    trainer: str = typer.Option("hf", "--trainer", help="Vocabulary trainer: 'hf' (Hugging Face) or 'exact' (tokpack's)."),
+    trainer: str = typer.Option("exact", "--trainer", help="Vocabulary trainer: 'exact' (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or 'hf'."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: str = typer.Option("raise", "--on-error", help="'raise' at the first unreadable file or record, or 'skip' and count it."),

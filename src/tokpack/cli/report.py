@@ -21,12 +21,29 @@ def report_command(
     """Write an HTML report of TARGET with plots: what it is, whether it verifies, what it holds."""
     from tokpack.report import report_for
 
-    html = report_for(target, block=block, data=data, baselines=baseline)
-    partial = output.with_name(f".{output.name}.partial")
+    _write_page(output, report_for(target, block=block, data=data, baselines=baseline), "report")
+
+
+@one_line_errors
+def explore_command(
+    texts: list[str] = typer.Argument(..., help="The documents, one argument each (e.g. abab abab baba aaaa)."),
+    output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
+    merges: int = typer.Option(10, "--merges", help="How many merges to compute (training stops earlier when no pair is left)."),
+) -> None:
+    """Write the BPE explorer: step through the exact rules on TEXTS, merge by merge, in a browser."""
+    from tokpack.report.explorer import explorer_page
+
+    _write_page(output, explorer_page(texts, merges), "explorer")
+
+
+def _write_page(output: Path, html: str, what: str) -> None:
+    partial = output.with_name(f".{output.name}.partial")  # never a half-written page at ``output``
     partial.write_text(html, encoding="utf-8")
     partial.replace(output)
-    console.print(f"report written to {output} ({len(html):,} bytes)")
+    console.print(f"{what} written to {output} ({len(html):,} bytes)")
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, bpe_app: typer.Typer) -> None:
+    """Add ``report`` to the top-level app and ``explore`` to ``tokpack bpe``."""
     app.command("report")(report_command)
+    bpe_app.command("explore")(explore_command)
