@@ -22,8 +22,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from tokpack._schema import Record, SealedRecord, read_record, write_record
-from tokpack.store.format import SHA256, DocumentCut, PackMeta, Source, Span
+from tokpack._schema import Record, read_record, write_record
+from tokpack.store.format import SHA256, DocumentCut, PackMeta, Source, Span, StreamRecord
 from tokpack.store.reader import Pack
 from tokpack.store.source import DATASET_FILE, RecordedStream
 from tokpack.vocab.identity import VocabIdentity
@@ -42,26 +42,16 @@ class ShardEntry(Record):
     starts_sha256: str = Field(pattern=SHA256)
 
 
-class DatasetRecord(SealedRecord):
-    """``dataset.json``: the shards of one stream.
+class DatasetRecord(StreamRecord):
+    """``dataset.json`` (``"schema": "tokpack.dataset.v1"``): the shards of one stream, in order.
 
-    ``tokens_sha256``/``starts_sha256`` hash the whole stream and its global starts, exactly as
-    the merged pack's ``meta.json`` would, so schedules made on either agree.
+    The other fields are :class:`StreamRecord`'s and describe the whole stream:
+    ``tokens_sha256``/``starts_sha256`` hash it exactly as the merged pack's ``meta.json`` would,
+    so schedules made on either agree.
     """
 
     schema_: Literal["tokpack.dataset.v1"] = Field(default="tokpack.dataset.v1", alias="schema")
-    n_docs: int = Field(ge=0)
-    n_tokens: int = Field(ge=0)
-    dtype: Literal["uint16", "uint32"]
-    vocabulary: VocabIdentity
-    source: Source
-    cut: DocumentCut
-    ranges: dict[str, Span] = Field(default_factory=dict)
-    counts: dict[str, int] = Field(default_factory=dict)
-    pad_id: int | None = Field(default=None, ge=0)
     shards: list[ShardEntry]
-    tokens_sha256: str = Field(pattern=SHA256)
-    starts_sha256: str = Field(pattern=SHA256)
 
 
 def shard_name(rank: int) -> str:

@@ -63,13 +63,13 @@ class Span(Record):
     source_bytes: tuple[int, int] | None = None
 
 
-class PackMeta(SealedRecord):
-    """``meta.json``: everything a reader needs to trust ``tokens.npy`` and ``starts.npy``.
+class StreamRecord(SealedRecord):
+    """What a pack's ``meta.json`` and a sharded dataset's ``dataset.json`` both record about
+    their one stream of ids.
 
     Fields:
-        schema: ``"tokpack.pack.v1"``.
-        n_docs / n_tokens: lengths of ``starts.npy`` / ``tokens.npy``.
-        dtype: ``"uint16"`` or ``"uint32"``, the element type of ``tokens.npy``.
+        n_docs / n_tokens: how many documents (``starts.npy``) and ids (``tokens.npy``).
+        dtype: ``"uint16"`` or ``"uint32"``, the element type of the ids.
         vocabulary: identity of the vocabulary every id comes from.
         source, cut: the input and how it was cut into documents.
         ranges: named spans (``train``, ``validation``, ``test``) in document order; readers
@@ -78,11 +78,11 @@ class PackMeta(SealedRecord):
         pad_id: the id readers pad windows with and losses ignore: a vocabulary id the encoder
             never emits (``<pad>`` in chess, ``<|endoftext|>`` in text); ``None`` when the
             vocabulary has none, and then readers refuse to pad.
-        tokens_sha256 / starts_sha256: SHA-256 of each array's payload (the bytes after the header).
-        seal: SHA-256 of every other field, so a hand-edited ``meta.json`` is refused on open.
+        tokens_sha256 / starts_sha256: SHA-256 of the ids' and the starts' payloads (the
+            little-endian bytes, no header), of the whole stream.
+        seal: SHA-256 of every other field, so a hand-edited record is refused on open.
     """
 
-    schema_: Literal["tokpack.pack.v1"] = Field(default=PACK_SCHEMA, alias="schema")
     n_docs: int = Field(ge=0)
     n_tokens: int = Field(ge=0)
     dtype: Literal["uint16", "uint32"]
@@ -94,6 +94,13 @@ class PackMeta(SealedRecord):
     pad_id: int | None = Field(default=None, ge=0)
     tokens_sha256: str = Field(pattern=SHA256)
     starts_sha256: str = Field(pattern=SHA256)
+
+
+class PackMeta(StreamRecord):
+    """``meta.json`` (``"schema": "tokpack.pack.v1"``): everything a reader needs to trust
+    ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s."""
+
+    schema_: Literal["tokpack.pack.v1"] = Field(default=PACK_SCHEMA, alias="schema")
 
 
 def token_dtype(n_vocab: int) -> np.dtype:
