@@ -8,6 +8,7 @@ ids, then measures, interleaved and repeated, each way of reading a batch of ``-
 
   memmap-copy        bare numpy: one contiguous slice copy of as many ids (the physical limit)
   memmap-copy-int64  the same slice cast to int64, the dtype a model takes (the limit for x, y)
+  memmap-slices      bare numpy over the same random windows: one memmap slice copy per window
   TokenBatches.ids   the step schedule (int32 rows of block + 1)
   window_batch       Windows.window_batch over random aligned windows (int64 x and y)
   loader-w0 / -w2    tokpack.torch.make_loader with 0 and 2 workers (whole-batch gathers)
@@ -107,6 +108,12 @@ def main() -> None:
         origin = int(plans[step % len(plans)][0]) * 997 % (len(tokens) - span)
         np.array(tokens[origin : origin + span])  # the same number of ids in one contiguous copy
 
+    slices = np.empty((args.batch, args.block + 1), dtype=tokens.dtype)
+
+    def memmap_slices(step: int) -> None:
+        for row, origin in enumerate(windows.origins(plans[step % len(plans)])):
+            slices[row] = tokens[origin : origin + args.block + 1]  # the same windows, one slice each
+
     def memmap_copy_int64(step: int) -> None:
         origin = int(plans[step % len(plans)][0]) * 997 % (len(tokens) - span)
         tokens[origin : origin + span].astype(np.int64)  # ...and cast to what a model takes
@@ -129,6 +136,7 @@ def main() -> None:
         return {
             "memmap-copy": memmap_copy,
             "memmap-copy-int64": memmap_copy_int64,
+            "memmap-slices": memmap_slices,
             "TokenBatches.ids": lambda step: schedule.ids(step * 7919),
             "window_batch": lambda step: windows.window_batch(plans[step % len(plans)]),
             "loader-w0": loader_reader(make_loader(dataset, args.batch, seed=0, workers=0)),

@@ -90,7 +90,7 @@ class Windows:
             IndexError: an index outside ``[0, len(self))``.
         """
         origins = self.origins(indices)
-        if bool(np.all(origins + self.block + 1 <= self.hi)):
+        if not len(origins) or int(origins.max()) + self.block + 1 <= self.hi:  # one reduction, not a mask
             chunk = self.pack.gather_rows(origins, self.block + 1).astype(np.int64)
         else:  # some windows run past the end of the range: clip, then pad
             positions = origins[:, None] + np.arange(self.block + 1)
