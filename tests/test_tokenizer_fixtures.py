@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-#: The CI lays a copy of shared/ beside the repository; a developer's worktree sits beside it too.
-SHARED_DATA = REPO.parent / "shared" / "data"
+from conftest import REPO, SHARED_DATA
+
 POLISH = SHARED_DATA / "polish"
 OTHER = SHARED_DATA / "other"
 ARTIFACT = REPO / "artifacts" / "polish-8192"
