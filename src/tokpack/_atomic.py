@@ -50,6 +50,17 @@ def building(destination: Path) -> Iterator[Path]:
     publish(temporary, destination)
 
 
+def write_atomically(path: Path, content: str | bytes) -> Path:
+    """Write ``content`` (text as UTF-8) to ``path`` through a temporary sibling renamed into
+    place, so a reader never sees half a file; return ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    os.replace(partial, path)
+    return path
+
+
 def remove_abandoned(destination: Path) -> int:
     """Delete temporary siblings of ``destination`` whose process is gone; return how many.
 

@@ -49,19 +49,39 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
     """Read and validate ``path`` as ``model``.
 
     Raises:
-        ValueError: the file is missing, is not JSON, or does not match the model; the message
-            names the file and the first problem.
+        ValueError: the file is missing or unreadable, is not UTF-8 or not JSON (with the byte
+            offset), or does not match the model; the one-line message names the file.
     """
     try:
-        return model.model_validate_json(path.read_bytes())
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ValueError(f"{path}: missing") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: byte {error.start}: not UTF-8") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        offset = len(text[: error.pos].encode("utf-8"))
+        raise ValueError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
+    try:
+        return model.model_validate(document)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ValueError(f"{path}: {where}: {first['msg']}") from None
+        raise ValueError(f"{path}: {first_problem(error)}") from None
+
+
+def first_problem(error: ValidationError) -> str:
+    """The first validation problem as ``field.path: message``."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    return f"{where}: {first['msg']}"
 
 
 def write_record(record: Record, path: Path) -> None:
-    """Write ``record`` as deterministic JSON."""
-    path.write_text(record.to_json(), encoding="utf-8")
+    """Write ``record`` as deterministic JSON, atomically (a reader never sees half of it)."""
+    from tokpack._atomic import write_atomically
+
+    write_atomically(path, record.to_json())

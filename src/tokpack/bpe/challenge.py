@@ -10,7 +10,6 @@ reading.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,8 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from tokpack._schema import read_record
 from tokpack.bpe.explain import walk
 from tokpack.bpe.fast import train_fast
 from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
@@ -48,32 +46,13 @@ def new_challenge(corpus: Sequence[str], num_merges: int, *, challenge_id: str, 
 
 
 def read_json_record(model: type[Challenge] | type[Proof], path: Path) -> Any:
-    """Read ``path`` as ``model``.
+    """Read ``path`` as ``model`` (see :func:`tokpack._schema.read_record`).
 
     Raises:
         ValueError: a missing or unreadable file, invalid JSON (with its byte offset) or a field
             that does not match the format; the message names the file.
     """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read ({error.strerror or error})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: byte {error.start}: not UTF-8") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        offset = len(text[: error.pos].encode("utf-8"))
-        raise ValueError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
-    try:
-        return model.model_validate(document)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ValueError(f"{path}: {where}: {first['msg']}") from None
+    return read_record(model, Path(path))
 
 
 def check_challenge(challenge: Challenge, *, now: datetime | None = None, ignore_expiry: bool = False) -> None:

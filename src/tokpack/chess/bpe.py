@@ -15,7 +15,6 @@ encoded). :func:`split_moves` puts the move boundaries back into the decoded tex
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tokpack._atomic import write_atomically
 from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, result_id, result_indices
 from tokpack.chess.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, RESULTS, SPECIAL_TOKENS, UNK_ID
 from tokpack.vocab.identity import VocabIdentity
@@ -169,11 +169,7 @@ class BpeEncoder:
 
     def save(self, path: Path) -> None:
         """Write the tokenizer as ``tokenizer.json`` text, atomically (a temporary sibling renamed)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        partial.write_text(self.tokenizer.to_str(pretty=False) + "\n", encoding="utf-8")
-        os.replace(partial, path)
+        write_atomically(Path(path), self.tokenizer.to_str(pretty=False) + "\n")
 
     def vocab_size(self) -> int:
         return int(self.tokenizer.get_vocab_size(with_added_tokens=True))

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from tokpack._schema import Record
+from tokpack._schema import Record, first_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,6 +75,4 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
     try:
         return ChessPipelineConfig.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ValueError(f"{path}: {where}: {first['msg']}") from None
+        raise ValueError(f"{path}: {first_problem(error)}") from None

@@ -12,13 +12,13 @@ cover every result, both castlings of both sides, an under-promotion and the oth
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
+from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.chess.encoders import GameEncoder
 from tokpack.chess.pgn import PgnGame, read_games, read_games_strictly
@@ -76,12 +76,7 @@ def parity_text(fixture: ParityFixture) -> str:
 
 def write_parity(fixture: ParityFixture, path: Path) -> None:
     """Write ``fixture`` deterministically and atomically (a temporary sibling renamed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    with open(partial, "w", encoding="ascii", newline="\n") as handle:
-        handle.write(parity_text(fixture))
-    os.replace(partial, path)
+    write_atomically(Path(path), parity_text(fixture).encode("ascii"))
 
 
 def read_parity(path: Path) -> ParityFixture:

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from tokpack._atomic import write_atomically
 from tokpack.cli._console import console, one_line_errors
 
 
@@ -37,9 +38,7 @@ def explore_command(
 
 
 def _write_page(output: Path, html: str, what: str) -> None:
-    partial = output.with_name(f".{output.name}.partial")  # never a half-written page at ``output``
-    partial.write_text(html, encoding="utf-8")
-    partial.replace(output)
+    write_atomically(output, html)  # never a half-written page at ``output``
     console.print(f"{what} written to {output} ({len(html):,} bytes)")
 
 

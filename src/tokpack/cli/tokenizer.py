@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tokpack._atomic import write_atomically
 from tokpack.grading.grade import MIN_DOMAIN, MIN_GLOBAL, GradeReport, grade, load_counter
 from tokpack.grading.manifest import MANIFEST_FILE, UNKNOWN, build_manifest
 from tokpack.grading.split import plan_split, write_split
@@ -96,7 +97,7 @@ def train(
             tokenizer = train_tokenizer(texts, recipe)
         written = write_tokenizer(tokenizer, output)
         manifest = build_manifest(tokenizer, recipe, used, [Path(d) for d in train_dirs], written)
-        written.append(_write_atomically(output.parent / MANIFEST_FILE, manifest.to_json()))
+        written.append(write_atomically(output.parent / MANIFEST_FILE, manifest.to_json()))
     except ValueError as error:  # pydantic's ValidationError is one too: a bad --vocab-size...
         raise _fail(_one_line(error)) from None
     _out.print(f"{tokenizer.n_vocab} ids ({len(tokenizer.ranks)} ranks + <|endoftext|>), identity {tokenizer.identity.short}")
@@ -106,13 +107,6 @@ def train(
     if unknown:
         _err.print(f"[yellow]warning:[/yellow] {len(unknown)} training files have no known licence "
                    f"(first: {unknown[0]}); name them in {MANIFEST_FILE} before shipping", highlight=False)
-
-
-def _write_atomically(path: Path, text: str) -> Path:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-    return path
 
 
 def _one_line(error: ValueError) -> str:

@@ -48,9 +48,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
                 tokenizer.save(temporary)
         elif BpeTokenizer.load_saved(vocabulary_dir / "vocabulary.json").identity != tokenizer.identity:
             raise ValueError(f"{vocabulary_dir}: another vocabulary is in this folder")
-        partial = dataset / f".{JOB_FILE}.partial"
-        write_record(job, partial)
-        partial.replace(dataset / JOB_FILE)
+        write_record(job, dataset / JOB_FILE)
     return job
 
 

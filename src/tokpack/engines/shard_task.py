@@ -125,9 +125,7 @@ def _complete(dataset: Path, rank: int, job: ShardJob) -> bool:
 
 
 def _mark(dataset: Path, rank: int, job: ShardJob, shard: Pack) -> None:
-    partial = marker_path(dataset, rank).with_suffix(".partial")
-    write_record(ShardDone(rank=rank, world_size=job.world_size, seal=shard.meta.seal), partial)
-    partial.replace(marker_path(dataset, rank))
+    write_record(ShardDone(rank=rank, world_size=job.world_size, seal=shard.meta.seal), marker_path(dataset, rank))
 
 
 def finish_if_complete(dataset: Path) -> ShardedDataset | None:

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokpack._atomic import write_atomically
 from tokpack.corpus.cache import default_cache_dir
 from tokpack.grading.grade import TokenCounter, bpe_counter
 
@@ -54,11 +55,7 @@ def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
             data = handle.read()
     if hashlib.sha256(data).hexdigest() != GPT2_RANKS_SHA256:
         raise ValueError("the fetched gpt2.tiktoken does not have GPT-2's SHA-256")
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.write_bytes(data)
-    partial.replace(target)
-    return target
+    return write_atomically(target, data)
 
 
 def gpt2_counter(cache_dir: Path | None = None) -> TokenCounter:

@@ -212,9 +212,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
         tokens_sha256=tokens_sha, starts_sha256=starts_sha,
     )
     record = record.sealed()
-    temporary = path / f".{DATASET_FILE}.partial"
-    write_record(record, temporary)
-    temporary.replace(path / DATASET_FILE)
+    write_record(record, path / DATASET_FILE)
     return record
 
 
