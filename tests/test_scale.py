@@ -87,12 +87,13 @@ def test_invalid_input_names_file_and_offset_or_is_skipped_and_counted(tmp_path:
     with pytest.raises(ValueError, match=r"bad\.txt: invalid UTF-8 at byte 4"):
         prepare(folder, vocab=vocabulary, cache_dir=tmp_path / "c")
     skipped = prepare(folder, vocab=vocabulary, cache_dir=tmp_path / "c2", on_error="skip")
-    assert skipped.manifest.counts == {"skipped": 1} and skipped.manifest.n_docs == 1
+    assert skipped.manifest.counts == {"skipped": 1, "characters": len("dobry tekst\n")} and skipped.manifest.n_docs == 1
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_bytes(b'{"text": "ok"}\n{"text": broken}\n{"text": "also ok"}\n')
     with pytest.raises(ValueError, match=r"docs\.jsonl: invalid JSON at byte 15"):
         prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c3")
-    assert prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c4", on_error="skip").manifest.counts == {"skipped": 1}
+    counts = prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c4", on_error="skip").manifest.counts
+    assert counts == {"skipped": 1, "characters": len("ok") + len("also ok")}
 
 
 def test_cli_reports_skipped_inputs_and_bad_formats_exit_2(tmp_path: Path, vocabulary: Path) -> None:
@@ -331,3 +332,17 @@ def test_workers_feed_one_progress_record(tmp_path: Path, vocabulary: Path) -> N
     assert sum(b for b, _, _ in heard.values()) == sample_corpus().stat().st_size
     assert sum(t for _, t, _ in heard.values()) == dataset.n_tokens
     assert sum(d for _, _, d in heard.values()) == dataset.n_docs
+
+
+def test_cli_prepares_a_folder_and_says_how_many_inputs_were_skipped(tmp_path: Path, vocabulary: Path) -> None:
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "good.txt").write_text("dobry tekst, całkiem długi\n" * 20, encoding="utf-8")
+    (folder / "bad.txt").write_bytes(b"zly \xff tekst\n")
+    result = CliRunner().invoke(app, ["prepare", str(folder), "--vocab", str(vocabulary), "--cache-dir",
+                                      str(tmp_path / "c"), "--on-error", "skip"])
+    assert result.exit_code == 0, result.stderr
+    assert "1 unreadable files or records" in result.stdout
+    characters = len("dobry tekst, całkiem długi\n" * 20)
+    tokens = len(BpeTokenizer.load_saved(vocabulary).encode("dobry tekst, całkiem długi\n" * 20))
+    assert f"{characters / tokens:.2f} characters per token" in result.stdout

@@ -48,7 +48,7 @@ def prepare_command(
                            vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                            trainer=trainer, workers=workers, text_field=text_field, on_error=on_error,  # type: ignore[arg-type]
                            progress=progress)
-    _summary(prepared, corpus)
+    _summary(prepared)
 
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *, shards: int, engine: str,
@@ -139,7 +139,7 @@ def demo_command(
                   f"sources and licence in {corpus.parent / 'SOURCES.md'})")
     with prepare_progress() as progress:
         prepared = prepare(corpus, cache_dir=cache_dir, vocab_size=2048, document_bytes=8192, progress=progress)
-    _summary(prepared, corpus)
+    _summary(prepared)
     batches = prepared.batches(batch=2, length=32)
     ids = batches.ids(0)
     tokenizer = prepared.tokenizer()
@@ -149,9 +149,9 @@ def demo_command(
         console.print("  " + "|".join(pieces).replace("\n", "⏎"), highlight=False, markup=False)
 
 
-def _summary(prepared: TokenizedCorpus, corpus: Path) -> None:
+def _summary(prepared: TokenizedCorpus) -> None:
     meta = prepared.manifest
-    characters = len(corpus.read_text(encoding="utf-8")) if corpus.stat().st_size < 1 << 30 else None
+    characters = meta.counts.get("characters")
     table = Table(title="Prepared corpus", show_header=False)
     table.add_row("documents", f"{meta.n_docs:,}")
     table.add_row("tokens", f"{meta.n_tokens:,} ({meta.dtype})")
@@ -161,6 +161,8 @@ def _summary(prepared: TokenizedCorpus, corpus: Path) -> None:
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
     if characters is not None and meta.n_tokens:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
+    if meta.counts.get("skipped"):
+        table.add_row("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)")
     table.add_row("pack", str(prepared.tokens_dir))
     table.add_row("vocabulary file", str(prepared.vocabulary_path))
     console.print(table)

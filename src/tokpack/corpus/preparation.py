@@ -150,8 +150,19 @@ def prepare(
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
     report(PrepareProgress("hashing", 0, _size(path)))
-    source = open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
-    record = source.record()
+    with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
+        return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size, min_frequency=min_frequency,
+                               vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
+                               batch_documents=batch_documents, trainer=trainer, pattern=pattern, workers=workers,
+                               report=report)
+
+
+def _prepare_source(
+    source: DocumentSource, cache: Path, *, vocab: VocabularySpec | None, vocab_size: int, min_frequency: int,
+    vocab_sample_bytes: int, document_bytes: int, batch_documents: int, trainer: Trainer, pattern: str | None,
+    workers: int | None, report: ProgressCallback,
+) -> TokenizedCorpus:
+    record = source.record
     report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
     corpus_key = hashlib.sha256(f"{source.format}:{record.name}:{record.sha256}".encode()).hexdigest()
     if vocab is None:
@@ -196,7 +207,7 @@ def _trained_vocabulary(
     key = f"{corpus_key[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}"
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
-        "corpus_sha256": source.record().sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
+        "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
         "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer,
     }
     with locked(directory):
@@ -266,8 +277,8 @@ def write_pack(
     input order, so the bytes do not depend on ``workers``.
     """
     last_unit = source.n_units if last_unit is None else last_unit
-    record, report = source.record(), report or (lambda _: None)
-    done_bytes = 0
+    record, report = source.record, report or (lambda _: None)
+    done_bytes = characters = 0
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         ranges = {}
         for name, first, last in source.layout():
@@ -276,12 +287,15 @@ def write_pack(
             for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
                 writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=workers))
                 done_bytes += sum(piece.n_bytes for piece in batch)
+                characters += sum(len(piece.text) for piece in batch)
                 report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens, writer.n_docs))
             whole = first_unit <= first and last <= last_unit
             if low < high or whole:
                 ranges[name] = Span(documents=(first_doc, writer.n_docs), tokens=(first_token, writer.n_tokens),
                                     source_bytes=source.range_bytes(name) if whole else None)
-        counts = {"skipped": source.skipped} if source.skipped else {}
+        # Characters are counted here, where the text is at hand, so nobody reads the corpus again
+        # to tell characters per token.
+        counts = {"characters": characters} | ({"skipped": source.skipped} if source.skipped else {})
         writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
 

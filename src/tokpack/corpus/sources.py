@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import itertools
 import json
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
+from types import TracebackType
 from pathlib import Path
 from typing import Literal
 
@@ -41,6 +44,7 @@ class DocumentSource:
     """Base of every format: a name, a fingerprint, ``n_units`` and the documents of a unit span."""
 
     format: Format
+    text_field: str | None = None  # the field or column holding the text, for record formats
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
         self.path = Path(path)
@@ -49,9 +53,21 @@ class DocumentSource:
         self.skipped = 0  # files or records skipped for bad input, when on_error == "skip"
         self.problems: list[str] = []  # what was skipped and why (the first few)
 
+    @cached_property
     def record(self) -> Source:
-        """The pack's ``source`` record: name, SHA-256 of the input, its size in bytes."""
-        raise NotImplementedError
+        """The pack's ``source`` record: name, SHA-256 of the input, its size in bytes (hashed
+        once, on first use)."""
+        name = self.path.name + (f"#{self.text_field}" if self.text_field else "")
+        return Source(name=name, sha256=file_sha256(self.path), n_bytes=self.path.stat().st_size)
+
+    def close(self) -> None:
+        """Release open files and maps (a source is also a context manager)."""
+
+    def __enter__(self) -> DocumentSource:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
 
     @property
     def n_units(self) -> int:
@@ -93,11 +109,16 @@ class DocumentSource:
 
     def _cut(self, data: bytes | mmap.mmap, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
         for begin, finish in cut_documents(data, start, end, self.document_bytes):
-            try:
-                text = data[begin:finish].decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
-            yield Piece(range_name, text, finish - begin)
+            yield Piece(range_name, _decode(data, begin, finish, where), finish - begin)
+            _release(data, begin, finish)
+
+    def _cut_text(self, text: str, where: str) -> Iterator[Piece]:
+        """A record's text as documents: whole when it fits (no re-decoding), else cut by the rule."""
+        data = text.encode("utf-8")
+        if len(data) <= self.document_bytes:
+            yield Piece("train", text, len(data))
+        else:
+            yield from self._cut(data, 0, len(data), where)
 
 
 class TextFile(DocumentSource):
@@ -109,14 +130,17 @@ class TextFile(DocumentSource):
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.sha256 = file_sha256(self.path)
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
-        self._handle = open(self.path, "rb")
-        size = self.manifest.n_bytes
-        self._data: bytes | mmap.mmap = mmap.mmap(self._handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._data = _map(self.path)
         self._units = [(name, begin, end) for name, start, stop in self.manifest.ordered_ranges()
                        for begin, end in cut_documents(self._data, start, stop, document_bytes)]
 
+    @cached_property
     def record(self) -> Source:
         return Source(name=self.path.name, sha256=self.sha256, n_bytes=self.manifest.n_bytes)
+
+    def close(self) -> None:
+        if isinstance(self._data, mmap.mmap):
+            self._data.close()
 
     @property
     def n_units(self) -> int:
@@ -137,12 +161,8 @@ class TextFile(DocumentSource):
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         for name, begin, end in self._units[first:last]:
-            try:
-                text = self._data[begin:end].decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{self.path}: invalid UTF-8 at byte {begin + error.start}") from None
+            yield Piece(name, _decode(self._data, begin, end, str(self.path)), end - begin)
             _release(self._data, begin, end)
-            yield Piece(name, text, end - begin)
 
 
 class TextDirectory(DocumentSource):
@@ -156,11 +176,12 @@ class TextDirectory(DocumentSource):
                             and not any(part.startswith(".") for part in p.relative_to(self.path).parts))
         self._units: list[tuple[int, int, int]] = []
         for index, file in enumerate(self.files):
-            with open(file, "rb") as handle:
-                size = file.stat().st_size
-                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-                self._units += [(index, begin, end) for begin, end in cut_documents(data, 0, size, document_bytes)]
+            data = _map(file)
+            self._units += [(index, begin, end) for begin, end in cut_documents(data, 0, len(data), document_bytes)]
+            if isinstance(data, mmap.mmap):
+                data.close()
 
+    @cached_property
     def record(self) -> Source:
         digest, total = hashlib.sha256(), 0
         for file in self.files:  # names and contents, so a rename changes the fingerprint too
@@ -173,20 +194,18 @@ class TextDirectory(DocumentSource):
         return len(self._units)
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
-        units = self._units[first:last]
-        position = 0
-        while position < len(units):
-            index = units[position][0]
-            same_file = [unit for unit in units[position:] if unit[0] == index]
-            position += len(same_file)
-            data = self.files[index].read_bytes()
-            if self.on_error == "skip":
-                bad = _invalid_utf8_offset(data)
-                if bad is not None:
+        for index, same_file in itertools.groupby(self._units[first:last], key=lambda unit: unit[0]):
+            data = _map(self.files[index])
+            try:
+                bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
+                if bad is not None:  # the whole file is skipped: never half of it
                     self._skip(f"{self.files[index]}: invalid UTF-8 at byte {bad}")
                     continue
-            for _, begin, end in same_file:
-                yield from self._cut(data, begin, end, str(self.files[index]))
+                for _, begin, end in same_file:
+                    yield from self._cut(data, begin, end, str(self.files[index]))
+            finally:
+                if isinstance(data, mmap.mmap):
+                    data.close()
 
 
 class JsonLines(DocumentSource):
@@ -197,16 +216,11 @@ class JsonLines(DocumentSource):
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.text_field = text_field
-        data = self.path.read_bytes()
-        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) + 1
-        if len(data) and (not len(ends) or ends[-1] != len(data)):
-            ends = np.append(ends, len(data))
+        ends, size = _line_ends(self.path), self.path.stat().st_size
+        if size and (not len(ends) or ends[-1] != size):
+            ends = np.append(ends, size)
         self._line_starts = np.concatenate(([0], ends[:-1])).astype(np.int64) if len(ends) else np.zeros(0, np.int64)
         self._line_ends = ends.astype(np.int64)
-
-    def record(self) -> Source:
-        return Source(name=f"{self.path.name}#{self.text_field}", sha256=file_sha256(self.path),
-                      n_bytes=self.path.stat().st_size)
 
     @property
     def n_units(self) -> int:
@@ -221,8 +235,7 @@ class JsonLines(DocumentSource):
                     continue
                 text = self._text_of(line, int(start))
                 if text is not None:
-                    data = text.encode("utf-8")
-                    yield from self._cut(data, 0, len(data), str(self.path))
+                    yield from self._cut_text(text, f"{self.path} record at byte {start}")
 
     def _text_of(self, line: bytes, offset: int) -> str | None:
         try:
@@ -261,10 +274,6 @@ class ParquetTexts(DocumentSource):
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
 
-    def record(self) -> Source:
-        return Source(name=f"{self.path.name}#{self.text_field}", sha256=file_sha256(self.path),
-                      n_bytes=self.path.stat().st_size)
-
     @property
     def n_units(self) -> int:
         return int(self._group_starts[-1])
@@ -283,8 +292,7 @@ class ParquetTexts(DocumentSource):
                         self._skip(problem)
                         continue
                     raise ValueError(problem)
-                data = value.encode("utf-8")
-                yield from self._cut(data, 0, len(data), f"{self.path} row {row}")
+                yield from self._cut_text(value, f"{self.path} row {row}")
 
 
 def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
@@ -314,12 +322,63 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
     raise ValueError(f"unknown corpus format {kind!r}")
 
 
-def _invalid_utf8_offset(data: bytes) -> int | None:
-    decoder = codecs.getincrementaldecoder("utf-8")()
+#: Bytes read or validated per step, so memory stays flat on a large file.
+_CHUNK = 16 << 20
+
+
+def _map(path: Path) -> bytes | mmap.mmap:
+    """The bytes of ``path`` as a read-only map (``b""`` for an empty file, which cannot be mapped)."""
+    with open(path, "rb") as handle:
+        if not path.stat().st_size:
+            return b""
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _decode(data: bytes | mmap.mmap, begin: int, end: int, where: str) -> str:
+    """The text of bytes ``[begin, end)``.
+
+    Raises:
+        ValueError: invalid UTF-8, naming ``where`` and the byte offset.
+    """
     try:
-        decoder.decode(data, final=True)
+        return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        return error.start
+        raise ValueError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
+
+
+def _line_ends(path: Path) -> np.ndarray:
+    """Offsets just past every newline of ``path``, found chunk by chunk with numpy.
+
+    >>> import tempfile
+    >>> sample = Path(tempfile.mkdtemp()) / "x.jsonl"
+    >>> _ = sample.write_bytes(b"a\\nbb\\n\\nc")
+    >>> _line_ends(sample).tolist()
+    [2, 5, 6]
+    """
+    found, offset = [], 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            found.append(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == ord("\n")) + offset + 1)
+            offset += len(chunk)
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+
+def _invalid_utf8_offset(data: bytes | mmap.mmap, chunk: int = _CHUNK) -> int | None:
+    """Where ``data`` stops being UTF-8, or ``None``; validated ``chunk`` bytes at a time, so no
+    whole-file string is ever built.
+
+    >>> _invalid_utf8_offset("żółw".encode(), chunk=3), _invalid_utf8_offset(b"ab\\xffc")
+    (None, 2)
+    >>> _invalid_utf8_offset("aż".encode() + b"\\xc5(", chunk=2)  # a bad sequence across chunks
+    3
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for offset in range(0, max(len(data), 1), chunk):
+        held = len(decoder.getstate()[0])  # an unfinished character carried from the last chunk
+        try:
+            decoder.decode(data[offset : offset + chunk], final=offset + chunk >= len(data))
+        except UnicodeDecodeError as error:
+            return offset - held + error.start
     return None
 
 

@@ -31,8 +31,9 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     if shards < 1:
         raise ValueError(f"shards must be at least 1, got {shards}")
     tokenizer = load_vocabulary(vocab)
-    source = open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
-    job = ShardJob(corpus=str(Path(corpus).resolve()), format=source.format, source=source.record(),
+    with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
+        kind, record = source.format, source.record
+    job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity)
     dataset.mkdir(parents=True, exist_ok=True)

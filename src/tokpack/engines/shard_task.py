@@ -94,26 +94,29 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
         raise ValueError(f"rank {rank} is outside the job's {job.world_size} shards")
     shard = dataset / shard_name(rank)
     with locked(shard):
-        wrote = False
-        if not _complete(dataset, rank, job):
-            source = open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
-                                 text_field=job.text_field, format=job.format)
-            if source.record() != job.source:
-                raise ValueError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
-            tokenizer = BpeTokenizer.load_saved(dataset / VOCABULARY_DIR / VOCABULARY_FILE)
-            if tokenizer.identity != job.vocabulary:
-                raise ValueError(f"{dataset / VOCABULARY_DIR}: not the job's vocabulary")
-            if shard.exists():  # renamed into place, but its marker never written: check it
-                _mark(dataset, rank, job, Pack(shard, verify=True))
-            else:
-                remove_abandoned(shard)
-                first, last = unit_span(rank, job.world_size, source.n_units)
-                write_pack(source, tokenizer, shard, first_unit=first, last_unit=last,
-                           batch_documents=job.batch_documents, workers=workers, report=report)
-                _mark(dataset, rank, job, Pack(shard, verify=True))
-                wrote = True
+        wrote = not _complete(dataset, rank, job) and not shard.exists()
+        if wrote:
+            remove_abandoned(shard)
+            _write_shard(dataset, rank, job, workers=workers, report=report)
+        elif not _complete(dataset, rank, job):  # renamed into place, its marker never written
+            _mark(dataset, rank, job, Pack(shard, verify=True))
     finish_if_complete(dataset)
     return wrote
+
+
+def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None,
+                 report: Callable[[PrepareProgress], None] | None) -> None:
+    tokenizer = BpeTokenizer.load_saved(dataset / VOCABULARY_DIR / VOCABULARY_FILE)
+    if tokenizer.identity != job.vocabulary:
+        raise ValueError(f"{dataset / VOCABULARY_DIR}: not the job's vocabulary")
+    with open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
+                     text_field=job.text_field, format=job.format) as source:
+        if source.record != job.source:
+            raise ValueError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
+        first, last = unit_span(rank, job.world_size, source.n_units)
+        write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
+                   batch_documents=job.batch_documents, workers=workers, report=report)
+    _mark(dataset, rank, job, Pack(dataset / shard_name(rank), verify=True))
 
 
 def _complete(dataset: Path, rank: int, job: ShardJob) -> bool:
