@@ -133,9 +133,7 @@ class ShardedDataset(PartsStream, RecordedStream):
         Raises:
             ValueError: naming the shard or file that does not match.
         """
-        for shard in self.shards:
-            shard.verify()
-        tokens_sha, starts_sha = stream_hashes(self.shards)
+        tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
             raise ValueError(f"{self.path / DATASET_FILE}: the stream's checksums differ from the record")
 
@@ -158,13 +156,21 @@ def _check_shard(entry: ShardEntry, shard: Pack, vocabulary: VocabIdentity) -> N
         raise ValueError(f"{shard.path}: does not match its entry in {DATASET_FILE} (altered or replaced)")
 
 
-def stream_hashes(shards: Sequence[Any]) -> tuple[str, str]:
+def stream_hashes(shards: Sequence[Any], *, verify: bool = False) -> tuple[str, str]:
     """SHA-256 of the concatenated tokens and of the global starts of ``shards`` (each with
-    ``tokens``, ``starts`` and ``n_tokens``), streamed."""
+    ``tokens``, ``starts`` and ``n_tokens``), streamed. With ``verify`` (packs only), each shard
+    is verified in the same single read of its ids.
+
+    Raises:
+        ValueError: with ``verify``, a shard that does not match its ``meta.json``.
+    """
     tokens_hash, starts_hash, offset = hashlib.sha256(), hashlib.sha256(), 0
     for shard in shards:
-        for piece in _pieces(shard.tokens):
-            tokens_hash.update(piece.tobytes())
+        if verify:
+            shard.verify(stream_hash=tokens_hash)
+        else:
+            for piece in _pieces(shard.tokens):
+                tokens_hash.update(piece.tobytes())
         starts_hash.update((shard.starts + offset).astype("<i8").tobytes())
         offset += shard.n_tokens
     return tokens_hash.hexdigest(), starts_hash.hexdigest()
@@ -180,7 +186,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
         ValueError: shards of two vocabularies or padding ids, or ranges that do not join.
     """
     path = Path(path)
-    shards = [Pack(path / name, verify=True) for name in shard_names]
+    shards = [Pack(path / name) for name in shard_names]  # verified below, in the pass that hashes the stream
     if not shards:
         raise ValueError(f"{path}: a dataset needs at least one shard")
     first: PackMeta = shards[0].meta
@@ -203,7 +209,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
         for key, value in shard.meta.counts.items():
             counts[key] = counts.get(key, 0) + value
         docs, tokens = docs + shard.n_docs, tokens + shard.n_tokens
-    tokens_sha, starts_sha = stream_hashes(shards)
+    tokens_sha, starts_sha = stream_hashes(shards, verify=True)
     record = DatasetRecord(
         n_docs=docs, n_tokens=tokens, dtype=first.dtype, vocabulary=first.vocabulary, source=source, cut=cut,
         ranges=ranges, counts=counts, pad_id=first.pad_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -72,9 +73,13 @@ class Pack(RecordedStream):
         """The ids at arbitrary stream ``positions`` (any shape)."""
         return self.tokens[positions]
 
-    def verify(self) -> None:
+    def verify(self, *, stream_hash: Any = None) -> None:
         """Hash both payloads against ``meta.json``, check every id is below ``n_vocab`` and that
         the padding id never occurs.
+
+        Args:
+            stream_hash: a ``hashlib`` object that is also fed the ids, so a dataset can hash its
+                whole stream in the same pass that verifies each shard.
 
         Raises:
             ValueError: naming the file whose checksum or ids do not match.
@@ -83,7 +88,10 @@ class Pack(RecordedStream):
         step = max(1, _VERIFY_CHUNK // self.tokens.itemsize)
         for offset in range(0, self.n_tokens, step):
             chunk = self.tokens[offset : offset + step]
-            tokens_hash.update(chunk.tobytes())
+            payload = chunk.tobytes()
+            tokens_hash.update(payload)
+            if stream_hash is not None:
+                stream_hash.update(payload)
             highest = max(highest, int(chunk.max()))
             if self.meta.pad_id is not None:
                 pads += int(np.count_nonzero(chunk == self.meta.pad_id))
