@@ -152,3 +152,17 @@ def test_padding_id_must_never_be_a_real_token(tmp_path: Path) -> None:
         Pack(pack_of_documents([[1, 2]], n_vocab=4, directory=tmp_path / "bad", pad_id=2), verify=True)
     with pytest.raises(ValueError, match="pad_id 4 is outside"):
         pack_of_documents([[1]], n_vocab=4, directory=tmp_path / "out", pad_id=4)
+
+
+def test_flat_documents_write_the_same_pack_as_lists(tmp_path: Path) -> None:
+    identity = VocabIdentity(scheme="t", sha256="a" * 64, n_vocab=10)
+    source = Source(name="x", sha256="b" * 64, n_bytes=0)
+    for name, add in (("lists", lambda w: w.add_documents(DOCUMENTS)),
+                      ("flat", lambda w: w.add_flat(np.array(sum(DOCUMENTS, []), np.uint32), [3, 1, 0, 5, 2]))):
+        with PackWriter(tmp_path / name, vocabulary=identity) as writer:
+            add(writer)
+            writer.commit(source=source, cut=DocumentCut(rule="t"))
+    assert file_hashes(tmp_path / "lists") == file_hashes(tmp_path / "flat")
+    with pytest.raises(ValueError, match="add up to 4"):
+        with PackWriter(tmp_path / "bad", vocabulary=identity) as writer:
+            writer.add_flat(np.array([1, 2, 3]), [2, 2])

@@ -67,8 +67,7 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
         for first_row, encoded in _encoded_batches(reader, encoder, batch_games, workers):
             if isinstance(encoded, GameError):
                 raise encoded.at(str(games), first_row) from None
-            bounds = encoded.offsets.tolist()
-            writer.add_documents([encoded.ids[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+            writer.add_flat(encoded.ids, encoded.lengths)
             unknown += encoded.unknown_moves
             done += len(encoded.lengths)
             if progress is not None:

@@ -80,9 +80,21 @@ class PackWriter:
         """
         arrays = [np.asarray(document) for document in documents]
         lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
-        if not lengths.any():
+        if lengths.any():
+            self.add_flat(np.concatenate([a for a in arrays if len(a)]), lengths)
+
+    def add_flat(self, ids: np.ndarray, lengths: np.ndarray) -> None:
+        """Append documents given as one flat array of ids and their lengths (the fast path for
+        batch encoders: no per-document arrays). Empty documents are skipped.
+
+        Raises:
+            ValueError: an id outside ``[0, n_vocab)``, or lengths that do not add up to ``ids``.
+        """
+        ids, lengths = np.asarray(ids), np.asarray(lengths, dtype=np.int64)  # ids stay in the encoder's dtype
+        if int(lengths.sum()) != len(ids) or (len(lengths) and lengths.min() < 0):
+            raise ValueError(f"document lengths add up to {int(lengths.sum())}, not to the {len(ids)} ids given")
+        if not len(ids):
             return
-        ids = np.concatenate([a for a in arrays if len(a)])  # kept in the encoder's dtype: no int64 copy
         if ids.dtype.kind not in "iu":
             raise ValueError(f"ids must be integers, got {ids.dtype}")
         low, high = int(ids.min()), int(ids.max())
@@ -90,7 +102,7 @@ class PackWriter:
             bad = low if low < 0 else high
             raise ValueError(f"id {bad} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        self._starts.extend(offsets[lengths > 0].tolist())
+        self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
         payload = ids.astype(self.dtype.newbyteorder("<"), copy=False)
         self._tokens.write(memoryview(payload))
         self._tokens_hash.update(memoryview(payload))
