@@ -12,7 +12,12 @@ from tokpack.report.plots import histogram
 from tokpack.store import TokenSource, open_tokens
 
 
-def pack_facts(source: TokenSource, *, block: int) -> dict[str, Any]:
+def document_lengths(source: TokenSource) -> np.ndarray:
+    """Every document's length in ids (``int64``)."""
+    return np.diff(np.append(source.starts, source.n_tokens)) if source.n_docs else np.zeros(0, np.int64)
+
+
+def pack_facts(source: TokenSource, lengths: np.ndarray, *, block: int) -> dict[str, Any]:
     """What the report shows, as plain data (embedded in the page and checked by its tests).
 
     ``padding_one_per_row`` is the share of target positions that would be padding with one
@@ -24,7 +29,6 @@ def pack_facts(source: TokenSource, *, block: int) -> dict[str, Any]:
         source.verify()
     except ValueError as error:
         verified, problem = False, str(error)
-    lengths = np.diff(np.append(source.starts, source.n_tokens)) if source.n_docs else np.zeros(0, np.int64)
     meta = source.meta
     within = float(np.mean(lengths <= block)) if len(lengths) else 0.0
     real_per_row = np.minimum(lengths, block) - 1  # the last id of a row has no target inside it
@@ -105,6 +109,6 @@ def pack_report(path: str | Path, *, block: int = 1024) -> str:
         ValueError: ``path`` cannot be opened (a failed checksum is shown, not raised).
     """
     source = open_tokens(Path(path))
-    facts = pack_facts(source, block=block)
-    lengths = np.diff(np.append(source.starts, source.n_tokens))
+    lengths = document_lengths(source)
+    facts = pack_facts(source, lengths, block=block)
     return page(f"tokpack report: {Path(path).name}", pack_section(facts, lengths), data={"pack": facts})

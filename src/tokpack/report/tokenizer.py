@@ -41,8 +41,7 @@ def readable(token: bytes) -> str:
 
 def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] = (), top: int = 20) -> dict[str, Any]:
     """Identity, grade (when ``data`` is given), baselines' grades, longest and most frequent tokens."""
-    from tokpack.grading.files import corpus_files, read_document
-    from tokpack.grading.grade import GradeReport, grade, load_counter
+    from tokpack.grading.grade import GradeReport, TokenCounter, grade
     from tokpack.vocab import load_vocabulary
 
     tokenizer = load_vocabulary(path)
@@ -56,10 +55,16 @@ def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] 
         "frequent": [],
     }
     if data is not None:
-        facts["grade"] = grade(load_counter(path), data).model_dump(mode="json", by_alias=True)
-        texts = [read_document(p) for p in corpus_files(data).files]
-        counts = np.bincount(np.concatenate(tokenizer.encode_arrays(texts) or [np.zeros(0, np.uint32)]),
-                             minlength=tokenizer.n_vocab)
+        counts = np.zeros(tokenizer.n_vocab, dtype=np.int64)
+
+        def count(texts: Sequence[str]) -> list[int]:  # one encoding serves the grade and the frequencies
+            encoded = tokenizer.encode_arrays(list(texts))
+            if encoded:
+                counts[:] += np.bincount(np.concatenate(encoded), minlength=tokenizer.n_vocab)
+            return [len(ids) for ids in encoded]
+
+        counter = TokenCounter(name=str(path), vocab_size=tokenizer.n_vocab, count=count)
+        facts["grade"] = grade(counter, data).model_dump(mode="json", by_alias=True)
         spelled = {rank: token for token, rank in tokenizer.ranks.items()}
         order = np.argsort(-counts, kind="stable")[:top]
         facts["frequent"] = [{"id": int(i), "count": int(counts[i]), "text": readable(spelled.get(int(i), b""))}
