@@ -131,8 +131,13 @@ class TextFile(DocumentSource):
         self.sha256 = file_sha256(self.path)
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
         self._data = _map(self.path)
-        self._units = [(name, begin, end) for name, start, stop in self.manifest.ordered_ranges()
-                       for begin, end in cut_documents(self._data, start, stop, document_bytes)]
+        # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
+        spans, self._layout = [], []
+        for name, start, stop in self.manifest.ordered_ranges():
+            spans.append(_bounds(cut_documents(self._data, start, stop, document_bytes)))
+            first = self._layout[-1][2] if self._layout else 0
+            self._layout.append((name, first, first + len(spans[-1])))
+        self._bounds = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
 
     @cached_property
     def record(self) -> Source:
@@ -144,25 +149,21 @@ class TextFile(DocumentSource):
 
     @property
     def n_units(self) -> int:
-        return len(self._units)
+        return len(self._bounds)
 
     def layout(self) -> list[tuple[str, int, int]]:
-        spans, unit = [], 0
-        for name, _, _ in self.manifest.ordered_ranges():
-            first = unit
-            while unit < len(self._units) and self._units[unit][0] == name:
-                unit += 1
-            spans.append((name, first, unit))
-        return spans
+        return list(self._layout)
 
     def range_bytes(self, name: str) -> tuple[int, int] | None:
         span = self.manifest.ranges.get(name)  # type: ignore[call-overload]
         return None if span is None else (int(span[0]), int(span[1]))
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
-        for name, begin, end in self._units[first:last]:
-            yield Piece(name, _decode(self._data, begin, end, str(self.path)), end - begin)
-            _release(self._data, begin, end)
+        last = self.n_units if last is None else last
+        for name, low, high in self._layout:
+            for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
+                yield Piece(name, _decode(self._data, begin, end, str(self.path)), end - begin)
+                _release(self._data, begin, end)
 
 
 class TextDirectory(DocumentSource):
@@ -174,12 +175,14 @@ class TextDirectory(DocumentSource):
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.files = sorted(p for p in self.path.rglob("*") if p.is_file()
                             and not any(part.startswith(".") for part in p.relative_to(self.path).parts))
-        self._units: list[tuple[int, int, int]] = []
+        units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
             data = _map(file)
-            self._units += [(index, begin, end) for begin, end in cut_documents(data, 0, len(data), document_bytes)]
+            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))
+            units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
             if isinstance(data, mmap.mmap):
                 data.close()
+        self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
 
     @cached_property
     def record(self) -> Source:
@@ -194,7 +197,9 @@ class TextDirectory(DocumentSource):
         return len(self._units)
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
-        for index, same_file in itertools.groupby(self._units[first:last], key=lambda unit: unit[0]):
+        chosen = self._units[first:last]
+        for rows in np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else ():
+            index, same_file = int(rows[0, 0]), rows.tolist()
             data = _map(self.files[index])
             try:
                 bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
@@ -332,6 +337,15 @@ def _map(path: Path) -> bytes | mmap.mmap:
         if not path.stat().st_size:
             return b""
         return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
+    """``(begin, end)`` pairs as an ``(n, 2)`` ``int64`` array, built without a list of tuples.
+
+    >>> _bounds(iter([(0, 3), (3, 5)])).tolist()
+    [[0, 3], [3, 5]]
+    """
+    return np.fromiter(itertools.chain.from_iterable(cuts), dtype=np.int64).reshape(-1, 2)
 
 
 def _decode(data: bytes | mmap.mmap, begin: int, end: int, where: str) -> str:
