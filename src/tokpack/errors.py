@@ -1,0 +1,93 @@
+"""Every error tokpack raises on purpose, in one hierarchy.
+
+The command line tells a user's mistake from a bug by this hierarchy alone: a
+:class:`TokpackError` (or a file-system error) is one line on stderr and exit code 2; anything
+else is a bug, reported as such with exit code 1 (the traceback behind ``--debug``).
+
+Messages name the place first, then what is wrong, then the fix where one is obvious::
+
+    corpus.jsonl: byte 1234: no string field 'text' (fields: body, id); use --text-field body
+    pack/tokens.npy: sha256 does not match meta.json; the pack was altered (delete it to rebuild)
+
+Every class below is also a :class:`ValueError`, because the seeds and the first releases
+promised ``ValueError`` for these failures and callers catch it:
+
+>>> issubclass(VocabularyMismatch, ValueError) and issubclass(InputError, TokpackError)
+True
+>>> str(InputError("x.txt", "invalid UTF-8", byte=7))
+'x.txt: byte 7: invalid UTF-8'
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+__all__ = [
+    "InputError",
+    "IntegrityError",
+    "TokpackError",
+    "VocabularyMismatch",
+    "WorkerDied",
+    "located",
+]
+
+
+def located(
+    where: str | PathLike[str] | None,
+    what: str,
+    *,
+    byte: int | None = None,
+    line: int | None = None,
+    game: int | None = None,
+    fix: str | None = None,
+) -> str:
+    """The one message style: ``path: byte N: what is wrong; fix``.
+
+    >>> located("a.jsonl", "not JSON", line=3, fix="check the quoting")
+    'a.jsonl: line 3: not JSON; check the quoting'
+    >>> located(None, "--block must be a positive integer")
+    '--block must be a positive integer'
+    """
+    parts = [] if where is None else [str(where)]
+    for name, value in (("byte", byte), ("line", line), ("game", game)):
+        if value is not None:
+            parts.append(f"{name} {value:,}" if value >= 10_000 else f"{name} {value}")
+    parts.append(what if fix is None else f"{what}; {fix}")
+    return ": ".join(parts)
+
+
+class TokpackError(Exception):
+    """Base of every error tokpack raises on purpose (never a bug)."""
+
+    def __init__(
+        self,
+        where: str | PathLike[str] | None,
+        what: str | None = None,
+        *,
+        byte: int | None = None,
+        line: int | None = None,
+        game: int | None = None,
+        fix: str | None = None,
+    ) -> None:
+        # TokpackError("whole message") also works, for messages built elsewhere.
+        message = str(where) if what is None else located(where, what, byte=byte, line=line, game=game, fix=fix)
+        super().__init__(message)
+
+
+class InputError(TokpackError, ValueError):
+    """The user's file or argument is unusable: bad UTF-8 or JSON, a missing field, an illegal
+    move, an expired challenge, a bad option value."""
+
+
+class IntegrityError(TokpackError, ValueError):
+    """A pack, dataset, cache or remote copy does not match its own record: tampered, truncated,
+    reordered, a shard missing or extra."""
+
+
+class VocabularyMismatch(TokpackError, ValueError):
+    """Ids were asked to meet a vocabulary other than the one that made them."""
+
+
+class WorkerDied(TokpackError, RuntimeError):
+    """A worker process ended without a result (killed for memory, a signal): the job stops
+    with this instead of waiting forever."""
