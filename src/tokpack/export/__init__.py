@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tokpack.errors import InputError
-from tokpack.export import hf, megatron, nanogpt
+from tokpack.export import hf, litdata, mds, megatron, nanogpt
 from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, read_sidecar
 from tokpack.store.source import TokenSource, open_tokens
 
@@ -31,6 +31,8 @@ class Format:
 FORMATS: dict[str, Format] = {
     "megatron": Format(megatron.write, "OUT.bin + OUT.idx for Megatron-LM's IndexedDataset"),
     "nanogpt": Format(nanogpt.write, "OUT/train.bin, val.bin: flat uint16, end-of-text after each document"),
+    "litdata": Format(litdata.write, "OUT/RANGE/: litdata chunks for StreamingDataset(item_loader=TokensLoader)"),
+    "mds": Format(mds.write, "OUT/RANGE/: MosaicML MDS shards with a 'tokens' column"),
     "hf": Format(hf.write, "OUT/RANGE/*.parquet: one row per document, 'input_ids', for datasets.load_dataset"),
 }
 

@@ -1,0 +1,311 @@
+"""Interop: every export loaded by the framework's own library; every import round-trips to
+byte-identical arrays; datatrove's own writer read by tokpack; packs and datasets on S3 (moto)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tokpack import prepare, sample_corpus
+from tokpack.cli import app
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.export import FORMATS, export
+from tokpack.serve import TokenBatches
+from tokpack.serve.memory import pack_of_documents
+from tokpack.store import Pack, open_tokens
+from tokpack.store.importing import import_pack, open_foreign
+from tokpack.store.megatron import MegatronDataset
+from tokpack.store.nanogpt import NanoGptData
+
+DOCUMENT_BYTES = 2048
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The bundled Polish sample (real text), with a train/validation split, as a pack."""
+    cache = tmp_path_factory.mktemp("interop")
+    return prepare(sample_corpus(), cache_dir=cache, vocab_size=700, document_bytes=DOCUMENT_BYTES)
+
+
+@pytest.fixture(scope="module")
+def pack(corpus) -> Pack:  # type: ignore[no-untyped-def]
+    return Pack(corpus.tokens_dir, verify=True)
+
+
+def documents_of(pack: Pack, d0: int = 0, d1: int | None = None) -> list[np.ndarray]:
+    return [np.asarray(pack.document(i)) for i in range(d0, pack.n_docs if d1 is None else d1)]
+
+
+def same_arrays(a: Path, b: Path) -> bool:
+    return all((a / f).read_bytes() == (b / f).read_bytes() for f in ("tokens.npy", "starts.npy"))
+
+
+# --- Megatron --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("append_eod", [False, True])
+def test_megatron_indexed_dataset_returns_the_documents(pack: Pack, tmp_path: Path, append_eod: bool) -> None:
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    prefix = tmp_path / "polish_text_document"
+    export(pack, "megatron", prefix, append_eod=append_eod)
+    dataset = IndexedDataset(str(prefix))
+    eod = pack.meta.pad_id
+    expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack)]
+    assert len(dataset) == len(expected) == pack.n_docs
+    for index in (0, 1, len(expected) // 2, len(expected) - 1):
+        assert np.array_equal(dataset[index], expected[index])
+    assert all(np.array_equal(dataset[i], e) for i, e in enumerate(expected))
+    assert dataset.index.dtype == np.uint16
+    assert list(dataset.document_indices) == list(range(pack.n_docs + 1))
+    # Read in place by tokpack: the same ids, as Megatron trains on them.
+    opened = MegatronDataset(prefix, verify=True)
+    assert opened.vocabulary == pack.vocabulary and opened.n_docs == pack.n_docs
+    assert np.array_equal(np.asarray(opened.tokens), np.concatenate(expected))
+
+
+def test_megatron_wide_vocabulary_is_int32_and_megatron_reads_it(tmp_path: Path) -> None:
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    documents = [[70_000, 1, 65_535], [3], [69_999, 65_536]]
+    wide = Pack(pack_of_documents(documents, n_vocab=70_001, directory=tmp_path / "wide", pad_id=2))
+    export(wide, "megatron", tmp_path / "wide_out", append_eod=True)
+    dataset = IndexedDataset(str(tmp_path / "wide_out"))
+    assert dataset.index.dtype == np.int32
+    assert [dataset[i].tolist() for i in range(3)] == [d + [2] for d in documents]
+
+
+def test_megatron_header_is_checked_field_by_field(pack: Pack, tmp_path: Path) -> None:
+    prefix = tmp_path / "m"
+    export(pack, "megatron", prefix)
+    idx = prefix.with_name("m.idx")
+    good = idx.read_bytes()
+    for offset, value, message in ((0, b"X", "magic"), (9, b"\x02", "version 2"), (17, b"\x06", "dtype code 6")):
+        idx.write_bytes(good[:offset] + value + good[offset + 1 :])
+        with pytest.raises(InputError, match=message):
+            MegatronDataset(prefix)
+    idx.write_bytes(good[:-8])
+    with pytest.raises(IntegrityError, match="bytes, but its header"):
+        MegatronDataset(prefix)
+    idx.write_bytes(good)
+    prefix.with_name("m.bin").write_bytes(prefix.with_name("m.bin").read_bytes()[:-2])
+    with pytest.raises(IntegrityError, match="m.bin"):
+        MegatronDataset(prefix)
+
+
+def test_foreign_files_need_their_vocabulary_and_refuse_another(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    prefix = tmp_path / "m"
+    export(pack, "megatron", prefix)
+    prefix.with_name("m.tokpack.json").rename(tmp_path / "sidecar.json")
+    with pytest.raises(InputError, match="name the tokenizer"):
+        MegatronDataset(prefix)
+    assert MegatronDataset(prefix, tokenizer=corpus.vocabulary_path).vocabulary == pack.vocabulary
+    (tmp_path / "sidecar.json").rename(prefix.with_name("m.tokpack.json"))
+    other = prepare(sample_corpus(), cache_dir=tmp_path / "other", vocab_size=300, document_bytes=DOCUMENT_BYTES)
+    with pytest.raises(VocabularyMismatch):
+        MegatronDataset(prefix, tokenizer=other.vocabulary_path)
+
+
+# --- nanoGPT ---------------------------------------------------------------------------------
+
+def test_nanogpt_files_are_the_ids_with_end_of_text_after_each_document(pack: Pack, tmp_path: Path) -> None:
+    out = tmp_path / "nanogpt"
+    export(pack, "nanogpt", out)
+    eot = pack.meta.pad_id
+    for name, file in (("train", "train.bin"), ("validation", "val.bin")):
+        d0, d1 = pack.meta.ranges[name].documents
+        expected = np.concatenate([np.append(d, eot) for d in documents_of(pack, d0, d1)])
+        assert np.array_equal(np.memmap(out / file, dtype=np.uint16, mode="r"), expected)
+    source = NanoGptData(out, verify=True)
+    assert source.meta.ranges["train"].documents == pack.meta.ranges["train"].documents
+
+
+def test_nanogpt_refuses_a_vocabulary_past_uint16(tmp_path: Path) -> None:
+    wide = Pack(pack_of_documents([[70_000]], n_vocab=70_001, directory=tmp_path / "wide", pad_id=2))
+    with pytest.raises(InputError, match="uint16"):
+        export(wide, "nanogpt", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# --- Hugging Face datasets --------------------------------------------------------------------
+
+def test_datasets_loads_the_parquet_export_with_the_same_input_ids(pack: Pack, tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / "hf"
+    export(pack, "hf", out, rows_per_file=25)
+    loaded = datasets.load_dataset("parquet", data_dir=str(out), cache_dir=str(tmp_path / "hf-cache"))
+    assert set(loaded) == {"train", "validation"}
+    for split in ("train", "validation"):
+        d0, d1 = pack.meta.ranges[split].documents
+        rows = loaded[split]
+        assert rows["doc"] == list(range(d0, d1))
+        assert [list(r) for r in rows["input_ids"]] == [d.tolist() for d in documents_of(pack, d0, d1)]
+
+
+# --- litdata and MosaicML streaming ------------------------------------------------------------
+
+def test_litdata_streaming_dataset_serves_the_ids_in_blocks(pack: Pack, tmp_path: Path) -> None:
+    from litdata import StreamingDataset
+    from litdata.streaming.item_loader import TokensLoader
+
+    out = tmp_path / "litdata"
+    export(pack, "litdata", out, append_eod=True)
+    eod, block = pack.meta.pad_id, 64
+    for name in ("train", "validation"):
+        d0, d1 = pack.meta.ranges[name].documents
+        stream = np.concatenate([np.append(d, eod) for d in documents_of(pack, d0, d1)])
+        index = json.loads((out / name / "index.json").read_text())
+        expected, at = [], 0
+        for chunk in index["chunks"]:  # TokensLoader drops each chunk's last dim % block ids
+            whole = chunk["dim"] // block * block
+            expected.append(stream[at : at + whole].reshape(-1, block))
+            at += chunk["dim"]
+        assert at == len(stream)
+        dataset = StreamingDataset(str(out / name), item_loader=TokensLoader(block_size=block), shuffle=False,
+                                   cache_dir=str(tmp_path / f"cache-{name}"))
+        served = np.stack([np.asarray(dataset[i]) for i in range(len(dataset))])
+        assert np.array_equal(served, np.concatenate(expected))
+
+
+def _import_mosaic_streaming():  # type: ignore[no-untyped-def]
+    """``streaming`` imports its vision datasets, hence torchvision, on import. PyPI's torchvision
+    wheels are built for PyPI's CUDA torch and fail to load beside the pinned CPU torch
+    (``operator torchvision::nms does not exist``); MDS reading never touches torchvision, so a
+    placeholder stands in for it when, and only when, the real one cannot load."""
+    import importlib.machinery
+    import sys
+    import types
+
+    try:
+        import torchvision  # noqa: F401
+    except (ImportError, RuntimeError):
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        stub = types.ModuleType("torchvision")
+        datasets_stub, transforms_stub, functional_stub = (types.ModuleType(f"torchvision.{n}")
+                                                           for n in ("datasets", "transforms", "transforms.functional"))
+        datasets_stub.VisionDataset = object  # type: ignore[attr-defined]
+        functional_stub.to_tensor = None  # type: ignore[attr-defined]
+        stub.datasets, stub.transforms, transforms_stub.functional = datasets_stub, transforms_stub, functional_stub  # type: ignore[attr-defined]
+        for module in (stub, datasets_stub, transforms_stub, functional_stub):
+            module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
+        sys.modules.update({"torchvision": stub, "torchvision.datasets": datasets_stub,
+                            "torchvision.transforms": transforms_stub, "torchvision.transforms.functional": functional_stub})
+    import streaming
+
+    return streaming
+
+
+def test_mosaic_streaming_dataset_yields_the_documents(pack: Pack, tmp_path: Path) -> None:
+    streaming = _import_mosaic_streaming()
+    out = tmp_path / "mds"
+    export(pack, "mds", out)
+    for name in ("train", "validation"):
+        d0, d1 = pack.meta.ranges[name].documents
+        dataset = streaming.StreamingDataset(local=str(out), split=name, shuffle=False, batch_size=1)
+        served = [np.asarray(dataset[i]["tokens"]) for i in range(dataset.num_samples)]
+        expected = documents_of(pack, d0, d1)
+        assert len(served) == len(expected)
+        assert all(a.dtype == np.uint16 and np.array_equal(a, b) for a, b in zip(served, expected))
+        streaming.base.util.clean_stale_shared_memory()
+
+
+def test_mds_shards_split_at_the_size_limit(pack: Pack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    streaming = _import_mosaic_streaming()
+    from tokpack.export import mds
+
+    monkeypatch.setattr(mds, "SHARD_BYTES", 20_000)
+    export(pack, "mds", tmp_path / "mds", range_name="train")
+    assert len(list((tmp_path / "mds" / "train").glob("shard.*.mds"))) > 3
+    dataset = streaming.StreamingDataset(local=str(tmp_path / "mds"), split="train", shuffle=False, batch_size=1)
+    served = np.concatenate([dataset[i]["tokens"] for i in range(dataset.num_samples)])
+    span = pack.meta.ranges["train"].tokens
+    assert np.array_equal(served, np.asarray(pack.tokens[span[0] : span[1]]))
+    streaming.base.util.clean_stale_shared_memory()
+
+
+# --- datatrove -------------------------------------------------------------------------------
+
+def test_a_folder_written_by_datatrove_opens_with_the_same_ids(corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from datatrove.data import Document
+    from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
+    from tokenizers import Tokenizer
+
+    from tokpack import BpeTokenizer
+    from tokpack.store import DatatroveFolder
+
+    tokenizer = BpeTokenizer.load_saved(corpus.vocabulary_path)
+    tokenizer_json = tmp_path / "tokenizer.json"
+    tokenizer_json.write_text(tokenizer.to_tokenizer_json(), encoding="utf-8")
+    texts = [t for t in sample_corpus().read_text(encoding="utf-8").split("\n\n") if t.strip()][:150]
+    step = DocumentTokenizer(str(tmp_path / "dt"), tokenizer_name_or_path=str(tokenizer_json),
+                             eos_token="<|endoftext|>", shuffle_documents=False, save_filename="polish")
+    step.run(iter([Document(text=t, id=str(i)) for i, t in enumerate(texts)]), rank=0, world_size=1)
+    assert list((tmp_path / "dt").glob("*.ds"))
+    source = DatatroveFolder(tmp_path / "dt", tokenizer=tokenizer_json, verify=True)
+    assert source.vocabulary == tokenizer.identity  # the tokenizer.json is the same vocabulary
+    hf = Tokenizer.from_file(str(tokenizer_json))
+    expected = [hf.encode(t, add_special_tokens=False).ids + [tokenizer.eot_id] for t in texts]
+    assert [tokenizer.encode(t) + [tokenizer.eot_id] for t in texts] == expected
+    assert source.n_docs == len(texts)
+    assert np.array_equal(source.take(np.arange(source.n_tokens)), np.concatenate(expected))
+    assert np.array_equal(source.starts, np.concatenate(([0], np.cumsum([len(e) for e in expected])[:-1])))
+    meta = import_pack(tmp_path / "dt", tmp_path / "pack", tokenizer=tokenizer_json)
+    assert meta.n_docs == len(texts) and np.array_equal(Pack(tmp_path / "pack").tokens, np.concatenate(expected))
+
+
+# --- import ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt, append_eod", [("megatron", False), ("megatron", True), ("nanogpt", False)])
+def test_every_import_round_trips_to_byte_identical_arrays(pack: Pack, tmp_path: Path, fmt: str, append_eod: bool) -> None:
+    out = tmp_path / "exported"
+    export(pack, fmt, out, append_eod=append_eod)
+    meta = import_pack(out, tmp_path / "pack")
+    assert same_arrays(pack.path, tmp_path / "pack")
+    assert meta.ranges == pack.meta.ranges and meta.pad_id == pack.meta.pad_id and meta.vocabulary == pack.vocabulary
+
+
+def test_a_sharded_dataset_exports_as_its_stream(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tokpack.engines import prepare_sharded
+
+    dataset = prepare_sharded(sample_corpus(), tmp_path / "ds", vocab=corpus.vocabulary_path, shards=3,
+                              document_bytes=DOCUMENT_BYTES, processes=1)
+    export(dataset, "megatron", tmp_path / "m")
+    import_pack(tmp_path / "m", tmp_path / "back")
+    assert same_arrays(pack.path, tmp_path / "back")
+
+
+def test_exports_are_atomic_and_never_overwrite(pack: Pack, tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    for fmt in ("nanogpt", "hf"):
+        with pytest.raises(InputError, match="already exists"):
+            export(pack, fmt, tmp_path / "taken")
+
+    def boom(_: int) -> None:
+        raise RuntimeError("interrupted")
+
+    for fmt in FORMATS:
+        with pytest.raises(RuntimeError):
+            export(pack, fmt, tmp_path / f"half-{fmt}", progress=boom)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # nothing half-written, no temporaries
+
+
+# --- the command line ------------------------------------------------------------------------
+
+def test_cli_exports_imports_and_inspects(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", str(pack.path), str(tmp_path / "m"), "--format", "megatron", "--append-eod"])
+    assert result.exit_code == 0, result.output
+    assert "--append-eod" in runner.invoke(app, ["export", "--help"]).output
+    result = runner.invoke(app, ["import", str(tmp_path / "m.idx"), str(tmp_path / "back")])
+    assert result.exit_code == 0, result.output
+    assert same_arrays(pack.path, tmp_path / "back")
+    result = runner.invoke(app, ["export", str(pack.path), str(tmp_path / "x"), "--format", "parquet"])
+    assert result.exit_code == 2 and "unknown format 'parquet'" in result.output
+    result = runner.invoke(app, ["import", str(tmp_path / "nothing"), str(tmp_path / "y")])
+    assert result.exit_code == 2
