@@ -309,3 +309,120 @@ def test_cli_exports_imports_and_inspects(pack: Pack, corpus, tmp_path: Path) ->
     assert result.exit_code == 2 and "unknown format 'parquet'" in result.output
     result = runner.invoke(app, ["import", str(tmp_path / "nothing"), str(tmp_path / "y")])
     assert result.exit_code == 2
+
+
+# --- object storage (a real S3 endpoint: moto's server, spoken to by s3fs) -------------------------
+
+@pytest.fixture(scope="module")
+def s3_options():  # type: ignore[no-untyped-def]
+    """A bucket on moto's S3 server on 127.0.0.1, and the fsspec options that reach it."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = {"key": "testing", "secret": "testing", "skip_instance_cache": True,
+               "client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"}}
+    # moto, like S3, takes no location constraint for us-east-1, which s3fs always sends: create it plainly.
+    s3fs.S3FileSystem(**options).call_s3("create_bucket", Bucket="tokpack")
+    yield options
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def sharded(corpus, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from tokpack.engines import prepare_sharded
+
+    return prepare_sharded(sample_corpus(), tmp_path_factory.mktemp("sharded") / "ds", vocab=corpus.vocabulary_path,
+                           shards=4, document_bytes=DOCUMENT_BYTES, processes=1)
+
+
+def test_a_dataset_on_s3_serves_the_same_batches_as_locally(sharded, s3_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import torch  # noqa: F401  (the loader below is PyTorch's)
+
+    from tokpack.serve import Windows
+    from tokpack.store.remote import open_remote, upload_dataset
+    from tokpack.torch import WindowDataset, make_loader
+
+    url = "s3://tokpack/served"
+    upload_dataset(sharded.path, url, storage_options=s3_options)
+    remote = open_remote(url, storage_options=s3_options, cache_dir=tmp_path / "cache")
+    assert remote.meta == sharded.meta and np.array_equal(remote.starts, sharded.starts)
+    assert not list((tmp_path / "cache").rglob("tokens.npy"))  # nothing fetched before it is touched
+    local, served = TokenBatches(sharded, batch=4, length=100), TokenBatches(remote, batch=4, length=100)
+    assert all(np.array_equal(local.ids(step), served.ids(step)) for step in range(0, 300, 7))
+    assert local.data_schedule() == served.data_schedule()
+    loaders = [make_loader(WindowDataset(Windows(source, block=256)), batch_size=8, seed=3) for source in (sharded, remote)]
+    for (x, y), (rx, ry) in zip(*loaders):
+        assert torch.equal(x, rx) and torch.equal(y, ry)
+    remote.verify()
+
+
+def test_a_tampered_remote_shard_is_refused(sharded, s3_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import s3fs
+
+    from tokpack.store.remote import open_remote, upload_dataset
+
+    url = "s3://tokpack/tampered"
+    upload_dataset(sharded.path, url, storage_options=s3_options)
+    fs = s3fs.S3FileSystem(**s3_options)
+    name = sharded.meta.shards[2].name
+    data = bytearray((sharded.path / name / "tokens.npy").read_bytes())
+    data[-2:] = (int.from_bytes(data[-2:], "little") ^ 1).to_bytes(2, "little")
+    fs.pipe(f"tokpack/tampered/{name}/tokens.npy", bytes(data))
+    remote = open_remote(url, storage_options=s3_options, cache_dir=tmp_path / "cache")
+    remote.shards[0].tokens  # an untouched shard still serves
+    with pytest.raises(IntegrityError, match=f"{name}/tokens.npy: SHA-256 or size differs"):
+        remote.shards[2].tokens
+    with pytest.raises(IntegrityError):
+        TokenBatches(remote, batch=64, length=100).ids(0)
+    assert not (tmp_path / "cache" / remote.meta.seal[:32] / name / "tokens.npy").exists()  # nothing refused is kept
+    meta = json.loads((sharded.path / name / "meta.json").read_text())
+    meta["n_tokens"] += 1
+    fs.pipe(f"tokpack/tampered/{name}/meta.json", json.dumps(meta).encode())
+    with pytest.raises(ValueError, match="edited after it was written"):  # IntegrityError once the lead converts _schema
+        open_remote(url, storage_options=s3_options, cache_dir=tmp_path / "cache2")
+
+
+def test_a_cache_smaller_than_the_dataset_still_serves(sharded, s3_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tokpack.store.remote import open_remote, upload_dataset
+
+    url = "s3://tokpack/small-cache"
+    upload_dataset(sharded.path, url, storage_options=s3_options)
+    largest = max((sharded.path / e.name / "tokens.npy").stat().st_size for e in sharded.meta.shards)
+    total = sum((sharded.path / e.name / "tokens.npy").stat().st_size for e in sharded.meta.shards)
+    remote = open_remote(url, storage_options=s3_options, cache_dir=tmp_path / "cache", cache_bytes=largest + 1)
+    assert largest + 1 < total
+    local, served = TokenBatches(sharded, batch=4, length=100), TokenBatches(remote, batch=4, length=100)
+    for step in range(0, 400, 3):
+        assert np.array_equal(local.ids(step), served.ids(step))
+        on_disk = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("tokens.npy"))
+        assert on_disk <= largest + 1
+    remote.verify()
+
+
+def test_half_uploaded_datasets_never_open_and_exports_upload_the_sidecar_last(pack: Pack, sharded, s3_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import s3fs
+
+    from tokpack.store.remote import open_remote, upload, upload_dataset
+
+    fs = s3fs.S3FileSystem(**s3_options)
+    for shard in sharded.meta.shards[:2]:  # an upload that stopped before the record
+        upload(sharded.path / shard.name, f"s3://tokpack/half/{shard.name}", storage_options=s3_options)
+    with pytest.raises(InputError, match="neither a pack"):
+        open_remote("s3://tokpack/half", storage_options=s3_options, cache_dir=tmp_path / "c")
+    upload_dataset(pack.path, "s3://tokpack/one-pack", storage_options=s3_options)
+    with pytest.raises(InputError, match="never overwritten"):
+        upload_dataset(pack.path, "s3://tokpack/one-pack", storage_options=s3_options)
+    assert np.array_equal(open_remote("s3://tokpack/one-pack", storage_options=s3_options, cache_dir=tmp_path / "c",
+                                      verify=True).take(np.arange(pack.n_tokens)), pack.tokens)
+    export(pack, "megatron", "s3://tokpack/exports/polish", append_eod=True, storage_options=s3_options)
+    export(pack, "megatron", tmp_path / "polish", append_eod=True)
+    for suffix in (".bin", ".idx"):
+        assert fs.cat(f"tokpack/exports/polish{suffix}") == (tmp_path / f"polish{suffix}").read_bytes()
+    assert json.loads(fs.cat("tokpack/exports/polish.tokpack.json"))["format"] == "megatron"
+    result = CliRunner().invoke(app, ["export", "s3://tokpack/one-pack", "s3://tokpack/exports/nano", "--format", "nanogpt",
+                                      "--storage-options", json.dumps(s3_options)])
+    assert result.exit_code == 0, result.output
+    assert fs.cat("tokpack/exports/nano/val.bin") == (export(pack, "nanogpt", tmp_path / "nano") and (tmp_path / "nano" / "val.bin").read_bytes())
