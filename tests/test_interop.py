@@ -15,7 +15,7 @@ from tokpack import prepare, sample_corpus
 from tokpack.cli import app
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.export import FORMATS, export
-from tokpack.serve import TokenBatches
+from tokpack.serve import TokenBatches, Windows
 from tokpack.serve.memory import pack_of_documents
 from tokpack.store import Pack, open_tokens
 from tokpack.store.importing import import_pack, open_foreign
@@ -255,6 +255,15 @@ def test_a_folder_written_by_datatrove_opens_with_the_same_ids(corpus, tmp_path:
     assert source.n_docs == len(texts)
     assert np.array_equal(source.take(np.arange(source.n_tokens)), np.concatenate(expected))
     assert np.array_equal(source.starts, np.concatenate(([0], np.cumsum([len(e) for e in expected])[:-1])))
+    stream = np.concatenate(expected)
+    batches = TokenBatches(source, batch=3, length=50)
+    modulus = len(stream) - 50 - 1
+    for step in (0, 1, 17, 333):  # the schedule's rows: consecutive windows of the stream
+        offsets = [(step * 3 * 50 + row * 50) % modulus for row in range(3)]
+        assert np.array_equal(batches.ids(step), np.stack([stream[o : o + 51] for o in offsets]))
+    assert batches.data_schedule()["vocabulary"]["sha256"] == tokenizer.identity.sha256
+    with pytest.raises(ValueError, match="no padding id"):
+        Windows(source, block=8)  # every id may be a real token: nothing to pad with
     meta = import_pack(tmp_path / "dt", tmp_path / "pack", tokenizer=tokenizer_json)
     assert meta.n_docs == len(texts) and np.array_equal(Pack(tmp_path / "pack").tokens, np.concatenate(expected))
 
@@ -426,3 +435,22 @@ def test_half_uploaded_datasets_never_open_and_exports_upload_the_sidecar_last(p
                                       "--storage-options", json.dumps(s3_options)])
     assert result.exit_code == 0, result.output
     assert fs.cat("tokpack/exports/nano/val.bin") == (export(pack, "nanogpt", tmp_path / "nano") and (tmp_path / "nano" / "val.bin").read_bytes())
+
+
+def test_inspect_and_report_read_exports_and_foreign_files(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export(pack, "megatron", tmp_path / "m")
+    export(pack, "nanogpt", tmp_path / "n")
+    runner = CliRunner()
+    for target in (tmp_path / "m.idx", tmp_path / "n"):
+        result = runner.invoke(app, ["inspect", str(target), "--verify"])
+        assert result.exit_code == 0 and f"{pack.n_docs} documents" in result.output, result.output
+    (tmp_path / "m.tokpack.json").unlink()  # a Megatron dataset tokpack did not write: name its tokenizer
+    result = runner.invoke(app, ["inspect", str(tmp_path / "m"), "--verify"])
+    assert result.exit_code == 2 and "name the tokenizer" in result.output
+    result = runner.invoke(app, ["inspect", str(tmp_path / "m"), "--tokenizer", str(corpus.vocabulary_path), "--verify"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["report", str(tmp_path / "n"), "-o", str(tmp_path / "report.html")])
+    assert result.exit_code == 0, result.output
+    assert pack.vocabulary.sha256 in (tmp_path / "report.html").read_text(encoding="utf-8")
+    served = TokenBatches(MegatronDataset(tmp_path / "m", tokenizer=corpus.vocabulary_path), batch=2, length=32)
+    assert np.array_equal(served.ids(0)[0], np.asarray(pack.tokens[:33]))  # the stream as Megatron stores it

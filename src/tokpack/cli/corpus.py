@@ -115,13 +115,13 @@ def merge_command(
 def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
     verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
-    datatrove_tokenizer: Optional[Path] = typer.Option(None, "--datatrove-tokenizer", help="Read PACK as a folder tokenized by datatrove (.ds files) with this tokenizer (tokenizer.json or rank file)."),
+    datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
     if datatrove_tokenizer is not None:
-        from tokpack.store import DatatroveFolder
+        from tokpack.store.importing import open_foreign
 
-        opened = DatatroveFolder(pack, tokenizer=datatrove_tokenizer, verify=verify)
+        opened = open_foreign(pack, tokenizer=datatrove_tokenizer, verify=verify)
     else:
         opened = open_tokens(pack, verify=verify)
     console.print_json(opened.meta.to_json())

@@ -65,7 +65,9 @@ class RecordedStream:
 
 
 def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
-    """Open ``path`` as a pack (``meta.json``) or a sharded dataset (``dataset.json``).
+    """Open ``path`` as a pack (``meta.json``), a sharded dataset (``dataset.json``), or another
+    framework's files that tokpack exported (Megatron ``.bin/.idx``, nanoGPT ``.bin``; see
+    :mod:`tokpack.store.importing`).
 
     Raises:
         ValueError: neither, or anything that does not match its record.
@@ -76,6 +78,17 @@ def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
     path = Path(path)
     if (path / DATASET_FILE).exists():
         return ShardedDataset(path, verify=verify)
+    if not (path / META_FILE).exists():
+        # Another framework's files (Megatron, nanoGPT, datatrove): readable here when a tokpack
+        # export's sidecar names their vocabulary (else the error asks for the tokenizer).
+        from tokpack.store.importing import detect, open_foreign
+
+        try:
+            kind = detect(path)
+        except ValueError:
+            kind = None
+        if kind is not None:
+            return open_foreign(path, kind=kind, verify=verify)
     if (path / META_FILE).exists() or not path.is_dir():
         return Pack(path, verify=verify)
     raise ValueError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
