@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tokpack.cli._console import console, errors, one_line_errors
+from tokpack.errors import InputError
 
 FORMAT_HELP = ("megatron (OUT.bin/OUT.idx), nanogpt (OUT/train.bin, val.bin), litdata (OUT/RANGE/ chunks), "
                "mds (OUT/RANGE/ MosaicML shards), hf (OUT/RANGE/*.parquet)")
@@ -31,9 +32,9 @@ def _storage_options(text: Optional[str]) -> dict:
     try:
         options = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"--storage-options: not JSON ({error.msg})") from None
+        raise InputError(None, f"--storage-options: not JSON ({error.msg})", fix='e.g. \'{"anon": true}\'') from None
     if not isinstance(options, dict):
-        raise ValueError("--storage-options must be a JSON object")
+        raise InputError(None, "--storage-options must be a JSON object")
     return options
 
 
