@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from tokpack.cli._console import console, errors, one_line_errors
+from tokpack.cli._console import console, errors
 from tokpack.errors import InputError
 
 FORMAT_HELP = ("megatron (OUT.bin/OUT.idx), nanogpt (OUT/train.bin, val.bin), litdata (OUT/RANGE/ chunks), "
@@ -38,7 +38,6 @@ def _storage_options(text: Optional[str]) -> dict:
     return options
 
 
-@one_line_errors
 def export_command(
     source: str = typer.Argument(..., help="A pack or sharded dataset (a folder, or an fsspec URL)."),
     out: str = typer.Argument(..., help="What to write: a Megatron prefix, or a folder; a URL (s3://…) uploads it."),
@@ -65,7 +64,6 @@ def export_command(
                   + (f", end-of-document id {record.eod_id}" if record.eod_id is not None else ""))
 
 
-@one_line_errors
 def import_command(
     source: Path = typer.Argument(..., help="A Megatron prefix (or its .bin/.idx), a nanoGPT .bin or folder, or a datatrove folder."),
     out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
