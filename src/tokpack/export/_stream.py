@@ -51,7 +51,7 @@ class ExportRecord(Record):
         parts: what was written, by name, as spans of the source.
     """
 
-    schema_: Literal["tokpack.export.v1"] = Field(default=EXPORT_SCHEMA, alias="schema")
+    schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
     format: str
     vocabulary: VocabIdentity
     pad_id: int | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     with building(out) as folder:
         for name, documents in parts_of(source, options.range_name, split=True).items():
             (folder / name).mkdir()
-            entries = []
+            entries: list[dict[str, Any]] = []
             for ids, lengths in chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize):
                 ids, lengths = with_separators(ids, lengths, eod)
                 header_bytes = 4 * (len(lengths) + 2)

@@ -112,7 +112,7 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
         cut = sidecar.cut if sidecar is not None else DocumentCut(rule=kind)
         meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts={})
     Pack(Path(out), verify=True)
-    if whole and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
+    if whole and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
         raise IntegrityError(out, "the imported ids differ from the pack that was exported", fix="the export was altered")
     return meta
 

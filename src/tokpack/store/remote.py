@@ -21,7 +21,7 @@ import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -95,7 +95,7 @@ class RemoteShard:
         local.mkdir(parents=True, exist_ok=True)
         meta_file = owner.fetch_small(self._remote(META_FILE), local / META_FILE)
         self.meta: PackMeta = read_record(PackMeta, meta_file)
-        self.meta.check_seal(owner.url_of(self._remote(META_FILE)))
+        _check_seal(self.meta, owner.url_of(self._remote(META_FILE)))
         if self.meta.vocabulary != owner.meta.vocabulary:
             raise VocabularyMismatch(owner.url_of(self.folder), f"vocabulary {self.meta.vocabulary.short} differs from "
                                      f"the dataset's {owner.meta.vocabulary.short}")
@@ -153,7 +153,7 @@ class RemoteDataset(PartsStream, RecordedStream):
             IntegrityError / VocabularyMismatch: a record, shard or file that does not match.
         """
         self.url = url.rstrip("/")
-        self.path = self.url  # type: ignore[assignment]
+        self.path = self.url  # a URL, kept as text: Path() would fold its "//"
         self.fs, self.root = _filesystem(self.url, storage_options)
         self.cache = ShardCache(cache_bytes)
         scratch = _remote_cache_root(cache_dir) / "incoming"
@@ -169,7 +169,7 @@ class RemoteDataset(PartsStream, RecordedStream):
                                    tokens_sha256=self.meta.tokens_sha256, starts_sha256=self.meta.starts_sha256), "")]
         else:
             raise InputError(self.url, f"neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
-        self.meta.check_seal(self.url_of(record_file.name))
+        _check_seal(self.meta, self.url_of(record_file.name))
         shutil.rmtree(record_file.parent, ignore_errors=True)
         # The seal names the content: copies of another version never mix with this one's.
         self.local = _remote_cache_root(cache_dir) / self.meta.seal[:32]
@@ -240,6 +240,11 @@ class RemoteDataset(PartsStream, RecordedStream):
         return f"RemoteDataset({self.url!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
 
 
+def _check_seal(record: Any, where: str) -> None:
+    if record.seal != record.computed_seal():
+        raise IntegrityError(where, "edited after it was written (seal mismatch)", fix="the remote record was altered")
+
+
 def _payload_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -259,7 +264,7 @@ def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = No
                 **cache: Any) -> TokenSource:
     """Open a pack or sharded dataset, local or at a URL."""
     if is_url(path):
-        return open_remote(str(path), storage_options=storage_options, verify=verify, **cache)
+        return cast(TokenSource, open_remote(str(path), storage_options=storage_options, verify=verify, **cache))
     return open_tokens(Path(path), verify=verify)
 
 
