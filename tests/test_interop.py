@@ -68,6 +68,19 @@ def test_megatron_indexed_dataset_returns_the_documents(pack: Pack, tmp_path: Pa
     assert np.array_equal(np.asarray(opened.tokens), np.concatenate(expected))
 
 
+def test_megatron_files_are_byte_identical_to_megatron_cores_own_builder(pack: Pack, tmp_path: Path) -> None:
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
+
+    eod = pack.meta.pad_id
+    builder = IndexedDatasetBuilder(str(tmp_path / "theirs.bin"), dtype=DType.optimal_dtype(pack.vocabulary.n_vocab))
+    for document in documents_of(pack):  # preprocess_data.py --append-eod: one sequence per document
+        builder.add_document(np.append(document, eod), [len(document) + 1])
+    builder.finalize(str(tmp_path / "theirs.idx"))
+    export(pack, "megatron", tmp_path / "ours", append_eod=True)
+    for suffix in (".bin", ".idx"):
+        assert (tmp_path / f"ours{suffix}").read_bytes() == (tmp_path / f"theirs{suffix}").read_bytes()
+
+
 def test_megatron_wide_vocabulary_is_int32_and_megatron_reads_it(tmp_path: Path) -> None:
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
