@@ -467,3 +467,18 @@ def test_inspect_and_report_read_exports_and_foreign_files(pack: Pack, corpus, t
     assert pack.vocabulary.sha256 in (tmp_path / "report.html").read_text(encoding="utf-8")
     served = TokenBatches(MegatronDataset(tmp_path / "m", tokenizer=corpus.vocabulary_path), batch=2, length=32)
     assert np.array_equal(served.ids(0)[0], np.asarray(pack.tokens[:33]))  # the stream as Megatron stores it
+
+
+def test_prepare_writes_a_sharded_dataset_to_a_url(sharded, corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import fsspec
+
+    from tokpack.store.remote import open_remote
+
+    url = f"file://{tmp_path}/bucket/polish"
+    result = CliRunner().invoke(app, ["prepare", str(sample_corpus()), "--vocab", str(corpus.vocabulary_path), "--shards", "4",
+                                      "--out", url, "--workers", "1", "--document-bytes", str(DOCUMENT_BYTES)])
+    assert result.exit_code == 0, result.output
+    remote = open_remote(url, cache_dir=tmp_path / "cache", verify=True)
+    assert remote.meta == sharded.meta  # the same dataset as made locally, byte for byte
+    listed = fsspec.filesystem("file").ls(f"{tmp_path}/bucket/polish", detail=False)
+    assert sorted(Path(p).name for p in listed if "shard-" in p) == [e.name for e in sharded.meta.shards]

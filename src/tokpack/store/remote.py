@@ -298,15 +298,20 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
         InputError: ``url`` holds something already.
         IntegrityError: the local data does not match its record.
     """
-    opened = open_tokens(Path(local), verify=True)
+    local = Path(local)
+    opened = open_tokens(local, verify=True)
     record = DATASET_FILE if isinstance(opened, ShardedDataset) else META_FILE
     fs, root = _filesystem(url, storage_options)
     if fs.exists(f"{root}/{record}"):
         raise InputError(url, f"already holds a {record}; a dataset is never overwritten")
-    if isinstance(opened, ShardedDataset):  # the shards' own meta.json go before the record too
-        upload(Path(local), url, storage_options=storage_options, last=(record,))
+    url = url.rstrip("/")
+    if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
+        for entry in opened.meta.shards:
+            upload(local / entry.name, f"{url}/{entry.name}", storage_options=storage_options, last=(META_FILE,))
     else:
-        upload(Path(local), url, storage_options=storage_options, last=(record,))
+        for name in (TOKENS_FILE, STARTS_FILE):
+            upload(local / name, f"{url}/{name}", storage_options=storage_options)
+    upload(local / record, f"{url}/{record}", storage_options=storage_options)
 
 
 def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
