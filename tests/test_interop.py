@@ -482,3 +482,12 @@ def test_prepare_writes_a_sharded_dataset_to_a_url(sharded, corpus, tmp_path: Pa
     assert remote.meta == sharded.meta  # the same dataset as made locally, byte for byte
     listed = fsspec.filesystem("file").ls(f"{tmp_path}/bucket/polish", detail=False)
     assert sorted(Path(p).name for p in listed if "shard-" in p) == [e.name for e in sharded.meta.shards]
+
+
+def test_importing_foreign_megatron_files_strips_a_named_end_of_document_id(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    export(pack, "megatron", tmp_path / "m", append_eod=True)
+    (tmp_path / "m.tokpack.json").unlink()  # as preprocess_data.py would have left it: no sidecar
+    kept = import_pack(tmp_path / "m", tmp_path / "kept", tokenizer=corpus.vocabulary_path)
+    assert kept.n_tokens == pack.n_tokens + pack.n_docs and kept.pad_id is None  # ids as Megatron trains on them
+    stripped = import_pack(tmp_path / "m", tmp_path / "stripped", tokenizer=corpus.vocabulary_path, eod_id=pack.meta.pad_id)
+    assert same_arrays(pack.path, tmp_path / "stripped") and stripped.pad_id == pack.meta.pad_id

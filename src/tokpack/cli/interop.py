@@ -69,7 +69,7 @@ def import_command(
     out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="The vocabulary that made the ids (tokenizer.json, rank file, vocabulary.json); not needed for tokpack's own exports."),
     kind: Optional[str] = typer.Option(None, "--kind", help="megatron, nanogpt or datatrove (default: from the files)."),
-    eod_id: Optional[int] = typer.Option(None, "--eod-id", help="The end-of-text id between nanoGPT documents (default: the tokenizer's <|endoftext|>)."),
+    eod_id: Optional[int] = typer.Option(None, "--eod-id", help="The id that ends each document: nanoGPT's separator (default: the tokenizer's <|endoftext|>); for Megatron or datatrove files, naming it removes it."),
     keep_eod: bool = typer.Option(False, "--keep-eod", help="Keep the separator ids in the documents instead of removing them."),
 ) -> None:
     """Convert another framework's token files into a verified pack."""

@@ -17,7 +17,7 @@ from typing import Any
 from tokpack.errors import InputError
 from tokpack.export import hf, litdata, mds, megatron, nanogpt
 from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, read_sidecar
-from tokpack.store.source import TokenSource, open_tokens
+from tokpack.store.source import TokenSource
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,12 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
     """
     if fmt not in FORMATS:
         raise InputError(None, f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
-    opened = open_tokens(Path(source)) if isinstance(source, (str, Path)) else source
+    if isinstance(source, (str, Path)):
+        from tokpack.store.remote import open_source
+
+        opened = open_source(source, storage_options=storage_options)
+    else:
+        opened = source
     options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
     report: Progress = progress or (lambda _: None)
     if "://" in str(out):

@@ -67,8 +67,10 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     """Convert ``path`` into a new pack at ``out``, then verify it.
 
     Args:
+        eod_id: the id that ends every document: nanoGPT's separator (default: the sidecar's or
+            the tokenizer's ``<|endoftext|>``); for Megatron and datatrove, naming it strips it.
         strip_eod: drop the id that ends every document (default: nanoGPT's separators always;
-            Megatron's when tokpack's sidecar says it appended them; datatrove's never).
+            Megatron's when tokpack's sidecar says it appended them or ``eod_id`` is given).
 
     Raises:
         InputError, IntegrityError, VocabularyMismatch: unreadable input; a document not ending
@@ -77,7 +79,10 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     kind = kind or detect(Path(path))
     source = open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id, verify=True)
     sidecar = getattr(source, "sidecar", None)
-    separator = getattr(source, "eod_id", None) if kind == "nanogpt" else (sidecar.eod_id if sidecar else None)
+    if kind == "nanogpt":  # its separators are structure: always known, always removed
+        separator = getattr(source, "eod_id", None)
+    else:  # an id the user names, or the one tokpack's sidecar says it appended
+        separator = eod_id if eod_id is not None else (sidecar.eod_id if sidecar else None)
     if strip_eod is None:
         strip_eod = separator is not None
     if strip_eod and separator is None:
