@@ -72,7 +72,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
                 with open(folder / name / filename, "wb") as handle:
                     handle.write(np.array([len(lengths)], "<u4").tobytes())
                     handle.write(offsets.astype("<u4").tobytes())
-                    handle.write(memoryview(np.ascontiguousarray(ids, dtype=dtype.newbyteorder("<"))))
+                    handle.write(np.ascontiguousarray(ids, dtype=dtype.newbyteorder("<")).data)
                 entries.append({"chunk_bytes": int(offsets[-1]), "chunk_size": len(lengths), "dim": int(lengths.sum()),
                                 "filename": filename})
                 progress(int(lengths.sum()))

@@ -78,7 +78,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         with open(bin_partial, "wb") as handle:
             for ids, sizes in chunks(source, documents):
                 ids, sizes = with_separators(ids, sizes, eod)
-                handle.write(memoryview(np.ascontiguousarray(ids, dtype=dtype.newbyteorder("<"))))
+                handle.write(np.ascontiguousarray(ids, dtype=dtype.newbyteorder("<")).data)
                 lengths.append(sizes.astype(np.int32))
                 progress(int(sizes.sum()))
         sequence_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)

@@ -51,7 +51,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         for name, documents in parts_of(source, options.range_name, split=True).items():
             with open(folder / file_name(name), "wb") as handle:
                 for ids, lengths in chunks(source, documents):
-                    handle.write(memoryview(np.insert(ids, np.cumsum(lengths), eod).astype(DTYPE, copy=False)))
+                    handle.write(np.ascontiguousarray(np.insert(ids, np.cumsum(lengths), eod), dtype=DTYPE).data)
                     progress(int(lengths.sum()) + len(lengths))
             parts[name] = part_span(source, documents, [file_name(name)])
         record = record_for(source, "nanogpt", eod_id=eod, dtype=np.dtype(np.uint16), parts=parts)
