@@ -52,7 +52,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
             with open(folder / file_name(name), "wb") as handle:
                 for ids, lengths in chunks(source, documents):
                     handle.write(np.ascontiguousarray(np.insert(ids, np.cumsum(lengths), eod), dtype=DTYPE).data)
-                    progress(int(lengths.sum()) + len(lengths))
+                    progress(int(lengths.sum()))  # ids read from the source, as the bar's total counts them
             parts[name] = part_span(source, documents, [file_name(name)])
         record = record_for(source, "nanogpt", eod_id=eod, dtype=np.dtype(np.uint16), parts=parts)
         write_sidecar(record, folder / SIDECAR)
