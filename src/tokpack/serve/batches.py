@@ -88,6 +88,7 @@ class _Allocation:
         self.stages, self.global_batch = stages, global_batch
         self.n_parts = len(stages[0][1])
         self._checkpoints: dict[int, np.ndarray] = {0: np.zeros(self.n_parts, dtype=np.int64)}
+        self._last: tuple[int, np.ndarray] = (0, self._checkpoints[0])
 
     def exact(self, step: int) -> np.ndarray:
         """The exact (fractional) rows per part served before ``step``."""
@@ -104,11 +105,14 @@ class _Allocation:
             return np.array([step * self.global_batch], dtype=np.int64)
         anchor = (step // _CHECKPOINT_EVERY) * _CHECKPOINT_EVERY
         known = max(k for k in self._checkpoints if k <= anchor)
-        totals = self._checkpoints[known].copy()
+        if anchor <= self._last[0] <= step:  # a run asks for consecutive steps: continue from the last
+            known = self._last[0]
+        totals = self._checkpoints[known].copy() if known != self._last[0] else self._last[1].copy()
         for k in range(known, step):
             totals += self.counts_from(k, totals)
             if (k + 1) % _CHECKPOINT_EVERY == 0:
                 self._checkpoints[k + 1] = totals.copy()
+        self._last = (step, totals.copy())
         return totals
 
     def counts_from(self, step: int, before: np.ndarray) -> np.ndarray:

@@ -126,6 +126,18 @@ class Layout:
     def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
+    def positions(self, row_indices: Any) -> np.ndarray:
+        """Where each id of rows ``row_indices`` comes from in the stream (``(n, length + 1)``
+        ``int64``; ``-1`` for padding): what audits and tests count targets with."""
+        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
+            raise IndexError(f"row index outside [0, {self.n_rows})")
+        return self._positions(indices)
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        positions = self.origins(indices)[:, None] + np.arange(self.length + 1)  # type: ignore[attr-defined]
+        return np.where(positions < self.hi, positions, -1)
+
     # -- shared by the contiguous layouts ---------------------------------------------------
     def _contiguous_rows(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``ids[o : o + length + 1]``, padded past ``hi``, with their segment starts."""
@@ -285,6 +297,27 @@ class BestFitLayout(Layout):
     def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         width = self.length + 1
         n = len(indices)
+        positions, destination, row_of_piece, column, used = self._placement(indices)
+        ids = np.full(n * width, self.pad_id, dtype=self.source.meta.dtype)
+        ids[destination] = self.source.take(positions)  # one gather for every piece of every row
+        starts = np.zeros((n, width), dtype=bool)
+        starts[row_of_piece, column] = True
+        padded = np.flatnonzero(used < width)
+        starts[padded, used[padded]] = True
+        return ids.reshape(n, width), starts
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        width = self.length + 1
+        positions, destination, *_ = self._placement(indices)
+        out = np.full(len(indices) * width, -1, dtype=np.int64)
+        out[destination] = positions
+        return out.reshape(len(indices), width)
+
+    def _placement(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For rows ``indices``: each id's stream position and flat destination, each piece's row
+        and column, and the ids each row holds."""
+        width = self.length + 1
+        n = len(indices)
         first, last = self._row_ptr[indices], self._row_ptr[indices + 1]
         counts = last - first
         pieces = np.repeat(first, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
@@ -298,14 +331,8 @@ class BestFitLayout(Layout):
         offset_in_piece = np.arange(n_ids) - np.repeat(ends - lengths, lengths)
         positions = np.repeat(self._piece_start[pieces], lengths) + offset_in_piece
         destination = np.repeat(row_of_piece * width + column, lengths) + offset_in_piece
-        ids = np.full(n * width, self.pad_id, dtype=self.source.meta.dtype)
-        ids[destination] = self.source.take(positions)  # one gather for every piece of every row
-        starts = np.zeros((n, width), dtype=bool)
-        starts[row_of_piece, column] = True
         used = np.bincount(row_of_piece, weights=lengths, minlength=n).astype(np.int64)
-        padded = np.flatnonzero(used < width)
-        starts[padded, used[padded]] = True
-        return ids.reshape(n, width), starts
+        return positions, destination, row_of_piece, column, used
 
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""
