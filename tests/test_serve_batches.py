@@ -166,7 +166,7 @@ def two_packs(tmp_path: Path, n_vocab: int = 100) -> tuple[Path, Path, Path]:
     return a, b, c
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(weights=st.lists(st.floats(0.01, 10), min_size=2, max_size=4), global_batch=st.integers(1, 33),
        switch=st.integers(1, 9000))
 def test_mixture_totals_stay_within_one_row_of_exact_over_ten_thousand_steps(
@@ -248,3 +248,27 @@ def test_pickled_batches_send_the_path_and_keep_their_step(corpus: tokpack.Token
     assert len(payload) < 20_000
     again = pickle.loads(payload)
     assert again.step == 11 and np.array_equal(again.global_rows(11), batches.global_rows(11))
+
+
+def test_a_mixture_resumes_from_its_state_on_another_world_size(tmp_path: Path) -> None:
+    a, b, c = two_packs(tmp_path)
+    def mixture() -> Mixture:
+        return Mixture([(a, 3), (b, 1), (c, 1)], seed=4, stages=[(0, [3, 1, 1]), (6, [1, 1, 3])])
+    whole = PackedBatches(mixture(), length=8, global_batch=6, layout="bestfit", layout_options={"cache": False})
+    expected = [whole.global_rows(step) for step in range(12)]
+    ranks = [PackedBatches(mixture(), length=8, global_batch=6, layout="bestfit", rank=r, world_size=2,
+                           layout_options={"cache": False}) for r in range(2)]
+    for rank in ranks:
+        rank.step = 7
+    state = ranks[1].state_dict()
+    assert state["part_rows"] == [r["rows"] for r in whole.repeats(7)]
+    resumed = [PackedBatches(mixture(), length=8, global_batch=6, layout="bestfit", rank=r, world_size=3,
+                             layout_options={"cache": False}) for r in range(3)]
+    for rank in resumed:
+        rank.load_state_dict(state)
+    for step in range(7, 12):
+        got = np.concatenate([rank.batch(step)["input_ids"] for rank in resumed])
+        assert np.array_equal(got, expected[step][:, :-1].astype(np.int64))
+    with pytest.raises(InputError, match="mixture"):
+        PackedBatches(Mixture([(a, 1), (b, 1), (c, 1)]), length=8, global_batch=6, layout="bestfit",
+                      layout_options={"cache": False}).load_state_dict(state)

@@ -19,6 +19,7 @@ validation range once, in order, every id a target exactly once across all ranks
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -82,57 +83,78 @@ class Mixture:
 
 
 class _Allocation:
-    """How many rows each part gives each step: running totals within one row of the exact share."""
+    """How many rows each part gives each step: running totals within one row of the exact share.
+
+    Step ``k``'s counts follow from the rows served before it: each part's deficit against its
+    exact share, rounded down, and the rows left over to the largest remainders (ties: the lower
+    part). The totals before any step are replayed from the nearest remembered step (every
+    1,024 steps, and the last one asked), or seeded from a loader state.
+    """
 
     def __init__(self, stages: list[tuple[int, np.ndarray]], global_batch: int) -> None:
-        self.stages, self.global_batch = stages, global_batch
-        self.n_parts = len(stages[0][1])
-        self._checkpoints: dict[int, np.ndarray] = {0: np.zeros(self.n_parts, dtype=np.int64)}
-        self._last: tuple[int, np.ndarray] = (0, self._checkpoints[0])
+        self.global_batch = global_batch
+        self.starts = [start for start, _ in stages]
+        self.weights = [[float(w) for w in weights] for _, weights in stages]
+        self.n_parts = len(self.weights[0])
+        # the exact rows per part served before each stage starts
+        self.stage_base: list[list[float]] = [[0.0] * self.n_parts]
+        for index in range(1, len(self.starts)):
+            steps = self.starts[index] - self.starts[index - 1]
+            self.stage_base.append([b + w * global_batch * steps
+                                    for b, w in zip(self.stage_base[-1], self.weights[index - 1])])
+        self._checkpoints: dict[int, list[int]] = {0: [0] * self.n_parts}
+        self._last: tuple[int, list[int]] = (0, [0] * self.n_parts)
 
-    def exact(self, step: int) -> np.ndarray:
+    def exact(self, step: int) -> list[float]:
         """The exact (fractional) rows per part served before ``step``."""
-        total = np.zeros(self.n_parts)
-        for (start, weights), following in zip(self.stages, [s for s, _ in self.stages[1:]] + [None]):
-            end = step if following is None else min(step, following)
-            if end > start:
-                total += weights * self.global_batch * (end - start)
-        return total
+        stage = bisect.bisect_right(self.starts, step) - 1
+        steps = step - self.starts[stage]
+        return [b + w * self.global_batch * steps for b, w in zip(self.stage_base[stage], self.weights[stage])]
 
-    def before(self, step: int) -> np.ndarray:
-        """Rows per part served before ``step`` (replayed from the nearest remembered step)."""
+    def counts_from(self, step: int, before: list[int]) -> list[int]:
+        """Rows per part in step ``step``, given the rows per part served ``before`` it."""
+        deficit = [e - b for e, b in zip(self.exact(step + 1), before)]
+        base = [max(math.floor(d), 0) for d in deficit]
+        rest = self.global_batch - sum(base)
+        if rest:
+            by_remainder = sorted(range(self.n_parts), key=lambda i: (base[i] - deficit[i], i))
+            if rest > 0:  # the largest remainders get one more row each
+                for part in by_remainder[:rest]:
+                    base[part] += 1
+            else:  # (rare) rounding gave too many: take them back from the smallest remainders
+                for part in reversed(by_remainder):
+                    if rest and base[part] > 0:
+                        base[part] -= 1
+                        rest += 1
+        return base
+
+    def before(self, step: int) -> list[int]:
+        """Rows per part served before ``step``."""
         if self.n_parts == 1:
-            return np.array([step * self.global_batch], dtype=np.int64)
-        anchor = (step // _CHECKPOINT_EVERY) * _CHECKPOINT_EVERY
-        known = max(k for k in self._checkpoints if k <= anchor)
-        if anchor <= self._last[0] <= step:  # a run asks for consecutive steps: continue from the last
-            known = self._last[0]
-        totals = self._checkpoints[known].copy() if known != self._last[0] else self._last[1].copy()
+            return [step * self.global_batch]
+        known = max(k for k in self._checkpoints if k <= step)
+        totals = list(self._checkpoints[known])
+        if known < self._last[0] <= step:  # a run asks for consecutive steps: continue from the last
+            known, totals = self._last[0], list(self._last[1])
         for k in range(known, step):
-            totals += self.counts_from(k, totals)
+            totals = [t + c for t, c in zip(totals, self.counts_from(k, totals))]
             if (k + 1) % _CHECKPOINT_EVERY == 0:
-                self._checkpoints[k + 1] = totals.copy()
-        self._last = (step, totals.copy())
+                self._checkpoints[k + 1] = list(totals)
+        self._last = (step, list(totals))
         return totals
 
-    def counts_from(self, step: int, before: np.ndarray) -> np.ndarray:
-        """Rows per part in step ``step``, given the rows served ``before`` it: each part's
-        deficit against its exact share, rounded down, and the rows left over to the largest
-        remainders (ties: the lower part)."""
-        deficit = self.exact(step + 1) - before
-        base = np.maximum(np.floor(deficit), 0).astype(np.int64)
-        rest = self.global_batch - int(base.sum())
-        remainder = deficit - base
-        if rest > 0:
-            base[np.argsort(-remainder, kind="stable")[:rest]] += 1
-        elif rest < 0:
-            for part in np.argsort(remainder, kind="stable"):
-                if rest == 0:
-                    break
-                if base[part] > 0:
-                    base[part] -= 1
-                    rest += 1
-        return base
+    def remember(self, step: int, totals: list[int]) -> None:
+        """Seed the totals before ``step`` (from a loader state), so resuming needs no replay.
+
+        Raises:
+            InputError: totals that this allocation could not have produced.
+        """
+        exact = self.exact(step)
+        if len(totals) != self.n_parts or sum(totals) != step * self.global_batch or any(
+                abs(t - e) > 1 + 1e-6 for t, e in zip(totals, exact)):
+            raise InputError(None, f"loader state's mixture rows {totals} do not fit step {step} of this mixture")
+        self._checkpoints[step] = list(totals)
+        self._last = (step, list(totals))
 
 
 class LoaderState(Record):
@@ -145,6 +167,8 @@ class LoaderState(Record):
     layout: dict[str, Any]
     data: list[dict[str, Any]]
     mixture: dict[str, Any] | None = None
+    #: rows each mixture part served before ``step`` (so a resume needs no replay)
+    part_rows: list[int] | None = None
     vocabulary: VocabIdentity
 
 
@@ -245,7 +269,7 @@ class PackedBatches:
         before = self._allocation.before(step)
         counts = self._allocation.counts_from(step, before)
         parts, rows = [], []
-        for part, (first, count) in enumerate(zip(before.tolist(), counts.tolist())):
+        for part, (first, count) in enumerate(zip(before, counts)):
             if not count:
                 continue
             n_rows = self.layouts[part].n_rows
@@ -326,7 +350,7 @@ class PackedBatches:
         """Per part, before ``step`` (default: :attr:`step`): rows served and whole epochs completed."""
         before = self._allocation.before(self.step if step is None else step)
         return [{"rows": int(rows), "epochs": int(rows) // layout.n_rows, "rows_per_epoch": layout.n_rows}
-                for rows, layout in zip(before.tolist(), self.layouts)]
+                for rows, layout in zip(before, self.layouts)]
 
     def _layout_record(self) -> dict[str, Any]:
         layout = self.layouts[0]
@@ -350,7 +374,8 @@ class PackedBatches:
         """
         state = LoaderState(step=self.step, seed=self.seed, global_batch=self.global_batch,
                             layout=self._layout_record(), data=self._data_records(),
-                            mixture=self._mixture_record(), vocabulary=self.vocabulary)
+                            mixture=self._mixture_record(), vocabulary=self.vocabulary,
+                            part_rows=self._allocation.before(self.step) if self.mixture is not None else None)
         return state.model_dump(mode="json", by_alias=True)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -381,6 +406,8 @@ class PackedBatches:
             if theirs[key] != ours[key]:
                 raise InputError(None, f"loader state has {key} {theirs[key]!r}, this loader {ours[key]!r}",
                                  fix="resume with the settings of the saved run")
+        if self.mixture is not None and saved.part_rows is not None:
+            self._allocation.remember(saved.step, saved.part_rows)
         self.step = saved.step
 
     def data_schedule(self, **extra: Any) -> dict[str, Any]:
