@@ -155,7 +155,7 @@ def test_a_checkpoint_alone_is_enough_for_require_vocabulary(corpus: tokpack.Tok
     assert tokpack.require_vocabulary(batches.data_schedule(run="x"), tokenizer) is tokenizer
     assert tokpack.require_vocabulary(batches.state_dict(), tokenizer) is tokenizer
     other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=400, document_bytes=1024)
-    with pytest.raises(ValueError, match="not the vocabulary"):  # VocabularyMismatch once the lead's conversion lands
+    with pytest.raises(VocabularyMismatch, match="not the vocabulary"):
         tokpack.require_vocabulary(checkpoint, other.tokenizer())
 
 
