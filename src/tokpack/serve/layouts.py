@@ -352,38 +352,49 @@ class BestFitLayout(Layout):
 def _best_fit(lengths: list[int], width: int, lookahead: int) -> tuple[list[int], list[int], int]:
     """Pack pieces (``lengths``, each at most ``width``) into rows; return the pieces in row
     order, the row offsets into that order (``n_rows + 1`` of them) and the ids served ahead of
-    an older waiting piece (moved)."""
-    # (length, -index), sorted: the best fit is a bisection, and among equal lengths the oldest wins.
+    an older waiting piece (moved).
+
+    A full piece (``width`` ids) can only ever head a row, so it waits in the age queue alone and
+    skips the sorted buffer: on cut text that is most pieces, at no change to the result.
+    """
+    # (length, -index) of the partial pieces, sorted: the best fit is a bisection, and among
+    # equal lengths the oldest wins.
     waiting: list[tuple[int, int]] = []
     oldest: deque[int] = deque()
     taken = bytearray(len(lengths))
     placed: list[int] = []
     row_ptr = [0]
-    following = moved = 0
-    while following < len(lengths) or waiting:
-        while following < len(lengths) and len(waiting) < lookahead:
-            bisect.insort(waiting, (lengths[following], -following))
+    following = moved = n_waiting = 0
+    total = len(lengths)
+    while following < total or n_waiting:
+        while following < total and n_waiting < lookahead:
+            if lengths[following] < width:
+                bisect.insort(waiting, (lengths[following], -following))
             oldest.append(following)
             following += 1
+            n_waiting += 1
         while taken[oldest[0]]:
             oldest.popleft()
         head = oldest.popleft()
-        del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
         taken[head] = 1
         placed.append(head)
+        n_waiting -= 1
         space = width - lengths[head]
+        if space:
+            del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
         while space and waiting:
             at = bisect.bisect_right(waiting, (space, 1)) - 1
             if at < 0:
                 break
             size, index = waiting.pop(at)
             index = -index
-            while oldest and taken[oldest[0]]:
+            while taken[oldest[0]]:
                 oldest.popleft()
             if oldest[0] != index:  # served ahead of an older waiting piece
                 moved += size
             taken[index] = 1
             placed.append(index)
+            n_waiting -= 1
             space -= size
         row_ptr.append(len(placed))
     return placed, row_ptr, moved
