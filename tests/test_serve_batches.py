@@ -272,3 +272,27 @@ def test_a_mixture_resumes_from_its_state_on_another_world_size(tmp_path: Path) 
     with pytest.raises(InputError, match="mixture"):
         PackedBatches(Mixture([(a, 1), (b, 1), (c, 1)]), length=8, global_batch=6, layout="bestfit",
                       layout_options={"cache": False}).load_state_dict(state)
+
+
+def test_a_datatrove_folder_serves_with_labels_ignored_past_its_end(corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
+    from tokpack.store import DatatroveFolder
+
+    pack = open_tokens(corpus.tokens_dir)
+    documents = [np.asarray(pack.document(i)) for i in range(40)]
+    folder = tmp_path / "datatrove"
+    folder.mkdir()
+    (folder / "000_00000.ds").write_bytes(np.concatenate(documents).astype("<u2").tobytes())  # datatrove's format
+    (folder / "000_00000.ds.index").write_bytes(np.cumsum([len(d) for d in documents]).astype("<u8").tobytes())
+    source = DatatroveFolder(folder, tokenizer=corpus.vocabulary_path)
+    for layout in ("stream", "bestfit"):
+        batches = PackedBatches(source, layout=layout, length=64, global_batch=4, shuffle=False, document_ids=True,
+                                layout_options={"cache": False} if layout == "bestfit" else None)
+        assert batches.ignore_index == -100  # no padding id of its own: PyTorch's default
+        n_rows = batches.layouts[0].n_rows
+        labels = np.concatenate([batches.batch(step)["labels"] for step in range(-(-n_rows // 4))])[:n_rows]
+        stream = np.concatenate(documents)
+        real = labels[labels != -100]
+        if layout == "stream":
+            assert np.array_equal(real, stream[1:])
+        else:
+            assert len(real) == len(stream) - n_rows  # every id once, all but each row's first as a label

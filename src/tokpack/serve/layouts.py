@@ -81,10 +81,12 @@ class Layout:
         meta = source.meta
         if split not in meta.ranges:
             raise InputError(source.path, f"no {split!r} range (has {', '.join(sorted(meta.ranges)) or 'none'})")
-        if meta.pad_id is None:
-            raise InputError(source.path, "its vocabulary records no padding id distinct from real tokens",
-                             fix="prepare it again with a vocabulary that has <|endoftext|> or <pad>")
-        self.pad_id: int = int(meta.pad_id)
+        #: the source's padding id (never a real token), or None (e.g. a datatrove folder)
+        self.pad_id: int | None = None if meta.pad_id is None else int(meta.pad_id)
+        #: what padding positions hold in ``ids``: the padding id, else 0 (their labels are ignored)
+        self.fill: int = 0 if self.pad_id is None else self.pad_id
+        #: the label of a padding position: the padding id, else PyTorch's default ``-100``
+        self.ignore_index: int = -100 if self.pad_id is None else self.pad_id
         span = meta.ranges[split]
         self.lo, self.hi = (int(v) for v in span.tokens)
         self.first_doc, self.last_doc = (int(v) for v in span.documents)
@@ -112,18 +114,23 @@ class Layout:
     def rows(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``row_indices`` as ``(ids, starts)``, both ``(n, length + 1)``.
 
-        ``ids`` holds the source's ids (its dtype), padding being the pad id; ``starts`` is
+        ``ids`` holds the source's ids (its dtype), padding being :attr:`fill`; ``starts`` is
         ``True`` where a segment begins (position 0, a document start, the first padding).
 
         Raises:
             IndexError: an index outside ``[0, n_rows)``.
         """
+        ids, starts, _ = self.read(row_indices)
+        return ids, starts
+
+    def read(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``)."""
         indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
             raise IndexError(f"row index outside [0, {self.n_rows})")
         return self._rows(indices)
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def positions(self, row_indices: Any) -> np.ndarray:
@@ -139,21 +146,20 @@ class Layout:
         return np.where(positions < self.hi, positions, -1)
 
     # -- shared by the contiguous layouts ---------------------------------------------------
-    def _contiguous_rows(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _contiguous_rows(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows ``ids[o : o + length + 1]``, padded past ``hi``, with their segment starts."""
         width = self.length + 1
         n = len(origins)
         if not n or int(origins.max()) + width <= self.hi:  # one reduction decides the common case
             ids = self.source.gather_rows(origins, width)
         else:
-            ids = np.full((n, width), self.pad_id, dtype=self.source.meta.dtype)
+            ids = np.full((n, width), self.fill, dtype=self.source.meta.dtype)
             whole = origins + width <= self.hi
             if whole.any():
                 ids[whole] = self.source.gather_rows(origins[whole], width)
             for row in np.flatnonzero(~whole):  # at most a few rows per epoch reach the end
                 keep = self.hi - int(origins[row])
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
-                ids[row, keep] = self.pad_id  # the row's first padding
         starts = np.zeros((n, width), dtype=bool)
         starts[:, 0] = True
         document_starts = self.source.starts
@@ -167,7 +173,7 @@ class Layout:
         padded = origins + width > self.hi
         if padded.any():
             starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
-        return ids, starts
+        return ids, starts, np.minimum(width, self.hi - origins)
 
 
 class StreamLayout(Layout):
@@ -183,7 +189,7 @@ class StreamLayout(Layout):
         """Where rows ``indices`` start in the stream."""
         return self.lo + np.asarray(indices, dtype=np.int64) * self.length
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._contiguous_rows(self.origins(indices))
 
     @property
@@ -216,7 +222,7 @@ class DocumentsLayout(Layout):
         """Where rows ``indices`` start in the stream."""
         return self._origins[indices]
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._contiguous_rows(self.origins(indices))
 
     @property
@@ -294,17 +300,17 @@ class BestFitLayout(Layout):
         if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
             raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         width = self.length + 1
         n = len(indices)
         positions, destination, row_of_piece, column, used = self._placement(indices)
-        ids = np.full(n * width, self.pad_id, dtype=self.source.meta.dtype)
+        ids = np.full(n * width, self.fill, dtype=self.source.meta.dtype)
         ids[destination] = self.source.take(positions)  # one gather for every piece of every row
         starts = np.zeros((n, width), dtype=bool)
         starts[row_of_piece, column] = True
         padded = np.flatnonzero(used < width)
         starts[padded, used[padded]] = True
-        return ids.reshape(n, width), starts
+        return ids.reshape(n, width), starts, used
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         width = self.length + 1
