@@ -296,3 +296,35 @@ def test_a_datatrove_folder_serves_with_labels_ignored_past_its_end(corpus: tokp
             assert np.array_equal(real, stream[1:])
         else:
             assert len(real) == len(stream) - n_rows  # every id once, all but each row's first as a label
+
+
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_a_sharded_dataset_serves_what_its_merged_pack_serves(corpus: tokpack.TokenizedCorpus, tmp_path: Path,
+                                                              layout: str) -> None:
+    from tokpack.engines import prepare_sharded
+    from tokpack.store import merge_dataset
+
+    dataset = prepare_sharded(tokpack.sample_corpus(), tmp_path / "dataset", vocab=corpus.vocabulary_path, shards=3,
+                              document_bytes=1024, processes=1)
+    merge_dataset(dataset, tmp_path / "merged")
+    options = {"layout": layout, "length": 48, "global_batch": 6, "seed": 8, "document_ids": True,
+               "layout_options": {"cache": False} if layout == "bestfit" else None}
+    sharded, merged = PackedBatches(dataset.path, **options), PackedBatches(tmp_path / "merged", **options)
+    for step in (0, 1, 200):  # rows cross shard boundaries somewhere in these
+        a, b = sharded.batch(step), merged.batch(step)
+        assert all(np.array_equal(a[key], b[key]) for key in a)
+    merged.load_state_dict(sharded.state_dict())  # the same ids: the same checksums, so the state carries over
+
+
+def test_the_seed_readers_refuse_an_id_outside_the_vocabulary_too(tmp_path: Path) -> None:
+    from tokpack.serve import TokenBatches, Windows
+
+    pack = pack_of_documents([[1, 2, 3, 4, 5, 6]] * 4, n_vocab=10, pad_id=0, directory=tmp_path / "p")
+    batches = TokenBatches(pack, batch=2, length=4)  # verified on open; altered below, while open
+    tokens = np.load(pack / "tokens.npy", mmap_mode="r+")
+    tokens[2] = 999
+    tokens.flush()
+    with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
+        batches.ids(0)
+    with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
+        Windows(pack, block=4).window_batch([0, 1])

@@ -32,6 +32,7 @@ from pydantic import Field, ValidationError
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve.layouts import Layout, data_identity, make_layout, open_source
+from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
@@ -298,9 +299,7 @@ class PackedBatches:
         for part in np.unique(part_of).tolist():  # one gather per part
             chosen = part_of == part
             part_ids, part_starts, real[chosen] = self.layouts[part].read(row_of[chosen])
-            if part_ids.size and int(part_ids.max()) >= self.n_vocab:  # one reduction guards every batch
-                raise IntegrityError(self.sources[part].path, f"id {int(part_ids.max())} outside the vocabulary "
-                                     f"(n_vocab {self.n_vocab})", fix="the data is corrupt; verify it with tokpack inspect --verify")
+            check_ids(part_ids, self.sources[part])  # one reduction guards every batch
             ids[chosen], starts[chosen] = part_ids, part_starts
         return ids, starts, real
 
@@ -489,8 +488,7 @@ class EvalBatches:
         lengths = np.zeros(self.batch_size, dtype=np.int64)  # rows past the range: all padding
         if len(real):
             ids[: len(real)], starts[: len(real)], lengths[: len(real)] = self.layout.read(real)
-            if int(ids.max()) >= self.n_vocab:
-                raise IntegrityError(self.layout.source.path, f"id {int(ids.max())} outside the vocabulary (n_vocab {self.n_vocab})")
+            check_ids(ids, self.layout.source)
         return assemble(ids, starts, dtype=self.dtype, real=lengths, ignore_index=self.ignore_index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
