@@ -50,7 +50,8 @@ class Mixture:
             (weights are normalized).
         seed: mixed into every part's shuffle and the order of rows inside a step.
         stages: ``[(start_step, [weight, ...]), ...]``: from ``start_step`` on, these weights
-            (a curriculum); the first stage must start at step 0 if given.
+            (a curriculum); the first stage must start at step 0. Given stages replace the
+            parts' own weights (which stay in the data schedule as given).
 
     The rows each part gives step ``k`` follow from ``k`` and the weights alone: the running
     total of every part stays within one row of its exact share (``weight * global_batch *

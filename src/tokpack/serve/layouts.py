@@ -36,6 +36,7 @@ import bisect
 import hashlib
 import json
 import os
+import secrets
 from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
@@ -284,11 +285,16 @@ class BestFitLayout(Layout):
         self._moved = order[2]
 
     def _save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
-        np.savez(temporary, piece_start=self._piece_start, piece_len=self._piece_len, row_ptr=self._row_ptr,
-                 counts=np.array([self._cut, self._moved], dtype=np.int64))
-        os.replace(temporary, path)  # readers see the whole index or none
+        # A unique temporary renamed into place: ranks on several hosts may build the same index at
+        # once; each publishes whole, identical bytes. A cache that cannot be written is skipped.
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(temporary, piece_start=self._piece_start, piece_len=self._piece_len, row_ptr=self._row_ptr,
+                     counts=np.array([self._cut, self._moved], dtype=np.int64))
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
 
     def _load(self, path: Path) -> None:
         try:
