@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from pathlib import Path
 
@@ -328,3 +329,24 @@ def test_the_seed_readers_refuse_an_id_outside_the_vocabulary_too(tmp_path: Path
         batches.ids(0)
     with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
         Windows(pack, block=4).window_batch([0, 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_boundary_arrays_agree_with_each_other(data: st.DataObject) -> None:
+    from tokpack.serve.batches import assemble
+
+    rows, width = data.draw(st.integers(1, 5)), data.draw(st.integers(2, 12))
+    starts = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=width, max_size=width),
+                                         min_size=rows, max_size=rows)))
+    ids = np.arange(rows * width).reshape(rows, width) % 7
+    batch = assemble(ids, starts, dtype=np.dtype(np.int32), position_ids=True, cu_seqlens=True, document_ids=True)
+    length = width - 1
+    bounds = batch["cu_seqlens"]
+    assert bounds[0] == 0 and bounds[-1] == rows * length and (np.diff(bounds) > 0).all()
+    flat_documents = (batch["document_ids"] + np.arange(rows)[:, None] * (length + 1)).ravel()
+    for first, end in itertools.pairwise(bounds.tolist()):  # each cu_seqlens segment: one document, positions from 0
+        assert len(set(flat_documents[first:end].tolist())) == 1
+        assert batch["position_ids"].ravel()[first:end].tolist() == list(range(end - first))
+    assert batch["max_seqlen"] == int(np.diff(bounds).max())
+    assert batch["position_ids"].dtype == np.int32 and batch["cu_seqlens"].dtype == np.int32
