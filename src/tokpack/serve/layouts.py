@@ -143,12 +143,23 @@ class Layout:
         return self._positions(indices)
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
-        positions = self.origins(indices)[:, None] + np.arange(self.length + 1)  # type: ignore[attr-defined]
+        raise NotImplementedError
+
+
+class _ContiguousLayout(Layout):
+    """A layout whose row ``j`` is the stream slice ``[origin_j, origin_j + length + 1)``,
+    padded past the range's end; subclasses say where rows start (:meth:`origins`)."""
+
+    def origins(self, indices: np.ndarray) -> np.ndarray:
+        """Where rows ``indices`` start in the stream."""
+        raise NotImplementedError
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
         return np.where(positions < self.hi, positions, -1)
 
-    # -- shared by the contiguous layouts ---------------------------------------------------
-    def _contiguous_rows(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows ``ids[o : o + length + 1]``, padded past ``hi``, with their segment starts."""
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
         if not n or int(origins.max()) + width <= self.hi:  # one reduction decides the common case
@@ -177,7 +188,7 @@ class Layout:
         return ids, starts, np.minimum(width, self.hi - origins)
 
 
-class StreamLayout(Layout):
+class StreamLayout(_ContiguousLayout):
     """Consecutive rows overlapping by one id (see the module docstring)."""
 
     name = "stream"
@@ -190,9 +201,6 @@ class StreamLayout(Layout):
         """Where rows ``indices`` start in the stream."""
         return self.lo + np.asarray(indices, dtype=np.int64) * self.length
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self._contiguous_rows(self.origins(indices))
-
     @property
     def stats(self) -> dict[str, float]:
         """``repetition`` (always 1.0) and ``padding_share`` of the positions of an epoch."""
@@ -200,7 +208,7 @@ class StreamLayout(Layout):
         return {"repetition": 1.0, "padding_share": padding / (self.n_rows * (self.length + 1))}
 
 
-class DocumentsLayout(Layout):
+class DocumentsLayout(_ContiguousLayout):
     """Rows at document starts and row-sized steps inside long documents (see the module docstring).
 
     The row index (8 bytes a row) is built in one vectorized pass from the document starts.
@@ -222,9 +230,6 @@ class DocumentsLayout(Layout):
     def origins(self, indices: np.ndarray) -> np.ndarray:
         """Where rows ``indices`` start in the stream."""
         return self._origins[indices]
-
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self._contiguous_rows(self.origins(indices))
 
     @property
     def stats(self) -> dict[str, float]:
