@@ -147,3 +147,22 @@ def test_torch_distributed_checkpoint_saves_and_restores_the_loader(corpus: tokp
         dcp.load({"loader": resumed}, checkpoint_id=tmp_path / "checkpoint")
     assert resumed.batches.step == 5
     assert np.array_equal(next(iter(resumed))["labels"].numpy(), loader.batches.batch(5)["labels"])
+
+
+def test_the_seed_loader_state_names_its_data_and_vocabulary(tmp_path: Path) -> None:
+    from tokpack.errors import IntegrityError, VocabularyMismatch
+
+    first = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=300, document_bytes=512)
+    other_cut = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab=first.vocabulary_path, document_bytes=400)
+    other_vocabulary = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=280, document_bytes=512)
+
+    def loader(corpus: tokpack.TokenizedCorpus):  # type: ignore[no-untyped-def]
+        with pytest.warns(UserWarning):
+            return make_loader(WindowDataset(Windows(corpus.tokens_dir, block=16)), batch_size=4)
+
+    state = loader(first).state_dict()
+    assert tokpack.require_vocabulary({"loader": state}, first.tokenizer())  # a checkpoint alone is enough
+    with pytest.raises(IntegrityError, match="other data"):
+        loader(other_cut).load_state_dict(state)
+    with pytest.raises(VocabularyMismatch, match="saved over vocabulary"):
+        loader(other_vocabulary).load_state_dict(state)
