@@ -491,3 +491,24 @@ def test_importing_foreign_megatron_files_strips_a_named_end_of_document_id(pack
     assert kept.n_tokens == pack.n_tokens + pack.n_docs and kept.pad_id is None  # ids as Megatron trains on them
     stripped = import_pack(tmp_path / "m", tmp_path / "stripped", tokenizer=corpus.vocabulary_path, eod_id=pack.meta.pad_id)
     assert same_arrays(pack.path, tmp_path / "stripped") and stripped.pad_id == pack.meta.pad_id
+
+
+def test_the_readme_snippets_load_every_export(pack: Pack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    export(pack, "megatron", Path("data/polish_text_document"), append_eod=True)
+    for fmt in ("nanogpt", "litdata", "mds", "hf"):
+        export(pack, fmt, Path(fmt))
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Interop\n", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    _import_mosaic_streaming()
+    names: dict = {}
+    exec(code, names)
+    first = np.asarray(pack.document(0))
+    assert np.array_equal(names["ids"], np.append(first, pack.meta.pad_id))
+    assert np.array_equal(names["train"][: len(first)], first)
+    assert np.array_equal(np.asarray(names["first"]), first) and names["input_ids"] == first.tolist()
+    assert np.array_equal(np.asarray(names["blocks"][0]), np.asarray(pack.tokens[:2049]))  # exported without separators
