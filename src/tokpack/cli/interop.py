@@ -73,12 +73,13 @@ def import_command(
     keep_eod: bool = typer.Option(False, "--keep-eod", help="Keep the separator ids in the documents instead of removing them."),
 ) -> None:
     """Convert another framework's token files into a verified pack."""
-    from tokpack.store.importing import import_pack, open_foreign
+    from tokpack.store.importing import detect, import_pack, open_foreign
 
+    kind = kind or detect(source)
     opened = open_foreign(source, kind=kind, tokenizer=tokenizer, eod_id=eod_id)
     with _token_progress(opened.n_tokens, "import") as progress:
         meta = import_pack(source, out, kind=kind, tokenizer=tokenizer, eod_id=eod_id,
-                           strip_eod=False if keep_eod else None, progress=progress)
+                           strip_eod=False if keep_eod else None, progress=progress, opened=opened)
     console.print(f"[green]imported[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids, "
                   f"vocabulary {meta.vocabulary.short} (verified)")
 

@@ -63,12 +63,13 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
 
 def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
                 eod_id: int | None = None, strip_eod: bool | None = None,
-                progress: Callable[[int], None] | None = None) -> PackMeta:
+                progress: Callable[[int], None] | None = None, opened: TokenSource | None = None) -> PackMeta:
     """Convert ``path`` into a new pack at ``out``, then verify it.
 
     Args:
         eod_id: the id that ends every document: nanoGPT's separator (default: the sidecar's or
             the tokenizer's ``<|endoftext|>``); for Megatron and datatrove, naming it strips it.
+        opened: ``path`` already opened by :func:`open_foreign` (it is verified again here).
         strip_eod: drop the id that ends every document (default: nanoGPT's separators always;
             Megatron's when tokpack's sidecar says it appended them or ``eod_id`` is given).
 
@@ -77,7 +78,8 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
             with the separator being stripped; a result that differs from the exported pack.
     """
     kind = kind or detect(Path(path))
-    source = open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id, verify=True)
+    source = opened or open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id)
+    source.verify()
     sidecar = getattr(source, "sidecar", None)
     if kind == "nanogpt":  # its separators are structure: always known, always removed
         separator = getattr(source, "eod_id", None)
