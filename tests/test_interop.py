@@ -285,8 +285,10 @@ def test_a_folder_written_by_datatrove_opens_with_the_same_ids(corpus, tmp_path:
 
 @pytest.mark.parametrize("fmt, append_eod", [("megatron", False), ("megatron", True), ("nanogpt", False)])
 def test_every_import_round_trips_to_byte_identical_arrays(pack: Pack, tmp_path: Path, fmt: str, append_eod: bool) -> None:
+    import tokpack
+
     out = tmp_path / "exported"
-    export(pack, fmt, out, append_eod=append_eod)
+    tokpack.export(pack, fmt, out, append_eod=append_eod)  # the package is callable
     meta = import_pack(out, tmp_path / "pack")
     assert same_arrays(pack.path, tmp_path / "pack")
     assert meta.ranges == pack.meta.ranges and meta.pad_id == pack.meta.pad_id and meta.vocabulary == pack.vocabulary

@@ -5,10 +5,14 @@ Each format is one module with a ``write(source, out, options, progress)`` funct
 (memory flat in the corpus size), appears whole or not at all, and leaves a sidecar record
 (``tokpack-export.json`` in a folder, ``OUT.tokpack.json`` beside a Megatron prefix) naming the
 vocabulary, so tokpack can reopen and import it exactly.
+
+The package itself is callable: ``tokpack.export(source, fmt, out)`` is :func:`export`.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,5 +75,14 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
         return export_to_url(FORMATS[fmt].write, opened, str(out), options, report, storage_options or {})
     return FORMATS[fmt].write(opened, Path(out), options, report)
 
+
+class _CallableModule(types.ModuleType):
+    """This package, callable: ``tokpack.export(source, "megatron", out)`` is :func:`export`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ExportRecord:
+        return export(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "export", "read_sidecar"]
