@@ -175,7 +175,10 @@ def _prepare_source(
         tokenizer = load_vocabulary(vocab, pattern=pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     cut = DocumentCut(rule="newline", document_bytes=document_bytes)
-    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}"
+    # The error policy is part of the key: a pack that skipped bad records must never be handed
+    # to a run that asked to stop at them.
+    policy = "-skip" if source.on_error == "skip" else ""
+    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{policy}"
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
@@ -279,6 +282,9 @@ def write_pack(
     last_unit = source.n_units if last_unit is None else last_unit
     record, report = source.record, report or (lambda _: None)
     done_bytes = characters = 0
+    # Skips are counted for this pass only: the trainer's sample may have read (and skipped) the
+    # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
+    skipped_before = source.skipped
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         ranges = {}
         for name, first, last in source.layout():
@@ -295,7 +301,8 @@ def write_pack(
                                     source_bytes=source.range_bytes(name) if whole else None)
         # Characters are counted here, where the text is at hand, so nobody reads the corpus again
         # to tell characters per token.
-        counts = {"characters": characters} | ({"skipped": source.skipped} if source.skipped else {})
+        skipped = source.skipped - skipped_before
+        counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
 
