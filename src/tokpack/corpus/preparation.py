@@ -224,6 +224,7 @@ def _trained_vocabulary(
         tokenizer = train(source.training_sample(sample_bytes), vocab_size=vocab_size, min_frequency=min_frequency,
                           pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
+        source.check_unchanged()
         remove_abandoned(directory)
         with building(directory) as temporary:
             tokenizer.save(temporary, trained_on=trained_on)
@@ -301,6 +302,7 @@ def write_pack(
                                     source_bytes=source.range_bytes(name) if whole else None)
         # Characters are counted here, where the text is at hand, so nobody reads the corpus again
         # to tell characters per token.
+        source.check_unchanged()  # the bytes encoded must be the bytes the record's hash names
         skipped = source.skipped - skipped_before
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),

@@ -13,7 +13,7 @@ import codecs
 import hashlib
 import itertools
 import json
-import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,8 +23,10 @@ from typing import Literal
 
 import numpy as np
 
+from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
-from tokpack.corpus.manifest import CorpusManifest, corpus_manifest, file_sha256
+from tokpack.corpus.manifest import MANIFEST_FILE, CorpusManifest, corpus_manifest, file_sha256
+from tokpack.errors import InputError
 from tokpack.store.format import Source
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
@@ -52,6 +54,23 @@ class DocumentSource:
         self.on_error = on_error
         self.skipped = 0  # files or records skipped for bad input, when on_error == "skip"
         self.problems: list[str] = []  # what was skipped and why (the first few)
+        # Taken before anything is hashed, compared again before a pack is published: the bytes
+        # encoded must be the bytes the record's hash names.
+        self.fingerprint: tuple[Fingerprint, ...] = fingerprint(self.input_files())
+
+    def input_files(self) -> list[Path]:
+        """Every file whose bytes this source reads."""
+        return [self.path]
+
+    def check_unchanged(self) -> None:
+        """Refuse to go on when an input file changed since this source was opened.
+
+        Raises:
+            InputError: naming the file that changed (written, replaced, truncated or removed).
+        """
+        if (old := changed(self.fingerprint)) is not None:
+            raise InputError(old.path, "changed while it was being read (size, time or inode differ); nothing was "
+                             "published", fix="rerun once the file no longer changes")
 
     @cached_property
     def record(self) -> Source:
@@ -107,10 +126,9 @@ class DocumentSource:
         if len(self.problems) < 5:
             self.problems.append(problem)
 
-    def _cut(self, data: bytes | mmap.mmap, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
-        for begin, finish in cut_documents(data, start, end, self.document_bytes):
+    def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
+        for begin, finish in cut_documents(data, start, end, self.document_bytes):  # type: ignore[arg-type]
             yield Piece(range_name, _decode(data, begin, finish, where), finish - begin)
-            _release(data, begin, finish)
 
     def _cut_text(self, text: str, where: str) -> Iterator[Piece]:
         """A record's text as documents: whole when it fits (no re-decoding), else cut by the rule."""
@@ -130,7 +148,7 @@ class TextFile(DocumentSource):
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.sha256 = file_sha256(self.path)
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
-        self._data = _map(self.path)
+        self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans, self._layout = [], []
         for name, start, stop in self.manifest.ordered_ranges():
@@ -143,9 +161,12 @@ class TextFile(DocumentSource):
     def record(self) -> Source:
         return Source(name=self.path.name, sha256=self.sha256, n_bytes=self.manifest.n_bytes)
 
+    def input_files(self) -> list[Path]:
+        manifest = self.path.parent / MANIFEST_FILE
+        return [self.path, manifest] if manifest.exists() else [self.path]
+
     def close(self) -> None:
-        if isinstance(self._data, mmap.mmap):
-            self._data.close()
+        self._data.close()
 
     @property
     def n_units(self) -> int:
@@ -163,33 +184,94 @@ class TextFile(DocumentSource):
         for name, low, high in self._layout:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
                 yield Piece(name, _decode(self._data, begin, end, str(self.path)), end - begin)
-                _release(self._data, begin, end)
 
 
 class TextDirectory(DocumentSource):
-    """Every non-hidden file under a folder, in sorted path order; documents never span files."""
+    """Every non-hidden file under a folder, in sorted path order; documents never span files.
+
+    A subfolder or file that cannot be read, or an entry that is not a regular file (a FIFO, a
+    device), stops the run, or with ``on_error="skip"`` is skipped and counted, never dropped
+    silently.
+    """
 
     format: Format = "directory"
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
+        self.path, self.on_error = Path(path), on_error
+        # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
+        # (or the shard) that reaches it counts the skip, once.
+        self.files, self._unreadable = self._listing()
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
-        self.files = sorted(p for p in self.path.rglob("*") if p.is_file()
-                            and not any(part.startswith(".") for part in p.relative_to(self.path).parts))
         units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
-            data = _map(file)
-            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))
+            if index in self._unreadable:
+                units.append(np.array([[index, 0, 0]], np.int64))
+                continue
+            data = self._open(file)
+            if data is None:
+                units.append(np.array([[index, 0, 0]], np.int64))
+                continue
+            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))  # type: ignore[arg-type]
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
-            if isinstance(data, mmap.mmap):
-                data.close()
+            data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
+
+    def _listing(self) -> tuple[list[Path], dict[int, str]]:
+        found: list[tuple[Path, str | None]] = []
+
+        def unreadable(error: OSError) -> None:
+            where = Path(error.filename) if error.filename else self.path
+            problem = f"cannot read folder ({error.strerror or error})"
+            if self.on_error != "skip":
+                raise InputError(where, problem, fix="fix its permissions, or use --on-error skip to leave it out")
+            found.append((where, problem))
+
+        for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
+            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+            for name in names:
+                if name.startswith("."):
+                    continue
+                file = Path(folder) / name
+                try:
+                    regular_file(file)
+                except InputError as error:
+                    if file.is_dir():  # a symlink to a folder: os.walk does not follow it
+                        continue
+                    if self.on_error != "skip":
+                        raise
+                    found.append((file, str(error).split(": ", 1)[1]))
+                    continue
+                found.append((file, None))
+        found.sort(key=lambda item: item[0])
+        files = [file for file, _ in found]
+        return files, {index: f"{file}: {problem}" for index, (file, problem) in enumerate(found) if problem}
+
+    def _open(self, file: Path) -> FileBytes | None:
+        """The file's bytes, or ``None`` (skipped and counted) when it cannot be read in skip mode."""
+        try:
+            return FileBytes(file)
+        except InputError:
+            if self.on_error != "skip":
+                raise
+            self._unreadable[self.files.index(file)] = f"{file}: cannot be read"
+            return None
+        except OSError as error:
+            if self.on_error != "skip":
+                raise InputError(file, f"cannot read ({error.strerror or error})",
+                                 fix="fix its permissions, or use --on-error skip to leave it out") from None
+            self._unreadable[self.files.index(file)] = f"{file}: cannot read ({error.strerror or error})"
+            return None
+
+    def input_files(self) -> list[Path]:
+        return [file for index, file in enumerate(self.files) if index not in self._unreadable]
 
     @cached_property
     def record(self) -> Source:
         digest, total = hashlib.sha256(), 0
-        for file in self.files:  # names and contents, so a rename changes the fingerprint too
-            digest.update(f"{file.relative_to(self.path).as_posix()}\0{file_sha256(file)}\n".encode())
-            total += file.stat().st_size
+        for index, file in enumerate(self.files):  # names and contents, so a rename changes the fingerprint too
+            content = "unreadable" if index in self._unreadable else file_sha256(file)
+            digest.update(f"{file.relative_to(self.path).as_posix()}\0{content}\n".encode())
+            total += 0 if index in self._unreadable else file.stat().st_size
         return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=total)
 
     @property
@@ -200,7 +282,13 @@ class TextDirectory(DocumentSource):
         chosen = self._units[first:last]
         for rows in np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else ():
             index, same_file = int(rows[0, 0]), rows.tolist()
-            data = _map(self.files[index])
+            if index in self._unreadable:
+                self._skip(self._unreadable[index])
+                continue
+            data = self._open(self.files[index])
+            if data is None:
+                self._skip(self._unreadable[index])
+                continue
             try:
                 bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
                 if bad is not None:  # the whole file is skipped: never half of it
@@ -209,8 +297,7 @@ class TextDirectory(DocumentSource):
                 for _, begin, end in same_file:
                     yield from self._cut(data, begin, end, str(self.files[index]))
             finally:
-                if isinstance(data, mmap.mmap):
-                    data.close()
+                data.close()
 
 
 class JsonLines(DocumentSource):
@@ -314,6 +401,8 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if not path.is_dir():
+        regular_file(path, "input")  # a FIFO or device (/dev/zero) would block or never end
     kind = format or ("directory" if path.is_dir() else {".jsonl": "jsonl", ".ndjson": "jsonl",
                                                          ".parquet": "parquet"}.get(path.suffix, "text"))
     if kind == "directory":
@@ -331,14 +420,6 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
 _CHUNK = 16 << 20
 
 
-def _map(path: Path) -> bytes | mmap.mmap:
-    """The bytes of ``path`` as a read-only map (``b""`` for an empty file, which cannot be mapped)."""
-    with open(path, "rb") as handle:
-        if not path.stat().st_size:
-            return b""
-        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-
-
 def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     """``(begin, end)`` pairs as an ``(n, 2)`` ``int64`` array, built without a list of tuples.
 
@@ -348,7 +429,7 @@ def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(cuts), dtype=np.int64).reshape(-1, 2)
 
 
-def _decode(data: bytes | mmap.mmap, begin: int, end: int, where: str) -> str:
+def _decode(data: bytes | FileBytes, begin: int, end: int, where: str) -> str:
     """The text of bytes ``[begin, end)``.
 
     Raises:
@@ -377,7 +458,7 @@ def _line_ends(path: Path) -> np.ndarray:
     return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 
-def _invalid_utf8_offset(data: bytes | mmap.mmap, chunk: int = _CHUNK) -> int | None:
+def _invalid_utf8_offset(data: bytes | FileBytes, chunk: int = _CHUNK) -> int | None:
     """Where ``data`` stops being UTF-8, or ``None``; validated ``chunk`` bytes at a time, so no
     whole-file string is ever built.
 
@@ -394,12 +475,3 @@ def _invalid_utf8_offset(data: bytes | mmap.mmap, chunk: int = _CHUNK) -> int | 
         except UnicodeDecodeError as error:
             return offset - held + error.start
     return None
-
-
-def _release(data: bytes | mmap.mmap, begin: int, end: int) -> None:
-    """Drop mapped pages already decoded, so resident memory stays flat on a huge corpus."""
-    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    first, last = begin - begin % mmap.PAGESIZE, end - end % mmap.PAGESIZE
-    if last > first:
-        data.madvise(mmap.MADV_DONTNEED, first, last - first)
