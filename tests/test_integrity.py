@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tokpack import prepare
@@ -153,3 +154,192 @@ def test_an_unreadable_file_is_skipped_with_on_error_skip(tmp_path: Path, monkey
     prepared = prepare(folder, cache_dir=tmp_path / "cache", on_error="skip", **SMALL)
     assert prepared.manifest.counts["skipped"] == 1
     assert b"hidden" not in prepared.tokenizer().decode_bytes(prepared.pack().tokens)
+
+
+# --- Item 1: every reader verifies on first open; a stamp makes later opens free ------------------
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Verification stamps go to this test's own cache."""
+    monkeypatch.setenv("TOKPACK_CACHE", str(tmp_path / "stamps"))
+    return tmp_path / "stamps"
+
+
+def reseal(meta_path: Path, **changes: object) -> None:
+    """Edit a pack's or dataset's record and seal it again, as a careless tool (or an attacker) would."""
+    from tokpack.store import DatasetRecord, PackMeta
+
+    model = DatasetRecord if meta_path.name == "dataset.json" else PackMeta
+    record = model.model_validate({**json.loads(meta_path.read_text()), **changes})
+    meta_path.write_text(record.sealed().to_json())
+
+
+def small_pack(directory: Path, **options: object) -> Path:
+    from tokpack.serve.memory import pack_of_documents
+
+    documents = [[1, 2, 3, 4, 5], [6, 7], [8, 9, 10, 11], [12, 13, 14]]
+    return pack_of_documents(documents, n_vocab=20, pad_id=0, directory=directory, **options)  # type: ignore[arg-type]
+
+
+def flip_a_byte(path: Path, offset: int = 130) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_windows_refuse_a_flipped_byte_without_being_asked_to_verify(tmp_path: Path) -> None:
+    from tokpack.serve.windows import Windows
+
+    pack = small_pack(tmp_path / "pack")
+    Windows(pack, block=4)  # verified once, stamped
+    flip_a_byte(pack / "tokens.npy")
+    with pytest.raises(IntegrityError, match=r"tokens\.npy: SHA-256 differs from meta\.json"):
+        Windows(pack, block=4)
+
+
+def test_a_shifted_starts_file_is_refused_on_first_open(tmp_path: Path) -> None:
+    from tokpack.serve.schedule import TokenBatches
+    from tokpack.store import open_tokens
+
+    pack = small_pack(tmp_path / "pack")
+    starts = np.load(pack / "starts.npy")
+    (pack / "starts.npy").write_bytes((pack / "starts.npy").read_bytes()[:128] + (starts + [0, 1, 1, 1]).astype("<i8").tobytes())
+    with pytest.raises(IntegrityError, match=r"starts\.npy: SHA-256 differs"):
+        open_tokens(pack)
+    with pytest.raises(IntegrityError, match=r"starts\.npy"):
+        TokenBatches(pack, batch=1, length=2)
+
+
+def test_a_second_open_trusts_the_stamp_and_the_stamp_lives_in_the_cache(tmp_path: Path, own_cache: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokpack.store import Pack
+
+    pack = small_pack(tmp_path / "pack")
+    before = sorted(p.name for p in pack.iterdir())
+    Pack(pack)
+    assert sorted(p.name for p in pack.iterdir()) == before  # nothing written into the pack
+    assert len(list((own_cache / "verified").glob("*.json"))) == 1
+    monkeypatch.setattr(Pack, "verify", lambda self, **_: pytest.fail("verified again"))
+    Pack(pack)  # free: the stamp matches size, times and inode
+    monkeypatch.undo()
+    monkeypatch.setenv("TOKPACK_CACHE", str(own_cache))
+    os.utime(pack / "tokens.npy")  # touched: the next open verifies again, and passes
+    calls = []
+    real = Pack.verify
+    monkeypatch.setattr(Pack, "verify", lambda self, **kw: calls.append(1) or real(self, **kw))
+    Pack(pack)
+    assert calls == [1]
+
+
+def test_an_id_outside_the_vocabulary_is_refused_on_open_and_in_every_served_batch(tmp_path: Path) -> None:
+    from tokpack.serve.schedule import TokenBatches
+    from tokpack.serve.windows import Windows
+    from tokpack.store import Pack
+
+    pack = small_pack(tmp_path / "pack")  # ids up to 14
+    vocabulary = json.loads((pack / "meta.json").read_text())["vocabulary"]
+    reseal(pack / "meta.json", vocabulary={**vocabulary, "n_vocab": 10})  # GPT-2 ids in a smaller vocabulary
+    with pytest.raises(IntegrityError, match=r"tokens\.npy: id 14 outside the vocabulary \(n_vocab 10\)"):
+        Pack(pack)
+    unverified = Pack(pack, verify=False)
+    windows = Windows(unverified, block=3)
+    assert windows.window_batch([1])[0].tolist() == [[6, 7, 8]]  # ids below 10 are served
+    with pytest.raises(IntegrityError, match=r"served id 13 is outside the vocabulary \(n_vocab 10\)"):
+        windows.window_batch([3])
+    with pytest.raises(IntegrityError, match=r"served id 1[0-4] is outside the vocabulary"):
+        TokenBatches(unverified.path, batch=1, length=2) if False else _batches_unverified(unverified).ids(3)
+
+
+def _batches_unverified(pack: object) -> object:
+    from tokpack.serve.schedule import TokenBatches
+
+    batches = TokenBatches.__new__(TokenBatches)
+    batches.pack = pack  # type: ignore[attr-defined]
+    batches.lo, batches.hi = pack.meta.ranges["train"].tokens  # type: ignore[attr-defined]
+    batches.batch, batches.length = 1, 2  # type: ignore[attr-defined]
+    batches._modulus = batches.hi - batches.lo - 3  # type: ignore[attr-defined]
+    batches._row_steps = np.arange(1, dtype=np.int64) * 2  # type: ignore[attr-defined]
+    return batches
+
+
+def test_inspect_verifies_by_default(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tokpack.cli import app
+
+    pack = small_pack(tmp_path / "pack")
+    runner = CliRunner()
+    assert runner.invoke(app, ["inspect", str(pack)]).exit_code == 0
+    flip_a_byte(pack / "tokens.npy")
+    result = runner.invoke(app, ["inspect", str(pack)])
+    assert result.exit_code == 2 and "tokens.npy: SHA-256 differs" in result.output
+    assert runner.invoke(app, ["inspect", "--no-verify", str(pack)]).exit_code == 0
+
+
+def sharded(directory: Path) -> Path:
+    from tokpack.serve.memory import pack_of_documents
+    from tokpack.store import DocumentCut, Source, write_dataset
+
+    shards = [[[1, 2, 3], [4, 5]], [[6, 7, 8, 9]], [[10, 11], [12], [13, 14, 15]]]
+    for rank, documents in enumerate(shards):
+        pack_of_documents(documents, n_vocab=20, pad_id=0, directory=directory / f"shard-{rank:05d}")
+    write_dataset(directory, [f"shard-{rank:05d}" for rank in range(3)], source=Source(name="x", sha256="0" * 64, n_bytes=0),
+                  cut=DocumentCut(rule="list"))
+    return directory
+
+
+def test_shards_reordered_in_dataset_json_are_refused(tmp_path: Path) -> None:
+    from tokpack.serve.windows import Windows
+
+    dataset = sharded(tmp_path / "dataset")
+    record = json.loads((dataset / "dataset.json").read_text())
+    reseal(dataset / "dataset.json", shards=[record["shards"][i] for i in (1, 0, 2)])
+    with pytest.raises(IntegrityError, match=r"dataset\.json: shards are not listed once each in shard order"):
+        Windows(dataset, block=2)
+
+
+def test_shards_renamed_into_another_order_are_refused(tmp_path: Path) -> None:
+    from tokpack.serve.windows import Windows
+
+    dataset = sharded(tmp_path / "dataset")
+    record = json.loads((dataset / "dataset.json").read_text())
+    for old, new in (("shard-00000", "tmp"), ("shard-00001", "shard-00000"), ("tmp", "shard-00001")):
+        (dataset / old).rename(dataset / new)
+    entries = record["shards"]
+    entries[0]["name"], entries[1]["name"] = "shard-00001", "shard-00000"
+    reseal(dataset / "dataset.json", shards=[entries[1], entries[0], entries[2]])  # names in order again
+    with pytest.raises(IntegrityError, match=r"dataset\.json: the shards' documents, in the listed order, differ"):
+        Windows(dataset, block=2)
+
+
+def test_a_dataset_verifies_each_shard_when_first_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokpack.serve.windows import Windows
+    from tokpack.store import Pack
+
+    dataset = sharded(tmp_path / "dataset")
+    flip_a_byte(dataset / "shard-00002" / "tokens.npy", 128)
+    windows = Windows(dataset, block=2, aligned=True)
+    assert windows.window_batch([0, 1])[0].tolist() == [[1, 2], [4, 5]]  # shard 0 is sound
+    with pytest.raises(IntegrityError, match=r"shard-00002/tokens\.npy: SHA-256 differs"):
+        windows.window_batch([4])
+
+
+# --- Item 8: a record whose ranges or padding id lie is refused ----------------------------------
+
+def test_ranges_that_disagree_with_the_starts_are_refused(tmp_path: Path) -> None:
+    from tokpack.store import Pack
+
+    pack = small_pack(tmp_path / "pack", train_documents=2)
+    reseal(pack / "meta.json", ranges={"train": {"documents": [0, 2], "tokens": [0, 9]},
+                                       "validation": {"documents": [2, 4], "tokens": [9, 14]}})
+    with pytest.raises(IntegrityError, match=r"range 'train' says ids \[0, 9\) but its documents \[0, 2\) hold ids \[0, 7\)"):
+        Pack(pack, verify=False)
+
+
+def test_a_padding_id_that_is_a_real_token_is_refused(tmp_path: Path) -> None:
+    from tokpack.store import Pack
+
+    pack = small_pack(tmp_path / "pack")
+    reseal(pack / "meta.json", pad_id=7)
+    with pytest.raises(ValueError, match=r"the padding id 7 occurs 1 times as a real token"):
+        Pack(pack)

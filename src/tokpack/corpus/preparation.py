@@ -311,7 +311,7 @@ def write_pack(
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
                        source: DocumentSource) -> None:
-    meta = Pack(pack_dir, verify=True).meta
+    meta = Pack(pack_dir).meta  # verified on its first open, and again whenever a file of it changed
     expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from tokpack._schema import Record
 from tokpack.store import TokenSource, open_tokens
+from tokpack.store.source import check_ids
 from tokpack.vocab.identity import VocabIdentity
 
 SCHEDULE_RULE = "lo + (k * batch * length + b * length) % (hi - lo - length - 1)"
@@ -67,7 +68,7 @@ class TokenBatches:
         if batch < 1 or length < 1:
             raise ValueError(f"batch and length must be at least 1, got {batch} and {length}")
         if isinstance(tokens_dir, (str, Path)):
-            self.pack = open_tokens(Path(tokens_dir), verify=True)
+            self.pack = open_tokens(Path(tokens_dir))  # verified on first open, stamped after
         else:  # an opened source (e.g. a datatrove folder): verified here all the same
             self.pack = tokens_dir
             self.pack.verify()
@@ -99,8 +100,11 @@ class TokenBatches:
         """The batch of step ``step``: ``int32``, shape ``(batch, length + 1)``.
 
         Inputs are ``[:, :-1]``, targets ``[:, 1:]``.
+
+        Raises:
+            IntegrityError: an id at or above ``n_vocab`` (the data changed after it was verified).
         """
-        return self.pack.gather_rows(self.offsets(step), self.length + 1).astype(np.int32)
+        return check_ids(self.pack.gather_rows(self.offsets(step), self.length + 1).astype(np.int32), self.pack)
 
     def prefetch(self, start_step: int, steps: int, *, depth: int = 2) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(step, ids)`` for ``steps`` steps from ``start_step``, reading ahead in a thread.

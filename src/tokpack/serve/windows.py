@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from tokpack.store import TokenSource, open_tokens
+from tokpack.store.source import check_ids
 
 
 class Windows:
@@ -32,7 +33,8 @@ class Windows:
         """Open windows over ``pack``.
 
         Args:
-            pack: a pack or sharded dataset, or its directory (opened, counts and sizes checked).
+            pack: a pack or sharded dataset, or its directory (opened; checksums verified on the
+                first open, see :func:`tokpack.store.open_tokens`).
             block: ids per item, at least 2.
             aligned: start items at documents (``True``) or cut the range into blocks.
             split: the pack range to read (``train`` unless you evaluate).
@@ -98,6 +100,7 @@ class Windows:
             chunk = np.full(positions.shape, self.pad_id, dtype=np.int64)
             chunk[inside] = self.pack.take(positions[inside])
         chunk[:, -1] = self.pad_id  # y[-1]: its real target lies outside the window
+        check_ids(chunk, self.pack)
         return chunk[:, :-1], chunk[:, 1:]
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
