@@ -344,3 +344,38 @@ def test_a_padding_id_that_is_a_real_token_is_refused(tmp_path: Path) -> None:
     reseal(pack / "meta.json", pad_id=7)
     with pytest.raises(ValueError, match=r"the padding id 7 occurs 1 times as a real token"):
         Pack(pack)
+
+
+# --- require_vocabulary / tokenizer_for: one line for anything they cannot read ------------------
+
+def test_require_vocabulary_and_tokenizer_for_refuse_foreign_tokenizers_in_one_line(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+    from transformers import PreTrainedTokenizerFast
+
+    from tokpack import require_vocabulary, tokenizer_for
+    from tokpack.serve.memory import pack_of_documents
+    from tokpack.store import Pack
+
+    trained = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
+    schedule = trained.batches(batch=1, length=4).data_schedule()
+    hf = Tokenizer(BPE())
+    foreign = {"tokenizers.Tokenizer": hf, "PreTrainedTokenizerFast": PreTrainedTokenizerFast(tokenizer_object=hf),
+               "state_dict": {"wte.weight": np.zeros((3, 2)), "lm_head.weight": np.zeros((3, 2))}}
+    for name, thing in foreign.items():
+        for call in (lambda: require_vocabulary(schedule, thing), lambda: tokenizer_for(schedule, thing),
+                     lambda: require_vocabulary(thing, trained.tokenizer()),
+                     lambda: tokenizer_for(thing, trained.vocabulary_path)):
+            with pytest.raises(InputError) as caught:
+                call()
+            assert "\n" not in str(caught.value) and type(caught.value) is InputError, name
+    with pytest.raises(InputError, match=r"state_dict"):
+        require_vocabulary(foreign["state_dict"], trained.tokenizer())
+    with pytest.raises(InputError, match=r"vocabulary identity: n_vocab"):
+        require_vocabulary({"sha256": "0" * 64, "n_vocab": "many", "scheme": "x"}, trained.tokenizer())
+    looped: dict[str, object] = {}
+    looped["vocabulary"] = looped
+    with pytest.raises(InputError):
+        require_vocabulary(looped, trained.tokenizer())
+    assert tokenizer_for(schedule, trained.vocabulary_path).identity == trained.vocabulary
+    assert Pack(pack_of_documents([[1]], n_vocab=2)).n_docs == 1
