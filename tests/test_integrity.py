@@ -379,3 +379,93 @@ def test_require_vocabulary_and_tokenizer_for_refuse_foreign_tokenizers_in_one_l
         require_vocabulary(looped, trained.tokenizer())
     assert tokenizer_for(schedule, trained.vocabulary_path).identity == trained.vocabulary
     assert Pack(pack_of_documents([[1]], n_vocab=2)).n_docs == 1
+
+
+# --- Item 12: processes and leftovers ------------------------------------------------------------
+
+def _living(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has ended; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_kill_9_of_a_sharded_prepare_leaves_no_worker_running(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    (tmp_path / "pids").mkdir()
+    script = f"""
+import os, sys, time
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from shard_faults import record_pid_and_sleep
+import multiprocessing.managers as managers
+import tokpack.engines.executors as executors
+start = managers.SyncManager.start
+def recorded(self, *args, **kwargs):  # the manager's pid too
+    start(self, *args, **kwargs)
+    open(os.path.join({str(tmp_path / 'pids')!r}, str(self._process.pid)), "w").close()
+managers.SyncManager.start = recorded
+executors.run_local({str(tmp_path)!r}, [0, 1], processes=2, task=record_pid_and_sleep)
+"""
+    driver = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(Path(tokpack.__file__).parents[1])})
+    deadline = time.monotonic() + 60
+    while len(list((tmp_path / "pids").iterdir())) < 3 and time.monotonic() < deadline:  # 2 workers + the manager
+        time.sleep(0.2)
+    pids = [int(p.name) for p in (tmp_path / "pids").iterdir()]
+    assert len(pids) == 3, pids
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 20
+    while any(_living(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = [pid for pid in pids if _living(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "workers of a killed job kept running"
+
+
+def test_a_shard_task_goes_on_when_the_progress_queue_process_is_gone() -> None:
+    from tokpack.corpus.preparation import PrepareProgress
+    from tokpack.engines.executors import ShardReporter
+
+    class Gone:
+        def put(self, item: object) -> None:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    ShardReporter(Gone(), 0)(PrepareProgress("encoding", 1, 2))  # no error: progress is for show
+
+
+def test_a_read_only_cache_that_holds_the_pack_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.corpus.cache as cache_module
+
+    first = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
+
+    def read_only(path: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if "a" in mode or "w" in mode:
+            raise OSError(30, "Read-only file system", str(path))
+        return open(path, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(cache_module, "open", read_only, raising=False)
+    again = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
+    assert again.tokens_dir == first.tokens_dir
+    with pytest.raises(InputError, match=r"\.lock: cannot create the lock \(Read-only file system\)"):
+        prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **{**SMALL, "document_bytes": 2048})
+
+
+def test_temporaries_carry_the_host_and_only_their_own_host_removes_them(tmp_path: Path) -> None:
+    import socket
+
+    from tokpack._atomic import remove_abandoned, temporary_sibling
+
+    destination = tmp_path / "pack"
+    mine = temporary_sibling(destination)
+    assert f"{os.getpid()}@" in mine.name and mine.name.split("@")[1].startswith(socket.gethostname().split(".")[0][:8].replace("-", "_"))
+    dead_here = tmp_path / mine.name.replace(f"{os.getpid()}@", "999999999@")
+    dead_elsewhere = tmp_path / f".pack.tmp-999999999@another.host-0a0b0c0d"
+    dead_here.mkdir()
+    dead_elsewhere.mkdir()
+    assert remove_abandoned(destination) == 1
+    assert mine.exists() and dead_elsewhere.exists() and not dead_here.exists()
