@@ -339,9 +339,18 @@ class JsonLines(DocumentSource):
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
                 raise InputError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
+            except RecursionError:
+                raise InputError(self.path, "JSON nested too deeply", byte=offset) from None
+            except ValueError as error:  # e.g. a number past Python's 4,300-digit limit
+                raise InputError(self.path, f"unreadable JSON ({str(error).split(':')[0]})", byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
                 raise InputError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
+                raise InputError(self.path, f"field {self.text_field!r} holds a lone surrogate "
+                                 f"(U+{ord(text[error.start]):04X}), which is not text", byte=offset) from None
             return text
         except ValueError as error:
             if self.on_error == "skip":
@@ -360,7 +369,10 @@ class ParquetTexts(DocumentSource):
 
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.text_field = text_field
-        self._file = pq.ParquetFile(self.path)
+        try:
+            self._file = pq.ParquetFile(self.path)
+        except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(self.path, f"not a readable Parquet file ({str(error).splitlines()[0]})") from None
         if text_field not in self._file.schema_arrow.names:
             raise InputError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
@@ -371,15 +383,35 @@ class ParquetTexts(DocumentSource):
         return int(self._group_starts[-1])
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
+        import pyarrow as pa
+
         last = self.n_units if last is None else last
         for group in range(self._file.num_row_groups):
             low, high = int(self._group_starts[group]), int(self._group_starts[group + 1])
             if high <= first or low >= last:
                 continue
-            column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
-            for row, value in enumerate(column.to_pylist()[max(first, low) - low : min(last, high) - low], start=max(first, low)):
-                if not isinstance(value, str):
+            try:
+                column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+                if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                    # Decoded here, row by row, so invalid UTF-8 is reported with its row.
+                    column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+                values = column.to_pylist()[max(first, low) - low : min(last, high) - low]
+            except (OSError, ValueError) as error:
+                problem = f"{self.path}: row group {group} (rows {low}-{high - 1}) unreadable ({str(error).splitlines()[0]})"
+                if self.on_error == "skip":
+                    self._skip(problem)
+                    continue
+                raise InputError(problem) from None
+            for row, value in enumerate(values, start=max(first, low)):
+                problem = None
+                if isinstance(value, bytes):
+                    try:
+                        value = value.decode("utf-8")
+                    except UnicodeDecodeError as error:
+                        problem = f"{self.path}: row {row}: invalid UTF-8 at byte {error.start} of column {self.text_field!r}"
+                if problem is None and not isinstance(value, str):
                     problem = f"{self.path}: row {row} has no text in column {self.text_field!r}"
+                if problem is not None:
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
