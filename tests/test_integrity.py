@@ -469,3 +469,18 @@ def test_temporaries_carry_the_host_and_only_their_own_host_removes_them(tmp_pat
     dead_elsewhere.mkdir()
     assert remove_abandoned(destination) == 1
     assert mine.exists() and dead_elsewhere.exists() and not dead_here.exists()
+
+
+def test_merge_removes_what_a_killed_merge_left_behind(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tokpack._atomic import _owner
+    from tokpack.cli import app
+
+    dataset = sharded(tmp_path / "dataset")
+    leftover = tmp_path / f".merged.tmp-{_owner().replace(str(os.getpid()), '999999999')}-0a0b0c0d"
+    leftover.mkdir()
+    (leftover / "tokens.npy").write_bytes(b"half")  # what kill -9 mid-merge leaves
+    result = CliRunner().invoke(app, ["merge", str(dataset), str(tmp_path / "merged")])
+    assert result.exit_code == 0, result.output
+    assert not leftover.exists() and (tmp_path / "merged" / "meta.json").is_file()

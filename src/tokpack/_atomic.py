@@ -23,8 +23,10 @@ _MARK = ".tmp-"
 
 
 def temporary_sibling(destination: Path) -> Path:
-    """Create and return an empty hidden directory beside ``destination``, named for this process."""
+    """Create and return an empty hidden directory beside ``destination``, named for this process
+    and host; first remove what killed writers of ``destination`` on this host left behind."""
     destination.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(destination)
     temporary = destination.with_name(f".{destination.name}{_MARK}{_owner()}-{secrets.token_hex(4)}")
     temporary.mkdir()
     return temporary
