@@ -484,3 +484,49 @@ def test_merge_removes_what_a_killed_merge_left_behind(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["merge", str(dataset), str(tmp_path / "merged")])
     assert result.exit_code == 0, result.output
     assert not leftover.exists() and (tmp_path / "merged" / "meta.json").is_file()
+
+
+# --- Item 13: loaders and arguments ---------------------------------------------------------------
+
+def test_loader_and_schedule_arguments_are_checked(tmp_path: Path) -> None:
+    import torch  # noqa: F401  (the loader is torch's)
+
+    from tokpack.serve.schedule import TokenBatches
+    from tokpack.serve.windows import Windows
+    from tokpack.torch import WindowDataset, make_loader
+
+    pack = small_pack(tmp_path / "pack")
+    dataset = WindowDataset(Windows(pack, block=2))
+    with pytest.raises(InputError, match=r"batch_size 5 is larger than the dataset's 4 windows"):
+        make_loader(dataset, batch_size=5)
+    assert len(list(make_loader(dataset, batch_size=5, drop_last=False))) == 1
+    with pytest.raises(InputError, match=r"block must be a whole number"):
+        Windows(pack, block=2.5)  # type: ignore[arg-type]
+    loader = make_loader(dataset, batch_size=2)
+    state = loader.state_dict() | {"position": 1.5}
+    with pytest.raises(InputError, match=r"position 1\.5"):
+        make_loader(dataset, batch_size=2).load_state_dict(state)
+    with pytest.raises(InputError, match=r"a batch of 1,000,000,000 rows of 2 ids is larger than the training range \(14 ids\)"):
+        TokenBatches(pack, batch=10**9, length=2)  # refused before it allocates
+    with pytest.raises(InputError, match=r"step must be a whole number"):
+        TokenBatches(pack, batch=1, length=2).ids(1.5)  # type: ignore[arg-type]
+
+
+def test_a_datatrove_index_with_trailing_bytes_is_refused(tmp_path: Path) -> None:
+    from tokpack.store import DatatroveFolder
+
+    vocab = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "v", **SMALL).vocabulary_path
+    folder = tmp_path / "datatrove"
+    folder.mkdir()
+    np.array([1, 2, 3, 4], "<u2").tofile(folder / "000.ds")
+    (folder / "000.ds.index").write_bytes(np.array([2, 4], "<u8").tobytes() + b"\x00\x00\x00")
+    with pytest.raises(IntegrityError, match=r"000\.ds\.index: 19 bytes is not a whole number of 8-byte document ends"):
+        DatatroveFolder(folder, tokenizer=vocab)
+
+
+def test_an_empty_corpus_does_not_train_a_vocabulary(tmp_path: Path) -> None:
+    corpus = tmp_path / "empty.txt"
+    corpus.write_bytes(b"")
+    with pytest.raises(InputError, match=r"empty\.txt: no training text to learn a vocabulary from"):
+        prepare(corpus, cache_dir=tmp_path / "cache", **SMALL)
+    assert not list((tmp_path / "cache").glob("vocab/*/vocabulary.json"))

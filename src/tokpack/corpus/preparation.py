@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -222,7 +223,12 @@ def _trained_vocabulary(
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
-        tokenizer = train(source.training_sample(sample_bytes), vocab_size=vocab_size, min_frequency=min_frequency,
+        sample = source.training_sample(sample_bytes)
+        first = next((text for text in sample if text), None)
+        if first is None:  # nothing to learn from: a 257-id "vocabulary" would pass for the one asked for
+            raise InputError(source.path, "no training text to learn a vocabulary from (the training range is empty)",
+                             fix="give a corpus with text, or a vocabulary with --vocab")
+        tokenizer = train(itertools.chain([first], sample), vocab_size=vocab_size, min_frequency=min_frequency,
                           pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
         source.check_unchanged()

@@ -45,8 +45,8 @@ class Windows:
             ValueError: ``block`` below 2, no ``split`` range, or a vocabulary with no padding
                 id (one the encoder never emits), so padding would collide with a real token.
         """
-        if block < 2:
-            raise InputError(f"block must be at least 2, got {block}")
+        if not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 2:
+            raise InputError(f"block must be a whole number of at least 2, got {block!r}")
         self.pack = open_tokens(Path(pack)) if isinstance(pack, (str, Path)) else pack
         if split not in self.pack.meta.ranges:
             raise InputError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
