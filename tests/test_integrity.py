@@ -530,3 +530,14 @@ def test_an_empty_corpus_does_not_train_a_vocabulary(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"empty\.txt: no training text to learn a vocabulary from"):
         prepare(corpus, cache_dir=tmp_path / "cache", **SMALL)
     assert not list((tmp_path / "cache").glob("vocab/*/vocabulary.json"))
+
+
+def test_a_proof_with_a_string_frequency_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from tokpack.bpe.records import TraceRow
+
+    assert TraceRow.model_validate({"left_id": 97, "right_id": 98, "result_id": 256, "frequency": 5}).frequency == 5
+    for bad in ("5", 5.0, True):
+        with pytest.raises(ValidationError):
+            TraceRow.model_validate({"left_id": 97, "right_id": 98, "result_id": 256, "frequency": bad})
