@@ -541,3 +541,23 @@ def test_a_proof_with_a_string_frequency_is_refused() -> None:
     for bad in ("5", 5.0, True):
         with pytest.raises(ValidationError):
             TraceRow.model_validate({"left_id": 97, "right_id": 98, "result_id": 256, "frequency": bad})
+
+
+def test_prepare_uses_the_pack_another_node_published_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where flock is node-local, two nodes may build one pack at once: the loser uses the winner's."""
+    import shutil
+
+    import tokpack.corpus.cache as cache_module
+    import tokpack.corpus.preparation as preparation
+
+    reference = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "a", **SMALL)
+    monkeypatch.setattr(cache_module.fcntl, "flock", lambda *args: None)  # a lock that locks nothing
+    original = preparation.write_pack
+
+    def racing(source: object, tokenizer: object, pack_dir: Path, **options: object) -> None:
+        shutil.copytree(reference.tokens_dir, pack_dir)  # the other node finishes first
+        original(source, tokenizer, pack_dir, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(preparation, "write_pack", racing)
+    prepared = prepare(SAMPLE / "polish.txt", vocab=reference.vocabulary_path, cache_dir=tmp_path / "b", **SMALL)
+    assert prepared.manifest == reference.manifest

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, open_source
-from tokpack.errors import InputError, IntegrityError
+from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -187,7 +187,14 @@ def _prepare_source(
             _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
         else:
             remove_abandoned(pack_dir)
-            write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+            try:
+                write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+            except TokpackError:
+                # Where flock is node-local, another node may have published this pack meanwhile:
+                # its rename won. Use it once it checks out, as if it had been cached.
+                if not pack_dir.exists():
+                    raise
+                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
     return TokenizedCorpus(pack_dir, vocabulary_json)
 
 
@@ -233,9 +240,23 @@ def _trained_vocabulary(
         report(PrepareProgress("training", sample_bytes, sample_bytes))
         source.check_unchanged()
         remove_abandoned(directory)
-        with building(directory) as temporary:
-            tokenizer.save(temporary, trained_on=trained_on)
+        if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
+            if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
+                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return tokenizer, directory / VOCABULARY_FILE
+
+
+def _published(directory: Path, write: Callable[[Path], object]) -> bool:
+    """Build ``directory`` with ``write``; return ``True`` when another process (on a node whose
+    lock this one could not see) published it first, so the caller checks theirs instead."""
+    try:
+        with building(directory) as temporary:
+            write(temporary)
+    except TokpackError:
+        if not directory.exists():
+            raise
+        return True
+    return False
 
 
 def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
@@ -267,8 +288,9 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
                 raise IntegrityError(f"{directory}: cached vocabulary differs from the one given; delete it")
         else:
             remove_abandoned(directory)
-            with building(directory) as temporary:
-                tokenizer.save(temporary)
+            if _published(directory, tokenizer.save) and \
+                    BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
+                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return directory / VOCABULARY_FILE
 
 
