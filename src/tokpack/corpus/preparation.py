@@ -232,10 +232,10 @@ def _trained_vocabulary(
         train = _trainer(trainer)
         sample = source.training_sample(sample_bytes)
         first = next((text for text in sample if text), None)
-        if first is None:  # nothing to learn from: a 257-id "vocabulary" would pass for the one asked for
-            raise InputError(source.path, "no training text to learn a vocabulary from (the training range is empty)",
-                             fix="give a corpus with text, or a vocabulary with --vocab")
-        tokenizer = train(itertools.chain([first], sample), vocab_size=vocab_size, min_frequency=min_frequency,
+        if first is None and vocab_size > 256:  # no merges to learn: 257 ids would pass for the size asked for
+            raise InputError(source.path, f"no training text to learn {vocab_size - 256} merges from (the training range "
+                             "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
+        tokenizer = train(itertools.chain([first] if first else [], sample), vocab_size=vocab_size, min_frequency=min_frequency,
                           pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
         source.check_unchanged()
