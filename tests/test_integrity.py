@@ -244,9 +244,9 @@ def test_an_id_outside_the_vocabulary_is_refused_on_open_and_in_every_served_bat
     unverified = Pack(pack, verify=False)
     windows = Windows(unverified, block=3)
     assert windows.window_batch([1])[0].tolist() == [[6, 7, 8]]  # ids below 10 are served
-    with pytest.raises(IntegrityError, match=r"served id 14 is outside the vocabulary \(n_vocab 10\)"):
+    with pytest.raises(IntegrityError, match=r"pack: id 14 outside the vocabulary \(n_vocab 10\)"):
         windows.window_batch([3])
-    with pytest.raises(IntegrityError, match=r"served id 1[0-4] is outside the vocabulary"):
+    with pytest.raises(IntegrityError, match=r"pack: id 1[0-4] outside the vocabulary"):
         _batches_unverified(unverified).ids(5)  # type: ignore[attr-defined]
 
 

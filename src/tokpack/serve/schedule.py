@@ -21,9 +21,8 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._schema import Record
-from tokpack.errors import InputError
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store import TokenSource, open_tokens
-from tokpack.store.source import check_ids
 from tokpack.vocab.identity import VocabIdentity
 
 SCHEDULE_RULE = "lo + (k * batch * length + b * length) % (hi - lo - length - 1)"
@@ -110,7 +109,9 @@ class TokenBatches:
         Raises:
             IntegrityError: an id at or above ``n_vocab`` (the data changed after it was verified).
         """
-        return check_ids(self.pack.gather_rows(self.offsets(step), self.length + 1).astype(np.int32), self.pack)
+        rows = self.pack.gather_rows(self.offsets(step), self.length + 1)
+        check_ids(rows, self.pack)
+        return rows.astype(np.int32)
 
     def prefetch(self, start_step: int, steps: int, *, depth: int = 2) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(step, ids)`` for ``steps`` steps from ``start_step``, reading ahead in a thread.
@@ -188,3 +189,15 @@ class TokenBatches:
             extra=extra,
         )
         return record.model_dump(mode="json", by_alias=True)
+
+
+def check_ids(ids: np.ndarray, source: TokenSource) -> None:
+    """One reduction over a served batch: every id must be below ``n_vocab``.
+
+    Raises:
+        IntegrityError: naming ``source``, for an id a corrupt pack would otherwise serve.
+    """
+    n_vocab = source.vocabulary.n_vocab
+    if ids.size and int(ids.max()) >= n_vocab:
+        raise IntegrityError(source.path, f"id {int(ids.max())} outside the vocabulary (n_vocab {n_vocab})",
+                             fix="the data is corrupt; verify it with tokpack inspect --verify")

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tokpack.errors import InputError, IntegrityError
+from tokpack.errors import InputError
 from tokpack.store.format import META_FILE
 from tokpack.vocab.identity import VocabIdentity
 
@@ -63,23 +63,6 @@ class RecordedStream:
     @property
     def n_tokens(self) -> int:
         return self.meta.n_tokens
-
-
-def check_ids(batch: np.ndarray, source: TokenSource) -> np.ndarray:
-    """Return ``batch`` if every id in it is below the source's ``n_vocab`` (one reduction).
-
-    Every served batch passes here, so even data altered after it was verified never reaches a
-    model as an out-of-range id (an embedding lookup would read another row, or crash a GPU).
-
-    Raises:
-        IntegrityError: naming the source and the id.
-    """
-    if batch.size:
-        highest = int(batch.max())
-        if highest >= source.vocabulary.n_vocab:
-            raise IntegrityError(source.path, f"served id {highest} is outside the vocabulary (n_vocab "
-                                 f"{source.vocabulary.n_vocab})", fix="the data changed after it was verified; rebuild it")
-    return batch
 
 
 def open_tokens(path: Path, *, verify: bool | None = None) -> TokenSource:

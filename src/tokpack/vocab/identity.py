@@ -51,7 +51,8 @@ def identity_of(model: Any) -> VocabIdentity:
 
     Accepted: an object with an ``identity`` (an encoder), ``vocabulary`` or ``data_schedule``
     attribute; a mapping with a ``vocabulary`` entry (a data schedule or a pack's meta), a
-    ``data_schedule`` entry (a checkpoint), or the identity fields themselves.
+    ``data_schedule`` or ``loader`` entry (a checkpoint holding a data schedule or a
+    :meth:`tokpack.serve.PackedBatches.state_dict`), or the identity fields themselves.
 
     Raises:
         ValueError: nothing in ``model`` records a vocabulary identity.
@@ -70,7 +71,7 @@ def _identity_of(model: Any, *, depth: int) -> VocabIdentity:
                 return VocabIdentity.model_validate(dict(model))
             except ValidationError as error:
                 raise InputError(f"vocabulary identity: {first_problem(error)}") from None
-        for key in ("vocabulary", "data_schedule"):
+        for key in ("vocabulary", "data_schedule", "loader"):  # a checkpoint's loader state carries it too
             if key in model and model[key] is not None:
                 return _identity_of(model[key], depth=depth + 1)
         keys = ", ".join(sorted(str(key) for key in model)[:4]) + (", …" if len(model) > 4 else "")
