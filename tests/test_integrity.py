@@ -561,3 +561,28 @@ def test_prepare_uses_the_pack_another_node_published_first(tmp_path: Path, monk
     monkeypatch.setattr(preparation, "write_pack", racing)
     prepared = prepare(SAMPLE / "polish.txt", vocab=reference.vocabulary_path, cache_dir=tmp_path / "b", **SMALL)
     assert prepared.manifest == reference.manifest
+
+
+def test_a_failed_validation_month_leaves_no_train_pack_behind(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tokpack.cli import app
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    runner = CliRunner()
+    converted = runner.invoke(app, ["chess", "convert", str(fixtures / "chess_games.pgn"), "--out", str(tmp_path / "games")])
+    assert converted.exit_code == 0, converted.output
+    months = json.loads((tmp_path / "games" / "convert-report.json").read_text(encoding="utf-8"))["months"]
+    train = max(months, key=lambda month: months[month])
+    config = tmp_path / "pipeline.toml"
+
+    def tokenize(val: str) -> object:
+        config.write_text(f'games_dir = "games"\nout_dir = "tokens"\ntrain_month = "{train}"\nval_month = "{val}"\n',
+                          encoding="utf-8")
+        return runner.invoke(app, ["chess", "tokenize", "--scheme", "uci", "--pack", "--config", str(config)])
+
+    failed = tokenize("2099-01")  # no such month
+    assert failed.exit_code == 2, failed.output  # type: ignore[attr-defined]
+    assert not (tmp_path / "tokens" / "uci" / "train").exists()
+    rerun = tokenize(train)
+    assert rerun.exit_code == 0, rerun.output  # type: ignore[attr-defined]
