@@ -127,7 +127,7 @@ class DocumentSource:
             self.problems.append(problem)
 
     def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
-        for begin, finish in cut_documents(data, start, end, self.document_bytes):  # type: ignore[arg-type]
+        for begin, finish in cut_documents(data, start, end, self.document_bytes):
             yield Piece(range_name, _decode(data, begin, finish, where), finish - begin)
 
     def _cut_text(self, text: str, where: str) -> Iterator[Piece]:
@@ -211,7 +211,7 @@ class TextDirectory(DocumentSource):
             if data is None:
                 units.append(np.array([[index, 0, 0]], np.int64))
                 continue
-            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))  # type: ignore[arg-type]
+            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
             data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
@@ -390,6 +390,7 @@ class ParquetTexts(DocumentSource):
             low, high = int(self._group_starts[group]), int(self._group_starts[group + 1])
             if high <= first or low >= last:
                 continue
+            problem: str | None
             try:
                 column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
                 if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):

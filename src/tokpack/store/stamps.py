@@ -40,7 +40,7 @@ class FileState(Record):
 class VerificationStamp(Record):
     """``$TOKPACK_CACHE/verified/<hash of the path>.json``: a pack that matched its record."""
 
-    schema_: Literal["tokpack.verified.v1"] = Field(default=STAMP_SCHEMA, alias="schema")
+    schema_: Literal["tokpack.verified.v1"] = Field(default="tokpack.verified.v1", alias="schema")
     path: str
     seal: str
     files: list[FileState]
