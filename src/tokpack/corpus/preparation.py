@@ -55,6 +55,12 @@ class TokenizedCorpus:
         vocabulary = BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
             raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
+        pad_id = self._pack.meta.pad_id
+        if pad_id is not None and pad_id not in vocabulary.special_tokens.values():
+            # A padding id the encoder can emit would make the loss ignore real tokens; the stream
+            # may simply not hold it yet, so only the vocabulary can tell.
+            raise IntegrityError(self.tokens_dir / "meta.json", f"pad_id {pad_id} is an ordinary token of "
+                                 f"{self.vocabulary_path.name}, one its encoder emits", fix="rebuild the pack")
         self._tokenizer = vocabulary
 
     @property
