@@ -217,19 +217,28 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
     run.add_argument("--width", type=int, default=64, help="model width (default 64)")
     run.add_argument("--heads", type=int, default=4, help="attention heads; must divide the width (default 4)")
+    run.add_argument("--loader-workers", type=int, default=0, metavar="W",
+                     help="processes building batches ahead of the model (default 0: in the training process)")
     run.add_argument("--threads", type=int, metavar="T",
                      help="torch threads per rank (default: the cores divided among this node's ranks)")
-    run.add_argument("--save", type=Path, metavar="PATH", help="write a checkpoint here at the end (rank 0)")
+    run.add_argument("--save", metavar="PATH",
+                     help="write a checkpoint here at the end (rank 0); '{step}' in PATH is replaced by the step, "
+                          "so periodic checkpoints do not overwrite each other")
+    run.add_argument("--save-every", type=int, metavar="K", help="also checkpoint after every K steps")
     run.add_argument("--resume", type=Path, metavar="PATH", help="continue from this checkpoint, on any number of ranks")
     run.add_argument("--log-batches", type=Path, metavar="FILE",
                      help="one line per step: STEP SHA256-of-global-input_ids LOSS (appended to when resuming)")
     run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
     args = parser.parse_args(argv)
-    for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every"):
-        if getattr(args, name) < 1:
+    for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.loader_workers < 0:
+        parser.error("--loader-workers must be at least 0")
     if args.width % args.heads:
         parser.error(f"--heads {args.heads} does not divide --width {args.width}")
+    if args.save_every and not args.save:
+        parser.error("--save-every needs --save")
     return args
 
 
@@ -245,7 +254,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         rank=ranks.rank, world_size=ranks.world_size,
         position_ids=args.document_mask, document_ids=args.document_mask,
     )
-    loader = make_batch_loader(batches)
+    loader = make_batch_loader(batches, num_workers=args.loader_workers)
 
     torch.manual_seed(args.seed)  # every rank starts from the same weights (DDP also broadcasts rank 0's)
     model = GPT(source.vocabulary.n_vocab, args.length, layers=args.layers, width=args.width, heads=args.heads)
@@ -267,6 +276,19 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         step = int(checkpoint["step"])
     trained = DistributedDataParallel(model) if ranks.distributed else model
 
+    def checkpoint_now() -> None:
+        if args.save and ranks.main:
+            save_checkpoint(Path(args.save.replace("{step}", str(step))), {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "loader": loader.state_dict(),  # the step of the next batch, the data's identity
+                "data_schedule": batches.data_schedule(run="train_gpt"),
+                "step": step,
+                "arguments": {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()},
+            })
+        if ranks.distributed:
+            dist.barrier()  # no rank runs ahead of (or exits before) a checkpoint being written
+
     log = None
     if ranks.main and args.log_batches:
         args.log_batches.parent.mkdir(parents=True, exist_ok=True)
@@ -276,7 +298,8 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     with log if log is not None else contextlib.nullcontext():
         batch_iterator: Iterator[dict[str, torch.Tensor]] = iter(loader)
         while step < args.steps:
-            batch = {name: value.to(ranks.device) for name, value in next(batch_iterator).items()}
+            batch = {name: value.to(ranks.device) for name, value in next(batch_iterator).items()
+                     if isinstance(value, torch.Tensor)}
             logits = trained(batch["input_ids"], batch.get("position_ids"), batch.get("document_ids"))
             targets = batch["labels"]
             loss_sum = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1),
@@ -300,17 +323,10 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
                 rate = len(losses) * args.global_batch * args.length / (time.perf_counter() - started)
                 print(f"step {step:>6}  loss {mean_loss:.4f}  {rate:,.0f} tokens/s", flush=True)
 
-    if args.save and ranks.main:
-        save_checkpoint(args.save, {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "loader": loader.state_dict(),
-            "data_schedule": batches.data_schedule(run="train_gpt"),
-            "step": step,
-            "arguments": {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()},
-        })
-    if ranks.distributed:
-        dist.barrier()  # nobody exits (and tears down the group) before the checkpoint is written
+            if args.save_every and step % args.save_every == 0 and step < args.steps:
+                checkpoint_now()
+
+    checkpoint_now()
     return losses
 
 
