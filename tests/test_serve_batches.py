@@ -155,7 +155,7 @@ def test_a_checkpoint_alone_is_enough_for_require_vocabulary(corpus: tokpack.Tok
     assert tokpack.require_vocabulary(batches.data_schedule(run="x"), tokenizer) is tokenizer
     assert tokpack.require_vocabulary(batches.state_dict(), tokenizer) is tokenizer
     other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=400, document_bytes=1024)
-    with pytest.raises(ValueError, match="not the vocabulary"):  # VocabularyMismatch once the lead's conversion lands
+    with pytest.raises(VocabularyMismatch, match="not the vocabulary"):
         tokpack.require_vocabulary(checkpoint, other.tokenizer())
 
 
@@ -181,7 +181,7 @@ def test_mixture_totals_stay_within_one_row_of_exact_over_ten_thousand_steps(
     batches = PackedBatches(mixture, length=8, global_batch=global_batch)
     first, second = np.array(weights) / sum(weights), np.array(later) / sum(later)
     previous = np.zeros(len(weights))
-    for step in range(0, 10_001):
+    for step in range(10_001):
         rows = np.array([part["rows"] for part in batches.repeats(step)])
         exact = global_batch * (first * min(step, switch) + second * max(0, step - switch))
         assert np.abs(rows - exact).max() <= 1 + 1e-9, step

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -60,12 +61,12 @@ def test_block_causal_attention_equals_attention_on_each_document_alone(
     flat_q, flat_k, flat_v = (t.reshape(rows * length, 16) for t in (q, k, v))
     alone = torch.empty(rows * length, 16, dtype=torch.float64)
     bounds = batch["cu_seqlens"].tolist()
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         n = end - start
         local = torch.arange(n)
         alone[start:end] = attention(rotate(flat_q[start:end], local), rotate(flat_k[start:end], local),
                                      flat_v[start:end], torch.ones(n, n, dtype=torch.bool).tril())
-    assert batch["max_seqlen"] == max(b - a for a, b in zip(bounds, bounds[1:]))
+    assert batch["max_seqlen"] == max(b - a for a, b in itertools.pairwise(bounds))
     torch.testing.assert_close(packed.reshape(rows * length, 16), alone)
     # and PyTorch's own kernel with the same mask agrees
     fused = F.scaled_dot_product_attention(rotate(q, positions), rotate(k, positions), v,

@@ -20,6 +20,7 @@ validation range once, in order, every id a target exactly once across all ranks
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -66,7 +67,7 @@ class Mixture:
         self.seed = int(seed)
         weights = [weight for _, weight in self.parts]
         stage_list = [(0, weights)] if not stages else [(int(start), [float(w) for w in ws]) for start, ws in stages]
-        if stage_list[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(stage_list, stage_list[1:])):
+        if stage_list[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(stage_list)):
             raise InputError(None, "mixture stages must start at step 0 and increase",
                              fix="e.g. stages=[(0, [0.9, 0.1]), (1000, [0.5, 0.5])]")
         for start, stage_weights in stage_list:
@@ -213,10 +214,10 @@ class PackedBatches:
                  seed: int = 0, rank: int = 0, world_size: int = 1, micro_batches: int = 1, split: str = "train",
                  dtype: str = "int64", position_ids: bool = False, cu_seqlens: bool = False,
                  document_ids: bool = False, shuffle: bool = True, layout_options: dict[str, Any] | None = None) -> None:
-        self._arguments = dict(layout=layout, length=length, global_batch=global_batch, seed=seed, rank=rank,
-                               world_size=world_size, micro_batches=micro_batches, split=split, dtype=dtype,
-                               position_ids=position_ids, cu_seqlens=cu_seqlens, document_ids=document_ids,
-                               shuffle=shuffle, layout_options=layout_options)
+        self._arguments = {"layout": layout, "length": length, "global_batch": global_batch, "seed": seed,
+                           "rank": rank, "world_size": world_size, "micro_batches": micro_batches, "split": split,
+                           "dtype": dtype, "position_ids": position_ids, "cu_seqlens": cu_seqlens,
+                           "document_ids": document_ids, "shuffle": shuffle, "layout_options": layout_options}
         self._data = data
         for name, value in (("global_batch", global_batch), ("world_size", world_size), ("micro_batches", micro_batches)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -397,14 +398,14 @@ class PackedBatches:
         keys = ("tokens_sha256", "starts_sha256", "range")
         mine = self._data_records()
         if [[d.get(k) for k in keys] for d in saved.data] != [[d[k] for k in keys] for d in mine]:
-            names = lambda records: ", ".join(f"{d.get('name')} ({str(d.get('tokens_sha256'))[:16]})" for d in records)  # noqa: E731
-            raise IntegrityError(None, f"loader state was saved over other data: {names(saved.data)}; this loader serves {names(mine)}")
+            raise IntegrityError(None, f"loader state was saved over other data: {_names(saved.data)}; "
+                                 f"this loader serves {_names(mine)}")
         theirs = {"seed": saved.seed, "global_batch": saved.global_batch, "layout": saved.layout, "mixture": saved.mixture}
         ours = {"seed": self.seed, "global_batch": self.global_batch, "layout": self._layout_record(),
                 "mixture": self._mixture_record()}
-        for key in ours:
-            if theirs[key] != ours[key]:
-                raise InputError(None, f"loader state has {key} {theirs[key]!r}, this loader {ours[key]!r}",
+        for key, value in ours.items():
+            if theirs[key] != value:
+                raise InputError(None, f"loader state has {key} {theirs[key]!r}, this loader {value!r}",
                                  fix="resume with the settings of the saved run")
         if self.mixture is not None and saved.part_rows is not None:
             self._allocation.remember(saved.step, saved.part_rows)
@@ -471,7 +472,7 @@ class EvalBatches:
         self.n_vocab = self.layout.source.vocabulary.n_vocab
 
     def __len__(self) -> int:
-        return -(-self.layout.n_rows // (self.batch_size * self.world_size))
+        return max(0, -(-self.layout.n_rows // (self.batch_size * self.world_size)))
 
     def batch(self, step: int) -> dict[str, Any]:
         """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding)."""
@@ -519,6 +520,10 @@ def assemble(ids: np.ndarray, starts: np.ndarray, *, dtype: np.dtype, position_i
         batch["cu_seqlens"] = bounds
         batch["max_seqlen"] = int(np.diff(bounds).max()) if n else 0
     return batch
+
+
+def _names(records: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{d.get('name')} ({str(d.get('tokens_sha256'))[:16]})" for d in records)
 
 
 def _check_one_vocabulary(sources: list[TokenSource]) -> None:
