@@ -251,12 +251,12 @@ def index(args: argparse.Namespace) -> None:
           f"{(lengths > args.length + 1).mean():.1%}", file=sys.stderr)
     results: dict[str, list[dict[str, Any]]] = {layout: [] for layout in ("stream", "documents", "bestfit")}
     for _ in range(args.runs):
-        for layout in results:  # interleaved, each in a fresh process
+        for layout, runs in results.items():  # interleaved, each in a fresh process
             output = subprocess.run([sys.executable, __file__, "index-child", "--pack", str(pack_dir), "--layout", layout,
                                      "--length", str(args.length), "--global-batch", str(args.global_batch)],
                                     capture_output=True, text=True, check=True).stdout
-            results[layout].append(json.loads(output.strip().splitlines()[-1]))
-            print(results[layout][-1], file=sys.stderr)
+            runs.append(json.loads(output.strip().splitlines()[-1]))
+            print(runs[-1], file=sys.stderr)
     print(f"\n{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
           f"{os.getloadavg()[0]:.1f}; pack of {pack.n_tokens:,} ids in {pack.n_docs:,} documents, length "
           f"{args.length}, {args.runs} runs each\n")

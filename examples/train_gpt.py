@@ -117,10 +117,10 @@ class Ranks:
 
     def __init__(self) -> None:
         self.distributed = "WORLD_SIZE" in os.environ
-        self.rank = int(os.environ.get("RANK", 0))
-        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         if torch.cuda.is_available():
             self.device = torch.device("cuda", self.local_rank)
             torch.cuda.set_device(self.device)
@@ -289,13 +289,13 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         if ranks.distributed:
             dist.barrier()  # no rank runs ahead of (or exits before) a checkpoint being written
 
-    log = None
-    if ranks.main and args.log_batches:
-        args.log_batches.parent.mkdir(parents=True, exist_ok=True)
-        log = open(args.log_batches, "a" if args.resume else "w", encoding="utf-8")
     losses: list[float] = []
     started = time.perf_counter()
-    with log if log is not None else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        log = None
+        if ranks.main and args.log_batches:
+            args.log_batches.parent.mkdir(parents=True, exist_ok=True)
+            log = stack.enter_context(open(args.log_batches, "a" if args.resume else "w", encoding="utf-8"))
         batch_iterator: Iterator[dict[str, torch.Tensor]] = iter(loader)
         while step < args.steps:
             batch = {name: value.to(ranks.device) for name, value in next(batch_iterator).items()

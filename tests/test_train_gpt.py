@@ -20,10 +20,9 @@ import pytest
 
 pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
 
-import tokpack  # noqa: E402
-from tokpack.serve import PackedBatches  # noqa: E402
-
-from conftest import REPO  # noqa: E402
+import tokpack
+from conftest import REPO
+from tokpack.serve import PackedBatches
 
 EXAMPLE = REPO / "examples" / "train_gpt.py"
 LENGTH, GLOBAL_BATCH, STEPS, CHECKPOINT_STEP = 32, 8, 12, 5  # tiny: each run is a few seconds of CPU
