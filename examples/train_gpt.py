@@ -41,7 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import tokpack
 from tokpack.errors import InputError, TokpackError, VocabularyMismatch
-from tokpack.serve import PackedBatches
+from tokpack.serve import EvalBatches, PackedBatches
 from tokpack.store import open_tokens
 from tokpack.torch import make_batch_loader
 
@@ -206,6 +206,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     data.add_argument("--length", type=int, default=64, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
     data.add_argument("--global-batch", type=int, default=8, metavar="B",
                       help="rows per step over all ranks; the number of ranks must divide it (default 8)")
+    data.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                      help="gradient accumulation: each rank's rows in M equal parts, one backward each (default 1)")
     data.add_argument("--document-mask", action="store_true",
                       help="attention stays inside each document (block-causal) and positions restart at "
                            "every document start")
@@ -228,9 +230,13 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--resume", type=Path, metavar="PATH", help="continue from this checkpoint, on any number of ranks")
     run.add_argument("--log-batches", type=Path, metavar="FILE",
                      help="one line per step: STEP SHA256-of-global-input_ids LOSS (appended to when resuming)")
+    run.add_argument("--eval-every", type=int, metavar="K",
+                     help="after every K steps and at the end, the loss over the data's validation range (with plain "
+                          "causal attention: EvalBatches serves no document boundaries)")
     run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
     args = parser.parse_args(argv)
-    for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every"):
+    for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every", "eval_every",
+                 "micro_batches"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.loader_workers < 0:
@@ -242,6 +248,25 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
+    """The mean loss over the validation range: every id a target exactly once across all ranks
+    (the last rows are padding, never repeats)."""
+    evaluation = EvalBatches(args.data, length=args.length, batch_size=args.global_batch // ranks.world_size,
+                             rank=ranks.rank, world_size=ranks.world_size)
+    model.eval()
+    loss_sum = targets = 0.0
+    with torch.no_grad():
+        for batch in evaluation:
+            labels = torch.from_numpy(batch["labels"]).to(ranks.device)
+            logits = model(torch.from_numpy(batch["input_ids"]).to(ranks.device))
+            loss_sum += F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1),
+                                        ignore_index=evaluation.ignore_index, reduction="sum").item()
+            targets += float((labels != evaluation.ignore_index).sum())
+    model.train()
+    total, count = ranks.total(loss_sum, targets)
+    return total / max(count, 1.0)
+
+
 def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     """Run the training loop; returns the global loss of every step this process ran."""
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // ranks.local_world_size))
@@ -251,7 +276,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
 
     batches = PackedBatches(
         args.data, layout=args.layout, length=args.length, global_batch=args.global_batch, seed=args.seed,
-        rank=ranks.rank, world_size=ranks.world_size,
+        rank=ranks.rank, world_size=ranks.world_size, micro_batches=args.micro_batches,
         position_ids=args.document_mask, document_ids=args.document_mask,
     )
     loader = make_batch_loader(batches, num_workers=args.loader_workers)
@@ -299,19 +324,24 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         batch_iterator: Iterator[dict[str, torch.Tensor]] = iter(loader)
         while step < args.steps:
             batch = {name: value.to(ranks.device) for name, value in next(batch_iterator).items()
-                     if isinstance(value, torch.Tensor)}
-            logits = trained(batch["input_ids"], batch.get("position_ids"), batch.get("document_ids"))
-            targets = batch["labels"]
-            loss_sum = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1),
-                                       ignore_index=batches.ignore_index, reduction="sum")
+                     if isinstance(value, torch.Tensor)}  # (max_seqlen, a plain int, is not asked for)
             # Weigh by the targets of the whole global batch (padding is not a target), so the
             # gradient DDP averages is the global batch's mean, however the padding falls on ranks.
-            local_targets = float((targets != batches.ignore_index).sum())
-            global_sum, global_targets = ranks.total(loss_sum.item(), local_targets)
-            loss = loss_sum * ranks.world_size / max(global_targets, 1.0)
+            (global_targets,) = ranks.total(float((batch["labels"] != batches.ignore_index).sum()))
+            scale = ranks.world_size / max(global_targets, 1.0)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            local_sum = 0.0
+            pieces = [dict(zip(batch, values)) for values in zip(*(t.chunk(args.micro_batches) for t in batch.values()))]
+            for index, piece in enumerate(pieces):  # gradient accumulation: the rank's rows in equal parts
+                last = index == len(pieces) - 1
+                with trained.no_sync() if ranks.distributed and not last else contextlib.nullcontext():  # type: ignore[operator]
+                    logits = trained(piece["input_ids"], piece.get("position_ids"), piece.get("document_ids"))
+                    loss_sum = F.cross_entropy(logits.view(-1, logits.shape[-1]), piece["labels"].view(-1),
+                                               ignore_index=batches.ignore_index, reduction="sum")
+                    (loss_sum * scale).backward()
+                local_sum += loss_sum.item()
             optimizer.step()
+            (global_sum,) = ranks.total(local_sum)
             mean_loss = global_sum / max(global_targets, 1.0)
             losses.append(mean_loss)
             rows = ranks.gather_rows(batch["input_ids"])
@@ -323,6 +353,10 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
                 rate = len(losses) * args.global_batch * args.length / (time.perf_counter() - started)
                 print(f"step {step:>6}  loss {mean_loss:.4f}  {rate:,.0f} tokens/s", flush=True)
 
+            if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
+                validation = evaluate(model, args, ranks)
+                if ranks.main:
+                    print(f"step {step:>6}  validation loss {validation:.4f}", flush=True)
             if args.save_every and step % args.save_every == 0 and step < args.steps:
                 checkpoint_now()
 

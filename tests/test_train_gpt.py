@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,9 @@ def expected_hashes(corpus: tokpack.TokenizedCorpus, layout: str) -> list[str]:
 def three_ways(corpus: tokpack.TokenizedCorpus, folder: Path, layout: str, *extra: str,
                uninterrupted_on_one_rank: bool = True) -> dict[str, list[tuple[int, str, float]]]:
     """Run the example straight through on one rank and on two (checkpointing at CHECKPOINT_STEP),
-    then resume that two-rank checkpoint on one rank; return each run's log."""
+    then resume that two-rank checkpoint on one rank, accumulating gradients over two
+    micro-batches and evaluating at the end; return each run's log (the resumed run's output
+    goes to ``resumed.out``)."""
     cache = folder / "cache"
     common = ["--data", str(corpus.tokens_dir), "--layout", layout, "--length", str(LENGTH),
               "--global-batch", str(GLOBAL_BATCH), "--seed", "3", "--steps", str(STEPS), *extra]
@@ -80,8 +83,10 @@ def three_ways(corpus: tokpack.TokenizedCorpus, folder: Path, layout: str, *extr
     resumed_log = folder / "resumed.log"
     resumed_log.write_text("".join(line + "\n" for line in (folder / "two.log").read_text().splitlines()[:CHECKPOINT_STEP]))
     resumed = run([*common, "--log-batches", str(resumed_log), "--resume", str(folder / f"step{CHECKPOINT_STEP}.pt"),
-                   "--vocab", str(corpus.vocabulary_path)], cache=cache)
+                   "--vocab", str(corpus.vocabulary_path), "--micro-batches", "2", "--eval-every", str(STEPS)],
+                  cache=cache)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (folder / "resumed.out").write_text(resumed.stdout)
     logs = {"two ranks": log_lines(folder / "two.log"), "two ranks, resumed on one": log_lines(resumed_log)}
     if uninterrupted_on_one_rank:
         one = run([*common, "--log-batches", str(folder / "one.log")], cache=cache)
@@ -116,6 +121,9 @@ def test_the_loss_falls(corpus: tokpack.TokenizedCorpus, stream_runs: Path) -> N
     losses = [loss for *_, loss in json.loads((stream_runs / "logs.json").read_text())["one rank"]]
     assert abs(losses[0] - np.log(corpus.n_vocab)) < 1.0, losses  # starts near chance, ln 513
     assert np.mean(losses[-3:]) < losses[0] - 0.3, losses
+    # ... and on the validation range, which training never reads.
+    (validation,) = re.findall(rf"step +{STEPS}  validation loss ([0-9.]+)", (stream_runs / "resumed.out").read_text())
+    assert float(validation) < np.log(corpus.n_vocab) - 0.3, validation
 
 
 def test_bestfit_with_document_masks_resumes_across_world_sizes(corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
