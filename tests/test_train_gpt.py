@@ -2,8 +2,8 @@
 
 Each run is a real process (``python`` or ``torchrun``) on a pack prepared from the bundled sample,
 so this checks what a user relies on: the global batch of step k is the same whether one rank or
-two train on it, and whether the run went straight through or was checkpointed on two ranks and
-resumed on one.
+two train on it, whether the data is one pack or a sharded dataset of the same ids, and whether
+the run went straight through or was checkpointed on two ranks and resumed on one.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ pytest.importorskip("torch", reason="the torch extra is not installed (./dev tes
 
 import tokpack
 from conftest import REPO
+from tokpack.engines import prepare_sharded
 from tokpack.serve import PackedBatches
 
 EXAMPLE = REPO / "examples" / "train_gpt.py"
@@ -69,11 +70,11 @@ def expected_hashes(corpus: tokpack.TokenizedCorpus, layout: str) -> list[str]:
 
 
 def three_ways(corpus: tokpack.TokenizedCorpus, folder: Path, layout: str, *extra: str,
-               uninterrupted_on_one_rank: bool = True) -> dict[str, list[tuple[int, str, float]]]:
+               one_rank_data: Path | None = None) -> dict[str, list[tuple[int, str, float]]]:
     """Run the example straight through on one rank and on two (checkpointing at CHECKPOINT_STEP),
     then resume that two-rank checkpoint on one rank, accumulating gradients over two
     micro-batches and evaluating at the end; return each run's log (the resumed run's output
-    goes to ``resumed.out``)."""
+    goes to ``resumed.out``). The one-rank run reads ``one_rank_data`` (skipped if ``None``)."""
     cache = folder / "cache"
     common = ["--data", str(corpus.tokens_dir), "--layout", layout, "--length", str(LENGTH),
               "--global-batch", str(GLOBAL_BATCH), "--seed", "3", "--steps", str(STEPS), *extra]
@@ -88,8 +89,8 @@ def three_ways(corpus: tokpack.TokenizedCorpus, folder: Path, layout: str, *extr
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     (folder / "resumed.out").write_text(resumed.stdout)
     logs = {"two ranks": log_lines(folder / "two.log"), "two ranks, resumed on one": log_lines(resumed_log)}
-    if uninterrupted_on_one_rank:
-        one = run([*common, "--log-batches", str(folder / "one.log")], cache=cache)
+    if one_rank_data is not None:
+        one = run([*common, "--data", str(one_rank_data), "--log-batches", str(folder / "one.log")], cache=cache)
         assert one.returncode == 0, one.stderr[-3000:]
         logs["one rank"] = log_lines(folder / "one.log")
     return logs
@@ -97,8 +98,13 @@ def three_ways(corpus: tokpack.TokenizedCorpus, folder: Path, layout: str, *extr
 
 @pytest.fixture(scope="module")
 def stream_runs(corpus: tokpack.TokenizedCorpus, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three runs over ``stream``; the one-rank run reads the corpus as a sharded dataset,
+    the same stream of ids in two shards (so ``--data`` takes either)."""
     folder = tmp_path_factory.mktemp("stream")
-    (folder / "logs.json").write_text(json.dumps(three_ways(corpus, folder, "stream")))
+    sharded = prepare_sharded(tokpack.sample_corpus(), folder / "dataset", vocab=corpus.vocabulary_path, shards=2,
+                              processes=1, document_bytes=4096)
+    assert sharded.meta.tokens_sha256 == corpus.manifest.tokens_sha256
+    (folder / "logs.json").write_text(json.dumps(three_ways(corpus, folder, "stream", one_rank_data=sharded.path)))
     return folder
 
 
@@ -127,7 +133,7 @@ def test_the_loss_falls(corpus: tokpack.TokenizedCorpus, stream_runs: Path) -> N
 
 
 def test_bestfit_with_document_masks_resumes_across_world_sizes(corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
-    logs = three_ways(corpus, tmp_path, "bestfit", "--document-mask", uninterrupted_on_one_rank=False)
+    logs = three_ways(corpus, tmp_path, "bestfit", "--document-mask")
     expected = expected_hashes(corpus, "bestfit")
     for name, lines in logs.items():
         assert [(step, digest) for step, digest, _ in lines] == list(enumerate(expected)), name
