@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from pathlib import Path
 
@@ -272,3 +273,80 @@ def test_a_mixture_resumes_from_its_state_on_another_world_size(tmp_path: Path) 
     with pytest.raises(InputError, match="mixture"):
         PackedBatches(Mixture([(a, 1), (b, 1), (c, 1)]), length=8, global_batch=6, layout="bestfit",
                       layout_options={"cache": False}).load_state_dict(state)
+
+
+def test_a_datatrove_folder_serves_with_labels_ignored_past_its_end(corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
+    from tokpack.store import DatatroveFolder
+
+    pack = open_tokens(corpus.tokens_dir)
+    documents = [np.asarray(pack.document(i)) for i in range(40)]
+    folder = tmp_path / "datatrove"
+    folder.mkdir()
+    (folder / "000_00000.ds").write_bytes(np.concatenate(documents).astype("<u2").tobytes())  # datatrove's format
+    (folder / "000_00000.ds.index").write_bytes(np.cumsum([len(d) for d in documents]).astype("<u8").tobytes())
+    source = DatatroveFolder(folder, tokenizer=corpus.vocabulary_path)
+    for layout in ("stream", "bestfit"):
+        batches = PackedBatches(source, layout=layout, length=64, global_batch=4, shuffle=False, document_ids=True,
+                                layout_options={"cache": False} if layout == "bestfit" else None)
+        assert batches.ignore_index == -100  # no padding id of its own: PyTorch's default
+        n_rows = batches.layouts[0].n_rows
+        labels = np.concatenate([batches.batch(step)["labels"] for step in range(-(-n_rows // 4))])[:n_rows]
+        stream = np.concatenate(documents)
+        real = labels[labels != -100]
+        if layout == "stream":
+            assert np.array_equal(real, stream[1:])
+        else:
+            assert len(real) == len(stream) - n_rows  # every id once, all but each row's first as a label
+
+
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_a_sharded_dataset_serves_what_its_merged_pack_serves(corpus: tokpack.TokenizedCorpus, tmp_path: Path,
+                                                              layout: str) -> None:
+    from tokpack.engines import prepare_sharded
+    from tokpack.store import merge_dataset
+
+    dataset = prepare_sharded(tokpack.sample_corpus(), tmp_path / "dataset", vocab=corpus.vocabulary_path, shards=3,
+                              document_bytes=1024, processes=1)
+    merge_dataset(dataset, tmp_path / "merged")
+    options = {"layout": layout, "length": 48, "global_batch": 6, "seed": 8, "document_ids": True,
+               "layout_options": {"cache": False} if layout == "bestfit" else None}
+    sharded, merged = PackedBatches(dataset.path, **options), PackedBatches(tmp_path / "merged", **options)
+    for step in (0, 1, 200):  # rows cross shard boundaries somewhere in these
+        a, b = sharded.batch(step), merged.batch(step)
+        assert all(np.array_equal(a[key], b[key]) for key in a)
+    merged.load_state_dict(sharded.state_dict())  # the same ids: the same checksums, so the state carries over
+
+
+def test_the_seed_readers_refuse_an_id_outside_the_vocabulary_too(tmp_path: Path) -> None:
+    from tokpack.serve import TokenBatches, Windows
+
+    pack = pack_of_documents([[1, 2, 3, 4, 5, 6]] * 4, n_vocab=10, pad_id=0, directory=tmp_path / "p")
+    batches = TokenBatches(pack, batch=2, length=4)  # verified on open; altered below, while open
+    tokens = np.load(pack / "tokens.npy", mmap_mode="r+")
+    tokens[2] = 999
+    tokens.flush()
+    with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
+        batches.ids(0)
+    with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
+        Windows(pack, block=4).window_batch([0, 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_boundary_arrays_agree_with_each_other(data: st.DataObject) -> None:
+    from tokpack.serve.batches import assemble
+
+    rows, width = data.draw(st.integers(1, 5)), data.draw(st.integers(2, 12))
+    starts = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=width, max_size=width),
+                                         min_size=rows, max_size=rows)))
+    ids = np.arange(rows * width).reshape(rows, width) % 7
+    batch = assemble(ids, starts, dtype=np.dtype(np.int32), position_ids=True, cu_seqlens=True, document_ids=True)
+    length = width - 1
+    bounds = batch["cu_seqlens"]
+    assert bounds[0] == 0 and bounds[-1] == rows * length and (np.diff(bounds) > 0).all()
+    flat_documents = (batch["document_ids"] + np.arange(rows)[:, None] * (length + 1)).ravel()
+    for first, end in itertools.pairwise(bounds.tolist()):  # each cu_seqlens segment: one document, positions from 0
+        assert len(set(flat_documents[first:end].tolist())) == 1
+        assert batch["position_ids"].ravel()[first:end].tolist() == list(range(end - first))
+    assert batch["max_seqlen"] == int(np.diff(bounds).max())
+    assert batch["position_ids"].dtype == np.int32 and batch["cu_seqlens"].dtype == np.int32

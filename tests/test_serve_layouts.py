@@ -46,7 +46,7 @@ def check_rows_match_the_stream(layout: layouts_module.Layout) -> None:
     tokens = np.asarray(layout.source.tokens)
     real = positions >= 0
     assert np.array_equal(ids[real], tokens[positions[real]])
-    assert (ids[~real] == layout.pad_id).all()
+    assert (ids[~real] == layout.fill).all()
     expected = np.zeros_like(starts)
     expected[:, 0] = True
     broken = positions[:, 1:] != positions[:, :-1] + 1
@@ -172,7 +172,7 @@ def test_bad_layout_arguments_are_input_errors(tmp_path: Path) -> None:
         make_layout("stream", pack, length=0)
     with pytest.raises(InputError, match="no 'validation' range"):
         make_layout("stream", pack, length=3, split="validation")
-    with pytest.raises(InputError, match="no padding id"):
-        make_layout("stream", pack_of_documents([[1, 2]], n_vocab=10, directory=tmp_path / "q"), length=3)
+    padless = make_layout("stream", pack_of_documents([[1, 2]], n_vocab=10, directory=tmp_path / "q"), length=3)
+    assert (padless.pad_id, padless.fill, padless.ignore_index) == (None, 0, -100)
     with pytest.raises(InputError, match="lookahead"):
         make_layout("bestfit", pack, length=3, lookahead=0, cache=False)

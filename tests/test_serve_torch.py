@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,40 @@ def test_seed_loader_targets_are_contiguous_for_the_usual_loss_line(tmp_path: Pa
     assert x.is_contiguous() and y.is_contiguous()
     logits = torch.zeros(*x.shape, corpus.n_vocab)
     F.cross_entropy(logits.view(-1, corpus.n_vocab), y.view(-1), ignore_index=dataset.ignore_index)  # nanoGPT's line
+
+
+def test_torch_distributed_checkpoint_saves_and_restores_the_loader(corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.stateful import Stateful
+
+    loader = make_batch_loader(PackedBatches(corpus.tokens_dir, length=32, global_batch=4, seed=1))
+    assert isinstance(loader, Stateful) and isinstance(loader.batches, Stateful)
+    for step, _ in enumerate(loader):
+        if step == 4:
+            break
+    resumed = make_batch_loader(PackedBatches(corpus.tokens_dir, length=32, global_batch=4, seed=1))
+    with warnings.catch_warnings():  # one process, no process group: DCP warns and saves locally
+        warnings.simplefilter("ignore")
+        dcp.save({"loader": loader}, checkpoint_id=tmp_path / "checkpoint")
+        dcp.load({"loader": resumed}, checkpoint_id=tmp_path / "checkpoint")
+    assert resumed.batches.step == 5
+    assert np.array_equal(next(iter(resumed))["labels"].numpy(), loader.batches.batch(5)["labels"])
+
+
+def test_the_seed_loader_state_names_its_data_and_vocabulary(tmp_path: Path) -> None:
+    from tokpack.errors import IntegrityError, VocabularyMismatch
+
+    first = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=300, document_bytes=512)
+    other_cut = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab=first.vocabulary_path, document_bytes=400)
+    other_vocabulary = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=280, document_bytes=512)
+
+    def loader(corpus: tokpack.TokenizedCorpus):  # type: ignore[no-untyped-def]
+        with pytest.warns(UserWarning):
+            return make_loader(WindowDataset(Windows(corpus.tokens_dir, block=16)), batch_size=4)
+
+    state = loader(first).state_dict()
+    assert tokpack.require_vocabulary({"loader": state}, first.tokenizer())  # a checkpoint alone is enough
+    with pytest.raises(IntegrityError, match="other data"):
+        loader(other_cut).load_state_dict(state)
+    with pytest.raises(VocabularyMismatch, match="saved over vocabulary"):
+        loader(other_vocabulary).load_state_dict(state)

@@ -32,6 +32,7 @@ from pydantic import Field, ValidationError
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve.layouts import Layout, data_identity, make_layout, open_source
+from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
@@ -49,7 +50,8 @@ class Mixture:
             (weights are normalized).
         seed: mixed into every part's shuffle and the order of rows inside a step.
         stages: ``[(start_step, [weight, ...]), ...]``: from ``start_step`` on, these weights
-            (a curriculum); the first stage must start at step 0 if given.
+            (a curriculum); the first stage must start at step 0. Given stages replace the
+            parts' own weights (which stay in the data schedule as given).
 
     The rows each part gives step ``k`` follow from ``k`` and the weights alone: the running
     total of every part stays within one row of its exact share (``weight * global_batch *
@@ -243,7 +245,7 @@ class PackedBatches:
         self.shuffle = shuffle
         self.vocabulary: VocabIdentity = self.sources[0].vocabulary
         self.n_vocab = self.vocabulary.n_vocab
-        self.ignore_index: int = self.layouts[0].pad_id
+        self.ignore_index: int = self.layouts[0].ignore_index
         stages = self.mixture.stages if self.mixture is not None else [(0, np.ones(1))]
         self._allocation = _Allocation(stages, self.global_batch)
         self._permutations: dict[tuple[int, int], np.ndarray] = {}
@@ -290,26 +292,26 @@ class PackedBatches:
             part_of, row_of = part_of[mixing], row_of[mixing]
         return part_of, row_of
 
-    def _gather(self, part_of: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _gather(self, part_of: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         width = self.length + 1
         ids = np.empty((len(part_of), width), dtype=self.sources[0].meta.dtype)
         starts = np.empty((len(part_of), width), dtype=bool)
+        real = np.empty(len(part_of), dtype=np.int64)
         for part in np.unique(part_of).tolist():  # one gather per part
             chosen = part_of == part
-            part_ids, part_starts = self.layouts[part].rows(row_of[chosen])
-            if part_ids.size and int(part_ids.max()) >= self.n_vocab:  # one reduction guards every batch
-                raise IntegrityError(self.sources[part].path, f"id {int(part_ids.max())} outside the vocabulary "
-                                     f"(n_vocab {self.n_vocab})", fix="the data is corrupt; verify it with tokpack inspect --verify")
+            part_ids, part_starts, real[chosen] = self.layouts[part].read(row_of[chosen])
+            check_ids(part_ids, self.sources[part])  # one reduction guards every batch
             ids[chosen], starts[chosen] = part_ids, part_starts
-        return ids, starts
+        return ids, starts, real
 
     def global_rows(self, step: int) -> np.ndarray:
         """All ``global_batch`` rows of step ``step`` (``(global_batch, length + 1)``, the source's
         dtype), the same for every world size."""
         return self._gather(*self._plan(step))[0]
 
-    def rank_rows(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's rows of step ``step`` and their segment starts (see :meth:`Layout.rows`)."""
+    def rank_rows(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's rows of step ``step``, their segment starts and real lengths (see
+        :meth:`Layout.read`)."""
         part_of, row_of = self._plan(step)
         share = self.global_batch // self.world_size
         mine = slice(self.rank * share, (self.rank + 1) * share)
@@ -330,14 +332,15 @@ class PackedBatches:
 
     def micro_batches(self, step: int) -> list[dict[str, Any]]:
         """This rank's batch of step ``step`` split into ``micro_batches`` equal parts, in order."""
-        ids, starts = self.rank_rows(step)
+        ids, starts, real = self.rank_rows(step)
         size = len(ids) // self.micro_batch_count
-        return [self._assemble(ids[i * size : (i + 1) * size], starts[i * size : (i + 1) * size])
-                for i in range(self.micro_batch_count)]
+        parts = [slice(i * size, (i + 1) * size) for i in range(self.micro_batch_count)]
+        return [self._assemble(ids[part], starts[part], real[part]) for part in parts]
 
-    def _assemble(self, ids: np.ndarray, starts: np.ndarray) -> dict[str, Any]:
+    def _assemble(self, ids: np.ndarray, starts: np.ndarray, real: np.ndarray) -> dict[str, Any]:
         return assemble(ids, starts, dtype=self.dtype, position_ids=self.want_positions,
-                        cu_seqlens=self.want_cu_seqlens, document_ids=self.want_documents)
+                        cu_seqlens=self.want_cu_seqlens, document_ids=self.want_documents,
+                        real=real, ignore_index=self.ignore_index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Batches from :attr:`step` on, forever; :attr:`step` counts the batches handed out."""
@@ -468,7 +471,7 @@ class EvalBatches:
         self.layout = make_layout("stream", data, length=length, split=split)
         self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
         self.dtype = np.dtype(_DTYPES[dtype])
-        self.ignore_index = self.layout.pad_id
+        self.ignore_index = self.layout.ignore_index
         self.n_vocab = self.layout.source.vocabulary.n_vocab
 
     def __len__(self) -> int:
@@ -480,14 +483,14 @@ class EvalBatches:
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
         width = self.layout.length + 1
-        ids = np.full((self.batch_size, width), self.ignore_index, dtype=self.layout.source.meta.dtype)
+        ids = np.full((self.batch_size, width), self.layout.fill, dtype=self.layout.source.meta.dtype)
         starts = np.zeros((self.batch_size, width), dtype=bool)
         starts[:, 0] = True
+        lengths = np.zeros(self.batch_size, dtype=np.int64)  # rows past the range: all padding
         if len(real):
-            ids[: len(real)], starts[: len(real)] = self.layout.rows(real)
-            if int(ids.max()) >= self.n_vocab:
-                raise IntegrityError(self.layout.source.path, f"id {int(ids.max())} outside the vocabulary (n_vocab {self.n_vocab})")
-        return assemble(ids, starts, dtype=self.dtype)
+            ids[: len(real)], starts[: len(real)], lengths[: len(real)] = self.layout.read(real)
+            check_ids(ids, self.layout.source)
+        return assemble(ids, starts, dtype=self.dtype, real=lengths, ignore_index=self.ignore_index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for step in range(len(self)):
@@ -495,8 +498,12 @@ class EvalBatches:
 
 
 def assemble(ids: np.ndarray, starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = False,
-             cu_seqlens: bool = False, document_ids: bool = False) -> dict[str, Any]:
+             cu_seqlens: bool = False, document_ids: bool = False, real: np.ndarray | None = None,
+             ignore_index: int | None = None) -> dict[str, Any]:
     """Rows of ``length + 1`` ids and their segment starts → the arrays a model takes.
+
+    With ``real`` (real ids per row) and ``ignore_index``, labels of padding become
+    ``ignore_index`` (needed where the source has no padding id of its own).
 
     >>> ids = np.array([[5, 6, 7, 8, 0]]); starts = np.array([[True, False, True, False, True]])
     >>> batch = assemble(ids, starts, dtype=np.dtype(np.int64), position_ids=True, cu_seqlens=True, document_ids=True)
@@ -505,6 +512,8 @@ def assemble(ids: np.ndarray, starts: np.ndarray, *, dtype: np.dtype, position_i
     """
     batch: dict[str, Any] = {"input_ids": ids[:, :-1].astype(dtype, order="C"),
                              "labels": ids[:, 1:].astype(dtype, order="C")}
+    if real is not None and ignore_index is not None and len(real) and int(real.min()) < ids.shape[1]:
+        batch["labels"][np.arange(1, ids.shape[1]) >= real[:, None]] = ignore_index
     if not (position_ids or cu_seqlens or document_ids):
         return batch
     inputs = starts[:, :-1].copy()

@@ -36,6 +36,7 @@ import bisect
 import hashlib
 import json
 import os
+import secrets
 from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
@@ -81,10 +82,12 @@ class Layout:
         meta = source.meta
         if split not in meta.ranges:
             raise InputError(source.path, f"no {split!r} range (has {', '.join(sorted(meta.ranges)) or 'none'})")
-        if meta.pad_id is None:
-            raise InputError(source.path, "its vocabulary records no padding id distinct from real tokens",
-                             fix="prepare it again with a vocabulary that has <|endoftext|> or <pad>")
-        self.pad_id: int = int(meta.pad_id)
+        #: the source's padding id (never a real token), or None (e.g. a datatrove folder)
+        self.pad_id: int | None = None if meta.pad_id is None else int(meta.pad_id)
+        #: what padding positions hold in ``ids``: the padding id, else 0 (their labels are ignored)
+        self.fill: int = 0 if self.pad_id is None else self.pad_id
+        #: the label of a padding position: the padding id, else PyTorch's default ``-100``
+        self.ignore_index: int = -100 if self.pad_id is None else self.pad_id
         span = meta.ranges[split]
         self.lo, self.hi = (int(v) for v in span.tokens)
         self.first_doc, self.last_doc = (int(v) for v in span.documents)
@@ -112,18 +115,23 @@ class Layout:
     def rows(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``row_indices`` as ``(ids, starts)``, both ``(n, length + 1)``.
 
-        ``ids`` holds the source's ids (its dtype), padding being the pad id; ``starts`` is
+        ``ids`` holds the source's ids (its dtype), padding being :attr:`fill`; ``starts`` is
         ``True`` where a segment begins (position 0, a document start, the first padding).
 
         Raises:
             IndexError: an index outside ``[0, n_rows)``.
         """
+        ids, starts, _ = self.read(row_indices)
+        return ids, starts
+
+    def read(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``)."""
         indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
             raise IndexError(f"row index outside [0, {self.n_rows})")
         return self._rows(indices)
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def positions(self, row_indices: Any) -> np.ndarray:
@@ -135,25 +143,35 @@ class Layout:
         return self._positions(indices)
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
-        positions = self.origins(indices)[:, None] + np.arange(self.length + 1)  # type: ignore[attr-defined]
+        raise NotImplementedError
+
+
+class _ContiguousLayout(Layout):
+    """A layout whose row ``j`` is the stream slice ``[origin_j, origin_j + length + 1)``,
+    padded past the range's end; subclasses say where rows start (:meth:`origins`)."""
+
+    def origins(self, indices: np.ndarray) -> np.ndarray:
+        """Where rows ``indices`` start in the stream."""
+        raise NotImplementedError
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
         return np.where(positions < self.hi, positions, -1)
 
-    # -- shared by the contiguous layouts ---------------------------------------------------
-    def _contiguous_rows(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``ids[o : o + length + 1]``, padded past ``hi``, with their segment starts."""
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
         if not n or int(origins.max()) + width <= self.hi:  # one reduction decides the common case
             ids = self.source.gather_rows(origins, width)
         else:
-            ids = np.full((n, width), self.pad_id, dtype=self.source.meta.dtype)
+            ids = np.full((n, width), self.fill, dtype=self.source.meta.dtype)
             whole = origins + width <= self.hi
             if whole.any():
                 ids[whole] = self.source.gather_rows(origins[whole], width)
             for row in np.flatnonzero(~whole):  # at most a few rows per epoch reach the end
                 keep = self.hi - int(origins[row])
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
-                ids[row, keep] = self.pad_id  # the row's first padding
         starts = np.zeros((n, width), dtype=bool)
         starts[:, 0] = True
         document_starts = self.source.starts
@@ -167,10 +185,10 @@ class Layout:
         padded = origins + width > self.hi
         if padded.any():
             starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
-        return ids, starts
+        return ids, starts, np.minimum(width, self.hi - origins)
 
 
-class StreamLayout(Layout):
+class StreamLayout(_ContiguousLayout):
     """Consecutive rows overlapping by one id (see the module docstring)."""
 
     name = "stream"
@@ -183,9 +201,6 @@ class StreamLayout(Layout):
         """Where rows ``indices`` start in the stream."""
         return self.lo + np.asarray(indices, dtype=np.int64) * self.length
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._contiguous_rows(self.origins(indices))
-
     @property
     def stats(self) -> dict[str, float]:
         """``repetition`` (always 1.0) and ``padding_share`` of the positions of an epoch."""
@@ -193,7 +208,7 @@ class StreamLayout(Layout):
         return {"repetition": 1.0, "padding_share": padding / (self.n_rows * (self.length + 1))}
 
 
-class DocumentsLayout(Layout):
+class DocumentsLayout(_ContiguousLayout):
     """Rows at document starts and row-sized steps inside long documents (see the module docstring).
 
     The row index (8 bytes a row) is built in one vectorized pass from the document starts.
@@ -215,9 +230,6 @@ class DocumentsLayout(Layout):
     def origins(self, indices: np.ndarray) -> np.ndarray:
         """Where rows ``indices`` start in the stream."""
         return self._origins[indices]
-
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._contiguous_rows(self.origins(indices))
 
     @property
     def stats(self) -> dict[str, float]:
@@ -278,11 +290,16 @@ class BestFitLayout(Layout):
         self._moved = order[2]
 
     def _save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
-        np.savez(temporary, piece_start=self._piece_start, piece_len=self._piece_len, row_ptr=self._row_ptr,
-                 counts=np.array([self._cut, self._moved], dtype=np.int64))
-        os.replace(temporary, path)  # readers see the whole index or none
+        # A unique temporary renamed into place: ranks on several hosts may build the same index at
+        # once; each publishes whole, identical bytes. A cache that cannot be written is skipped.
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(temporary, piece_start=self._piece_start, piece_len=self._piece_len, row_ptr=self._row_ptr,
+                     counts=np.array([self._cut, self._moved], dtype=np.int64))
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
 
     def _load(self, path: Path) -> None:
         try:
@@ -294,17 +311,17 @@ class BestFitLayout(Layout):
         if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
             raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         width = self.length + 1
         n = len(indices)
         positions, destination, row_of_piece, column, used = self._placement(indices)
-        ids = np.full(n * width, self.pad_id, dtype=self.source.meta.dtype)
+        ids = np.full(n * width, self.fill, dtype=self.source.meta.dtype)
         ids[destination] = self.source.take(positions)  # one gather for every piece of every row
         starts = np.zeros((n, width), dtype=bool)
         starts[row_of_piece, column] = True
         padded = np.flatnonzero(used < width)
         starts[padded, used[padded]] = True
-        return ids.reshape(n, width), starts
+        return ids.reshape(n, width), starts, used
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         width = self.length + 1
@@ -352,38 +369,49 @@ class BestFitLayout(Layout):
 def _best_fit(lengths: list[int], width: int, lookahead: int) -> tuple[list[int], list[int], int]:
     """Pack pieces (``lengths``, each at most ``width``) into rows; return the pieces in row
     order, the row offsets into that order (``n_rows + 1`` of them) and the ids served ahead of
-    an older waiting piece (moved)."""
-    # (length, -index), sorted: the best fit is a bisection, and among equal lengths the oldest wins.
+    an older waiting piece (moved).
+
+    A full piece (``width`` ids) can only ever head a row, so it waits in the age queue alone and
+    skips the sorted buffer: on cut text that is most pieces, at no change to the result.
+    """
+    # (length, -index) of the partial pieces, sorted: the best fit is a bisection, and among
+    # equal lengths the oldest wins.
     waiting: list[tuple[int, int]] = []
     oldest: deque[int] = deque()
     taken = bytearray(len(lengths))
     placed: list[int] = []
     row_ptr = [0]
-    following = moved = 0
-    while following < len(lengths) or waiting:
-        while following < len(lengths) and len(waiting) < lookahead:
-            bisect.insort(waiting, (lengths[following], -following))
+    following = moved = n_waiting = 0
+    total = len(lengths)
+    while following < total or n_waiting:
+        while following < total and n_waiting < lookahead:
+            if lengths[following] < width:
+                bisect.insort(waiting, (lengths[following], -following))
             oldest.append(following)
             following += 1
+            n_waiting += 1
         while taken[oldest[0]]:
             oldest.popleft()
         head = oldest.popleft()
-        del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
         taken[head] = 1
         placed.append(head)
+        n_waiting -= 1
         space = width - lengths[head]
+        if space:
+            del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
         while space and waiting:
             at = bisect.bisect_right(waiting, (space, 1)) - 1
             if at < 0:
                 break
             size, index = waiting.pop(at)
             index = -index
-            while oldest and taken[oldest[0]]:
+            while taken[oldest[0]]:
                 oldest.popleft()
             if oldest[0] != index:  # served ahead of an older waiting piece
                 moved += size
             taken[index] = 1
             placed.append(index)
+            n_waiting -= 1
             space -= size
         row_ptr.append(len(placed))
     return placed, row_ptr, moved

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from tokpack.errors import InputError
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve.batches import PackedBatches
 from tokpack.serve.windows import Windows
 
@@ -104,19 +104,36 @@ class WindowLoader:
         self._batches.position = 0
 
     def state_dict(self) -> dict[str, Any]:
-        """``{epoch, position, seed, …}``: where the next batch comes from."""
+        """``{epoch, position, seed, …}``: where the next batch comes from, with the data's
+        checksums and the vocabulary's identity (so :func:`tokpack.require_vocabulary` accepts a
+        checkpoint holding it as ``"loader"``)."""
         sampler = self._batches
+        meta = self.dataset.windows.pack.meta
         return {"epoch": sampler.epoch, "position": sampler.position, "seed": sampler.seed,
                 "batch_size": sampler.batch_size, "shuffle": sampler.shuffle, "drop_last": sampler.drop_last,
-                "n_items": sampler.n_items}
+                "n_items": sampler.n_items, "tokens_sha256": meta.tokens_sha256, "starts_sha256": meta.starts_sha256,
+                "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``.
 
         Raises:
-            ValueError: ``state`` was saved by a loader over other data or with other settings.
+            VocabularyMismatch: ``state`` was saved over another vocabulary.
+            IntegrityError: ``state`` was saved over other data.
+            InputError: ``state`` was saved with other settings (a state from before the
+                checksums were recorded is checked on these alone).
         """
         sampler = self._batches
+        meta = self.dataset.windows.pack.meta
+        saved = state.get("vocabulary")
+        if isinstance(saved, dict) and (saved.get("sha256"), saved.get("n_vocab")) != (meta.vocabulary.sha256, meta.vocabulary.n_vocab):
+            raise VocabularyMismatch(None, f"loader state was saved over vocabulary {str(saved.get('sha256'))[:16]} "
+                                     f"(n_vocab {saved.get('n_vocab')}); this loader serves {meta.vocabulary.short} "
+                                     f"(n_vocab {meta.vocabulary.n_vocab})")
+        if "tokens_sha256" in state and (state["tokens_sha256"], state.get("starts_sha256")) != (
+                meta.tokens_sha256, meta.starts_sha256):
+            raise IntegrityError(None, f"loader state was saved over other data (ids {str(state['tokens_sha256'])[:16]}); "
+                                 f"this loader serves {self.dataset.windows.pack.path} (ids {meta.tokens_sha256[:16]})")
         mine = {"seed": sampler.seed, "batch_size": sampler.batch_size, "shuffle": sampler.shuffle,
                 "drop_last": sampler.drop_last, "n_items": sampler.n_items}
         theirs = {key: state.get(key) for key in mine}

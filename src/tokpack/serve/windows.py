@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tokpack.errors import InputError
+from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource, open_tokens
 
 
@@ -116,6 +117,7 @@ class Windows:
             inside = positions < self.hi
             chunk = np.full(positions.shape, self.pad_id, dtype=np.int64)
             chunk[inside] = self.pack.take(positions[inside])
+        check_ids(chunk, self.pack)
         x = chunk[:, :-1].astype(np.int64, order="C")  # each cast is also the copy that makes it contiguous
         y = chunk[:, 1:].astype(np.int64, order="C")
         y[:, -1] = self.pad_id  # y[-1]: its real target lies outside the window
