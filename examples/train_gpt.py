@@ -6,14 +6,14 @@ One process (world size 1) or several under torchrun, on CPU (gloo) or GPUs (ncc
     torchrun --nproc_per_node 2 examples/train_gpt.py --data PACK --steps 100 --save run.pt
     torchrun --nproc_per_node 1 examples/train_gpt.py --data PACK --steps 200 --resume run.pt
 
-``PACK`` is a pack or a sharded dataset (``tokpack prepare`` makes one; ``TokenizedCorpus.tokens_dir``
+'PACK' is a pack or a sharded dataset ('tokpack prepare' makes one; 'TokenizedCorpus.tokens_dir'
 in Python). The rows of step k depend only on (data, layout, length, seed, k), never on the number
 of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global batch. A checkpoint holds the
-model, the optimizer, the loader's state and the data schedule; ``--resume`` restores all four on any
-number of ranks, refuses a checkpoint made with another vocabulary (``tokpack.require_vocabulary``)
+model, the optimizer, the loader's state and the data schedule; '--resume' restores all four on any
+number of ranks, refuses a checkpoint made with another vocabulary ('tokpack.require_vocabulary')
 or over other data, and continues with exactly the batches an uninterrupted run would have seen.
-``--log-batches`` writes one line per step, ``STEP SHA256 LOSS``: the SHA-256 of the step's global
-``input_ids`` as little-endian int64 in row-major order (rank 0 gathers them from every rank), so
+'--log-batches' writes one line per step, 'STEP SHA256 LOSS': the SHA-256 of the step's global
+'input_ids' as little-endian int64 in row-major order (rank 0 gathers them from every rank), so
 runs on different numbers of ranks can be compared line by line.
 
 A mistake in the arguments or the data is one line on stderr and exit code 2.

@@ -141,13 +141,23 @@ def test_bestfit_with_document_masks_resumes_across_world_sizes(corpus: tokpack.
                                [loss for *_, loss in logs["two ranks"]], atol=1e-3)
 
 
-def test_a_checkpoint_is_refused_on_data_of_another_vocabulary(stream_runs: Path, tmp_path: Path) -> None:
-    other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path / "cache", vocab_size=400, document_bytes=4096)
-    refused = run(["--data", str(other.tokens_dir), "--steps", str(STEPS), "--length", str(LENGTH),
-                   "--resume", str(stream_runs / f"step{CHECKPOINT_STEP}.pt")], cache=tmp_path / "cache")
+@pytest.mark.parametrize("other_data", ["another vocabulary", "other ids, same vocabulary"])
+def test_a_checkpoint_is_refused_on_other_data(corpus: tokpack.TokenizedCorpus, stream_runs: Path, tmp_path: Path,
+                                               other_data: str) -> None:
+    if other_data == "another vocabulary":
+        other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path / "cache", vocab_size=400, document_bytes=4096)
+        expected = "vocabulary"
+    else:  # the same text cut into other documents: other starts, other checksums
+        other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path / "cache", vocab=corpus.vocabulary_path,
+                                document_bytes=2048)
+        assert other.vocabulary == corpus.vocabulary
+        expected = "other data"
+    refused = run(["--data", str(other.tokens_dir), "--steps", str(STEPS), "--length", str(LENGTH), "--global-batch",
+                   str(GLOBAL_BATCH), "--seed", "3", "--resume", str(stream_runs / f"step{CHECKPOINT_STEP}.pt")],
+                  cache=tmp_path / "cache")
     assert refused.returncode == 2, refused.stderr[-3000:]
     message = refused.stderr.strip()
-    assert "\n" not in message and "vocabulary" in message, message
+    assert "\n" not in message and expected in message, message
 
 
 def test_help_names_every_flag(tmp_path: Path) -> None:
