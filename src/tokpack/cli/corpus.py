@@ -121,7 +121,7 @@ def merge_command(
 
 def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
-    verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
     datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
@@ -133,7 +133,7 @@ def inspect_command(
         opened = open_tokens(pack, verify=verify)
     console.print_json(opened.meta.to_json())
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
-                  + ("(checksums verified)" if verify else "(counts and sizes checked; --verify hashes the data)"))
+                  + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
 
 
 def demo_command(

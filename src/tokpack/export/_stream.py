@@ -109,9 +109,12 @@ def read_span(source: TokenSource, start: int, end: int) -> np.ndarray:
         first = int(np.searchsorted(offsets, start, side="right")) - 1
         pieces = []
         index = first
+        reading = getattr(source, "_reading", None)  # a dataset verifies a shard before its first read
         while index < len(shards) and offsets[index] < end:
             lo, hi = max(start, int(offsets[index])), min(end, int(offsets[index + 1]))
             if hi > lo:
+                if reading is not None:
+                    reading(index)
                 pieces.append(np.asarray(shards[index].tokens[lo - offsets[index] : hi - offsets[index]]))
             index += 1
         return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.asarray(shards[0].tokens[:0]).dtype)

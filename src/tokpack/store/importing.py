@@ -50,7 +50,7 @@ def detect(path: Path) -> str:
 
 
 def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
-                 eod_id: int | None = None, verify: bool = False) -> TokenSource:
+                 eod_id: int | None = None, verify: bool | None = False) -> TokenSource:
     """Open another framework's files in place as a token source (see :data:`READERS`)."""
     kind = kind or detect(Path(path))
     if kind not in READERS:

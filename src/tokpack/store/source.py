@@ -65,10 +65,14 @@ class RecordedStream:
         return self.meta.n_tokens
 
 
-def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
+def open_tokens(path: Path, *, verify: bool | None = None) -> TokenSource:
     """Open ``path`` as a pack (``meta.json``), a sharded dataset (``dataset.json``), or another
     framework's files that tokpack exported (Megatron ``.bin/.idx``, nanoGPT ``.bin``; see
     :mod:`tokpack.store.importing`).
+
+    ``verify``: ``None`` verifies checksums on the first open (a dataset: each shard when it is
+    first read) and trusts a verification stamp after that; ``True`` verifies everything now;
+    ``False`` checks counts, sizes and seals only.
 
     Raises:
         ValueError: neither, or anything that does not match its record.
