@@ -514,3 +514,20 @@ def test_the_readme_snippets_load_every_export(pack: Pack, tmp_path: Path, monke
     assert np.array_equal(names["train"][: len(first)], first)
     assert np.array_equal(np.asarray(names["first"]), first) and names["input_ids"] == first.tolist()
     assert np.array_equal(np.asarray(names["blocks"][0]), np.asarray(pack.tokens[:2049]))  # exported without separators
+
+
+def test_an_export_never_carries_ids_from_an_altered_shard(sharded, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from tokpack.store import ShardedDataset
+
+    copy = tmp_path / "ds"
+    shutil.copytree(sharded.path, copy)
+    tokens = copy / sharded.meta.shards[1].name / "tokens.npy"
+    data = bytearray(tokens.read_bytes())
+    data[-2:] = (int.from_bytes(data[-2:], "little") ^ 1).to_bytes(2, "little")  # same size, one id changed
+    tokens.write_bytes(bytes(data))
+    for fmt in ("megatron", "hf"):
+        with pytest.raises(IntegrityError):
+            export(ShardedDataset(copy), fmt, tmp_path / f"out-{fmt}")
+    assert not list(tmp_path.glob("out-*"))
