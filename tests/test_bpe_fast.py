@@ -79,18 +79,22 @@ def test_splitting_in_worker_processes_counts_the_same(monkeypatch: pytest.Monke
     )
 
 
-def test_a_failing_worker_reports_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_worker_reports_its_error() -> None:
     import tokpack.bpe.fast as fast
+    from bpe_workers import RaisingSplitter
 
-    monkeypatch.setattr(fast, "_PARALLEL_MIN_CHARS", 1)
-    monkeypatch.setattr(fast, "_BATCH_TEXTS", 10)
-
-    def explode(self: object, counts: object, batch: list[str]) -> None:
-        raise RuntimeError("worker failed")
-
-    monkeypatch.setattr(fast._Splitter, "count_into", explode)
     with pytest.raises(RuntimeError, match="worker failed"):
-        count_pieces(["x"] * 100, pattern=None, workers=2)
+        fast._count_in_workers(RaisingSplitter(None, ()), iter([["x"] * 10] * 20), 2)
+
+
+def test_a_killed_worker_is_a_clear_error_not_a_hang() -> None:
+    # Issue 12: a worker killed for memory used to leave training waiting forever.
+    import tokpack.bpe.fast as fast
+    from bpe_workers import KilledSplitter
+    from tokpack.errors import WorkerDied
+
+    with pytest.raises(WorkerDied, match=r"worker \d .*died with exit code -9"):
+        fast._count_in_workers(KilledSplitter(None, ()), iter([["x"] * 10] * 20), 2)
 
 
 def test_min_frequency_stops_training() -> None:

@@ -98,3 +98,14 @@ def test_the_explorer_fits_a_phone(explorer: Path) -> None:
         assert width <= 375
         page.get_by_role("button", name="next merge →").click()
         screenshot(page, "explorer-phone")
+
+
+def test_a_document_holding_comment_and_script_markup_does_not_break_the_page(tmp_path: Path) -> None:
+    # Issue 12, item 7: "<!--<script>" in a document killed the page's script.
+    out = tmp_path / "markup.html"
+    documents = ["<!--<script>", "</script><b>x</b>", "a&amp;b"]
+    assert CliRunner().invoke(app, ["bpe", "explore", *documents, "--merges", "2", "-o", str(out)]).exit_code == 0
+    with browser_page() as page:
+        page.goto(out.as_uri())
+        assert embedded_data(page)["texts"] == documents
+        assert page.locator("#position").inner_text() == "Step 1 of 2"

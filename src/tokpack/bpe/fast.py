@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import multiprocessing
 import os
+import queue
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -36,6 +37,7 @@ import numpy as np
 import regex
 
 from tokpack.bpe.records import TraceRow
+from tokpack.errors import WorkerDied
 from tokpack.bpe.reference import token_table
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer
 
@@ -52,6 +54,8 @@ _BATCH_TEXTS = 4096
 #: Groups of at most this many slots sum their count changes in a dict (faster there than a
 #: numpy bincount over all ids).
 _SMALL_STEP = 64
+#: How often (seconds) a wait on workers checks that they are still alive.
+_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -233,32 +237,66 @@ def count_pieces(
 
 
 def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], processes: int) -> list[Counter[str]]:
-    """Feed ``batches`` to ``processes`` workers through a bounded queue; return their counts."""
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    """Feed ``batches`` to ``processes`` spawned workers through a bounded queue; return their counts.
+
+    Workers are spawned, not forked (a fork of a process holding threads or a large heap is
+    neither safe nor cheap), and every wait has a timeout so that a worker that dies (killed for
+    memory, a signal) becomes :class:`~tokpack.errors.WorkerDied` instead of a hang.
+    """
+    context = multiprocessing.get_context("spawn")
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
-    pool = [context.Process(target=_count_worker, args=(splitter, tasks, results), daemon=True) for _ in range(processes)]
+    pool = [
+        context.Process(target=_count_worker, args=(splitter, tasks, results, number), daemon=True)
+        for number in range(processes)
+    ]
     for process in pool:
         process.start()
+    received: dict[int, Counter[str] | BaseException] = {}
+
+    def check_alive() -> None:
+        for number, process in enumerate(pool):
+            if number not in received and process.exitcode not in (None, 0):
+                raise WorkerDied(
+                    f"BPE count worker {number} (pid {process.pid}) died with exit code {process.exitcode} "
+                    "before sending its counts (killed for memory?); lower --workers or the input size"
+                )
+
+    def put(item: list[str] | None) -> None:
+        while True:
+            try:
+                tasks.put(item, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                check_alive()
+
     try:
         for batch in batches:
-            tasks.put(batch)
+            put(batch)
         for _ in pool:
-            tasks.put(None)
-        counts = [results.get() for _ in pool]
+            put(None)
+        while len(received) < len(pool):
+            try:
+                number, counts = results.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                check_alive()
+                continue
+            received[number] = counts
         for process in pool:
             process.join()
     finally:
         for process in pool:
             if process.is_alive():
                 process.terminate()
-    failures = [item for item in counts if isinstance(item, BaseException)]
+                process.join()
+        tasks.cancel_join_thread()  # never block on a queue a dead worker left unread
+    failures = [item for item in received.values() if isinstance(item, BaseException)]
     if failures:
         raise failures[0]
-    return counts
+    return [item for item in received.values() if not isinstance(item, BaseException)]
 
 
-def _count_worker(splitter: _Splitter, tasks: Any, results: Any) -> None:
+def _count_worker(splitter: _Splitter, tasks: Any, results: Any, number: int) -> None:
     counts: Counter[str] = Counter()
     try:
         while (batch := tasks.get()) is not None:
@@ -266,9 +304,9 @@ def _count_worker(splitter: _Splitter, tasks: Any, results: Any) -> None:
     except Exception as error:  # report to the parent instead of dying silently
         while tasks.get() is not None:
             pass
-        results.put(error)
+        results.put((number, error))
         return
-    results.put(counts)
+    results.put((number, counts))
 
 
 class _Splitter:

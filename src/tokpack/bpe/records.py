@@ -25,6 +25,9 @@ class TraceRow(Record):
     """One merge: ``(left_id, right_id)`` became ``result_id``; ``frequency`` is the pair's count
     just before the replacement (overlapping occurrences included)."""
 
+    # Strict: a proof's "frequency": "5" is a malformed proof, not the number 5.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
     left_id: int = Field(ge=0)
     right_id: int = Field(ge=0)
     result_id: int = Field(ge=256)
@@ -48,7 +51,7 @@ class Challenge(Record):
     ISO-8601 date or datetime from which on the challenge is refused.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, strict=True)
 
     challenge_id: str = Field(min_length=1)
     corpus: list[str]
@@ -89,6 +92,8 @@ class Challenge(Record):
 
 class Proof(Record):
     """``proof.json``: the trace of ``num_merges`` merges on a challenge's corpus."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     challenge_id: str = Field(min_length=1)
     corpus_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")

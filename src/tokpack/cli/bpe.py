@@ -13,8 +13,11 @@ from rich.table import Table
 from rich.text import Text
 
 from tokpack.bpe.challenge import (
+    MAX_CORPUS_BYTES,
+    MAX_MERGES,
     ChallengeRefused,
     Excerpt,
+    Limits,
     Verification,
     make_proof,
     read_json_record,
@@ -42,19 +45,28 @@ def _read(model: type[Challenge] | type[Proof], path: Path) -> Challenge | Proof
         raise _fail(str(error)) from None
 
 
+MaxCorpusBytes = Annotated[
+    int, typer.Option("--max-corpus-bytes", min=0, help="Refuse a challenge whose corpus is larger (UTF-8 bytes).")
+]
+MaxMerges = Annotated[int, typer.Option("--max-merges", min=0, help="Refuse a challenge asking for more merges.")]
+
+
 @bpe_app.command()
 def proof(
     challenge: Annotated[Path, typer.Argument(help="challenge.json: corpus, num_merges, corpus_sha256.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
+    max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
+    max_merges: MaxMerges = MAX_MERGES,
 ) -> None:
     """Train the fast trainer on a challenge's corpus and write proof.json (one trace row per merge).
 
-    A corpus that does not match its checksum, or a challenge past its expiry, is refused (exit 2).
+    A corpus that does not match its checksum, a challenge past its expiry, or one over the
+    limits, is refused (exit 2).
     """
     record = _read(Challenge, challenge)
     assert isinstance(record, Challenge)
     try:
-        result = make_proof(record)
+        result = make_proof(record, limits=Limits(max_corpus_bytes, max_merges))
     except (ChallengeRefused, ValueError) as error:
         raise _fail(f"{challenge}: {error}") from None
     try:
@@ -69,21 +81,25 @@ def verify(
     proof_path: Annotated[Path, typer.Argument(metavar="PROOF", help="proof.json to check.")],
     challenge: Annotated[Path, typer.Argument(help="The challenge.json the proof answers.")],
     ignore_expiry: Annotated[bool, typer.Option(help="Check an old proof against an expired challenge.")] = False,
+    max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
+    max_merges: MaxMerges = MAX_MERGES,
 ) -> None:
-    """Recompute the challenge with the reference core and compare the proof row by row.
+    """Recompute the challenge with the fast trainer and compare the proof row by row.
 
-    Exit 0: valid. Exit 1: the proof diverges; the first divergent step is shown with both rows and
-    the token sequences around each pair. Exit 2: an unreadable, altered or expired input.
+    Exit 0: valid. Exit 1: the proof diverges; the first divergent step is replayed with the
+    reference core and shown with both rows and the token sequences around each pair. Exit 2: an
+    unreadable, altered, expired or over-limit input.
     """
     claimed = _read(Proof, proof_path)
     record = _read(Challenge, challenge)
     assert isinstance(claimed, Proof) and isinstance(record, Challenge)
-    columns = [TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    columns = [TextColumn("replaying with the reference"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=_err, transient=True) as bar:
-        task = bar.add_task("steps", total=record.num_merges)
+        task = bar.add_task("steps", total=None)
         try:
             outcome = verify_proof(
-                claimed, record, ignore_expiry=ignore_expiry, progress=lambda step: bar.update(task, completed=step)
+                claimed, record, ignore_expiry=ignore_expiry, limits=Limits(max_corpus_bytes, max_merges),
+                progress=lambda step: bar.update(task, completed=step),
             )
         except (ChallengeRefused, ValueError) as error:
             raise _fail(f"{challenge}: {error}") from None
