@@ -36,17 +36,6 @@ def test_pre_tokens_act_as_documents(corpus: list[str], num_merges: int, pattern
     assert train_fast(corpus, num_merges, pattern=pattern).trace == trace
 
 
-@settings(max_examples=100, deadline=None)
-@given(corpus=_CORPUS, num_merges=st.integers(0, 40))
-def test_vectorized_step_equals_reference(corpus: list[str], num_merges: int) -> None:
-    # Generated corpora are small, so every step would take the dict path; force the numpy one.
-    import tokpack.bpe.fast as fast
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fast, "_SMALL_STEP", 0)
-        assert train_fast(corpus, num_merges).trace == train_bpe(corpus, num_merges)[1]
-
-
 @pytest.fixture(scope="module")
 def polish_sample() -> list[str]:
     return real_texts("polish", 60_000)

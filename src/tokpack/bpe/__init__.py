@@ -1,10 +1,11 @@
 """Exact byte-pair encoding: the reference rules, a fast trainer with the same merges, proofs."""
 
-from tokpack.bpe.fast import BpeTraining, count_pieces, train_bytelevel, train_fast
+from tokpack.bpe.fast import BpeProgress, BpeTraining, count_pieces, train_bytelevel, train_fast
 from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
 from tokpack.bpe.reference import count_pairs, merge_pair, select_pair, train_bpe
 
 __all__ = [
+    "BpeProgress",
     "BpeTraining",
     "Challenge",
     "Proof",
