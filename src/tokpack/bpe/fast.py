@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +33,7 @@ import regex
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
-from tokpack.vocab import GPT2_PATTERN, BpeTokenizer
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer
 
 Pair = tuple[int, int]
 
@@ -250,7 +251,7 @@ def count_pieces(
         for batch in batches:
             splitter.count_into(total, batch)
         return total
-    for counts in _count_in_workers(splitter, batches, processes):
+    for counts in _count_in_workers(splitter, batches, processes)[0]:
         if not total:
             total = counts  # adopting the first result saves merging the largest dict
         else:
@@ -258,8 +259,17 @@ def count_pieces(
     return total
 
 
-def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], processes: int) -> list[Counter[str]]:
-    """Feed ``batches`` to ``processes`` spawned workers through a bounded queue; return their counts.
+def _count_in_workers(
+    splitter: _Splitter,
+    batches: Iterable[list[str] | tuple[int, int]],
+    processes: int,
+    *,
+    source: _SourceSpec | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Counter[str]], int]:
+    """Feed ``batches`` (lists of texts, or unit ranges of ``source``) to ``processes`` spawned
+    workers through a bounded queue; return their counts and how many records they skipped.
+    ``progress`` hears of the bytes each unit range held, as workers finish them.
 
     Workers are spawned, not forked (a fork of a process holding threads or a large heap is
     neither safe nor cheap), and every wait has a timeout so that a worker that dies (killed for
@@ -269,12 +279,13 @@ def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], process
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
     pool = [
-        context.Process(target=_count_worker, args=(splitter, tasks, results, number), daemon=True)
+        context.Process(target=_count_worker, args=(splitter, source, tasks, results, number), daemon=True)
         for number in range(processes)
     ]
     for process in pool:
         process.start()
     received: dict[int, Counter[str] | BaseException] = {}
+    skipped = 0
 
     def check_alive() -> None:
         for number, process in enumerate(pool):
@@ -284,13 +295,29 @@ def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], process
                     "before sending its counts (killed for memory?); lower --workers or the input size"
                 )
 
-    def put(item: list[str] | None) -> None:
+    def drain(timeout: float) -> None:
+        nonlocal skipped
+        try:
+            message = results.get(timeout=timeout)
+        except queue.Empty:
+            check_alive()
+            return
+        if message[0] == "done":
+            if progress is not None:
+                progress(message[1])
+        elif message[0] == "skipped":
+            skipped += message[1]
+        else:
+            received[message[1]] = message[2]
+
+    def put(item: list[str] | tuple[int, int] | None) -> None:
         while True:
             try:
                 tasks.put(item, timeout=_POLL_SECONDS)
                 return
             except queue.Full:
                 check_alive()
+                drain(0)
 
     try:
         for batch in batches:
@@ -298,12 +325,7 @@ def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], process
         for _ in pool:
             put(None)
         while len(received) < len(pool):
-            try:
-                number, counts = results.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                check_alive()
-                continue
-            received[number] = counts
+            drain(_POLL_SECONDS)
         for process in pool:
             process.join()
     finally:
@@ -315,20 +337,141 @@ def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], process
     failures = [item for item in received.values() if isinstance(item, BaseException)]
     if failures:
         raise failures[0]
-    return [item for item in received.values() if not isinstance(item, BaseException)]
+    return [item for item in received.values() if not isinstance(item, BaseException)], skipped
 
 
-def _count_worker(splitter: _Splitter, tasks: Any, results: Any, number: int) -> None:
+def _count_worker(splitter: _Splitter, spec: _SourceSpec | None, tasks: Any, results: Any, number: int) -> None:
     counts: Counter[str] = Counter()
     try:
-        while (batch := tasks.get()) is not None:
+        opened = spec.open() if spec is not None else None
+        while (task := tasks.get()) is not None:
+            if opened is None:
+                splitter.count_into(counts, task)
+                continue
+            done = 0
+            batch: list[str] = []
+            for piece in opened.pieces(*task):
+                batch.append(piece.text)
+                done += piece.n_bytes
+                if len(batch) >= _BATCH_TEXTS:
+                    splitter.count_into(counts, batch)
+                    batch = []
             splitter.count_into(counts, batch)
+            results.put(("done", done))
+        skipped = opened.skipped if opened is not None else 0
     except Exception as error:  # report to the parent instead of dying silently
         while tasks.get() is not None:
             pass
-        results.put((number, error))
+        results.put(("counts", number, error))
         return
-    results.put((number, counts))
+    results.put(("skipped", skipped))
+    results.put(("counts", number, counts))
+
+
+@dataclass(frozen=True)
+class _SourceSpec:
+    """How a worker opens the corpus itself (a source holds maps and files: it does not pickle)."""
+
+    path: Path
+    document_bytes: int
+    on_error: str
+    text_field: str
+
+    def open(self) -> Any:
+        from tokpack.corpus.sources import open_source
+
+        return open_source(
+            self.path, document_bytes=self.document_bytes, on_error=self.on_error,  # type: ignore[arg-type]
+            text_field=self.text_field,
+        )
+
+
+@dataclass(frozen=True)
+class FileTraining:
+    """:func:`train_from_files`' result: the training, and what was read."""
+
+    training: BpeTraining
+    n_bytes: int
+    skipped: int
+
+
+def train_from_files(
+    corpus: str | Path,
+    num_merges: int,
+    *,
+    pattern: str | None = GPT4_PATTERN,
+    min_frequency: int = 1,
+    special_tokens: Sequence[str] = (),
+    text_field: str = "text",
+    document_bytes: int = 1 << 20,
+    on_error: Literal["raise", "skip"] = "raise",
+    workers: int | None = None,
+    progress: Callable[[BpeProgress], None] | None = None,
+) -> FileTraining:
+    """Train on a corpus on disk (a text file, a folder of them, JSON Lines or Parquet: the
+    sources of ``prepare``) without ever holding its text: ``workers`` spawned processes each open
+    it, split and count ranges of its documents, and send back their counts, so memory grows with
+    the number of distinct pre-tokens, not with the corpus.
+
+    The documents are those :func:`tokpack.corpus.sources.open_source` yields (every range: a
+    vocabulary's own corpus), so the merges equal ``train_fast(documents, ...)``'s.
+
+    Raises:
+        FileNotFoundError: ``corpus`` does not exist.
+        InputError: a bad record (with ``on_error="raise"``), field or option.
+        WorkerDied: a worker process was killed.
+    """
+    from tokpack.corpus.sources import open_source
+
+    if num_merges < 0:
+        raise InputError(None, f"num_merges must be 0 or more, got {num_merges}")
+    if min_frequency < 1:
+        raise InputError(None, f"min_frequency must be at least 1, got {min_frequency}")
+    if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
+        raise InputError(None, "special tokens must be distinct, non-empty strings")
+    specials = {name: 256 + index for index, name in enumerate(special_tokens)}
+    if 256 + len(specials) + num_merges > _MAX_ID:
+        raise InputError(None, f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
+    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field)
+    splitter = _Splitter(pattern, tuple(special_tokens))
+    splitter.compile()  # a bad pattern fails here, not in a worker
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    with spec.open() as source:  # validates the corpus and its options once, here
+        n_units = source.n_units
+        disk_bytes = _text_bytes(source)
+    processes = max(1, workers if workers is not None else (os.cpu_count() or 1))
+    # Many more ranges than workers, so a slow range does not leave a worker idle at the end.
+    step = max(1, -(-n_units // (processes * 64)))
+    ranges = [(first, min(first + step, n_units)) for first in range(0, n_units, step)]
+    done = 0
+
+    def counted(n_bytes: int) -> None:
+        nonlocal done
+        done += n_bytes
+        if progress is not None:
+            progress(BpeProgress("count", done, disk_bytes, "bytes"))
+
+    total: Counter[str] = Counter()
+    results, skipped = _count_in_workers(splitter, ranges, processes, source=spec, progress=counted)
+    for counts in results:
+        if not total:
+            total = counts  # adopting the first result saves merging the largest dict
+        else:
+            total.update(counts)
+    seconds["split_count"] = time.perf_counter() - started
+    training = _train_counted(total, num_merges, pattern, min_frequency, specials, seconds, progress)
+    return FileTraining(training=training, n_bytes=done, skipped=skipped)
+
+
+def _text_bytes(source: Any) -> int | None:
+    """The bytes a text source will yield (its files' sizes); ``None`` for record formats, whose
+    files hold more than their text."""
+    if source.format == "text":
+        return int(source.path.stat().st_size)
+    if source.format == "directory":
+        return sum(file.stat().st_size for file in source.files)
+    return None
 
 
 class _Splitter:
@@ -408,7 +551,7 @@ def _merge_loop(
 
     started = time.perf_counter()
     flat, lengths, counts = _flatten(pieces)
-    del pieces
+    pieces.clear()  # the caller's counts are no longer needed: free them before the arrays grow
     state = compiled.build(flat, lengths, counts, first_id + num_merges)
     del flat, lengths, counts
     seconds["index"] = time.perf_counter() - started

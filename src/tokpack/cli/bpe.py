@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -25,12 +35,72 @@ from tokpack.bpe.challenge import (
     write_proof,
 )
 from tokpack.bpe.explain import describe, label, walk
+from tokpack.bpe.fast import BpeProgress, train_from_files
 from tokpack.bpe.records import Challenge, Proof, TraceRow
 from tokpack.bpe.reference import token_table
 
 bpe_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
+
+
+class _Rate(ProgressColumn):
+    """Merges a second (rich's speed column speaks of bytes)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} merges/s" if speed else "- merges/s", style="cyan")
+
+
+@bpe_app.command()
+def train(
+    corpus: Annotated[Path, typer.Argument(help="A text file, a folder of them, JSON Lines or Parquet (as prepare reads).")],
+    output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json.")],
+    vocab_size: Annotated[int, typer.Option(min=258, help="Ids in the result: 256 bytes, the merges and <|endoftext|>.")] = 8192,
+    pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, or a regex.")] = "gpt4",
+    min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
+    text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
+    workers: Annotated[int, typer.Option(min=0, help="Processes that split and count (0: one per core).")] = 0,
+) -> None:
+    """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
+    distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
+    from tokpack.grading.training import resolve_pattern
+
+    try:
+        regex = resolve_pattern(pattern)
+    except ValueError as error:
+        raise _fail(f"--pattern: {error}") from None
+    counting = Progress(TextColumn("{task.description:>8}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        TimeElapsedColumn(), console=_err, disable=not _err.is_terminal)
+    merging = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), _Rate(),
+                       TimeElapsedColumn(), console=_err, disable=not _err.is_terminal)
+    tasks: dict[str, object] = {}
+
+    def report(event: BpeProgress) -> None:
+        bar = counting if event.stage == "count" else merging
+        if event.stage not in tasks:
+            bar.start()
+            tasks[event.stage] = bar.add_task("counting" if event.stage == "count" else "merging", total=event.total)
+        bar.update(tasks[event.stage], completed=event.done, total=event.total)  # type: ignore[arg-type]
+        if event.stage == "merge" and counting.live.is_started:
+            counting.stop()
+
+    try:
+        result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
+                                  text_field=text_field, workers=workers or None, progress=report)
+        tokenizer = result.training.as_tokenizer()
+        tokenizer.save(output)
+    except (ValueError, OSError) as error:
+        raise _fail(str(error).splitlines()[0]) from None
+    finally:
+        for bar in (counting, merging):
+            if bar.live.is_started:
+                bar.stop()
+    seconds = result.training.seconds
+    _out.print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
+               f"(count {seconds['split_count']:.1f} s, merge {seconds['merge']:.1f} s)"
+               + (f", {result.skipped:,} records skipped" if result.skipped else ""))
+    _out.print(f"wrote {output}")
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
