@@ -27,14 +27,22 @@ def report_command(
 
 @one_line_errors
 def explore_command(
-    texts: list[str] = typer.Argument(..., help="The documents, one argument each (e.g. abab abab baba aaaa)."),
+    texts: Optional[list[str]] = typer.Argument(None, help="The documents, one argument each (e.g. abab abab baba aaaa)."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
     merges: int = typer.Option(10, "--merges", help="How many merges to compute (training stops earlier when no pair is left)."),
+    challenge: Optional[Path] = typer.Option(None, "--challenge", help="Start on this challenge.json instead of TEXTS."),
 ) -> None:
-    """Write the BPE explorer: step through the exact rules on TEXTS, merge by merge, in a browser."""
+    """Write the BPE lab: the exact rules run in the page, on TEXTS or a challenge, merge by merge;
+    predict the winner before the counts show; write and check proof.json."""
+    from tokpack.bpe.challenge import check_challenge, read_json_record
+    from tokpack.bpe.records import Challenge
     from tokpack.report.explorer import explorer_page
 
-    _write_page(output, explorer_page(texts, merges), "explorer")
+    record = None
+    if challenge is not None:
+        record = read_json_record(Challenge, challenge)
+        check_challenge(record)
+    _write_page(output, explorer_page(texts or [], merges, challenge=record), "explorer")
 
 
 def _write_page(output: Path, html: str, what: str) -> None:
