@@ -136,8 +136,8 @@ def _swap(heap, a, b):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _push(heap, scalars, count, code, pair):  # type: ignore[no-untyped-def]
+    """Push a row; the caller has made room (no array is reallocated inside the loop)."""
     size = scalars[2]
-    heap = _grow(heap, size + 1)
     heap[size, _H_COUNT] = count
     heap[size, _H_CODE] = code
     heap[size, _H_PAIR] = pair
@@ -149,7 +149,6 @@ def _push(heap, scalars, count, code, pair):  # type: ignore[no-untyped-def]
         _swap(heap, child, parent)
         child = parent
     scalars[2] = size + 1
-    return heap
 
 
 @njit(cache=True)
@@ -174,32 +173,32 @@ def _pop(heap, scalars):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def _new_pair(pairs, scalars, left, right):  # type: ignore[no-untyped-def]
+    """A new pair with count 0; returns its index (the caller has made room)."""
     index = scalars[0]
-    pairs = _grow(pairs, index + 1)
     pairs[index, _LEFT] = left
     pairs[index, _RIGHT] = right
     pairs[index, _COUNT] = 0
     pairs[index, _HEAD] = -1
     pairs[index, _STAMP] = -1
     scalars[0] = index + 1
-    return pairs
+    return index
 
 
 @njit(cache=True)
 def _log(chain, pairs, scalars, pair, position):  # type: ignore[no-untyped-def]
-    """Record that ``position``'s slot was written with ``pair``."""
+    """Record that ``position``'s slot was written with ``pair`` (the caller has made room)."""
     entry = scalars[1]
-    chain = _grow(chain, entry + 1)
     chain[entry, 0] = position
     chain[entry, 1] = pairs[pair, _HEAD]
     pairs[pair, _HEAD] = entry
     scalars[1] = entry + 1
-    return chain
 
 
 @njit(cache=True)
 def _initial_pairs(ids, nxt, weight, slot_pair, pairs, chain, heap, scalars, sentinel):  # type: ignore[no-untyped-def]
     by_bytes = np.full(1 << 16, -1, dtype=np.int64)
+    pairs = _grow(pairs, 1 << 16)
+    chain = _grow(chain, sentinel)
     for position in range(sentinel):
         right = nxt[position]
         if right == sentinel:
@@ -207,15 +206,15 @@ def _initial_pairs(ids, nxt, weight, slot_pair, pairs, chain, heap, scalars, sen
         key = (ids[position] << 8) | ids[right]
         pair = by_bytes[key]
         if pair < 0:
-            pair = scalars[0]
-            pairs = _new_pair(pairs, scalars, ids[position], ids[right])
+            pair = _new_pair(pairs, scalars, ids[position], ids[right])
             by_bytes[key] = pair
         pairs[pair, _COUNT] += weight[position]
         slot_pair[position] = pair
-        chain = _log(chain, pairs, scalars, pair, position)
+        _log(chain, pairs, scalars, pair, position)
+    heap = _grow(heap, scalars[0] + 1)
     for pair in range(scalars[0]):
         code = (pairs[pair, _LEFT] << ID_BITS) | pairs[pair, _RIGHT]
-        heap = _push(heap, scalars, pairs[pair, _COUNT], code, pair)
+        _push(heap, scalars, pairs[pair, _COUNT], code, pair)
     return pairs, chain, heap
 
 
@@ -244,7 +243,7 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
             # Stale. Only rises push, so a pair's highest entry is never below its count: one above
             # it is requeued at the true count, one below it has a newer twin.
             if 0 < frequency < claimed:
-                heap = _push(heap, scalars, frequency, heap[top, _H_CODE], pair)
+                _push(heap, scalars, frequency, heap[top, _H_CODE], pair)  # into the row just popped
             continue
         if frequency < min_frequency:
             break
@@ -257,14 +256,19 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
         while entry >= 0:
             position = chain[entry, 0]
             if slot_pair[position] == pair:
-                positions = _grow(positions, found + 1)
+                if found == positions.shape[0]:
+                    positions = _grow(positions, found + 1)
                 positions[found] = position
                 found += 1
             entry = chain[entry, 1]
         if left == right:
             # (x, x) can overlap itself: a left-to-right scan takes the first of two overlapping.
             positions[:found] = np.sort(positions[:found])
-        touched = _grow(touched, scalars[0] + 3)
+        # Room for the worst case, once per step: each replacement makes at most two pairs and
+        # logs two slots, and touches at most five pairs.
+        pairs = _grow(pairs, scalars[0] + 2 * found + 1)
+        chain = _grow(chain, scalars[1] + 2 * found)
+        touched = _grow(touched, scalars[0] + 2 * found + 1)
         count_touched = 0
         self_pair = -1  # (new, new): reachable from both sides, so it has one variable
         for k in range(found):
@@ -284,22 +288,18 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
                 other = ids[before]
                 if other == new_id:
                     if self_pair < 0:
-                        self_pair = scalars[0]
-                        pairs = _new_pair(pairs, scalars, new_id, new_id)
-                        touched = _grow(touched, scalars[0] + 3)
+                        self_pair = _new_pair(pairs, scalars, new_id, new_id)
                     made = self_pair
                 elif side[other, 1] == step:
                     made = side[other, 0]
                 else:
-                    made = scalars[0]
-                    pairs = _new_pair(pairs, scalars, other, new_id)
-                    touched = _grow(touched, scalars[0] + 3)
+                    made = _new_pair(pairs, scalars, other, new_id)
                     side[other, 0] = made
                     side[other, 1] = step
                 count_touched = _touch(pairs, touched, count_touched, made, step)
                 pairs[made, _COUNT] += w
                 slot_pair[before] = made
-                chain = _log(chain, pairs, scalars, made, before)
+                _log(chain, pairs, scalars, made, before)
             if beyond != sentinel:
                 old = slot_pair[half]
                 count_touched = _touch(pairs, touched, count_touched, old, step)
@@ -307,22 +307,18 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
                 other = ids[beyond]
                 if other == new_id:
                     if self_pair < 0:
-                        self_pair = scalars[0]
-                        pairs = _new_pair(pairs, scalars, new_id, new_id)
-                        touched = _grow(touched, scalars[0] + 3)
+                        self_pair = _new_pair(pairs, scalars, new_id, new_id)
                     made = self_pair
                 elif side[other, 3] == step:
                     made = side[other, 2]
                 else:
-                    made = scalars[0]
-                    pairs = _new_pair(pairs, scalars, new_id, other)
-                    touched = _grow(touched, scalars[0] + 3)
+                    made = _new_pair(pairs, scalars, new_id, other)
                     side[other, 2] = made
                     side[other, 3] = step
                 count_touched = _touch(pairs, touched, count_touched, made, step)
                 pairs[made, _COUNT] += w
                 slot_pair[position] = made
-                chain = _log(chain, pairs, scalars, made, position)
+                _log(chain, pairs, scalars, made, position)
                 prv[beyond] = position
             else:
                 slot_pair[position] = -1
@@ -330,12 +326,13 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
             ids[half] = -1
             slot_pair[half] = -1
             nxt[position] = beyond
+        heap = _grow(heap, scalars[2] + count_touched + 1)
         for k in range(count_touched):
             changed = touched[k]
             count = pairs[changed, _COUNT]
             if count > pairs[changed, _BEFORE]:
                 code = (pairs[changed, _LEFT] << ID_BITS) | pairs[changed, _RIGHT]
-                heap = _push(heap, scalars, count, code, changed)
+                _push(heap, scalars, count, code, changed)
         out[step, 0] = left
         out[step, 1] = right
         out[step, 2] = frequency
