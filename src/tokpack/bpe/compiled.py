@@ -40,7 +40,7 @@ class MergeState:
     ids: np.ndarray  # int32 per position; -1 for a dead position and for the sentinel at the end
     nxt: np.ndarray  # int32 per position: the next live position, or the sentinel
     prv: np.ndarray  # int32 per position: the previous live position, or the sentinel
-    weight: np.ndarray  # int64 per position: how often its sequence occurs
+    weight: np.ndarray  # int32 (int64 if needed) per position: how often its sequence occurs
     slot_pair: np.ndarray  # int32 per position: the pair its slot (position, next) holds, or -1
     pairs: np.ndarray  # int64 (capacity, 6): see the column names above
     chain: np.ndarray  # int32 (capacity, 2): position, next entry of the same pair (or -1)
@@ -65,13 +65,17 @@ def build(flat: np.ndarray, lengths: np.ndarray, counts: np.ndarray, max_id: int
     prv = positions - 1
     prv[starts] = size
     prv[size] = size
-    weight = np.zeros(size + 1, dtype=np.int64)
-    weight[:size] = np.repeat(counts.astype(np.int64), lengths)
+    # Counts below 2**31 (all but the largest corpora) take half the memory as int32.
+    narrow = counts.size == 0 or int(counts.max()) < 2**31
+    weight = np.zeros(size + 1, dtype=np.int32 if narrow else np.int64)
+    weight[:size] = np.repeat(counts, lengths)
     slot_pair = np.full(size + 1, -1, dtype=np.int32)
     state = MergeState(
         ids=ids, nxt=nxt, prv=prv, weight=weight, slot_pair=slot_pair,
         pairs=np.zeros((1024, 6), dtype=np.int64),
-        chain=np.zeros((max(16, size + size // 2), 2), dtype=np.int32),
+        # Merges log about as many slots again as there are positions: room for that up front,
+        # so the chain rarely grows (growing holds the old and the new array at once).
+        chain=np.zeros((max(16, 2 * size), 2), dtype=np.int32),
         heap=np.zeros((1024, 3), dtype=np.int64),
         touched=np.zeros(1024, dtype=np.int64),
         side=np.full((max_id + 1, 4), -1, dtype=np.int64),
@@ -112,7 +116,7 @@ def sequences(state: MergeState, starts: np.ndarray) -> list[list[int]]:
 def _grow(array, needed):  # type: ignore[no-untyped-def]
     if needed <= array.shape[0]:
         return array
-    capacity = max(needed, 2 * array.shape[0])
+    capacity = max(needed, array.shape[0] + array.shape[0] // 2)
     bigger = np.zeros((capacity,) + array.shape[1:], dtype=array.dtype)
     bigger[: array.shape[0]] = array
     return bigger
@@ -278,7 +282,7 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
             half = nxt[position]
             beyond = nxt[half]
             before = prv[position]
-            w = weight[position]
+            w = np.int64(weight[position])
             count_touched = _touch(pairs, touched, count_touched, pair, step)
             pairs[pair, _COUNT] -= w
             if before != sentinel:
