@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from test_bpe_data import real_texts
+
 from tokpack.bpe import BpeProgress, train_fast
 from tokpack.bpe.fast import train_from_files
 from tokpack.corpus.sources import open_source

@@ -9,10 +9,10 @@ import random
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from browser import browser_page, screenshot
 from test_bpe_data import DATA
+from typer.testing import CliRunner
+
 from tokpack.bpe import train_bpe
 from tokpack.bpe.challenge import new_challenge
 from tokpack.cli import app

@@ -84,7 +84,7 @@ def new_challenge(corpus: Sequence[str], num_merges: int, *, challenge_id: str, 
     )
 
 
-def read_json_record(model: type[Challenge] | type[Proof], path: Path) -> Any:
+def read_json_record(model: type[Challenge | Proof], path: Path) -> Any:
     """Read ``path`` as ``model`` (see :func:`tokpack._schema.read_record`).
 
     Raises:

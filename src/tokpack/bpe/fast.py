@@ -359,7 +359,7 @@ def _count_worker(splitter: _Splitter, spec: _SourceSpec | None, tasks: Any, res
             splitter.count_into(counts, batch)
             results.put(("done", done))
         skipped = opened.skipped if opened is not None else 0
-    except Exception as error:  # report to the parent instead of dying silently
+    except Exception as error:  # noqa: BLE001 - report any failure to the parent instead of dying silently
         while tasks.get() is not None:
             pass
         results.put(("counts", number, error))
@@ -421,7 +421,6 @@ def train_from_files(
         InputError: a bad record (with ``on_error="raise"``), field or option.
         WorkerDied: a worker process was killed.
     """
-    from tokpack.corpus.sources import open_source
 
     if num_merges < 0:
         raise InputError(None, f"num_merges must be 0 or more, got {num_merges}")
@@ -547,7 +546,9 @@ def _merge_loop(
     progress: Callable[[BpeProgress], None] | None = None,
 ) -> tuple[list[Pair], list[TraceRow]]:
     """Index the counted pieces and run the compiled merge loop."""
-    from tokpack.bpe import compiled  # numba takes a second to import: only when training
+    from tokpack.bpe import (
+        compiled,  # numba takes a second to import: only when training
+    )
 
     started = time.perf_counter()
     flat, lengths, counts = _flatten(pieces)

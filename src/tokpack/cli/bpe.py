@@ -108,7 +108,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _read(model: type[Challenge] | type[Proof], path: Path) -> Challenge | Proof:
+def _read(model: type[Challenge | Proof], path: Path) -> Challenge | Proof:
     try:
         return read_json_record(model, path)  # type: ignore[no-any-return]
     except ValueError as error:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,7 +15,7 @@ def report_command(
     target: Path = typer.Argument(..., help="A pack or sharded dataset folder, a tokenizer.json, or chess statistics JSON."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
     block: int = typer.Option(1024, "--block", help="Window length for the length histogram and the padding comparison."),
-    data: Optional[Path] = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
+    data: Path | None = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
     baseline: list[Path] = typer.Option([], "--baseline", help="With a tokenizer: another grade JSON (tokpack tokenizer grade --json) to compare with; repeatable."),
 ) -> None:
     """Write an HTML report of TARGET with plots: what it is, whether it verifies, what it holds."""
@@ -27,10 +26,10 @@ def report_command(
 
 @one_line_errors
 def explore_command(
-    texts: Optional[list[str]] = typer.Argument(None, help="The documents, one argument each (e.g. abab abab baba aaaa)."),
+    texts: list[str] | None = typer.Argument(None, help="The documents, one argument each (e.g. abab abab baba aaaa)."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
     merges: int = typer.Option(10, "--merges", help="How many merges to compute (training stops earlier when no pair is left)."),
-    challenge: Optional[Path] = typer.Option(None, "--challenge", help="Start on this challenge.json instead of TEXTS."),
+    challenge: Path | None = typer.Option(None, "--challenge", help="Start on this challenge.json instead of TEXTS."),
 ) -> None:
     """Write the BPE lab: the exact rules run in the page, on TEXTS or a challenge, merge by merge;
     predict the winner before the counts show; write and check proof.json."""
