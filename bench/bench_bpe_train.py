@@ -292,7 +292,11 @@ def _run_files(args: argparse.Namespace) -> None:
                 for trainer in args.trainers:
                     output = Path(scratch) / f"{trainer}.json"
                     command = [sys.executable, __file__, "--files-child", trainer, str(folder), str(merges), str(output)]
-                    results[trainer].append(_measure_command(command, output))
+                    run = _measure_command(command, output)
+                    results[trainer].append(run)
+                    # Each run as it ends too: a 1 GB run is long, and the machine may be shared.
+                    print(f"  run: {trainer} {run['seconds']:.1f} s, peak PSS {run['peak_rss_mib']:.0f} MiB, "
+                          f"phases {run['phases']}, load average {os.getloadavg()[0]:.1f}", flush=True)
             exact_tokens = results["exact"][0]["tokens"] if "exact" in results else None
             for trainer, runs in results.items():
                 seconds = statistics.median(r["seconds"] for r in runs)
