@@ -230,3 +230,15 @@ def test_the_default_limits_refuse_the_reported_50_mb_challenge(tmp_path: Path) 
     path = _write(tmp_path / "huge.json", challenge.model_dump(mode="json"))
     result = runner.invoke(app, ["bpe", "proof", str(path), "-o", str(tmp_path / "p.json")])
     assert result.exit_code == 2 and "over the limit" in result.output
+
+
+def test_a_divergence_too_large_to_replay_is_still_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.bpe.challenge as challenge_module
+
+    monkeypatch.setattr(challenge_module, "EXPLAIN_BUDGET", 0)
+    challenge = new_challenge(["abab", "abab", "baba", "aaaa"], 3, challenge_id="tiny")
+    proof = make_proof(challenge)
+    rows = [*proof.merges[:2], proof.merges[2].model_copy(update={"frequency": 9})]
+    outcome = verify_proof(proof.model_copy(update={"merges": rows}), challenge)
+    assert (outcome.valid, outcome.step, outcome.expected, outcome.claimed) == (False, 3, proof.merges[2], rows[2])
+    assert "too large to replay" in outcome.problem and outcome.expected_count == 2 and outcome.claimed_count is None
