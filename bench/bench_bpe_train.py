@@ -15,6 +15,11 @@ the last document cut to fit. Pattern: ``tokpack.vocab.GPT4_PATTERN`` for every 
     .venv/bin/python bench/bench_bpe_train.py                        # 10 and 50 MB, 8192 and 32768 merges
     .venv/bin/python bench/bench_bpe_train.py --reference-only       # exact vs reference, 1 MB
     .venv/bin/python bench/bench_bpe_train.py --sizes 10 --merges 8192 --repeats 1 --trainers exact hf
+    .venv/bin/python bench/bench_bpe_train.py --files-gb 1 --merges 32768 --trainers exact rustbpe   # from files
+
+``--files-gb`` writes the same text, repeated, as a folder of ~4 MB files and trains from the
+folder: tokpack with :func:`tokpack.bpe.train_from_files` (streamed through its workers),
+rustbpe from an iterator that reads one file at a time, so neither holds the corpus.
 """
 
 from __future__ import annotations
@@ -202,6 +207,109 @@ def _run_trainers(args: argparse.Namespace) -> None:
                 )
 
 
+def _write_folder(size_gb: float, data: Path, folder: Path) -> int:
+    """The benchmark corpus, repeated to ``size_gb``, as files of about 4 MB; returns bytes written."""
+    texts, _ = _corpus(min(size_gb * 1000, 50), data)  # at most 50 MB distinct order, then repeated
+    folder.mkdir(parents=True, exist_ok=True)
+    target, written, number = int(size_gb * 1e9), 0, 0
+    block: list[str] = []
+    block_size = 0
+    while written < target:
+        for text in texts:
+            block.append(text)
+            block_size += len(text.encode("utf-8"))
+            if block_size >= 4_000_000 or written + block_size >= target:
+                (folder / f"{number:05d}.txt").write_text("\n".join(block), encoding="utf-8")
+                written += block_size
+                number, block, block_size = number + 1, [], 0
+                if written >= target:
+                    break
+    return written
+
+
+def _files_child(trainer: str, folder: Path, merges: int, output: Path) -> None:
+    pattern = _pattern()
+    started = time.perf_counter()
+    if trainer == "exact":
+        from tokpack.bpe import train_from_files
+
+        result = train_from_files(folder, merges, pattern=pattern, min_frequency=2)
+        ranks, phases, n_bytes = result.training.ranks(), result.training.seconds, result.n_bytes
+    elif trainer == "rustbpe":
+        import rustbpe
+
+        def documents() -> Any:
+            for path in sorted(folder.glob("*.txt")):
+                yield path.read_text(encoding="utf-8")
+
+        tokenizer = rustbpe.Tokenizer()
+        tokenizer.train_from_iterator(documents(), 256 + merges, pattern=pattern)
+        ranks = {}
+        for token, rank in sorted(tokenizer.get_mergeable_ranks(), key=lambda item: item[1]):
+            ranks.setdefault(bytes(token), rank)
+        phases, n_bytes = {}, sum(p.stat().st_size for p in folder.glob("*.txt"))
+    else:
+        raise SystemExit(f"--files-gb runs exact and rustbpe, not {trainer}")
+    seconds = time.perf_counter() - started
+    ordered = [token.hex() for token, rank in sorted(ranks.items(), key=lambda item: item[1]) if len(token) > 1]
+    output.write_text(json.dumps({"seconds": seconds, "phases": phases, "n_bytes": n_bytes, "tokens": ordered}))
+
+
+def _measure_command(command: list[str], output: Path) -> dict[str, Any]:
+    process = subprocess.Popen(command)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss(process.pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    code = process.wait()
+    done.set()
+    sampler.join()
+    if code != 0:
+        raise SystemExit(f"{command} failed with exit code {code}")
+    result = json.loads(output.read_text())
+    result["peak_rss_mib"] = peak / 2**20
+    return result
+
+
+def _run_files(args: argparse.Namespace) -> None:
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
+        folder = Path(scratch) / "corpus"
+        written = _write_folder(args.files_gb, args.data, folder)
+        print(f"corpus: {written / 1e9:.2f} GB in {len(list(folder.glob('*.txt')))} files under {folder}")
+        print("| corpus | merges | trainer | seconds (median) | split+count / index / merge s | peak PSS MiB | first merge differing from exact |")
+        print("|---|---|---|---|---|---|---|")
+        for merges in args.merges:
+            results: dict[str, list[dict[str, Any]]] = {trainer: [] for trainer in args.trainers}
+            for _ in range(args.repeats):
+                for trainer in args.trainers:
+                    output = Path(scratch) / f"{trainer}.json"
+                    command = [sys.executable, __file__, "--files-child", trainer, str(folder), str(merges), str(output)]
+                    run = _measure_command(command, output)
+                    results[trainer].append(run)
+                    # Each run as it ends too: a 1 GB run is long, and the machine may be shared.
+                    print(f"  run: {trainer} {run['seconds']:.1f} s, peak PSS {run['peak_rss_mib']:.0f} MiB, "
+                          f"phases {run['phases']}, load average {os.getloadavg()[0]:.1f}", flush=True)
+            exact_tokens = results["exact"][0]["tokens"] if "exact" in results else None
+            for trainer, runs in results.items():
+                seconds = statistics.median(r["seconds"] for r in runs)
+                rss = statistics.median(r["peak_rss_mib"] for r in runs)
+                phases = runs[0]["phases"]
+                phase_text = " / ".join(f"{statistics.median(r['phases'][k] for r in runs):.1f}" for k in ("split_count", "index", "merge")) if phases else "-"
+                differs = "-"
+                if exact_tokens is not None and trainer != "exact":
+                    first = _first_difference(exact_tokens, runs[0]["tokens"])
+                    differs = "none" if first is None else str(first + 1)
+                print(f"| {written / 1e9:.2f} GB, files | {merges} | {trainer} | {seconds:.1f} | {phase_text} | {rss:.0f} | {differs} |", flush=True)
+
+
 def _reference_child(size_mb: float, merges: int, which: str, output: Path, data: Path) -> None:
     from tokpack.bpe import train_bpe, train_fast
 
@@ -244,10 +352,18 @@ def main() -> None:
     parser.add_argument("--reference-only", action="store_true", help="only compare against the reference core")
     parser.add_argument("--skip-reference", action="store_true", help="skip the reference comparison")
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
+    parser.add_argument("--files-gb", type=float, help="train from a folder of this many GB instead (exact, rustbpe)")
+    parser.add_argument("--scratch", type=Path, default=None, help="where --files-gb writes its folder (default: temp)")
+    parser.add_argument("--files-child", nargs=4, metavar=("TRAINER", "FOLDER", "MERGES", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--child", nargs=4, metavar=("TRAINER", "MB", "MERGES", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--reference-child", nargs=4, metavar=("WHICH", "MB", "MERGES", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
+    if args.files_child:
+        trainer, folder, merges, output = args.files_child
+        _files_child(trainer, Path(folder), int(merges), Path(output))
+    elif args.files_gb:
+        _run_files(args)
+    elif args.child:
         trainer, size, merges, output = args.child
         _child(trainer, float(size), int(merges), Path(output), args.data)
     elif args.reference_child:

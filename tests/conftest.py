@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 import registry
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# TOKPACK_SHARED_DATA points a git worktree (whose parent holds no shared/) at the data.
+SHARED_DATA = Path(os.environ.get("TOKPACK_SHARED_DATA", REPO.parent / "shared" / "data"))
 SAMPLE = REPO / "src" / "tokpack" / "sample"
 
 

@@ -182,3 +182,63 @@ def test_explain_shows_counts_tie_rule_and_sequences() -> None:
     assert "doc 0: [97, 98] -> [256]" in result.output
     lesson = runner.invoke(app, ["bpe", "explain", "abab", "abab", "baba", "aaaa", "-n", "2"])
     assert "frequency 3, replaced 2 times" in lesson.output
+
+
+def test_a_string_frequency_is_a_malformed_proof(tmp_path: Path, challenge_file: Path) -> None:
+    # Issue 12, item 13: "frequency": "5" used to be read as the number 5.
+    proof_path = _proof(tmp_path, challenge_file)
+    document = json.loads(proof_path.read_text(encoding="utf-8"))
+    document["merges"][0]["frequency"] = str(document["merges"][0]["frequency"])
+    _write(proof_path, document)
+    result = runner.invoke(app, ["bpe", "verify", str(proof_path), str(challenge_file)])
+    assert result.exit_code == 2, result.output
+    assert "merges.0.frequency: Input should be a valid integer" in result.output and str(proof_path) in result.output
+
+
+def test_a_valid_proof_is_verified_without_the_reference_walk(
+    tmp_path: Path, challenge_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 12, item 9: verifying walked the reference at 0.1 s a merge per MB.
+    import tokpack.bpe.challenge as challenge_module
+
+    proof_path = _proof(tmp_path, challenge_file)
+
+    def no_walk(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the reference walk ran for a valid proof")
+
+    monkeypatch.setattr(challenge_module, "walk", no_walk)
+    result = runner.invoke(app, ["bpe", "verify", str(proof_path), str(challenge_file)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", ["proof", "verify"])
+def test_a_challenge_over_the_limits_is_refused(tmp_path: Path, challenge_file: Path, command: str) -> None:
+    proof_path = _proof(tmp_path, challenge_file)
+    base = ["bpe", "proof", str(challenge_file), "-o", str(tmp_path / "p.json")] if command == "proof" else [
+        "bpe", "verify", str(proof_path), str(challenge_file)]
+    too_big = runner.invoke(app, [*base, "--max-corpus-bytes", "100"])
+    assert too_big.exit_code == 2 and "over the limit of 100; raise --max-corpus-bytes" in too_big.output
+    too_many = runner.invoke(app, [*base, "--max-merges", "10"])
+    assert too_many.exit_code == 2 and f"num_merges {NUM_MERGES} is over the limit of 10" in too_many.output
+    assert runner.invoke(app, base).exit_code == 0  # the defaults admit it
+
+
+def test_the_default_limits_refuse_the_reported_50_mb_challenge(tmp_path: Path) -> None:
+    # The adversarial run's 50 MB x 1,000 merges took minutes; now it is refused at once.
+    corpus = ["ab" * 500_000] * 50
+    challenge = new_challenge(corpus, 1000, challenge_id="huge")
+    path = _write(tmp_path / "huge.json", challenge.model_dump(mode="json"))
+    result = runner.invoke(app, ["bpe", "proof", str(path), "-o", str(tmp_path / "p.json")])
+    assert result.exit_code == 2 and "over the limit" in result.output
+
+
+def test_a_divergence_too_large_to_replay_is_still_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tokpack.bpe.challenge as challenge_module
+
+    monkeypatch.setattr(challenge_module, "EXPLAIN_BUDGET", 0)
+    challenge = new_challenge(["abab", "abab", "baba", "aaaa"], 3, challenge_id="tiny")
+    proof = make_proof(challenge)
+    rows = [*proof.merges[:2], proof.merges[2].model_copy(update={"frequency": 9})]
+    outcome = verify_proof(proof.model_copy(update={"merges": rows}), challenge)
+    assert (outcome.valid, outcome.step, outcome.expected, outcome.claimed) == (False, 3, proof.merges[2], rows[2])
+    assert "too large to replay" in outcome.problem and outcome.expected_count == 2 and outcome.claimed_count is None

@@ -4,7 +4,6 @@ these tests fast; the shipped 8,192-id artifact is tested by loading it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -120,15 +119,10 @@ def test_gpt4_possessive_digit_groups_cut_differently_in_oniguruma() -> None:
         assert [piece for piece, _ in split.pre_tokenize_str("123456")] == hugging_face
 
 
-def test_exact_trainer_is_used_when_installed(corpus: Path) -> None:
+def test_exact_trainer_gives_the_size_asked_for(corpus: Path) -> None:
     texts, _ = weighted_documents([corpus], {})
-    recipe = TrainingRecipe(vocab_size=400, trainer="exact")
-    if importlib.util.find_spec("tokpack.bpe") is None:
-        with pytest.raises(ValueError, match="exact trainer .* not installed"):
-            train_tokenizer(texts, recipe)
-    else:
-        tokenizer = train_tokenizer(texts, recipe)
-        assert isinstance(tokenizer, BpeTokenizer) and tokenizer.n_vocab == 400
+    tokenizer = train_tokenizer(texts, TrainingRecipe(vocab_size=400, trainer="exact"))
+    assert isinstance(tokenizer, BpeTokenizer) and tokenizer.n_vocab == 400
 
 
 def test_train_cli_writes_tokenizer_rank_file_and_manifest(corpus: Path, tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 A *challenge* fixes a corpus (each string one document, no pre-tokenization), a number of merges
 and the corpus checksum. A *proof* is the trace the fast trainer produced for it. Verifying a
-proof recomputes the trace with the reference functions, step by step, and stops at the first
-row that differs: every later row may only be a consequence of that one, so it is the one worth
-reading.
+proof recomputes the trace with the fast trainer (tested trace for trace against the reference)
+and finds the first row that differs: every later row may only be a consequence of that one, so
+it is the one worth reading. That row is then explained with the reference functions: the
+sequences as they stood at that step, each pair's actual count, and where each pair occurs.
+Both commands refuse a challenge beyond :class:`Limits`, so a grading server is never held up.
 """
 
 from __future__ import annotations
@@ -25,9 +27,45 @@ from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
 from tokpack.bpe.reference import Pair, count_pairs
 from tokpack.errors import InputError
 
+#: Default bounds of a challenge: a grading server answers within seconds at these sizes.
+MAX_CORPUS_BYTES = 16 * 2**20
+MAX_MERGES = 50_000
+#: Above this many corpus-bytes times steps, the reference walk that explains a divergence would
+#: take more than about a minute (it recounts the whole corpus every step): only the two rows
+#: are reported then.
+EXPLAIN_BUDGET = 512 * 2**20
+
 
 class ChallengeRefused(InputError):
-    """The challenge cannot be used: its corpus does not match its checksum, or it has expired."""
+    """The challenge cannot be used: its corpus does not match its checksum, it has expired, or
+    it is larger than the limits."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest challenge ``proof`` and ``verify`` accept (UTF-8 bytes of the corpus, merges)."""
+
+    max_corpus_bytes: int = MAX_CORPUS_BYTES
+    max_merges: int = MAX_MERGES
+
+
+def check_limits(challenge: Challenge, limits: Limits) -> None:
+    """Refuse a challenge larger than ``limits``.
+
+    Raises:
+        ChallengeRefused: the corpus or the merge count is over its limit.
+    """
+    size = sum(len(text.encode("utf-8")) for text in challenge.corpus)
+    if size > limits.max_corpus_bytes:
+        raise ChallengeRefused(
+            f"corpus of {size:,} bytes is over the limit of {limits.max_corpus_bytes:,}; "
+            "raise --max-corpus-bytes if this is intended"
+        )
+    if challenge.num_merges > limits.max_merges:
+        raise ChallengeRefused(
+            f"num_merges {challenge.num_merges:,} is over the limit of {limits.max_merges:,}; "
+            "raise --max-merges if this is intended"
+        )
 
 
 def new_challenge(corpus: Sequence[str], num_merges: int, *, challenge_id: str, **extra: Any) -> Challenge:
@@ -46,7 +84,7 @@ def new_challenge(corpus: Sequence[str], num_merges: int, *, challenge_id: str, 
     )
 
 
-def read_json_record(model: type[Challenge] | type[Proof], path: Path) -> Any:
+def read_json_record(model: type[Challenge | Proof], path: Path) -> Any:
     """Read ``path`` as ``model`` (see :func:`tokpack._schema.read_record`).
 
     Raises:
@@ -82,13 +120,14 @@ def implementation_name() -> str:
     return f"tokpack {release} (tokpack.bpe.fast.train_fast)"
 
 
-def make_proof(challenge: Challenge, *, now: datetime | None = None) -> Proof:
+def make_proof(challenge: Challenge, *, now: datetime | None = None, limits: Limits = Limits()) -> Proof:
     """Train the fast trainer on the challenge's corpus and return the proof.
 
     Raises:
-        ChallengeRefused: as :func:`check_challenge`.
+        ChallengeRefused: as :func:`check_challenge` and :func:`check_limits`.
     """
     check_challenge(challenge, now=now)
+    check_limits(challenge, limits)
     training = train_fast(challenge.corpus, challenge.num_merges, workers=1)
     return Proof(
         challenge_id=challenge.challenge_id,
@@ -151,42 +190,65 @@ def verify_proof(
     now: datetime | None = None,
     ignore_expiry: bool = False,
     excerpts: int = 3,
+    limits: Limits = Limits(),
     progress: Callable[[int], None] | None = None,
 ) -> Verification:
-    """Recompute the challenge with the reference core and compare the proof row by row,
-    stopping at the first row that differs.
+    """Recompute the challenge's trace with the fast trainer and compare the proof row by row;
+    explain the first row that differs with the reference core.
 
     ``ignore_expiry`` checks an old proof against a challenge that has since expired;
-    ``progress`` is called with the number of each step once it is checked.
+    ``progress`` is called with the number of each step the reference walk has replayed while
+    explaining a divergence (a valid proof needs no walk).
 
     Raises:
-        ChallengeRefused: as :func:`check_challenge`.
+        ChallengeRefused: as :func:`check_challenge` and :func:`check_limits`.
     """
     check_challenge(challenge, now=now, ignore_expiry=ignore_expiry)
+    check_limits(challenge, limits)
     for name in ("challenge_id", "num_merges"):
         if getattr(proof, name) != getattr(challenge, name):
             return Verification(False, f"{name}: proof has {getattr(proof, name)!r}, challenge has {getattr(challenge, name)!r}")
     if proof.corpus_sha256.lower() != challenge.corpus_sha256.lower():
         return Verification(False, f"corpus_sha256: proof has {proof.corpus_sha256}, challenge has {challenge.corpus_sha256}")
-    steps = walk(challenge.corpus, challenge.num_merges, top=1)
-    docs = [list(text.encode("utf-8")) for text in challenge.corpus]
-    agreed: list[Pair] = []
-    for index in itertools.count():
-        step = next(steps, None)
-        want = step.row if step is not None else None
-        got = proof.merges[index] if index < len(proof.merges) else None
-        if want is None and got is None:
-            return Verification(True)
-        if want != got:
-            if step is not None:
-                docs = step.before  # the sequences as they stood at the divergent step
-            return _divergence(index + 1, want, got, docs, agreed, excerpts)
-        assert step is not None
+    expected = train_fast(challenge.corpus, challenge.num_merges, workers=1).trace
+    claimed = list(proof.merges)
+    index = next(
+        (i for i, (want, got) in enumerate(itertools.zip_longest(expected, claimed)) if want != got), None
+    )
+    if index is None:
+        return Verification(True)
+    return _explain(challenge.corpus, index, expected, claimed, excerpts, progress)
+
+
+def _explain(
+    corpus: list[str],
+    index: int,
+    expected: list[TraceRow],
+    claimed: list[TraceRow],
+    excerpts: int,
+    progress: Callable[[int], None] | None,
+) -> Verification:
+    """The divergence at row ``index``, with the sequences of that step replayed by the reference
+    walk (when that fits :data:`EXPLAIN_BUDGET`)."""
+    want = expected[index] if index < len(expected) else None
+    got = claimed[index] if index < len(claimed) else None
+    agreed = [(row.left_id, row.right_id) for row in expected[:index]]
+    size = sum(len(text.encode("utf-8")) for text in corpus)
+    if size * (index + 1) > EXPLAIN_BUDGET:
+        problem = "rows differ" if want and got else ("the proof stops early" if want else "the proof has extra rows")
+        return Verification(
+            False, f"{problem} (too large to replay with the reference: counts not shown)", step=index + 1,
+            agreed=agreed, expected=want, claimed=got, expected_count=want.frequency if want else None,
+        )
+    docs = [list(text.encode("utf-8")) for text in corpus]
+    for step in walk(corpus, index + 1, top=1):
+        if step.step == index + 1:
+            docs = step.before  # the sequences as they stood at the divergent step
+            break
         docs = step.after
-        agreed.append(step.winner)
         if progress is not None:
-            progress(index + 1)
-    raise AssertionError("unreachable")  # itertools.count() never ends
+            progress(step.step)
+    return _divergence(index + 1, want, got, docs, agreed, excerpts)
 
 
 def _divergence(

@@ -1,58 +1,65 @@
 """The fast trainer: the rules of :mod:`tokpack.bpe.reference`, the same merges and trace, at
 corpus scale.
 
-How it gets there, and why each piece keeps the rules exact:
+Two phases, each keeping the rules exact:
 
-* Documents (or, with a pattern, pre-tokens) are deduplicated into ``(bytes, count)`` pairs.
-  Pair counts are sums over occurrences times counts, so nothing depends on order.
-* All sequences live in one flat array with ``next``/``prev`` links (a linked list per
-  sequence); a dead position or the sentinel past the end holds id ``-1``, so a link never
-  matches a pair.
-* A merge only changes the slots (adjacent position pairs) that touch its occurrences. The step
-  subtracts the counts of those slots before the merge and adds them back after it, so the
-  counts stay exactly what :func:`~tokpack.bpe.reference.count_pairs` would return — overlapping
-  runs such as ``aaaa`` included — and every occurrence is handled in one numpy pass.
-* The positions of a pair are found without a global index: a slot holding ``(c, d)`` was last
-  written at the start (both bytes) or by the step that created ``c`` or ``d``. Each step keeps
-  its written slots sorted by pair code; a lookup reads at most three sorted arrays.
-* The winner comes from a heap of ``(-count, pair code)`` (the tie rule, as integers), with
-  lazy invalidation: a count that rises pushes a new entry; one that falls pushes nothing, and
-  its old, too-high entry is requeued at the true count when it surfaces. An entry whose count
-  is current is therefore the true maximum, ties broken by the smallest code.
+* **Split and count.** Documents (or, with a pattern, pre-tokens) are deduplicated into
+  ``(text, count)``, in spawned worker processes past about a million characters. Pair counts
+  are sums over occurrences times counts, so nothing depends on order or on how the work was
+  divided, and memory grows with the number of distinct pieces, not with the corpus.
+* **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge touches only the slots
+  around its occurrences, subtracting the counts of the slots it destroys and adding those it
+  creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
+  (overlapping runs such as ``aaaa`` included); the winner comes from a heap ordered by count,
+  then by the smallest pair.
 """
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import multiprocessing
 import os
+import queue
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import regex
 
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
-from tokpack.errors import InputError
-from tokpack.vocab import GPT2_PATTERN, BpeTokenizer
+from tokpack.errors import InputError, WorkerDied
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer
 
 Pair = tuple[int, int]
 
-#: Ids are packed two to a code as ``left << _ID_BITS | right`` (int64), so code order is pair order.
-_ID_BITS = 24
-_RIGHT_MASK = (1 << _ID_BITS) - 1
+#: The largest id a pair code can hold (ids are packed two to an int64, 24 bits each; see
+#: :data:`tokpack.bpe.compiled.ID_BITS`).
+_MAX_ID = (1 << 24) - 1
 #: Below this many characters of text, starting worker processes costs more than it saves.
 _PARALLEL_MIN_CHARS = 1_000_000
 #: A batch sent to a worker: this many characters or this many texts, whichever comes first.
 _BATCH_CHARS = 1_000_000
 _BATCH_TEXTS = 4096
-#: Groups of at most this many slots sum their count changes in a dict (faster there than a
-#: numpy bincount over all ids).
-_SMALL_STEP = 64
+#: How often (seconds) a wait on workers checks that they are still alive.
+_POLL_SECONDS = 0.5
+#: Merges between two progress reports.
+_MERGES_PER_REPORT = 256
+
+
+@dataclass(frozen=True)
+class BpeProgress:
+    """A progress report: ``done`` of ``total`` (``None``: unknown) ``unit`` in ``stage``:
+    characters (texts) or bytes (files) while counting, merges while merging."""
+
+    stage: Literal["count", "merge"]
+    done: int
+    total: int | None
+    unit: Literal["chars", "bytes", "merges"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ def train_fast(
     min_frequency: int = 1,
     special_tokens: Sequence[str] = (),
     workers: int | None = None,
+    progress: Callable[[BpeProgress], None] | None = None,
 ) -> BpeTraining:
     """Learn up to ``num_merges`` merges by the exact rules, quickly.
 
@@ -130,6 +138,7 @@ def train_fast(
             in the texts are cut out and never trained on.
         workers: processes that split and count (default: one per core, once the input passes
             about a million characters).
+        progress: called with a :class:`BpeProgress` as characters are counted and merges made.
 
     Returns:
         The merges and trace; with no pattern and no special tokens they equal
@@ -154,13 +163,28 @@ def train_fast(
         raise InputError("special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     first_id = 256 + len(specials)
-    if first_id + num_merges > _RIGHT_MASK:
-        raise InputError(f"at most {_RIGHT_MASK - first_id} merges fit in a pair code")
+    if first_id + num_merges > _MAX_ID:
+        raise InputError(None, f"at most {_MAX_ID - first_id:,} merges fit in a pair code, {num_merges:,} asked")
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    pieces = count_pieces(texts, pattern=pattern, special_tokens=special_tokens, workers=workers)
+    pieces = count_pieces(texts, pattern=pattern, special_tokens=special_tokens, workers=workers, progress=progress)
     seconds["split_count"] = time.perf_counter() - started
-    merges, trace = _merge_loop(pieces, num_merges, min_frequency=min_frequency, first_id=first_id, seconds=seconds)
+    return _train_counted(pieces, num_merges, pattern, min_frequency, specials, seconds, progress)
+
+
+def _train_counted(
+    pieces: Counter[str],
+    num_merges: int,
+    pattern: str | None,
+    min_frequency: int,
+    specials: dict[str, int],
+    seconds: dict[str, float],
+    progress: Callable[[BpeProgress], None] | None,
+) -> BpeTraining:
+    first_id = 256 + len(specials)
+    merges, trace = _merge_loop(
+        pieces, num_merges, min_frequency=min_frequency, first_id=first_id, seconds=seconds, progress=progress
+    )
     return BpeTraining(merges=merges, trace=trace, pattern=pattern, special_tokens=specials, seconds=seconds)
 
 
@@ -189,6 +213,7 @@ def count_pieces(
     pattern: str | None,
     special_tokens: Sequence[str] = (),
     workers: int | None = None,
+    progress: Callable[[BpeProgress], None] | None = None,
 ) -> Counter[str]:
     """How often each document (``pattern=None``) or each pre-token occurs in ``texts``.
 
@@ -207,8 +232,9 @@ def count_pieces(
     splitter.compile()  # a bad pattern fails here, not in a worker
     processes = workers if workers is not None else (os.cpu_count() or 1)
     total: Counter[str] = Counter()
-    batches = _batches(texts)
-    if isinstance(texts, Sequence) and sum(len(t) for t in texts if isinstance(t, str)) < _PARALLEL_MIN_CHARS:
+    size = sum(len(t) for t in texts if isinstance(t, str)) if isinstance(texts, Sequence) else None
+    batches = _batches(texts, progress, size)
+    if size is not None and size < _PARALLEL_MIN_CHARS:
         processes = 1
     elif not isinstance(texts, Sequence):
         # An iterator's size is unknown: count its first million characters here, and start
@@ -225,7 +251,7 @@ def count_pieces(
         for batch in batches:
             splitter.count_into(total, batch)
         return total
-    for counts in _count_in_workers(splitter, batches, processes):
+    for counts in _count_in_workers(splitter, batches, processes)[0]:
         if not total:
             total = counts  # adopting the first result saves merging the largest dict
         else:
@@ -233,43 +259,218 @@ def count_pieces(
     return total
 
 
-def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], processes: int) -> list[Counter[str]]:
-    """Feed ``batches`` to ``processes`` workers through a bounded queue; return their counts."""
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+def _count_in_workers(
+    splitter: _Splitter,
+    batches: Iterable[list[str] | tuple[int, int]],
+    processes: int,
+    *,
+    source: _SourceSpec | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Counter[str]], int]:
+    """Feed ``batches`` (lists of texts, or unit ranges of ``source``) to ``processes`` spawned
+    workers through a bounded queue; return their counts and how many records they skipped.
+    ``progress`` hears of the bytes each unit range held, as workers finish them.
+
+    Workers are spawned, not forked (a fork of a process holding threads or a large heap is
+    neither safe nor cheap), and every wait has a timeout so that a worker that dies (killed for
+    memory, a signal) becomes :class:`~tokpack.errors.WorkerDied` instead of a hang.
+    """
+    context = multiprocessing.get_context("spawn")
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
-    pool = [context.Process(target=_count_worker, args=(splitter, tasks, results), daemon=True) for _ in range(processes)]
+    pool = [
+        context.Process(target=_count_worker, args=(splitter, source, tasks, results, number), daemon=True)
+        for number in range(processes)
+    ]
     for process in pool:
         process.start()
+    received: dict[int, Counter[str] | BaseException] = {}
+    skipped = 0
+
+    def check_alive() -> None:
+        for number, process in enumerate(pool):
+            if number not in received and process.exitcode not in (None, 0):
+                raise WorkerDied(
+                    f"BPE count worker {number} (pid {process.pid}) died with exit code {process.exitcode} "
+                    "before sending its counts (killed for memory?); lower --workers or the input size"
+                )
+
+    def drain(timeout: float) -> None:
+        nonlocal skipped
+        try:
+            message = results.get(timeout=timeout)
+        except queue.Empty:
+            check_alive()
+            return
+        if message[0] == "done":
+            if progress is not None:
+                progress(message[1])
+        elif message[0] == "skipped":
+            skipped += message[1]
+        else:
+            received[message[1]] = message[2]
+
+    def put(item: list[str] | tuple[int, int] | None) -> None:
+        while True:
+            try:
+                tasks.put(item, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                check_alive()
+                drain(0)
+
     try:
         for batch in batches:
-            tasks.put(batch)
+            put(batch)
         for _ in pool:
-            tasks.put(None)
-        counts = [results.get() for _ in pool]
+            put(None)
+        while len(received) < len(pool):
+            drain(_POLL_SECONDS)
         for process in pool:
             process.join()
     finally:
         for process in pool:
             if process.is_alive():
                 process.terminate()
-    failures = [item for item in counts if isinstance(item, BaseException)]
+                process.join()
+        tasks.cancel_join_thread()  # never block on a queue a dead worker left unread
+    failures = [item for item in received.values() if isinstance(item, BaseException)]
     if failures:
         raise failures[0]
-    return counts
+    return [item for item in received.values() if not isinstance(item, BaseException)], skipped
 
 
-def _count_worker(splitter: _Splitter, tasks: Any, results: Any) -> None:
+def _count_worker(splitter: _Splitter, spec: _SourceSpec | None, tasks: Any, results: Any, number: int) -> None:
     counts: Counter[str] = Counter()
     try:
-        while (batch := tasks.get()) is not None:
+        opened = spec.open() if spec is not None else None
+        while (task := tasks.get()) is not None:
+            if opened is None:
+                splitter.count_into(counts, task)
+                continue
+            done = 0
+            batch: list[str] = []
+            for piece in opened.pieces(*task):
+                batch.append(piece.text)
+                done += piece.n_bytes
+                if len(batch) >= _BATCH_TEXTS:
+                    splitter.count_into(counts, batch)
+                    batch = []
             splitter.count_into(counts, batch)
-    except Exception as error:  # report to the parent instead of dying silently
+            results.put(("done", done))
+        skipped = opened.skipped if opened is not None else 0
+    except Exception as error:  # noqa: BLE001 - report any failure to the parent instead of dying silently
         while tasks.get() is not None:
             pass
-        results.put(error)
+        results.put(("counts", number, error))
         return
-    results.put(counts)
+    results.put(("skipped", skipped))
+    results.put(("counts", number, counts))
+
+
+@dataclass(frozen=True)
+class _SourceSpec:
+    """How a worker opens the corpus itself (a source holds maps and files: it does not pickle)."""
+
+    path: Path
+    document_bytes: int
+    on_error: str
+    text_field: str
+
+    def open(self) -> Any:
+        from tokpack.corpus.sources import open_source
+
+        return open_source(
+            self.path, document_bytes=self.document_bytes, on_error=self.on_error,  # type: ignore[arg-type]
+            text_field=self.text_field,
+        )
+
+
+@dataclass(frozen=True)
+class FileTraining:
+    """:func:`train_from_files`' result: the training, and what was read."""
+
+    training: BpeTraining
+    n_bytes: int
+    skipped: int
+
+
+def train_from_files(
+    corpus: str | Path,
+    num_merges: int,
+    *,
+    pattern: str | None = GPT4_PATTERN,
+    min_frequency: int = 1,
+    special_tokens: Sequence[str] = (),
+    text_field: str = "text",
+    document_bytes: int = 1 << 20,
+    on_error: Literal["raise", "skip"] = "raise",
+    workers: int | None = None,
+    progress: Callable[[BpeProgress], None] | None = None,
+) -> FileTraining:
+    """Train on a corpus on disk (a text file, a folder of them, JSON Lines or Parquet: the
+    sources of ``prepare``) without ever holding its text: ``workers`` spawned processes each open
+    it, split and count ranges of its documents, and send back their counts, so memory grows with
+    the number of distinct pre-tokens, not with the corpus.
+
+    The documents are those :func:`tokpack.corpus.sources.open_source` yields (every range: a
+    vocabulary's own corpus), so the merges equal ``train_fast(documents, ...)``'s.
+
+    Raises:
+        FileNotFoundError: ``corpus`` does not exist.
+        InputError: a bad record (with ``on_error="raise"``), field or option.
+        WorkerDied: a worker process was killed.
+    """
+
+    if num_merges < 0:
+        raise InputError(None, f"num_merges must be 0 or more, got {num_merges}")
+    if min_frequency < 1:
+        raise InputError(None, f"min_frequency must be at least 1, got {min_frequency}")
+    if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
+        raise InputError(None, "special tokens must be distinct, non-empty strings")
+    specials = {name: 256 + index for index, name in enumerate(special_tokens)}
+    if 256 + len(specials) + num_merges > _MAX_ID:
+        raise InputError(None, f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
+    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field)
+    splitter = _Splitter(pattern, tuple(special_tokens))
+    splitter.compile()  # a bad pattern fails here, not in a worker
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    with spec.open() as source:  # validates the corpus and its options once, here
+        n_units = source.n_units
+        disk_bytes = _text_bytes(source)
+    processes = max(1, workers if workers is not None else (os.cpu_count() or 1))
+    # Many more ranges than workers, so a slow range does not leave a worker idle at the end.
+    step = max(1, -(-n_units // (processes * 64)))
+    ranges = [(first, min(first + step, n_units)) for first in range(0, n_units, step)]
+    done = 0
+
+    def counted(n_bytes: int) -> None:
+        nonlocal done
+        done += n_bytes
+        if progress is not None:
+            progress(BpeProgress("count", done, disk_bytes, "bytes"))
+
+    total: Counter[str] = Counter()
+    results, skipped = _count_in_workers(splitter, ranges, processes, source=spec, progress=counted)
+    for counts in results:
+        if not total:
+            total = counts  # adopting the first result saves merging the largest dict
+        else:
+            total.update(counts)
+    seconds["split_count"] = time.perf_counter() - started
+    training = _train_counted(total, num_merges, pattern, min_frequency, specials, seconds, progress)
+    return FileTraining(training=training, n_bytes=done, skipped=skipped)
+
+
+def _text_bytes(source: Any) -> int | None:
+    """The bytes a text source will yield (its files' sizes); ``None`` for record formats, whose
+    files hold more than their text."""
+    if source.format == "text":
+        return int(source.path.stat().st_size)
+    if source.format == "directory":
+        return sum(file.stat().st_size for file in source.files)
+    return None
 
 
 class _Splitter:
@@ -300,10 +501,13 @@ class _Splitter:
                     counts.update(pieces_of.findall(part))
 
 
-def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
-    """Texts in batches of about a megabyte (or ``_BATCH_TEXTS`` texts), each checked to be a ``str``."""
+def _batches(
+    texts: Iterable[str], progress: Callable[[BpeProgress], None] | None = None, total: int | None = None
+) -> Iterator[list[str]]:
+    """Texts in batches of about a megabyte (or ``_BATCH_TEXTS`` texts), each checked to be a
+    ``str``; ``progress`` hears of the characters handed out so far."""
     batch: list[str] = []
-    size = 0
+    size = done = 0
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"text {index} is {type(text).__name__}, not str")
@@ -311,212 +515,63 @@ def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
         size += len(text)
         if size >= _BATCH_CHARS or len(batch) >= _BATCH_TEXTS:
             yield batch
+            done += size
+            if progress is not None:
+                progress(BpeProgress("count", done, total, "chars"))
             batch, size = [], 0
     if batch:
         yield batch
+        if progress is not None:
+            progress(BpeProgress("count", done + size, total, "chars"))
 
 
-class _Sequences:
-    """The deduplicated sequences as linked lists over one flat array (see the module docstring)."""
-
-    def __init__(self, pieces: Counter[str]) -> None:
-        encoded = [piece.encode("utf-8") for piece in pieces]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        counts = np.fromiter(pieces.values(), dtype=np.int64, count=len(encoded))
-        keep = lengths >= 2  # a sequence of one byte has no pair and never changes
-        flat = np.frombuffer(b"".join(e for e, k in zip(encoded, keep.tolist()) if k), dtype=np.uint8)
-        lengths, counts = lengths[keep], counts[keep]
-        size = int(flat.size)
-        self.sentinel = size
-        self.ids = np.full(size + 1, -1, dtype=np.int32)
-        self.ids[:size] = flat
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        positions = np.arange(size + 1, dtype=np.int32)
-        self.next = positions + 1
-        self.next[ends - 1] = size
-        self.next[size] = size
-        self.prev = positions - 1
-        self.prev[starts] = size
-        self.prev[size] = size
-        self.weight = np.zeros(size + 1, dtype=np.int64)
-        self.weight[:size] = np.repeat(counts, lengths)
-        # Scratch marks for one merge step (see _apply_merge); never equal to a real step's marks.
-        self.stamp = np.full(size + 1, -1, dtype=np.int32)
-
-    def slot_codes(self, lefts: np.ndarray) -> np.ndarray:
-        """Pair codes of the slots starting at ``lefts`` (each must have a right neighbour)."""
-        return (self.ids[lefts].astype(np.int64) << _ID_BITS) | self.ids[self.next[lefts]]
-
-
-class _SlotLog:
-    """``(pair code, left position)`` arrays: the initial slots and those each step wrote.
-
-    A step's arrays are sorted by code the first time a lookup needs them; most late steps are
-    never looked up, so they are never sorted.
-    """
-
-    def __init__(self) -> None:
-        self._by_origin: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
-
-    def add(self, origin: int, codes: np.ndarray, lefts: np.ndarray, *, is_sorted: bool = False) -> None:
-        self._by_origin[origin] = (codes, lefts, is_sorted)
-
-    def positions(self, code: int, origins: Iterable[int]) -> np.ndarray:
-        """Left positions logged with ``code`` by any of ``origins``, ascending (may be stale)."""
-        found = []
-        for origin in origins:
-            codes, lefts, is_sorted = self._by_origin[origin]
-            if not is_sorted:
-                order = np.argsort(codes)
-                codes, lefts = codes[order], lefts[order]
-                self._by_origin[origin] = (codes, lefts, True)
-            low, high = np.searchsorted(codes, [code, code + 1])
-            if high > low:
-                found.append(lefts[low:high])
-        if not found:
-            return np.empty(0, dtype=np.int32)
-        # Positions must ascend: a left-to-right scan is what the rules prescribe.
-        return np.sort(np.concatenate(found)) if len(found) > 1 else np.sort(found[0])
+def _flatten(pieces: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of two bytes or more as one uint8 array, their lengths and their counts (a
+    piece of one byte has no pair and never changes)."""
+    encoded = [piece.encode("utf-8") for piece in pieces]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    counts = np.fromiter(pieces.values(), dtype=np.int64, count=len(encoded))
+    keep = lengths >= 2
+    flat = np.frombuffer(b"".join(itertools.compress(encoded, keep.tolist())), dtype=np.uint8)
+    return flat, lengths[keep], counts[keep]
 
 
 def _merge_loop(
-    pieces: Counter[str], num_merges: int, *, min_frequency: int, first_id: int, seconds: dict[str, float]
+    pieces: Counter[str],
+    num_merges: int,
+    *,
+    min_frequency: int,
+    first_id: int,
+    seconds: dict[str, float],
+    progress: Callable[[BpeProgress], None] | None = None,
 ) -> tuple[list[Pair], list[TraceRow]]:
+    """Index the counted pieces and run the compiled merge loop."""
+    from tokpack.bpe import (
+        compiled,  # numba takes a second to import: only when training
+    )
+
     started = time.perf_counter()
-    seqs = _Sequences(pieces)
-    del pieces
-    ids, nxt, prv, weight, sentinel = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel
-    lefts = np.flatnonzero(nxt[:sentinel] != sentinel).astype(np.int32)
-    # Every initial pair is two bytes: as a 16-bit key it is counted by a bincount and sorted by
-    # numpy's stable sort, a radix sort at this width.
-    byte_pairs = ((ids[lefts] << 8) | ids[nxt[lefts]]).astype(np.uint16)
-    totals = np.bincount(byte_pairs, weights=weight[lefts], minlength=1 << 16)  # exact below 2**53
-    present = np.flatnonzero(totals)
-    counts = {
-        ((key >> 8) << _ID_BITS) | (key & 0xFF): total
-        for key, total in zip(present.tolist(), totals[present].astype(np.int64).tolist())
-    }
-    lefts = lefts[np.argsort(byte_pairs, kind="stable")]
-    log = _SlotLog()
-    log.add(-1, seqs.slot_codes(lefts), lefts, is_sorted=True)
-    heap = [(-count, code) for code, count in counts.items()]
-    heapq.heapify(heap)
-    del lefts, byte_pairs, totals, present
+    flat, lengths, counts = _flatten(pieces)
+    pieces.clear()  # the caller's counts are no longer needed: free them before the arrays grow
+    state = compiled.build(flat, lengths, counts, first_id + num_merges)
+    del flat, lengths, counts
     seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
-
-    merges: list[Pair] = []
-    trace: list[TraceRow] = []
-    while len(merges) < num_merges and heap:
-        negative, code = heapq.heappop(heap)
-        frequency = counts.get(code, 0)
-        if frequency != -negative:
-            # Stale. Only rises push an entry, so a pair's highest entry is never below its count:
-            # one above it is requeued at the true count, one below it has a newer twin.
-            if 0 < frequency < -negative:
-                heapq.heappush(heap, (-frequency, code))
-            continue
-        if frequency < min_frequency:
-            break
-        left, right = code >> _ID_BITS, code & _RIGHT_MASK
-        new_id = first_id + len(merges)
-        # Where a slot holding this pair was last written: at the start, or when either id was made.
-        origins = sorted({origin for origin in (left, right) if origin >= first_id}) or [-1]
-        candidates = log.positions(code, origins)
-        occurrences = candidates[(ids[candidates] == left) & (ids[nxt[candidates]] == right)]
-        if left == right:
-            occurrences = _leftmost_of_runs(occurrences, prv)
-        changed = _apply_merge(seqs, occurrences, (left, right), new_id, log)
-        for changed_code, delta in changed.items():
-            if not delta:
-                continue
-            count = counts.get(changed_code, 0) + delta
-            if count:
-                counts[changed_code] = count
-                if delta > 0:
-                    heapq.heappush(heap, (-count, changed_code))
-            else:
-                counts.pop(changed_code, None)
-        merges.append((left, right))
-        trace.append(TraceRow(left_id=left, right_id=right, result_id=new_id, frequency=frequency))
+    out = np.zeros((num_merges, 3), dtype=np.int64)
+    done = 0
+    while done < num_merges:
+        # In chunks only so that progress can be reported; the loop itself never leaves numba.
+        until = min(num_merges, done + _MERGES_PER_REPORT)
+        done = compiled.run(state, until, first_id, min_frequency, out)
+        if progress is not None:
+            progress(BpeProgress("merge", done, num_merges, "merges"))
+        if done < until:
+            break  # no pair reaches min_frequency
     seconds["merge"] = time.perf_counter() - started
+    rows = out[:done].tolist()
+    merges = [(left, right) for left, right, _ in rows]
+    trace = [
+        TraceRow(left_id=left, right_id=right, result_id=first_id + index, frequency=frequency)
+        for index, (left, right, frequency) in enumerate(rows)
+    ]
     return merges, trace
-
-
-def _leftmost_of_runs(occurrences: np.ndarray, prv: np.ndarray) -> np.ndarray:
-    """Keep the occurrences a left-to-right scan replaces when a pair ``(x, x)`` overlaps itself.
-
-    In a run of chained occurrences (each starting where the previous one's right half is), the
-    scan takes the first, skips the second, takes the third, and so on.
-    """
-    if occurrences.size < 2:
-        return occurrences
-    chained = np.zeros(occurrences.size, dtype=bool)
-    chained[1:] = prv[occurrences[1:]] == occurrences[:-1]
-    index = np.arange(occurrences.size)
-    run_start = np.maximum.accumulate(np.where(chained, 0, index))
-    return occurrences[(index - run_start) % 2 == 0]
-
-
-def _apply_merge(
-    seqs: _Sequences, occurrences: np.ndarray, pair: Pair, new_id: int, log: _SlotLog
-) -> dict[int, int]:
-    """Merge ``pair`` at ``occurrences`` (ascending left positions); return the count change of
-    every pair code it touched.
-
-    The slots that change are the occurrences themselves, the slots into them and the slots out
-    of their right halves; after the merge, the slots into and out of the new tokens. Each group
-    shares one side of its pair (``(t, left)``, ``(right, t)``, ``(t, new)``, ``(new, t)``), so
-    summing its weights by the other side ``t`` — a bincount over ids — gives the changes
-    without sorting.
-    """
-    ids, nxt, prv, weight, sentinel, stamp = seqs.ids, seqs.next, seqs.prev, seqs.weight, seqs.sentinel, seqs.stamp
-    left, right = pair
-    rights = nxt[occurrences]
-    beyond = nxt[rights]
-    before_prev = prv[occurrences]
-    # When two occurrences touch, the slot into the second is the slot out of the first one's
-    # right half; the stamp marks right halves so that slot is counted once, as the latter.
-    right_mark, occurrence_mark = 2 * new_id, 2 * new_id + 1
-    stamp[rights] = right_mark
-    into = before_prev[(before_prev != sentinel) & (stamp[before_prev] != right_mark)]
-    continues = beyond != sentinel
-    changes: dict[int, int] = {}
-    _add_by_side(changes, ids[into], weight[into], fixed=left, fixed_is_left=False, sign=-1)
-    _add_by_side(changes, ids[beyond[continues]], weight[rights[continues]], fixed=right, fixed_is_left=True, sign=-1)
-    code = (left << _ID_BITS) | right
-    changes[code] = changes.get(code, 0) - int(weight[occurrences].sum())
-
-    ids[occurrences] = new_id
-    ids[rights] = -1
-    nxt[occurrences] = beyond
-    prv[beyond] = occurrences  # the sentinel's prev gets garbage; it is never read
-
-    # Touching occurrences are now linked directly: the slot into the second is the slot out of
-    # the first, counted once, as the latter.
-    stamp[occurrences] = occurrence_mark
-    after_prev = prv[occurrences]
-    new_into = after_prev[(after_prev != sentinel) & (stamp[after_prev] != occurrence_mark)]
-    new_out = occurrences[continues]
-    _add_by_side(changes, ids[new_into], weight[new_into], fixed=new_id, fixed_is_left=False, sign=1)
-    _add_by_side(changes, ids[beyond[continues]], weight[new_out], fixed=new_id, fixed_is_left=True, sign=1)
-    written = np.concatenate([new_into, new_out])
-    log.add(new_id, seqs.slot_codes(written), written)
-    return changes
-
-
-def _add_by_side(
-    changes: dict[int, int], others: np.ndarray, weights: np.ndarray, *, fixed: int, fixed_is_left: bool, sign: int
-) -> None:
-    """Add ``sign * weight`` to the pair ``(fixed, other)`` (or ``(other, fixed)``) of each slot."""
-    if others.size <= _SMALL_STEP:
-        # Few slots: a dict beats numpy's per-call cost.
-        keys, sums = others.tolist(), weights.tolist()
-    else:
-        totals = np.bincount(others, weights=weights)  # exact: integer sums far below 2**53
-        keys_array = np.flatnonzero(totals)
-        keys, sums = keys_array.tolist(), totals[keys_array].astype(np.int64).tolist()
-    for other, total in zip(keys, sums):
-        code = (fixed << _ID_BITS) | other if fixed_is_left else (other << _ID_BITS) | fixed
-        changes[code] = changes.get(code, 0) + sign * total

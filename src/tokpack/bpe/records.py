@@ -50,7 +50,7 @@ class Challenge(Record):
     ISO-8601 date or datetime from which on the challenge is refused.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, strict=True)
 
     challenge_id: str = Field(min_length=1)
     corpus: list[str]
@@ -91,6 +91,8 @@ class Challenge(Record):
 
 class Proof(Record):
     """``proof.json``: the trace of ``num_merges`` merges on a challenge's corpus."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     challenge_id: str = Field(min_length=1)
     corpus_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")

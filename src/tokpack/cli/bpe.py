@@ -8,13 +8,26 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
 from tokpack.bpe.challenge import (
+    MAX_CORPUS_BYTES,
+    MAX_MERGES,
     ChallengeRefused,
     Excerpt,
+    Limits,
     Verification,
     make_proof,
     read_json_record,
@@ -22,6 +35,7 @@ from tokpack.bpe.challenge import (
     write_proof,
 )
 from tokpack.bpe.explain import describe, label, walk
+from tokpack.bpe.fast import BpeProgress, train_from_files
 from tokpack.bpe.records import Challenge, Proof, TraceRow
 from tokpack.bpe.reference import token_table
 
@@ -30,31 +44,99 @@ _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
 
+class _Rate(ProgressColumn):
+    """Merges a second (rich's speed column speaks of bytes)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} merges/s" if speed else "- merges/s", style="cyan")
+
+
+@bpe_app.command()
+def train(
+    corpus: Annotated[Path, typer.Argument(help="A text file, a folder of them, JSON Lines or Parquet (as prepare reads).")],
+    output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json.")],
+    vocab_size: Annotated[int, typer.Option(min=258, help="Ids in the result: 256 bytes, the merges and <|endoftext|>.")] = 8192,
+    pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, or a regex.")] = "gpt4",
+    min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
+    text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
+    workers: Annotated[int, typer.Option(min=0, help="Processes that split and count (0: one per core).")] = 0,
+) -> None:
+    """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
+    distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
+    from tokpack.grading.training import resolve_pattern
+
+    try:
+        regex = resolve_pattern(pattern)
+    except ValueError as error:
+        raise _fail(f"--pattern: {error}") from None
+    counting = Progress(TextColumn("{task.description:>8}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        TimeElapsedColumn(), console=_err, disable=not _err.is_terminal)
+    merging = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), _Rate(),
+                       TimeElapsedColumn(), console=_err, disable=not _err.is_terminal)
+    tasks: dict[str, object] = {}
+
+    def report(event: BpeProgress) -> None:
+        bar = counting if event.stage == "count" else merging
+        if event.stage not in tasks:
+            bar.start()
+            tasks[event.stage] = bar.add_task("counting" if event.stage == "count" else "merging", total=event.total)
+        bar.update(tasks[event.stage], completed=event.done, total=event.total)  # type: ignore[arg-type]
+        if event.stage == "merge" and counting.live.is_started:
+            counting.stop()
+
+    try:
+        result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
+                                  text_field=text_field, workers=workers or None, progress=report)
+        tokenizer = result.training.as_tokenizer()
+        tokenizer.save(output)
+    except (ValueError, OSError) as error:
+        raise _fail(str(error).splitlines()[0]) from None
+    finally:
+        for bar in (counting, merging):
+            if bar.live.is_started:
+                bar.stop()
+    seconds = result.training.seconds
+    _out.print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
+               f"(count {seconds['split_count']:.1f} s, merge {seconds['merge']:.1f} s)"
+               + (f", {result.skipped:,} records skipped" if result.skipped else ""))
+    _out.print(f"wrote {output}")
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     _err.print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 
-def _read(model: type[Challenge] | type[Proof], path: Path) -> Challenge | Proof:
+def _read(model: type[Challenge | Proof], path: Path) -> Challenge | Proof:
     try:
         return read_json_record(model, path)  # type: ignore[no-any-return]
     except ValueError as error:
         raise _fail(str(error)) from None
 
 
+MaxCorpusBytes = Annotated[
+    int, typer.Option("--max-corpus-bytes", min=0, help="Refuse a challenge whose corpus is larger (UTF-8 bytes).")
+]
+MaxMerges = Annotated[int, typer.Option("--max-merges", min=0, help="Refuse a challenge asking for more merges.")]
+
+
 @bpe_app.command()
 def proof(
     challenge: Annotated[Path, typer.Argument(help="challenge.json: corpus, num_merges, corpus_sha256.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
+    max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
+    max_merges: MaxMerges = MAX_MERGES,
 ) -> None:
     """Train the fast trainer on a challenge's corpus and write proof.json (one trace row per merge).
 
-    A corpus that does not match its checksum, or a challenge past its expiry, is refused (exit 2).
+    A corpus that does not match its checksum, a challenge past its expiry, or one over the
+    limits, is refused (exit 2).
     """
     record = _read(Challenge, challenge)
     assert isinstance(record, Challenge)
     try:
-        result = make_proof(record)
+        result = make_proof(record, limits=Limits(max_corpus_bytes, max_merges))
     except (ChallengeRefused, ValueError) as error:
         raise _fail(f"{challenge}: {error}") from None
     try:
@@ -69,21 +151,25 @@ def verify(
     proof_path: Annotated[Path, typer.Argument(metavar="PROOF", help="proof.json to check.")],
     challenge: Annotated[Path, typer.Argument(help="The challenge.json the proof answers.")],
     ignore_expiry: Annotated[bool, typer.Option(help="Check an old proof against an expired challenge.")] = False,
+    max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
+    max_merges: MaxMerges = MAX_MERGES,
 ) -> None:
-    """Recompute the challenge with the reference core and compare the proof row by row.
+    """Recompute the challenge with the fast trainer and compare the proof row by row.
 
-    Exit 0: valid. Exit 1: the proof diverges; the first divergent step is shown with both rows and
-    the token sequences around each pair. Exit 2: an unreadable, altered or expired input.
+    Exit 0: valid. Exit 1: the proof diverges; the first divergent step is replayed with the
+    reference core and shown with both rows and the token sequences around each pair. Exit 2: an
+    unreadable, altered, expired or over-limit input.
     """
     claimed = _read(Proof, proof_path)
     record = _read(Challenge, challenge)
     assert isinstance(claimed, Proof) and isinstance(record, Challenge)
-    columns = [TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    columns = [TextColumn("replaying with the reference"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=_err, transient=True) as bar:
-        task = bar.add_task("steps", total=record.num_merges)
+        task = bar.add_task("steps", total=None)
         try:
             outcome = verify_proof(
-                claimed, record, ignore_expiry=ignore_expiry, progress=lambda step: bar.update(task, completed=step)
+                claimed, record, ignore_expiry=ignore_expiry, limits=Limits(max_corpus_bytes, max_merges),
+                progress=lambda step: bar.update(task, completed=step),
             )
         except (ChallengeRefused, ValueError) as error:
             raise _fail(f"{challenge}: {error}") from None

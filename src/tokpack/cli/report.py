@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,7 +14,7 @@ def report_command(
     target: Path = typer.Argument(..., help="A pack or sharded dataset folder, a tokenizer.json, or chess statistics JSON."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
     block: int = typer.Option(1024, "--block", help="Window length for the length histogram and the padding comparison."),
-    data: Optional[Path] = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
+    data: Path | None = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
     baseline: list[Path] = typer.Option([], "--baseline", help="With a tokenizer: another grade JSON (tokpack tokenizer grade --json) to compare with; repeatable."),
 ) -> None:
     """Write an HTML report of TARGET with plots: what it is, whether it verifies, what it holds."""
@@ -25,14 +24,22 @@ def report_command(
 
 
 def explore_command(
-    texts: list[str] = typer.Argument(..., help="The documents, one argument each (e.g. abab abab baba aaaa)."),
+    texts: list[str] | None = typer.Argument(None, help="The documents, one argument each (e.g. abab abab baba aaaa)."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
     merges: int = typer.Option(10, "--merges", help="How many merges to compute (training stops earlier when no pair is left)."),
+    challenge: Path | None = typer.Option(None, "--challenge", help="Start on this challenge.json instead of TEXTS."),
 ) -> None:
-    """Write the BPE explorer: step through the exact rules on TEXTS, merge by merge, in a browser."""
+    """Write the BPE lab: the exact rules run in the page, on TEXTS or a challenge, merge by merge;
+    predict the winner before the counts show; write and check proof.json."""
+    from tokpack.bpe.challenge import check_challenge, read_json_record
+    from tokpack.bpe.records import Challenge
     from tokpack.report.explorer import explorer_page
 
-    _write_page(output, explorer_page(texts, merges), "explorer")
+    record = None
+    if challenge is not None:
+        record = read_json_record(Challenge, challenge)
+        check_challenge(record)
+    _write_page(output, explorer_page(texts or [], merges, challenge=record), "explorer")
 
 
 def _write_page(output: Path, html: str, what: str) -> None:

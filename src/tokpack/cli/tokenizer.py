@@ -74,7 +74,7 @@ def train(
     train_dirs: list[Path] = typer.Argument(..., help="Training folder(s), one subfolder per domain."),
     output: Path = typer.Option(..., "--output", "-o", help="tokenizer.json to write; ranks.tiktoken and vocabulary.json go beside it."),
     vocab_size: int = typer.Option(8192, help="Ids in the result, <|endoftext|> included."),
-    trainer: str = typer.Option("hf", help="'hf' (Hugging Face's trainer) or 'exact' (tokpack.bpe, if installed)."),
+    trainer: str = typer.Option("hf", help="'hf' (Hugging Face's trainer) or 'exact' (tokpack.bpe: the exact rules, the same merges as rustbpe)."),
     pattern: str = typer.Option("polish", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex."),
     domain_weights: str = typer.Option("", help="Per-domain repetition, e.g. 'code=2,technical=0.5' (others 1)."),
     min_frequency: int = typer.Option(2, help="Pairs seen fewer times are never merged."),

@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokpack._schema import Record
+from tokpack.bpe import train_bytelevel
 from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
@@ -164,9 +165,8 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe) -> BpeTokenize
     """Learn ``recipe.vocab_size - 1`` ranks (all 256 bytes included) plus ``<|endoftext|>``.
 
     Raises:
-        ValueError: the data cannot reach the size (too little or too uniform text), a phrase
-            stage larger than the vocabulary, or ``trainer="exact"`` while tokpack's exact
-            trainer is not installed.
+        ValueError: the data cannot reach the size (too little or too uniform text), or a phrase
+            stage larger than the vocabulary.
     """
     ranks_wanted = recipe.vocab_size - 1
     word_ranks = ranks_wanted - recipe.phrase_merges
@@ -194,12 +194,7 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe) -> BpeTokenize
 def _train_words(texts: Sequence[str], recipe: TrainingRecipe, size: int) -> BpeTokenizer:
     if recipe.trainer == "hf":
         return train_hf_bytelevel(texts, vocab_size=size, min_frequency=recipe.min_frequency, pattern=recipe.pattern)
-    try:
-        from tokpack.bpe import train_bytelevel  # type: ignore[attr-defined]
-    except ImportError:
-        raise InputError("the exact trainer (tokpack.bpe.train_bytelevel) is not installed; use --trainer hf") from None
-    result = train_bytelevel(texts, vocab_size=size, min_frequency=recipe.min_frequency, pattern=recipe.pattern)
-    return result.as_tokenizer() if hasattr(result, "as_tokenizer") else result
+    return train_bytelevel(texts, vocab_size=size, min_frequency=recipe.min_frequency, pattern=recipe.pattern)
 
 
 def _phrase_merges(texts: Sequence[str], base: BpeTokenizer, recipe: TrainingRecipe) -> dict[bytes, int]:

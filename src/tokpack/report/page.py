@@ -43,7 +43,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, numeric: Seq
 def page(title: str, body: str, *, data: Any, script: str = "") -> str:
     """A whole page. ``data`` is embedded as ``<script type="application/json" id="report-data">``
     so what the page shows can be checked against what it was made from."""
-    payload = json.dumps(data, ensure_ascii=True, sort_keys=True).replace("</", "<\\/")
+    # Inside <script>, "</script" ends the element and "<!--" starts a state that can swallow the
+    # rest of the page; with no "<", ">" or "&" left (JSON allows them as \u escapes) neither occurs.
+    payload = (
+        json.dumps(data, ensure_ascii=True, sort_keys=True)
+        .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
