@@ -159,6 +159,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
+    if prepared.vocabulary_sample:
+        table.add_row("vocabulary sample", prepared.vocabulary_sample)
     if characters is not None and meta.n_tokens:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
     if meta.counts.get("skipped"):

@@ -70,6 +70,20 @@ class TokenizedCorpus:
         """Number of ids, ``<|endoftext|>`` included."""
         return self.vocabulary.n_vocab
 
+    @property
+    def vocabulary_sample(self) -> str | None:
+        """What the vocabulary was trained on (``trained on 10.0 of 18.5 MB, 412 documents spread
+        over the range``), or ``None`` for a vocabulary you gave."""
+        from tokpack._schema import read_record
+        from tokpack.corpus.sources import describe_sample
+        from tokpack.vocab.bytelevel import VocabularyRecord
+
+        trained_on = read_record(VocabularyRecord, self.vocabulary_path).trained_on or {}
+        if "sample_documents" not in trained_on:
+            return None
+        return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
+                               int(trained_on["sample_documents"]))
+
     def pack(self) -> Pack:
         """The pack itself (tokens memory map, starts, meta)."""
         return self._pack
@@ -117,12 +131,13 @@ def prepare(
     Args:
         corpus: the file or folder.
         vocab: your vocabulary (anything :func:`load_vocabulary` takes); ``None`` trains one on
-            the first ``vocab_sample_bytes`` of the training range, never validation or test data.
+            about ``vocab_sample_bytes`` of whole documents spread evenly over the training range
+            (deterministic; never validation or test data; see :attr:`TokenizedCorpus.vocabulary_sample`).
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
         vocab_size: ranks to train, the 256 bytes included (``n_vocab`` is one more, for
             ``<|endoftext|>``); GPT-2's size by default.
         min_frequency: a merge needs a pair seen at least this often.
-        vocab_sample_bytes: bytes of the training range the trainer sees.
+        vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
         document_bytes: the longest document (at least 4).
         batch_documents: documents encoded together (in parallel).
         trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trained faster
@@ -204,23 +219,29 @@ def _trained_vocabulary(
     sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
 ) -> tuple[BpeTokenizer, Path]:
     pattern_id = hashlib.sha256(pattern.encode()).hexdigest()[:8]
-    key = f"{corpus_key[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}"
+    # "spread": the sample is documents spread over the whole training range (older caches,
+    # trained on the range's first bytes, live under other keys and are never reused).
+    key = f"{corpus_key[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}-spread"
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
-        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer,
+        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": "spread",
     }
     with locked(directory):
         if directory.exists():
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
-            if tokenizer.pattern != pattern or _saved_training(directory) != trained_on:
+            saved = _saved_training(directory) or {}
+            if tokenizer.pattern != pattern or {name: saved.get(name) for name in trained_on} != trained_on:
                 raise ValueError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
-        tokenizer = train(source.training_sample(sample_bytes), vocab_size=vocab_size, min_frequency=min_frequency,
-                          pattern=pattern)
+        sample = source.training_sample(sample_bytes)
+        tokenizer = train(sample, vocab_size=vocab_size, min_frequency=min_frequency, pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
+        # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
+        trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
+                       "training_range_bytes": sample.range_bytes}
         remove_abandoned(directory)
         with building(directory) as temporary:
             tokenizer.save(temporary, trained_on=trained_on)

@@ -86,21 +86,21 @@ class DocumentSource:
         """The byte span of range ``name`` in the input, where that means something (a text file)."""
         return None
 
-    def training_sample(self, n_bytes: int) -> Iterator[str]:
-        """The first ``n_bytes`` of training text, as documents (the last one trimmed at a
-        character boundary), for a vocabulary trainer: never validation or test text."""
-        left = n_bytes
-        for name, first, last in self.layout():
-            if name != "train":
-                continue
-            for piece in self.pieces(first, last):
-                if left <= 0:
-                    return
-                if piece.n_bytes > left:
-                    yield piece.text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
-                    return
-                left -= piece.n_bytes
-                yield piece.text
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        """The size in bytes of each unit of ``[first, last)`` (an estimate for record formats),
+        by which a vocabulary sample is spread; equal weights unless a format knows better."""
+        return np.ones(max(last - first, 0), np.int64)
+
+    def training_sample(self, n_bytes: int) -> TrainingSample:
+        """About ``n_bytes`` of training text for a vocabulary trainer, as whole documents spread
+        evenly over the whole training range (never validation or test text), so the order of the
+        input does not decide what the vocabulary sees; the same input always gives the same sample.
+        Iterate it once; it then knows how many documents and bytes it gave."""
+        spans = [(first, last) for name, first, last in self.layout() if name == "train"]
+        sizes = np.concatenate([self.unit_bytes(first, last) for first, last in spans]) if spans else np.zeros(0, np.int64)
+        units = np.concatenate([np.arange(first, last, dtype=np.int64) for first, last in spans]) if spans else sizes
+        chosen = units[spread_evenly(sizes, n_bytes)]
+        return TrainingSample(self, chosen, n_bytes, range_bytes=int(sizes.sum()))
 
     def _skip(self, problem: str) -> None:
         self.skipped += 1
@@ -119,6 +119,82 @@ class DocumentSource:
             yield Piece("train", text, len(data))
         else:
             yield from self._cut(data, 0, len(data), where)
+
+
+class TrainingSample:
+    """The documents a vocabulary is trained on (see :meth:`DocumentSource.training_sample`):
+    an iterable of texts that counts what it gave (``n_documents``, ``n_bytes``) once iterated."""
+
+    def __init__(self, source: DocumentSource, units: np.ndarray, limit_bytes: int, *, range_bytes: int) -> None:
+        self.source, self.units, self.limit_bytes = source, units, limit_bytes
+        self.range_bytes = range_bytes  # bytes of the whole training range
+        self.n_documents = self.n_bytes = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.n_documents = self.n_bytes = 0
+        # Consecutive chosen units are read as one run, so a source reads each stretch once.
+        runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
+        for run in runs:
+            for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
+                left = self.limit_bytes - self.n_bytes
+                if left <= 0:
+                    return
+                text = piece.text
+                if piece.n_bytes > left:  # only when one document is larger than the whole sample
+                    text = piece.text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
+                self.n_documents += 1
+                self.n_bytes += min(piece.n_bytes, left)
+                yield text
+
+    def describe(self) -> str:
+        """One line for the user: ``trained on 10.0 of 18.5 MB, 412 documents spread over the range``."""
+        return describe_sample(self.n_bytes, self.range_bytes, self.n_documents)
+
+
+def describe_sample(n_bytes: int, range_bytes: int, n_documents: int) -> str:
+    """What a vocabulary was trained on, in one line.
+
+    >>> describe_sample(10_000_000, 18_500_000, 412)
+    'trained on 10.0 of 18.5 MB, 412 documents spread over the range'
+    >>> describe_sample(300, 300, 1)
+    'trained on all 0.0 MB, 1 document'
+    """
+    plural = "s" if n_documents != 1 else ""
+    if n_bytes >= range_bytes:
+        return f"trained on all {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural}"
+    return f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural} spread over the range"
+
+
+def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
+    """Indices of units (of the given byte ``sizes``) spread evenly over their total bytes,
+    together at most ``budget`` bytes (all of them when they fit; the unit at the middle when
+    not even one fits, for the caller to trim). Deterministic and vectorized: ``k`` points evenly
+    spaced over the bytes pick the units they fall in, the largest ``k`` that fits is searched.
+
+    >>> spread_evenly(np.array([10] * 10), 30).tolist()
+    [1, 5, 8]
+    >>> spread_evenly(np.array([10] * 10), 1000).tolist() == list(range(10))
+    True
+    >>> spread_evenly(np.array([5, 100, 5]), 10).tolist()
+    [1]
+    """
+    total = int(sizes.sum())
+    if total <= budget:
+        return np.arange(len(sizes))
+    ends = np.cumsum(sizes)
+
+    def picks(k: int) -> np.ndarray:
+        points = (np.arange(k) + 0.5) * (total / k)
+        return np.unique(np.searchsorted(ends, points, side="right"))
+
+    low, high = 1, len(sizes)  # the largest k whose picks fit the budget
+    while low < high:
+        middle = (low + high + 1) // 2
+        if int(sizes[picks(middle)].sum()) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return picks(low)
 
 
 class TextFile(DocumentSource):
@@ -153,6 +229,10 @@ class TextFile(DocumentSource):
 
     def layout(self) -> list[tuple[str, int, int]]:
         return list(self._layout)
+
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        bounds = self._bounds[first:last]
+        return bounds[:, 1] - bounds[:, 0]
 
     def range_bytes(self, name: str) -> tuple[int, int] | None:
         span = self.manifest.ranges.get(name)  # type: ignore[call-overload]
@@ -196,6 +276,10 @@ class TextDirectory(DocumentSource):
     def n_units(self) -> int:
         return len(self._units)
 
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        units = self._units[first:last]
+        return units[:, 2] - units[:, 1]
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         chosen = self._units[first:last]
         for rows in np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else ():
@@ -230,6 +314,9 @@ class JsonLines(DocumentSource):
     @property
     def n_units(self) -> int:
         return len(self._line_starts)
+
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        return self._line_ends[first:last] - self._line_starts[first:last]  # the record's JSON line
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         with open(self.path, "rb") as handle:
@@ -278,10 +365,21 @@ class ParquetTexts(DocumentSource):
             raise ValueError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self._last_group: tuple[int, list[str | None]] | None = None
 
     @property
     def n_units(self) -> int:
         return int(self._group_starts[-1])
+
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        # Each row is estimated at its row group's mean (the text column's uncompressed size).
+        column = self._file.schema_arrow.names.index(self.text_field)
+        metadata = self._file.metadata
+        per_row = [metadata.row_group(g).column(column).total_uncompressed_size / max(metadata.row_group(g).num_rows, 1)
+                   for g in range(self._file.num_row_groups)]
+        rows = np.arange(first, last)
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        return np.maximum(np.asarray(per_row)[groups], 1).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         last = self.n_units if last is None else last
@@ -289,8 +387,7 @@ class ParquetTexts(DocumentSource):
             low, high = int(self._group_starts[group]), int(self._group_starts[group + 1])
             if high <= first or low >= last:
                 continue
-            column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
-            for row, value in enumerate(column.to_pylist()[max(first, low) - low : min(last, high) - low], start=max(first, low)):
+            for row, value in enumerate(self._group_texts(group)[max(first, low) - low : min(last, high) - low], start=max(first, low)):
                 if not isinstance(value, str):
                     problem = f"{self.path}: row {row} has no text in column {self.text_field!r}"
                     if self.on_error == "skip":
@@ -298,6 +395,13 @@ class ParquetTexts(DocumentSource):
                         continue
                     raise ValueError(problem)
                 yield from self._cut_text(value, f"{self.path} row {row}")
+
+    def _group_texts(self, group: int) -> list[str | None]:
+        # The last group read is kept: a spread sample asks for many short runs of one group.
+        if self._last_group is None or self._last_group[0] != group:
+            column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+            self._last_group = (group, column.to_pylist())
+        return self._last_group[1]
 
 
 def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
