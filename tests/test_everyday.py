@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -50,3 +51,44 @@ def test_prepare_prints_what_the_vocabulary_was_trained_on(tmp_path: Path) -> No
                                  "--vocab-sample-bytes", "20000"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "documents spread over the range" in result.output and "trained on 0.0 of 0.1 MB" in result.output
+
+
+def test_prepare_cuts_validation_and_test_itself_on_document_boundaries(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"".join(p.read_bytes() for p in sorted((DATA / "polish" / "narrative").glob("*.txt"))[:8]))
+    result = runner.invoke(app, ["prepare", str(corpus), "--validation", "0.1", "--test", "0.05", "--vocab-size", "300",
+                                 "--document-bytes", "2048", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "pack"),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["made_by"] == {"validation": 0.1, "test": 0.05, "document_bytes": 2048}
+    n = corpus.stat().st_size
+    (train_start, a), (a2, b), (b2, end) = manifest["ranges"]["train"], manifest["ranges"]["validation"], manifest["ranges"]["test"]
+    assert train_start == 0 and a == a2 and b == b2 and end == n
+    assert abs(b - a - 0.1 * n) < 2048 and abs(end - b - 0.05 * n) < 2048
+    data = corpus.read_bytes()
+    assert data[a - 1 : a] == b"\n" and data[b - 1 : b] == b"\n"  # each range starts a document
+    assert printed["pack"] == str(tmp_path / "pack") and (tmp_path / "pack" / "meta.json").is_file()
+    assert set(printed["ranges"]) == {"train", "validation", "test"}
+    assert printed["ranges"]["validation"]["source_bytes"] == [a, b]
+    # The same request again reuses the manifest and the pack; another one is refused, one line.
+    again = runner.invoke(app, ["prepare", str(corpus), "--validation", "0.1", "--test", "0.05", "--vocab-size", "300",
+                                "--document-bytes", "2048", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "pack"), "--json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)["n_tokens"] == printed["n_tokens"]
+    other = runner.invoke(app, ["prepare", str(corpus), "--validation", "0.2", "--cache-dir", str(tmp_path / "c")])
+    assert other.exit_code == 2 and "manifest.json: already there with other ranges" in other.output
+
+
+def test_inspect_json_is_the_record_and_long_paths_are_never_cut(tmp_path: Path) -> None:
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6) / "pack"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes((DATA / "polish" / "narrative" / sorted(p.name for p in (DATA / "polish" / "narrative").glob("*.txt"))[0]).read_bytes())
+    made = runner.invoke(app, ["prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "c"), "--out", str(deep)],
+                         env={"COLUMNS": "60"})
+    assert made.exit_code == 0, made.output
+    assert str(deep) in made.output.replace("\n", "") and "…" not in made.output
+    shown = runner.invoke(app, ["inspect", str(deep), "--verify", "--json"])
+    assert shown.exit_code == 0, shown.output
+    record = json.loads(shown.stdout)
+    assert record["verified"] is True and record["schema"].startswith("tokpack.") and record["n_tokens"] > 0

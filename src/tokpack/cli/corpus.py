@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -30,7 +31,10 @@ def prepare_command(
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: str = typer.Option("raise", "--on-error", help="'raise' at the first unreadable file or record, or 'skip' and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="The sharded dataset's folder (with --shards); a rerun resumes it."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it)."),
+    validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to manifest.json beside it, cut on document boundaries)."),
+    test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
     engine: str = typer.Option("local", "--engine", help="Who runs the shards: 'local' processes, 'ray', or 'array' (write the job for a scheduler's job array)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
 ) -> None:
@@ -47,8 +51,11 @@ def prepare_command(
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
                            vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                            trainer=trainer, workers=workers, text_field=text_field, on_error=on_error,  # type: ignore[arg-type]
-                           progress=progress)
-    _summary(prepared)
+                           progress=progress, validation=validation, test=test, out=out)
+    if as_json:
+        typer.echo(json.dumps(summary_record(prepared), indent=2))
+    else:
+        _summary(prepared)
 
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *, shards: int, engine: str,
@@ -116,6 +123,7 @@ def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
     verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
     datatrove_tokenizer: Optional[Path] = typer.Option(None, "--datatrove-tokenizer", help="Read PACK as a folder tokenized by datatrove (.ds files) with this tokenizer (tokenizer.json or rank file)."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
     if datatrove_tokenizer is not None:
@@ -124,6 +132,9 @@ def inspect_command(
         opened = DatatroveFolder(pack, tokenizer=datatrove_tokenizer, verify=verify)
     else:
         opened = open_tokens(pack, verify=verify)
+    if as_json:
+        typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify}, indent=2, sort_keys=True))
+        return
     console.print_json(opened.meta.to_json())
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
                   + ("(checksums verified)" if verify else "(counts and sizes checked; --verify hashes the data)"))
@@ -153,6 +164,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
     meta = prepared.manifest
     characters = meta.counts.get("characters")
     table = Table(title="Prepared corpus", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # a hash wraps onto the next line, never cut with "…"
     table.add_row("documents", f"{meta.n_docs:,}")
     table.add_row("tokens", f"{meta.n_tokens:,} ({meta.dtype})")
     for name, span in meta.ranges.items():
@@ -165,9 +178,25 @@ def _summary(prepared: TokenizedCorpus) -> None:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
     if meta.counts.get("skipped"):
         table.add_row("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)")
-    table.add_row("pack", str(prepared.tokens_dir))
-    table.add_row("vocabulary file", str(prepared.vocabulary_path))
     console.print(table)
+    # Paths on their own lines, never in a table cell that would cut them with "…".
+    console.print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
+    console.print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
+
+
+def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
+    """What ``prepare --json`` prints: where the pack and vocabulary are, and the pack's counts."""
+    meta = prepared.manifest
+    characters = meta.counts.get("characters")
+    return {
+        "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
+        "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
+        "n_docs": meta.n_docs, "n_tokens": meta.n_tokens, "dtype": meta.dtype,
+        "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
+        "counts": dict(meta.counts),
+        "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
+        "vocabulary_sample": prepared.vocabulary_sample,
+    }
 
 
 def register(app: typer.Typer) -> None:

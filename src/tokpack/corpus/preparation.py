@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Literal
 
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, open_source
+from tokpack.corpus.manifest import split_manifest
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, format_of, open_source
+from tokpack.errors import InputError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -119,6 +121,9 @@ def prepare(
     text_field: str = "text",
     on_error: OnError = "raise",
     progress: ProgressCallback | None = None,
+    validation: float = 0.0,
+    test: float = 0.0,
+    out: str | Path | None = None,
 ) -> TokenizedCorpus:
     """Tokenize a corpus once, cache the pack, and return it.
 
@@ -149,6 +154,10 @@ def prepare(
         on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
             it (``meta.counts["skipped"]``).
         progress: called with a :class:`PrepareProgress` as work advances.
+        validation, test: hold out these shares of a text file's bytes (its end: validation,
+            then test) by writing its ``manifest.json`` (see
+            :func:`tokpack.corpus.manifest.split_manifest`); 0 uses the manifest there, if any.
+        out: the pack's folder (default: under the cache, named by corpus and vocabulary).
 
     Returns:
         The :class:`TokenizedCorpus`.
@@ -164,18 +173,22 @@ def prepare(
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
+    if validation or test:
+        if format_of(path) != "text":
+            raise InputError(path, "--validation and --test cut one text file", fix="split a folder or records yourself")
+        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes)
     report(PrepareProgress("hashing", 0, _size(path)))
     with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
         return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size, min_frequency=min_frequency,
                                vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                                batch_documents=batch_documents, trainer=trainer, pattern=pattern, workers=workers,
-                               report=report)
+                               report=report, out=None if out is None else Path(out))
 
 
 def _prepare_source(
     source: DocumentSource, cache: Path, *, vocab: VocabularySpec | None, vocab_size: int, min_frequency: int,
     vocab_sample_bytes: int, document_bytes: int, batch_documents: int, trainer: Trainer, pattern: str | None,
-    workers: int | None, report: ProgressCallback,
+    workers: int | None, report: ProgressCallback, out: Path | None = None,
 ) -> TokenizedCorpus:
     record = source.record
     report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
@@ -190,7 +203,7 @@ def _prepare_source(
         tokenizer = load_vocabulary(vocab, pattern=pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     cut = DocumentCut(rule="newline", document_bytes=document_bytes)
-    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}"
+    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}"
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))

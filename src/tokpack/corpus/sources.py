@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from types import TracebackType
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import CorpusManifest, corpus_manifest, file_sha256
+from tokpack.errors import InputError
 from tokpack.store.format import Source
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
@@ -45,6 +46,7 @@ class DocumentSource:
 
     format: Format
     text_field: str | None = None  # the field or column holding the text, for record formats
+    takes_text_field: ClassVar[bool] = False  # whether the constructor takes ``text_field``
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
         self.path = Path(path)
@@ -301,6 +303,7 @@ class JsonLines(DocumentSource):
     """JSON Lines: one record a line, its ``text_field`` the document (cut if longer than the limit)."""
 
     format: Format = "jsonl"
+    takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
@@ -354,6 +357,7 @@ class ParquetTexts(DocumentSource):
     """A parquet file's text column, read row group by row group (memory holds one group)."""
 
     format: Format = "parquet"
+    takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
         import pyarrow.parquet as pq
@@ -417,18 +421,31 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    kind = format or ("directory" if path.is_dir() else {".jsonl": "jsonl", ".ndjson": "jsonl",
-                                                         ".parquet": "parquet"}.get(path.suffix, "text"))
-    if kind == "directory":
-        return TextDirectory(path, document_bytes=document_bytes, on_error=on_error)
-    if kind == "jsonl":
-        return JsonLines(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
-    if kind == "parquet":
-        return ParquetTexts(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
-    if kind == "text":
-        return TextFile(path, document_bytes=document_bytes, on_error=on_error)
-    raise ValueError(f"unknown corpus format {kind!r}")
+        raise InputError(None, f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    kind = format or format_of(path)
+    if kind not in FORMATS:
+        raise InputError(None, f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
+    source_type = FORMATS[kind]
+    if source_type.takes_text_field:
+        return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)  # type: ignore[call-arg]
+    return source_type(path, document_bytes=document_bytes, on_error=on_error)
+
+
+#: Every input format by name: adding one is a class above and a line here (and a suffix below).
+FORMATS: dict[str, type[DocumentSource]] = {
+    "text": TextFile, "directory": TextDirectory, "jsonl": JsonLines, "parquet": ParquetTexts,
+}
+#: File name suffixes that select a record format; any other file is one text file.
+SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+def format_of(path: Path) -> str:
+    """The format :func:`open_source` reads ``path`` in: a folder is ``directory``, else by suffix.
+
+    >>> format_of(Path("a.ndjson")), format_of(Path("a.txt"))
+    ('jsonl', 'text')
+    """
+    return "directory" if path.is_dir() else SUFFIXES.get(path.suffix, "text")
 
 
 #: Bytes read or validated per step, so memory stays flat on a large file.
