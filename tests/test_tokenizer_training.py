@@ -148,7 +148,7 @@ def test_train_cli_writes_tokenizer_rank_file_and_manifest(corpus: Path, tmp_pat
     [
         (["--vocab-size", "100"], "--vocab-size"),
         (["--pattern", "(unclosed"], "does not compile"),
-        (["--trainer", "fast"], "--trainer must be"),
+        (["--trainer", "fast"], "'fast' is not one of"),
         (["--domain-weights", "code=x"], "expected domain=number"),
     ],
 )

@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from tokpack.cli import corpus, report
+from tokpack.cli._console import command_group
 from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
 from tokpack.cli.tokenizer import app as tokenizer_app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
+app = command_group("Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"tokpack {version('tokpack')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
+                                           help="Print the version and exit."),
+) -> None:
+    """Turn a raw corpus into training batches that are fast, exact and impossible to mix up."""
+
+
 corpus.register(app)
 app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(chess_app, name="chess")

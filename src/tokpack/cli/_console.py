@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
+
+try:  # typer 0.2x carries its own copy of click, whose exceptions its parser raises
+    from typer._click import exceptions as usage
+except ImportError:  # older typer runs on click itself
+    from click import exceptions as usage  # type: ignore[no-redef]
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -19,6 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.markup import escape
 from rich.text import Text
 
 from tokpack.corpus.preparation import PrepareProgress
@@ -29,6 +38,68 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 
 #: A bad input is reported as one line and this exit code, never a traceback.
 EXIT_BAD_INPUT = 2
+
+#: Every command takes ``-h`` as well as ``--help``.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+
+class _OneLineUsageErrors(TyperGroup):
+    """A command group whose usage errors (an unknown option, a value not among the choices) are
+    one line and exit code 2, like every other error of the user's."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except usage.NoArgsIsHelpError as error:
+            error.show()
+            sys.exit(EXIT_BAD_INPUT)
+        except usage.UsageError as error:
+            command = error.ctx.command_path if error.ctx is not None else "tokpack"
+            message = error.format_message().replace("Value error, ", "")  # pydantic's prefix on a bad choice
+            errors.print(f"[bold red]error:[/] {escape(message)} (see '{command} -h')", highlight=False,
+                         soft_wrap=True, markup=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except usage.ClickException as error:
+            errors.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
+            sys.exit(error.exit_code)
+        except usage.Abort:
+            errors.print("aborted")
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def command_group(help: str) -> typer.Typer:
+    """A typer app with the settings every ``tokpack`` command group shares: ``-h``, one-line
+    usage errors, no shell completion, no rich tracebacks, and plain help text (no ``<bool>``
+    type labels, no markup)."""
+    return typer.Typer(cls=_OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS,
+                       help=help)
+
+
+class TrainerName(str, Enum):
+    """Vocabulary trainers, the same default (``exact``) for every command."""
+
+    exact = "exact"
+    hf = "hf"
+
+
+class OnErrorName(str, Enum):
+    """What to do with an unreadable file or record."""
+
+    raise_ = "raise"
+    skip = "skip"
+
+
+class EngineName(str, Enum):
+    """Who runs the shards of a sharded job."""
+
+    local = "local"
+    ray = "ray"
+    array = "array"
 
 
 def one_line_errors(command: Command) -> Command:

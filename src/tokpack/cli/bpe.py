@@ -24,8 +24,9 @@ from tokpack.bpe.challenge import (
 from tokpack.bpe.explain import describe, label, walk
 from tokpack.bpe.records import Challenge, Proof, TraceRow
 from tokpack.bpe.reference import token_table
+from tokpack.cli._console import command_group
 
-bpe_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+bpe_app = command_group("Exact BPE: make and check proofs for challenges, and explain merges step by step.")
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
@@ -45,7 +46,7 @@ def _read(model: type[Challenge] | type[Proof], path: Path) -> Challenge | Proof
 @bpe_app.command()
 def proof(
     challenge: Annotated[Path, typer.Argument(help="challenge.json: corpus, num_merges, corpus_sha256.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
+    output: Annotated[Path, typer.Option("--out", "-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
 ) -> None:
     """Train the fast trainer on a challenge's corpus and write proof.json (one trace row per merge).
 

@@ -12,18 +12,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tokpack.chess.encoders import SCHEMES
-from tokpack.cli._console import console, errors, one_line_errors
+from tokpack.cli._console import command_group, console, errors, one_line_errors
 
-chess_app = typer.Typer(no_args_is_help=True, add_completion=False,
-                        help="Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
-                             "statistics and the parity fixture.")
+chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
+                          "statistics and the parity fixture.")
 
 
 @chess_app.command("convert")
 @one_line_errors
 def convert_command(
     pgn: list[Path] = typer.Argument(..., help="PGN files, read in this order."),
-    out: Path = typer.Option(..., "--out", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
     flush_games: int = typer.Option(100_000, "--flush-games", min=1,
                                     help="Games held in memory before they are spilled to part files."),
 ) -> None:

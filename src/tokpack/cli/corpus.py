@@ -9,7 +9,16 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from tokpack.cli._console import console, one_line_errors, prepare_progress, shard_progress
+from tokpack.cli._console import (
+    EngineName,
+    OnErrorName,
+    TrainerName,
+    command_group,
+    console,
+    one_line_errors,
+    prepare_progress,
+    shard_progress,
+)
 from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
 from tokpack.store import open_tokens
 
@@ -22,35 +31,36 @@ def prepare_command(
     corpus: Path = typer.Argument(..., help="A UTF-8 text file (a manifest.json beside it sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
-    vocab_size: int = typer.Option(50256, "--vocab-size", help="Ranks to train, the 256 bytes included."),
+    vocab_size: int = typer.Option(50257, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default)."),
     min_frequency: int = typer.Option(2, "--min-frequency", help="A merge needs a pair seen at least this often."),
-    vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="Bytes of the training range the trainer sees."),
+    vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
-    trainer: str = typer.Option("exact", "--trainer", help="Vocabulary trainer: 'exact' (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or 'hf'."),
+    trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt2; with --vocab, the vocabulary's own)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
-    on_error: str = typer.Option("raise", "--on-error", help="'raise' at the first unreadable file or record, or 'skip' and count it."),
+    on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it)."),
     validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to manifest.json beside it, cut on document boundaries)."),
     test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
-    engine: str = typer.Option("local", "--engine", help="Who runs the shards: 'local' processes, 'ray', or 'array' (write the job for a scheduler's job array)."),
+    engine: EngineName = typer.Option(EngineName.local, "--engine", help="Who runs the shards: local processes, ray, or array (write the job for a scheduler's job array)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
-    if trainer not in ("hf", "exact"):
-        raise ValueError(f"--trainer must be 'hf' or 'exact', got {trainer!r}")
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
     if shards is not None:
-        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine, ray_address=ray_address, workers=workers,
-                         document_bytes=document_bytes, text_field=text_field, on_error=on_error)
+        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
+                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value)
         return
+    if pattern is not None:
+        from tokpack.grading.training import resolve_pattern
+
+        pattern = resolve_pattern(pattern)
     with prepare_progress() as progress:
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
-                           vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
-                           trainer=trainer, workers=workers, text_field=text_field, on_error=on_error,  # type: ignore[arg-type]
+                           vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, pattern=pattern,
+                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
                            progress=progress, validation=validation, test=test, out=out)
     if as_json:
         typer.echo(json.dumps(summary_record(prepared), indent=2))
@@ -65,8 +75,6 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *
 
     if vocab is None or out is None:
         raise ValueError("--shards needs --vocab (every shard must share one vocabulary) and --out")
-    if engine not in ("local", "ray", "array"):
-        raise ValueError(f"--engine must be 'local', 'ray' or 'array', got {engine!r}")
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
@@ -205,7 +213,7 @@ def register(app: typer.Typer) -> None:
     app.command("inspect")(inspect_command)
     app.command("demo")(demo_command)
     app.command("merge")(merge_command)
-    shard = typer.Typer(no_args_is_help=True, help="Sharded jobs: run one shard (for job arrays).")
+    shard = command_group("Sharded jobs: run one shard (for job arrays).")
     shard.command("run")(shard_run_command)
     app.add_typer(shard, name="shard")
 

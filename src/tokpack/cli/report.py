@@ -14,7 +14,7 @@ from tokpack.cli._console import console, one_line_errors
 @one_line_errors
 def report_command(
     target: Path = typer.Argument(..., help="A pack or sharded dataset folder, a tokenizer.json, or chess statistics JSON."),
-    output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
+    output: Path = typer.Option(..., "--out", "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
     block: int = typer.Option(1024, "--block", help="Window length for the length histogram and the padding comparison."),
     data: Optional[Path] = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
     baseline: list[Path] = typer.Option([], "--baseline", help="With a tokenizer: another grade JSON (tokpack tokenizer grade --json) to compare with; repeatable."),
@@ -28,7 +28,7 @@ def report_command(
 @one_line_errors
 def explore_command(
     texts: list[str] = typer.Argument(..., help="The documents, one argument each (e.g. abab abab baba aaaa)."),
-    output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
+    output: Path = typer.Option(..., "--out", "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
     merges: int = typer.Option(10, "--merges", help="How many merges to compute (training stops earlier when no pair is left)."),
 ) -> None:
     """Write the BPE explorer: step through the exact rules on TEXTS, merge by merge, in a browser."""

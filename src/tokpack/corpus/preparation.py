@@ -110,7 +110,7 @@ def prepare(
     *,
     vocab: VocabularySpec | None = None,
     cache_dir: str | Path | None = None,
-    vocab_size: int = 50256,
+    vocab_size: int = 50257,
     min_frequency: int = 2,
     vocab_sample_bytes: int = 10_000_000,
     document_bytes: int = 1_048_576,
@@ -139,8 +139,9 @@ def prepare(
             about ``vocab_sample_bytes`` of whole documents spread evenly over the training range
             (deterministic; never validation or test data; see :attr:`TokenizedCorpus.vocabulary_sample`).
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
-        vocab_size: ranks to train, the 256 bytes included (``n_vocab`` is one more, for
-            ``<|endoftext|>``); GPT-2's size by default.
+        vocab_size: ids of the vocabulary to train, ``<|endoftext|>`` included (``n_vocab``, as
+            Hugging Face counts it: the 256 bytes, the merges and ``<|endoftext|>``); GPT-2's
+            50,257 by default.
         min_frequency: a merge needs a pair seen at least this often.
         vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
         document_bytes: the longest document (at least 4).
@@ -221,7 +222,7 @@ def _size(path: Path) -> int:
 
 
 def _check_sizes(**sizes: int) -> None:
-    minimums = {"vocab_size": 256, "document_bytes": 4}
+    minimums = {"vocab_size": 257, "document_bytes": 4}  # 256 bytes and <|endoftext|>
     for name, value in sizes.items():
         if not isinstance(value, int) or value < minimums.get(name, 1):
             raise ValueError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
@@ -234,7 +235,7 @@ def _trained_vocabulary(
     pattern_id = hashlib.sha256(pattern.encode()).hexdigest()[:8]
     # "spread": the sample is documents spread over the whole training range (older caches,
     # trained on the range's first bytes, live under other keys and are never reused).
-    key = f"{corpus_key[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}-spread"
+    key = f"{corpus_key[:16]}-n{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}-spread"
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
@@ -250,7 +251,8 @@ def _trained_vocabulary(
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
         sample = source.training_sample(sample_bytes)
-        tokenizer = train(sample, vocab_size=vocab_size, min_frequency=min_frequency, pattern=pattern)
+        # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
+        tokenizer = train(sample, vocab_size=vocab_size - 1, min_frequency=min_frequency, pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
         # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
         trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
@@ -261,14 +263,20 @@ def _trained_vocabulary(
     return tokenizer, directory / VOCABULARY_FILE
 
 
-def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
-    if name == "hf":
-        return train_hf_bytelevel
-    if name == "exact":
-        from tokpack.bpe import train_bytelevel
+def _train_exact(*args: object, **kwargs: object) -> BpeTokenizer:
+    from tokpack.bpe import train_bytelevel  # imported when used: the hf path does not need it
 
-        return train_bytelevel
-    raise ValueError(f"trainer must be 'hf' or 'exact', got {name!r}")
+    return train_bytelevel(*args, **kwargs)  # type: ignore[arg-type]
+
+
+#: Vocabulary trainers by name (``prepare(trainer=...)``, ``--trainer``): one line adds one.
+TRAINERS: dict[str, Callable[..., BpeTokenizer]] = {"exact": _train_exact, "hf": train_hf_bytelevel}
+
+
+def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
+    if name not in TRAINERS:
+        raise InputError(None, f"trainer must be one of {', '.join(TRAINERS)}, got {name!r}")
+    return TRAINERS[name]
 
 
 def _saved_training(directory: Path) -> dict[str, str | int] | None:

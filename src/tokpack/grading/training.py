@@ -73,7 +73,7 @@ class TrainingRecipe(Record):
     """Everything that decides what :func:`train_tokenizer` learns."""
 
     vocab_size: int = Field(ge=258, description="ids in the result, <|endoftext|> included")
-    trainer: Trainer = "hf"
+    trainer: Trainer = "exact"  # the default of every trainer option (prepare's too)
     pattern: str = POLISH_PATTERN
     min_frequency: int = Field(default=2, ge=1)
     domain_weights: dict[str, float] = Field(default_factory=dict)
