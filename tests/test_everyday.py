@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from conftest import DATA
+from conftest import DATA, REPO
 from tokpack import prepare
 from tokpack.cli import app
 from tokpack.corpus.sources import open_source
@@ -148,3 +148,31 @@ def test_one_grammar_for_outputs_sizes_trainers_and_choices(tmp_path: Path) -> N
     assert inspect.signature(prepare).parameters["trainer"].default == "exact"
     bad = runner.invoke(app, ["prepare", str(corpus), "--on-error", "ignore"])
     assert bad.exit_code == 2 and "error: Invalid value for '--on-error': 'ignore' is not one of 'raise', 'skip'" in bad.output
+
+
+def test_an_exported_tokenizer_loads_in_transformers_with_eos_and_pad(tmp_path: Path) -> None:
+    import transformers
+
+    from tokpack.vocab import load_vocabulary
+
+    corpus = tmp_path / "train" / "dialogue"
+    corpus.mkdir(parents=True)
+    for source in sorted((DATA / "polish" / "dialogue").glob("*.txt"))[:3]:
+        (corpus / source.name).write_bytes(source.read_bytes()[:40_000])
+    out = tmp_path / "tok" / "tokenizer.json"
+    made = runner.invoke(app, ["tokenizer", "train", str(tmp_path / "train"), "-o", str(out), "--vocab-size", "400"])
+    assert made.exit_code == 0, made.output
+    ours = load_vocabulary(out)
+    for folder in (out.parent, REPO / "artifacts" / "polish-8192"):
+        fast = transformers.PreTrainedTokenizerFast.from_pretrained(str(folder))
+        eot = len(fast) - 1
+        assert (fast.eos_token, fast.pad_token, fast.eos_token_id, fast.pad_token_id) == ("<|endoftext|>", "<|endoftext|>", eot, eot)
+        auto = transformers.AutoTokenizer.from_pretrained(str(folder))
+        assert auto.pad_token_id == eot
+        text = "Zażółć  gęślą jaźń 🙂\r\n\tx  ."
+        ids = fast(text, add_special_tokens=False)["input_ids"]
+        assert fast.decode(ids) == text  # no clean-up of spaces: the text comes back
+        if folder == out.parent:
+            assert ids == ours.encode(text)
+        batch = fast(["a", "ab cd ef"], padding=True)["input_ids"]
+        assert batch[0][-1] == eot and len(batch[0]) == len(batch[1])
