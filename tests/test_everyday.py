@@ -176,3 +176,32 @@ def test_an_exported_tokenizer_loads_in_transformers_with_eos_and_pad(tmp_path: 
             assert ids == ours.encode(text)
         batch = fast(["a", "ab cd ef"], padding=True)["input_ids"]
         assert batch[0][-1] == eot and len(batch[0]) == len(batch[1])
+
+
+def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Path, monkeypatch, gpt2_rank_file: Path) -> None:
+    import tokpack.vocab.bytelevel as bytelevel
+    import tokpack.vocab.files as files
+    import tokpack.vocab.loading as loading
+
+    calls = {"parse": 0, "canonical": 0}
+    read, canonical = files.read_rank_file, bytelevel.BpeTokenizer.canonical_bytes
+
+    def counting_read(path: Path) -> dict[bytes, int]:
+        calls["parse"] += 1
+        return read(path)
+
+    def counting_canonical(self: bytelevel.BpeTokenizer) -> bytes:
+        calls["canonical"] += 1
+        return canonical(self)
+
+    for module in (files, loading, bytelevel):
+        if hasattr(module, "read_rank_file"):
+            monkeypatch.setattr(module, "read_rank_file", counting_read)
+    monkeypatch.setattr(bytelevel.BpeTokenizer, "canonical_bytes", counting_canonical)
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes((DATA / "other" / "english" / "wesnoth-narrative-en.txt").read_bytes()[:50_000])
+    for run in ("first", "cached"):
+        calls.update(parse=0, canonical=0)
+        prepared = prepare(corpus, vocab=gpt2_rank_file, cache_dir=tmp_path / "cache")
+        assert prepared.n_vocab == 50257 and prepared.manifest.n_tokens > 0
+        assert calls == {"parse": 1, "canonical": 1}, (run, calls)

@@ -13,7 +13,7 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, format_of, open_source
-from tokpack.errors import InputError
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -43,8 +43,14 @@ ProgressCallback = Callable[[PrepareProgress], None]
 class TokenizedCorpus:
     """A prepared corpus: its verified pack and the vocabulary its ids come from."""
 
-    def __init__(self, tokens_dir: Path, vocabulary_path: Path) -> None:
+    def __init__(self, tokens_dir: Path, vocabulary_path: Path, *, tokenizer: BpeTokenizer | None = None) -> None:
         """Open a prepared corpus (as :func:`prepare` returns it).
+
+        Args:
+            tokens_dir: the pack.
+            vocabulary_path: its ``vocabulary.json``.
+            tokenizer: that vocabulary already loaded (and checked against the file), so it is
+                not parsed and hashed again; by default it is read from ``vocabulary_path``.
 
         Raises:
             ValueError: the pack does not match its meta, or the vocabulary is not the pack's.
@@ -52,7 +58,7 @@ class TokenizedCorpus:
         self.tokens_dir = Path(tokens_dir)
         self.vocabulary_path = Path(vocabulary_path)
         self._pack = Pack(self.tokens_dir)
-        vocabulary = BpeTokenizer.load_saved(self.vocabulary_path)
+        vocabulary = tokenizer if tokenizer is not None else BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
             raise ValueError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
         self._tokenizer = vocabulary
@@ -212,7 +218,7 @@ def _prepare_source(
         else:
             remove_abandoned(pack_dir)
             write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
-    return TokenizedCorpus(pack_dir, vocabulary_json)
+    return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
 
 
 def _size(path: Path) -> int:
@@ -294,8 +300,17 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     """
     with locked(directory):
         if directory.exists():
-            if BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
-                raise ValueError(f"{directory}: cached vocabulary differs from the one given; delete it")
+            # Compared through its record and the rank file's bytes: parsing it again would cost
+            # as much as loading the vocabulary did.
+            from tokpack._schema import read_record
+            from tokpack.vocab.bytelevel import VocabularyRecord
+
+            record = read_record(VocabularyRecord, directory / VOCABULARY_FILE)
+            ranks = directory / record.ranks_file
+            same = (record.identity == tokenizer.identity and record.pattern == tokenizer.pattern
+                    and ranks.is_file() and ranks.read_bytes() == tokenizer.rank_lines)
+            if not same:
+                raise IntegrityError(directory, "cached vocabulary differs from the one given", fix="delete it")
         else:
             remove_abandoned(directory)
             with building(directory) as temporary:
