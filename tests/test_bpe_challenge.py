@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from test_bpe_data import DATA
 from tokpack.bpe import train_bpe
 from tokpack.bpe.challenge import make_proof, new_challenge, verify_proof
-from tokpack.bpe.records import Challenge, Proof
+from tokpack.bpe.records import Challenge
 from tokpack.cli import app
 
 runner = CliRunner()

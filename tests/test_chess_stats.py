@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-import pytest
 
 from tokpack.chess.bpe import train_bpe
 from tokpack.chess.encoders import GameEncoder, make_encoder

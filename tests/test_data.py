@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 from conftest import DATA, REPO
 

@@ -205,3 +205,21 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
         prepared = prepare(corpus, vocab=gpt2_rank_file, cache_dir=tmp_path / "cache")
         assert prepared.n_vocab == 50257 and prepared.manifest.n_tokens > 0
         assert calls == {"parse": 1, "canonical": 1}, (run, calls)
+
+
+def test_ci_runs_ruff_and_mypy_before_the_tests_and_both_pass() -> None:
+    import subprocess
+    import sys
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.index("./dev lint") < ci.index("./dev test")
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    assert config["ruff"]["lint"]["select"] and config["mypy"]["files"] == ["src"]
+    for tool in (["ruff", "check"], ["mypy"]):
+        result = subprocess.run([sys.executable, "-m", *tool], cwd=REPO, capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

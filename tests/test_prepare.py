@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -46,7 +45,6 @@ def test_sample_pack_decodes_back_to_the_corpus(cache_dir: Path) -> None:
     assert meta.ranges["train"].source_bytes == (0, 270569)
     assert meta.ranges["train"].tokens[1] == meta.ranges["validation"].tokens[0]
     assert tokenizer.decode_bytes(pack.tokens) == corpus.read_bytes()  # lossless, nothing inserted
-    data = corpus.read_bytes()
     for index in range(pack.n_docs):  # every document is within the limit and encoded alone
         document = tokenizer.decode_bytes(pack.document(index))
         assert len(document) <= 4096 and tokenizer.encode(document.decode()) == pack.document(index).tolist()

@@ -237,7 +237,8 @@ def _count_in_workers(splitter: _Splitter, batches: Iterator[list[str]], process
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
-    pool = [context.Process(target=_count_worker, args=(splitter, tasks, results), daemon=True) for _ in range(processes)]
+    pool = [context.Process(target=_count_worker, args=(splitter, tasks, results), daemon=True)  # type: ignore[attr-defined]
+            for _ in range(processes)]
     for process in pool:
         process.start()
     try:

@@ -47,7 +47,7 @@ class _OneLineUsageErrors(TyperGroup):
     """A command group whose usage errors (an unknown option, a value not among the choices) are
     one line and exit code 2, like every other error of the user's."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -65,7 +65,7 @@ class _OneLineUsageErrors(TyperGroup):
         except usage.ClickException as error:
             errors.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
             sys.exit(error.exit_code)
-        except usage.Abort:
+        except typer.Abort:
             errors.print("aborted")
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)

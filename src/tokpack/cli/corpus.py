@@ -20,7 +20,7 @@ from tokpack.cli._console import (
     shard_progress,
 )
 from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
-from tokpack.store import open_tokens
+from tokpack.store import TokenSource, open_tokens
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json or vocabulary.json. Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
@@ -134,6 +134,7 @@ def inspect_command(
     as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    opened: TokenSource
     if datatrove_tokenizer is not None:
         from tokpack.store import DatatroveFolder
 

@@ -7,13 +7,14 @@ at the limit moved back to the start of a UTF-8 character, so no character is ev
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator
 
 #: The longest UTF-8 character: a smaller limit could leave no room for one.
 MIN_DOCUMENT_BYTES = 4
 
 
-def cut_documents(data: bytes | memoryview, start: int, end: int, document_bytes: int) -> Iterator[tuple[int, int]]:
+def cut_documents(data: bytes | memoryview | mmap.mmap, start: int, end: int, document_bytes: int) -> Iterator[tuple[int, int]]:
     """Yield ``(begin, end)`` byte offsets of the documents of ``data[start:end]``.
 
     Args:

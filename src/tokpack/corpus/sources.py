@@ -210,7 +210,8 @@ class TextFile(DocumentSource):
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
         self._data = _map(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
-        spans, self._layout = [], []
+        spans: list[np.ndarray] = []
+        self._layout: list[tuple[str, int, int]] = []
         for name, start, stop in self.manifest.ordered_ranges():
             spans.append(_bounds(cut_documents(self._data, start, stop, document_bytes)))
             first = self._layout[-1][2] if self._layout else 0

@@ -135,7 +135,7 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
                  ignore_reinit_error=True)
     queue = Queue()
     remote = ray.remote(max_retries=retries, num_cpus=1)(task)
-    waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}
+    waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}  # type: ignore[call-arg]
     try:
         while waiting:
             done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ def histogram(values: np.ndarray, *, title: str, xlabel: str, marks: dict[str, f
     return f'<figure data-testid="{test_id}">{_svg(figure)}</figure>'
 
 
-def bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str, ylabel: str,
+def bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str,
          lines: dict[str, float], highlight: str | None, test_id: str) -> str:
     """Grouped bars (one group per label, one bar per series), horizontal lines at ``lines``."""
     plt = _pyplot()
@@ -53,7 +53,7 @@ def bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: st
     positions = np.arange(len(labels))
     for index, (name, values) in enumerate(series.items()):
         drawn = axes.bar(positions + index * width - 0.4 + width / 2, values, width, label=name)
-        if highlight in labels and index == 0:
+        if highlight is not None and highlight in labels and index == 0:
             drawn[list(labels).index(highlight)].set_edgecolor("#c0392b")
             drawn[list(labels).index(highlight)].set_linewidth(2.5)
     for label, y in lines.items():

@@ -18,7 +18,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tokpack.store.dataset import PartsStream, stream_hashes
 from tokpack.store.format import Span, token_dtype
 from tokpack.store.source import RecordedStream
-from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 
@@ -53,6 +52,8 @@ class _TokenFile:
 
 class DatatroveMeta:
     """The record readers expect (counts, dtype, identity, ranges, checksums) for a datatrove folder."""
+
+    ranges: dict[str, Any]  # set with the other fields in __init__
 
     def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)

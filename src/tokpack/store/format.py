@@ -100,7 +100,7 @@ class PackMeta(StreamRecord):
     """``meta.json`` (``"schema": "tokpack.pack.v1"``): everything a reader needs to trust
     ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s."""
 
-    schema_: Literal["tokpack.pack.v1"] = Field(default=PACK_SCHEMA, alias="schema")
+    schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
 
 
 def token_dtype(n_vocab: int) -> np.dtype:

@@ -21,10 +21,11 @@ Ranks = dict[bytes, int]
 
 #: Strict base64 decoding straight from binascii (``base64.b64decode`` wraps it with checks that
 #: cost more than the decoding on a 50k-line rank file); Python 3.10 lacks ``strict_mode``.
-_decode_b64: Callable[[bytes], bytes] = (
-    partial(binascii.a2b_base64, strict_mode=True) if sys.version_info >= (3, 11)
-    else partial(base64.b64decode, validate=True)
-)
+_decode_b64: Callable[[bytes], bytes]
+if sys.version_info >= (3, 11):
+    _decode_b64 = partial(binascii.a2b_base64, strict_mode=True)
+else:
+    _decode_b64 = partial(base64.b64decode, validate=True)
 
 
 @lru_cache(maxsize=1)

@@ -36,7 +36,7 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     if isinstance(spec, BpeTokenizer):
         return _with_pattern(spec, pattern, "the given tokenizer")
     if hasattr(spec, "as_tokenizer"):
-        return _with_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)
+        return _with_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)  # type: ignore[union-attr]
     if isinstance(spec, (tuple, list)):
         if len(spec) != 2:
             raise ValueError("a GPT-2 vocabulary is a pair (encoder.json, vocab.bpe)")
