@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -137,12 +138,12 @@ def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
         return SanEncoder()
     if scheme == "bpe":
         if bpe is None:
-            raise ValueError("the bpe scheme needs a trained BPE (train one with `tokpack chess tokenize --scheme bpe`)")
+            raise InputError("the bpe scheme needs a trained BPE (train one with `tokpack chess tokenize --scheme bpe`)")
         return bpe
-    raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+    raise InputError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
 
 
-class GameError(ValueError):
+class GameError(InputError):
     """A game a table cannot encode; ``row`` is its index in the table given to the encoder.
 
     >>> str(GameError(3, "ply 5 (e2e5): not a pawn move").at("games.parquet", 1000))
@@ -209,7 +210,7 @@ def result_id(result: str) -> int:
     from tokpack.chess.uci import RESULT_IDS, RESULTS
 
     if result not in RESULT_IDS:
-        raise ValueError(f"result {result!r} is not one of {', '.join(RESULTS)}")
+        raise InputError(f"result {result!r} is not one of {', '.join(RESULTS)}")
     return RESULT_IDS[result]
 
 

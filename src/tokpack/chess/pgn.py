@@ -25,6 +25,7 @@ from pydantic import Field
 from tokpack._atomic import building
 from tokpack._schema import Record, write_record
 from tokpack.chess.uci import RESULTS
+from tokpack.errors import InputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -90,7 +91,7 @@ def read_games(path: Path) -> Iterator[tuple[int, PgnGame | Skipped]]:
     try:
         handle = open(path, encoding="utf-8", errors="surrogateescape", newline="")
     except OSError as error:
-        raise ValueError(f"{path}: {error.strerror}") from None
+        raise InputError(f"{path}: {error.strerror}") from None
     with handle:
         lines = _Lines(handle)
         while True:
@@ -111,10 +112,10 @@ def read_games_strictly(path: Path) -> list[PgnGame]:
     games: list[PgnGame] = []
     for offset, game in read_games(path):
         if isinstance(game, Skipped):
-            raise ValueError(f"{path}@{offset}: {game.reason}: {game.detail}")
+            raise InputError(f"{path}@{offset}: {game.reason}: {game.detail}")
         games.append(game)
     if not games:
-        raise ValueError(f"{path}: no games")
+        raise InputError(f"{path}: no games")
     return games
 
 
@@ -128,7 +129,7 @@ def month_parquet(root: Path, month: str) -> Path:
     'games/year=2016/month=03/games.parquet'
     """
     if not re.fullmatch(r"\d{4}-\d{2}", month):
-        raise ValueError(f"month {month!r} is not YYYY-MM")
+        raise InputError(f"month {month!r} is not YYYY-MM")
     year, number = month.split("-")
     return Path(root) / f"year={year}" / f"month={number}" / GAMES_FILE
 
@@ -146,11 +147,11 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 100_000,
     """
     out = Path(out)
     if out.exists():
-        raise ValueError(f"{out}: already exists; a conversion never writes into an old one")
+        raise InputError(f"{out}: already exists; a conversion never writes into an old one")
     sizes = []
     for path in pgn_files:
         if not Path(path).is_file():
-            raise ValueError(f"{path}: not a file")
+            raise InputError(f"{path}: not a file")
         sizes.append(Path(path).stat().st_size)
     total, done_before = sum(sizes), 0
     skipped = {reason: 0 for reason in SKIP_REASONS}

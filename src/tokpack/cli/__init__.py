@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from tokpack.cli import corpus, report
+from tokpack.cli import _console, corpus, report
 from tokpack.cli._console import command_group
 from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
@@ -24,11 +24,17 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _main(
+def _root(
     version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
                                            help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an internal error (a bug) instead of one line."),
 ) -> None:
-    """Turn a raw corpus into training batches that are fast, exact and impossible to mix up."""
+    """Turn a raw corpus into training batches that are fast, exact and impossible to mix up.
+
+    A mistake in your input is one line on stderr and exit code 2; a bug in tokpack says so and exits 1.
+    """
+    if debug:
+        _console.debug = True
 
 
 corpus.register(app)

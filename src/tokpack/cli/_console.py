@@ -1,22 +1,18 @@
-"""What every command shares: the consoles, one-line errors with exit code 2, the progress bar."""
+"""What every command shares: the consoles, the error report (exit 2 for a mistake, 1 for a bug), progress bars."""
 
 from __future__ import annotations
 
-import functools
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 
+import click
 import typer
+from pydantic import ValidationError
 from rich.console import Console
-from typer.core import TyperGroup
-
-try:  # typer 0.2x carries its own copy of click, whose exceptions its parser raises
-    from typer._click import exceptions as usage
-except ImportError:  # older typer runs on click itself
-    from click import exceptions as usage  # type: ignore[no-redef]
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -29,23 +25,70 @@ from rich.progress import (
 )
 from rich.markup import escape
 from rich.text import Text
+from typer.core import TyperGroup
+
+try:  # typer 0.2x carries its own copy of click, whose exceptions its parser raises
+    from typer._click import exceptions as usage
+except ImportError:  # older typer runs on click itself
+    from click import exceptions as usage  # type: ignore[no-redef]
 
 from tokpack.corpus.preparation import PrepareProgress
+from tokpack.errors import TokpackError
 
 console = Console()
 errors = Console(stderr=True)
-Command = TypeVar("Command", bound=Callable[..., Any])
 
-#: A bad input is reported as one line and this exit code, never a traceback.
+#: A user's mistake (a :class:`~tokpack.errors.TokpackError` or a file-system error): one line, this code.
 EXIT_BAD_INPUT = 2
+#: A bug in tokpack: a short message saying so, the traceback only behind ``--debug``.
+EXIT_BUG = 1
+#: Set by the root command's ``--debug`` (or ``TOKPACK_DEBUG=1``): let a bug's traceback through.
+debug = os.environ.get("TOKPACK_DEBUG", "") not in ("", "0")
 
-#: Every command takes ``-h`` as well as ``--help``.
-CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+def report_failure(error: BaseException) -> int:
+    """Print ``error`` the way the CLI reports it and return the exit code it deserves.
+
+    A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2; anything
+    else is a bug, reported as one and exit code 1.
+    """
+    if isinstance(error, (TokpackError, OSError, ValidationError)):
+        errors.print(f"[bold red]error:[/] {_first_line(error)}", highlight=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    errors.print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
+                 f"{_first_line(error)}; rerun with --debug for the traceback and please report it",
+                 highlight=False, soft_wrap=True)
+    return EXIT_BUG
 
 
-class _OneLineUsageErrors(TyperGroup):
-    """A command group whose usage errors (an unknown option, a value not among the choices) are
-    one line and exit code 2, like every other error of the user's."""
+def _first_line(error: BaseException) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+_EXITS = (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+          typer.Exit, typer.Abort, typer.exceptions.TyperException)
+
+
+class ReportingGroup(TyperGroup):
+    """A command group whose every failure goes through :func:`report_failure`, and whose usage
+    errors (an unknown option, a value not among the choices) are one line and exit code 2 too."""
+
+    def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
+        try:
+            return super().invoke(ctx)
+        except _EXITS:  # the commands' own exits and click's usage errors keep their codes
+            raise
+        except Exception as error:
+            if debug:
+                raise
+            raise typer.Exit(report_failure(error)) from None
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
@@ -59,11 +102,10 @@ class _OneLineUsageErrors(TyperGroup):
         except usage.UsageError as error:
             command = error.ctx.command_path if error.ctx is not None else "tokpack"
             message = error.format_message().replace("Value error, ", "")  # pydantic's prefix on a bad choice
-            errors.print(f"[bold red]error:[/] {escape(message)} (see '{command} -h')", highlight=False,
-                         soft_wrap=True, markup=True)
+            errors.print(f"[bold red]error:[/] {escape(message)} (see '{command} -h')", highlight=False, soft_wrap=True)
             sys.exit(EXIT_BAD_INPUT)
         except usage.ClickException as error:
-            errors.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
+            errors.print(f"[bold red]error:[/] {escape(error.format_message())}", highlight=False, soft_wrap=True)
             sys.exit(error.exit_code)
         except typer.Abort:
             errors.print("aborted")
@@ -71,11 +113,15 @@ class _OneLineUsageErrors(TyperGroup):
         sys.exit(result if isinstance(result, int) else 0)
 
 
+#: Every command takes ``-h`` as well as ``--help``.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+
 def command_group(help: str) -> typer.Typer:
-    """A typer app with the settings every ``tokpack`` command group shares: ``-h``, one-line
-    usage errors, no shell completion, no rich tracebacks, and plain help text (no ``<bool>``
-    type labels, no markup)."""
-    return typer.Typer(cls=_OneLineUsageErrors, no_args_is_help=True, add_completion=False,
+    """A typer app with the settings every ``tokpack`` command group shares: ``-h``, errors
+    reported by :class:`ReportingGroup`, no shell completion, no rich tracebacks, and plain help
+    text (no ``<bool>`` type labels, no markup)."""
+    return typer.Typer(cls=ReportingGroup, no_args_is_help=True, add_completion=False,
                        pretty_exceptions_enable=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS,
                        help=help)
 
@@ -100,21 +146,6 @@ class EngineName(str, Enum):
     local = "local"
     ray = "ray"
     array = "array"
-
-
-def one_line_errors(command: Command) -> Command:
-    """Turn the library's input errors into ``error: …`` on stderr and exit code 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except (ValueError, OSError, ImportError) as error:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 class _TokensPerSecond(ProgressColumn):

@@ -12,14 +12,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tokpack.chess.encoders import SCHEMES
-from tokpack.cli._console import command_group, console, errors, one_line_errors
+from tokpack.cli._console import command_group, console, errors
+from tokpack.errors import InputError
 
 chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
                           "statistics and the parity fixture.")
 
 
 @chess_app.command("convert")
-@one_line_errors
 def convert_command(
     pgn: list[Path] = typer.Argument(..., help="PGN files, read in this order."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
@@ -42,7 +42,6 @@ def convert_command(
 
 
 @chess_app.command("tokenize")
-@one_line_errors
 def tokenize_command(
     scheme: str = typer.Option(..., "--scheme", help="Tokenization scheme: uci, san or bpe (bpe (re)trains its BPE first)."),
     pack: bool = typer.Option(False, "--pack", help="Pack the train and validation months into out_dir/<scheme>/{train,val}."),
@@ -53,7 +52,7 @@ def tokenize_command(
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked."""
     if scheme not in SCHEMES:
-        raise ValueError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+        raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     from tokpack.chess.config import load_config
     from tokpack.chess.encoders import make_encoder
     from tokpack.chess.pgn import month_parquet
@@ -63,7 +62,7 @@ def tokenize_command(
     splits = (("train", "train", cfg.train_month), ("val", "validation", cfg.val_month))
     for folder, _, _ in splits if pack else ():
         if (cfg.out_dir / scheme / folder).exists():  # refuse now, not after training a BPE
-            raise ValueError(f"{cfg.out_dir / scheme / folder}: already exists; a pack is never overwritten")
+            raise InputError(f"{cfg.out_dir / scheme / folder}: already exists; a pack is never overwritten")
     written: list[Path] = []
     bpe = None
     if scheme == "bpe" or stats or export_fixture:
@@ -74,7 +73,7 @@ def tokenize_command(
         from tokpack.chess.fixture import build_parity, write_parity
 
         if cfg.fixture_pgn is None:
-            raise ValueError(f"{config or 'config'}: --export-fixture needs fixture_pgn")
+            raise InputError(f"{config or 'config'}: --export-fixture needs fixture_pgn")
         fixture = build_parity(cfg.fixture_pgn, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)])
         write_parity(fixture, cfg.out_dir / "parity.json")
         written.append(cfg.out_dir / "parity.json")

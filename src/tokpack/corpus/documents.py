@@ -10,6 +10,8 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterator
 
+from tokpack.errors import InputError
+
 #: The longest UTF-8 character: a smaller limit could leave no room for one.
 MIN_DOCUMENT_BYTES = 4
 
@@ -31,7 +33,7 @@ def cut_documents(data: bytes | memoryview | mmap.mmap, start: int, end: int, do
         ValueError: ``document_bytes`` below 4.
     """
     if document_bytes < MIN_DOCUMENT_BYTES:
-        raise ValueError(f"document_bytes must be at least {MIN_DOCUMENT_BYTES}, got {document_bytes}")
+        raise InputError(f"document_bytes must be at least {MIN_DOCUMENT_BYTES}, got {document_bytes}")
     position = start
     while position < end:
         limit = position + document_bytes

@@ -60,7 +60,7 @@ class TokenizedCorpus:
         self._pack = Pack(self.tokens_dir)
         vocabulary = tokenizer if tokenizer is not None else BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
-            raise ValueError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
+            raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
         self._tokenizer = vocabulary
 
     @property
@@ -231,7 +231,7 @@ def _check_sizes(**sizes: int) -> None:
     minimums = {"vocab_size": 257, "document_bytes": 4}  # 256 bytes and <|endoftext|>
     for name, value in sizes.items():
         if not isinstance(value, int) or value < minimums.get(name, 1):
-            raise ValueError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
+            raise InputError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
 
 
 def _trained_vocabulary(
@@ -252,7 +252,7 @@ def _trained_vocabulary(
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
             saved = _saved_training(directory) or {}
             if tokenizer.pattern != pattern or {name: saved.get(name) for name in trained_on} != trained_on:
-                raise ValueError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
+                raise InputError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
@@ -363,7 +363,7 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
     expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:
-            raise ValueError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
+            raise IntegrityError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
     if ranges != {name: source.range_bytes(name) for name, _, _ in source.layout()}:
-        raise ValueError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")
+        raise IntegrityError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")

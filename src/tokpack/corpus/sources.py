@@ -17,8 +17,8 @@ import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from types import TracebackType
 from pathlib import Path
+from types import TracebackType
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -338,14 +338,14 @@ class JsonLines(DocumentSource):
             try:
                 decoded = line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(f"{self.path}: invalid UTF-8 at byte {offset + error.start}") from None
+                raise InputError(f"{self.path}: invalid UTF-8 at byte {offset + error.start}") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
+                raise InputError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
-                raise ValueError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
+                raise InputError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
             return text
         except ValueError as error:
             if self.on_error == "skip":
@@ -367,7 +367,7 @@ class ParquetTexts(DocumentSource):
         self.text_field = text_field
         self._file = pq.ParquetFile(self.path)
         if text_field not in self._file.schema_arrow.names:
-            raise ValueError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
+            raise InputError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self._last_group: tuple[int, list[str | None]] | None = None
@@ -398,7 +398,7 @@ class ParquetTexts(DocumentSource):
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
-                    raise ValueError(problem)
+                    raise InputError(problem)
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
     def _group_texts(self, group: int) -> list[str | None]:
@@ -479,7 +479,7 @@ def _decode(data: bytes | mmap.mmap, begin: int, end: int, where: str) -> str:
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
+        raise InputError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
 
 
 def _line_ends(path: Path) -> np.ndarray:

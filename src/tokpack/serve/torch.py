@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from tokpack.errors import InputError
 from tokpack.serve.windows import Windows
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -78,7 +79,7 @@ class WindowLoader:
     def __init__(self, dataset: WindowDataset, batch_size: int, *, seed: int = 0, workers: int = 0,
                  shuffle: bool = True, drop_last: bool = True) -> None:
         if batch_size < 1 or workers < 0:
-            raise ValueError(f"need batch_size >= 1 and workers >= 0, got {batch_size} and {workers}")
+            raise InputError(f"need batch_size >= 1 and workers >= 0, got {batch_size} and {workers}")
         self.dataset = dataset
         self._batches = _EpochBatches(len(dataset), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
         # batch_size=None: each sampled index list reaches the dataset whole, as one gather.
@@ -118,9 +119,9 @@ class WindowLoader:
                 "drop_last": sampler.drop_last, "n_items": sampler.n_items}
         theirs = {key: state.get(key) for key in mine}
         if mine != theirs:
-            raise ValueError(f"loader state was saved with {theirs}, this loader has {mine}")
+            raise InputError(f"loader state was saved with {theirs}, this loader has {mine}")
         if not 0 <= state["position"] <= len(sampler) or state["epoch"] < 0:
-            raise ValueError(f"loader state position {state['position']} / epoch {state['epoch']} is out of range")
+            raise InputError(f"loader state position {state['position']} / epoch {state['epoch']} is out of range")
         sampler.epoch, sampler.position = int(state["epoch"]), int(state["position"])
 
 

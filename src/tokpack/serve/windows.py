@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tokpack.errors import InputError
 from tokpack.store import TokenSource, open_tokens
 
 
@@ -42,12 +44,12 @@ class Windows:
                 id (one the encoder never emits), so padding would collide with a real token.
         """
         if block < 2:
-            raise ValueError(f"block must be at least 2, got {block}")
+            raise InputError(f"block must be at least 2, got {block}")
         self.pack = open_tokens(Path(pack)) if isinstance(pack, (str, Path)) else pack
         if split not in self.pack.meta.ranges:
-            raise ValueError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
+            raise InputError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
         if self.pack.meta.pad_id is None:
-            raise ValueError(f"{self.pack.path}: its vocabulary records no padding id distinct from real tokens")
+            raise InputError(f"{self.pack.path}: its vocabulary records no padding id distinct from real tokens")
         self.block, self.aligned, self.split = block, aligned, split
         self.pad_id: int = self.pack.meta.pad_id
         span = self.pack.meta.ranges[split]
