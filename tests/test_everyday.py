@@ -223,3 +223,19 @@ def test_ci_runs_ruff_and_mypy_before_the_tests_and_both_pass() -> None:
     for tool in (["ruff", "check"], ["mypy"]):
         result = subprocess.run([sys.executable, "-m", *tool], cwd=REPO, capture_output=True, text=True)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_dead_code_and_duplicates_are_gone() -> None:
+    import inspect
+
+    import tokpack.chess.pack as chess_pack
+    import tokpack.grading.grade as grade
+    import tokpack.vocab.files as files
+    import tokpack.vocab.loading as loading
+
+    assert not hasattr(files, "write_gpt2_pair")  # written by nothing, read by nothing
+    assert grade.is_tokpack_record is loading.is_tokpack_record and not hasattr(grade, "_is_tokpack_record")
+    assert "file_sha256(path)" in inspect.getsource(chess_pack._source) and "hashlib" not in inspect.getsource(chess_pack)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table_end = readme.index("| `bench/` |")
+    assert readme[table_end:].split("\n", 2)[1] == ""  # the Layout table ends with a blank line, no stray text

@@ -133,16 +133,6 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     return ranks, specials
 
 
-def write_gpt2_pair(ranks: Ranks, specials: dict[str, int], encoder_json: Path, vocab_bpe: Path) -> None:
-    """Write ranks as ``encoder.json`` and ``vocab.bpe`` (merges derived as in :func:`derive_merges`)."""
-    alphabet = byte_to_unicode()
-    encoder = {"".join(alphabet[b] for b in token): rank for token, rank in ranks.items()}
-    encoder.update(specials)
-    Path(encoder_json).write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
-    lines = ["#version: 0.2"] + [f"{left} {right}" for left, right in derive_merges(ranks)]
-    Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
 def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     """The merge list implied by ranks: for each multi-byte token in rank order, the two parts
     that tiktoken's rank rule joins last when it encodes that token alone.

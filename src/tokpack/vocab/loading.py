@@ -51,7 +51,7 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     if not path.is_file():
         raise InputError(f"{path}: no such vocabulary file")
     if path.suffix == ".json":
-        if _is_tokpack_record(path):
+        if is_tokpack_record(path):
             return _with_pattern(BpeTokenizer.load_saved(path), pattern, str(path))
         ranks, file_pattern, specials = read_tokenizer_json(path)
         if END_OF_TEXT not in specials:
@@ -78,7 +78,12 @@ def _with_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> B
     return tokenizer
 
 
-def _is_tokpack_record(path: Path) -> bool:
+def is_tokpack_record(path: Path) -> bool:
+    """Whether a JSON file is one of tokpack's own records (its ``schema`` starts ``tokpack.``).
+
+    Raises:
+        InputError: the file is not JSON.
+    """
     try:
         with open(path, "rb") as handle:
             head = json.loads(handle.read())
