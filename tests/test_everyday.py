@@ -239,3 +239,37 @@ def test_dead_code_and_duplicates_are_gone() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     table_end = readme.index("| `bench/` |")
     assert readme[table_end:].split("\n", 2)[1] == ""  # the Layout table ends with a blank line, no stray text
+
+
+def test_extension_points_are_dicts_and_the_store_has_no_import_circle(tmp_path: Path) -> None:
+    import ast
+    import inspect
+
+    import pytest
+
+    import tokpack.cli.corpus as corpus_cli
+    from tokpack.corpus.sources import FORMATS, JsonLines, TextFile
+    from tokpack.corpus.preparation import TRAINERS
+    from tokpack.engines import EXECUTORS, prepare_sharded, run_array_task
+    from tokpack.errors import InputError
+
+    assert FORMATS["text"] is TextFile and FORMATS["jsonl"] is JsonLines and set(TRAINERS) == {"exact", "hf"}
+    assert set(EXECUTORS) == {"local", "ray"}
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("dobry tekst\n", encoding="utf-8")
+    with pytest.raises(InputError, match="engine must be one of local, ray"):
+        prepare_sharded(corpus, tmp_path / "d", vocab=REPO / "artifacts" / "polish-8192" / "tokenizer.json", shards=2, engine="slurm")
+    assert not (tmp_path / "d").exists()  # refused before anything was written
+
+    source = ast.parse((REPO / "src" / "tokpack" / "store" / "source.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(source) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"tokpack.store.dataset", "tokpack.store.reader"}
+
+    # The array engine's checks live in the library; the command only prints.
+    from tokpack.engines import start_job
+
+    start_job(corpus, tmp_path / "job", vocab=REPO / "artifacts" / "polish-8192" / "tokenizer.json", shards=2)
+    with pytest.raises(InputError, match="job array has 3 tasks but the job 2 shards"):
+        run_array_task(tmp_path / "job", environment={"TOKPACK_RANK": "0", "TOKPACK_WORLD_SIZE": "3"})
+    assert run_array_task(tmp_path / "job", environment={"TOKPACK_RANK": "1", "TOKPACK_WORLD_SIZE": "2"}) == (1, 2, True)
+    assert "world != " not in inspect.getsource(corpus_cli.shard_run_command)

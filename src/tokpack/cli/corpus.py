@@ -99,17 +99,10 @@ def shard_run_command(
     rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID or TOKPACK_RANK)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
-    from tokpack._schema import read_record
-    from tokpack.engines import rank_from_environment, run_shard
-    from tokpack.engines.shard_task import JOB_FILE, ShardJob
+    from tokpack.engines import run_array_task
 
-    job = read_record(ShardJob, dataset / JOB_FILE)
-    if rank is None:
-        rank, world = rank_from_environment()
-        if world != job.world_size:
-            raise InputError(f"the job array has {world} tasks but the job {job.world_size} shards")
-    wrote = run_shard(dataset, rank)
-    console.print(f"shard {rank} of {job.world_size}: " + ("written" if wrote else "already complete"))
+    rank, world_size, wrote = run_array_task(dataset, rank)
+    console.print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete"))
 
 
 def merge_command(

@@ -1,4 +1,5 @@
-"""What every reader sees: a token source, one pack or many shards read as one stream.
+"""What every reader sees: a token source, one pack or many shards read as one stream (the
+protocol and the counts they share; :mod:`tokpack.store.opening` opens one).
 
 A token source has a ``path``; a ``meta`` record with ``n_docs``, ``n_tokens``, ``dtype``,
 ``vocabulary``, ``ranges``, ``pad_id``, ``tokens_sha256`` and ``starts_sha256`` (of the whole
@@ -13,12 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tokpack.errors import InputError
-from tokpack.store.format import META_FILE
 from tokpack.vocab.identity import VocabIdentity
-
-DATASET_FILE = "dataset.json"
-
 
 @runtime_checkable
 class TokenSource(Protocol):
@@ -63,20 +59,3 @@ class RecordedStream:
     @property
     def n_tokens(self) -> int:
         return self.meta.n_tokens
-
-
-def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
-    """Open ``path`` as a pack (``meta.json``) or a sharded dataset (``dataset.json``).
-
-    Raises:
-        ValueError: neither, or anything that does not match its record.
-    """
-    from tokpack.store.dataset import ShardedDataset
-    from tokpack.store.reader import Pack
-
-    path = Path(path)
-    if (path / DATASET_FILE).exists():
-        return ShardedDataset(path, verify=verify)
-    if (path / META_FILE).exists() or not path.is_dir():
-        return Pack(path, verify=verify)
-    raise InputError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
