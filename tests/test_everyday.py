@@ -273,3 +273,32 @@ def test_extension_points_are_dicts_and_the_store_has_no_import_circle(tmp_path:
         run_array_task(tmp_path / "job", environment={"TOKPACK_RANK": "0", "TOKPACK_WORLD_SIZE": "3"})
     assert run_array_task(tmp_path / "job", environment={"TOKPACK_RANK": "1", "TOKPACK_WORLD_SIZE": "2"}) == (1, 2, True)
     assert "world != " not in inspect.getsource(corpus_cli.shard_run_command)
+
+
+def test_the_core_installs_without_extras_and_a_command_names_the_extra_it_lacks(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    core = " ".join(project["dependencies"])
+    for optional in ("chess", "matplotlib", "sentencepiece", "ray", "torch"):
+        assert optional not in core, optional
+    assert {"chess", "grading", "report", "ray", "torch"} <= set(project["optional-dependencies"])
+    # Without python-chess (hidden from this child), the CLI still starts and the chess command
+    # says which extra to install, in one line, exit 2.
+    hide = ("import sys; sys.modules['chess'] = None; sys.modules['matplotlib'] = None; "
+            "from tokpack.cli import main; sys.argv[0] = 'tokpack'; main()")
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    helped = subprocess.run([sys.executable, "-c", hide, "-h"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0 and "prepare" in helped.stdout, helped.stderr
+    pgn = tmp_path / "g.pgn"
+    pgn.write_text('[Event "x"]\n\n1. e4 e5 1-0\n', encoding="utf-8")
+    chess = subprocess.run([sys.executable, "-c", hide, "chess", "convert", str(pgn), "-o", str(tmp_path / "out")],
+                           capture_output=True, text=True, env=env)
+    assert chess.returncode == 2 and chess.stderr.strip().splitlines() == [
+        "error: chess games (python-chess) need the chess extra: pip install 'tokpack[chess]'"], chess.stderr

@@ -32,6 +32,7 @@ try:  # typer 0.2x carries its own copy of click, whose exceptions its parser ra
 except ImportError:  # older typer runs on click itself
     from click import exceptions as usage  # type: ignore[no-redef]
 
+from tokpack._extras import missing_extra
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.errors import TokpackError
 
@@ -52,11 +53,13 @@ def report_failure(error: BaseException) -> int:
     A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2; anything
     else is a bug, reported as one and exit code 1.
     """
+    if isinstance(error, ImportError):
+        error = missing_extra(error) or error  # a missing optional dependency names its extra
     if isinstance(error, (TokpackError, OSError, ValidationError)):
-        errors.print(f"[bold red]error:[/] {_first_line(error)}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {escape(_first_line(error))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     errors.print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
-                 f"{_first_line(error)}; rerun with --debug for the traceback and please report it",
+                 f"{escape(_first_line(error))}; rerun with --debug for the traceback and please report it",
                  highlight=False, soft_wrap=True)
     return EXIT_BUG
 

@@ -11,7 +11,6 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tokpack.chess.encoders import SCHEMES
 from tokpack.cli._console import command_group, console, errors
 from tokpack.errors import InputError
 
@@ -51,6 +50,8 @@ def tokenize_command(
     config: Optional[Path] = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked."""
+    from tokpack.chess.encoders import SCHEMES  # here, not at the top: the chess extra may be missing
+
     if scheme not in SCHEMES:
         raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     from tokpack.chess.config import load_config
