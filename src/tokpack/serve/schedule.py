@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._schema import Record
-from tokpack.errors import InputError
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store import TokenSource, open_tokens
 from tokpack.vocab.identity import VocabIdentity
 
@@ -101,7 +101,9 @@ class TokenBatches:
 
         Inputs are ``[:, :-1]``, targets ``[:, 1:]``.
         """
-        return self.pack.gather_rows(self.offsets(step), self.length + 1).astype(np.int32)
+        rows = self.pack.gather_rows(self.offsets(step), self.length + 1)
+        check_ids(rows, self.pack)
+        return rows.astype(np.int32)
 
     def prefetch(self, start_step: int, steps: int, *, depth: int = 2) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(step, ids)`` for ``steps`` steps from ``start_step``, reading ahead in a thread.
@@ -179,3 +181,15 @@ class TokenBatches:
             extra=extra,
         )
         return record.model_dump(mode="json", by_alias=True)
+
+
+def check_ids(ids: np.ndarray, source: TokenSource) -> None:
+    """One reduction over a served batch: every id must be below ``n_vocab``.
+
+    Raises:
+        IntegrityError: naming ``source``, for an id a corrupt pack would otherwise serve.
+    """
+    n_vocab = source.vocabulary.n_vocab
+    if ids.size and int(ids.max()) >= n_vocab:
+        raise IntegrityError(source.path, f"id {int(ids.max())} outside the vocabulary (n_vocab {n_vocab})",
+                             fix="the data is corrupt; verify it with tokpack inspect --verify")

@@ -51,7 +51,8 @@ def identity_of(model: Any) -> VocabIdentity:
 
     Accepted: an object with an ``identity`` (an encoder), ``vocabulary`` or ``data_schedule``
     attribute; a mapping with a ``vocabulary`` entry (a data schedule or a pack's meta), a
-    ``data_schedule`` entry (a checkpoint), or the identity fields themselves.
+    ``data_schedule`` or ``loader`` entry (a checkpoint holding a data schedule or a
+    :meth:`tokpack.serve.PackedBatches.state_dict`), or the identity fields themselves.
 
     Raises:
         ValueError: nothing in ``model`` records a vocabulary identity.
@@ -61,7 +62,7 @@ def identity_of(model: Any) -> VocabIdentity:
     if isinstance(model, Mapping):
         if "sha256" in model and "n_vocab" in model:
             return VocabIdentity.model_validate(dict(model))
-        for key in ("vocabulary", "data_schedule"):
+        for key in ("vocabulary", "data_schedule", "loader"):  # a checkpoint's loader state carries it too
             if key in model and model[key] is not None:
                 return identity_of(model[key])
         raise InputError("no vocabulary identity recorded (expected a 'vocabulary' entry)")
