@@ -17,6 +17,9 @@ Modes (wall time from the call, imports excluded):
                  in memory, nothing written.
   tiktoken-encode  only the ``encode_ordinary_batch`` call of ``tiktoken`` (the floor).
 
+``--compare-src DIR`` adds a third mode, ``prepare-baseline``: the same ``prepare`` call with
+tokpack imported from ``DIR`` (e.g. another checkout's ``src``), interleaved with the others.
+
 The figure is throughput relative to tiktoken: ``median(tiktoken seconds) / median(prepare
 seconds)``; the goal is at least 0.95.
 """
@@ -52,7 +55,7 @@ def child(mode: str, corpus: Path, ranks: Path) -> dict[str, float]:
     from tokpack.corpus.documents import cut_documents
 
     cores = os.cpu_count() or 1
-    if mode == "prepare":
+    if mode in ("prepare", "prepare-baseline"):
         with tempfile.TemporaryDirectory() as cache:
             start = time.perf_counter()
             tokens = prepare(corpus, vocab=ranks, cache_dir=cache, workers=cores).manifest.n_tokens
@@ -72,7 +75,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=int, default=20, help="corpus size")
     parser.add_argument("--runs", type=int, default=5, help="runs per mode (interleaved); medians are reported")
-    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--compare-src", type=Path, help="another tokpack source tree to time as prepare-baseline")
+    parser.add_argument("--child", choices=(*MODES, "prepare-baseline"), help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     ranks = gpt2_rank_file()
@@ -80,11 +84,15 @@ def main() -> None:
         print(json.dumps(child(args.child, args.corpus, ranks)))
         return
     corpus = synthetic_corpus(args.megabytes)
-    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    modes = (*MODES, "prepare-baseline") if args.compare_src else MODES
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     for run in range(args.runs):
-        for mode in MODES if run % 2 == 0 else MODES[::-1]:  # alternate which goes first, too
+        for mode in modes if run % 2 == 0 else modes[::-1]:  # alternate which goes first, too
+            env = dict(os.environ)
+            if mode == "prepare-baseline":
+                env["PYTHONPATH"] = str(args.compare_src.resolve())
             out = subprocess.run([sys.executable, __file__, "--child", mode, "--corpus", str(corpus)],
-                                 check=True, capture_output=True, text=True).stdout
+                                 check=True, capture_output=True, text=True, env=env).stdout
             results[mode].append(json.loads(out))
     tokens = {mode: {r["tokens"] for r in rows} for mode, rows in results.items()}
     assert tokens["prepare"] == tokens["tiktoken"], tokens  # the same documents, the same ids
@@ -101,6 +109,9 @@ def main() -> None:
     print(f"| tiktoken-encode (the batch call alone) | {encode_only:.2f} | {megabytes / encode_only:.1f} | |")
     print(f"\nprepare / tiktoken throughput: {median['tiktoken'] / median['prepare']:.2f} "
           f"(vs the batch call alone: {encode_only / median['prepare']:.2f}); goal >= 0.95")
+    if args.compare_src:
+        print(f"prepare-baseline / tiktoken throughput: {median['tiktoken'] / median['prepare-baseline']:.2f}; "
+              f"prepare is {median['prepare-baseline'] / median['prepare']:.2f}x the baseline's speed")
 
 
 if __name__ == "__main__":
