@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from tokpack.cli import _console, corpus, report
+from tokpack.cli import _console, corpus, interop, report
 from tokpack.cli._console import command_group
 from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
@@ -42,6 +42,7 @@ app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(chess_app, name="chess")
 app.add_typer(bpe_app, name="bpe")
 report.register(app, bpe_app)
+interop.register(app)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,14 +83,23 @@ def tokenize_command(
     if pack:
         from tokpack.chess.pack import pack_games
 
-        for folder, split, month in splits:
-            with _progress(f"{scheme} {folder}", "games") as update:
-                meta = pack_games(month_parquet(cfg.games_dir, month), encoder, cfg.out_dir / scheme / folder,
-                                  split=split, workers=cfg.workers,
-                                  progress=lambda done, total, tokens: update(done, total))
-            console.print(f"{scheme} {folder} ({month}): {meta.n_docs:,} games, {meta.n_tokens:,} ids ({meta.dtype}), "
-                          f"{meta.counts.get('unknown_moves', 0):,} unknown moves")
-            written.append(cfg.out_dir / scheme / folder)
+        packed: list[Path] = []
+        try:
+            for folder, split, month in splits:
+                with _progress(f"{scheme} {folder}", "games") as update:
+                    meta = pack_games(month_parquet(cfg.games_dir, month), encoder, cfg.out_dir / scheme / folder,
+                                      split=split, workers=cfg.workers,
+                                      progress=lambda done, total, tokens: update(done, total))
+                packed.append(cfg.out_dir / scheme / folder)
+                console.print(f"{scheme} {folder} ({month}): {meta.n_docs:,} games, {meta.n_tokens:,} ids ({meta.dtype}), "
+                              f"{meta.counts.get('unknown_moves', 0):,} unknown moves")
+        except BaseException:
+            # The splits are made together or not at all: a train pack left by a failed validation
+            # month would make the rerun refuse ("already exists").
+            for folder_path in packed:
+                shutil.rmtree(folder_path, ignore_errors=True)
+            raise
+        written.extend(packed)
     console.print(f"scheme:     {scheme}\nvocab_size: {encoder.vocab_size()}\nidentity:   {encoder.identity.sha256}")
     for path in written:
         console.print(f"wrote {path}", highlight=False)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -40,7 +42,7 @@ def prepare_command(
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it; a URL such as s3://… is made locally, verified, uploaded, dataset.json last)."),
     validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to manifest.json beside it, cut on document boundaries)."),
     test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
@@ -67,13 +69,18 @@ def prepare_command(
         _summary(prepared)
 
 
-def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *, shards: int, engine: str,
+def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
                      on_error: str) -> None:
     from tokpack.engines import prepare_sharded
+    from tokpack.store.remote import is_url, upload_dataset
 
-    if vocab is None or out is None:
+    if vocab is None or out_text is None:
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    url = out_text if is_url(out_text) else None
+    if url is not None and engine != "local":
+        raise InputError(None, "--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
+    out = Path(tempfile.mkdtemp(prefix="tokpack-shards-")) / "dataset" if url is not None else Path(out_text)
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
@@ -88,8 +95,11 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *
         dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, on_done=on_done, on_progress=on_progress)  # type: ignore[arg-type]
+    if url is not None:
+        upload_dataset(out, url)
+        shutil.rmtree(out.parent, ignore_errors=True)
     meta = dataset.meta
-    console.print(f"[green]sharded dataset[/] {dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
+    console.print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
                   f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
                   + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
 
@@ -118,16 +128,16 @@ def merge_command(
 
 def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
-    verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
-    datatrove_tokenizer: Optional[Path] = typer.Option(None, "--datatrove-tokenizer", help="Read PACK as a folder tokenized by datatrove (.ds files) with this tokenizer (tokenizer.json or rank file)."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
+    datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
     opened: TokenSource
     if datatrove_tokenizer is not None:
-        from tokpack.store import DatatroveFolder
+        from tokpack.store.importing import open_foreign
 
-        opened = DatatroveFolder(pack, tokenizer=datatrove_tokenizer, verify=verify)
+        opened = open_foreign(pack, tokenizer=datatrove_tokenizer, verify=verify)
     else:
         opened = open_tokens(pack, verify=verify)
     if as_json:
@@ -135,7 +145,7 @@ def inspect_command(
         return
     console.print_json(opened.meta.to_json())
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
-                  + ("(checksums verified)" if verify else "(counts and sizes checked; --verify hashes the data)"))
+                  + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
 
 
 def demo_command(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -13,7 +14,7 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, format_of, open_source
-from tokpack.errors import InputError, IntegrityError
+from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -61,6 +62,12 @@ class TokenizedCorpus:
         vocabulary = tokenizer if tokenizer is not None else BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
             raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
+        pad_id = self._pack.meta.pad_id
+        if pad_id is not None and pad_id not in vocabulary.special_tokens.values():
+            # A padding id the encoder can emit would make the loss ignore real tokens; the stream
+            # may simply not hold it yet, so only the vocabulary can tell.
+            raise IntegrityError(self.tokens_dir / "meta.json", f"pad_id {pad_id} is an ordinary token of "
+                                 f"{self.vocabulary_path.name}, one its encoder emits", fix="rebuild the pack")
         self._tokenizer = vocabulary
 
     @property
@@ -210,14 +217,24 @@ def _prepare_source(
         tokenizer = load_vocabulary(vocab, pattern=pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     cut = DocumentCut(rule="newline", document_bytes=document_bytes)
-    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}"
+    # The error policy is part of the key: a pack that skipped bad records must never be handed
+    # to a run that asked to stop at them.
+    policy = "-skip" if source.on_error == "skip" else ""
+    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{policy}"
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
             _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
         else:
             remove_abandoned(pack_dir)
-            write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+            try:
+                write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+            except TokpackError:
+                # Where flock is node-local, another node may have published this pack meanwhile:
+                # its rename won. Use it once it checks out, as if it had been cached.
+                if not pack_dir.exists():
+                    raise
+                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
     return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
 
 
@@ -257,16 +274,37 @@ def _trained_vocabulary(
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
         sample = source.training_sample(sample_bytes)
+        texts = iter(sample)  # one pass: the sample counts what it gives
+        first = next((text for text in texts if text), None)
+        if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
+            raise InputError(source.path, f"no training text to learn {vocab_size - 257} merges from (the training range "
+                             "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
         # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
-        tokenizer = train(sample, vocab_size=vocab_size - 1, min_frequency=min_frequency, pattern=pattern)
+        tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
+                          min_frequency=min_frequency, pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
+        source.check_unchanged()
         # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
         trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
                        "training_range_bytes": sample.range_bytes}
         remove_abandoned(directory)
-        with building(directory) as temporary:
-            tokenizer.save(temporary, trained_on=trained_on)
+        if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
+            if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
+                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return tokenizer, directory / VOCABULARY_FILE
+
+
+def _published(directory: Path, write: Callable[[Path], object]) -> bool:
+    """Build ``directory`` with ``write``; return ``True`` when another process (on a node whose
+    lock this one could not see) published it first, so the caller checks theirs instead."""
+    try:
+        with building(directory) as temporary:
+            write(temporary)
+    except TokpackError:
+        if not directory.exists():
+            raise
+        return True
+    return False
 
 
 def _train_exact(*args: object, **kwargs: object) -> BpeTokenizer:
@@ -313,8 +351,9 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
                 raise IntegrityError(directory, "cached vocabulary differs from the one given", fix="delete it")
         else:
             remove_abandoned(directory)
-            with building(directory) as temporary:
-                tokenizer.save(temporary)
+            if _published(directory, tokenizer.save) and \
+                    BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
+                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return directory / VOCABULARY_FILE
 
 
@@ -336,6 +375,9 @@ def write_pack(
     last_unit = source.n_units if last_unit is None else last_unit
     record, report = source.record, report or (lambda _: None)
     done_bytes = characters = 0
+    # Skips are counted for this pass only: the trainer's sample may have read (and skipped) the
+    # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
+    skipped_before = source.skipped
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         ranges = {}
         for name, first, last in source.layout():
@@ -352,14 +394,16 @@ def write_pack(
                                     source_bytes=source.range_bytes(name) if whole else None)
         # Characters are counted here, where the text is at hand, so nobody reads the corpus again
         # to tell characters per token.
-        counts = {"characters": characters} | ({"skipped": source.skipped} if source.skipped else {})
+        source.check_unchanged()  # the bytes encoded must be the bytes the record's hash names
+        skipped = source.skipped - skipped_before
+        counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
                        source: DocumentSource) -> None:
-    meta = Pack(pack_dir, verify=True).meta
+    meta = Pack(pack_dir).meta  # verified on its first open, and again whenever a file of it changed
     expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:
