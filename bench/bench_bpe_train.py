@@ -7,7 +7,7 @@ resident memory (PSS) of the child and all its descendants every 50 ms, so worke
 too, without counting pages they share with their parent twice. Each
 figure is the median of ``--repeats`` runs, the trainers interleaved.
 
-Corpus: every file of the shared data's ``polish/`` and ``other/`` folders, every tenth one held
+Corpus: every file of ``data/polish/`` and ``data/other/``, every tenth one held
 out for the compression check; the rest shuffled (seeded) and repeated until the size is reached,
 the last document cut to fit. Pattern: ``tokpack.vocab.GPT4_PATTERN`` for every trainer.
 
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 TRAINERS = ("exact", "hf", "rustbpe", "bpeasy")
 
 
@@ -351,7 +351,7 @@ def main() -> None:
     parser.add_argument("--reference-repeats", type=int, default=1, help="runs of the (slow) reference core")
     parser.add_argument("--reference-only", action="store_true", help="only compare against the reference core")
     parser.add_argument("--skip-reference", action="store_true", help="skip the reference comparison")
-    parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
+    parser.add_argument("--data", type=Path, default=DATA, help="the data folder (data/ in the repository)")
     parser.add_argument("--files-gb", type=float, help="train from a folder of this many GB instead (exact, rustbpe)")
     parser.add_argument("--scratch", type=Path, default=None, help="where --files-gb writes its folder (default: temp)")
     parser.add_argument("--files-child", nargs=4, metavar=("TRAINER", "FOLDER", "MERGES", "OUT"), help=argparse.SUPPRESS)

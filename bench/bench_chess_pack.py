@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_chess_pack.py --runs 3
 
-The real games (``../shared/data/chess/games.parquet``, 28,499 games) are repeated into bigger
+The real games (``data/chess/games.parquet``, 28,499 games) are repeated into bigger
 tables (``--repeat-uci`` times for uci, ...). Every measurement runs in a fresh child process
 (peak RSS is its own; Hugging Face's thread pool is held to one thread, so "1 process" means
 one core) and writes a real pack with its checksums. Modes, per scheme:
@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REAL_GAMES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "chess" / "games.parquet"
+REAL_GAMES = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.parquet"
 COLUMNS = ["uci", "white_elo", "black_elo", "result", "n_plies"]
 
 

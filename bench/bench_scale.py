@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_scale.py --megabytes 50 200 --runs 3
 
 Each measurement runs in a fresh child process (so its memory is its own) on a corpus of real text
-(bench/corpus.py: lines of shared/data shuffled and repeated), with GPT-2's ranks (PyPI's
+(bench/corpus.py: lines of data/ shuffled and repeated), with GPT-2's ranks (PyPI's
 openai-whisper sdist, fetched once) as the vocabulary. Every mode encodes the very same documents:
 the corpus cut by tokpack's rule (at the last newline within 1 MB, prepare's ``document_bytes``).
 The clock starts before the vocabulary is loaded and stops when the output is on disk. Modes:

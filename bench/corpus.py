@@ -1,4 +1,4 @@
-"""Synthetic benchmark corpora made of real text: shuffled lines of ``shared/data``, repeated."""
+"""Synthetic benchmark corpora made of real text: shuffled lines of ``data/``, repeated."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = REPO / "data"
 BENCH_CACHE = REPO / ".cache" / "bench"
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the Polish tokenizer experiments and the baselines on one validation split.
 
-    .venv/bin/python bench/polish_experiments.py [--data ../shared/data] [--out /tmp/polish-exp]
+    .venv/bin/python bench/polish_experiments.py [--data data] [--out /tmp/polish-exp]
         [--only NAME ...] [--skip-baselines]
 
 Makes (or reuses) the split of DATA/polish with tokpack's defaults, trains every variant of
@@ -123,7 +123,7 @@ def _row(name: str, counter: TokenCounter, validation: Path, novel: dict[str, li
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "data")
     parser.add_argument("--out", type=Path, default=Path("/tmp/polish-exp"))
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--skip-baselines", action="store_true")

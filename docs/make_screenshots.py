@@ -2,7 +2,7 @@
 
 Builds each page tokpack writes (a text pack's report, the shipped Polish tokenizer's report on
 its validation split, the chess statistics' report, the BPE explorer after three merges) from
-the bundled sample and ``../shared/data``, opens it from disk in Debian's Chromium (headless,
+the bundled sample and ``data``, opens it from disk in Debian's Chromium (headless,
 through Playwright) and saves a PNG in ``docs/screenshots/``.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHOTS = REPO / "docs" / "screenshots"
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "data"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 

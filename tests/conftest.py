@@ -1,8 +1,7 @@
-"""Shared fixtures: real data beside the repository, GPT-2's ranks from PyPI, small corpora."""
+"""Shared fixtures: the real data committed under ``data/``, GPT-2's ranks from PyPI, small corpora."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -10,17 +9,17 @@ import pytest
 import registry
 
 REPO = Path(__file__).resolve().parents[1]
-# TOKPACK_SHARED_DATA points a git worktree (whose parent holds no shared/) at the data.
-SHARED_DATA = Path(os.environ.get("TOKPACK_SHARED_DATA", REPO.parent / "shared" / "data"))
+DATA = REPO / "data"
+#: Older name of :data:`DATA`, kept so tests written against it still import.
+SHARED_DATA = DATA
 SAMPLE = REPO / "src" / "tokpack" / "sample"
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The project's real data (``../shared/data`` beside the repository)."""
-    if not (SHARED_DATA / "SOURCES.md").exists():
-        pytest.skip(f"real data not found at {SHARED_DATA}")
-    return SHARED_DATA
+    """The project's real data (``data/`` in the repository; a clone has it, so nothing skips)."""
+    assert (DATA / "SOURCES.md").is_file(), f"{DATA} is part of the repository; restore it with git"
+    return DATA
 
 
 @pytest.fixture(scope="session")

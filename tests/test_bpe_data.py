@@ -1,17 +1,13 @@
-"""The real text the BPE tests train on (the shared data folder beside the repository)."""
+"""The real text the BPE tests train on (``data/`` in the repository)."""
 
 from __future__ import annotations
 
-import pytest
-from conftest import SHARED_DATA as DATA
+from conftest import DATA
 
 
 def real_texts(folder: str, limit_bytes: int) -> list[str]:
-    """Whole files of ``DATA/folder`` in path order until ``limit_bytes`` of UTF-8 are reached;
-    skips the calling test when the data is not there."""
+    """Whole files of ``DATA/folder`` in path order until ``limit_bytes`` of UTF-8 are reached."""
     root = DATA / folder
-    if not root.is_dir():
-        pytest.skip(f"real data not found at {root}")
     texts, size = [], 0
     for path in sorted(root.rglob("*.txt")):
         text = path.read_text(encoding="utf-8")

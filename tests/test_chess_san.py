@@ -15,7 +15,7 @@ from tokpack.chess.pgn import read_games_strictly
 from tokpack.chess.san import BOS_ID, EOS_ID, TOKENS, SanEncoder, san_moves, san_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REAL_GAMES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "chess" / "games.parquet"
+REAL_GAMES = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +78,6 @@ def test_replayer_equals_python_chess_on_random_games_full_of_odd_moves(encoder:
 
 
 def test_replayer_equals_python_chess_on_real_games(encoder: SanEncoder) -> None:
-    if not REAL_GAMES.exists():
-        pytest.skip(f"real games not found at {REAL_GAMES}")
     table = pq.read_table(REAL_GAMES).slice(0, 1500)
     batch = encoder.encode_batch(table)
     for index, row in enumerate(table.to_pylist()):

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-import pytest
 
 from tokpack.chess.bpe import train_bpe
 from tokpack.chess.encoders import GameEncoder, make_encoder
@@ -15,7 +14,7 @@ from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.stats import ChessStats, compute_stats
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REAL_GAMES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "chess" / "games.parquet"
+REAL_GAMES = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.parquet"
 
 
 def _independent_lengths(parquet: Path, encoder: GameEncoder, n_games: int) -> np.ndarray:
@@ -55,8 +54,6 @@ def test_stats_on_the_fixture_equal_lengths_from_the_encoders(tmp_path: Path) ->
 
 
 def test_stats_on_real_games_equal_lengths_from_the_encoders(tmp_path: Path) -> None:
-    if not REAL_GAMES.exists():
-        pytest.skip(f"real games not found at {REAL_GAMES}")
     bpe = train_bpe(pq.read_table(REAL_GAMES, columns=["uci"]).column("uci").to_pylist()[:300], 1000)
     encoders = [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)]
     stats = compute_stats(REAL_GAMES, encoders, n_games=400, max_len=200)

@@ -23,7 +23,7 @@ from tokpack.chess.uci import (
 )
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REAL_GAMES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "chess" / "games.parquet"
+REAL_GAMES = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +97,6 @@ def test_unknown_moves_become_unk_and_are_counted(encoder: UciEncoder) -> None:
 
 
 def test_batch_path_equals_the_per_game_path_on_real_games(encoder: UciEncoder) -> None:
-    if not REAL_GAMES.exists():
-        pytest.skip(f"real games not found at {REAL_GAMES}")
     table = pq.read_table(REAL_GAMES)
     encoded = encoder.encode_batch(table)
     rows = table.to_pylist()

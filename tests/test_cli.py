@@ -30,7 +30,7 @@ def test_demo_prepares_the_sample_and_shows_a_batch(tmp_path: Path) -> None:
     code, out, _ = run("demo", "--cache-dir", str(tmp_path))
     assert code == 0
     assert "characters per token" in out and "First batch" in out and "n_vocab" in out
-    assert "2,049" in out  # 2,048 trained ranks and <|endoftext|>
+    assert "2,048" in out  # --vocab-size counts ids: 2,047 trained ranks and <|endoftext|>
 
 
 def test_prepare_then_inspect_verify(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_missing_corpus_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_invalid_utf8_names_the_offset(tmp_path: Path) -> None:
     corpus = tmp_path / "bad.txt"
     corpus.write_bytes(b"ok\n" * 10 + b"\xc3(")
-    code, _, err = run("prepare", str(corpus), "--cache-dir", str(tmp_path / "c"), "--vocab-size", "256")
+    code, _, err = run("prepare", str(corpus), "--cache-dir", str(tmp_path / "c"), "--vocab-size", "257")
     assert_one_line_error(code, err, "bad.txt", "byte 30")
 
 

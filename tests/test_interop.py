@@ -4,7 +4,6 @@ byte-identical arrays; datatrove's own writer read by tokpack; packs and dataset
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +16,8 @@ from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.export import FORMATS, export
 from tokpack.serve import TokenBatches, Windows
 from tokpack.serve.memory import pack_of_documents
-from tokpack.store import Pack, open_tokens
-from tokpack.store.importing import import_pack, open_foreign
+from tokpack.store import Pack
+from tokpack.store.importing import import_pack
 from tokpack.store.megatron import MegatronDataset
 from tokpack.store.nanogpt import NanoGptData
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -42,11 +41,10 @@ def test_sample_pack_decodes_back_to_the_corpus(cache_dir: Path) -> None:
     corpus = SAMPLE / "polish.txt"
     prepared = prepare(corpus, cache_dir=cache_dir, **SMALL)
     meta, tokenizer, pack = prepared.manifest, prepared.tokenizer(), prepared.pack()
-    assert meta.source.name == "polish.txt" and meta.n_tokens == len(pack.tokens) and prepared.n_vocab == 601
+    assert meta.source.name == "polish.txt" and meta.n_tokens == len(pack.tokens) and prepared.n_vocab == 600
     assert meta.ranges["train"].source_bytes == (0, 270569)
     assert meta.ranges["train"].tokens[1] == meta.ranges["validation"].tokens[0]
     assert tokenizer.decode_bytes(pack.tokens) == corpus.read_bytes()  # lossless, nothing inserted
-    data = corpus.read_bytes()
     for index in range(pack.n_docs):  # every document is within the limit and encoded alone
         document = tokenizer.decode_bytes(pack.document(index))
         assert len(document) <= 4096 and tokenizer.encode(document.decode()) == pack.document(index).tolist()
@@ -78,10 +76,10 @@ def test_vocabulary_never_sees_validation_or_test_text(tmp_path: Path) -> None:
 
 def test_empty_ranges_and_an_empty_corpus(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c", b"abc\n", {"train": [0, 4], "validation": [4, 4]})
-    prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=256)
+    prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)
     assert prepared.manifest.ranges["validation"].documents == (1, 1)
     empty = write_corpus(tmp_path / "e", b"")
-    assert prepare(empty, cache_dir=tmp_path / "cache", vocab_size=256).manifest.n_tokens == 0
+    assert prepare(empty, cache_dir=tmp_path / "cache", vocab_size=257).manifest.n_tokens == 0
 
 
 def test_rerun_reuses_the_verified_cache_without_retraining(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,19 +121,19 @@ def test_corpus_must_match_its_manifest(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c", b"hello world\n", {"train": [0, 12]})
     corpus.write_bytes(b"hello World\n")
     with pytest.raises(ValueError, match="SHA-256 .* differs from"):
-        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=256)
+        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)
     corpus.write_bytes(b"hello world!\n")
     with pytest.raises(ValueError, match="13 bytes, but"):
-        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=256)
+        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)
     write_corpus(tmp_path / "d", b"hello world\n", {"train": [0, 5], "test": [6, 12]})
     with pytest.raises(ValueError, match="gap or overlaps"):
-        prepare(tmp_path / "d" / "corpus.txt", cache_dir=tmp_path / "cache", vocab_size=256)
+        prepare(tmp_path / "d" / "corpus.txt", cache_dir=tmp_path / "cache", vocab_size=257)
 
 
 def test_invalid_utf8_names_the_byte_offset(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c", b"fine line\n" * 50 + b"bad \xff byte\n")
     with pytest.raises(ValueError, match=r"corpus\.txt: invalid UTF-8 at byte 504"):
-        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=256, document_bytes=64)
+        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257, document_bytes=64)
     assert not (tmp_path / "cache" / "packs").exists() or not [
         p for p in (tmp_path / "cache" / "packs").iterdir() if not p.name.endswith(".lock")]
 

@@ -7,17 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SHARED_DATA
+from conftest import DATA, REPO
 
-POLISH = SHARED_DATA / "polish"
-OTHER = SHARED_DATA / "other"
+POLISH = DATA / "polish"
+OTHER = DATA / "other"
 ARTIFACT = REPO / "artifacts" / "polish-8192"
 
 
 def require_data() -> Path:
-    """The real Polish data folder, or skip the test saying where it was looked for."""
-    if not POLISH.is_dir():
-        pytest.skip(f"real data not found at {POLISH} (expected <repo>/../shared/data/polish)")
+    """The real Polish data folder (committed under ``data/polish``)."""
     return POLISH
 
 

@@ -130,7 +130,8 @@ def test_train_cli_writes_tokenizer_rank_file_and_manifest(corpus: Path, tmp_pat
     result = runner.invoke(app, ["tokenizer", "train", str(corpus), "-o", str(out), "--vocab-size", "500",
                                  "--domain-weights", "code=2"])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.parent.iterdir()) == ["manifest.json", "ranks.tiktoken", "tokenizer.json", "vocabulary.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["manifest.json", "ranks.tiktoken", "special_tokens_map.json",
+                                                         "tokenizer.json", "tokenizer_config.json", "vocabulary.json"]
     manifest = json.loads((out.parent / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["recipe"]["domain_weights"] == {"code": 2.0}
     assert manifest["licences"] == {"GPL-2+": 4, "MIT": 6}  # fortunes-pl narrative, django-bpp code
@@ -142,7 +143,7 @@ def test_train_cli_writes_tokenizer_rank_file_and_manifest(corpus: Path, tmp_pat
     [
         (["--vocab-size", "100"], "--vocab-size"),
         (["--pattern", "(unclosed"], "does not compile"),
-        (["--trainer", "fast"], "--trainer must be"),
+        (["--trainer", "fast"], "'fast' is not one of"),
         (["--domain-weights", "code=x"], "expected domain=number"),
     ],
 )

@@ -10,7 +10,7 @@ The public API, by layer:
 - interop: ``tokpack.export(source, fmt, out)`` (Megatron, nanoGPT, litdata, MDS, Parquet).
 """
 
-import tokpack.export  # callable: tokpack.export(source, "megatron", out)
+import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
 from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
 from tokpack.serve import TokenBatches
 from tokpack.store import Pack

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tokpack.bpe.records import TraceRow
-from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, token_table
+from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, token_table  # noqa: F401 (the doctests use it)
 from tokpack.errors import InputError
 
 

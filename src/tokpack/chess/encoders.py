@@ -9,6 +9,7 @@ games never imports ``tokenizers`` and packing SAN games never imports the BPE.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
@@ -176,7 +177,7 @@ def result_indices(results: pa.Array | pa.ChunkedArray, known: tuple[str, ...]) 
     return np.asarray(index, dtype=np.int64)
 
 
-def framed(body: np.ndarray, counts: np.ndarray, leading: list[np.ndarray | int], trailing: list[np.ndarray | int],
+def framed(body: np.ndarray, counts: np.ndarray, leading: Sequence[np.ndarray | int], trailing: Sequence[np.ndarray | int],
            dtype: type = np.uint16) -> EncodedGames:
     """Every game's ids: its ``leading`` framing ids, its ``counts[g]`` ids of ``body``, its ``trailing`` ones.
 
@@ -190,7 +191,7 @@ def framed(body: np.ndarray, counts: np.ndarray, leading: list[np.ndarray | int]
     lengths = counts.astype(np.int64) + frame
     ends = np.cumsum(lengths)
     begins = ends - lengths
-    ids = np.empty(int(ends[-1]) if len(ends) else 0, dtype=dtype)
+    ids: np.ndarray = np.empty(int(ends[-1]) if len(ends) else 0, dtype=dtype)
     # Body id k of game g lands after g's leading ids and the framing ids of every earlier game.
     ids[np.arange(len(body)) + np.repeat(frame * np.arange(len(counts)) + len(leading), counts)] = body
     for offset, value in enumerate(leading):
@@ -219,7 +220,7 @@ def _string_array(values: tuple[str, ...]) -> pa.Array:
     return pa.array(list(values), type=pa.string())
 
 
-def canonical_identity(scheme: str, tokens: list[str], rules: dict[str, object]) -> VocabIdentity:
+def canonical_identity(scheme: str, tokens: list[str], rules: Mapping[str, object]) -> VocabIdentity:
     """The identity of a vocabulary given as its tokens in id order plus the rules that place them.
 
     ``rules`` holds whatever else changes ids for the same tokens (framing, text layout, BPE

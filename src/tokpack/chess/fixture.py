@@ -131,7 +131,7 @@ def choose_parity_games(pgn: Path, n_games: int = 20) -> list[tuple[int, int]]:
     offsets.append(Path(pgn).stat().st_size)
     if len(usable) < n_games:
         raise InputError(f"{pgn}: {len(usable)} usable games, fewer than {n_games}")
-    missing, chosen = set(FEATURES), []
+    missing, chosen = set(FEATURES), []  # type: ignore[var-annotated]
     shown = [(index, features(game)) for index, game in usable]
     while missing and len(chosen) < n_games:
         best = max(shown, key=lambda pair: (len(pair[1] & missing), -pair[0]))

@@ -14,7 +14,6 @@ The same table, scheme and vocabulary give byte-identical packs whatever ``worke
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError, make_encoder
+from tokpack.corpus.manifest import file_sha256
 from tokpack.errors import InputError
 from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
 
@@ -143,10 +143,6 @@ def _encode_in_worker(batch: pa.RecordBatch) -> EncodedGames | GameError:
 def _source(path: Path) -> Source:
     """The pack's record of its input: the month-relative name (``year=.../month=.../games.parquet``
     when the file sits in a converted tree, else the file name), its SHA-256 and size."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
     parts = path.resolve().parts
     name = "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3].startswith("year=") else path.name
-    return Source(name=name, sha256=digest.hexdigest(), n_bytes=path.stat().st_size)
+    return Source(name=name, sha256=file_sha256(path), n_bytes=path.stat().st_size)

@@ -96,7 +96,7 @@ def read_games(path: Path) -> Iterator[tuple[int, PgnGame | Skipped]]:
         lines = _Lines(handle)
         while True:
             lines.next_game()
-            visitor = chess.pgn.read_game(lines, Visitor=_Collector)  # type: ignore[arg-type]
+            visitor = chess.pgn.read_game(lines, Visitor=_Collector)  # type: ignore[arg-type,call-overload]
             if visitor is None:
                 return
             yield lines.game_offset, visitor.judge(lines.bad_header)

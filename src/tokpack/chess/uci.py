@@ -175,7 +175,8 @@ class UciEncoder:
         move_ids = self._id_of_key[np.maximum(keys, 0)]
         move_ids[keys < 0] = UNK_ID
         results = np.asarray([RESULT_IDS[r] for r in RESULTS], dtype=np.uint16)[result_indices(games.column("result"), RESULTS)]
-        leading = [BOS_ID, ELO_FIRST_ID + _elo_bins(games.column("white_elo")), ELO_FIRST_ID + _elo_bins(games.column("black_elo"))]
+        leading: list[np.ndarray | int] = [BOS_ID, ELO_FIRST_ID + _elo_bins(games.column("white_elo")),
+                                           ELO_FIRST_ID + _elo_bins(games.column("black_elo"))]
         encoded = framed(move_ids, parsed.counts, leading, [results, EOS_ID])
         return EncodedGames(encoded.ids, encoded.lengths, unknown_moves=int(np.count_nonzero(move_ids == UNK_ID)))
 

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from tokpack.cli import _console, corpus, interop, report
+from tokpack.cli._console import command_group
 from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
 from tokpack.cli.tokenizer import app as tokenizer_app
 
-app = typer.Typer(cls=_console.ReportingGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
+app = command_group("Turn a raw corpus into training batches that are fast, exact and impossible to mix up.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"tokpack {version('tokpack')}")
+        raise typer.Exit()
 
 
 @app.callback()
 def _root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
+                                           help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an internal error (a bug) instead of one line."),
 ) -> None:
     """Turn a raw corpus into training batches that are fast, exact and impossible to mix up.

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import Any
 
 import click
@@ -21,9 +23,16 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperGroup
 
+try:  # typer 0.2x carries its own copy of click, whose exceptions its parser raises
+    from typer._click import exceptions as usage
+except ImportError:  # older typer runs on click itself
+    from click import exceptions as usage  # type: ignore[no-redef]
+
+from tokpack._extras import missing_extra
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.errors import TokpackError
 
@@ -44,11 +53,13 @@ def report_failure(error: BaseException) -> int:
     A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2; anything
     else is a bug, reported as one and exit code 1.
     """
+    if isinstance(error, ImportError):
+        error = missing_extra(error) or error  # a missing optional dependency names its extra
     if isinstance(error, (TokpackError, OSError, ValidationError)):
-        errors.print(f"[bold red]error:[/] {_first_line(error)}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {escape(_first_line(error))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     errors.print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
-                 f"{_first_line(error)}; rerun with --debug for the traceback and please report it",
+                 f"{escape(_first_line(error))}; rerun with --debug for the traceback and please report it",
                  highlight=False, soft_wrap=True)
     return EXIT_BUG
 
@@ -69,9 +80,10 @@ _EXITS = (click.exceptions.ClickException, click.exceptions.Exit, click.exceptio
 
 
 class ReportingGroup(TyperGroup):
-    """The root command group: every command's failure goes through :func:`report_failure`."""
+    """A command group whose every failure goes through :func:`report_failure`, and whose usage
+    errors (an unknown option, a value not among the choices) are one line and exit code 2 too."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
             return super().invoke(ctx)
         except _EXITS:  # the commands' own exits and click's usage errors keep their codes
@@ -80,6 +92,63 @@ class ReportingGroup(TyperGroup):
             if debug:
                 raise
             raise typer.Exit(report_failure(error)) from None
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except usage.NoArgsIsHelpError as error:
+            error.show()
+            sys.exit(EXIT_BAD_INPUT)
+        except usage.UsageError as error:
+            command = error.ctx.command_path if error.ctx is not None else "tokpack"
+            message = error.format_message().replace("Value error, ", "")  # pydantic's prefix on a bad choice
+            errors.print(f"[bold red]error:[/] {escape(message)} (see '{command} -h')", highlight=False, soft_wrap=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except usage.ClickException as error:
+            errors.print(f"[bold red]error:[/] {escape(error.format_message())}", highlight=False, soft_wrap=True)
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            errors.print("aborted")
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+#: Every command takes ``-h`` as well as ``--help``.
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+
+def command_group(help: str) -> typer.Typer:
+    """A typer app with the settings every ``tokpack`` command group shares: ``-h``, errors
+    reported by :class:`ReportingGroup`, no shell completion, no rich tracebacks, and plain help
+    text (no ``<bool>`` type labels, no markup)."""
+    return typer.Typer(cls=ReportingGroup, no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS,
+                       help=help)
+
+
+class TrainerName(str, Enum):
+    """Vocabulary trainers, the same default (``exact``) for every command."""
+
+    exact = "exact"
+    hf = "hf"
+
+
+class OnErrorName(str, Enum):
+    """What to do with an unreadable file or record."""
+
+    raise_ = "raise"
+    skip = "skip"
+
+
+class EngineName(str, Enum):
+    """Who runs the shards of a sharded job."""
+
+    local = "local"
+    ray = "ray"
+    array = "array"
 
 
 class _TokensPerSecond(ProgressColumn):

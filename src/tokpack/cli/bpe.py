@@ -38,8 +38,9 @@ from tokpack.bpe.explain import describe, label, walk
 from tokpack.bpe.fast import BpeProgress, train_from_files
 from tokpack.bpe.records import Challenge, Proof, TraceRow
 from tokpack.bpe.reference import token_table
+from tokpack.cli._console import command_group
 
-bpe_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+bpe_app = command_group("Exact BPE: make and check proofs for challenges, and explain merges step by step.")
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
@@ -124,7 +125,7 @@ MaxMerges = Annotated[int, typer.Option("--max-merges", min=0, help="Refuse a ch
 @bpe_app.command()
 def proof(
     challenge: Annotated[Path, typer.Argument(help="challenge.json: corpus, num_merges, corpus_sha256.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
+    output: Annotated[Path, typer.Option("--out", "-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
     max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
     max_merges: MaxMerges = MAX_MERGES,
 ) -> None:

@@ -12,19 +12,17 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tokpack.chess.encoders import SCHEMES
-from tokpack.cli._console import console, errors
+from tokpack.cli._console import command_group, console, errors
 from tokpack.errors import InputError
 
-chess_app = typer.Typer(no_args_is_help=True, add_completion=False,
-                        help="Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
-                             "statistics and the parity fixture.")
+chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
+                          "statistics and the parity fixture.")
 
 
 @chess_app.command("convert")
 def convert_command(
     pgn: list[Path] = typer.Argument(..., help="PGN files, read in this order."),
-    out: Path = typer.Option(..., "--out", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
     flush_games: int = typer.Option(100_000, "--flush-games", min=1,
                                     help="Games held in memory before they are spilled to part files."),
 ) -> None:
@@ -53,6 +51,8 @@ def tokenize_command(
     config: Optional[Path] = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked."""
+    from tokpack.chess.encoders import SCHEMES  # here, not at the top: the chess extra may be missing
+
     if scheme not in SCHEMES:
         raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     from tokpack.chess.config import load_config

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from tokpack.cli._console import console, prepare_progress, shard_progress
+from tokpack.cli._console import (
+    EngineName,
+    OnErrorName,
+    TrainerName,
+    command_group,
+    console,
+    prepare_progress,
+    shard_progress,
+)
 from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
 from tokpack.errors import InputError
-from tokpack.store import open_tokens
+from tokpack.store import TokenSource, open_tokens
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json or vocabulary.json. Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
@@ -23,34 +32,41 @@ def prepare_command(
     corpus: Path = typer.Argument(..., help="A UTF-8 text file (a manifest.json beside it sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
-    vocab_size: int = typer.Option(50256, "--vocab-size", help="Ranks to train, the 256 bytes included."),
+    vocab_size: int = typer.Option(50257, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default)."),
     min_frequency: int = typer.Option(2, "--min-frequency", help="A merge needs a pair seen at least this often."),
-    vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="Bytes of the training range the trainer sees."),
+    vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
-    trainer: str = typer.Option("exact", "--trainer", help="Vocabulary trainer: 'exact' (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or 'hf'."),
+    trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt2; with --vocab, the vocabulary's own)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
-    on_error: str = typer.Option("raise", "--on-error", help="'raise' at the first unreadable file or record, or 'skip' and count it."),
+    on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
-    out: Optional[str] = typer.Option(None, "--out", help="The sharded dataset's folder (with --shards); a rerun resumes it. A URL (s3://…): made locally, verified, uploaded, dataset.json last."),
-    engine: str = typer.Option("local", "--engine", help="Who runs the shards: 'local' processes, 'ray', or 'array' (write the job for a scheduler's job array)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it; a URL such as s3://… is made locally, verified, uploaded, dataset.json last)."),
+    validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to manifest.json beside it, cut on document boundaries)."),
+    test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
+    engine: EngineName = typer.Option(EngineName.local, "--engine", help="Who runs the shards: local processes, ray, or array (write the job for a scheduler's job array)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
-    if trainer not in ("hf", "exact"):
-        raise InputError(f"--trainer must be 'hf' or 'exact', got {trainer!r}")
-    if on_error not in ("raise", "skip"):
-        raise InputError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
     if shards is not None:
-        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine, ray_address=ray_address, workers=workers,
-                         document_bytes=document_bytes, text_field=text_field, on_error=on_error)
+        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
+                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value)
         return
+    if pattern is not None:
+        from tokpack.grading.training import resolve_pattern
+
+        pattern = resolve_pattern(pattern)
     with prepare_progress() as progress:
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
-                           vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
-                           trainer=trainer, workers=workers, text_field=text_field, on_error=on_error,  # type: ignore[arg-type]
-                           progress=progress)
-    _summary(prepared)
+                           vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, pattern=pattern,
+                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
+                           progress=progress, validation=validation, test=test, out=out)
+    if as_json:
+        typer.echo(json.dumps(summary_record(prepared), indent=2))
+    else:
+        _summary(prepared)
 
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
@@ -65,8 +81,6 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     if url is not None and engine != "local":
         raise InputError(None, "--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
     out = Path(tempfile.mkdtemp(prefix="tokpack-shards-")) / "dataset" if url is not None else Path(out_text)
-    if engine not in ("local", "ray", "array"):
-        raise InputError(f"--engine must be 'local', 'ray' or 'array', got {engine!r}")
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
@@ -95,17 +109,10 @@ def shard_run_command(
     rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID or TOKPACK_RANK)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
-    from tokpack._schema import read_record
-    from tokpack.engines import rank_from_environment, run_shard
-    from tokpack.engines.shard_task import JOB_FILE, ShardJob
+    from tokpack.engines import run_array_task
 
-    job = read_record(ShardJob, dataset / JOB_FILE)
-    if rank is None:
-        rank, world = rank_from_environment()
-        if world != job.world_size:
-            raise InputError(f"the job array has {world} tasks but the job {job.world_size} shards")
-    wrote = run_shard(dataset, rank)
-    console.print(f"shard {rank} of {job.world_size}: " + ("written" if wrote else "already complete"))
+    rank, world_size, wrote = run_array_task(dataset, rank)
+    console.print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete"))
 
 
 def merge_command(
@@ -123,14 +130,19 @@ def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
     datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    opened: TokenSource
     if datatrove_tokenizer is not None:
         from tokpack.store.importing import open_foreign
 
         opened = open_foreign(pack, tokenizer=datatrove_tokenizer, verify=verify)
     else:
         opened = open_tokens(pack, verify=verify)
+    if as_json:
+        typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify}, indent=2, sort_keys=True))
+        return
     console.print_json(opened.meta.to_json())
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
                   + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
@@ -159,19 +171,39 @@ def _summary(prepared: TokenizedCorpus) -> None:
     meta = prepared.manifest
     characters = meta.counts.get("characters")
     table = Table(title="Prepared corpus", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # a hash wraps onto the next line, never cut with "…"
     table.add_row("documents", f"{meta.n_docs:,}")
     table.add_row("tokens", f"{meta.n_tokens:,} ({meta.dtype})")
     for name, span in meta.ranges.items():
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
+    if prepared.vocabulary_sample:
+        table.add_row("vocabulary sample", prepared.vocabulary_sample)
     if characters is not None and meta.n_tokens:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
     if meta.counts.get("skipped"):
         table.add_row("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)")
-    table.add_row("pack", str(prepared.tokens_dir))
-    table.add_row("vocabulary file", str(prepared.vocabulary_path))
     console.print(table)
+    # Paths on their own lines, never in a table cell that would cut them with "…".
+    console.print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
+    console.print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
+
+
+def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
+    """What ``prepare --json`` prints: where the pack and vocabulary are, and the pack's counts."""
+    meta = prepared.manifest
+    characters = meta.counts.get("characters")
+    return {
+        "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
+        "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
+        "n_docs": meta.n_docs, "n_tokens": meta.n_tokens, "dtype": meta.dtype,
+        "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
+        "counts": dict(meta.counts),
+        "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
+        "vocabulary_sample": prepared.vocabulary_sample,
+    }
 
 
 def register(app: typer.Typer) -> None:
@@ -180,7 +212,7 @@ def register(app: typer.Typer) -> None:
     app.command("inspect")(inspect_command)
     app.command("demo")(demo_command)
     app.command("merge")(merge_command)
-    shard = typer.Typer(no_args_is_help=True, help="Sharded jobs: run one shard (for job arrays).")
+    shard = command_group("Sharded jobs: run one shard (for job arrays).")
     shard.command("run")(shard_run_command)
     app.add_typer(shard, name="shard")
 

@@ -12,7 +12,7 @@ from tokpack.cli._console import console
 
 def report_command(
     target: Path = typer.Argument(..., help="A pack or sharded dataset folder, a tokenizer.json, or chess statistics JSON."),
-    output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
+    output: Path = typer.Option(..., "--out", "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
     block: int = typer.Option(1024, "--block", help="Window length for the length histogram and the padding comparison."),
     data: Path | None = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
     baseline: list[Path] = typer.Option([], "--baseline", help="With a tokenizer: another grade JSON (tokpack tokenizer grade --json) to compare with; repeatable."),
@@ -25,7 +25,7 @@ def report_command(
 
 def explore_command(
     texts: list[str] | None = typer.Argument(None, help="The documents, one argument each (e.g. abab abab baba aaaa)."),
-    output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
+    output: Path = typer.Option(..., "--out", "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),
     merges: int = typer.Option(10, "--merges", help="How many merges to compute (training stops earlier when no pair is left)."),
     challenge: Path | None = typer.Option(None, "--challenge", help="Start on this challenge.json instead of TEXTS."),
 ) -> None:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from tokpack._atomic import write_atomically
+from tokpack.cli._console import TrainerName, command_group
 from tokpack.errors import InputError
 from tokpack.grading.grade import MIN_DOMAIN, MIN_GLOBAL, GradeReport, grade, load_counter
 from tokpack.grading.manifest import MANIFEST_FILE, UNKNOWN, build_manifest
@@ -29,7 +30,7 @@ from tokpack.grading.training import (
     write_tokenizer,
 )
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = command_group("Split a corpus, train a byte-level BPE tokenizer, check it is lossless, grade its compression per domain.")
 _out = Console()
 _err = Console(stderr=True)
 
@@ -72,9 +73,9 @@ def split(
 @app.command()
 def train(
     train_dirs: list[Path] = typer.Argument(..., help="Training folder(s), one subfolder per domain."),
-    output: Path = typer.Option(..., "--output", "-o", help="tokenizer.json to write; ranks.tiktoken and vocabulary.json go beside it."),
-    vocab_size: int = typer.Option(8192, help="Ids in the result, <|endoftext|> included."),
-    trainer: str = typer.Option("hf", help="'hf' (Hugging Face's trainer) or 'exact' (tokpack.bpe: the exact rules, the same merges as rustbpe)."),
+    output: Path = typer.Option(..., "--out", "-o", "--output", help="tokenizer.json to write; ranks.tiktoken and vocabulary.json go beside it."),
+    vocab_size: int = typer.Option(8192, "--vocab-size", help="Ids in the result, <|endoftext|> included."),
+    trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="exact (tokpack's, the default everywhere) or hf (Hugging Face's)."),
     pattern: str = typer.Option("polish", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex."),
     domain_weights: str = typer.Option("", help="Per-domain repetition, e.g. 'code=2,technical=0.5' (others 1)."),
     min_frequency: int = typer.Option(2, help="Pairs seen fewer times are never merged."),
@@ -82,11 +83,9 @@ def train(
     phrase_pattern: str = typer.Option("polish-phrase", help="Pre-tokenizer of the phrase stage (named or a regex)."),
 ) -> None:
     """Train a byte-level BPE tokenizer of exactly --vocab-size ids and write it for both libraries."""
-    if trainer not in ("hf", "exact"):
-        raise _fail(f"--trainer must be 'hf' or 'exact', got {trainer!r}")
     try:
         recipe = TrainingRecipe(
-            vocab_size=vocab_size, trainer=trainer, pattern=resolve_pattern(pattern),  # type: ignore[arg-type]
+            vocab_size=vocab_size, trainer=trainer.value, pattern=resolve_pattern(pattern),  # type: ignore[arg-type]
             min_frequency=min_frequency, domain_weights=parse_domain_weights(domain_weights),
             phrase_merges=phrase_merges, phrase_pattern=resolve_pattern(phrase_pattern),
         )

@@ -6,14 +6,25 @@ import hashlib
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
+from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.errors import InputError
 
 MANIFEST_FILE = "manifest.json"
 SPLITS = ("train", "validation", "test")
 SplitName = Literal["train", "validation", "test"]
+
+
+class SplitRule(Record):
+    """How ``prepare --validation F [--test F]`` cut a corpus: the shares asked for, and the
+    document cut whose boundaries the ranges fall on."""
+
+    validation: float = Field(ge=0, lt=1)
+    test: float = Field(ge=0, lt=1)
+    document_bytes: int = Field(ge=4)
 
 
 class CorpusManifest(Record):
@@ -30,6 +41,7 @@ class CorpusManifest(Record):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     n_bytes: int = Field(ge=0)
     ranges: dict[SplitName, tuple[int, int]]
+    made_by: SplitRule | None = Field(default=None, description="how tokpack cut the ranges, when it wrote this file")
 
     @model_validator(mode="after")
     def _ranges_tile_the_file(self) -> CorpusManifest:
@@ -83,4 +95,52 @@ def corpus_manifest(corpus: Path, sha256: str) -> CorpusManifest:
             if 0 < start < n_bytes and handle.read(1)[0] & 0xC0 == 0x80:
                 raise InputError(path, f"range {name!r} starts at byte {start}, inside a UTF-8 character of {corpus.name}",
                                  fix="move the boundary to the start of a character")
+    return manifest
+
+
+def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, document_bytes: int) -> CorpusManifest:
+    """Write ``manifest.json`` beside a text file, its last ``test`` and, before it, its last
+    ``validation`` share of bytes held out, each range cut on a document boundary (the rule of
+    :mod:`tokpack.corpus.documents`, so no document spans two ranges) and the rule recorded in
+    ``made_by``. A manifest already there is kept when it records the same rule.
+
+    >>> import tempfile
+    >>> corpus = Path(tempfile.mkdtemp()) / "c.txt"
+    >>> _ = corpus.write_bytes(b"line\\n" * 100)
+    >>> split_manifest(corpus, validation=0.1, test=0.05, document_bytes=12).ranges
+    {'train': (0, 420), 'validation': (420, 470), 'test': (470, 500)}
+
+    Raises:
+        InputError: a share out of range, a corpus too small to hold out anything, or a
+            manifest already there with other ranges.
+    """
+    from tokpack.corpus.documents import cut_documents
+
+    rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes)  # checks the ranges
+    if validation + test >= 1 or validation + test <= 0:
+        raise InputError(None, f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
+    data = corpus.read_bytes()
+    ends = np.fromiter((end for _, end in cut_documents(data, 0, len(data), document_bytes)), np.int64)
+    ends = np.concatenate(([0], ends))
+
+    def boundary(share: float) -> int:
+        """The document end nearest to the share's byte (a range may be empty, never split one)."""
+        return int(ends[np.argmin(np.abs(ends - len(data) * share))])
+
+    a, b = boundary(1 - validation - test), boundary(1 - test)
+    ranges: dict[SplitName, tuple[int, int]] = {"train": (0, a)}
+    if validation:
+        ranges["validation"] = (a, b)
+    if test:
+        ranges["test"] = (b, len(data))
+    if not validation:
+        ranges["train"] = (0, b)
+    manifest = CorpusManifest(sha256=hashlib.sha256(data).hexdigest(), n_bytes=len(data), ranges=ranges, made_by=rule)
+    path = corpus.parent / MANIFEST_FILE
+    if path.exists():
+        existing = read_record(CorpusManifest, path)
+        if existing != manifest:
+            raise InputError(path, "already there with other ranges", fix="delete it to cut the corpus again, or drop --validation/--test to use it")
+        return existing
+    write_atomically(path, manifest.to_json())
     return manifest

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Literal
 
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, open_source
+from tokpack.corpus.manifest import split_manifest
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, format_of, open_source
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
@@ -43,8 +44,14 @@ ProgressCallback = Callable[[PrepareProgress], None]
 class TokenizedCorpus:
     """A prepared corpus: its verified pack and the vocabulary its ids come from."""
 
-    def __init__(self, tokens_dir: Path, vocabulary_path: Path) -> None:
+    def __init__(self, tokens_dir: Path, vocabulary_path: Path, *, tokenizer: BpeTokenizer | None = None) -> None:
         """Open a prepared corpus (as :func:`prepare` returns it).
+
+        Args:
+            tokens_dir: the pack.
+            vocabulary_path: its ``vocabulary.json``.
+            tokenizer: that vocabulary already loaded (and checked against the file), so it is
+                not parsed and hashed again; by default it is read from ``vocabulary_path``.
 
         Raises:
             ValueError: the pack does not match its meta, or the vocabulary is not the pack's.
@@ -52,7 +59,7 @@ class TokenizedCorpus:
         self.tokens_dir = Path(tokens_dir)
         self.vocabulary_path = Path(vocabulary_path)
         self._pack = Pack(self.tokens_dir)
-        vocabulary = BpeTokenizer.load_saved(self.vocabulary_path)
+        vocabulary = tokenizer if tokenizer is not None else BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
             raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
         pad_id = self._pack.meta.pad_id
@@ -78,6 +85,20 @@ class TokenizedCorpus:
         """Number of ids, ``<|endoftext|>`` included."""
         return self.vocabulary.n_vocab
 
+    @property
+    def vocabulary_sample(self) -> str | None:
+        """What the vocabulary was trained on (``trained on 10.0 of 18.5 MB, 412 documents spread
+        over the range``), or ``None`` for a vocabulary you gave."""
+        from tokpack._schema import read_record
+        from tokpack.corpus.sources import describe_sample
+        from tokpack.vocab.bytelevel import VocabularyRecord
+
+        trained_on = read_record(VocabularyRecord, self.vocabulary_path).trained_on or {}
+        if "sample_documents" not in trained_on:
+            return None
+        return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
+                               int(trained_on["sample_documents"]))
+
     def pack(self) -> Pack:
         """The pack itself (tokens memory map, starts, meta)."""
         return self._pack
@@ -102,7 +123,7 @@ def prepare(
     *,
     vocab: VocabularySpec | None = None,
     cache_dir: str | Path | None = None,
-    vocab_size: int = 50256,
+    vocab_size: int = 50257,
     min_frequency: int = 2,
     vocab_sample_bytes: int = 10_000_000,
     document_bytes: int = 1_048_576,
@@ -113,6 +134,9 @@ def prepare(
     text_field: str = "text",
     on_error: OnError = "raise",
     progress: ProgressCallback | None = None,
+    validation: float = 0.0,
+    test: float = 0.0,
+    out: str | Path | None = None,
 ) -> TokenizedCorpus:
     """Tokenize a corpus once, cache the pack, and return it.
 
@@ -125,12 +149,14 @@ def prepare(
     Args:
         corpus: the file or folder.
         vocab: your vocabulary (anything :func:`load_vocabulary` takes); ``None`` trains one on
-            the first ``vocab_sample_bytes`` of the training range, never validation or test data.
+            about ``vocab_sample_bytes`` of whole documents spread evenly over the training range
+            (deterministic; never validation or test data; see :attr:`TokenizedCorpus.vocabulary_sample`).
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
-        vocab_size: ranks to train, the 256 bytes included (``n_vocab`` is one more, for
-            ``<|endoftext|>``); GPT-2's size by default.
+        vocab_size: ids of the vocabulary to train, ``<|endoftext|>`` included (``n_vocab``, as
+            Hugging Face counts it: the 256 bytes, the merges and ``<|endoftext|>``); GPT-2's
+            50,257 by default.
         min_frequency: a merge needs a pair seen at least this often.
-        vocab_sample_bytes: bytes of the training range the trainer sees.
+        vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
         document_bytes: the longest document (at least 4).
         batch_documents: documents encoded together (in parallel).
         trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trained faster
@@ -142,6 +168,10 @@ def prepare(
         on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
             it (``meta.counts["skipped"]``).
         progress: called with a :class:`PrepareProgress` as work advances.
+        validation, test: hold out these shares of a text file's bytes (its end: validation,
+            then test) by writing its ``manifest.json`` (see
+            :func:`tokpack.corpus.manifest.split_manifest`); 0 uses the manifest there, if any.
+        out: the pack's folder (default: under the cache, named by corpus and vocabulary).
 
     Returns:
         The :class:`TokenizedCorpus`.
@@ -157,18 +187,22 @@ def prepare(
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
+    if validation or test:
+        if format_of(path) != "text":
+            raise InputError(path, "--validation and --test cut one text file", fix="split a folder or records yourself")
+        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes)
     report(PrepareProgress("hashing", 0, _size(path)))
     with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
         return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size, min_frequency=min_frequency,
                                vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                                batch_documents=batch_documents, trainer=trainer, pattern=pattern, workers=workers,
-                               report=report)
+                               report=report, out=None if out is None else Path(out))
 
 
 def _prepare_source(
     source: DocumentSource, cache: Path, *, vocab: VocabularySpec | None, vocab_size: int, min_frequency: int,
     vocab_sample_bytes: int, document_bytes: int, batch_documents: int, trainer: Trainer, pattern: str | None,
-    workers: int | None, report: ProgressCallback,
+    workers: int | None, report: ProgressCallback, out: Path | None = None,
 ) -> TokenizedCorpus:
     record = source.record
     report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
@@ -186,7 +220,7 @@ def _prepare_source(
     # The error policy is part of the key: a pack that skipped bad records must never be handed
     # to a run that asked to stop at them.
     policy = "-skip" if source.on_error == "skip" else ""
-    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{policy}"
+    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{policy}"
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
@@ -201,7 +235,7 @@ def _prepare_source(
                 if not pack_dir.exists():
                     raise
                 _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
-    return TokenizedCorpus(pack_dir, vocabulary_json)
+    return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
 
 
 def _size(path: Path) -> int:
@@ -211,7 +245,7 @@ def _size(path: Path) -> int:
 
 
 def _check_sizes(**sizes: int) -> None:
-    minimums = {"vocab_size": 256, "document_bytes": 4}
+    minimums = {"vocab_size": 257, "document_bytes": 4}  # 256 bytes and <|endoftext|>
     for name, value in sizes.items():
         if not isinstance(value, int) or value < minimums.get(name, 1):
             raise InputError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
@@ -222,29 +256,37 @@ def _trained_vocabulary(
     sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
 ) -> tuple[BpeTokenizer, Path]:
     pattern_id = hashlib.sha256(pattern.encode()).hexdigest()[:8]
-    key = f"{corpus_key[:16]}-v{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}"
+    # "spread": the sample is documents spread over the whole training range (older caches,
+    # trained on the range's first bytes, live under other keys and are never reused).
+    key = f"{corpus_key[:16]}-n{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}-spread"
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
-        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer,
+        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": "spread",
     }
     with locked(directory):
         if directory.exists():
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
-            if tokenizer.pattern != pattern or _saved_training(directory) != trained_on:
+            saved = _saved_training(directory) or {}
+            if tokenizer.pattern != pattern or {name: saved.get(name) for name in trained_on} != trained_on:
                 raise InputError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
         sample = source.training_sample(sample_bytes)
-        first = next((text for text in sample if text), None)
-        if first is None and vocab_size > 256:  # no merges to learn: 257 ids would pass for the size asked for
-            raise InputError(source.path, f"no training text to learn {vocab_size - 256} merges from (the training range "
+        texts = iter(sample)  # one pass: the sample counts what it gives
+        first = next((text for text in texts if text), None)
+        if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
+            raise InputError(source.path, f"no training text to learn {vocab_size - 257} merges from (the training range "
                              "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
-        tokenizer = train(itertools.chain([first] if first else [], sample), vocab_size=vocab_size, min_frequency=min_frequency,
-                          pattern=pattern)
+        # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
+        tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
+                          min_frequency=min_frequency, pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
         source.check_unchanged()
+        # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
+        trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
+                       "training_range_bytes": sample.range_bytes}
         remove_abandoned(directory)
         if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
@@ -265,14 +307,20 @@ def _published(directory: Path, write: Callable[[Path], object]) -> bool:
     return False
 
 
-def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
-    if name == "hf":
-        return train_hf_bytelevel
-    if name == "exact":
-        from tokpack.bpe import train_bytelevel
+def _train_exact(*args: object, **kwargs: object) -> BpeTokenizer:
+    from tokpack.bpe import train_bytelevel  # imported when used: the hf path does not need it
 
-        return train_bytelevel
-    raise InputError(f"trainer must be 'hf' or 'exact', got {name!r}")
+    return train_bytelevel(*args, **kwargs)  # type: ignore[arg-type]
+
+
+#: Vocabulary trainers by name (``prepare(trainer=...)``, ``--trainer``): one line adds one.
+TRAINERS: dict[str, Callable[..., BpeTokenizer]] = {"exact": _train_exact, "hf": train_hf_bytelevel}
+
+
+def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
+    if name not in TRAINERS:
+        raise InputError(None, f"trainer must be one of {', '.join(TRAINERS)}, got {name!r}")
+    return TRAINERS[name]
 
 
 def _saved_training(directory: Path) -> dict[str, str | int] | None:
@@ -290,8 +338,17 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     """
     with locked(directory):
         if directory.exists():
-            if BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
-                raise IntegrityError(f"{directory}: cached vocabulary differs from the one given; delete it")
+            # Compared through its record and the rank file's bytes: parsing it again would cost
+            # as much as loading the vocabulary did.
+            from tokpack._schema import read_record
+            from tokpack.vocab.bytelevel import VocabularyRecord
+
+            record = read_record(VocabularyRecord, directory / VOCABULARY_FILE)
+            ranks = directory / record.ranks_file
+            same = (record.identity == tokenizer.identity and record.pattern == tokenizer.pattern
+                    and ranks.is_file() and ranks.read_bytes() == tokenizer.rank_lines)
+            if not same:
+                raise IntegrityError(directory, "cached vocabulary differs from the one given", fix="delete it")
         else:
             remove_abandoned(directory)
             if _published(directory, tokenizer.save) and \

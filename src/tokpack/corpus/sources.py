@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -47,6 +47,7 @@ class DocumentSource:
 
     format: Format
     text_field: str | None = None  # the field or column holding the text, for record formats
+    takes_text_field: ClassVar[bool] = False  # whether the constructor takes ``text_field``
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
         self.path = Path(path)
@@ -105,21 +106,21 @@ class DocumentSource:
         """The byte span of range ``name`` in the input, where that means something (a text file)."""
         return None
 
-    def training_sample(self, n_bytes: int) -> Iterator[str]:
-        """The first ``n_bytes`` of training text, as documents (the last one trimmed at a
-        character boundary), for a vocabulary trainer: never validation or test text."""
-        left = n_bytes
-        for name, first, last in self.layout():
-            if name != "train":
-                continue
-            for piece in self.pieces(first, last):
-                if left <= 0:
-                    return
-                if piece.n_bytes > left:
-                    yield piece.text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
-                    return
-                left -= piece.n_bytes
-                yield piece.text
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        """The size in bytes of each unit of ``[first, last)`` (an estimate for record formats),
+        by which a vocabulary sample is spread; equal weights unless a format knows better."""
+        return np.ones(max(last - first, 0), np.int64)
+
+    def training_sample(self, n_bytes: int) -> TrainingSample:
+        """About ``n_bytes`` of training text for a vocabulary trainer, as whole documents spread
+        evenly over the whole training range (never validation or test text), so the order of the
+        input does not decide what the vocabulary sees; the same input always gives the same sample.
+        Iterate it once; it then knows how many documents and bytes it gave."""
+        spans = [(first, last) for name, first, last in self.layout() if name == "train"]
+        sizes = np.concatenate([self.unit_bytes(first, last) for first, last in spans]) if spans else np.zeros(0, np.int64)
+        units = np.concatenate([np.arange(first, last, dtype=np.int64) for first, last in spans]) if spans else sizes
+        chosen = units[spread_evenly(sizes, n_bytes)]
+        return TrainingSample(self, chosen, n_bytes, range_bytes=int(sizes.sum()))
 
     def _skip(self, problem: str) -> None:
         self.skipped += 1
@@ -139,6 +140,82 @@ class DocumentSource:
             yield from self._cut(data, 0, len(data), where)
 
 
+class TrainingSample:
+    """The documents a vocabulary is trained on (see :meth:`DocumentSource.training_sample`):
+    an iterable of texts that counts what it gave (``n_documents``, ``n_bytes``) once iterated."""
+
+    def __init__(self, source: DocumentSource, units: np.ndarray, limit_bytes: int, *, range_bytes: int) -> None:
+        self.source, self.units, self.limit_bytes = source, units, limit_bytes
+        self.range_bytes = range_bytes  # bytes of the whole training range
+        self.n_documents = self.n_bytes = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.n_documents = self.n_bytes = 0
+        # Consecutive chosen units are read as one run, so a source reads each stretch once.
+        runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
+        for run in runs:
+            for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
+                left = self.limit_bytes - self.n_bytes
+                if left <= 0:
+                    return
+                text = piece.text
+                if piece.n_bytes > left:  # only when one document is larger than the whole sample
+                    text = piece.text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
+                self.n_documents += 1
+                self.n_bytes += min(piece.n_bytes, left)
+                yield text
+
+    def describe(self) -> str:
+        """One line for the user: ``trained on 10.0 of 18.5 MB, 412 documents spread over the range``."""
+        return describe_sample(self.n_bytes, self.range_bytes, self.n_documents)
+
+
+def describe_sample(n_bytes: int, range_bytes: int, n_documents: int) -> str:
+    """What a vocabulary was trained on, in one line.
+
+    >>> describe_sample(10_000_000, 18_500_000, 412)
+    'trained on 10.0 of 18.5 MB, 412 documents spread over the range'
+    >>> describe_sample(300, 300, 1)
+    'trained on all 0.0 MB, 1 document'
+    """
+    plural = "s" if n_documents != 1 else ""
+    if n_bytes >= range_bytes:
+        return f"trained on all {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural}"
+    return f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural} spread over the range"
+
+
+def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
+    """Indices of units (of the given byte ``sizes``) spread evenly over their total bytes,
+    together at most ``budget`` bytes (all of them when they fit; the unit at the middle when
+    not even one fits, for the caller to trim). Deterministic and vectorized: ``k`` points evenly
+    spaced over the bytes pick the units they fall in, the largest ``k`` that fits is searched.
+
+    >>> spread_evenly(np.array([10] * 10), 30).tolist()
+    [1, 5, 8]
+    >>> spread_evenly(np.array([10] * 10), 1000).tolist() == list(range(10))
+    True
+    >>> spread_evenly(np.array([5, 100, 5]), 10).tolist()
+    [1]
+    """
+    total = int(sizes.sum())
+    if total <= budget:
+        return np.arange(len(sizes))
+    ends = np.cumsum(sizes)
+
+    def picks(k: int) -> np.ndarray:
+        points = (np.arange(k) + 0.5) * (total / k)
+        return np.unique(np.searchsorted(ends, points, side="right"))
+
+    low, high = 1, len(sizes)  # the largest k whose picks fit the budget
+    while low < high:
+        middle = (low + high + 1) // 2
+        if int(sizes[picks(middle)].sum()) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return picks(low)
+
+
 class TextFile(DocumentSource):
     """One UTF-8 text file, split by the ``manifest.json`` beside it (all training without one)."""
 
@@ -150,7 +227,8 @@ class TextFile(DocumentSource):
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
         self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
-        spans, self._layout = [], []
+        spans: list[np.ndarray] = []
+        self._layout: list[tuple[str, int, int]] = []
         for name, start, stop in self.manifest.ordered_ranges():
             spans.append(_bounds(cut_documents(self._data, start, stop, document_bytes)))
             first = self._layout[-1][2] if self._layout else 0
@@ -174,6 +252,10 @@ class TextFile(DocumentSource):
 
     def layout(self) -> list[tuple[str, int, int]]:
         return list(self._layout)
+
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        bounds = self._bounds[first:last]
+        return bounds[:, 1] - bounds[:, 0]
 
     def range_bytes(self, name: str) -> tuple[int, int] | None:
         span = self.manifest.ranges.get(name)  # type: ignore[call-overload]
@@ -278,6 +360,10 @@ class TextDirectory(DocumentSource):
     def n_units(self) -> int:
         return len(self._units)
 
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        units = self._units[first:last]
+        return units[:, 2] - units[:, 1]
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         chosen = self._units[first:last]
         for rows in np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else ():
@@ -304,6 +390,7 @@ class JsonLines(DocumentSource):
     """JSON Lines: one record a line, its ``text_field`` the document (cut if longer than the limit)."""
 
     format: Format = "jsonl"
+    takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
@@ -317,6 +404,9 @@ class JsonLines(DocumentSource):
     @property
     def n_units(self) -> int:
         return len(self._line_starts)
+
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        return self._line_ends[first:last] - self._line_starts[first:last]  # the record's JSON line
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         with open(self.path, "rb") as handle:
@@ -363,6 +453,7 @@ class ParquetTexts(DocumentSource):
     """A parquet file's text column, read row group by row group (memory holds one group)."""
 
     format: Format = "parquet"
+    takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
         import pyarrow.parquet as pq
@@ -381,6 +472,16 @@ class ParquetTexts(DocumentSource):
     @property
     def n_units(self) -> int:
         return int(self._group_starts[-1])
+
+    def unit_bytes(self, first: int, last: int) -> np.ndarray:
+        # Each row is estimated at its row group's mean (the text column's uncompressed size).
+        column = self._file.schema_arrow.names.index(self.text_field)
+        metadata = self._file.metadata
+        per_row = [metadata.row_group(g).column(column).total_uncompressed_size / max(metadata.row_group(g).num_rows, 1)
+                   for g in range(self._file.num_row_groups)]
+        rows = np.arange(first, last)
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        return np.maximum(np.asarray(per_row)[groups], 1).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         import pyarrow as pa
@@ -433,20 +534,33 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
-        raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        raise InputError(None, f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not path.is_dir():
         regular_file(path, "input")  # a FIFO or device (/dev/zero) would block or never end
-    kind = format or ("directory" if path.is_dir() else {".jsonl": "jsonl", ".ndjson": "jsonl",
-                                                         ".parquet": "parquet"}.get(path.suffix, "text"))
-    if kind == "directory":
-        return TextDirectory(path, document_bytes=document_bytes, on_error=on_error)
-    if kind == "jsonl":
-        return JsonLines(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
-    if kind == "parquet":
-        return ParquetTexts(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
-    if kind == "text":
-        return TextFile(path, document_bytes=document_bytes, on_error=on_error)
-    raise InputError(f"unknown corpus format {kind!r}")
+    kind = format or format_of(path)
+    if kind not in FORMATS:
+        raise InputError(None, f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
+    source_type = FORMATS[kind]
+    if source_type.takes_text_field:
+        return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)  # type: ignore[call-arg]
+    return source_type(path, document_bytes=document_bytes, on_error=on_error)
+
+
+#: Every input format by name: adding one is a class above and a line here (and a suffix below).
+FORMATS: dict[str, type[DocumentSource]] = {
+    "text": TextFile, "directory": TextDirectory, "jsonl": JsonLines, "parquet": ParquetTexts,
+}
+#: File name suffixes that select a record format; any other file is one text file.
+SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+def format_of(path: Path) -> str:
+    """The format :func:`open_source` reads ``path`` in: a folder is ``directory``, else by suffix.
+
+    >>> format_of(Path("a.ndjson")), format_of(Path("a.txt"))
+    ('jsonl', 'text')
+    """
+    return "directory" if path.is_dir() else SUFFIXES.get(path.suffix, "text")
 
 
 #: Bytes read or validated per step, so memory stays flat on a large file.

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from tokpack._atomic import building
 from tokpack._schema import read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.sources import OnError, open_source
-from tokpack.engines.executors import ProgressSink, ShardTask, run_local, run_ray
+from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.shard_task import JOB_FILE, VOCABULARY_DIR, ShardJob, finish_if_complete, run_shard
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
-Engine = Literal["local", "ray"]
+Engine = str  # a name in tokpack.engines.executors.EXECUTORS
 
 
 def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec, shards: int,
@@ -77,17 +76,13 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
         RuntimeError: a shard failing after its retries.
     """
     dataset = Path(dataset)
+    if engine not in EXECUTORS:  # before any file is written
+        raise InputError(f"engine must be one of {', '.join(EXECUTORS)}, got {engine!r}")
     start_job(corpus, dataset, vocab=vocab, shards=shards, document_bytes=document_bytes,
               batch_documents=batch_documents, text_field=text_field, on_error=on_error)
-    ranks = list(range(shards))
-    if engine == "local":
-        run_local(dataset, ranks, processes=processes, retries=retries, task=task, on_done=on_done,
-                  on_progress=on_progress)
-    elif engine == "ray":
-        run_ray(dataset, ranks, address=ray_address, retries=retries, task=task, num_cpus=ray_cpus, on_done=on_done,
-                on_progress=on_progress)
-    else:
-        raise InputError(f"engine must be 'local' or 'ray', got {engine!r}")
+    options = RunOptions(processes=processes, address=ray_address, cpus=ray_cpus, retries=retries, task=task,
+                         on_done=on_done, on_progress=on_progress)
+    EXECUTORS[engine](dataset, list(range(shards)), options)
     finished = finish_if_complete(dataset)
     if finished is None:
         raise RuntimeError(f"{dataset}: not every shard is complete")

@@ -164,7 +164,7 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
                  ignore_reinit_error=True)
     queue = Queue()
     remote = ray.remote(max_retries=retries, num_cpus=1)(task)
-    waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}
+    waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}  # type: ignore[call-arg]
     try:
         while waiting:
             done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.2)
@@ -177,3 +177,51 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
         _drain(queue, on_progress)
     finally:
         queue.shutdown()
+
+
+class RunOptions:
+    """What the driver hands every executor; each takes the options that mean something to it."""
+
+    def __init__(self, *, processes: int | None = None, address: str | None = None, cpus: int | None = None,
+                 retries: int = 2, task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None,
+                 on_progress: ProgressSink | None = None) -> None:
+        self.processes, self.address, self.cpus, self.retries = processes, address, cpus, retries
+        self.task, self.on_done, self.on_progress = task, on_done, on_progress
+
+
+def _run_local(dataset: Path, ranks: Sequence[int], options: RunOptions) -> None:
+    run_local(dataset, ranks, processes=options.processes, retries=options.retries, task=options.task,
+              on_done=options.on_done, on_progress=options.on_progress)
+
+
+def _run_ray(dataset: Path, ranks: Sequence[int], options: RunOptions) -> None:
+    run_ray(dataset, ranks, address=options.address, retries=options.retries, task=options.task,
+            num_cpus=options.cpus, on_done=options.on_done, on_progress=options.on_progress)
+
+
+#: Executors that run every shard of a job themselves, by name (``--engine``): adding one is a
+#: function and a line here. A job array is not one: the scheduler runs its shards
+#: (:func:`tokpack.engines.start_job`, then :func:`run_array_task` in each array job).
+EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"local": _run_local, "ray": _run_ray}
+
+
+def run_array_task(dataset: Path, rank: int | None = None,
+                   environment: Mapping[str, str] | None = None) -> tuple[int, int, bool]:
+    """One job of a job array: make shard ``rank`` (by default the array's own, from
+    :func:`rank_from_environment`, which must agree with the job's shard count).
+
+    Returns:
+        ``(rank, world_size, written)``: ``written`` is false when the shard was already complete.
+
+    Raises:
+        InputError: no rank, or an array whose size is not the job's number of shards.
+    """
+    from tokpack._schema import read_record
+    from tokpack.engines.shard_task import JOB_FILE, ShardJob
+
+    job = read_record(ShardJob, Path(dataset) / JOB_FILE)
+    if rank is None:
+        rank, world = rank_from_environment(environment)
+        if world != job.world_size:
+            raise InputError(f"the job array has {world} tasks but the job {job.world_size} shards")
+    return rank, job.world_size, run_shard(Path(dataset), rank)

@@ -32,7 +32,7 @@ from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DocumentCut, Source
 from tokpack.store.reader import Pack
-from tokpack.store.source import DATASET_FILE
+from tokpack.store.format import DATASET_FILE
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
 

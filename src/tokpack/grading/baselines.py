@@ -96,7 +96,7 @@ def sentencepiece_counter(texts: Sequence[str], vocab_size: int, *, lossless: bo
         options.update(normalization_rule_name="identity", remove_extra_whitespaces=False)
     model = io.BytesIO()
     lines = (line for text in texts for line in text.splitlines() if line.strip())
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=lines, model_writer=model, **options)
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=lines, model_writer=model, **options)  # type: ignore[arg-type]
     processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
     name = "sentencepiece-lossless" if lossless else "sentencepiece"
     return TokenCounter(name, processor.get_piece_size(), lambda batch: [len(ids) for ids in processor.encode(list(batch))])

@@ -23,6 +23,7 @@ from pydantic import Field
 from tokpack._schema import Record
 from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
+from tokpack.vocab.loading import is_tokpack_record
 
 #: The reference's public thresholds.
 MIN_GLOBAL = 3.30
@@ -136,7 +137,7 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
         raise InputError(f"{path}: no such file")
     if path.suffix == ".model":
         return _sentencepiece_counter(path)
-    if path.suffix == ".json" and not _is_tokpack_record(path):
+    if path.suffix == ".json" and not is_tokpack_record(path):
         return _hf_counter(path)
     from tokpack.vocab import load_vocabulary
 
@@ -154,12 +155,6 @@ def bpe_counter(tokenizer: object, *, name: str) -> TokenCounter:
         vocab_size=tokenizer.n_vocab,
         count=lambda texts: [len(ids) for ids in tokenizer.encode_batch(list(texts))],
     )
-
-
-def _is_tokpack_record(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
-    return b'"schema"' in head and b'"tokpack.' in head
 
 
 def _hf_counter(path: Path) -> TokenCounter:

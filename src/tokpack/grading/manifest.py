@@ -2,7 +2,7 @@
 
 Every training file is named with its domain, SHA-256, the package it was extracted from and that
 package's licence. Licences are looked up by file-name prefix in :data:`KNOWN_SOURCES`, which
-transcribes ``shared/data/SOURCES.md``; a file no rule covers is recorded as ``unknown`` and the
+transcribes ``data/SOURCES.md``; a file no rule covers is recorded as ``unknown`` and the
 caller is told, so an artifact is never shipped with an unnamed licence by accident.
 """
 
@@ -77,7 +77,7 @@ class TokenizerManifest(Record):
 
 
 def licence_of(domain: str, file_name: str) -> tuple[str, str]:
-    """``(package, licence)`` of a file of the shared data, or ``("unknown", "unknown")``.
+    """``(package, licence)`` of a file of the repository's ``data/``, or ``("unknown", "unknown")``.
 
     >>> licence_of("code", "bpp-bpp_admin_core.py.txt")
     ('django-bpp 1.0.9 (PyPI)', 'MIT')

@@ -75,7 +75,7 @@ class TrainingRecipe(Record):
     """Everything that decides what :func:`train_tokenizer` learns."""
 
     vocab_size: int = Field(ge=258, description="ids in the result, <|endoftext|> included")
-    trainer: Trainer = "hf"
+    trainer: Trainer = "exact"  # the default of every trainer option (prepare's too)
     pattern: str = POLISH_PATTERN
     min_frequency: int = Field(default=2, ge=1)
     domain_weights: dict[str, float] = Field(default_factory=dict)
@@ -241,7 +241,9 @@ def _repeat(counts: dict[str, int]) -> Iterator[str]:
 
 
 def write_tokenizer(tokenizer: BpeTokenizer, out_json: Path, *, trained_on: dict[str, str | int] | None = None) -> list[Path]:
-    """Write ``out_json`` (Hugging Face) and, in its folder, ``ranks.tiktoken`` and ``vocabulary.json``.
+    """Write ``out_json`` (Hugging Face) and, in its folder, ``ranks.tiktoken``, ``vocabulary.json``,
+    and the ``tokenizer_config.json`` and ``special_tokens_map.json`` that let
+    ``transformers.AutoTokenizer.from_pretrained(folder)`` load it with its eos and pad tokens.
 
     Each file is written to a temporary sibling and renamed into place. Returns the paths.
     """
@@ -252,8 +254,11 @@ def write_tokenizer(tokenizer: BpeTokenizer, out_json: Path, *, trained_on: dict
     try:
         (staging / out_json.name).write_text(tokenizer.to_tokenizer_json(), encoding="utf-8")
         tokenizer.save(staging, trained_on=trained_on)
+        extra = tokenizer.transformers_files()
+        for name, text in extra.items():
+            (staging / name).write_text(text, encoding="utf-8")
         written = []
-        for name in (RANKS_FILE, "vocabulary.json", out_json.name):
+        for name in (RANKS_FILE, "vocabulary.json", out_json.name, *extra):
             os.replace(staging / name, folder / name)
             written.append(folder / name)
     finally:

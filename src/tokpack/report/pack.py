@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tokpack.report.page import escape, page, table
-from tokpack.report.plots import histogram
+from tokpack.report.plots import histogram, spans_decades
 from tokpack.store import TokenSource, open_tokens
 
 
@@ -36,7 +36,13 @@ def pack_facts(source: TokenSource, lengths: np.ndarray, *, block: int) -> dict[
     windows = len(lengths)
     tail = max(0, int(source.starts[-1]) + block - source.n_tokens) if windows else 0  # the last window runs off the end
     packed = (windows + tail) / (windows * block) if windows else 0.0
+    source_record = getattr(meta, "source", None)  # a datatrove folder has none
+    characters = getattr(meta, "counts", {}).get("characters")
     return {
+        "source": source_record.model_dump(mode="json") if source_record is not None else None,
+        "characters_per_token": characters / source.n_tokens if characters and source.n_tokens else None,
+        "bytes_per_token": source_record.n_bytes / source.n_tokens if source_record is not None and source.n_tokens else None,
+        "length_axis": "log" if spans_decades(lengths) else "linear",
         "path": str(source.path),
         "kind": "dataset" if (Path(source.path) / "dataset.json").exists() else "pack",
         "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
@@ -76,7 +82,18 @@ def pack_section(facts: dict[str, Any], lengths: np.ndarray) -> str:
             ("vocabulary size", "n_vocab", f"{identity['n_vocab']:,}"),
         )
     )
-    card_rows = [
+    origin = facts["source"]
+    compression = " · ".join(
+        text for text in (
+            f'<span data-testid="characters-per-token">{facts["characters_per_token"]:.2f}</span> characters per token'
+            if facts["characters_per_token"] else "",
+            f'<span data-testid="bytes-per-token">{facts["bytes_per_token"]:.2f}</span> bytes per token'
+            if facts["bytes_per_token"] else "",
+        ) if text
+    )
+    card_rows = ([["source", f'<span data-testid="source-name">{escape(origin["name"])}</span>, {origin["n_bytes"]:,} bytes, '
+                             f'SHA-256 <code>{escape(origin["sha256"])}</code>']] if origin else []) + ([
+        ["compression", compression]] if compression else []) + [
         ["vocabulary", f'<code data-testid="vocabulary-sha256">{escape(identity["sha256"])}</code> ({escape(identity["scheme"])})'],
         ["tokens.npy SHA-256", f"<code>{escape(facts['tokens_sha256'])}</code>"],
         ["starts.npy SHA-256", f"<code>{escape(facts['starts_sha256'])}</code>"],
@@ -111,4 +128,6 @@ def pack_report(path: str | Path, *, block: int = 1024) -> str:
     source = open_tokens(Path(path), verify=False)  # verified below, so a failure is reported, not raised
     lengths = document_lengths(source)
     facts = pack_facts(source, lengths, block=block)
-    return page(f"tokpack report: {Path(path).name}", pack_section(facts, lengths), data={"pack": facts})
+    # The corpus's own name is the title: a folder is often just a cache key.
+    name = facts["source"]["name"] if facts["source"] else Path(path).name
+    return page(f"{name}: tokpack report", pack_section(facts, lengths), data={"pack": facts})

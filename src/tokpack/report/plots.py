@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -30,23 +30,47 @@ def _svg(figure) -> str:  # type: ignore[no-untyped-def]
     return text[text.index("<svg"):]  # drop the XML prolog: it is inline
 
 
+def spans_decades(values: np.ndarray, *, decades: float = 2.0) -> bool:
+    """Whether positive ``values`` span at least ``decades`` powers of ten (then a linear axis
+    crushes all but the longest into one bar, and a log axis is drawn).
+
+    >>> spans_decades(np.array([3, 40, 5000])), spans_decades(np.array([300, 900]))
+    (True, False)
+    """
+    positive = values[values > 0]
+    return bool(len(positive)) and float(np.log10(positive.max() / positive.min())) >= decades
+
+
+def _legend_outside(axes) -> None:  # type: ignore[no-untyped-def]
+    # Beside the plot, never over it: a legend inside the axes hides whatever data lies under it.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, framealpha=0.9)
+
+
 def histogram(values: np.ndarray, *, title: str, xlabel: str, marks: dict[str, float], test_id: str) -> str:
-    """A histogram of ``values`` with vertical lines at ``marks`` (label -> x)."""
+    """A histogram of ``values`` with vertical lines at ``marks`` (label -> x); the x axis is
+    logarithmic (log-spaced bins) when the values span decades, and the legend sits beside it."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 3.2))
+    log = spans_decades(values)
     if len(values):
-        axes.hist(values, bins=min(60, max(5, int(np.sqrt(len(values))))), color="#2f6fdb", alpha=0.85)
+        count = min(60, max(5, int(np.sqrt(len(values)))))
+        positive = values[values > 0]
+        bins = np.geomspace(positive.min(), positive.max() * 1.0001, count + 1) if log else count
+        axes.hist(positive if log else values, bins=bins, color="#2f6fdb", alpha=0.85)
+    if log:
+        axes.set_xscale("log")
     for index, (label, x) in enumerate(marks.items()):
         axes.axvline(x, color=["#c0392b", "#8e44ad", "#16a085"][index % 3], linestyle="--", label=f"{label} = {x:,.0f}")
     axes.set_title(title)
-    axes.set_xlabel(xlabel)
+    axes.set_xlabel(xlabel + (" (log scale)" if log else ""))
     axes.set_ylabel("documents")
     if marks:
-        axes.legend(loc="upper right")
-    return f'<figure data-testid="{test_id}">{_svg(figure)}</figure>'
+        _legend_outside(axes)
+    scale = "log" if log else "linear"
+    return f'<figure data-testid="{test_id}" data-x-scale="{scale}" data-legend="outside">{_svg(figure)}</figure>'
 
 
-def bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str, ylabel: str,
+def bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str,
          lines: dict[str, float], highlight: str | None, test_id: str) -> str:
     """Grouped bars (one group per label, one bar per series), horizontal lines at ``lines``."""
     plt = _pyplot()
@@ -55,7 +79,7 @@ def bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: st
     positions = np.arange(len(labels))
     for index, (name, values) in enumerate(series.items()):
         drawn = axes.bar(positions + index * width - 0.4 + width / 2, values, width, label=name)
-        if highlight in labels and index == 0:
+        if highlight is not None and highlight in labels and index == 0:
             drawn[list(labels).index(highlight)].set_edgecolor("#c0392b")
             drawn[list(labels).index(highlight)].set_linewidth(2.5)
     for label, y in lines.items():
@@ -64,5 +88,5 @@ def bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: st
     axes.set_xticks(positions, labels)
     axes.set_title(title)
     axes.set_ylabel(ylabel)
-    axes.legend(loc="best", framealpha=0.9)
-    return f'<figure data-testid="{test_id}">{_svg(figure)}</figure>'
+    _legend_outside(axes)
+    return f'<figure data-testid="{test_id}" data-legend="outside">{_svg(figure)}</figure>'

@@ -5,7 +5,8 @@ from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.dataset import DatasetRecord, ShardedDataset, merge_dataset, write_dataset
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span, token_dtype
 from tokpack.store.reader import Pack
-from tokpack.store.source import TokenSource, open_tokens
+from tokpack.store.opening import open_tokens
+from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
 
 __all__ = [

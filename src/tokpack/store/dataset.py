@@ -26,9 +26,9 @@ from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.store.format import SHA256, DocumentCut, PackMeta, Source, Span, StreamRecord
+from tokpack.store.format import DATASET_FILE, SHA256, DocumentCut, PackMeta, Source, Span, StreamRecord
 from tokpack.store.reader import Pack
-from tokpack.store.source import DATASET_FILE, RecordedStream
+from tokpack.store.source import RecordedStream
 from tokpack.vocab.identity import VocabIdentity
 
 SHARD_PREFIX = "shard-"

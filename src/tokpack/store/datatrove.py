@@ -19,7 +19,6 @@ from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.dataset import PartsStream, stream_hashes
 from tokpack.store.format import Span, token_dtype
 from tokpack.store.source import RecordedStream
-from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 
@@ -57,6 +56,8 @@ class _TokenFile:
 
 class DatatroveMeta:
     """The record readers expect (counts, dtype, identity, ranges, checksums) for a datatrove folder."""
+
+    ranges: dict[str, Any]  # set with the other fields in __init__
 
     def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)

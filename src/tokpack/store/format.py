@@ -31,6 +31,7 @@ PACK_SCHEMA = "tokpack.pack.v1"
 TOKENS_FILE = "tokens.npy"
 STARTS_FILE = "starts.npy"
 META_FILE = "meta.json"
+DATASET_FILE = "dataset.json"  # a sharded dataset's record
 #: Every tokpack ``.npy`` header is this long, whatever the length, so it can be rewritten in place.
 NPY_HEADER_BYTES = 128
 SHA256 = r"^[0-9a-f]{64}$"
@@ -100,7 +101,7 @@ class PackMeta(StreamRecord):
     """``meta.json`` (``"schema": "tokpack.pack.v1"``): everything a reader needs to trust
     ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s."""
 
-    schema_: Literal["tokpack.pack.v1"] = Field(default=PACK_SCHEMA, alias="schema")
+    schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
 
 
 def token_dtype(n_vocab: int) -> np.dtype:

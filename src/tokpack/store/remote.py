@@ -30,7 +30,9 @@ from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.dataset import DatasetRecord, PartsStream, ShardEntry, ShardedDataset, stream_hashes
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
-from tokpack.store.source import DATASET_FILE, RecordedStream, TokenSource, open_tokens
+from tokpack.store.format import DATASET_FILE
+from tokpack.store.opening import open_tokens
+from tokpack.store.source import RecordedStream, TokenSource
 
 #: The cache's default bound: 8 GiB.
 DEFAULT_CACHE_BYTES = 8 << 30

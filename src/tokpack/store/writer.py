@@ -105,8 +105,8 @@ class PackWriter:
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
         payload = ids.astype(self.dtype.newbyteorder("<"), copy=False)
-        self._tokens.write(memoryview(payload))
-        self._tokens_hash.update(memoryview(payload))
+        self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
+        self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
         self.n_tokens += len(ids)
 
     def append_pack(self, pack: Pack) -> None:
@@ -121,8 +121,8 @@ class PackWriter:
         step = max(1, _COPY_CHUNK // pack.tokens.itemsize)
         for offset in range(0, pack.n_tokens, step):
             payload = np.ascontiguousarray(pack.tokens[offset : offset + step]).astype(self.dtype.newbyteorder("<"), copy=False)
-            self._tokens.write(memoryview(payload))
-            self._tokens_hash.update(memoryview(payload))
+            self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
+            self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
         self.n_tokens += pack.n_tokens
 
     def commit(

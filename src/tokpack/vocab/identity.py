@@ -28,7 +28,7 @@ class VocabIdentity(Record):
     'abababababababab'
     """
 
-    schema_: Literal["tokpack.vocab.v1"] = Field(default=VOCAB_SCHEMA, alias="schema")
+    schema_: Literal["tokpack.vocab.v1"] = Field(default="tokpack.vocab.v1", alias="schema")
     scheme: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     n_vocab: int = Field(ge=1)

@@ -37,7 +37,7 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     if isinstance(spec, BpeTokenizer):
         return _with_pattern(spec, pattern, "the given tokenizer")
     if hasattr(spec, "as_tokenizer"):
-        return _with_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)
+        return _with_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)  # type: ignore[union-attr]
     if isinstance(spec, (tuple, list)):
         if len(spec) != 2:
             raise InputError("a GPT-2 vocabulary is a pair (encoder.json, vocab.bpe)")
@@ -55,7 +55,7 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     if not path.is_file():
         raise InputError(f"{path}: no such vocabulary file")
     if path.suffix == ".json":
-        if _is_tokpack_record(path):
+        if is_tokpack_record(path):
             return _with_pattern(BpeTokenizer.load_saved(path), pattern, str(path))
         ranks, file_pattern, specials = read_tokenizer_json(path)
         if END_OF_TEXT not in specials:
@@ -82,7 +82,12 @@ def _with_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> B
     return tokenizer
 
 
-def _is_tokpack_record(path: Path) -> bool:
+def is_tokpack_record(path: Path) -> bool:
+    """Whether a JSON file is one of tokpack's own records (its ``schema`` starts ``tokpack.``).
+
+    Raises:
+        InputError: the file is not JSON.
+    """
     try:
         with open(path, "rb") as handle:
             head = json.loads(handle.read())
