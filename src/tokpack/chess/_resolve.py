@@ -201,10 +201,11 @@ class _ResolvingBoards:
         for kind, jumps in ((KNIGHT, _T["knight"]), (KING, _T["king"])):
             which = np.flatnonzero(piece == kind)
             candidates[which] = jumps[to[which]]
-        sliding = np.flatnonzero((piece == BISHOP) | (piece == ROOK) | (piece == QUEEN))
-        if len(sliding):
-            _, found_at = _first_piece(board, rows[sliding], _T["ray"][to[sliding]])
-            candidates[sliding] = np.where(_T["allowed"][piece[sliding]], found_at, SENTINEL)
+        for kind, lines in ((ROOK, slice(0, 4)), (BISHOP, slice(4, 8)), (QUEEN, slice(0, 8))):
+            which = np.flatnonzero(piece == kind)  # the first piece along each line the kind moves on
+            if len(which):
+                _, found_at = _first_piece(board, rows[which], _T["ray"][to[which], lines])
+                candidates[which, lines] = found_at
         pawns = np.flatnonzero(piece == PAWN)
         if len(pawns):
             t = to[pawns]
