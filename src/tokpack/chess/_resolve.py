@@ -294,7 +294,9 @@ class _ResolvingBoards:
         moved = board[rows, end] * side
         check = (moved == KNIGHT) & (np.abs((enemy % 8 - end % 8) * (enemy // 8 - end // 8)) == 2)
         check |= (moved == PAWN) & (_T["pawn_attackers"][me, enemy] == end[:, None]).any(axis=1)
-        check |= _slider_behind(board, rows, enemy, end, side) | _slider_behind(board, rows, enemy, start, side)
+        both = np.concatenate([rows, rows])  # lines through the landing and the emptied square, in one pass
+        through = _slider_behind(board, both, np.concatenate([enemy, enemy]), np.concatenate([end, start]), side)
+        check |= through[: len(rows)] | through[len(rows):]
         check[takes_en_passant] |= _slider_behind(board, rows[takes_en_passant], enemy[takes_en_passant],
                                                   taken_at[takes_en_passant], side)
         check[castles] |= _slider_behind(board, rows[castles], enemy[castles], rook_to[castles], side)

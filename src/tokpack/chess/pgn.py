@@ -198,12 +198,14 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
             clean_texts.append(clean)
     if fast:
         moves_of = reader.resolve_games(clean_texts, _CODES)
-        for (index, game, headers, verdict), moves in zip(fast, moves_of, strict=True):
-            if moves is None:
+        for (index, game, headers, verdict), resolved in zip(fast, moves_of, strict=True):
+            if resolved is None:
                 slow.append((index, game, headers, verdict))
                 continue
             clocks = reader.clocks_of(reader.clock_movetext(game.movetext)) if options.clocks else None
-            entries[index] = (game.offset, _game(headers, verdict, moves, [], clocks))
+            uci, n_plies = resolved
+            entries[index] = (game.offset, _row(headers, verdict, uci, n_plies, clocks) if n_plies
+                              else Skipped("no_moves", "no moves"))
     for index, game, headers, verdict in slow:
         moves, errors, clocks = reader.python_chess_moves(game)
         entries[index] = (game.offset, _game(headers, verdict, moves, errors, clocks if options.clocks else None))
@@ -256,12 +258,16 @@ def _game(headers: dict[str, str], verdict: tuple[str, int, int, str], moves: li
         return Skipped("null_move", f"ply {moves.index('0000') + 1} is a null move (--)")
     if not moves:
         return Skipped("no_moves", "no moves")
+    return _row(headers, verdict, " ".join(moves), len(moves), clocks)
+
+
+def _row(headers: dict[str, str], verdict: tuple[str, int, int, str], uci: str, n_plies: int,
+         clocks: list[float | None] | None) -> PgnGame:
     date, white_elo, black_elo, result = verdict
-    uci = " ".join(moves)
     return PgnGame(id=_game_id(headers, uci), date=date, white_elo=white_elo, black_elo=black_elo, result=result,
-                   uci=uci, n_plies=len(moves), time_control=headers.get("TimeControl"),
+                   uci=uci, n_plies=n_plies, time_control=headers.get("TimeControl"),
                    termination=headers.get("Termination"), eco=headers.get("ECO"), event=headers.get("Event"),
-                   clocks=None if clocks is None else tuple(clocks[:len(moves)]))
+                   clocks=None if clocks is None else tuple(clocks[:n_plies]))
 
 
 def read_games(path: Path | str, options: ReadOptions = ReadOptions()) -> Iterator[tuple[int, PgnGame | Skipped]]:

@@ -36,10 +36,11 @@ from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, resolve_san
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start.
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 16 << 20
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
 
 TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.M)  # python-chess's, per line
+_TAG_LINES = re.compile(r"(?:[\[%;][^\n]*(?:\n|\Z))*")
 _PARAGRAPHS = re.compile(r"(\n(?:[^\S\n]*\n)+)")
 COMMENT = re.compile(r"\{[^}]*\}")
 _VARIATION = re.compile(r"\([^()]*\)")
@@ -154,16 +155,20 @@ def cut_games(text: str, offset: int) -> list[Game]:
     games: list[Game] = []
     i = 0
 
+    counted = [0, offset]  # a character position and its byte offset: games come in order
+
     def at(pos: int) -> int:
-        return offset + (pos if ascii_text else len(text[:pos].encode("utf-8", "surrogateescape")))
+        if ascii_text:
+            return offset + pos
+        counted[1] += len(text[counted[0]:pos].encode("utf-8", "surrogateescape"))
+        counted[0] = pos
+        return counted[1]
 
     while i < len(parts):
         paragraph = parts[i]
         start = position
         position += len(paragraph) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
-        lines_start = paragraph.lstrip("\n")
-        if not lines_start.strip() or all(line.startswith(("%", ";")) or not line.strip()
-                                            for line in lines_start.split("\n")):
+        if not paragraph or paragraph.isspace() or paragraph.startswith(("%", ";")) and all(line.startswith(("%", ";")) for line in paragraph.split("\n")):
             i += 2
             continue
         tags, movetext = _split_tags(paragraph)
@@ -193,11 +198,8 @@ def _split_tags(paragraph: str) -> tuple[str, str]:
     """A paragraph's leading tag lines (and escapes among them), and the movetext after them."""
     if not paragraph.startswith(("[", "%", ";")):
         return "", paragraph
-    position = 0
-    while position < len(paragraph) and paragraph.startswith(("[", "%", ";"), position):
-        newline = paragraph.find("\n", position)
-        position = len(paragraph) if newline < 0 else newline + 1
-    return paragraph[:position], paragraph[position:]
+    end = _TAG_LINES.match(paragraph).end()  # type: ignore[union-attr]
+    return paragraph[:end], paragraph[end:]
 
 
 def bad_tag_line(tags: str) -> str:
@@ -239,9 +241,9 @@ def without_variations(clean: str) -> str | None:
     return clean
 
 
-def resolve_games(movetexts: list[str], codes: SanCodes) -> list[list[str] | None]:
-    """The UCI main line of each movetext (comments and variations removed), or ``None`` where
-    python-chess must decide (an unusual, illegal or ambiguous move).
+def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int] | None]:
+    """The UCI main line of each movetext (comments and variations removed) and its number of
+    moves, or ``None`` where python-chess must decide (an unusual, illegal or ambiguous move).
 
     All games are one string, split into words once; each word's code comes from ``codes``.
     """
@@ -249,10 +251,7 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[list[str] | Non
         return []
     joined = _SEPARATOR_WORD.join(movetexts)
     words = np.fromiter(map(codes.__getitem__, joined.split()), dtype=np.int32)
-    separators = np.flatnonzero(words == SEPARATOR)
-    game_of_word = np.zeros(len(words), dtype=np.int64)
-    game_of_word[separators] = 1
-    game_of_word = np.cumsum(game_of_word)
+    game_of_word = np.cumsum(words == SEPARATOR)
     is_move = words >= 0
     counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
     many = np.bincount(game_of_word[words == MANY_MOVES], minlength=len(movetexts)) > 0
@@ -267,7 +266,7 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[list[str] | Non
     text = uci[uci != 0].tobytes().decode("ascii")
     bounds = np.concatenate([[0], np.cumsum(5 + (promo > 0))]).tolist()
     firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    return [text[bounds[firsts[g]]:bounds[firsts[g + 1]]].split() if ok else None
+    return [(text[bounds[firsts[g]]:bounds[firsts[g + 1]] - 1], firsts[g + 1] - firsts[g]) if ok else None
             for g, ok in enumerate(resolved.tolist())]
 
 
