@@ -62,11 +62,11 @@ def python_chess_moves(path: Path) -> tuple[float, list[str | None]]:
     return time.perf_counter() - start, moves
 
 
-def speed(games: int, rounds: int) -> None:
+def speed(games: int, rounds: int, real: Path) -> None:
     folder = Path(tempfile.mkdtemp())
     sets = {}
-    if REAL.is_file():
-        sets["real"] = first_games(REAL, games)
+    if real.is_file():
+        sets["real"] = first_games(real, games)
     sets["lichess-style"] = lichess_pgn(games, seed=7)[0]
     for name, text in sets.items():
         path = folder / f"{name}.pgn.zst"
@@ -97,7 +97,7 @@ def memory(sizes: list[int]) -> None:
                 f"r = convert_pgn([{str(path)!r}], {str(folder / f'out{size}')!r}); "
                 "print(r.games_written, round(time.perf_counter() - t, 1), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-        print(f"{size:,} games: {int(out[0]):,} written in {out[1]} s, peak RSS {out[2]} MiB")
+        print(f"{size:,} games ({path.stat().st_size / 2**20:.1f} MiB .pgn.zst): {int(out[0]):,} written in {out[1]} s, peak RSS {out[2]} MiB")
 
 
 if __name__ == "__main__":
@@ -105,9 +105,10 @@ if __name__ == "__main__":
     parser.add_argument("--games", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--memory", type=str, default="")
+    parser.add_argument("--real", type=Path, default=REAL, help="the real games (default ../shared/data/chess/games.pgn)")
     args = parser.parse_args()
     print(f"machine: {resource.getpagesize()}-byte pages, {sys.version.split()[0]}")
     if args.memory:
         memory([int(s) for s in args.memory.split(",")])
     else:
-        speed(args.games, args.rounds)
+        speed(args.games, args.rounds, args.real)

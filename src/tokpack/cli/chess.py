@@ -132,3 +132,21 @@ def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
     finally:
         if progress.live.is_started:
             progress.stop()
+
+
+@chess_app.command("export-web")
+@one_line_errors
+def export_web_command(
+    out: Path = typer.Argument(..., help="New folder for tokpack-chess.js and <scheme>/vocab.json."),
+    bpe: Optional[Path] = typer.Option(None, "--bpe", help="The bpe scheme's tokenizer.json (out_dir/bpe/tokenizer.json); without it, uci and san only."),
+) -> None:
+    """Write the browser twin of the encoders: a dependency-free JS module and each scheme's vocab.json."""
+    from tokpack.chess.web import export_web
+
+    trained = None
+    if bpe is not None:
+        from tokpack.chess.bpe import BpeEncoder
+
+        trained = BpeEncoder.load(bpe)
+    for path in export_web(out, trained):
+        console.print(f"wrote {path}", highlight=False)
