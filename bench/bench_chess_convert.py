@@ -28,9 +28,9 @@ import chess.pgn
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from lichess_games import lichess_pgn  # noqa: E402
+from lichess_games import lichess_pgn
 
-from tokpack.chess.pgn import PgnGame, _Collector, read_games  # noqa: E402
+from tokpack.chess.pgn import PgnGame, _Collector, read_games
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "chess" / "games.pgn"
 

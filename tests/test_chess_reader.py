@@ -15,8 +15,8 @@ import chess.pgn
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-
 from lichess_games import lichess_pgn
+
 from tokpack.chess.pgn import (
     REPORT_FILE,
     GameFilter,

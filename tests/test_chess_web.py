@@ -6,9 +6,9 @@ import base64
 import json
 from pathlib import Path
 
+from browser import browser_page
 from typer.testing import CliRunner
 
-from browser import browser_page
 from tokpack.cli import app
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

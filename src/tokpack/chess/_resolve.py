@@ -25,6 +25,7 @@ import numpy as np
 
 from tokpack.chess._replay import (
     _START,
+    _T,
     BISHOP,
     KING,
     KNIGHT,
@@ -35,7 +36,6 @@ from tokpack.chess._replay import (
     _attacked,
     _first_piece,
     _slider_behind,
-    _T,
 )
 
 #: Kinds of a parsed SAN token.

@@ -188,8 +188,8 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
             entries.append((game.offset, dropped))
             continue
         entries.append((game.offset, Skipped("", "")))  # filled below
-        clean = reader.COMMENT.sub(" ", game.movetext) if "{" in game.movetext else game.movetext
-        if "(" in clean and not reader.needs_python_chess(clean):
+        clean: str | None = reader.COMMENT.sub(" ", game.movetext) if "{" in game.movetext else game.movetext
+        if clean is not None and "(" in clean and not reader.needs_python_chess(clean):
             clean = reader.without_variations(clean)
         if clean is None or reader.needs_python_chess(clean):
             slow.append((len(entries) - 1, game, headers, verdict))

@@ -86,7 +86,7 @@ def split_months(cfg: ChessPipelineConfig) -> tuple[list[str], list[str]]:
         rows = {m: pq.ParquetFile(month_parquet(cfg.games_dir, m)).metadata.num_rows for m in train
                 if month_parquet(cfg.games_dir, m).is_file()}
         total, held, val = sum(rows.values()), 0, []
-        for month in reversed(sorted(train)):  # the latest months: no training on the future
+        for month in sorted(train, reverse=True):  # the latest months: no training on the future
             if held >= (cfg.val_fraction or 0) * total and val:
                 break
             val.insert(0, month)
@@ -176,8 +176,7 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         try:
             for folder, split, months in splits:
                 destination = cfg.out_dir / scheme / folder
-                packed = pack_months(cfg, months, result.encoder, destination, split,
-                                     None if progress is None else (lambda d, t, f=folder: progress(f, d, t)))
+                packed = pack_months(cfg, months, result.encoder, destination, split, _bar(progress, folder))
                 made.append(destination)
                 result.packs.append(packed)
                 written.append(destination)
@@ -186,6 +185,14 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
                 shutil.rmtree(path, ignore_errors=True)
             raise
     return result
+
+
+def _bar(progress: Progress | None, folder: str) -> Callable[[int, int], None] | None:
+    """``progress`` with the split's folder filled in."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, total: report(folder, done, total)
 
 
 def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list[Path],

@@ -39,16 +39,16 @@ from tokpack.errors import InputError
 CHUNK_BYTES = 16 << 20
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
 
-TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.M)  # python-chess's, per line
+TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)  # python-chess's, per line
 _TAG_LINES = re.compile(r"(?:[\[%;][^\n]*(?:\n|\Z))*")
 _PARAGRAPHS = re.compile(r"(\n(?:[^\S\n]*\n)+)")
 COMMENT = re.compile(r"\{[^}]*\}")
 _VARIATION = re.compile(r"\([^()]*\)")
 # python-chess's MOVETEXT_REGEX with only the move alternatives captured: the same tokens, in order.
 _TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
-    |O-O(?:-O)?|0-0(?:-0)?)|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.X)
+    |O-O(?:-O)?|0-0(?:-0)?)|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
 _CLOCK_TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
-    |O-O(?:-O)?|0-0(?:-0)?)|\{([^}]*)\}|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.X)
+    |O-O(?:-O)?|0-0(?:-0)?)|\{([^}]*)\}|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
 _SEPARATOR_WORD = " \x00 "  # between games in resolve_games (never inside movetext: NUL is not text)
 _CLOCK = re.compile(r"\[%clk\s(\d+):(\d+):(\d+(?:\.\d*)?)\]")
 _SQUARES = np.frombuffer("".join(f + r for r in "12345678" for f in "abcdefgh").encode() + b"--", np.uint8).reshape(65, 2)
@@ -71,7 +71,7 @@ def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
             raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
         except OSError as error:
             raise InputError(path, error.strerror or "cannot be read") from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
     head = buffered.peek(4)[:4]
     for magic, kind in _MAGIC.items():
         if head.startswith(magic):

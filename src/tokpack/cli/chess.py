@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from tokpack.cli._console import console, errors, one_line_errors
@@ -28,16 +34,16 @@ def convert_command(
                                     help="Games held in memory before they are spilled to part files."),
     workers: int = typer.Option(1, "--workers", min=1, max=256, help="Processes that read chunks of games; output is identical for any number."),
     clocks: bool = typer.Option(False, "--clocks", help="Add a clocks column: each move's [%clk] in seconds (null where missing)."),
-    min_elo: Optional[int] = typer.Option(None, "--min-elo", min=0, help="Keep games whose players are both rated at least this."),
+    min_elo: int | None = typer.Option(None, "--min-elo", min=0, help="Keep games whose players are both rated at least this."),
     rated_only: bool = typer.Option(False, "--rated-only", help="Keep games whose Event says Rated (Lichess)."),
-    time_control: Optional[str] = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
-    speed: Optional[str] = typer.Option(None, "--speed", help="Keep these Lichess speeds, comma-separated: ultrabullet, bullet, blitz, rapid, classical."),
-    termination: Optional[str] = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
+    time_control: str | None = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
+    speed: str | None = typer.Option(None, "--speed", help="Keep these Lichess speeds, comma-separated: ultrabullet, bullet, blitz, rapid, classical."),
+    termination: str | None = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
 ) -> None:
     """Convert PGN games to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
     from tokpack.chess.pgn import GameFilter, convert_pgn
 
-    def listed(value: Optional[str]) -> tuple[str, ...]:
+    def listed(value: str | None) -> tuple[str, ...]:
         return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
     filters = GameFilter(min_elo=min_elo, rated_only=rated_only, time_controls=listed(time_control),
@@ -64,8 +70,8 @@ def tokenize_command(
     pack: bool = typer.Option(False, "--pack", help="Pack the train and validation months into out_dir/<scheme>/{train,val}."),
     stats: bool = typer.Option(False, "--stats", help="Compare the three schemes on the first stats_games games; write out_dir/stats.json."),
     export_fixture: bool = typer.Option(False, "--export-fixture", help="Encode fixture_pgn with every scheme into out_dir/parity.json."),
-    games: Optional[Path] = typer.Option(None, "--games", help="Games parquet for BPE training and statistics (default: the first training month)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
+    games: Path | None = typer.Option(None, "--games", help="Games parquet for BPE training and statistics (default: the first training month)."),
+    config: Path | None = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked."""
     from tokpack.chess.config import load_config
@@ -138,7 +144,7 @@ def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
 @one_line_errors
 def export_web_command(
     out: Path = typer.Argument(..., help="New folder for tokpack-chess.js and <scheme>/vocab.json."),
-    bpe: Optional[Path] = typer.Option(None, "--bpe", help="The bpe scheme's tokenizer.json (out_dir/bpe/tokenizer.json); without it, uci and san only."),
+    bpe: Path | None = typer.Option(None, "--bpe", help="The bpe scheme's tokenizer.json (out_dir/bpe/tokenizer.json); without it, uci and san only."),
 ) -> None:
     """Write the browser twin of the encoders: a dependency-free JS module and each scheme's vocab.json."""
     from tokpack.chess.web import export_web
