@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -21,9 +22,11 @@ def section_code(title: str) -> str:
 def test_train_on_it_snippet_runs(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
     code = section_code("Train on it")
-    assert "make_loader" in code and "load_state_dict" in code
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                          env={"TOKPACK_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    assert "make_batch_loader" in code and "load_state_dict" in code
+    # PYTHONPATH passes through, so a worktree's checkout is the one tested, not the installed one.
+    env = {"TOKPACK_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert "loss" in done.stdout

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tokpack.errors import InputError
+
 _MARK = ".tmp-"
 
 
@@ -30,7 +32,7 @@ def publish(temporary: Path, destination: Path) -> None:
         os.rename(temporary, destination)
     except OSError:
         shutil.rmtree(temporary, ignore_errors=True)
-        raise ValueError(f"{destination}: appeared while writing; not replaced") from None
+        raise InputError(f"{destination}: appeared while writing; not replaced") from None
     descriptor = os.open(destination.parent, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -9,6 +9,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tokpack.errors import InputError, IntegrityError
+
 ModelT = TypeVar("ModelT", bound="Record")
 SealedT = TypeVar("SealedT", bound="SealedRecord")
 
@@ -42,7 +44,7 @@ class SealedRecord(Record):
             ValueError: the record was edited after it was sealed.
         """
         if self.seal != self.computed_seal():
-            raise ValueError(f"{where}: edited after it was written (seal mismatch)")
+            raise IntegrityError(f"{where}: edited after it was written (seal mismatch)")
 
 
 def read_record(model: type[ModelT], path: Path) -> ModelT:
@@ -55,22 +57,22 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ValueError(f"{path}: missing") from None
+        raise InputError(f"{path}: missing") from None
     except OSError as error:
-        raise ValueError(f"{path}: cannot read ({error.strerror or error})") from None
+        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: byte {error.start}: not UTF-8") from None
+        raise InputError(f"{path}: byte {error.start}: not UTF-8") from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         offset = len(text[: error.pos].encode("utf-8"))
-        raise ValueError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
+        raise InputError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
     try:
         return model.model_validate(document)
     except ValidationError as error:
-        raise ValueError(f"{path}: {first_problem(error)}") from None
+        raise InputError(f"{path}: {first_problem(error)}") from None
 
 
 def first_problem(error: ValidationError) -> str:

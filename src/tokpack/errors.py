@@ -25,6 +25,7 @@ from os import PathLike
 __all__ = [
     "InputError",
     "IntegrityError",
+    "MissingExtra",
     "TokpackError",
     "VocabularyMismatch",
     "WorkerDied",
@@ -91,3 +92,7 @@ class VocabularyMismatch(TokpackError, ValueError):
 class WorkerDied(TokpackError, RuntimeError):
     """A worker process ended without a result (killed for memory, a signal): the job stops
     with this instead of waiting forever."""
+
+
+class MissingExtra(TokpackError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the extra."""

@@ -1,5 +1,9 @@
-"""``tokpack.torch``: PyTorch datasets and loaders over packs (imports torch)."""
+"""``tokpack.torch``: PyTorch loaders over packs (imports torch).
 
-from tokpack.serve.torch import WindowDataset, WindowLoader, make_loader
+:func:`make_batch_loader` serves :class:`tokpack.serve.PackedBatches` as tensors (the training
+path); :class:`WindowDataset` and :func:`make_loader` are the seed contract's windows.
+"""
 
-__all__ = ["WindowDataset", "WindowLoader", "make_loader"]
+from tokpack.serve.torch import BatchLoader, WindowDataset, WindowLoader, make_batch_loader, make_loader, to_tensors
+
+__all__ = ["BatchLoader", "WindowDataset", "WindowLoader", "make_batch_loader", "make_loader", "to_tensors"]

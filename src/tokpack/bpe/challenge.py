@@ -23,9 +23,10 @@ from tokpack.bpe.explain import walk
 from tokpack.bpe.fast import train_fast
 from tokpack.bpe.records import Challenge, Proof, TraceRow, corpus_sha256
 from tokpack.bpe.reference import Pair, count_pairs
+from tokpack.errors import InputError
 
 
-class ChallengeRefused(ValueError):
+class ChallengeRefused(InputError):
     """The challenge cannot be used: its corpus does not match its checksum, or it has expired."""
 
 

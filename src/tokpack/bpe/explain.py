@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, token_table
+from tokpack.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def walk(texts: Sequence[str], num_merges: int, *, top: int = 5) -> Iterator[Exp
         if not isinstance(text, str):
             raise TypeError(f"text {index} is {type(text).__name__}, not str")
     if num_merges < 0 or top < 1:
-        raise ValueError("num_merges must be 0 or more and top at least 1")
+        raise InputError("num_merges must be 0 or more and top at least 1")
     docs = [list(text.encode("utf-8")) for text in texts]
     for step in range(num_merges):
         counts = count_pairs(docs)

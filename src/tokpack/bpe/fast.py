@@ -37,6 +37,7 @@ import regex
 
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
+from tokpack.errors import InputError
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer
 
 Pair = tuple[int, int]
@@ -102,7 +103,7 @@ class BpeTraining:
             ValueError: training ran without a pattern (a byte-level vocabulary needs one).
         """
         if self.pattern is None:
-            raise ValueError("a vocabulary needs the pre-tokenizer pattern it was trained with; train with pattern=")
+            raise InputError("a vocabulary needs the pre-tokenizer pattern it was trained with; train with pattern=")
         specials = dict(self.special_tokens) or None
         return BpeTokenizer(ranks=self.ranks(), pattern=self.pattern, special_tokens=specials)
 
@@ -146,15 +147,15 @@ def train_fast(
     if isinstance(texts, str):
         raise TypeError("texts must be an iterable of strings, not one string")
     if num_merges < 0:
-        raise ValueError(f"num_merges must be 0 or more, got {num_merges}")
+        raise InputError(f"num_merges must be 0 or more, got {num_merges}")
     if min_frequency < 1:
-        raise ValueError(f"min_frequency must be at least 1, got {min_frequency}")
+        raise InputError(f"min_frequency must be at least 1, got {min_frequency}")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
-        raise ValueError("special tokens must be distinct, non-empty strings")
+        raise InputError("special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     first_id = 256 + len(specials)
     if first_id + num_merges > _RIGHT_MASK:
-        raise ValueError(f"at most {_RIGHT_MASK - first_id} merges fit in a pair code")
+        raise InputError(f"at most {_RIGHT_MASK - first_id} merges fit in a pair code")
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     pieces = count_pieces(texts, pattern=pattern, special_tokens=special_tokens, workers=workers)
@@ -177,7 +178,7 @@ def train_bytelevel(
         TypeError: a text is not a ``str``.
     """
     if vocab_size < 256:
-        raise ValueError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
+        raise InputError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
     training = train_fast(texts, vocab_size - 256, pattern=pattern, min_frequency=min_frequency)
     return training.as_tokenizer()
 

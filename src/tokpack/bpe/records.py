@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from tokpack._schema import Record
+from tokpack.errors import InputError
 
 #: The extra fields a challenge may carry its expiry in, first found wins.
 _EXPIRY_FIELDS = ("expires_at", "expires", "valid_until", "expiry")
@@ -82,7 +83,7 @@ class Challenge(Record):
                     return datetime.combine(date.fromisoformat(text) + timedelta(days=1), time(0), timezone.utc)
                 moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError:
-                raise ValueError(f"{key}: {value!r} is not an ISO-8601 date") from None
+                raise InputError(f"{key}: {value!r} is not an ISO-8601 date") from None
             return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
         return None
 

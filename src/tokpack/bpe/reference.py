@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from tokpack.bpe.records import TraceRow
+from tokpack.errors import InputError
 
 Pair = tuple[int, int]
 
@@ -52,7 +53,7 @@ def select_pair(counts: dict[Pair, int]) -> Pair:
         ValueError: ``counts`` holds no pair (the training loop stops before this happens).
     """
     if not counts:
-        raise ValueError("select_pair needs at least one pair; there is nothing left to merge")
+        raise InputError("select_pair needs at least one pair; there is nothing left to merge")
     # Largest count first, then the smallest pair: negate the pair inside the key.
     return max(counts, key=lambda pair: (counts[pair], -pair[0], -pair[1]))
 
@@ -113,7 +114,7 @@ def train_bpe(texts: Sequence[str], num_merges: int) -> tuple[list[Pair], list[T
         if not isinstance(text, str):
             raise TypeError(f"text {index} is {type(text).__name__}, not str")
     if num_merges < 0:
-        raise ValueError(f"num_merges must be 0 or more, got {num_merges}")
+        raise InputError(f"num_merges must be 0 or more, got {num_merges}")
     docs: list[list[int]] = [list(text.encode("utf-8")) for text in texts]
     merges: list[Pair] = []
     trace: list[TraceRow] = []

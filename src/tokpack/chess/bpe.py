@@ -23,23 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tokpack._atomic import write_atomically
-from tokpack.chess.encoders import (
-    DecodedGame,
-    EncodedGames,
-    canonical_identity,
-    framed,
-    result_id,
-    result_indices,
-)
-from tokpack.chess.uci import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    RESULT_IDS,
-    RESULTS,
-    SPECIAL_TOKENS,
-    UNK_ID,
-)
+from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, result_id, result_indices
+from tokpack.chess.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, RESULTS, SPECIAL_TOKENS, UNK_ID
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -87,7 +73,7 @@ def split_moves(text: str) -> list[str]:
         head = text[at : at + 4]
         if len(head) < 4 or head[0] not in "abcdefgh" or head[2] not in "abcdefgh" \
                 or head[1] not in "12345678" or head[3] not in "12345678":
-            raise ValueError(f"{text[at:at + 8]!r} at character {at} is not a UCI move")
+            raise InputError(f"{text[at:at + 8]!r} at character {at} is not a UCI move")
         letter = text[at + 4 : at + 5]
         if letter == "b":
             if board is not None:
@@ -121,7 +107,7 @@ def train_bpe(games: Iterable[str], vocab_size: int, min_frequency: int = 2) -> 
 
     floor = len(SPECIAL_TOKENS) + len(set(ALPHABET))
     if vocab_size < floor:
-        raise ValueError(f"vocab_size must be at least {floor} (specials and alphabet), got {vocab_size}")
+        raise InputError(f"vocab_size must be at least {floor} (specials and alphabet), got {vocab_size}")
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
                                   special_tokens=list(SPECIAL_TOKENS), initial_alphabet=sorted(set(ALPHABET)))
@@ -160,11 +146,11 @@ class BpeEncoder:
     def __init__(self, tokenizer: Tokenizer) -> None:
         model = json.loads(tokenizer.to_str())["model"]
         if model.get("type") != "BPE":
-            raise ValueError(f"expected a BPE tokenizer, got {model.get('type')!r}")
+            raise InputError(f"expected a BPE tokenizer, got {model.get('type')!r}")
         for expected, token in enumerate(SPECIAL_TOKENS):
             found = tokenizer.token_to_id(token)
             if found != expected:
-                raise ValueError(f"special token {token!r} has id {found} in the BPE but {expected} in the uci scheme")
+                raise InputError(f"special token {token!r} has id {found} in the BPE but {expected} in the uci scheme")
         self.tokenizer = tokenizer
         self._merges = [m.split(" ") if isinstance(m, str) else list(m) for m in model.get("merges", [])]
 
@@ -180,7 +166,7 @@ class BpeEncoder:
         try:
             return cls(Tokenizer.from_file(str(path)))
         except Exception as error:  # tokenizers raises its own exception types
-            raise ValueError(f"{path}: not a chess BPE ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+            raise InputError(f"{path}: not a chess BPE ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
 
     def save(self, path: Path) -> None:
         """Write the tokenizer as ``tokenizer.json`` text, atomically (a temporary sibling renamed)."""
@@ -236,9 +222,9 @@ class BpeEncoder:
         """
         ids = [int(i) for i in ids]
         if len(ids) < FRAMING or ids[0] != BOS_ID or ids[-1] != EOS_ID or self.tokens[ids[-2]] not in RESULT_IDS:
-            raise ValueError("not a whole game: expected <bos> ... result <eos>")
+            raise InputError("not a whole game: expected <bos> ... result <eos>")
         if any(i < len(SPECIAL_TOKENS) for i in ids[1:-2]):
-            raise ValueError("a special token inside the moves")
+            raise InputError("a special token inside the moves")
         return DecodedGame(" ".join(split_moves("".join(self.tokens[i] for i in ids[1:-2]))), self.tokens[ids[-2]])
 
     def longest_tokens(self, n: int) -> list[tuple[str, int]]:

@@ -26,6 +26,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from tokpack._schema import Record, first_problem
+from tokpack.errors import InputError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -79,9 +80,9 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such config file") from None
+        raise InputError(f"{path}: no such config file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not TOML ({error})") from None
+        raise InputError(f"{path}: not TOML ({error})") from None
     base = path.resolve().parent
     for key in ("games_dir", "out_dir", "fixture_pgn"):
         if isinstance(data.get(key), str):
@@ -89,4 +90,4 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
     try:
         return ChessPipelineConfig.model_validate(data)
     except ValidationError as error:
-        raise ValueError(f"{path}: {first_problem(error)}") from None
+        raise InputError(f"{path}: {first_problem(error)}") from None

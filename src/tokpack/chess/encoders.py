@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class GameEncoder(Protocol):
         ...
 
 
-class GameError(ValueError):
+class GameError(InputError):
     """A game a table cannot encode; ``row`` is its index in the table given to the encoder.
 
     >>> str(GameError(3, "ply 5 (e2e5): not a pawn move").at("games.parquet", 1000))
@@ -182,7 +183,7 @@ def result_id(result: str) -> int:
         ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
     """
     if result not in RESULT_IDS:
-        raise ValueError(f"result {result!r} is not one of {', '.join(RESULTS)}")
+        raise InputError(f"result {result!r} is not one of {', '.join(RESULTS)}")
     return RESULT_IDS[result]
 
 

@@ -23,6 +23,7 @@ from tokpack._schema import Record, read_record
 from tokpack.chess.encoders import GameEncoder
 from tokpack.chess.pgn import PgnGame, read_games, read_games_strictly
 from tokpack.chess.san import san_moves, san_text
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 #: What the committed fixture must show between its games.
@@ -129,7 +130,7 @@ def choose_parity_games(pgn: Path, n_games: int = 20) -> list[tuple[int, int]]:
             usable.append((len(offsets) - 1, game))
     offsets.append(Path(pgn).stat().st_size)
     if len(usable) < n_games:
-        raise ValueError(f"{pgn}: {len(usable)} usable games, fewer than {n_games}")
+        raise InputError(f"{pgn}: {len(usable)} usable games, fewer than {n_games}")
     missing, chosen = set(FEATURES), []
     shown = [(index, features(game)) for index, game in usable]
     while missing and len(chosen) < n_games:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
 from tokpack.chess.schemes import EncoderRecord, describe, rebuild
+from tokpack.errors import InputError
 from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
 
 if TYPE_CHECKING:
@@ -50,17 +51,17 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
     import pyarrow.parquet as pq
 
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     games = Path(games)
     try:
         # Without pre-buffering: with it, pyarrow keeps every row group it has read until the
         # file is closed, and memory grows with the table.
         reader = pq.ParquetFile(games, pre_buffer=False)
     except (OSError, ValueError) as error:
-        raise ValueError(f"{games}: not a readable parquet file ({error})") from None
+        raise InputError(f"{games}: not a readable parquet file ({error})") from None
     missing = [c for c in GAME_COLUMNS if c not in reader.schema_arrow.names]
     if missing:
-        raise ValueError(f"{games}: missing column(s) {', '.join(missing)}")
+        raise InputError(f"{games}: missing column(s) {', '.join(missing)}")
     total = reader.metadata.num_rows
     unknown = done = 0
     with reader, PackWriter(Path(destination), vocabulary=encoder.identity) as writer:

@@ -31,6 +31,7 @@ from tokpack.chess.encoders import (
     result_indices,
 )
 from tokpack.chess.uci import RESULTS
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -66,9 +67,9 @@ def san_moves(uci: str) -> list[str]:
         try:
             move = chess.Move.from_uci(text)
         except ValueError:
-            raise ValueError(f"ply {ply} ({text}): not a UCI move") from None
+            raise InputError(f"ply {ply} ({text}): not a UCI move") from None
         if move and not board.is_legal(move):  # a null move (0000) is a pass, spelled --
-            raise ValueError(f"ply {ply} ({text}): illegal in {board.fen()}")
+            raise InputError(f"ply {ply} ({text}): illegal in {board.fen()}")
         spelled.append(board.san_and_push(move))
     return spelled
 
@@ -168,7 +169,7 @@ class SanEncoder:
 
         ids = [int(i) for i in ids]
         if len(ids) < 3 or ids[0] != BOS_ID or ids[-1] != EOS_ID:
-            raise ValueError("not a whole game: expected <bos> ... <eos>")
+            raise InputError("not a whole game: expected <bos> ... <eos>")
         words = "".join(TOKENS[i] for i in ids[1:-1]).split(" ")
         board, moves = chess.Board(), []
         for word in words[:-1]:
@@ -176,5 +177,5 @@ class SanEncoder:
             moves.append(move.uci())
             board.push(move)
         if words[-1] not in RESULTS:
-            raise ValueError(f"{words[-1]!r} is not a result")
+            raise InputError(f"{words[-1]!r} is not a result")
         return DecodedGame(" ".join(moves), words[-1])

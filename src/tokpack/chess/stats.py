@@ -16,6 +16,7 @@ from pydantic import Field
 
 from tokpack._schema import Record
 from tokpack.chess.encoders import GAME_COLUMNS, GameEncoder
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -66,11 +67,11 @@ def first_games(games: Path, n_games: int) -> pa.Table:
         # file is closed, and memory grows with the table.
         reader = pq.ParquetFile(games, pre_buffer=False)
     except (OSError, ValueError) as error:
-        raise ValueError(f"{games}: not a readable parquet file ({error})") from None
+        raise InputError(f"{games}: not a readable parquet file ({error})") from None
     columns = list(GAME_COLUMNS)
     missing = [c for c in columns if c not in reader.schema_arrow.names]
     if missing:
-        raise ValueError(f"{games}: missing column(s) {', '.join(missing)}")
+        raise InputError(f"{games}: missing column(s) {', '.join(missing)}")
     batches, kept = [], 0
     with reader:
         for batch in reader.iter_batches(batch_size=min(max(n_games, 1), 65_536), columns=columns):
@@ -104,7 +105,7 @@ def compute_stats(games: Path, encoders: Sequence[GameEncoder], n_games: int, ma
     """
     table = first_games(Path(games), n_games)
     if table.num_rows == 0:
-        raise ValueError(f"{games}: no games")
+        raise InputError(f"{games}: no games")
     schemes = {e.scheme: summarize(e.encode_batch(table).lengths, e.identity, max_len) for e in encoders}
     longest = []
     for encoder in encoders:

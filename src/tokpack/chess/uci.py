@@ -35,6 +35,7 @@ from tokpack.chess.encoders import (
     result_id,
     result_indices,
 )
+from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -187,15 +188,15 @@ class UciEncoder:
         """
         ids = [int(i) for i in ids]
         if len(ids) < FRAMING or ids[0] != BOS_ID or ids[-1] != EOS_ID:
-            raise ValueError("not a whole game: expected <bos> ... <eos> with at least five ids")
+            raise InputError("not a whole game: expected <bos> ... <eos> with at least five ids")
         elo = [i - ELO_FIRST_ID for i in ids[1:3]]
         if not all(0 <= i <= ELO_N_BINS for i in elo):
-            raise ValueError(f"ids {ids[1:3]} are not two Elo bins")
+            raise InputError(f"ids {ids[1:3]} are not two Elo bins")
         if self.tokens[ids[-2]] not in RESULT_IDS:
-            raise ValueError(f"id {ids[-2]} is not a result")
+            raise InputError(f"id {ids[-2]} is not a result")
         moves = ids[3:-2]
         if any(not MOVES_FIRST_ID <= i < VOCAB_SIZE and i != UNK_ID for i in moves):
-            raise ValueError("a move id outside the move sections")
+            raise InputError("a move id outside the move sections")
         return DecodedGame(" ".join(self.tokens[i] for i in moves), self.tokens[ids[-2]], elo_bin(elo[0]), elo_bin(elo[1]))
 
 

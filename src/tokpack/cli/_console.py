@@ -1,13 +1,15 @@
-"""What every command shares: the consoles, one-line errors with exit code 2, the progress bar."""
+"""What every command shares: the consoles, the error report (exit 2 for a mistake, 1 for a bug), progress bars."""
 
 from __future__ import annotations
 
-import functools
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
+import click
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -20,30 +22,64 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.text import Text
+from typer.core import TyperGroup
 
 from tokpack.corpus.preparation import PrepareProgress
+from tokpack.errors import TokpackError
 
 console = Console()
 errors = Console(stderr=True)
-Command = TypeVar("Command", bound=Callable[..., Any])
 
-#: A bad input is reported as one line and this exit code, never a traceback.
+#: A user's mistake (a :class:`~tokpack.errors.TokpackError` or a file-system error): one line, this code.
 EXIT_BAD_INPUT = 2
+#: A bug in tokpack: a short message saying so, the traceback only behind ``--debug``.
+EXIT_BUG = 1
+#: Set by the root command's ``--debug`` (or ``TOKPACK_DEBUG=1``): let a bug's traceback through.
+debug = os.environ.get("TOKPACK_DEBUG", "") not in ("", "0")
 
 
-def one_line_errors(command: Command) -> Command:
-    """Turn the library's input errors into ``error: …`` on stderr and exit code 2."""
+def report_failure(error: BaseException) -> int:
+    """Print ``error`` the way the CLI reports it and return the exit code it deserves.
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2; anything
+    else is a bug, reported as one and exit code 1.
+    """
+    if isinstance(error, (TokpackError, OSError, ValidationError)):
+        errors.print(f"[bold red]error:[/] {_first_line(error)}", highlight=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    errors.print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
+                 f"{_first_line(error)}; rerun with --debug for the traceback and please report it",
+                 highlight=False, soft_wrap=True)
+    return EXIT_BUG
+
+
+def _first_line(error: BaseException) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+_EXITS = (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+          typer.Exit, typer.Abort, typer.exceptions.TyperException)
+
+
+class ReportingGroup(TyperGroup):
+    """The root command group: every command's failure goes through :func:`report_failure`."""
+
+    def invoke(self, ctx: click.Context) -> Any:
         try:
-            return command(*args, **kwargs)
-        except (ValueError, OSError, ImportError) as error:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
-
-    return wrapper  # type: ignore[return-value]
+            return super().invoke(ctx)
+        except _EXITS:  # the commands' own exits and click's usage errors keep their codes
+            raise
+        except Exception as error:
+            if debug:
+                raise
+            raise typer.Exit(report_failure(error)) from None
 
 
 class _TokensPerSecond(ProgressColumn):

@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tokpack.cli._console import console, errors, one_line_errors
+from tokpack.cli._console import console, errors
 from tokpack.errors import InputError
 
 chess_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -26,7 +26,6 @@ chess_app = typer.Typer(no_args_is_help=True, add_completion=False,
 
 
 @chess_app.command("convert")
-@one_line_errors
 def convert_command(
     pgn: list[Path] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz), read in this order; - reads standard input."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
@@ -64,7 +63,6 @@ def convert_command(
 
 
 @chess_app.command("tokenize")
-@one_line_errors
 def tokenize_command(
     scheme: str = typer.Option(..., "--scheme", help="Tokenization scheme: uci, san or bpe (bpe (re)trains its BPE first)."),
     pack: bool = typer.Option(False, "--pack", help="Pack the train and validation months into out_dir/<scheme>/{train,val}."),
@@ -141,7 +139,6 @@ def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
 
 
 @chess_app.command("export-web")
-@one_line_errors
 def export_web_command(
     out: Path = typer.Argument(..., help="New folder for tokpack-chess.js and <scheme>/vocab.json."),
     bpe: Path | None = typer.Option(None, "--bpe", help="The bpe scheme's tokenizer.json (out_dir/bpe/tokenizer.json); without it, uci and san only."),

@@ -8,15 +8,15 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from tokpack.cli._console import console, one_line_errors, prepare_progress, shard_progress
+from tokpack.cli._console import console, prepare_progress, shard_progress
 from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
+from tokpack.errors import InputError
 from tokpack.store import open_tokens
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json or vocabulary.json. Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
 
 
-@one_line_errors
 def prepare_command(
     corpus: Path = typer.Argument(..., help="A UTF-8 text file (a manifest.json beside it sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
@@ -36,9 +36,9 @@ def prepare_command(
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
     if trainer not in ("hf", "exact"):
-        raise ValueError(f"--trainer must be 'hf' or 'exact', got {trainer!r}")
+        raise InputError(f"--trainer must be 'hf' or 'exact', got {trainer!r}")
     if on_error not in ("raise", "skip"):
-        raise ValueError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
+        raise InputError(f"--on-error must be 'raise' or 'skip', got {on_error!r}")
     if shards is not None:
         _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine, ray_address=ray_address, workers=workers,
                          document_bytes=document_bytes, text_field=text_field, on_error=on_error)
@@ -57,9 +57,9 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *
     from tokpack.engines import prepare_sharded
 
     if vocab is None or out is None:
-        raise ValueError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+        raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
     if engine not in ("local", "ray", "array"):
-        raise ValueError(f"--engine must be 'local', 'ray' or 'array', got {engine!r}")
+        raise InputError(f"--engine must be 'local', 'ray' or 'array', got {engine!r}")
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
@@ -80,26 +80,24 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *
                   + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
 
 
-@one_line_errors
 def shard_run_command(
     dataset: Path = typer.Argument(..., help="A sharded job's folder (made by 'tokpack prepare --shards N --out DIR')."),
     rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID or TOKPACK_RANK)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
+    from tokpack._schema import read_record
     from tokpack.engines import rank_from_environment, run_shard
     from tokpack.engines.shard_task import JOB_FILE, ShardJob
-    from tokpack._schema import read_record
 
     job = read_record(ShardJob, dataset / JOB_FILE)
     if rank is None:
         rank, world = rank_from_environment()
         if world != job.world_size:
-            raise ValueError(f"the job array has {world} tasks but the job {job.world_size} shards")
+            raise InputError(f"the job array has {world} tasks but the job {job.world_size} shards")
     wrote = run_shard(dataset, rank)
     console.print(f"shard {rank} of {job.world_size}: " + ("written" if wrote else "already complete"))
 
 
-@one_line_errors
 def merge_command(
     dataset: Path = typer.Argument(..., help="A sharded dataset folder (with dataset.json)."),
     out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
@@ -111,7 +109,6 @@ def merge_command(
     console.print(f"[green]merged[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids")
 
 
-@one_line_errors
 def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
     verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
@@ -129,7 +126,6 @@ def inspect_command(
                   + ("(checksums verified)" if verify else "(counts and sizes checked; --verify hashes the data)"))
 
 
-@one_line_errors
 def demo_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:

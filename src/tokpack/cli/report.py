@@ -8,10 +8,9 @@ from typing import Optional
 import typer
 
 from tokpack._atomic import write_atomically
-from tokpack.cli._console import console, one_line_errors
+from tokpack.cli._console import console
 
 
-@one_line_errors
 def report_command(
     target: Path = typer.Argument(..., help="A pack or sharded dataset folder, a tokenizer.json, or chess statistics JSON."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (self-contained: opens from disk, no network)."),
@@ -25,7 +24,6 @@ def report_command(
     _write_page(output, report_for(target, block=block, data=data, baselines=baseline), "report")
 
 
-@one_line_errors
 def explore_command(
     texts: list[str] = typer.Argument(..., help="The documents, one argument each (e.g. abab abab baba aaaa)."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write (opens from disk, no server, no network)."),

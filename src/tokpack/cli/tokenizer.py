@@ -11,12 +11,11 @@ from typing import Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tokpack._atomic import write_atomically
+from tokpack.errors import InputError
 from tokpack.grading.grade import MIN_DOMAIN, MIN_GLOBAL, GradeReport, grade, load_counter
 from tokpack.grading.manifest import MANIFEST_FILE, UNKNOWN, build_manifest
 from tokpack.grading.split import plan_split, write_split
@@ -137,7 +136,7 @@ def check(
             elif path.is_file():
                 files.append(path)
             else:
-                raise ValueError(f"{path}: no such file or folder")
+                raise InputError(f"{path}: no such file or folder")
         with _progress() as progress:
             task = progress.add_task("round-tripping", total=(len(TORTURE_SET) if torture else 0) + len(files))
             cases = _advancing(progress, task, (*(TORTURE_SET if torture else ()), *file_cases(files)))

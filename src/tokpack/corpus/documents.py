@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tokpack.errors import InputError
+
 #: The longest UTF-8 character: a smaller limit could leave no room for one.
 MIN_DOCUMENT_BYTES = 4
 
@@ -30,7 +32,7 @@ def cut_documents(data: bytes | memoryview, start: int, end: int, document_bytes
         ValueError: ``document_bytes`` below 4.
     """
     if document_bytes < MIN_DOCUMENT_BYTES:
-        raise ValueError(f"document_bytes must be at least {MIN_DOCUMENT_BYTES}, got {document_bytes}")
+        raise InputError(f"document_bytes must be at least {MIN_DOCUMENT_BYTES}, got {document_bytes}")
     position = start
     while position < end:
         limit = position + document_bytes

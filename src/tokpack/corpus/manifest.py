@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tokpack._schema import Record, read_record
+from tokpack.errors import InputError
 
 MANIFEST_FILE = "manifest.json"
 SPLITS = ("train", "validation", "test")
@@ -33,14 +34,14 @@ class CorpusManifest(Record):
     @model_validator(mode="after")
     def _ranges_tile_the_file(self) -> CorpusManifest:
         if "train" not in self.ranges:
-            raise ValueError("ranges must include 'train'")
+            raise InputError("ranges must include 'train'")
         position = 0
         for name, (start, end) in sorted(self.ranges.items(), key=lambda item: item[1]):
             if start != position or end < start:
-                raise ValueError(f"range {name!r} [{start}, {end}) leaves a gap or overlaps at byte {position}")
+                raise InputError(f"range {name!r} [{start}, {end}) leaves a gap or overlaps at byte {position}")
             position = end
         if position != self.n_bytes:
-            raise ValueError(f"ranges end at byte {position}, the file has {self.n_bytes}")
+            raise InputError(f"ranges end at byte {position}, the file has {self.n_bytes}")
         return self
 
     def ordered_ranges(self) -> list[tuple[str, int, int]]:
@@ -73,7 +74,7 @@ def corpus_manifest(corpus: Path, sha256: str) -> CorpusManifest:
         return CorpusManifest(sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
     manifest = read_record(CorpusManifest, path)
     if manifest.n_bytes != n_bytes:
-        raise ValueError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest.n_bytes}")
+        raise InputError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest.n_bytes}")
     if manifest.sha256 != sha256:
-        raise ValueError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest.sha256[:16]}…)")
+        raise InputError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest.sha256[:16]}…)")
     return manifest

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, open_source
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -52,7 +53,7 @@ class TokenizedCorpus:
         self._pack = Pack(self.tokens_dir)
         vocabulary = BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
-            raise ValueError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
+            raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
         self._tokenizer = vocabulary
 
     @property
@@ -196,7 +197,7 @@ def _check_sizes(**sizes: int) -> None:
     minimums = {"vocab_size": 256, "document_bytes": 4}
     for name, value in sizes.items():
         if not isinstance(value, int) or value < minimums.get(name, 1):
-            raise ValueError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
+            raise InputError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
 
 
 def _trained_vocabulary(
@@ -214,7 +215,7 @@ def _trained_vocabulary(
         if directory.exists():
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
             if tokenizer.pattern != pattern or _saved_training(directory) != trained_on:
-                raise ValueError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
+                raise InputError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
@@ -234,7 +235,7 @@ def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
         from tokpack.bpe import train_bytelevel
 
         return train_bytelevel
-    raise ValueError(f"trainer must be 'hf' or 'exact', got {name!r}")
+    raise InputError(f"trainer must be 'hf' or 'exact', got {name!r}")
 
 
 def _saved_training(directory: Path) -> dict[str, str | int] | None:
@@ -253,7 +254,7 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     with locked(directory):
         if directory.exists():
             if BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
-                raise ValueError(f"{directory}: cached vocabulary differs from the one given; delete it")
+                raise IntegrityError(f"{directory}: cached vocabulary differs from the one given; delete it")
         else:
             remove_abandoned(directory)
             with building(directory) as temporary:
@@ -306,7 +307,7 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
     expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:
-            raise ValueError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
+            raise IntegrityError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
     if ranges != {name: source.range_bytes(name) for name, _, _ in source.layout()}:
-        raise ValueError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")
+        raise IntegrityError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")

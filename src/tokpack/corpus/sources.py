@@ -17,14 +17,15 @@ import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from types import TracebackType
 from pathlib import Path
+from types import TracebackType
 from typing import Literal
 
 import numpy as np
 
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import CorpusManifest, corpus_manifest, file_sha256
+from tokpack.errors import InputError
 from tokpack.store.format import Source
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
@@ -247,14 +248,14 @@ class JsonLines(DocumentSource):
             try:
                 decoded = line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(f"{self.path}: invalid UTF-8 at byte {offset + error.start}") from None
+                raise InputError(f"{self.path}: invalid UTF-8 at byte {offset + error.start}") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
+                raise InputError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
-                raise ValueError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
+                raise InputError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
             return text
         except ValueError as error:
             if self.on_error == "skip":
@@ -275,7 +276,7 @@ class ParquetTexts(DocumentSource):
         self.text_field = text_field
         self._file = pq.ParquetFile(self.path)
         if text_field not in self._file.schema_arrow.names:
-            raise ValueError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
+            raise InputError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
 
@@ -296,7 +297,7 @@ class ParquetTexts(DocumentSource):
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
-                    raise ValueError(problem)
+                    raise InputError(problem)
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
 
@@ -313,7 +314,7 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     kind = format or ("directory" if path.is_dir() else {".jsonl": "jsonl", ".ndjson": "jsonl",
                                                          ".parquet": "parquet"}.get(path.suffix, "text"))
     if kind == "directory":
@@ -324,7 +325,7 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
         return ParquetTexts(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)
     if kind == "text":
         return TextFile(path, document_bytes=document_bytes, on_error=on_error)
-    raise ValueError(f"unknown corpus format {kind!r}")
+    raise InputError(f"unknown corpus format {kind!r}")
 
 
 #: Bytes read or validated per step, so memory stays flat on a large file.
@@ -357,7 +358,7 @@ def _decode(data: bytes | mmap.mmap, begin: int, end: int, where: str) -> str:
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
+        raise InputError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
 
 
 def _line_ends(path: Path) -> np.ndarray:

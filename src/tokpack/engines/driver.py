@@ -12,6 +12,7 @@ from tokpack.corpus.cache import locked
 from tokpack.corpus.sources import OnError, open_source
 from tokpack.engines.executors import ProgressSink, ShardTask, run_local, run_ray
 from tokpack.engines.shard_task import JOB_FILE, VOCABULARY_DIR, ShardJob, finish_if_complete, run_shard
+from tokpack.errors import InputError
 from tokpack.store.dataset import ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
@@ -29,7 +30,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     """
     dataset = Path(dataset)
     if shards < 1:
-        raise ValueError(f"shards must be at least 1, got {shards}")
+        raise InputError(f"shards must be at least 1, got {shards}")
     tokenizer = load_vocabulary(vocab)
     with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
         kind, record = source.format, source.record
@@ -41,14 +42,14 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         if (dataset / JOB_FILE).exists():
             existing = read_record(ShardJob, dataset / JOB_FILE)
             if existing.model_copy(update={"corpus": job.corpus}) != job:
-                raise ValueError(f"{dataset / JOB_FILE}: another job is in this folder; use a new one")
+                raise InputError(f"{dataset / JOB_FILE}: another job is in this folder; use a new one")
             return existing
         vocabulary_dir = dataset / VOCABULARY_DIR
         if not vocabulary_dir.exists():
             with building(vocabulary_dir) as temporary:
                 tokenizer.save(temporary)
         elif BpeTokenizer.load_saved(vocabulary_dir / "vocabulary.json").identity != tokenizer.identity:
-            raise ValueError(f"{vocabulary_dir}: another vocabulary is in this folder")
+            raise InputError(f"{vocabulary_dir}: another vocabulary is in this folder")
         write_record(job, dataset / JOB_FILE)
     return job
 
@@ -82,7 +83,7 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
         run_ray(dataset, ranks, address=ray_address, retries=retries, task=task, num_cpus=ray_cpus, on_done=on_done,
                 on_progress=on_progress)
     else:
-        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+        raise InputError(f"engine must be 'local' or 'ray', got {engine!r}")
     finished = finish_if_complete(dataset)
     if finished is None:
         raise RuntimeError(f"{dataset}: not every shard is complete")

@@ -21,6 +21,7 @@ from typing import Any
 
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.shard_task import run_shard
+from tokpack.errors import InputError, MissingExtra
 
 ShardTask = Callable[..., bool]  # task(dataset, rank, *, report) -> whether it wrote the shard
 
@@ -111,8 +112,8 @@ def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple
         if "TOKPACK_RANK" in env:
             return int(env["TOKPACK_RANK"]), int(env["TOKPACK_WORLD_SIZE"])
     except (KeyError, ValueError) as error:
-        raise ValueError(f"job array variables are incomplete or not numbers ({error})") from None
-    raise ValueError("no rank: set SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or TOKPACK_RANK/TOKPACK_WORLD_SIZE")
+        raise InputError(f"job array variables are incomplete or not numbers ({error})") from None
+    raise InputError("no rank: set SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or TOKPACK_RANK/TOKPACK_WORLD_SIZE")
 
 
 def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, retries: int = 2,
@@ -129,7 +130,7 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
         import ray
         from ray.util.queue import Queue
     except ImportError:
-        raise ImportError("the Ray engine needs Ray: pip install 'tokpack[ray]'") from None
+        raise MissingExtra("the Ray engine needs Ray: pip install 'tokpack[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                  ignore_reinit_error=True)

@@ -28,6 +28,7 @@ from tokpack._schema import Record, read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress, write_pack
 from tokpack.corpus.sources import Format, OnError, open_source
+from tokpack.errors import InputError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DocumentCut, Source
 from tokpack.store.reader import Pack
@@ -91,7 +92,7 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
     dataset = Path(dataset)
     job = read_record(ShardJob, dataset / JOB_FILE)
     if not 0 <= rank < job.world_size:
-        raise ValueError(f"rank {rank} is outside the job's {job.world_size} shards")
+        raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
     shard = dataset / shard_name(rank)
     with locked(shard):
         wrote = not _complete(dataset, rank, job) and not shard.exists()
@@ -108,11 +109,11 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
                  report: Callable[[PrepareProgress], None] | None) -> None:
     tokenizer = BpeTokenizer.load_saved(dataset / VOCABULARY_DIR / VOCABULARY_FILE)
     if tokenizer.identity != job.vocabulary:
-        raise ValueError(f"{dataset / VOCABULARY_DIR}: not the job's vocabulary")
+        raise InputError(f"{dataset / VOCABULARY_DIR}: not the job's vocabulary")
     with open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format) as source:
         if source.record != job.source:
-            raise ValueError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
+            raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
         first, last = unit_span(rank, job.world_size, source.n_units)
         write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
                    batch_documents=job.batch_documents, workers=workers, report=report)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tokpack._atomic import write_atomically
 from tokpack.corpus.cache import default_cache_dir
+from tokpack.errors import InputError
 from tokpack.grading.grade import TokenCounter, bpe_counter
 
 #: SHA-256 of GPT-2's rank file (the same table tiktoken calls ``gpt2``/``r50k_base``).
@@ -46,15 +47,15 @@ def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
         archives = list(Path(download).glob("*.tar.gz"))
         if result.returncode != 0 or not archives:
             last = (result.stderr.strip().splitlines() or ["no archive"])[-1]
-            raise ValueError(f"cannot fetch GPT-2's ranks ({_WHISPER} via pip): {last}")
+            raise InputError(f"cannot fetch GPT-2's ranks ({_WHISPER} via pip): {last}")
         with tarfile.open(archives[0]) as archive:
             member = next((m for m in archive.getmembers() if m.name.endswith("whisper/assets/gpt2.tiktoken")), None)
             handle = archive.extractfile(member) if member else None
             if handle is None:
-                raise ValueError(f"{archives[0].name}: has no whisper/assets/gpt2.tiktoken")
+                raise InputError(f"{archives[0].name}: has no whisper/assets/gpt2.tiktoken")
             data = handle.read()
     if hashlib.sha256(data).hexdigest() != GPT2_RANKS_SHA256:
-        raise ValueError("the fetched gpt2.tiktoken does not have GPT-2's SHA-256")
+        raise InputError("the fetched gpt2.tiktoken does not have GPT-2's SHA-256")
     return write_atomically(target, data)
 
 
@@ -88,7 +89,7 @@ def sentencepiece_counter(texts: Sequence[str], vocab_size: int, *, lossless: bo
     try:
         import sentencepiece
     except ImportError:
-        raise ValueError("the sentencepiece baseline needs the sentencepiece package") from None
+        raise InputError("the sentencepiece baseline needs the sentencepiece package") from None
     options: dict[str, object] = {"model_type": "bpe", "vocab_size": vocab_size, "byte_fallback": True,
                                   "num_threads": os.cpu_count() or 1, "minloglevel": 2}
     if lossless:

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokpack.errors import InputError
+
 #: The domain of a file that sits directly in the data folder rather than in a subfolder.
 ROOT_DOMAIN = "."
 
@@ -73,11 +75,11 @@ def read_document(path: Path) -> str:
     try:
         data = Path(path).read_bytes()
     except OSError as error:
-        raise ValueError(f"{path}: unreadable ({error.strerror or error})") from None
+        raise InputError(f"{path}: unreadable ({error.strerror or error})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 (invalid byte at offset {error.start})") from None
+        raise InputError(f"{path}: not UTF-8 (invalid byte at offset {error.start})") from None
 
 
 def corpus_files(data_dir: Path) -> CorpusFiles:
@@ -101,7 +103,7 @@ def corpus_files(data_dir: Path) -> CorpusFiles:
     """
     root = Path(data_dir)
     if not root.is_dir():
-        raise ValueError(f"{root}: not a directory")
+        raise InputError(f"{root}: not a directory")
     files: list[Path] = []
     skipped: list[SkippedFile] = []
     for path in _walk(root, skipped):

@@ -21,6 +21,7 @@ from typing import Callable, Literal
 from pydantic import Field
 
 from tokpack._schema import Record
+from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
 
 #: The reference's public thresholds.
@@ -90,7 +91,7 @@ def grade(
     """
     listing = corpus_files(Path(data_dir))
     if not listing.files:
-        raise ValueError(f"{data_dir}: no usable text file")
+        raise InputError(f"{data_dir}: no usable text file")
     domains: list[DomainGrade] = []
     for domain, paths in listing.by_domain().items():
         texts = [read_document(path) for path in paths]
@@ -132,7 +133,7 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+        raise InputError(f"{path}: no such file")
     if path.suffix == ".model":
         return _sentencepiece_counter(path)
     if path.suffix == ".json" and not _is_tokpack_record(path):
@@ -167,7 +168,7 @@ def _hf_counter(path: Path) -> TokenCounter:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises bare Exceptions for bad files
-        raise ValueError(f"{path}: not a loadable tokenizer.json ({error})") from None
+        raise InputError(f"{path}: not a loadable tokenizer.json ({error})") from None
 
     def count(texts: Sequence[str]) -> list[int]:
         encodings = tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
@@ -180,9 +181,9 @@ def _sentencepiece_counter(path: Path) -> TokenCounter:
     try:
         import sentencepiece
     except ImportError:
-        raise ValueError(f"{path}: grading a sentencepiece model needs the sentencepiece package") from None
+        raise InputError(f"{path}: grading a sentencepiece model needs the sentencepiece package") from None
     try:
         processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
     except (OSError, RuntimeError) as error:
-        raise ValueError(f"{path}: not a sentencepiece model ({error})") from None
+        raise InputError(f"{path}: not a sentencepiece model ({error})") from None
     return TokenCounter(str(path), processor.get_piece_size(), lambda texts: [len(ids) for ids in processor.encode(list(texts))])

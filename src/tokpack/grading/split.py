@@ -33,6 +33,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokpack._schema import Record, write_record
+from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
 
 SPLIT_FILE = "split.json"
@@ -112,10 +113,10 @@ def plan_split(
             ``[0, 1)``, or an unreadable file.
     """
     if not 0.0 <= validation < 1.0:
-        raise ValueError(f"validation fraction must be in [0, 1), got {validation}")
+        raise InputError(f"validation fraction must be in [0, 1), got {validation}")
     listing = corpus_files(Path(data_dir))
     if not listing.files:
-        raise ValueError(f"{data_dir}: no usable text file")
+        raise InputError(f"{data_dir}: no usable text file")
     counts: dict[str, dict[str, int]] = {}
     removed: list[RemovedDocument] = []
     kept_by_text: dict[str, str] = {}
@@ -201,7 +202,7 @@ def write_split(record: SplitRecord, out_dir: Path, *, overwrite: bool = False) 
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
-        raise ValueError(f"{out_dir}: already exists (pass overwrite to replace it)")
+        raise InputError(f"{out_dir}: already exists (pass overwrite to replace it)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     source = Path(record.source)
     building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))

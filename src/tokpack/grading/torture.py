@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokpack.errors import InputError
+
 _EMOJI = (
     "👍🏻 👍🏿 👩‍💻 👨‍👩‍👧‍👦 🏳️‍🌈 🧑🏽‍🚀 ❤️‍🔥 🫶🏾 🇵🇱 🇺🇦 🇪🇺 🏴󠁧󠁢󠁳󠁣󠁴󠁿 #️⃣ 1️⃣ ©️ ☺︎ ☺️ 🙂\n"
 )
@@ -166,7 +168,7 @@ def check_round_trip(tokenizer_json: Path, texts: Iterable[TortureCase]) -> Roun
     try:
         hf = Tokenizer.from_file(str(tokenizer_json))
     except Exception as error:  # tokenizers raises bare Exceptions for bad files
-        raise ValueError(f"{tokenizer_json}: not a loadable tokenizer.json ({error})") from None
+        raise InputError(f"{tokenizer_json}: not a loadable tokenizer.json ({error})") from None
     try:
         tiktoken_side = load_vocabulary(tokenizer_json)
     except ValueError:
@@ -241,7 +243,7 @@ def structure_report(tokenizer_json: Path) -> StructureReport:
         document = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
         loaded = Tokenizer.from_file(str(tokenizer_json))
     except Exception as error:  # tokenizers raises bare Exceptions for bad files
-        raise ValueError(f"{tokenizer_json}: not a loadable tokenizer.json ({error})") from None
+        raise InputError(f"{tokenizer_json}: not a loadable tokenizer.json ({error})") from None
     problems = []
     model = document.get("model") or {}
     if model.get("type") != "BPE":

@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokpack._schema import Record
+from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
 from tokpack.vocab.bytelevel import RANKS_FILE
@@ -96,7 +97,7 @@ def resolve_pattern(name_or_regex: str) -> str:
     try:
         regex.compile(pattern)
     except regex.error as error:
-        raise ValueError(f"pattern {name_or_regex!r} does not compile: {error}") from None
+        raise InputError(f"pattern {name_or_regex!r} does not compile: {error}") from None
     return pattern
 
 
@@ -115,9 +116,9 @@ def parse_domain_weights(spec: str) -> dict[str, float]:
         try:
             weight = float(value)
         except ValueError:
-            raise ValueError(f"domain weight {entry!r}: expected domain=number") from None
+            raise InputError(f"domain weight {entry!r}: expected domain=number") from None
         if not name.strip() or weight < 0:
-            raise ValueError(f"domain weight {entry!r}: expected a domain and a weight >= 0")
+            raise InputError(f"domain weight {entry!r}: expected a domain and a weight >= 0")
         weights[name.strip()] = weight
     return weights
 
@@ -141,7 +142,7 @@ def weighted_documents(
             groups.setdefault(domain, []).extend(paths)
     unknown = sorted(set(domain_weights) - set(groups))
     if unknown:
-        raise ValueError(f"no domain {unknown[0]!r} in the training folders (domains: {', '.join(sorted(groups))})")
+        raise InputError(f"no domain {unknown[0]!r} in the training folders (domains: {', '.join(sorted(groups))})")
     texts: list[str] = []
     used: list[tuple[Path, str]] = []
     for domain, paths in sorted(groups.items()):
@@ -155,7 +156,7 @@ def weighted_documents(
                 texts.extend([text] * copies)
                 used.append((path, domain))
     if not texts:
-        raise ValueError("no usable text file in the training folders (after domain weights)")
+        raise InputError("no usable text file in the training folders (after domain weights)")
     return texts, used
 
 
@@ -170,10 +171,10 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe) -> BpeTokenize
     ranks_wanted = recipe.vocab_size - 1
     word_ranks = ranks_wanted - recipe.phrase_merges
     if word_ranks < 256:
-        raise ValueError(f"phrase_merges {recipe.phrase_merges} leaves fewer than 256 ids for bytes")
+        raise InputError(f"phrase_merges {recipe.phrase_merges} leaves fewer than 256 ids for bytes")
     base = _train_words(texts, recipe, word_ranks)
     if len(base.ranks) < word_ranks:
-        raise ValueError(
+        raise InputError(
             f"the data reaches only {len(base.ranks) + 1} ids of the {recipe.vocab_size} asked for "
             f"(min_frequency {recipe.min_frequency}): add text or lower --vocab-size"
         )
@@ -183,7 +184,7 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe) -> BpeTokenize
         ranks.update(_phrase_merges(texts, base, recipe))
         pattern = recipe.phrase_pattern
     if len(ranks) < ranks_wanted:
-        raise ValueError(
+        raise InputError(
             f"the phrase stage found only {len(ranks) - word_ranks} of {recipe.phrase_merges} merges: "
             "add text or lower --phrase-merges"
         )
@@ -196,7 +197,7 @@ def _train_words(texts: Sequence[str], recipe: TrainingRecipe, size: int) -> Bpe
     try:
         from tokpack.bpe import train_bytelevel  # type: ignore[attr-defined]
     except ImportError:
-        raise ValueError("the exact trainer (tokpack.bpe.train_bytelevel) is not installed; use --trainer hf") from None
+        raise InputError("the exact trainer (tokpack.bpe.train_bytelevel) is not installed; use --trainer hf") from None
     result = train_bytelevel(texts, vocab_size=size, min_frequency=recipe.min_frequency, pattern=recipe.pattern)
     return result.as_tokenizer() if hasattr(result, "as_tokenizer") else result
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokpack.errors import InputError
+
 
 def report_for(target: Path, *, block: int = 1024, data: Path | None = None, baselines: Sequence[Path] = ()) -> str:
     """The report page for ``target``, chosen by what it is.
@@ -25,7 +27,7 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
         from tokpack.report.tokenizer import tokenizer_report
 
         return tokenizer_report(target, data=data, baselines=baselines)
-    raise ValueError(f"{target}: not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')")
+    raise InputError(f"{target}: not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')")
 
 
 __all__ = ["report_for"]

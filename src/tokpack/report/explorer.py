@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokpack.bpe.reference import count_pairs, merge_pair, select_pair
+from tokpack.errors import InputError
 from tokpack.report.page import escape, page
 from tokpack.report.tokenizer import readable
 
@@ -184,9 +185,9 @@ def explorer_page(texts: Sequence[str], num_merges: int) -> str:
         ValueError: no text, or a negative ``num_merges``.
     """
     if not texts:
-        raise ValueError("the explorer needs at least one text")
+        raise InputError("the explorer needs at least one text")
     if num_merges < 0:
-        raise ValueError(f"num_merges must be 0 or more, got {num_merges}")
+        raise InputError(f"num_merges must be 0 or more, got {num_merges}")
     data = explorer_steps(texts, num_merges)
     body = (
         _STYLE

@@ -7,12 +7,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tokpack.errors import MissingExtra
+
 
 def _pyplot():  # type: ignore[no-untyped-def]
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("reports need matplotlib: pip install 'tokpack[report]'") from None
+        raise MissingExtra("reports need matplotlib: pip install 'tokpack[report]'") from None
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
 

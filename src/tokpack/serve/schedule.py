@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._schema import Record
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store import TokenSource, open_tokens
 from tokpack.vocab.identity import VocabIdentity
 
@@ -65,19 +66,19 @@ class TokenBatches:
                 range has fewer than ``length + 2`` ids.
         """
         if batch < 1 or length < 1:
-            raise ValueError(f"batch and length must be at least 1, got {batch} and {length}")
+            raise InputError(f"batch and length must be at least 1, got {batch} and {length}")
         if isinstance(tokens_dir, (str, Path)):
             self.pack = open_tokens(Path(tokens_dir), verify=True)
         else:  # an opened source (e.g. a datatrove folder): verified here all the same
             self.pack = tokens_dir
             self.pack.verify()
         if "train" not in self.pack.meta.ranges:
-            raise ValueError(f"{self.pack.path}: no training range")
+            raise InputError(f"{self.pack.path}: no training range")
         self.lo, self.hi = self.pack.meta.ranges["train"].tokens
         self.batch, self.length = batch, length
         self._modulus = self.hi - self.lo - length - 1
         if self._modulus < 1:
-            raise ValueError(
+            raise InputError(
                 f"{self.pack.path}: training range has {self.hi - self.lo} ids, shorter than one row "
                 f"(needs at least length + 2 = {length + 2})"
             )
@@ -91,7 +92,7 @@ class TokenBatches:
     def offsets(self, step: int) -> np.ndarray:
         """Where each row of step ``step`` starts in the token stream (``int64``, shape ``(batch,)``)."""
         if step < 0:
-            raise ValueError(f"step must be at least 0, got {step}")
+            raise InputError(f"step must be at least 0, got {step}")
         base = (step * self.batch * self.length) % self._modulus  # Python ints: no overflow
         return self.lo + (base + self._row_steps) % self._modulus
 
@@ -100,7 +101,9 @@ class TokenBatches:
 
         Inputs are ``[:, :-1]``, targets ``[:, 1:]``.
         """
-        return self.pack.gather_rows(self.offsets(step), self.length + 1).astype(np.int32)
+        rows = self.pack.gather_rows(self.offsets(step), self.length + 1)
+        check_ids(rows, self.pack)
+        return rows.astype(np.int32)
 
     def prefetch(self, start_step: int, steps: int, *, depth: int = 2) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(step, ids)`` for ``steps`` steps from ``start_step``, reading ahead in a thread.
@@ -113,7 +116,7 @@ class TokenBatches:
             ValueError: ``start_step`` or ``steps`` below 0, or ``depth`` below 1.
         """
         if start_step < 0 or steps < 0 or depth < 1:
-            raise ValueError(f"need start_step >= 0, steps >= 0, depth >= 1; got {start_step}, {steps}, {depth}")
+            raise InputError(f"need start_step >= 0, steps >= 0, depth >= 1; got {start_step}, {steps}, {depth}")
         return self._prefetch(start_step, steps, depth)
 
     def _prefetch(self, start_step: int, steps: int, depth: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -178,3 +181,15 @@ class TokenBatches:
             extra=extra,
         )
         return record.model_dump(mode="json", by_alias=True)
+
+
+def check_ids(ids: np.ndarray, source: TokenSource) -> None:
+    """One reduction over a served batch: every id must be below ``n_vocab``.
+
+    Raises:
+        IntegrityError: naming ``source``, for an id a corrupt pack would otherwise serve.
+    """
+    n_vocab = source.vocabulary.n_vocab
+    if ids.size and int(ids.max()) >= n_vocab:
+        raise IntegrityError(source.path, f"id {int(ids.max())} outside the vocabulary (n_vocab {n_vocab})",
+                             fix="the data is corrupt; verify it with tokpack inspect --verify")

@@ -1,4 +1,5 @@
-"""PyTorch adapters: a Dataset over windows and a loader with a seed-fixed order and exact resume.
+"""PyTorch adapters: the batch loader of the training path (:func:`make_batch_loader`), and the
+seed contract's Dataset over windows with its loader (:func:`make_loader`).
 
 Importing this module imports torch; nothing else in tokpack does.
 """
@@ -12,6 +13,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.serve.batches import PackedBatches
 from tokpack.serve.windows import Windows
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -40,7 +43,7 @@ class WindowDataset(Dataset[Batch]):
             x, y = self.windows[int(index)]
         else:
             x, y = self.windows.window_batch(np.asarray(index, dtype=np.int64))
-        return torch.from_numpy(x), torch.from_numpy(y)
+        return torch.from_numpy(x), torch.from_numpy(y)  # contiguous: ``y.view(-1)`` works
 
 
 class _EpochBatches(Sampler[list[int]]):
@@ -78,7 +81,7 @@ class WindowLoader:
     def __init__(self, dataset: WindowDataset, batch_size: int, *, seed: int = 0, workers: int = 0,
                  shuffle: bool = True, drop_last: bool = True) -> None:
         if batch_size < 1 or workers < 0:
-            raise ValueError(f"need batch_size >= 1 and workers >= 0, got {batch_size} and {workers}")
+            raise InputError(f"need batch_size >= 1 and workers >= 0, got {batch_size} and {workers}")
         self.dataset = dataset
         self._batches = _EpochBatches(len(dataset), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
         # batch_size=None: each sampled index list reaches the dataset whole, as one gather.
@@ -101,26 +104,43 @@ class WindowLoader:
         self._batches.position = 0
 
     def state_dict(self) -> dict[str, Any]:
-        """``{epoch, position, seed, …}``: where the next batch comes from."""
+        """``{epoch, position, seed, …}``: where the next batch comes from, with the data's
+        checksums and the vocabulary's identity (so :func:`tokpack.require_vocabulary` accepts a
+        checkpoint holding it as ``"loader"``)."""
         sampler = self._batches
+        meta = self.dataset.windows.pack.meta
         return {"epoch": sampler.epoch, "position": sampler.position, "seed": sampler.seed,
                 "batch_size": sampler.batch_size, "shuffle": sampler.shuffle, "drop_last": sampler.drop_last,
-                "n_items": sampler.n_items}
+                "n_items": sampler.n_items, "tokens_sha256": meta.tokens_sha256, "starts_sha256": meta.starts_sha256,
+                "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``.
 
         Raises:
-            ValueError: ``state`` was saved by a loader over other data or with other settings.
+            VocabularyMismatch: ``state`` was saved over another vocabulary.
+            IntegrityError: ``state`` was saved over other data.
+            InputError: ``state`` was saved with other settings (a state from before the
+                checksums were recorded is checked on these alone).
         """
         sampler = self._batches
+        meta = self.dataset.windows.pack.meta
+        saved = state.get("vocabulary")
+        if isinstance(saved, dict) and (saved.get("sha256"), saved.get("n_vocab")) != (meta.vocabulary.sha256, meta.vocabulary.n_vocab):
+            raise VocabularyMismatch(None, f"loader state was saved over vocabulary {str(saved.get('sha256'))[:16]} "
+                                     f"(n_vocab {saved.get('n_vocab')}); this loader serves {meta.vocabulary.short} "
+                                     f"(n_vocab {meta.vocabulary.n_vocab})")
+        if "tokens_sha256" in state and (state["tokens_sha256"], state.get("starts_sha256")) != (
+                meta.tokens_sha256, meta.starts_sha256):
+            raise IntegrityError(None, f"loader state was saved over other data (ids {str(state['tokens_sha256'])[:16]}); "
+                                 f"this loader serves {self.dataset.windows.pack.path} (ids {meta.tokens_sha256[:16]})")
         mine = {"seed": sampler.seed, "batch_size": sampler.batch_size, "shuffle": sampler.shuffle,
                 "drop_last": sampler.drop_last, "n_items": sampler.n_items}
         theirs = {key: state.get(key) for key in mine}
         if mine != theirs:
-            raise ValueError(f"loader state was saved with {theirs}, this loader has {mine}")
+            raise InputError(f"loader state was saved with {theirs}, this loader has {mine}")
         if not 0 <= state["position"] <= len(sampler) or state["epoch"] < 0:
-            raise ValueError(f"loader state position {state['position']} / epoch {state['epoch']} is out of range")
+            raise InputError(f"loader state position {state['position']} / epoch {state['epoch']} is out of range")
         sampler.epoch, sampler.position = int(state["epoch"]), int(state["position"])
 
 
@@ -130,3 +150,73 @@ def make_loader(dataset: WindowDataset, batch_size: int, seed: int = 0, workers:
     persist across epochs, and each batch is one gather.
     """
     return WindowLoader(dataset, batch_size, seed=seed, workers=workers, shuffle=shuffle, drop_last=drop_last)
+
+
+def to_tensors(batch: dict[str, Any]) -> dict[str, Any]:
+    """A batch of numpy arrays as torch tensors sharing their memory (ints stay ints)."""
+    return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value for key, value in batch.items()}
+
+
+class _Steps(Dataset[dict[str, Any]]):
+    """``dataset[k]`` is the rank's batch of step ``k`` as tensors: one gather per step."""
+
+    def __init__(self, batches: PackedBatches) -> None:
+        self.batches = batches
+
+    def __getitem__(self, step: int) -> dict[str, Any]:
+        return to_tensors(self.batches.batch(int(step)))
+
+
+class _StepsFrom(Sampler[int]):
+    """Steps ``start, start + 1, ...`` forever."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+
+    def __iter__(self) -> Iterator[int]:
+        step = self.start
+        while True:
+            yield step
+            step += 1
+
+
+class BatchLoader:
+    """Iterates the rank's batches of a :class:`PackedBatches` as dicts of contiguous tensors, in
+    step order, from ``batches.step`` on (forever: stop after the steps you train).
+
+    With ``num_workers`` above 0, worker processes build the batches ahead; PyTorch's map-style
+    loading keeps them in step order. :meth:`state_dict` counts the batches handed out (not the
+    ones prefetched), so a checkpoint resumes exactly after the last batch the model saw.
+    """
+
+    def __init__(self, batches: PackedBatches, *, num_workers: int = 0, prefetch_factor: int | None = None) -> None:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise InputError(None, f"num_workers must be a non-negative integer, got {num_workers!r}")
+        self.batches, self.num_workers, self.prefetch_factor = batches, num_workers, prefetch_factor
+
+    @property
+    def ignore_index(self) -> int:
+        """The label value the loss must ignore (the padding id)."""
+        return self.batches.ignore_index
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        extra: dict[str, Any] = {} if not self.num_workers else {"prefetch_factor": self.prefetch_factor or 2}
+        loader = DataLoader(_Steps(self.batches), batch_size=None, sampler=_StepsFrom(self.batches.step),
+                            num_workers=self.num_workers, **extra)
+        for batch in loader:
+            self.batches.step += 1  # delivered, not merely prefetched
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`PackedBatches.state_dict`: the next step, seed, layout, data and vocabulary identity."""
+        return self.batches.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue after the step ``state`` was saved at (see :meth:`PackedBatches.load_state_dict`);
+        a loop started afterwards begins there."""
+        self.batches.load_state_dict(state)
+
+
+def make_batch_loader(batches: PackedBatches, *, num_workers: int = 0) -> BatchLoader:
+    """A :class:`BatchLoader` over ``batches`` (see there)."""
+    return BatchLoader(batches, num_workers=num_workers)

@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.format import SHA256, DocumentCut, PackMeta, Source, Span, StreamRecord
 from tokpack.store.reader import Pack
 from tokpack.store.source import DATASET_FILE, RecordedStream
@@ -112,16 +113,16 @@ class ShardedDataset(PartsStream, RecordedStream):
         listed = [entry.name for entry in self.meta.shards]
         present = sorted(p.name for p in self.path.iterdir() if p.is_dir() and p.name.startswith(SHARD_PREFIX))
         if extra := sorted(set(present) - set(listed)):
-            raise ValueError(f"{self.path}: shard {extra[0]} is not listed in {DATASET_FILE}")
+            raise IntegrityError(f"{self.path}: shard {extra[0]} is not listed in {DATASET_FILE}")
         if missing := [name for name in listed if name not in present]:
-            raise ValueError(f"{self.path}: shard {missing[0]} listed in {DATASET_FILE} is missing")
+            raise IntegrityError(f"{self.path}: shard {missing[0]} listed in {DATASET_FILE} is missing")
         self.shards = [Pack(self.path / entry.name) for entry in self.meta.shards]
         for entry, shard in zip(self.meta.shards, self.shards):
             _check_shard(entry, shard, self.meta.vocabulary)
         token_counts = np.array([s.n_tokens for s in self.shards], dtype=np.int64)
         self.offsets = np.concatenate(([0], np.cumsum(token_counts)))
         if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
-            raise ValueError(f"{self.path / DATASET_FILE}: shard counts do not add up to the dataset's")
+            raise IntegrityError(f"{self.path / DATASET_FILE}: shard counts do not add up to the dataset's")
         self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
         self.dtype = np.dtype(self.meta.dtype)
         if verify:
@@ -135,7 +136,7 @@ class ShardedDataset(PartsStream, RecordedStream):
         """
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
-            raise ValueError(f"{self.path / DATASET_FILE}: the stream's checksums differ from the record")
+            raise IntegrityError(f"{self.path / DATASET_FILE}: the stream's checksums differ from the record")
 
     def __repr__(self) -> str:
         return f"ShardedDataset({str(self.path)!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
@@ -149,11 +150,11 @@ def _pieces(tokens: np.ndarray) -> Iterator[np.ndarray]:
 
 def _check_shard(entry: ShardEntry, shard: Pack, vocabulary: VocabIdentity) -> None:
     if shard.vocabulary != vocabulary:
-        raise ValueError(f"{shard.path}: vocabulary {shard.vocabulary.short} differs from the dataset's {vocabulary.short}")
+        raise VocabularyMismatch(f"{shard.path}: vocabulary {shard.vocabulary.short} differs from the dataset's {vocabulary.short}")
     meta = shard.meta
     if (meta.n_docs, meta.n_tokens, meta.tokens_sha256, meta.starts_sha256) != (
         entry.n_docs, entry.n_tokens, entry.tokens_sha256, entry.starts_sha256):
-        raise ValueError(f"{shard.path}: does not match its entry in {DATASET_FILE} (altered or replaced)")
+        raise IntegrityError(f"{shard.path}: does not match its entry in {DATASET_FILE} (altered or replaced)")
 
 
 def stream_hashes(shards: Sequence[Any], *, verify: bool = False) -> tuple[str, str]:
@@ -188,11 +189,11 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
     path = Path(path)
     shards = [Pack(path / name) for name in shard_names]  # verified below, in the pass that hashes the stream
     if not shards:
-        raise ValueError(f"{path}: a dataset needs at least one shard")
+        raise InputError(f"{path}: a dataset needs at least one shard")
     first: PackMeta = shards[0].meta
     for shard in shards[1:]:
         if shard.vocabulary != first.vocabulary or shard.meta.pad_id != first.pad_id:
-            raise ValueError(f"{shard.path}: vocabulary or padding id differs from {shards[0].path.name}'s")
+            raise IntegrityError(f"{shard.path}: vocabulary or padding id differs from {shards[0].path.name}'s")
     ranges: dict[str, Span] = {}
     docs = tokens = 0
     counts: dict[str, int] = {}
@@ -202,7 +203,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
                          tokens=(span.tokens[0] + tokens, span.tokens[1] + tokens))
             if name in ranges:
                 if ranges[name].tokens[1] != moved.tokens[0] or ranges[name].documents[1] != moved.documents[0]:
-                    raise ValueError(f"{shard.path}: range {name!r} is not contiguous across shards")
+                    raise IntegrityError(f"{shard.path}: range {name!r} is not contiguous across shards")
                 moved = Span(documents=(ranges[name].documents[0], moved.documents[1]),
                              tokens=(ranges[name].tokens[0], moved.tokens[1]))
             ranges[name] = moved

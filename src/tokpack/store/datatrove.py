@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.dataset import PartsStream, stream_hashes
 from tokpack.store.format import Span, token_dtype
 from tokpack.store.source import RecordedStream
@@ -29,17 +30,17 @@ class _TokenFile:
         self.path = path
         size = path.stat().st_size
         if size % dtype.itemsize:
-            raise ValueError(f"{path}: {size} bytes is not a whole number of {dtype.itemsize}-byte ids")
+            raise IntegrityError(f"{path}: {size} bytes is not a whole number of {dtype.itemsize}-byte ids")
         self.tokens = np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r") if size else np.zeros(0, dtype)
         self.n_tokens = len(self.tokens)
         index = path.with_name(path.name + ".index")
         if not index.exists():
-            raise ValueError(f"{index}: missing (datatrove writes one beside each .ds file)")
+            raise IntegrityError(f"{index}: missing (datatrove writes one beside each .ds file)")
         ends = np.fromfile(index, dtype="<u8").astype(np.int64)
         if len(ends) and (np.any(np.diff(ends) < 0) or ends[0] < 0):
-            raise ValueError(f"{index}: document ends are not in order")
+            raise IntegrityError(f"{index}: document ends are not in order")
         if (ends[-1] if len(ends) else 0) != self.n_tokens:
-            raise ValueError(f"{index}: last document ends at {ends[-1] if len(ends) else 0}, the file has {self.n_tokens} ids")
+            raise IntegrityError(f"{index}: last document ends at {ends[-1] if len(ends) else 0}, the file has {self.n_tokens} ids")
         begins = np.concatenate(([0], ends[:-1]))
         self.starts = begins[ends > begins]  # empty documents have no first id to point at
         self._rows: dict[int, np.ndarray] = {}
@@ -84,7 +85,7 @@ class DatatroveFolder(PartsStream, RecordedStream):
         self.dtype = token_dtype(vocabulary.n_vocab)
         files = sorted(self.path.rglob("*.ds"))
         if not files:
-            raise ValueError(f"{self.path}: no datatrove .ds files")
+            raise InputError(f"{self.path}: no datatrove .ds files")
         self.shards = [_TokenFile(file, self.dtype) for file in files]
         self.offsets = np.concatenate(([0], np.cumsum([f.n_tokens for f in self.shards]))).astype(np.int64)
         self.starts = np.concatenate([f.starts + o for f, o in zip(self.shards, self.offsets)])
@@ -107,7 +108,7 @@ class DatatroveFolder(PartsStream, RecordedStream):
         """
         for part in self.shards:
             if part.n_tokens and int(part.tokens.max()) >= self.vocabulary.n_vocab:
-                raise ValueError(f"{part.path}: ids reach {int(part.tokens.max())}, past the tokenizer's "
+                raise VocabularyMismatch(f"{part.path}: ids reach {int(part.tokens.max())}, past the tokenizer's "
                                  f"{self.vocabulary.n_vocab}; is it the tokenizer that made them?")
 
     def __repr__(self) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
 from tokpack.store.source import RecordedStream
 
@@ -33,7 +34,7 @@ class Pack(RecordedStream):
         """
         self.path = Path(path)
         if not self.path.is_dir():
-            raise ValueError(f"{self.path}: not a pack directory")
+            raise InputError(f"{self.path}: not a pack directory")
         self.meta: PackMeta = read_record(PackMeta, self.path / META_FILE)
         self.meta.check_seal(self.path / META_FILE)
         self.tokens: np.ndarray = _open_array(self.path / TOKENS_FILE, np.dtype(self.meta.dtype), self.meta.n_tokens)
@@ -96,28 +97,28 @@ class Pack(RecordedStream):
             if self.meta.pad_id is not None:
                 pads += int(np.count_nonzero(chunk == self.meta.pad_id))
         if tokens_hash.hexdigest() != self.meta.tokens_sha256:
-            raise ValueError(f"{self.path / TOKENS_FILE}: SHA-256 differs from {META_FILE}")
+            raise IntegrityError(f"{self.path / TOKENS_FILE}: SHA-256 differs from {META_FILE}")
         if highest >= self.vocabulary.n_vocab:
-            raise ValueError(f"{self.path / TOKENS_FILE}: id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+            raise IntegrityError(f"{self.path / TOKENS_FILE}: id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
         if pads:
-            raise ValueError(f"{self.path / TOKENS_FILE}: the padding id {self.meta.pad_id} occurs {pads} times as a real token")
+            raise IntegrityError(f"{self.path / TOKENS_FILE}: the padding id {self.meta.pad_id} occurs {pads} times as a real token")
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
-            raise ValueError(f"{self.path / STARTS_FILE}: SHA-256 differs from {META_FILE}")
+            raise IntegrityError(f"{self.path / STARTS_FILE}: SHA-256 differs from {META_FILE}")
 
     def _check_starts(self) -> None:
         where = self.path / STARTS_FILE
         starts = self.starts
         if len(starts):
             if starts[0] != 0:
-                raise ValueError(f"{where}: first start is {starts[0]}, not 0")
+                raise IntegrityError(f"{where}: first start is {starts[0]}, not 0")
             if len(starts) > 1 and not bool(np.all(np.diff(starts) > 0)):
-                raise ValueError(f"{where}: starts are not strictly increasing")
+                raise IntegrityError(f"{where}: starts are not strictly increasing")
             if starts[-1] >= self.n_tokens:
-                raise ValueError(f"{where}: start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)")
+                raise IntegrityError(f"{where}: start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)")
         for name, span in self.meta.ranges.items():
             (d0, d1), (t0, t1) = span.documents, span.tokens
             if not (0 <= d0 <= d1 <= self.n_docs and 0 <= t0 <= t1 <= self.n_tokens):
-                raise ValueError(f"{self.path / META_FILE}: range {name!r} lies outside the pack")
+                raise IntegrityError(f"{self.path / META_FILE}: range {name!r} lies outside the pack")
 
     def __repr__(self) -> str:
         return f"Pack({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"
@@ -128,14 +129,14 @@ def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise ValueError(f"{path}: missing") from None
+        raise IntegrityError(f"{path}: missing") from None
     expected = NPY_HEADER_BYTES + length * dtype.itemsize
     if size != expected:
-        raise ValueError(f"{path}: {size} bytes, expected {expected} ({length} {dtype.name} ids after the header)")
+        raise IntegrityError(f"{path}: {size} bytes, expected {expected} ({length} {dtype.name} ids after the header)")
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:
-        raise ValueError(f"{path}: unreadable .npy header ({error})") from None
+        raise IntegrityError(f"{path}: unreadable .npy header ({error})") from None
     if array.dtype != dtype.newbyteorder("<") or array.shape != (length,):
-        raise ValueError(f"{path}: holds {array.dtype} {array.shape}, meta.json says {dtype.name} ({length},)")
+        raise IntegrityError(f"{path}: holds {array.dtype} {array.shape}, meta.json says {dtype.name} ({length},)")
     return array

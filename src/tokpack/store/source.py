@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tokpack.errors import InputError
 from tokpack.store.format import META_FILE
 from tokpack.vocab.identity import VocabIdentity
 
@@ -78,4 +79,4 @@ def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
         return ShardedDataset(path, verify=verify)
     if (path / META_FILE).exists() or not path.is_dir():
         return Pack(path, verify=verify)
-    raise ValueError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
+    raise InputError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")

@@ -14,6 +14,7 @@ import numpy as np
 
 from tokpack._atomic import publish, temporary_sibling
 from tokpack._schema import write_record
+from tokpack.errors import InputError, VocabularyMismatch
 from tokpack.store.format import (
     META_FILE,
     STARTS_FILE,
@@ -57,7 +58,7 @@ class PackWriter:
         """
         self.destination = Path(destination)
         if self.destination.exists():
-            raise ValueError(f"{self.destination}: already exists; a pack is never overwritten")
+            raise InputError(f"{self.destination}: already exists; a pack is never overwritten")
         self.vocabulary = vocabulary
         self.dtype = token_dtype(vocabulary.n_vocab)
         self._temporary = temporary_sibling(self.destination)
@@ -92,15 +93,15 @@ class PackWriter:
         """
         ids, lengths = np.asarray(ids), np.asarray(lengths, dtype=np.int64)  # ids stay in the encoder's dtype
         if int(lengths.sum()) != len(ids) or (len(lengths) and lengths.min() < 0):
-            raise ValueError(f"document lengths add up to {int(lengths.sum())}, not to the {len(ids)} ids given")
+            raise InputError(f"document lengths add up to {int(lengths.sum())}, not to the {len(ids)} ids given")
         if not len(ids):
             return
         if ids.dtype.kind not in "iu":
-            raise ValueError(f"ids must be integers, got {ids.dtype}")
+            raise InputError(f"ids must be integers, got {ids.dtype}")
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= self.vocabulary.n_vocab:
             bad = low if low < 0 else high
-            raise ValueError(f"id {bad} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+            raise InputError(f"id {bad} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
         payload = ids.astype(self.dtype.newbyteorder("<"), copy=False)
@@ -115,7 +116,7 @@ class PackWriter:
             ValueError: ``pack`` has another vocabulary.
         """
         if pack.vocabulary != self.vocabulary:
-            raise ValueError(f"{pack.path}: vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}")
+            raise VocabularyMismatch(f"{pack.path}: vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}")
         self._starts.extend((pack.starts + self.n_tokens).tolist())
         step = max(1, _COPY_CHUNK // pack.tokens.itemsize)
         for offset in range(0, pack.n_tokens, step):
@@ -143,7 +144,7 @@ class PackWriter:
             ValueError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
         """
         if pad_id is not None and not 0 <= pad_id < self.vocabulary.n_vocab:
-            raise ValueError(f"pad_id {pad_id} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+            raise InputError(f"pad_id {pad_id} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
         self._tokens.seek(0)
         self._tokens.write(npy_header(self.dtype, self.n_tokens))
         _close_durably(self._tokens)

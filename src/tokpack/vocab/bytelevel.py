@@ -22,6 +22,7 @@ import tiktoken
 from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
+from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, rank_file_lines, read_rank_file, tokenizer_json
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
@@ -75,13 +76,13 @@ class BpeTokenizer:
         self.ranks: Ranks = dict(ranks)
         missing = [b for b in range(256) if bytes([b]) not in self.ranks]
         if missing:
-            raise ValueError(f"ranks lack {len(missing)} single bytes (first: {missing[0]}); byte-level BPE needs all 256")
+            raise InputError(f"ranks lack {len(missing)} single bytes (first: {missing[0]}); byte-level BPE needs all 256")
         if special_tokens is None:
             special_tokens = {END_OF_TEXT: max(self.ranks.values()) + 1}
         self.special_tokens: dict[str, int] = dict(special_tokens)
         ids = [*self.ranks.values(), *self.special_tokens.values()]
         if len(set(ids)) != len(ids) or min(ids) < 0:
-            raise ValueError("ranks and special tokens must use distinct non-negative ids")
+            raise InputError("ranks and special tokens must use distinct non-negative ids")
         self.pattern = pattern
         self.n_vocab = max(ids) + 1
 
@@ -181,12 +182,12 @@ class BpeTokenizer:
         try:
             ranks_text = ranks_path.read_bytes()
         except FileNotFoundError:
-            raise ValueError(f"{ranks_path}: missing") from None
+            raise InputError(f"{ranks_path}: missing") from None
         if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
-            raise ValueError(f"{ranks_path}: SHA-256 differs from {vocabulary_json.name}")
+            raise InputError(f"{ranks_path}: SHA-256 differs from {vocabulary_json.name}")
         tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens)
         if tokenizer.identity != record.identity:
-            raise ValueError(f"{vocabulary_json}: recorded identity does not match the vocabulary")
+            raise InputError(f"{vocabulary_json}: recorded identity does not match the vocabulary")
         return tokenizer
 
     def __repr__(self) -> str:

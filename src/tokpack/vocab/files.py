@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tokpack.errors import InputError
 from tokpack.vocab.patterns import GPT2_PATTERN
 
 Ranks = dict[bytes, int]
@@ -48,7 +49,7 @@ def unicode_to_bytes(token: str, *, where: str) -> bytes:
     try:
         return bytes(table[char] for char in token)
     except KeyError as error:
-        raise ValueError(f"{where}: token {token!r} is not in the byte-level alphabet ({error})") from None
+        raise InputError(f"{where}: token {token!r} is not in the byte-level alphabet ({error})") from None
 
 
 def read_rank_file(path: Path) -> Ranks:
@@ -67,9 +68,9 @@ def read_rank_file(path: Path) -> Ranks:
                 token_b64, rank_text = line.split()
                 token, rank = base64.b64decode(token_b64, validate=True), int(rank_text)
             except ValueError:
-                raise ValueError(f"{path}:{number}: expected 'base64-token rank'") from None
+                raise InputError(f"{path}:{number}: expected 'base64-token rank'") from None
             if token in ranks or rank in seen_ranks:
-                raise ValueError(f"{path}:{number}: repeated token or rank {rank}")
+                raise InputError(f"{path}:{number}: repeated token or rank {rank}")
             ranks[token] = rank
             seen_ranks.add(rank)
     return ranks
@@ -98,7 +99,7 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     try:
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{encoder_json}: {error}") from None
+        raise InputError(f"{encoder_json}: {error}") from None
     specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
     ranks = {
         unicode_to_bytes(token, where=str(encoder_json)): rank
@@ -111,7 +112,7 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
         parts = line.split(" ")
         merged = "".join(parts)
         if len(parts) != 2 or encoder.get(merged) != 256 + index:
-            raise ValueError(f"{vocab_bpe}: merge {index + 1} ({line!r}) does not make id {256 + index}")
+            raise InputError(f"{vocab_bpe}: merge {index + 1} ({line!r}) does not make id {256 + index}")
     return ranks, specials
 
 
@@ -144,7 +145,7 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
                 (ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)
             )
             if best[0] >= rank:
-                raise ValueError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
+                raise InputError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
             i = best[1]
             parts[i : i + 2] = [parts[i] + parts[i + 1]]
         merges.append(tuple("".join(alphabet[b] for b in part) for part in parts))
@@ -165,11 +166,11 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         model = document["model"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ValueError(f"{path}: not a tokenizer.json ({error})") from None
+        raise InputError(f"{path}: not a tokenizer.json ({error})") from None
     if model.get("type") != "BPE":
-        raise ValueError(f"{path}: model is {model.get('type')!r}, not a BPE")
+        raise InputError(f"{path}: model is {model.get('type')!r}, not a BPE")
     if document.get("normalizer") is not None:
-        raise ValueError(f"{path}: has a normalizer; tokpack encodes raw text only")
+        raise InputError(f"{path}: has a normalizer; tokpack encodes raw text only")
     specials = {entry["content"]: entry["id"] for entry in document.get("added_tokens") or []}
     ranks = {
         unicode_to_bytes(token, where=str(path)): rank
@@ -189,12 +190,12 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
     elif kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
         split = steps[0]
         if split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split["pattern"]:
-            raise ValueError(f"{path}: only an isolated, non-inverted regex Split is supported")
+            raise InputError(f"{path}: only an isolated, non-inverted regex Split is supported")
         pattern = split["pattern"]["Regex"]
     else:
-        raise ValueError(f"{path}: unsupported pre-tokenizer {kinds}; expected a byte-level one")
+        raise InputError(f"{path}: unsupported pre-tokenizer {kinds}; expected a byte-level one")
     if steps[-1].get("add_prefix_space"):
-        raise ValueError(f"{path}: add_prefix_space changes the text; tokpack refuses it")
+        raise InputError(f"{path}: add_prefix_space changes the text; tokpack refuses it")
     return pattern
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.files import unicode_to_bytes
 from tokpack.vocab.patterns import GPT2_PATTERN
@@ -24,9 +25,9 @@ def train_hf_bytelevel(
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     if vocab_size < 256:
-        raise ValueError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
+        raise InputError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
     if min_frequency < 1:
-        raise ValueError(f"min_frequency must be at least 1, got {min_frequency}")
+        raise InputError(f"min_frequency must be at least 1, got {min_frequency}")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from tokpack._schema import Record
+from tokpack.errors import InputError, VocabularyMismatch
 
 VOCAB_SCHEMA = "tokpack.vocab.v1"
 
@@ -50,7 +51,8 @@ def identity_of(model: Any) -> VocabIdentity:
 
     Accepted: an object with an ``identity`` (an encoder), ``vocabulary`` or ``data_schedule``
     attribute; a mapping with a ``vocabulary`` entry (a data schedule or a pack's meta), a
-    ``data_schedule`` entry (a checkpoint), or the identity fields themselves.
+    ``data_schedule`` or ``loader`` entry (a checkpoint holding a data schedule or a
+    :meth:`tokpack.serve.PackedBatches.state_dict`), or the identity fields themselves.
 
     Raises:
         ValueError: nothing in ``model`` records a vocabulary identity.
@@ -60,17 +62,17 @@ def identity_of(model: Any) -> VocabIdentity:
     if isinstance(model, Mapping):
         if "sha256" in model and "n_vocab" in model:
             return VocabIdentity.model_validate(dict(model))
-        for key in ("vocabulary", "data_schedule"):
+        for key in ("vocabulary", "data_schedule", "loader"):  # a checkpoint's loader state carries it too
             if key in model and model[key] is not None:
                 return identity_of(model[key])
-        raise ValueError("no vocabulary identity recorded (expected a 'vocabulary' entry)")
+        raise InputError("no vocabulary identity recorded (expected a 'vocabulary' entry)")
     for attribute in ("identity", "vocabulary", "data_schedule"):
         value = getattr(model, attribute, None)
         if callable(value) and attribute == "data_schedule":
             value = value()
         if value is not None:
             return identity_of(value)
-    raise ValueError(f"{type(model).__name__} carries no vocabulary identity")
+    raise InputError(f"{type(model).__name__} carries no vocabulary identity")
 
 
 def require_vocabulary(model: Any, tokenizer: HasIdentity) -> HasIdentity:
@@ -81,12 +83,13 @@ def require_vocabulary(model: Any, tokenizer: HasIdentity) -> HasIdentity:
         tokenizer: any encoder with an ``identity``.
 
     Raises:
-        ValueError: ``model`` records no identity, or its hash or ``n_vocab`` differs.
+        InputError: ``model`` records no identity.
+        VocabularyMismatch: its hash or ``n_vocab`` differs (both are ``ValueError``).
     """
     expected = identity_of(model)
     actual = tokenizer.identity
     if (expected.sha256, expected.n_vocab) != (actual.sha256, actual.n_vocab):
-        raise ValueError(
+        raise VocabularyMismatch(
             f"tokenizer {actual.scheme}:{actual.short} (n_vocab {actual.n_vocab}) is not the "
             f"vocabulary the model was trained on, {expected.scheme}:{expected.short} "
             f"(n_vocab {expected.n_vocab})"

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Union
 
+from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
 from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
 from tokpack.vocab.identity import require_vocabulary
@@ -32,14 +33,14 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             inconsistent file, or a ``pattern`` that contradicts the file's own.
     """
     if isinstance(spec, str) and spec == "bytes":
-        raise ValueError("'bytes' is not a vocabulary: byte-level training needs none")
+        raise InputError("'bytes' is not a vocabulary: byte-level training needs none")
     if isinstance(spec, BpeTokenizer):
         return _with_pattern(spec, pattern, "the given tokenizer")
     if hasattr(spec, "as_tokenizer"):
         return _with_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)
     if isinstance(spec, (tuple, list)):
         if len(spec) != 2:
-            raise ValueError("a GPT-2 vocabulary is a pair (encoder.json, vocab.bpe)")
+            raise InputError("a GPT-2 vocabulary is a pair (encoder.json, vocab.bpe)")
         ranks, specials = read_gpt2_pair(Path(spec[0]), Path(spec[1]))
         if END_OF_TEXT not in specials:
             specials[END_OF_TEXT] = max(ranks.values()) + 1
@@ -48,7 +49,7 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     if path.is_dir():
         path = path / VOCABULARY_FILE
     if not path.is_file():
-        raise ValueError(f"{path}: no such vocabulary file")
+        raise InputError(f"{path}: no such vocabulary file")
     if path.suffix == ".json":
         if _is_tokpack_record(path):
             return _with_pattern(BpeTokenizer.load_saved(path), pattern, str(path))
@@ -73,7 +74,7 @@ def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
 
 def _with_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> BpeTokenizer:
     if pattern is not None and pattern != tokenizer.pattern:
-        raise ValueError(f"{where} records its own pre-tokenizer pattern; pattern= contradicts it")
+        raise InputError(f"{where} records its own pre-tokenizer pattern; pattern= contradicts it")
     return tokenizer
 
 
@@ -82,5 +83,5 @@ def _is_tokpack_record(path: Path) -> bool:
         with open(path, "rb") as handle:
             head = json.loads(handle.read())
     except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not JSON ({error})") from None
+        raise InputError(f"{path}: not JSON ({error})") from None
     return isinstance(head, dict) and str(head.get("schema", "")).startswith("tokpack.")

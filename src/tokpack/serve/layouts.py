@@ -1,0 +1,456 @@
+"""Layouts: how a range of a token source is cut into rows of ``length + 1`` ids.
+
+Three layouts, one registry (:data:`LAYOUTS`), each a pure function of the data and its
+parameters (shuffling is the schedule's job, not the layout's):
+
+- ``stream``: row ``j`` is ``ids[lo + j*length : lo + (j+1)*length + 1]``; rows overlap by one
+  id, so every id of the range but the first is a target exactly once per epoch, across
+  document boundaries. The last row is padded.
+- ``documents``: rows start at every document start and, inside a document longer than a row,
+  at every ``length`` ids; a row its document does not fill runs on into the next documents.
+  Every id but the range's first is a target at least once; :attr:`Layout.stats` reports how
+  many times on average (``repetition``).
+- ``bestfit``: every row starts at a document start and holds whole documents, chosen by best
+  fit from a bounded look-ahead buffer; a document longer than a row is cut into pieces of
+  ``length + 1`` ids; the rest of a row is padding. Every id is served exactly once per epoch;
+  :attr:`Layout.stats` reports the padding share and the shares of ids moved and cut.
+
+A layout's :meth:`Layout.rows` returns the ids and a ``starts`` mask (``True`` where a new
+segment begins: a row's first position, every document start, the first padding position),
+from which the batch builds ``position_ids``, ``document_ids`` and ``cu_seqlens``.
+
+>>> from tokpack.serve.memory import pack_of_documents
+>>> pack = pack_of_documents([[1, 2, 3, 4, 5], [6, 7]], n_vocab=9, pad_id=0)
+>>> layout = make_layout("stream", pack, length=3)
+>>> layout.rows(np.arange(layout.n_rows))[0].tolist()
+[[1, 2, 3, 4], [4, 5, 6, 7]]
+>>> make_layout("documents", pack, length=3).rows(np.arange(3))[0].tolist()
+[[1, 2, 3, 4], [4, 5, 6, 7], [6, 7, 0, 0]]
+>>> make_layout("bestfit", pack, length=3, cache=False).rows([0, 1])[0].tolist()
+[[1, 2, 3, 4], [5, 6, 7, 0]]
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import secrets
+from collections import deque
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store import TokenSource, open_tokens
+
+#: Index files of layouts that are costly to build live under ``<cache>/layouts/``.
+LAYOUT_CACHE = "layouts"
+
+
+def open_source(data: TokenSource | str | Path) -> TokenSource:
+    """``data`` itself when it is an opened token source, else the pack or dataset at that path."""
+    return open_tokens(Path(data)) if isinstance(data, (str, Path)) else data
+
+
+def data_identity(source: TokenSource) -> dict[str, Any]:
+    """What names the ids of ``source``: its checksums, counts and vocabulary (not its path: data moves)."""
+    meta = source.meta
+    return {
+        "name": Path(source.path).name,
+        "tokens_sha256": meta.tokens_sha256,
+        "starts_sha256": meta.starts_sha256,
+        "n_tokens": int(meta.n_tokens),
+        "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
+    }
+
+
+class Layout:
+    """Rows of ``length + 1`` ids over the ``split`` range of a token source.
+
+    Subclasses set :attr:`n_rows` and implement :meth:`_rows`.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, source: TokenSource, *, length: int, split: str = "train") -> None:
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+            raise InputError(None, f"length must be a positive integer, got {length!r}")
+        self.source, self.length, self.split = source, int(length), split
+        meta = source.meta
+        if split not in meta.ranges:
+            raise InputError(source.path, f"no {split!r} range (has {', '.join(sorted(meta.ranges)) or 'none'})")
+        #: the source's padding id (never a real token), or None (e.g. a datatrove folder)
+        self.pad_id: int | None = None if meta.pad_id is None else int(meta.pad_id)
+        #: what padding positions hold in ``ids``: the padding id, else 0 (their labels are ignored)
+        self.fill: int = 0 if self.pad_id is None else self.pad_id
+        #: the label of a padding position: the padding id, else PyTorch's default ``-100``
+        self.ignore_index: int = -100 if self.pad_id is None else self.pad_id
+        span = meta.ranges[split]
+        self.lo, self.hi = (int(v) for v in span.tokens)
+        self.first_doc, self.last_doc = (int(v) for v in span.documents)
+        if self.hi - self.lo < 2:
+            raise InputError(source.path, f"the {split!r} range has {self.hi - self.lo} ids; a row needs at least 2")
+        self.n_rows: int = 0
+
+    # -- what callers use -------------------------------------------------------------------
+    @property
+    def options(self) -> dict[str, Any]:
+        """The layout's own parameters beyond ``length`` and ``split`` (part of the fingerprint)."""
+        return {}
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """The layout's parameters and the data's checksums: equal fingerprints, equal rows."""
+        return {"layout": self.name, "length": self.length, "split": self.split, "options": self.options,
+                "range": [self.lo, self.hi], "data": data_identity(self.source)}
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """What an epoch of this layout serves; see each layout."""
+        return {}
+
+    def rows(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``row_indices`` as ``(ids, starts)``, both ``(n, length + 1)``.
+
+        ``ids`` holds the source's ids (its dtype), padding being :attr:`fill`; ``starts`` is
+        ``True`` where a segment begins (position 0, a document start, the first padding).
+
+        Raises:
+            IndexError: an index outside ``[0, n_rows)``.
+        """
+        ids, starts, _ = self.read(row_indices)
+        return ids, starts
+
+    def read(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``)."""
+        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
+            raise IndexError(f"row index outside [0, {self.n_rows})")
+        return self._rows(indices)
+
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def positions(self, row_indices: Any) -> np.ndarray:
+        """Where each id of rows ``row_indices`` comes from in the stream (``(n, length + 1)``
+        ``int64``; ``-1`` for padding): what audits and tests count targets with."""
+        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
+            raise IndexError(f"row index outside [0, {self.n_rows})")
+        return self._positions(indices)
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class _ContiguousLayout(Layout):
+    """A layout whose row ``j`` is the stream slice ``[origin_j, origin_j + length + 1)``,
+    padded past the range's end; subclasses say where rows start (:meth:`origins`)."""
+
+    def origins(self, indices: np.ndarray) -> np.ndarray:
+        """Where rows ``indices`` start in the stream."""
+        raise NotImplementedError
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
+        return np.where(positions < self.hi, positions, -1)
+
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        origins = self.origins(indices)
+        width = self.length + 1
+        n = len(origins)
+        if not n or int(origins.max()) + width <= self.hi:  # one reduction decides the common case
+            ids = self.source.gather_rows(origins, width)
+        else:
+            ids = np.full((n, width), self.fill, dtype=self.source.meta.dtype)
+            whole = origins + width <= self.hi
+            if whole.any():
+                ids[whole] = self.source.gather_rows(origins[whole], width)
+            for row in np.flatnonzero(~whole):  # at most a few rows per epoch reach the end
+                keep = self.hi - int(origins[row])
+                ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
+        starts = np.zeros((n, width), dtype=bool)
+        starts[:, 0] = True
+        document_starts = self.source.starts
+        first = np.searchsorted(document_starts, origins, side="right")
+        last = np.searchsorted(document_starts, np.minimum(origins + width, self.hi), side="left")
+        counts = np.maximum(last - first, 0)
+        if counts.sum():
+            row_of = np.repeat(np.arange(n), counts)
+            within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            starts[row_of, document_starts[np.repeat(first, counts) + within] - origins[row_of]] = True
+        padded = origins + width > self.hi
+        if padded.any():
+            starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
+        return ids, starts, np.minimum(width, self.hi - origins)
+
+
+class StreamLayout(_ContiguousLayout):
+    """Consecutive rows overlapping by one id (see the module docstring)."""
+
+    name = "stream"
+
+    def __init__(self, source: TokenSource, *, length: int, split: str = "train") -> None:
+        super().__init__(source, length=length, split=split)
+        self.n_rows = -(-(self.hi - self.lo - 1) // self.length)
+
+    def origins(self, indices: np.ndarray) -> np.ndarray:
+        """Where rows ``indices`` start in the stream."""
+        return self.lo + np.asarray(indices, dtype=np.int64) * self.length
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """``repetition`` (always 1.0) and ``padding_share`` of the positions of an epoch."""
+        padding = self.n_rows * (self.length + 1) - (self.hi - self.lo) - (self.n_rows - 1)
+        return {"repetition": 1.0, "padding_share": padding / (self.n_rows * (self.length + 1))}
+
+
+class DocumentsLayout(_ContiguousLayout):
+    """Rows at document starts and row-sized steps inside long documents (see the module docstring).
+
+    The row index (8 bytes a row) is built in one vectorized pass from the document starts.
+    """
+
+    name = "documents"
+
+    def __init__(self, source: TokenSource, *, length: int, split: str = "train") -> None:
+        super().__init__(source, length=length, split=split)
+        starts = np.asarray(source.starts[self.first_doc : self.last_doc], dtype=np.int64)
+        lengths = np.diff(np.append(starts, self.hi))
+        # ceil(n / length) rows reach one id past the document, so its successor's first id is a target too.
+        per_document = np.maximum(1, -(-lengths // self.length))
+        total = int(per_document.sum())
+        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_document) - per_document, per_document)
+        self._origins = np.repeat(starts, per_document) + within * self.length
+        self.n_rows = total
+
+    def origins(self, indices: np.ndarray) -> np.ndarray:
+        """Where rows ``indices`` start in the stream."""
+        return self._origins[indices]
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """``repetition``: targets served per epoch over the range's targets (ids but the first);
+        ``padding_share`` of the positions of an epoch."""
+        targets = np.minimum(self._origins + self.length, self.hi - 1) - self._origins
+        served = int(targets.sum())
+        return {"repetition": served / (self.hi - self.lo - 1),
+                "padding_share": 1 - (served + self.n_rows) / (self.n_rows * (self.length + 1))}
+
+
+class BestFitLayout(Layout):
+    """Whole documents packed by best fit from a look-ahead buffer (see the module docstring).
+
+    Each row takes the oldest waiting document first (so nothing waits more than ``lookahead``
+    documents), then, while one fits, the longest waiting document that fits the space left.
+    The index (row offsets and each piece's start and length, about 20 bytes a document) is
+    cached under ``<cache>/layouts/`` keyed by the data's checksums and the parameters.
+    """
+
+    name = "bestfit"
+
+    def __init__(self, source: TokenSource, *, length: int, split: str = "train", lookahead: int = 1024,
+                 cache: bool | str | Path = True) -> None:
+        super().__init__(source, length=length, split=split)
+        if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 1:
+            raise InputError(None, f"lookahead must be a positive integer, got {lookahead!r}")
+        self.lookahead = int(lookahead)
+        path = _cache_path(self.fingerprint, cache)
+        if path is not None and path.exists():
+            self._load(path)
+        else:
+            self._build()
+            if path is not None:
+                self._save(path)
+        self.n_rows = len(self._row_ptr) - 1
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"lookahead": self.lookahead}
+
+    def _build(self) -> None:
+        width = self.length + 1
+        starts = np.asarray(self.source.starts[self.first_doc : self.last_doc], dtype=np.int64)
+        lengths = np.diff(np.append(starts, self.hi))
+        n_pieces = -(-lengths // width)
+        total = int(n_pieces.sum())
+        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
+        piece_start = np.repeat(starts, n_pieces) + within * width
+        piece_len = np.minimum(np.repeat(starts + lengths, n_pieces) - piece_start, width)
+        self._cut = int(lengths[n_pieces > 1].sum())
+        order = _best_fit(piece_len.tolist(), width, self.lookahead)
+        rows_of = np.asarray(order[1], dtype=np.int64)
+        placed = np.asarray(order[0], dtype=np.int64)
+        self._piece_start = piece_start[placed]
+        self._piece_len = piece_len[placed].astype(np.int32)
+        self._row_ptr = rows_of
+        self._moved = order[2]
+
+    def _save(self, path: Path) -> None:
+        # A unique temporary renamed into place: ranks on several hosts may build the same index at
+        # once; each publishes whole, identical bytes. A cache that cannot be written is skipped.
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(temporary, piece_start=self._piece_start, piece_len=self._piece_len, row_ptr=self._row_ptr,
+                     counts=np.array([self._cut, self._moved], dtype=np.int64))
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+
+    def _load(self, path: Path) -> None:
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                self._piece_start, self._piece_len = stored["piece_start"], stored["piece_len"]
+                self._row_ptr, (self._cut, self._moved) = stored["row_ptr"], stored["counts"].tolist()
+        except (OSError, ValueError, KeyError) as error:
+            raise IntegrityError(path, f"unreadable layout index ({error})", fix="delete it to rebuild") from None
+        if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
+            raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
+
+    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        width = self.length + 1
+        n = len(indices)
+        positions, destination, row_of_piece, column, used = self._placement(indices)
+        ids = np.full(n * width, self.fill, dtype=self.source.meta.dtype)
+        ids[destination] = self.source.take(positions)  # one gather for every piece of every row
+        starts = np.zeros((n, width), dtype=bool)
+        starts[row_of_piece, column] = True
+        padded = np.flatnonzero(used < width)
+        starts[padded, used[padded]] = True
+        return ids.reshape(n, width), starts, used
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        width = self.length + 1
+        positions, destination, *_ = self._placement(indices)
+        out = np.full(len(indices) * width, -1, dtype=np.int64)
+        out[destination] = positions
+        return out.reshape(len(indices), width)
+
+    def _placement(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For rows ``indices``: each id's stream position and flat destination, each piece's row
+        and column, and the ids each row holds."""
+        width = self.length + 1
+        n = len(indices)
+        first, last = self._row_ptr[indices], self._row_ptr[indices + 1]
+        counts = last - first
+        pieces = np.repeat(first, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+        lengths = self._piece_len[pieces].astype(np.int64)
+        row_of_piece = np.repeat(np.arange(n), counts)
+        # Column of each piece in its row: the lengths of the pieces before it in the same row.
+        ends = np.cumsum(lengths)
+        row_base = np.repeat(ends[np.cumsum(counts) - counts] - lengths[np.cumsum(counts) - counts], counts) if n else ends
+        column = ends - lengths - row_base
+        n_ids = int(lengths.sum())
+        offset_in_piece = np.arange(n_ids) - np.repeat(ends - lengths, lengths)
+        positions = np.repeat(self._piece_start[pieces], lengths) + offset_in_piece
+        destination = np.repeat(row_of_piece * width + column, lengths) + offset_in_piece
+        used = np.bincount(row_of_piece, weights=lengths, minlength=n).astype(np.int64)
+        return positions, destination, row_of_piece, column, used
+
+    def row_starts(self, indices: Any) -> np.ndarray:
+        """Where in the stream rows ``indices`` start (always a document start or a cut)."""
+        return self._piece_start[self._row_ptr[np.asarray(indices, dtype=np.int64)]]
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """``padding_share`` of an epoch's positions; ``moved_share``: ids served ahead of
+        an older document still waiting (picked from the look-ahead by best fit); ``cut_share``: ids in documents longer than a row (cut into
+        ``length + 1``-id pieces, so each piece after the first loses its document's context);
+        ``repetition`` (1.0: every id is served once, none is dropped)."""
+        n_ids = self.hi - self.lo
+        return {"repetition": 1.0, "padding_share": 1 - n_ids / (self.n_rows * (self.length + 1)),
+                "moved_share": self._moved / n_ids, "cut_share": self._cut / n_ids}
+
+
+def _best_fit(lengths: list[int], width: int, lookahead: int) -> tuple[list[int], list[int], int]:
+    """Pack pieces (``lengths``, each at most ``width``) into rows; return the pieces in row
+    order, the row offsets into that order (``n_rows + 1`` of them) and the ids served ahead of
+    an older waiting piece (moved).
+
+    A full piece (``width`` ids) can only ever head a row, so it waits in the age queue alone and
+    skips the sorted buffer: on cut text that is most pieces, at no change to the result.
+    """
+    # (length, -index) of the partial pieces, sorted: the best fit is a bisection, and among
+    # equal lengths the oldest wins.
+    waiting: list[tuple[int, int]] = []
+    oldest: deque[int] = deque()
+    taken = bytearray(len(lengths))
+    placed: list[int] = []
+    row_ptr = [0]
+    following = moved = n_waiting = 0
+    total = len(lengths)
+    while following < total or n_waiting:
+        while following < total and n_waiting < lookahead:
+            if lengths[following] < width:
+                bisect.insort(waiting, (lengths[following], -following))
+            oldest.append(following)
+            following += 1
+            n_waiting += 1
+        while taken[oldest[0]]:
+            oldest.popleft()
+        head = oldest.popleft()
+        taken[head] = 1
+        placed.append(head)
+        n_waiting -= 1
+        space = width - lengths[head]
+        if space:
+            del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
+        while space and waiting:
+            at = bisect.bisect_right(waiting, (space, 1)) - 1
+            if at < 0:
+                break
+            size, index = waiting.pop(at)
+            index = -index
+            while taken[oldest[0]]:
+                oldest.popleft()
+            if oldest[0] != index:  # served ahead of an older waiting piece
+                moved += size
+            taken[index] = 1
+            placed.append(index)
+            n_waiting -= 1
+            space -= size
+        row_ptr.append(len(placed))
+    return placed, row_ptr, moved
+
+
+def _cache_path(fingerprint: dict[str, Any], cache: bool | str | Path) -> Path | None:
+    if cache is False:
+        return None
+    if cache is True:
+        from tokpack.corpus.cache import default_cache_dir
+
+        root = default_cache_dir() / LAYOUT_CACHE
+    else:
+        root = Path(cache)
+    key = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:32]
+    return root / f"{fingerprint['layout']}-{key}.npz"
+
+
+#: Every layout by name: the one place a new layout is added.
+LAYOUTS: dict[str, type[Layout]] = {"stream": StreamLayout, "documents": DocumentsLayout, "bestfit": BestFitLayout}
+
+
+def make_layout(name: str, source: TokenSource | str | Path, *, length: int, split: str = "train",
+                **options: Any) -> Layout:
+    """The layout ``name`` over ``split`` of ``source`` (a token source or its directory).
+
+    Options: ``bestfit`` takes ``lookahead`` (documents waiting, default 1024) and ``cache``
+    (``True``: ``$TOKPACK_CACHE/layouts``; a folder; or ``False``).
+
+    Raises:
+        InputError: an unknown layout or option, a bad length, or no such range.
+    """
+    if name not in LAYOUTS:
+        raise InputError(None, f"unknown layout {name!r}", fix=f"use one of {', '.join(LAYOUTS)}")
+    try:
+        return LAYOUTS[name](open_source(source), length=length, split=split, **options)
+    except TypeError as error:
+        raise InputError(None, f"layout {name!r}: {error}") from None
+
+
+__all__ = ["LAYOUTS", "BestFitLayout", "DocumentsLayout", "Layout", "StreamLayout", "data_identity", "make_layout",
+           "open_source"]
