@@ -93,6 +93,21 @@ def test_real_games_read_as_python_chess_reads_them(shared_data: Path) -> None:
             assert errors and game.detail == errors[0], index
 
 
+def test_every_real_game_reads_as_python_chess_read_it(shared_data: Path) -> None:
+    """All 28,499 games of the real collection, against python-chess's reading of the same file,
+    recorded once in tests/fixtures/chess_real_oracle.json (python-chess takes minutes on it)."""
+    import hashlib
+    import json
+
+    oracle = json.loads((Path(__file__).resolve().parent / "fixtures" / "chess_real_oracle.json").read_text())
+    digest, n = hashlib.sha256(), 0
+    for offset, game in read_games(shared_data / oracle["file"]):
+        what, detail = (game.uci, None) if isinstance(game, PgnGame) else (game.reason, game.detail)
+        digest.update(f"{offset}\t{what}\t{detail}\n".encode("utf-8", "surrogateescape"))
+        n += 1
+    assert (n, digest.hexdigest()) == (oracle["games"], oracle["sha256"])
+
+
 def _read_text(text: str) -> list[PgnGame | Skipped]:
     from tokpack.chess.pgn import read_chunk
 
