@@ -254,3 +254,14 @@ def test_workers_give_byte_identical_output(generated: tuple[Path, list[str]], t
     assert one == two and one.games_written > 1000
     for month in one.months:
         assert month_parquet(tmp_path / "one", month).read_bytes() == month_parquet(tmp_path / "two", month).read_bytes()
+
+
+def test_corrupt_and_truncated_compressed_inputs_are_input_errors(tmp_path: Path) -> None:
+    text = lichess("h0000001", "1. e4 e5") * 50
+    (tmp_path / "bad.pgn.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"not zstd at all")
+    packed = gzip.compress(text.encode())
+    (tmp_path / "cut.pgn.gz").write_bytes(packed[: len(packed) // 2])
+    for name, message in (("bad.pgn.zst", "not a readable zstd stream"), ("cut.pgn.gz", "cannot be read")):
+        with pytest.raises(ValueError, match=f"{name}: .*{message}"):
+            convert_pgn([tmp_path / name], tmp_path / f"out-{name}")
+        assert not (tmp_path / f"out-{name}").exists()
