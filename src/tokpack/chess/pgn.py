@@ -316,7 +316,7 @@ def month_parquet(root: Path, month: str) -> Path:
     return Path(root) / f"year={year}" / f"month={number}" / GAMES_FILE
 
 
-def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 100_000,
+def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
                 progress: Callable[[int, int], None] | None = None, filters: GameFilter = GameFilter(),
                 clocks: bool = False, workers: int = 1, chunk_bytes: int = reader.CHUNK_BYTES) -> ConversionReport:
     """Convert PGN files into ``out/year=YYYY/month=MM/games.parquet`` and a report.

@@ -29,7 +29,7 @@ chess_app = typer.Typer(no_args_is_help=True, add_completion=False,
 def convert_command(
     pgn: list[Path] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz), read in this order; - reads standard input."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
-    flush_games: int = typer.Option(100_000, "--flush-games", min=1,
+    flush_games: int = typer.Option(25_000, "--flush-games", min=1,
                                     help="Games held in memory before they are spilled to part files."),
     workers: int = typer.Option(1, "--workers", min=1, max=256, help="Processes that read chunks of games; output is identical for any number."),
     clocks: bool = typer.Option(False, "--clocks", help="Add a clocks column: each move's [%clk] in seconds (null where missing)."),
