@@ -25,3 +25,12 @@ def killed_mid_shard_once(dataset: Path, rank: int, **options: object) -> bool:
 
         PackWriter.add_documents = add_then_die  # type: ignore[method-assign]
     return run_shard(dataset, rank, **options)  # type: ignore[arg-type]
+
+
+def record_pid_and_sleep(dataset: Path, rank: int, **options: object) -> bool:
+    """Write this worker's pid into ``dataset/pids/`` and sleep: a shard that never ends."""
+    import time
+
+    (Path(dataset) / "pids" / str(os.getpid())).touch()
+    time.sleep(300)
+    return True

@@ -272,29 +272,7 @@ def write_datatrove_file(path: Path, documents: list[list[int]], itemsize: int =
     path.with_name(path.name + ".index").write_bytes(ends.tobytes())
 
 
-def test_a_datatrove_folder_opens_and_serves_the_same_ids(tmp_path: Path, vocabulary: Path) -> None:
-    from tokpack.store import DatatroveFolder
-
-    tokenizer = BpeTokenizer.load_saved(vocabulary)
-    texts = lines_of_sample()[:120]
-    documents = [tokenizer.encode(t) + [tokenizer.eot_id] for t in texts]  # datatrove appends EOS
-    folder = tmp_path / "datatrove"
-    folder.mkdir()
-    write_datatrove_file(folder / "000_00001_unshuffled.ds", documents[70:])
-    write_datatrove_file(folder / "000_00000_unshuffled.ds", documents[:70])
-    source = DatatroveFolder(folder, tokenizer=vocabulary, verify=True)
-    stream = np.concatenate([np.asarray(d) for d in documents])
-    assert source.n_docs == 120 and source.n_tokens == len(stream)
-    assert source.vocabulary == tokenizer.identity
-    assert np.array_equal(source.starts, np.concatenate(([0], np.cumsum([len(d) for d in documents])[:-1])))
-    batches = TokenBatches(source, batch=3, length=50)
-    modulus = len(stream) - 50 - 1
-    for step in (0, 1, 17, 333):
-        offsets = [(step * 3 * 50 + row * 50) % modulus for row in range(3)]
-        assert np.array_equal(batches.ids(step), np.stack([stream[o : o + 51] for o in offsets]))
-    assert batches.data_schedule()["vocabulary"]["sha256"] == tokenizer.identity.sha256
-    with pytest.raises(ValueError, match="no padding id"):
-        Windows(source, block=8)
+# Reading a folder that datatrove itself wrote: tests/test_interop.py.
 
 
 def test_a_datatrove_folder_is_refused_when_inconsistent(tmp_path: Path, vocabulary: Path) -> None:

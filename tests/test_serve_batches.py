@@ -15,7 +15,7 @@ import tokpack
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve import EvalBatches, Mixture, PackedBatches
 from tokpack.serve.memory import pack_of_documents
-from tokpack.store import open_tokens
+from tokpack.store import Pack, open_tokens
 
 
 @pytest.fixture(scope="module")
@@ -222,8 +222,11 @@ def test_a_served_id_outside_the_vocabulary_is_an_integrity_error(tmp_path: Path
     tokens = np.load(pack / "tokens.npy", mmap_mode="r+")
     tokens[7] = 60000  # a flipped byte
     tokens.flush()
+    with pytest.raises(IntegrityError, match=r"tokens\.npy: SHA-256 differs"):  # the first open verifies
+        PackedBatches(pack, length=4, global_batch=6, shuffle=False)
+    unverified = Pack(pack, verify=False)  # and if it changed after that, the batch itself refuses it
     with pytest.raises(IntegrityError, match=r"p: id 60000 outside the vocabulary \(n_vocab 10\)"):
-        PackedBatches(pack, length=4, global_batch=6, shuffle=False).batch(0)
+        PackedBatches(unverified, length=4, global_batch=6, shuffle=False).batch(0)
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -328,7 +331,7 @@ def test_the_seed_readers_refuse_an_id_outside_the_vocabulary_too(tmp_path: Path
     with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
         batches.ids(0)
     with pytest.raises(IntegrityError, match="id 999 outside the vocabulary"):
-        Windows(pack, block=4).window_batch([0, 1])
+        Windows(Pack(pack, verify=False), block=4).window_batch([0, 1])  # opened by path, the first open refuses it
 
 
 @settings(max_examples=60, deadline=None)

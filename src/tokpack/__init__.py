@@ -6,9 +6,11 @@ The public API, by layer:
   :func:`require_vocabulary`, :func:`tokenizer_for`, the patterns ``GPT2_PATTERN``/``GPT4_PATTERN``;
 - corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`; :func:`sample_corpus`;
 - the pack store: :class:`Pack` (read, verify);
-- serving: :class:`TokenBatches`.
+- serving: :class:`TokenBatches`;
+- interop: ``tokpack.export(source, fmt, out)`` (Megatron, nanoGPT, litdata, MDS, Parquet).
 """
 
+import tokpack.export  # callable: tokpack.export(source, "megatron", out)
 from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
 from tokpack.serve import TokenBatches
 from tokpack.store import Pack

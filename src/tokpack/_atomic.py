@@ -1,10 +1,18 @@
-"""Directories that appear whole or not at all: build in a hidden sibling, then rename."""
+"""Directories that appear whole or not at all: build in a hidden sibling, then rename.
+
+Temporary names carry the host and the process id (``.NAME.tmp-PID@HOST-RANDOM``), because a
+cache or dataset on a shared file system (NFS, Lustre) is written from many machines, where
+process ids repeat and a process of another machine cannot be asked whether it is alive. So an
+abandoned temporary is removed only by a process on the host that made it, once its process is
+gone; temporaries of other hosts are left alone.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shutil
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,9 +23,11 @@ _MARK = ".tmp-"
 
 
 def temporary_sibling(destination: Path) -> Path:
-    """Create and return an empty hidden directory beside ``destination``, named for this process."""
+    """Create and return an empty hidden directory beside ``destination``, named for this process
+    and host; first remove what killed writers of ``destination`` on this host left behind."""
     destination.parent.mkdir(parents=True, exist_ok=True)
-    temporary = destination.with_name(f".{destination.name}{_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    remove_abandoned(destination)
+    temporary = destination.with_name(f".{destination.name}{_MARK}{_owner()}-{secrets.token_hex(4)}")
     temporary.mkdir()
     return temporary
 
@@ -57,25 +67,38 @@ def write_atomically(path: Path, content: str | bytes) -> Path:
     place, so a reader never sees half a file; return ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial = path.with_name(f".{path.name}.{_owner()}.partial")
     partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
     os.replace(partial, path)
     return path
 
 
 def remove_abandoned(destination: Path) -> int:
-    """Delete temporary siblings of ``destination`` whose process is gone; return how many.
+    """Delete temporary siblings of ``destination`` made on this host by a process that is gone;
+    return how many.
 
-    Call it while holding the destination's lock, so a live writer's directory is never touched.
+    A temporary of another host is never touched (its process cannot be checked from here), nor
+    one of a live process here, so this is safe without a lock, even where ``flock`` is node-local.
     """
     removed = 0
     prefix = f".{destination.name}{_MARK}"
     for candidate in destination.parent.glob(f"{prefix}*"):
-        pid = candidate.name[len(prefix) :].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        owner = candidate.name[len(prefix) :].rsplit("-", 1)[0]
+        pid, _, host = owner.partition("@")
+        if host == _host() and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(candidate, ignore_errors=True)
             removed += 1
     return removed
+
+
+def _host() -> str:
+    # Only characters that cannot be mistaken for the name's separators.
+    return "".join(c if c.isalnum() or c == "." else "_" for c in socket.gethostname()) or "localhost"
+
+
+def _owner() -> str:
+    """``PID@HOST``: who made a temporary name."""
+    return f"{os.getpid()}@{_host()}"
 
 
 def _alive(pid: int) -> bool:

@@ -54,6 +54,9 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
         ValueError: the file is missing or unreadable, is not UTF-8 or not JSON (with the byte
             offset), or does not match the model; the one-line message names the file.
     """
+    from tokpack._files import regular_file
+
+    regular_file(Path(path), "input")  # a FIFO or device would block forever
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -69,6 +72,8 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
     except json.JSONDecodeError as error:
         offset = len(text[: error.pos].encode("utf-8"))
         raise InputError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
+    except RecursionError:  # thousands of nested brackets: no record of ours nests that deep
+        raise InputError(path, "JSON nested too deeply to be a tokpack record") from None
     try:
         return model.model_validate(document)
     except ValidationError as error:

@@ -26,10 +26,11 @@ class TraceRow(Record):
     """One merge: ``(left_id, right_id)`` became ``result_id``; ``frequency`` is the pair's count
     just before the replacement (overlapping occurrences included)."""
 
-    left_id: int = Field(ge=0)
-    right_id: int = Field(ge=0)
-    result_id: int = Field(ge=256)
-    frequency: int = Field(ge=1)
+    # Strict: a grader compares numbers, so "5" (a string) or 5.0 is a malformed proof, not 5.
+    left_id: int = Field(ge=0, strict=True)
+    right_id: int = Field(ge=0, strict=True)
+    result_id: int = Field(ge=256, strict=True)
+    frequency: int = Field(ge=1, strict=True)
 
 
 def corpus_sha256(corpus: list[str]) -> str:
@@ -53,7 +54,7 @@ class Challenge(Record):
 
     challenge_id: str = Field(min_length=1)
     corpus: list[str]
-    num_merges: int = Field(ge=0)
+    num_merges: int = Field(ge=0, strict=True)
     corpus_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
 
     @property
@@ -93,6 +94,6 @@ class Proof(Record):
 
     challenge_id: str = Field(min_length=1)
     corpus_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
-    num_merges: int = Field(ge=0)
+    num_merges: int = Field(ge=0, strict=True)
     merges: list[TraceRow]
     implementation: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tokpack.cli import _console, corpus, report
+from tokpack.cli import _console, corpus, interop, report
 from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
 from tokpack.cli.tokenizer import app as tokenizer_app
@@ -30,6 +30,7 @@ app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(chess_app, name="chess")
 app.add_typer(bpe_app, name="bpe")
 report.register(app, bpe_app)
+interop.register(app)
 
 
 def main() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -30,7 +32,7 @@ def prepare_command(
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: str = typer.Option("raise", "--on-error", help="'raise' at the first unreadable file or record, or 'skip' and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="The sharded dataset's folder (with --shards); a rerun resumes it."),
+    out: Optional[str] = typer.Option(None, "--out", help="The sharded dataset's folder (with --shards); a rerun resumes it. A URL (s3://…): made locally, verified, uploaded, dataset.json last."),
     engine: str = typer.Option("local", "--engine", help="Who runs the shards: 'local' processes, 'ray', or 'array' (write the job for a scheduler's job array)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
 ) -> None:
@@ -51,13 +53,18 @@ def prepare_command(
     _summary(prepared)
 
 
-def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *, shards: int, engine: str,
+def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
                      on_error: str) -> None:
     from tokpack.engines import prepare_sharded
+    from tokpack.store.remote import is_url, upload_dataset
 
-    if vocab is None or out is None:
+    if vocab is None or out_text is None:
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    url = out_text if is_url(out_text) else None
+    if url is not None and engine != "local":
+        raise InputError(None, "--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
+    out = Path(tempfile.mkdtemp(prefix="tokpack-shards-")) / "dataset" if url is not None else Path(out_text)
     if engine not in ("local", "ray", "array"):
         raise InputError(f"--engine must be 'local', 'ray' or 'array', got {engine!r}")
     if engine == "array":  # write the job; the scheduler runs the shards
@@ -74,8 +81,11 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out: Optional[Path], *
         dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, on_done=on_done, on_progress=on_progress)  # type: ignore[arg-type]
+    if url is not None:
+        upload_dataset(out, url)
+        shutil.rmtree(out.parent, ignore_errors=True)
     meta = dataset.meta
-    console.print(f"[green]sharded dataset[/] {dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
+    console.print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
                   f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
                   + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
 
@@ -111,19 +121,19 @@ def merge_command(
 
 def inspect_command(
     pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
-    verify: bool = typer.Option(False, "--verify", help="Also hash the arrays and check every id is in the vocabulary."),
-    datatrove_tokenizer: Optional[Path] = typer.Option(None, "--datatrove-tokenizer", help="Read PACK as a folder tokenized by datatrove (.ds files) with this tokenizer (tokenizer.json or rank file)."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
+    datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
     if datatrove_tokenizer is not None:
-        from tokpack.store import DatatroveFolder
+        from tokpack.store.importing import open_foreign
 
-        opened = DatatroveFolder(pack, tokenizer=datatrove_tokenizer, verify=verify)
+        opened = open_foreign(pack, tokenizer=datatrove_tokenizer, verify=verify)
     else:
         opened = open_tokens(pack, verify=verify)
     console.print_json(opened.meta.to_json())
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
-                  + ("(checksums verified)" if verify else "(counts and sizes checked; --verify hashes the data)"))
+                  + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
 
 
 def demo_command(

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tokpack.errors import InputError
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on POSIX; renames alone still keep packs whole
@@ -22,10 +24,25 @@ def default_cache_dir() -> Path:
 def locked(target: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``target`` (a sibling ``.lock`` file) while the block runs.
 
-    A second process preparing the same corpus waits here, then finds the finished pack.
+    A second process preparing the same corpus waits here, then finds the finished pack. A cache
+    that cannot be written (read-only, another user's) but already holds ``target`` is read
+    without a lock: a published directory is complete and never changes, so readers need none.
+
+    ``flock`` may be node-local on a network file system; nothing depends on it for safety (see
+    README, "Shared file systems"): directories appear by atomic rename, and the loser of a race
+    finds the winner's identical result.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_name(target.name + ".lock"), "a") as handle:
+    lock_path = target.with_name(target.name + ".lock")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "a")
+    except OSError as error:
+        if target.exists():  # only reading a finished result: no lock needed
+            yield
+            return
+        raise InputError(lock_path, f"cannot create the lock ({error.strerror or error})",
+                         fix="make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is") from None
+    with handle:
         if fcntl is not None:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:

@@ -8,6 +8,10 @@ at the limit moved back to the start of a UTF-8 character, so no character is ev
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokpack._files import FileBytes
 
 from tokpack.errors import InputError
 
@@ -15,7 +19,7 @@ from tokpack.errors import InputError
 MIN_DOCUMENT_BYTES = 4
 
 
-def cut_documents(data: bytes | memoryview, start: int, end: int, document_bytes: int) -> Iterator[tuple[int, int]]:
+def cut_documents(data: bytes | memoryview | FileBytes, start: int, end: int, document_bytes: int) -> Iterator[tuple[int, int]]:
     """Yield ``(begin, end)`` byte offsets of the documents of ``data[start:end]``.
 
     Args:

@@ -77,4 +77,10 @@ def corpus_manifest(corpus: Path, sha256: str) -> CorpusManifest:
         raise InputError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest.n_bytes}")
     if manifest.sha256 != sha256:
         raise InputError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest.sha256[:16]}…)")
+    with open(corpus, "rb") as handle:  # a boundary inside a character would be blamed on the corpus
+        for name, start, _ in manifest.ordered_ranges():
+            handle.seek(start)
+            if 0 < start < n_bytes and handle.read(1)[0] & 0xC0 == 0x80:
+                raise InputError(path, f"range {name!r} starts at byte {start}, inside a UTF-8 character of {corpus.name}",
+                                 fix="move the boundary to the start of a character")
     return manifest

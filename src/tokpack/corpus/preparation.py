@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, open_source
-from tokpack.errors import InputError, IntegrityError
+from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -54,6 +55,12 @@ class TokenizedCorpus:
         vocabulary = BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
             raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
+        pad_id = self._pack.meta.pad_id
+        if pad_id is not None and pad_id not in vocabulary.special_tokens.values():
+            # A padding id the encoder can emit would make the loss ignore real tokens; the stream
+            # may simply not hold it yet, so only the vocabulary can tell.
+            raise IntegrityError(self.tokens_dir / "meta.json", f"pad_id {pad_id} is an ordinary token of "
+                                 f"{self.vocabulary_path.name}, one its encoder emits", fix="rebuild the pack")
         self._tokenizer = vocabulary
 
     @property
@@ -176,14 +183,24 @@ def _prepare_source(
         tokenizer = load_vocabulary(vocab, pattern=pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     cut = DocumentCut(rule="newline", document_bytes=document_bytes)
-    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}"
+    # The error policy is part of the key: a pack that skipped bad records must never be handed
+    # to a run that asked to stop at them.
+    policy = "-skip" if source.on_error == "skip" else ""
+    pack_dir = cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{policy}"
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
             _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
         else:
             remove_abandoned(pack_dir)
-            write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+            try:
+                write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+            except TokpackError:
+                # Where flock is node-local, another node may have published this pack meanwhile:
+                # its rename won. Use it once it checks out, as if it had been cached.
+                if not pack_dir.exists():
+                    raise
+                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
     return TokenizedCorpus(pack_dir, vocabulary_json)
 
 
@@ -219,13 +236,33 @@ def _trained_vocabulary(
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
-        tokenizer = train(source.training_sample(sample_bytes), vocab_size=vocab_size, min_frequency=min_frequency,
+        sample = source.training_sample(sample_bytes)
+        first = next((text for text in sample if text), None)
+        if first is None and vocab_size > 256:  # no merges to learn: 257 ids would pass for the size asked for
+            raise InputError(source.path, f"no training text to learn {vocab_size - 256} merges from (the training range "
+                             "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
+        tokenizer = train(itertools.chain([first] if first else [], sample), vocab_size=vocab_size, min_frequency=min_frequency,
                           pattern=pattern)
         report(PrepareProgress("training", sample_bytes, sample_bytes))
+        source.check_unchanged()
         remove_abandoned(directory)
-        with building(directory) as temporary:
-            tokenizer.save(temporary, trained_on=trained_on)
+        if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
+            if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
+                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return tokenizer, directory / VOCABULARY_FILE
+
+
+def _published(directory: Path, write: Callable[[Path], object]) -> bool:
+    """Build ``directory`` with ``write``; return ``True`` when another process (on a node whose
+    lock this one could not see) published it first, so the caller checks theirs instead."""
+    try:
+        with building(directory) as temporary:
+            write(temporary)
+    except TokpackError:
+        if not directory.exists():
+            raise
+        return True
+    return False
 
 
 def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
@@ -257,8 +294,9 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
                 raise IntegrityError(f"{directory}: cached vocabulary differs from the one given; delete it")
         else:
             remove_abandoned(directory)
-            with building(directory) as temporary:
-                tokenizer.save(temporary)
+            if _published(directory, tokenizer.save) and \
+                    BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
+                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return directory / VOCABULARY_FILE
 
 
@@ -280,6 +318,9 @@ def write_pack(
     last_unit = source.n_units if last_unit is None else last_unit
     record, report = source.record, report or (lambda _: None)
     done_bytes = characters = 0
+    # Skips are counted for this pass only: the trainer's sample may have read (and skipped) the
+    # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
+    skipped_before = source.skipped
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         ranges = {}
         for name, first, last in source.layout():
@@ -296,14 +337,16 @@ def write_pack(
                                     source_bytes=source.range_bytes(name) if whole else None)
         # Characters are counted here, where the text is at hand, so nobody reads the corpus again
         # to tell characters per token.
-        counts = {"characters": characters} | ({"skipped": source.skipped} if source.skipped else {})
+        source.check_unchanged()  # the bytes encoded must be the bytes the record's hash names
+        skipped = source.skipped - skipped_before
+        counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
                        source: DocumentSource) -> None:
-    meta = Pack(pack_dir, verify=True).meta
+    meta = Pack(pack_dir).meta  # verified on its first open, and again whenever a file of it changed
     expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:

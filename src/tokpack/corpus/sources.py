@@ -13,7 +13,7 @@ import codecs
 import hashlib
 import itertools
 import json
-import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,8 +23,9 @@ from typing import Literal
 
 import numpy as np
 
+from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
-from tokpack.corpus.manifest import CorpusManifest, corpus_manifest, file_sha256
+from tokpack.corpus.manifest import MANIFEST_FILE, CorpusManifest, corpus_manifest, file_sha256
 from tokpack.errors import InputError
 from tokpack.store.format import Source
 
@@ -53,6 +54,23 @@ class DocumentSource:
         self.on_error = on_error
         self.skipped = 0  # files or records skipped for bad input, when on_error == "skip"
         self.problems: list[str] = []  # what was skipped and why (the first few)
+        # Taken before anything is hashed, compared again before a pack is published: the bytes
+        # encoded must be the bytes the record's hash names.
+        self.fingerprint: tuple[Fingerprint, ...] = fingerprint(self.input_files())
+
+    def input_files(self) -> list[Path]:
+        """Every file whose bytes this source reads."""
+        return [self.path]
+
+    def check_unchanged(self) -> None:
+        """Refuse to go on when an input file changed since this source was opened.
+
+        Raises:
+            InputError: naming the file that changed (written, replaced, truncated or removed).
+        """
+        if (old := changed(self.fingerprint)) is not None:
+            raise InputError(old.path, "changed while it was being read (size, time or inode differ); nothing was "
+                             "published", fix="rerun once the file no longer changes")
 
     @cached_property
     def record(self) -> Source:
@@ -108,10 +126,9 @@ class DocumentSource:
         if len(self.problems) < 5:
             self.problems.append(problem)
 
-    def _cut(self, data: bytes | mmap.mmap, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
+    def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
         for begin, finish in cut_documents(data, start, end, self.document_bytes):
             yield Piece(range_name, _decode(data, begin, finish, where), finish - begin)
-            _release(data, begin, finish)
 
     def _cut_text(self, text: str, where: str) -> Iterator[Piece]:
         """A record's text as documents: whole when it fits (no re-decoding), else cut by the rule."""
@@ -131,7 +148,7 @@ class TextFile(DocumentSource):
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.sha256 = file_sha256(self.path)
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
-        self._data = _map(self.path)
+        self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans, self._layout = [], []
         for name, start, stop in self.manifest.ordered_ranges():
@@ -144,9 +161,12 @@ class TextFile(DocumentSource):
     def record(self) -> Source:
         return Source(name=self.path.name, sha256=self.sha256, n_bytes=self.manifest.n_bytes)
 
+    def input_files(self) -> list[Path]:
+        manifest = self.path.parent / MANIFEST_FILE
+        return [self.path, manifest] if manifest.exists() else [self.path]
+
     def close(self) -> None:
-        if isinstance(self._data, mmap.mmap):
-            self._data.close()
+        self._data.close()
 
     @property
     def n_units(self) -> int:
@@ -164,33 +184,94 @@ class TextFile(DocumentSource):
         for name, low, high in self._layout:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
                 yield Piece(name, _decode(self._data, begin, end, str(self.path)), end - begin)
-                _release(self._data, begin, end)
 
 
 class TextDirectory(DocumentSource):
-    """Every non-hidden file under a folder, in sorted path order; documents never span files."""
+    """Every non-hidden file under a folder, in sorted path order; documents never span files.
+
+    A subfolder or file that cannot be read, or an entry that is not a regular file (a FIFO, a
+    device), stops the run, or with ``on_error="skip"`` is skipped and counted, never dropped
+    silently.
+    """
 
     format: Format = "directory"
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
+        self.path, self.on_error = Path(path), on_error
+        # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
+        # (or the shard) that reaches it counts the skip, once.
+        self.files, self._unreadable = self._listing()
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
-        self.files = sorted(p for p in self.path.rglob("*") if p.is_file()
-                            and not any(part.startswith(".") for part in p.relative_to(self.path).parts))
         units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
-            data = _map(file)
+            if index in self._unreadable:
+                units.append(np.array([[index, 0, 0]], np.int64))
+                continue
+            data = self._open(file)
+            if data is None:
+                units.append(np.array([[index, 0, 0]], np.int64))
+                continue
             bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
-            if isinstance(data, mmap.mmap):
-                data.close()
+            data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
+
+    def _listing(self) -> tuple[list[Path], dict[int, str]]:
+        found: list[tuple[Path, str | None]] = []
+
+        def unreadable(error: OSError) -> None:
+            where = Path(error.filename) if error.filename else self.path
+            problem = f"cannot read folder ({error.strerror or error})"
+            if self.on_error != "skip":
+                raise InputError(where, problem, fix="fix its permissions, or use --on-error skip to leave it out")
+            found.append((where, problem))
+
+        for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
+            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+            for name in names:
+                if name.startswith("."):
+                    continue
+                file = Path(folder) / name
+                try:
+                    regular_file(file)
+                except InputError as error:
+                    if file.is_dir():  # a symlink to a folder: os.walk does not follow it
+                        continue
+                    if self.on_error != "skip":
+                        raise
+                    found.append((file, str(error).split(": ", 1)[1]))
+                    continue
+                found.append((file, None))
+        found.sort(key=lambda item: item[0])
+        files = [file for file, _ in found]
+        return files, {index: f"{file}: {problem}" for index, (file, problem) in enumerate(found) if problem}
+
+    def _open(self, file: Path) -> FileBytes | None:
+        """The file's bytes, or ``None`` (skipped and counted) when it cannot be read in skip mode."""
+        try:
+            return FileBytes(file)
+        except InputError:
+            if self.on_error != "skip":
+                raise
+            self._unreadable[self.files.index(file)] = f"{file}: cannot be read"
+            return None
+        except OSError as error:
+            if self.on_error != "skip":
+                raise InputError(file, f"cannot read ({error.strerror or error})",
+                                 fix="fix its permissions, or use --on-error skip to leave it out") from None
+            self._unreadable[self.files.index(file)] = f"{file}: cannot read ({error.strerror or error})"
+            return None
+
+    def input_files(self) -> list[Path]:
+        return [file for index, file in enumerate(self.files) if index not in self._unreadable]
 
     @cached_property
     def record(self) -> Source:
         digest, total = hashlib.sha256(), 0
-        for file in self.files:  # names and contents, so a rename changes the fingerprint too
-            digest.update(f"{file.relative_to(self.path).as_posix()}\0{file_sha256(file)}\n".encode())
-            total += file.stat().st_size
+        for index, file in enumerate(self.files):  # names and contents, so a rename changes the fingerprint too
+            content = "unreadable" if index in self._unreadable else file_sha256(file)
+            digest.update(f"{file.relative_to(self.path).as_posix()}\0{content}\n".encode())
+            total += 0 if index in self._unreadable else file.stat().st_size
         return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=total)
 
     @property
@@ -201,7 +282,13 @@ class TextDirectory(DocumentSource):
         chosen = self._units[first:last]
         for rows in np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else ():
             index, same_file = int(rows[0, 0]), rows.tolist()
-            data = _map(self.files[index])
+            if index in self._unreadable:
+                self._skip(self._unreadable[index])
+                continue
+            data = self._open(self.files[index])
+            if data is None:
+                self._skip(self._unreadable[index])
+                continue
             try:
                 bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
                 if bad is not None:  # the whole file is skipped: never half of it
@@ -210,8 +297,7 @@ class TextDirectory(DocumentSource):
                 for _, begin, end in same_file:
                     yield from self._cut(data, begin, end, str(self.files[index]))
             finally:
-                if isinstance(data, mmap.mmap):
-                    data.close()
+                data.close()
 
 
 class JsonLines(DocumentSource):
@@ -253,9 +339,18 @@ class JsonLines(DocumentSource):
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
                 raise InputError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
+            except RecursionError:
+                raise InputError(self.path, "JSON nested too deeply", byte=offset) from None
+            except ValueError as error:  # e.g. a number past Python's 4,300-digit limit
+                raise InputError(self.path, f"unreadable JSON ({str(error).split(':')[0]})", byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
                 raise InputError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
+                raise InputError(self.path, f"field {self.text_field!r} holds a lone surrogate "
+                                 f"(U+{ord(text[error.start]):04X}), which is not text", byte=offset) from None
             return text
         except ValueError as error:
             if self.on_error == "skip":
@@ -274,7 +369,10 @@ class ParquetTexts(DocumentSource):
 
         super().__init__(path, document_bytes=document_bytes, on_error=on_error)
         self.text_field = text_field
-        self._file = pq.ParquetFile(self.path)
+        try:
+            self._file = pq.ParquetFile(self.path)
+        except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(self.path, f"not a readable Parquet file ({str(error).splitlines()[0]})") from None
         if text_field not in self._file.schema_arrow.names:
             raise InputError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
@@ -285,15 +383,36 @@ class ParquetTexts(DocumentSource):
         return int(self._group_starts[-1])
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
+        import pyarrow as pa
+
         last = self.n_units if last is None else last
         for group in range(self._file.num_row_groups):
             low, high = int(self._group_starts[group]), int(self._group_starts[group + 1])
             if high <= first or low >= last:
                 continue
-            column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
-            for row, value in enumerate(column.to_pylist()[max(first, low) - low : min(last, high) - low], start=max(first, low)):
-                if not isinstance(value, str):
+            problem: str | None
+            try:
+                column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+                if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                    # Decoded here, row by row, so invalid UTF-8 is reported with its row.
+                    column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+                values = column.to_pylist()[max(first, low) - low : min(last, high) - low]
+            except (OSError, ValueError) as error:
+                problem = f"{self.path}: row group {group} (rows {low}-{high - 1}) unreadable ({str(error).splitlines()[0]})"
+                if self.on_error == "skip":
+                    self._skip(problem)
+                    continue
+                raise InputError(problem) from None
+            for row, value in enumerate(values, start=max(first, low)):
+                problem = None
+                if isinstance(value, bytes):
+                    try:
+                        value = value.decode("utf-8")
+                    except UnicodeDecodeError as error:
+                        problem = f"{self.path}: row {row}: invalid UTF-8 at byte {error.start} of column {self.text_field!r}"
+                if problem is None and not isinstance(value, str):
                     problem = f"{self.path}: row {row} has no text in column {self.text_field!r}"
+                if problem is not None:
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
@@ -315,6 +434,8 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
         raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if not path.is_dir():
+        regular_file(path, "input")  # a FIFO or device (/dev/zero) would block or never end
     kind = format or ("directory" if path.is_dir() else {".jsonl": "jsonl", ".ndjson": "jsonl",
                                                          ".parquet": "parquet"}.get(path.suffix, "text"))
     if kind == "directory":
@@ -332,14 +453,6 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
 _CHUNK = 16 << 20
 
 
-def _map(path: Path) -> bytes | mmap.mmap:
-    """The bytes of ``path`` as a read-only map (``b""`` for an empty file, which cannot be mapped)."""
-    with open(path, "rb") as handle:
-        if not path.stat().st_size:
-            return b""
-        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-
-
 def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     """``(begin, end)`` pairs as an ``(n, 2)`` ``int64`` array, built without a list of tuples.
 
@@ -349,7 +462,7 @@ def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(cuts), dtype=np.int64).reshape(-1, 2)
 
 
-def _decode(data: bytes | mmap.mmap, begin: int, end: int, where: str) -> str:
+def _decode(data: bytes | FileBytes, begin: int, end: int, where: str) -> str:
     """The text of bytes ``[begin, end)``.
 
     Raises:
@@ -378,7 +491,7 @@ def _line_ends(path: Path) -> np.ndarray:
     return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 
-def _invalid_utf8_offset(data: bytes | mmap.mmap, chunk: int = _CHUNK) -> int | None:
+def _invalid_utf8_offset(data: bytes | FileBytes, chunk: int = _CHUNK) -> int | None:
     """Where ``data`` stops being UTF-8, or ``None``; validated ``chunk`` bytes at a time, so no
     whole-file string is ever built.
 
@@ -395,12 +508,3 @@ def _invalid_utf8_offset(data: bytes | mmap.mmap, chunk: int = _CHUNK) -> int | 
         except UnicodeDecodeError as error:
             return offset - held + error.start
     return None
-
-
-def _release(data: bytes | mmap.mmap, begin: int, end: int) -> None:
-    """Drop mapped pages already decoded, so resident memory stays flat on a huge corpus."""
-    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    first, last = begin - begin % mmap.PAGESIZE, end - end % mmap.PAGESIZE
-    if last > first:
-        data.madvise(mmap.MADV_DONTNEED, first, last - first)

@@ -12,7 +12,7 @@ from tokpack.corpus.cache import locked
 from tokpack.corpus.sources import OnError, open_source
 from tokpack.engines.executors import ProgressSink, ShardTask, run_local, run_ray
 from tokpack.engines.shard_task import JOB_FILE, VOCABULARY_DIR, ShardJob, finish_if_complete, run_shard
-from tokpack.errors import InputError
+from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
@@ -46,9 +46,13 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
             return existing
         vocabulary_dir = dataset / VOCABULARY_DIR
         if not vocabulary_dir.exists():
-            with building(vocabulary_dir) as temporary:
-                tokenizer.save(temporary)
-        elif BpeTokenizer.load_saved(vocabulary_dir / "vocabulary.json").identity != tokenizer.identity:
+            try:
+                with building(vocabulary_dir) as temporary:
+                    tokenizer.save(temporary)
+            except TokpackError:  # another node's rename won (flock may be node-local): checked below
+                if not vocabulary_dir.exists():
+                    raise
+        if BpeTokenizer.load_saved(vocabulary_dir / "vocabulary.json").identity != tokenizer.identity:
             raise InputError(f"{vocabulary_dir}: another vocabulary is in this folder")
         write_record(job, dataset / JOB_FILE)
     return job

@@ -15,13 +15,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from queue import Empty
 from typing import Any
 
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.shard_task import run_shard
-from tokpack.errors import InputError, MissingExtra
+from tokpack.errors import InputError, MissingExtra, WorkerDied
 
 ShardTask = Callable[..., bool]  # task(dataset, rank, *, report) -> whether it wrote the shard
 
@@ -34,7 +35,31 @@ class ShardReporter:
         self.queue, self.rank = queue, rank
 
     def __call__(self, event: PrepareProgress) -> None:
-        self.queue.put((self.rank, event.done_bytes, event.n_tokens, event.n_docs))
+        try:
+            self.queue.put((self.rank, event.done_bytes, event.n_tokens, event.n_docs))
+        except (OSError, EOFError):
+            # The progress queue's process is gone (killed): progress is only for show, so the
+            # shard goes on, rather than dying with "Connection refused".
+            pass
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when the process that started it dies (even by ``kill -9``),
+    so no worker of a killed job keeps encoding on its own. Elsewhere a no-op: there the workers
+    end when they next find their task queue closed."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the request was made
+        os._exit(1)
 
 
 ProgressSink = Callable[[int, int, int, int], None]  # (rank, bytes, ids, documents) done so far
@@ -61,16 +86,18 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
 
     Raises:
         ValueError: the task's input error.
-        RuntimeError: a rank still failing after its retries.
+        WorkerDied: a rank whose process still died after its retries (a ``RuntimeError``).
     """
     pending = list(ranks)
     processes = max(1, min(processes or os.cpu_count() or 1, len(pending) or 1))
     context = multiprocessing.get_context("spawn")  # no inherited threads or locks from the parent
-    with context.Manager() as manager:
+    manager = SyncManager(ctx=context)
+    manager.start(die_with_parent)
+    with manager:
         queue = manager.Queue()
         for _ in range(retries + 1):
             failed: list[int] = []
-            with ProcessPoolExecutor(processes, mp_context=context) as pool:
+            with ProcessPoolExecutor(processes, mp_context=context, initializer=die_with_parent) as pool:
                 futures = {pool.submit(task, dataset, rank, report=ShardReporter(queue, rank)): rank for rank in pending}
                 waiting = set(futures)
                 while waiting:
@@ -89,7 +116,8 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
             if not failed:
                 return
             pending = sorted(failed)
-    raise RuntimeError(f"shards {pending} still failing after {retries} retries")
+    raise WorkerDied(None, f"shards {pending}: their worker process died {retries + 1} times (killed, or out of memory?)",
+                     fix="rerun to resume; complete shards are kept")
 
 
 def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple[int, int]:

@@ -28,7 +28,7 @@ from tokpack._schema import Record, read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress, write_pack
 from tokpack.corpus.sources import Format, OnError, open_source
-from tokpack.errors import InputError
+from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DocumentCut, Source
 from tokpack.store.reader import Pack
@@ -115,8 +115,15 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
         if source.record != job.source:
             raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
         first, last = unit_span(rank, job.world_size, source.n_units)
-        write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
-                   batch_documents=job.batch_documents, workers=workers, report=report)
+        try:
+            write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
+                       batch_documents=job.batch_documents, workers=workers, report=report)
+        except TokpackError:
+            # Where flock is node-local, a task on another node may have written this shard
+            # meanwhile: its rename won, ours was refused. Shards are deterministic, so keep its
+            # shard, verified below; anything else is a real error.
+            if not (dataset / shard_name(rank)).exists():
+                raise
     _mark(dataset, rank, job, Pack(dataset / shard_name(rank), verify=True))
 
 
@@ -125,7 +132,7 @@ def _complete(dataset: Path, rank: int, job: ShardJob) -> bool:
     if not marker.exists() or not (dataset / shard_name(rank)).exists():
         return False
     done = read_record(ShardDone, marker)
-    return done.world_size == job.world_size and done.seal == Pack(dataset / shard_name(rank)).meta.seal
+    return done.world_size == job.world_size and done.seal == Pack(dataset / shard_name(rank), verify=False).meta.seal
 
 
 def _mark(dataset: Path, rank: int, job: ShardJob, shard: Pack) -> None:

@@ -65,10 +65,10 @@ class TokenBatches:
             ValueError: the pack does not match its meta, it has no ``train`` range, or that
                 range has fewer than ``length + 2`` ids.
         """
-        if batch < 1 or length < 1:
-            raise InputError(f"batch and length must be at least 1, got {batch} and {length}")
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in (batch, length)):
+            raise InputError(f"batch and length must be whole numbers of at least 1, got {batch!r} and {length!r}")
         if isinstance(tokens_dir, (str, Path)):
-            self.pack = open_tokens(Path(tokens_dir), verify=True)
+            self.pack = open_tokens(Path(tokens_dir))  # verified on first open, stamped after
         else:  # an opened source (e.g. a datatrove folder): verified here all the same
             self.pack = tokens_dir
             self.pack.verify()
@@ -82,6 +82,11 @@ class TokenBatches:
                 f"{self.pack.path}: training range has {self.hi - self.lo} ids, shorter than one row "
                 f"(needs at least length + 2 = {length + 2})"
             )
+        if batch * length > self.hi - self.lo:
+            # Refused before anything is allocated: such a batch repeats the range within one step,
+            # and batch=10**9 would otherwise allocate until the process is killed.
+            raise InputError(self.pack.path, f"a batch of {batch:,} rows of {length:,} ids is larger than the training "
+                             f"range ({self.hi - self.lo:,} ids)", fix="use a smaller batch or length")
         self._row_steps = np.arange(batch, dtype=np.int64) * length
 
     @property
@@ -91,8 +96,8 @@ class TokenBatches:
 
     def offsets(self, step: int) -> np.ndarray:
         """Where each row of step ``step`` starts in the token stream (``int64``, shape ``(batch,)``)."""
-        if step < 0:
-            raise InputError(f"step must be at least 0, got {step}")
+        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 0:
+            raise InputError(f"step must be a whole number of at least 0, got {step!r}")
         base = (step * self.batch * self.length) % self._modulus  # Python ints: no overflow
         return self.lo + (base + self._row_steps) % self._modulus
 
@@ -100,6 +105,9 @@ class TokenBatches:
         """The batch of step ``step``: ``int32``, shape ``(batch, length + 1)``.
 
         Inputs are ``[:, :-1]``, targets ``[:, 1:]``.
+
+        Raises:
+            IntegrityError: an id at or above ``n_vocab`` (the data changed after it was verified).
         """
         rows = self.pack.gather_rows(self.offsets(step), self.length + 1)
         check_ids(rows, self.pack)

@@ -80,8 +80,11 @@ class WindowLoader:
 
     def __init__(self, dataset: WindowDataset, batch_size: int, *, seed: int = 0, workers: int = 0,
                  shuffle: bool = True, drop_last: bool = True) -> None:
-        if batch_size < 1 or workers < 0:
-            raise InputError(f"need batch_size >= 1 and workers >= 0, got {batch_size} and {workers}")
+        if not _whole(batch_size) or not _whole(workers) or batch_size < 1 or workers < 0:
+            raise InputError(f"need batch_size >= 1 and workers >= 0, whole numbers, got {batch_size!r} and {workers!r}")
+        if drop_last and batch_size > len(dataset):
+            raise InputError(None, f"batch_size {batch_size} is larger than the dataset's {len(dataset)} windows, so an "
+                             "epoch would have no batch", fix="use a smaller batch_size, or drop_last=False")
         self.dataset = dataset
         self._batches = _EpochBatches(len(dataset), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
         # batch_size=None: each sampled index list reaches the dataset whole, as one gather.
@@ -139,9 +142,15 @@ class WindowLoader:
         theirs = {key: state.get(key) for key in mine}
         if mine != theirs:
             raise InputError(f"loader state was saved with {theirs}, this loader has {mine}")
+        if not _whole(state.get("position")) or not _whole(state.get("epoch")):
+            raise InputError(f"loader state position {state.get('position')!r} / epoch {state.get('epoch')!r} are not whole numbers")
         if not 0 <= state["position"] <= len(sampler) or state["epoch"] < 0:
             raise InputError(f"loader state position {state['position']} / epoch {state['epoch']} is out of range")
         sampler.epoch, sampler.position = int(state["epoch"]), int(state["position"])
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def make_loader(dataset: WindowDataset, batch_size: int, seed: int = 0, workers: int = 0, shuffle: bool = True,

@@ -42,7 +42,8 @@ class Windows:
         """Open windows over ``pack``.
 
         Args:
-            pack: a pack or sharded dataset, or its directory (opened, counts and sizes checked).
+            pack: a pack or sharded dataset, or its directory (opened; checksums verified on the
+                first open, see :func:`tokpack.store.open_tokens`).
             block: ids per item, at least 2.
             aligned: start items at documents (``True``) or cut the range into blocks.
             split: the pack range to read (``train`` unless you evaluate).
@@ -51,8 +52,8 @@ class Windows:
             ValueError: ``block`` below 2, no ``split`` range, or a vocabulary with no padding
                 id (one the encoder never emits), so padding would collide with a real token.
         """
-        if block < 2:
-            raise InputError(f"block must be at least 2, got {block}")
+        if not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 2:
+            raise InputError(f"block must be a whole number of at least 2, got {block!r}")
         self.pack = open_tokens(Path(pack)) if isinstance(pack, (str, Path)) else pack
         if split not in self.pack.meta.ranges:
             raise InputError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")

@@ -8,8 +8,10 @@
                           and ranges, and a seal
       shard-00000/ …      one pack per shard (see :mod:`tokpack.store.format`)
 
-Opening checks that exactly the listed shards are there, each matching its entry and the shared
-vocabulary; ``verify()`` also hashes every shard and the whole stream.
+Opening checks that exactly the listed shards are there, in order, each matching its entry and the
+shared vocabulary, and the global starts against the record; each shard's checksums are verified
+when it is first read (and stamped, see :mod:`tokpack.store.stamps`); ``verify()`` also hashes
+every shard and the whole stream at once.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ class PartsStream:
     offsets: np.ndarray
     dtype: np.dtype
 
+    def _reading(self, index: int) -> None:
+        """Called before part ``index`` is first read (a dataset verifies the shard there)."""
+
     def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray:
         """Rows ``stream[o : o + width]``: one gather per part, and a join for the few rows that
         cross from one part into the next."""
@@ -82,6 +87,7 @@ class PartsStream:
         local = origins - self.offsets[part_of]
         inside = local + width <= self.offsets[part_of + 1] - self.offsets[part_of]
         for index in np.unique(part_of[inside]):  # a loop over parts, not over rows
+            self._reading(int(index))
             rows = inside & (part_of == index)
             out[rows] = self.shards[index].gather_rows(local[rows], width)
         for row in np.flatnonzero(~inside):
@@ -95,6 +101,7 @@ class PartsStream:
         out = np.empty(flat.shape, dtype=self.dtype)
         part_of = np.searchsorted(self.offsets, flat, side="right") - 1
         for index in np.unique(part_of):
+            self._reading(int(index))
             chosen = part_of == index
             out[chosen] = self.shards[index].tokens[flat[chosen] - self.offsets[index]]
         return out.reshape(positions.shape)
@@ -103,9 +110,14 @@ class PartsStream:
 class ShardedDataset(PartsStream, RecordedStream):
     """A sharded dataset opened as one token stream (see the module docstring)."""
 
-    def __init__(self, path: Path, *, verify: bool = False) -> None:
-        """Raises:
-            ValueError: a missing, extra or altered shard, two vocabularies, or an edited record.
+    def __init__(self, path: Path, *, verify: bool | None = None) -> None:
+        """Args:
+            verify: ``None`` verifies each shard when it is first read (then trusts its stamp);
+                ``True`` verifies every shard and the whole stream now; ``False`` never hashes.
+
+        Raises:
+            IntegrityError: a missing, extra, reordered or altered shard, two vocabularies, or an
+                edited record.
         """
         self.path = Path(path)
         self.meta: DatasetRecord = read_record(DatasetRecord, self.path / DATASET_FILE)
@@ -116,7 +128,12 @@ class ShardedDataset(PartsStream, RecordedStream):
             raise IntegrityError(f"{self.path}: shard {extra[0]} is not listed in {DATASET_FILE}")
         if missing := [name for name in listed if name not in present]:
             raise IntegrityError(f"{self.path}: shard {missing[0]} listed in {DATASET_FILE} is missing")
-        self.shards = [Pack(self.path / entry.name) for entry in self.meta.shards]
+        if listed != sorted(listed) or len(set(listed)) != len(listed):
+            raise IntegrityError(self.path / DATASET_FILE, "shards are not listed once each in shard order "
+                                 f"({', '.join(listed[:4])}{', …' if len(listed) > 4 else ''})",
+                                 fix="the record was reordered; rebuild it")
+        self.shards = [Pack(self.path / entry.name, verify=False) for entry in self.meta.shards]
+        self._verified = [verify is False] * len(self.shards)
         for entry, shard in zip(self.meta.shards, self.shards):
             _check_shard(entry, shard, self.meta.vocabulary)
         token_counts = np.array([s.n_tokens for s in self.shards], dtype=np.int64)
@@ -125,8 +142,18 @@ class ShardedDataset(PartsStream, RecordedStream):
             raise IntegrityError(f"{self.path / DATASET_FILE}: shard counts do not add up to the dataset's")
         self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
         self.dtype = np.dtype(self.meta.dtype)
+        if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
+            raise IntegrityError(self.path / DATASET_FILE, "the shards' documents, in the listed order, differ from "
+                                 "the record's starts", fix="shards were reordered or replaced; rebuild the dataset")
         if verify:
             self.verify()
+
+    def _reading(self, index: int) -> None:
+        if not self._verified[index]:
+            shard = self.shards[index]
+            if not shard.stamped():
+                shard.verify()
+            self._verified[index] = True
 
     def verify(self) -> None:
         """Verify every shard, then hash the whole stream and its starts against the record.
@@ -136,7 +163,9 @@ class ShardedDataset(PartsStream, RecordedStream):
         """
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
-            raise IntegrityError(f"{self.path / DATASET_FILE}: the stream's checksums differ from the record")
+            raise IntegrityError(self.path / DATASET_FILE, "the stream's checksums differ from the record",
+                                 fix="shards were reordered or replaced; rebuild the dataset")
+        self._verified = [True] * len(self.shards)
 
     def __repr__(self) -> str:
         return f"ShardedDataset({str(self.path)!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
@@ -187,7 +216,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
         ValueError: shards of two vocabularies or padding ids, or ranges that do not join.
     """
     path = Path(path)
-    shards = [Pack(path / name) for name in shard_names]  # verified below, in the pass that hashes the stream
+    shards = [Pack(path / name, verify=False) for name in shard_names]  # verified below, in the pass that hashes the stream
     if not shards:
         raise InputError(f"{path}: a dataset needs at least one shard")
     first: PackMeta = shards[0].meta

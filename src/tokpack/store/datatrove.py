@@ -36,6 +36,9 @@ class _TokenFile:
         index = path.with_name(path.name + ".index")
         if not index.exists():
             raise IntegrityError(f"{index}: missing (datatrove writes one beside each .ds file)")
+        if index.stat().st_size % 8:  # np.fromfile would drop the tail silently
+            raise IntegrityError(index, f"{index.stat().st_size} bytes is not a whole number of 8-byte document ends",
+                                 fix="the index is truncated or padded; regenerate it with datatrove")
         ends = np.fromfile(index, dtype="<u8").astype(np.int64)
         if len(ends) and (np.any(np.diff(ends) < 0) or ends[0] < 0):
             raise IntegrityError(f"{index}: document ends are not in order")

@@ -13,6 +13,10 @@ from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
 from tokpack.store.source import RecordedStream
+from tokpack.store.stamps import is_stamped, stamp
+
+#: The files a verification stamp covers.
+_PACK_FILES = (META_FILE, TOKENS_FILE, STARTS_FILE)
 
 #: Bytes hashed per step by :meth:`Pack.verify`: large enough to be fast, small enough to stay flat.
 _VERIFY_CHUNK = 64 << 20
@@ -22,15 +26,23 @@ class Pack(RecordedStream):
     """A pack opened for reading: ``tokens`` is a read-only memory map, ``starts`` an array.
 
     Opening checks the seal of ``meta.json``, both files' headers and sizes against its counts,
-    and the starts index (first 0, strictly increasing, inside the stream). :meth:`verify` also
-    hashes both payloads and checks every id is inside the vocabulary.
+    the starts index (first 0, strictly increasing, inside the stream) and that every named range
+    falls on document starts. The first open also runs :meth:`verify` (hashes both payloads,
+    checks every id is inside the vocabulary and the padding id never occurs) and leaves a
+    verification stamp (:mod:`tokpack.store.stamps`), so later opens of the unchanged files cost
+    nothing.
     """
 
-    def __init__(self, path: Path, *, verify: bool = False) -> None:
+    def __init__(self, path: Path, *, verify: bool | None = None) -> None:
         """Open the pack directory ``path``.
 
+        Args:
+            verify: ``None`` (the default) verifies on the first open and whenever a file changed
+                since; ``True`` verifies now whatever the stamp says; ``False`` checks counts,
+                sizes and the seal only (for a caller that verifies in its own pass).
+
         Raises:
-            ValueError: naming the file and the mismatch, for anything inconsistent.
+            IntegrityError: naming the file and the mismatch, for anything inconsistent.
         """
         self.path = Path(path)
         if not self.path.is_dir():
@@ -41,8 +53,12 @@ class Pack(RecordedStream):
         self.starts: np.ndarray = np.array(_open_array(self.path / STARTS_FILE, np.dtype(np.int64), self.meta.n_docs))
         self._check_starts()
         self._rows: dict[int, np.ndarray] = {}
-        if verify:
+        if verify or (verify is None and not self.stamped()):
             self.verify()
+
+    def stamped(self) -> bool:
+        """Whether this pack was verified earlier and none of its files changed since."""
+        return is_stamped(self.path, self.meta.seal, _PACK_FILES)
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""
@@ -103,7 +119,9 @@ class Pack(RecordedStream):
         if pads:
             raise IntegrityError(f"{self.path / TOKENS_FILE}: the padding id {self.meta.pad_id} occurs {pads} times as a real token")
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
-            raise IntegrityError(f"{self.path / STARTS_FILE}: SHA-256 differs from {META_FILE}")
+            raise IntegrityError(self.path / STARTS_FILE, f"SHA-256 differs from {META_FILE}",
+                                 fix="the pack was altered; delete it to rebuild")
+        stamp(self.path, self.meta.seal, _PACK_FILES)
 
     def _check_starts(self) -> None:
         where = self.path / STARTS_FILE
@@ -115,10 +133,16 @@ class Pack(RecordedStream):
                 raise IntegrityError(f"{where}: starts are not strictly increasing")
             if starts[-1] >= self.n_tokens:
                 raise IntegrityError(f"{where}: start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)")
+        bounds = np.append(starts, self.n_tokens)  # where document d starts; n_docs: the end
         for name, span in self.meta.ranges.items():
             (d0, d1), (t0, t1) = span.documents, span.tokens
             if not (0 <= d0 <= d1 <= self.n_docs and 0 <= t0 <= t1 <= self.n_tokens):
-                raise IntegrityError(f"{self.path / META_FILE}: range {name!r} lies outside the pack")
+                raise IntegrityError(self.path / META_FILE, f"range {name!r} lies outside the pack")
+            # A range's ids are exactly its documents' ids, or a reader would serve one split's
+            # ids as another's.
+            if (t0, t1) != (int(bounds[d0]), int(bounds[d1])):
+                raise IntegrityError(self.path / META_FILE, f"range {name!r} says ids [{t0}, {t1}) but its documents "
+                                     f"[{d0}, {d1}) hold ids [{int(bounds[d0])}, {int(bounds[d1])}) in {STARTS_FILE}")
 
     def __repr__(self) -> str:
         return f"Pack({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"

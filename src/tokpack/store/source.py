@@ -65,8 +65,14 @@ class RecordedStream:
         return self.meta.n_tokens
 
 
-def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
-    """Open ``path`` as a pack (``meta.json``) or a sharded dataset (``dataset.json``).
+def open_tokens(path: Path, *, verify: bool | None = None) -> TokenSource:
+    """Open ``path`` as a pack (``meta.json``), a sharded dataset (``dataset.json``), or another
+    framework's files that tokpack exported (Megatron ``.bin/.idx``, nanoGPT ``.bin``; see
+    :mod:`tokpack.store.importing`).
+
+    ``verify``: ``None`` verifies checksums on the first open (a dataset: each shard when it is
+    first read) and trusts a verification stamp after that; ``True`` verifies everything now;
+    ``False`` checks counts, sizes and seals only.
 
     Raises:
         ValueError: neither, or anything that does not match its record.
@@ -77,6 +83,17 @@ def open_tokens(path: Path, *, verify: bool = False) -> TokenSource:
     path = Path(path)
     if (path / DATASET_FILE).exists():
         return ShardedDataset(path, verify=verify)
+    if not (path / META_FILE).exists():
+        # Another framework's files (Megatron, nanoGPT, datatrove): readable here when a tokpack
+        # export's sidecar names their vocabulary (else the error asks for the tokenizer).
+        from tokpack.store.importing import detect, open_foreign
+
+        try:
+            kind = detect(path)
+        except InputError:
+            kind = None
+        if kind is not None:
+            return open_foreign(path, kind=kind, verify=verify)
     if (path / META_FILE).exists() or not path.is_dir():
         return Pack(path, verify=verify)
     raise InputError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")

@@ -69,6 +69,8 @@ def read_rank_file(path: Path) -> Ranks:
                 token, rank = base64.b64decode(token_b64, validate=True), int(rank_text)
             except ValueError:
                 raise InputError(f"{path}:{number}: expected 'base64-token rank'") from None
+            if not 0 <= rank < _MAX_ID:
+                raise InputError(path, f"rank {rank} is outside [0, 2**32)", line=number)
             if token in ranks or rank in seen_ranks:
                 raise InputError(f"{path}:{number}: repeated token or rank {rank}")
             ranks[token] = rank
@@ -167,17 +169,37 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
         model = document["model"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
         raise InputError(f"{path}: not a tokenizer.json ({error})") from None
+    if not isinstance(document, dict) or not isinstance(model, dict):
+        raise InputError(path, "not a tokenizer.json ('model' is not an object)")
     if model.get("type") != "BPE":
         raise InputError(f"{path}: model is {model.get('type')!r}, not a BPE")
     if document.get("normalizer") is not None:
         raise InputError(f"{path}: has a normalizer; tokpack encodes raw text only")
-    specials = {entry["content"]: entry["id"] for entry in document.get("added_tokens") or []}
+    vocab, added = model.get("vocab"), document.get("added_tokens") or []
+    if not isinstance(vocab, dict) or not all(isinstance(token, str) and _is_id(rank) for token, rank in vocab.items()):
+        raise InputError(path, "model.vocab must map each token (a string) to an id in [0, 2**32)")
+    if not isinstance(added, list) or not all(isinstance(entry, dict) and isinstance(entry.get("content"), str)
+                                              and _is_id(entry.get("id")) for entry in added):
+        raise InputError(path, "added_tokens must be objects with a string 'content' and an id in [0, 2**32)")
+    specials = {entry["content"]: entry["id"] for entry in added}
     ranks = {
         unicode_to_bytes(token, where=str(path)): rank
-        for token, rank in model["vocab"].items()
+        for token, rank in vocab.items()
         if token not in specials
     }
-    return ranks, _pattern_of(document.get("pre_tokenizer"), path), specials
+    try:
+        pattern = _pattern_of(document.get("pre_tokenizer"), path)
+    except (AttributeError, KeyError, TypeError) as error:  # a field of the wrong shape
+        raise InputError(path, f"malformed pre_tokenizer ({type(error).__name__}: {error})") from None
+    return ranks, pattern, specials
+
+
+#: Ids and ranks are stored as unsigned 32-bit integers.
+_MAX_ID = 1 << 32
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_ID
 
 
 def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:

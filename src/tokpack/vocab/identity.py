@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from tokpack._schema import Record
+from tokpack._schema import Record, first_problem
 from tokpack.errors import InputError, VocabularyMismatch
 
 VOCAB_SCHEMA = "tokpack.vocab.v1"
@@ -57,22 +57,50 @@ def identity_of(model: Any) -> VocabIdentity:
     Raises:
         ValueError: nothing in ``model`` records a vocabulary identity.
     """
+    return _identity_of(model, depth=0)
+
+
+def _identity_of(model: Any, *, depth: int) -> VocabIdentity:
     if isinstance(model, VocabIdentity):
         return model
+    if depth > 4:  # a record nests its identity two levels deep at most; deeper is a cycle
+        raise InputError(f"{type(model).__name__}: no vocabulary identity within {depth} levels")
     if isinstance(model, Mapping):
         if "sha256" in model and "n_vocab" in model:
-            return VocabIdentity.model_validate(dict(model))
+            try:
+                return VocabIdentity.model_validate(dict(model))
+            except ValidationError as error:
+                raise InputError(f"vocabulary identity: {first_problem(error)}") from None
         for key in ("vocabulary", "data_schedule", "loader"):  # a checkpoint's loader state carries it too
             if key in model and model[key] is not None:
-                return identity_of(model[key])
-        raise InputError("no vocabulary identity recorded (expected a 'vocabulary' entry)")
+                return _identity_of(model[key], depth=depth + 1)
+        keys = ", ".join(sorted(str(key) for key in model)[:4]) + (", …" if len(model) > 4 else "")
+        raise InputError(None, f"a mapping with keys ({keys}) records no vocabulary identity",
+                         fix="pass the checkpoint's 'data_schedule' (TokenBatches.data_schedule()), not the bare "
+                             "state_dict")
     for attribute in ("identity", "vocabulary", "data_schedule"):
         value = getattr(model, attribute, None)
         if callable(value) and attribute == "data_schedule":
             value = value()
-        if value is not None:
-            return identity_of(value)
-    raise InputError(f"{type(model).__name__} carries no vocabulary identity")
+        if value is not None and not callable(value):
+            return _identity_of(value, depth=depth + 1)
+    raise InputError(None, f"{type(model).__name__} carries no vocabulary identity",
+                     fix="pass a tokpack encoder, a data schedule, a checkpoint holding one, or a pack's meta")
+
+
+def encoder_identity(tokenizer: Any) -> VocabIdentity:
+    """The identity of a tokpack encoder, or a one-line error for anything else.
+
+    Raises:
+        InputError: ``tokenizer`` is not a tokpack encoder (a ``tokenizers.Tokenizer``, a
+            ``transformers`` tokenizer, a ``state_dict``), with how to load one.
+    """
+    identity = getattr(tokenizer, "identity", None)
+    if isinstance(identity, VocabIdentity):
+        return identity
+    raise InputError(None, f"a {type(tokenizer).__name__} is not a tokpack encoder (it has no vocabulary identity)",
+                     fix="load the vocabulary with tokpack.load_vocabulary(path), e.g. the tokenizer.json that "
+                         "tokenizer.save(...) or save_pretrained(...) writes")
 
 
 def require_vocabulary(model: Any, tokenizer: HasIdentity) -> HasIdentity:
@@ -87,7 +115,7 @@ def require_vocabulary(model: Any, tokenizer: HasIdentity) -> HasIdentity:
         VocabularyMismatch: its hash or ``n_vocab`` differs (both are ``ValueError``).
     """
     expected = identity_of(model)
-    actual = tokenizer.identity
+    actual = encoder_identity(tokenizer)
     if (expected.sha256, expected.n_vocab) != (actual.sha256, actual.n_vocab):
         raise VocabularyMismatch(
             f"tokenizer {actual.scheme}:{actual.short} (n_vocab {actual.n_vocab}) is not the "

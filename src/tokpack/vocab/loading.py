@@ -45,6 +45,10 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
         if END_OF_TEXT not in specials:
             specials[END_OF_TEXT] = max(ranks.values()) + 1
         return BpeTokenizer(ranks=ranks, pattern=pattern or GPT2_PATTERN, special_tokens=specials)
+    if not isinstance(spec, (str, os.PathLike)):  # a tokenizers.Tokenizer, a transformers tokenizer, a dict…
+        raise InputError(None, f"cannot read a vocabulary from a {type(spec).__name__}",
+                         fix="give a file: a rank file, tokenizer.json or vocabulary.json (a Hugging Face tokenizer "
+                             "writes tokenizer.json with .save(path) or .save_pretrained(folder))")
     path = Path(spec)
     if path.is_dir():
         path = path / VOCABULARY_FILE

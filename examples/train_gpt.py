@@ -1,0 +1,383 @@
+"""Train a small GPT on a tokpack pack with DistributedDataParallel: tokpack's serving path end to end.
+
+One process (world size 1) or several under torchrun, on CPU (gloo) or GPUs (nccl):
+
+    python examples/train_gpt.py --data PACK --steps 200
+    torchrun --nproc_per_node 2 examples/train_gpt.py --data PACK --steps 100 --save run.pt
+    torchrun --nproc_per_node 1 examples/train_gpt.py --data PACK --steps 200 --resume run.pt
+
+'PACK' is a pack or a sharded dataset ('tokpack prepare' makes one; 'TokenizedCorpus.tokens_dir'
+in Python). The rows of step k depend only on (data, layout, length, seed, k), never on the number
+of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global batch. A checkpoint holds the
+model, the optimizer, the loader's state and the data schedule; '--resume' restores all four on any
+number of ranks, refuses a checkpoint made with another vocabulary ('tokpack.require_vocabulary')
+or over other data, and continues with exactly the batches an uninterrupted run would have seen.
+'--log-batches' writes one line per step, 'STEP SHA256 LOSS': the SHA-256 of the step's global
+'input_ids' as little-endian int64 in row-major order (rank 0 gathers them from every rank), so
+runs on different numbers of ranks can be compared line by line.
+
+A mistake in the arguments or the data is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+import tokpack
+from tokpack.errors import InputError, TokpackError, VocabularyMismatch
+from tokpack.serve import EvalBatches, PackedBatches
+from tokpack.store import open_tokens
+from tokpack.torch import make_batch_loader
+
+LAYOUT_HELP = (
+    "how rows are cut from the pack: 'stream' (consecutive rows, every id a target once per epoch, "
+    "documents run into each other), 'documents' (rows start at document starts; short documents "
+    "run on into the next), 'bestfit' (whole documents packed by best fit, the rest padded)"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The model: a plain pre-norm GPT (token + position embeddings, causal self-attention, MLP).
+# --------------------------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    """One pre-norm transformer block; attention is causal, and block-causal per document when
+    a mask is given."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(width, dim=2)
+        q, k, v = (t.view(batch, length, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        if mask is None:
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
+        return x + self.mlp(self.norm2(x))
+
+
+class GPT(nn.Module):
+    """A small GPT: ``forward(input_ids, position_ids=None, document_ids=None) -> logits``."""
+
+    def __init__(self, n_vocab: int, length: int, *, layers: int, width: int, heads: int) -> None:
+        super().__init__()
+        self.embed, self.position = nn.Embedding(n_vocab, width), nn.Embedding(length, width)
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, n_vocab, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
+                document_ids: torch.Tensor | None = None) -> torch.Tensor:
+        length = input_ids.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(length, device=input_ids.device)
+        mask = None
+        if document_ids is not None:
+            # Block-causal: a position sees earlier positions of its own document only.
+            causal = torch.ones(length, length, dtype=torch.bool, device=input_ids.device).tril()
+            mask = (document_ids[:, :, None] == document_ids[:, None, :]) & causal
+            mask = mask[:, None]  # one mask for every head
+        x = self.embed(input_ids) + self.position(position_ids)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))
+
+
+# --------------------------------------------------------------------------------------------
+# Ranks: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; a plain `python` run is rank 0 of 1.
+# --------------------------------------------------------------------------------------------
+
+
+class Ranks:
+    """This process's place in the job and the few collectives the loop needs."""
+
+    def __init__(self) -> None:
+        self.distributed = "WORLD_SIZE" in os.environ
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        if torch.cuda.is_available():
+            self.device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        if self.distributed:
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def total(self, *values: float) -> list[float]:
+        """The sum over every rank of each value (float64, so counts stay exact)."""
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        if self.distributed:
+            dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def gather_rows(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """Every rank's rows stacked in rank order on rank 0 (``None`` elsewhere)."""
+        if not self.distributed:
+            return rows
+        pieces = [torch.empty_like(rows) for _ in range(self.world_size)] if self.main else None
+        dist.gather(rows, pieces, dst=0)
+        return torch.cat(pieces) if pieces is not None else None
+
+    def close(self) -> None:
+        if self.distributed:
+            dist.destroy_process_group()
+
+
+def batch_sha256(input_ids: torch.Tensor) -> str:
+    """SHA-256 of ids as little-endian int64, row-major: the same bytes for any dtype or device."""
+    return hashlib.sha256(np.ascontiguousarray(input_ids.cpu().numpy(), dtype="<i8").tobytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically: a crash leaves the previous checkpoint intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    torch.save(state, partial)
+    os.replace(partial, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint this script wrote (it holds plain records beside tensors)."""
+    if not path.is_file():
+        raise InputError(path, "no such checkpoint", fix="pass the file --save wrote")
+    # weights_only=False: the loader state and data schedule are plain records, not tensors,
+    # and this is a file the user's own run wrote.
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+class DataVocabulary:
+    """The vocabulary identity the data carries, for ``require_vocabulary`` when no ``--vocab``
+    file is given."""
+
+    def __init__(self, identity: tokpack.VocabIdentity) -> None:
+        self.identity = identity
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="train_gpt.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", type=Path, required=True, metavar="DIR", help="a pack or a sharded dataset directory")
+    data.add_argument("--vocab", type=Path, metavar="FILE",
+                      help="the vocabulary file the data was made with; checked against the data and, with "
+                           "--resume, against the checkpoint (default: the identity the data records)")
+    data.add_argument("--layout", choices=["stream", "documents", "bestfit"], default="stream", help=LAYOUT_HELP)
+    data.add_argument("--length", type=int, default=64, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
+    data.add_argument("--global-batch", type=int, default=8, metavar="B",
+                      help="rows per step over all ranks; the number of ranks must divide it (default 8)")
+    data.add_argument("--micro-batches", type=int, default=1, metavar="M",
+                      help="gradient accumulation: each rank's rows in M equal parts, one backward each (default 1)")
+    data.add_argument("--document-mask", action="store_true",
+                      help="attention stays inside each document (block-causal) and positions restart at "
+                           "every document start")
+    run = parser.add_argument_group("run")
+    run.add_argument("--steps", type=int, required=True, metavar="N",
+                     help="train until step N (a resumed run continues from its checkpoint's step)")
+    run.add_argument("--seed", type=int, default=0, metavar="S", help="data order and model initialisation (default 0)")
+    run.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
+    run.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
+    run.add_argument("--width", type=int, default=64, help="model width (default 64)")
+    run.add_argument("--heads", type=int, default=4, help="attention heads; must divide the width (default 4)")
+    run.add_argument("--loader-workers", type=int, default=0, metavar="W",
+                     help="processes building batches ahead of the model (default 0: in the training process)")
+    run.add_argument("--threads", type=int, metavar="T",
+                     help="torch threads per rank (default: the cores divided among this node's ranks)")
+    run.add_argument("--save", metavar="PATH",
+                     help="write a checkpoint here at the end (rank 0); '{step}' in PATH is replaced by the step, "
+                          "so periodic checkpoints do not overwrite each other")
+    run.add_argument("--save-every", type=int, metavar="K", help="also checkpoint after every K steps")
+    run.add_argument("--resume", type=Path, metavar="PATH", help="continue from this checkpoint, on any number of ranks")
+    run.add_argument("--log-batches", type=Path, metavar="FILE",
+                     help="one line per step: STEP SHA256-of-global-input_ids LOSS (appended to when resuming)")
+    run.add_argument("--eval-every", type=int, metavar="K",
+                     help="after every K steps and at the end, the loss over the data's validation range (with plain "
+                          "causal attention: EvalBatches serves no document boundaries)")
+    run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
+    args = parser.parse_args(argv)
+    for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every", "eval_every",
+                 "micro_batches"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.loader_workers < 0:
+        parser.error("--loader-workers must be at least 0")
+    if args.width % args.heads:
+        parser.error(f"--heads {args.heads} does not divide --width {args.width}")
+    if args.save_every and not args.save:
+        parser.error("--save-every needs --save")
+    return args
+
+
+def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
+    """The mean loss over the validation range: every id a target exactly once across all ranks
+    (the last rows are padding, never repeats)."""
+    evaluation = EvalBatches(args.data, length=args.length, batch_size=args.global_batch // ranks.world_size,
+                             rank=ranks.rank, world_size=ranks.world_size)
+    model.eval()
+    loss_sum = targets = 0.0
+    with torch.no_grad():
+        for batch in evaluation:
+            labels = torch.from_numpy(batch["labels"]).to(ranks.device)
+            logits = model(torch.from_numpy(batch["input_ids"]).to(ranks.device))
+            loss_sum += F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1),
+                                        ignore_index=evaluation.ignore_index, reduction="sum").item()
+            targets += float((labels != evaluation.ignore_index).sum())
+    model.train()
+    total, count = ranks.total(loss_sum, targets)
+    return total / max(count, 1.0)
+
+
+def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
+    """Run the training loop; returns the global loss of every step this process ran."""
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // ranks.local_world_size))
+    source = open_tokens(args.data)
+    vocabulary: Any = tokpack.load_vocabulary(args.vocab) if args.vocab else DataVocabulary(source.vocabulary)
+    tokpack.require_vocabulary(source, vocabulary)  # the vocabulary file is the data's
+
+    batches = PackedBatches(
+        args.data, layout=args.layout, length=args.length, global_batch=args.global_batch, seed=args.seed,
+        rank=ranks.rank, world_size=ranks.world_size, micro_batches=args.micro_batches,
+        position_ids=args.document_mask, document_ids=args.document_mask,
+    )
+    loader = make_batch_loader(batches, num_workers=args.loader_workers)
+
+    torch.manual_seed(args.seed)  # every rank starts from the same weights (DDP also broadcasts rank 0's)
+    model = GPT(source.vocabulary.n_vocab, args.length, layers=args.layers, width=args.width, heads=args.heads)
+    model.to(ranks.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    step = 0
+    if args.resume:
+        checkpoint = load_checkpoint(args.resume)
+        # The tokenizer that will read this model's output must be the one it was trained on.
+        try:
+            tokpack.require_vocabulary(checkpoint, vocabulary)
+        except VocabularyMismatch:
+            raise
+        except ValueError as error:  # older tokpack raised a bare ValueError here
+            raise VocabularyMismatch(args.resume, str(error), fix="resume on the data it was trained on") from None
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        loader.load_state_dict(checkpoint["loader"])  # refuses a state saved over other data
+        step = int(checkpoint["step"])
+    trained = DistributedDataParallel(model) if ranks.distributed else model
+
+    def checkpoint_now() -> None:
+        if args.save and ranks.main:
+            save_checkpoint(Path(args.save.replace("{step}", str(step))), {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "loader": loader.state_dict(),  # the step of the next batch, the data's identity
+                "data_schedule": batches.data_schedule(run="train_gpt"),
+                "step": step,
+                "arguments": {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()},
+            })
+        if ranks.distributed:
+            dist.barrier()  # no rank runs ahead of (or exits before) a checkpoint being written
+
+    losses: list[float] = []
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        log = None
+        if ranks.main and args.log_batches:
+            args.log_batches.parent.mkdir(parents=True, exist_ok=True)
+            log = stack.enter_context(open(args.log_batches, "a" if args.resume else "w", encoding="utf-8"))
+        batch_iterator: Iterator[dict[str, torch.Tensor]] = iter(loader)
+        while step < args.steps:
+            batch = {name: value.to(ranks.device) for name, value in next(batch_iterator).items()
+                     if isinstance(value, torch.Tensor)}  # (max_seqlen, a plain int, is not asked for)
+            # Weigh by the targets of the whole global batch (padding is not a target), so the
+            # gradient DDP averages is the global batch's mean, however the padding falls on ranks.
+            (global_targets,) = ranks.total(float((batch["labels"] != batches.ignore_index).sum()))
+            scale = ranks.world_size / max(global_targets, 1.0)
+            optimizer.zero_grad(set_to_none=True)
+            local_sum = 0.0
+            pieces = [dict(zip(batch, values)) for values in zip(*(t.chunk(args.micro_batches) for t in batch.values()))]
+            for index, piece in enumerate(pieces):  # gradient accumulation: the rank's rows in equal parts
+                last = index == len(pieces) - 1
+                with trained.no_sync() if ranks.distributed and not last else contextlib.nullcontext():  # type: ignore[operator]
+                    logits = trained(piece["input_ids"], piece.get("position_ids"), piece.get("document_ids"))
+                    loss_sum = F.cross_entropy(logits.view(-1, logits.shape[-1]), piece["labels"].view(-1),
+                                               ignore_index=batches.ignore_index, reduction="sum")
+                    (loss_sum * scale).backward()
+                local_sum += loss_sum.item()
+            optimizer.step()
+            (global_sum,) = ranks.total(local_sum)
+            mean_loss = global_sum / max(global_targets, 1.0)
+            losses.append(mean_loss)
+            rows = ranks.gather_rows(batch["input_ids"])
+            if log is not None and rows is not None:
+                log.write(f"{step} {batch_sha256(rows)} {mean_loss:.6f}\n")
+                log.flush()
+            step += 1
+            if ranks.main and (step % args.print_every == 0 or step == args.steps):
+                rate = len(losses) * args.global_batch * args.length / (time.perf_counter() - started)
+                print(f"step {step:>6}  loss {mean_loss:.4f}  {rate:,.0f} tokens/s", flush=True)
+
+            if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
+                validation = evaluate(model, args, ranks)
+                if ranks.main:
+                    print(f"step {step:>6}  validation loss {validation:.4f}", flush=True)
+            if args.save_every and step % args.save_every == 0 and step < args.steps:
+                checkpoint_now()
+
+    checkpoint_now()
+    return losses
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    ranks = Ranks()
+    try:
+        losses = train(args, ranks)
+    except TokpackError as error:  # the user's data or checkpoint: one line, exit 2
+        print(f"train_gpt.py: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        ranks.close()
+    if ranks.main and losses:
+        print(f"done: loss {losses[0]:.3f} -> {losses[-1]:.3f} (chance {math.log(open_tokens(args.data).vocabulary.n_vocab):.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Reading a user's input files safely: regular files only, read by offset, and noticed if they change.
+
+A FIFO or a device (``/dev/zero``) would block a reader forever or never end, so only regular
+files are read. Corpus bytes are read with ``pread`` rather than a memory map: a file truncated
+while it is read gives a short read, which becomes an :class:`~tokpack.errors.InputError`, where
+a map would kill the process with SIGBUS. A :class:`Fingerprint` taken before a file is hashed
+and compared after it was encoded tells whether the bytes encoded are the bytes hashed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple, overload
+
+from tokpack.errors import InputError
+
+__all__ = ["FileBytes", "Fingerprint", "fingerprint", "regular_file"]
+
+
+def regular_file(path: Path, what: str = "input") -> os.stat_result:
+    """The ``stat`` of ``path`` if it is a regular file (a symlink to one counts).
+
+    >>> regular_file(Path("/dev/null"))
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: /dev/null: not a regular file (a character device); an input must be a file
+    """
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(path, "missing") from None
+    except OSError as error:
+        raise InputError(path, f"cannot read ({error.strerror or error})") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise InputError(path, f"not a regular file ({_kind(status.st_mode)}); an {what} must be a file")
+    return status
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+class Fingerprint(NamedTuple):
+    """What changes when a file's bytes change: size, modification and change times, inode.
+
+    ``st_ctime_ns`` cannot be set back by a user, so even a write that restores the
+    modification time is seen.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+
+def fingerprint(paths: Iterable[Path]) -> tuple[Fingerprint, ...]:
+    """The fingerprints of ``paths``, in order (a file that vanished has size ``-1``)."""
+    found = []
+    for path in paths:
+        try:
+            status = os.stat(path)
+        except OSError:
+            found.append(Fingerprint(str(path), -1, 0, 0, 0))
+            continue
+        found.append(Fingerprint(str(path), status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino))
+    return tuple(found)
+
+
+def changed(before: tuple[Fingerprint, ...]) -> Fingerprint | None:
+    """The first file of ``before`` whose fingerprint is not the same now, or ``None``."""
+    now = fingerprint(Path(entry.path) for entry in before)
+    return next((old for old, new in zip(before, now) if old != new), None)
+
+
+class FileBytes:
+    """A regular file's bytes, read by offset: ``len``, slices, single bytes and ``rfind``, like
+    ``bytes`` (enough for :func:`tokpack.corpus.documents.cut_documents`).
+
+    >>> import tempfile
+    >>> sample = Path(tempfile.mkdtemp()) / "x.txt"
+    >>> _ = sample.write_bytes(b"ab\\ncd")
+    >>> data = FileBytes(sample)
+    >>> len(data), data[1:4], data[3], data.rfind(b"\\n", 0, 5)
+    (5, b'b\\nc', 99, 2)
+
+    Raises:
+        InputError: the file is shorter than when it was opened (truncated while being read).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path, self._descriptor = Path(path), -1
+        regular_file(self.path)
+        self._descriptor = os.open(self.path, os.O_RDONLY)
+        self._size = os.fstat(self._descriptor).st_size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, key: int) -> int: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> bytes: ...
+
+    def __getitem__(self, key: int | slice) -> int | bytes:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self._size)
+            if step != 1:
+                raise ValueError("FileBytes slices have step 1")
+            return self._read(start, max(0, stop - start))
+        index = key + self._size if key < 0 else key
+        if not 0 <= index < self._size:
+            raise IndexError(f"byte {key} outside a file of {self._size}")
+        return self._read(index, 1)[0]
+
+    def rfind(self, sub: bytes, start: int, end: int) -> int:
+        """The last offset of ``sub`` within ``[start, end)``, or -1."""
+        found = self[start:end].rfind(sub)
+        return found + start if found >= 0 else -1
+
+    def _read(self, offset: int, length: int) -> bytes:
+        data = os.pread(self._descriptor, length, offset)
+        while len(data) < length:  # pread may return less; only end-of-file returns nothing
+            more = os.pread(self._descriptor, length - len(data), offset + len(data))
+            if not more:
+                raise InputError(self.path, f"ends at byte {offset + len(data)}, but it had {self._size} bytes when "
+                                 "opened (truncated while being read)", fix="rerun once the file is complete")
+            data += more
+        return data
+
+    def close(self) -> None:
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+            self._descriptor = -1
+
+    def __del__(self) -> None:
+        self.close()

@@ -1,0 +1,88 @@
+"""Export a pack or sharded dataset to the formats training frameworks load.
+
+Each format is one module with a ``write(source, out, options, progress)`` function, listed in
+:data:`FORMATS`; adding a format touches that one file and this dict. Every export streams
+(memory flat in the corpus size), appears whole or not at all, and leaves a sidecar record
+(``tokpack-export.json`` in a folder, ``OUT.tokpack.json`` beside a Megatron prefix) naming the
+vocabulary, so tokpack can reopen and import it exactly.
+
+The package itself is callable: ``tokpack.export(source, fmt, out)`` is :func:`export`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokpack.errors import InputError
+from tokpack.export import hf, litdata, mds, megatron, nanogpt
+from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, read_sidecar
+from tokpack.store.source import TokenSource
+
+
+@dataclass(frozen=True)
+class Format:
+    """A registered export format: its writer and a one-line description for ``--help``."""
+
+    write: Callable[[TokenSource, Path, ExportOptions, Progress], ExportRecord]
+    description: str
+
+
+FORMATS: dict[str, Format] = {
+    "megatron": Format(megatron.write, "OUT.bin + OUT.idx for Megatron-LM's IndexedDataset"),
+    "nanogpt": Format(nanogpt.write, "OUT/train.bin, val.bin: flat uint16, end-of-text after each document"),
+    "litdata": Format(litdata.write, "OUT/RANGE/: litdata chunks for StreamingDataset(item_loader=TokensLoader)"),
+    "mds": Format(mds.write, "OUT/RANGE/: MosaicML MDS shards with a 'tokens' column"),
+    "hf": Format(hf.write, "OUT/RANGE/*.parquet: one row per document, 'input_ids', for datasets.load_dataset"),
+}
+
+
+def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, append_eod: bool = False,
+           eod_id: int | None = None, range_name: str | None = None, rows_per_file: int = 1 << 20,
+           progress: Progress | None = None, storage_options: dict[str, Any] | None = None) -> ExportRecord:
+    """Export ``source`` (a pack or sharded dataset, opened or by path) as ``fmt`` to ``out``.
+
+    Args:
+        append_eod: put the end-of-document id after every document (Megatron, hf; nanoGPT
+            always does), as Megatron's ``preprocess_data.py --append-eod``.
+        eod_id: that id, when it is not the source's padding id (``<|endoftext|>`` for text).
+        range_name: export this range only (default: every range, or the whole stream).
+        rows_per_file: documents per output file (hf, mds, litdata).
+        progress: called with the ids written at each step.
+        out: a local path, or an fsspec URL (``s3://…``): written locally, verified, uploaded,
+            the sidecar last.
+
+    Raises:
+        InputError: an unknown format, an existing ``out``, ids the format cannot hold.
+    """
+    if fmt not in FORMATS:
+        raise InputError(None, f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+    if isinstance(source, (str, Path)):
+        from tokpack.store.remote import open_source
+
+        opened = open_source(source, storage_options=storage_options)
+    else:
+        opened = source
+    options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
+    report: Progress = progress or (lambda _: None)
+    if "://" in str(out):
+        from tokpack.store.remote import export_to_url
+
+        return export_to_url(FORMATS[fmt].write, opened, str(out), options, report, storage_options or {})
+    return FORMATS[fmt].write(opened, Path(out), options, report)
+
+
+class _CallableModule(types.ModuleType):
+    """This package, callable: ``tokpack.export(source, "megatron", out)`` is :func:`export`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ExportRecord:
+        return export(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "export", "read_sidecar"]

@@ -1,0 +1,109 @@
+"""Megatron-LM's indexed dataset: ``OUT.bin`` (the ids) and ``OUT.idx`` (the index), exactly as
+megatron-core's ``IndexedDatasetBuilder`` writes them, one sequence per document.
+
+``OUT.idx``, little-endian::
+
+    b"MMIDIDX\\x00\\x00"      9-byte magic
+    uint64  1                version
+    uint8   dtype code       8 = uint16, 4 = int32 (Megatron's codes)
+    uint64  n_sequences
+    uint64  n_documents + 1  length of the document index
+    int32[n_sequences]       ids per sequence
+    int64[n_sequences]       byte offset of each sequence in OUT.bin
+    int64[n_documents + 1]   sequence index where each document starts, then n_sequences
+
+The id type is Megatron's own choice for the vocabulary size (``uint16`` below 65,500 ids, else
+``int32``), so a file tokpack writes is the file ``preprocess_data.py`` would have written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tokpack.errors import InputError
+from tokpack.export._stream import (
+    ExportOptions,
+    ExportRecord,
+    Progress,
+    check_fits,
+    chunks,
+    default_eod,
+    part_span,
+    parts_of,
+    record_for,
+    replace_into,
+    with_separators,
+    write_sidecar,
+)
+from tokpack.store.megatron import DTYPE_CODES, HEADER, MAGIC, VERSION, megatron_paths
+from tokpack.store.source import TokenSource
+
+def megatron_dtype(n_vocab: int) -> np.dtype:
+    """The id type megatron-core picks for a vocabulary (its ``DType.optimal_dtype``).
+
+    >>> megatron_dtype(50_257), megatron_dtype(65_536)
+    (dtype('uint16'), dtype('int32'))
+    """
+    return np.dtype(np.uint16) if n_vocab < 65_500 else np.dtype(np.int32)
+
+
+def code_of(dtype: np.dtype) -> int:
+    """Megatron's code for ``dtype``."""
+    return next(code for code, known in DTYPE_CODES.items() if known == dtype)
+
+
+def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
+    """Write ``source`` (or its range ``options.range_name``) as the prefix ``out``.
+
+    ``.bin`` then ``.idx`` are renamed into place when complete, and the sidecar last, so
+    neither Megatron nor tokpack ever opens half an export.
+
+    Raises:
+        InputError: the outputs exist, or an id does not fit Megatron's ``int32``.
+    """
+    bin_path, idx_path, sidecar = megatron_paths(out)
+    for existing in (bin_path, idx_path, sidecar):
+        if existing.exists():
+            raise InputError(existing, "already exists; an export is never overwritten", fix="remove it or pick another OUT")
+    dtype = megatron_dtype(source.vocabulary.n_vocab)
+    eod = default_eod(source, options.eod_id) if options.append_eod else None
+    check_fits(source, dtype, eod, "Megatron")
+    (name, documents), = parts_of(source, options.range_name, split=False).items()
+    bin_path.parent.mkdir(parents=True, exist_ok=True)
+    bin_partial, idx_partial = bin_path.with_name(bin_path.name + ".partial"), idx_path.with_name(idx_path.name + ".partial")
+    lengths: list[np.ndarray] = []
+    try:
+        with open(bin_partial, "wb") as handle:
+            for ids, sizes in chunks(source, documents):
+                ids, sizes = with_separators(ids, sizes, eod)
+                handle.write(np.ascontiguousarray(ids, dtype=dtype.newbyteorder("<")).data)
+                lengths.append(sizes.astype(np.int32))
+                progress(int(sizes.sum()))
+        sequence_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
+        write_index(idx_partial, sequence_lengths, dtype)
+        replace_into(bin_partial, bin_path)
+        replace_into(idx_partial, idx_path)
+    finally:
+        bin_partial.unlink(missing_ok=True)
+        idx_partial.unlink(missing_ok=True)
+    record = record_for(source, "megatron", eod_id=eod, dtype=dtype,
+                        parts={name: part_span(source, documents, [bin_path.name, idx_path.name])})
+    write_sidecar(record, sidecar)
+    return record
+
+
+def write_index(path: Path, sequence_lengths: np.ndarray, dtype: np.dtype) -> None:
+    """Write the ``.idx`` of sequences of ``sequence_lengths`` ids, one document each."""
+    count = len(sequence_lengths)
+    pointers = np.zeros(count, dtype=np.int64)
+    np.cumsum(sequence_lengths[:-1].astype(np.int64) * dtype.itemsize, out=pointers[1:])
+    with open(path, "wb") as handle:
+        handle.write(HEADER.pack(MAGIC, VERSION, code_of(dtype), count, count + 1))
+        handle.write(sequence_lengths.astype("<i4").tobytes())
+        handle.write(pointers.astype("<i8").tobytes())
+        handle.write(np.arange(count + 1, dtype="<i8").tobytes())
+
+
+__all__ = ["megatron_dtype", "write", "write_index"]

@@ -1,0 +1,149 @@
+"""Convert another framework's token files (Megatron, nanoGPT, datatrove) into a verified pack.
+
+Each kind is a reader in :data:`READERS`; :func:`detect` tells them apart by their files. The
+separators a format puts after documents are removed when they are structure (nanoGPT's
+end-of-text; Megatron's end-of-document ids when tokpack's sidecar says it appended them), so an
+export followed by an import gives back byte-identical ``tokens.npy`` and ``starts.npy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store.datatrove import DatatroveFolder
+from tokpack.store.format import DocumentCut, PackMeta, Source, Span
+from tokpack.store.megatron import MegatronDataset, megatron_paths
+from tokpack.store.nanogpt import NanoGptData
+from tokpack.store.reader import Pack
+from tokpack.store.source import TokenSource
+from tokpack.store.writer import PackWriter
+from tokpack.vocab.loading import VocabularySpec
+
+#: Kind → how to open it in place (``path``, ``tokenizer``, ``eod_id``).
+READERS: dict[str, Callable[..., TokenSource]] = {
+    "megatron": lambda path, tokenizer, eod_id: MegatronDataset(path, tokenizer=tokenizer),
+    "nanogpt": lambda path, tokenizer, eod_id: NanoGptData(path, tokenizer=tokenizer, eod_id=eod_id),
+    "datatrove": lambda path, tokenizer, eod_id: DatatroveFolder(path, tokenizer=tokenizer),
+}
+
+
+def detect(path: Path) -> str:
+    """The kind of ``path``: a Megatron prefix (or its ``.bin``/``.idx``), a nanoGPT ``.bin``
+    or folder, or a datatrove folder (``.ds`` files).
+
+    Raises:
+        InputError: none of them.
+    """
+    path = Path(path)
+    if megatron_paths(path)[1].exists():
+        return "megatron"
+    if path.is_dir() and any(path.rglob("*.ds")):
+        return "datatrove"
+    if (path.is_file() and path.suffix == ".bin") or (path.is_dir() and any((path / f).exists() for f in ("train.bin", "val.bin"))):
+        return "nanogpt"
+    raise InputError(path, "neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder) nor a datatrove folder (.ds)")
+
+
+def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
+                 eod_id: int | None = None, verify: bool | None = False) -> TokenSource:
+    """Open another framework's files in place as a token source (see :data:`READERS`)."""
+    kind = kind or detect(Path(path))
+    if kind not in READERS:
+        raise InputError(None, f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
+    source = READERS[kind](Path(path), tokenizer, eod_id)
+    if verify:
+        source.verify()
+    return source
+
+
+def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
+                eod_id: int | None = None, strip_eod: bool | None = None,
+                progress: Callable[[int], None] | None = None, opened: TokenSource | None = None) -> PackMeta:
+    """Convert ``path`` into a new pack at ``out``, then verify it.
+
+    Args:
+        eod_id: the id that ends every document: nanoGPT's separator (default: the sidecar's or
+            the tokenizer's ``<|endoftext|>``); for Megatron and datatrove, naming it strips it.
+        opened: ``path`` already opened by :func:`open_foreign` (it is verified again here).
+        strip_eod: drop the id that ends every document (default: nanoGPT's separators always;
+            Megatron's when tokpack's sidecar says it appended them or ``eod_id`` is given).
+
+    Raises:
+        InputError, IntegrityError, VocabularyMismatch: unreadable input; a document not ending
+            with the separator being stripped; a result that differs from the exported pack.
+    """
+    kind = kind or detect(Path(path))
+    source = opened or open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id)
+    source.verify()
+    sidecar = getattr(source, "sidecar", None)
+    if kind == "nanogpt":  # its separators are structure: always known, always removed
+        separator = getattr(source, "eod_id", None)
+    else:  # an id the user names, or the one tokpack's sidecar says it appended
+        separator = eod_id if eod_id is not None else (sidecar.eod_id if sidecar else None)
+    if strip_eod is None:
+        strip_eod = separator is not None
+    if strip_eod and separator is None:
+        raise InputError(source.path, "no end-of-document id to strip", fix="pass eod_id= (--eod-id)")
+    from tokpack.export._stream import chunks
+
+    ranges: dict[str, Span] = {}
+    found_separator = 0
+    report = progress or (lambda _: None)
+    with PackWriter(Path(out), vocabulary=source.vocabulary) as writer:
+        for name, (d0, d1) in _segments(source):
+            begin = (writer.n_docs, writer.n_tokens)
+            for ids, lengths in chunks(source, (d0, d1)):
+                if strip_eod:
+                    ends = np.cumsum(lengths) - 1
+                    if len(ends) and np.any(ids[ends] != separator):
+                        raise IntegrityError(source.path, f"a document does not end with the id {separator}",
+                                             fix="import with strip_eod=False (--keep-eod)")
+                    ids, lengths = np.delete(ids, ends), lengths - 1
+                if separator is not None:
+                    found_separator += int(np.count_nonzero(ids == separator))
+                writer.add_flat(ids, lengths)
+                report(int(lengths.sum()))
+            if name is not None:
+                ranges[name] = Span(documents=(begin[0], writer.n_docs), tokens=(begin[1], writer.n_tokens))
+        whole = sidecar is not None and _exported_whole(sidecar, source)
+        if sidecar is not None and whole:
+            ranges = dict(sidecar.ranges) or ranges
+        pad_id = sidecar.pad_id if sidecar is not None else (separator if strip_eod and not found_separator else None)
+        n_bytes = int(sum(getattr(part.tokens, "nbytes", 0) for part in getattr(source, "shards", [])))
+        origin = sidecar.source if sidecar is not None else Source(name=Path(source.path).name, sha256=source.meta.tokens_sha256, n_bytes=n_bytes)
+        cut = sidecar.cut if sidecar is not None else DocumentCut(rule=kind)
+        meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts={})
+    Pack(Path(out), verify=True)
+    if whole and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
+        raise IntegrityError(out, "the imported ids differ from the pack that was exported", fix="the export was altered")
+    return meta
+
+
+def _segments(source: TokenSource) -> list[tuple[str | None, tuple[int, int]]]:
+    """The source's named ranges in document order, with unnamed gaps, covering every document."""
+    segments: list[tuple[str | None, tuple[int, int]]] = []
+    at = 0
+    for name, span in sorted(source.meta.ranges.items(), key=lambda item: item[1].documents):
+        d0, d1 = span.documents
+        if d0 < at:
+            continue  # overlapping ranges: the first one in order wins
+        if d0 > at:
+            segments.append((None, (at, d0)))
+        segments.append((name, (d0, d1)))
+        at = d1
+    if at < source.n_docs:
+        segments.append((None, (at, source.n_docs)))
+    return segments
+
+
+def _exported_whole(sidecar: Any, source: TokenSource) -> bool:
+    """Whether the export holds every document of the pack it came from."""
+    return sum(part.documents[1] - part.documents[0] for part in sidecar.parts.values()) == sidecar.source_n_docs
+
+
+__all__ = ["READERS", "detect", "import_pack", "open_foreign"]

@@ -1,0 +1,348 @@
+"""Packs and sharded datasets on object storage (any fsspec URL: ``s3://``, ``gs://``, ``hf://``,
+``file://``), read through a bounded local cache; exports and datasets uploaded so that a
+half-uploaded one never opens.
+
+Reading: the record (``dataset.json`` or a pack's ``meta.json``, seal checked) and every shard's
+``meta.json`` and ``starts.npy`` are fetched on open (small; each checked against the record);
+a shard's ``tokens.npy`` is fetched when first touched, hashed while it downloads, and used only
+if it matches the record. The cache holds at most ``cache_bytes``: the least recently touched
+shards are dropped (and fetched again if needed), so a dataset larger than the cache still serves.
+
+Writing: everything is written and verified locally, uploaded, and the record that makes it
+openable (``dataset.json``, the export's sidecar) goes last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from tokpack._schema import read_record
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.store.dataset import DatasetRecord, PartsStream, ShardEntry, ShardedDataset, stream_hashes
+from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
+from tokpack.store.source import DATASET_FILE, RecordedStream, TokenSource, open_tokens
+
+#: The cache's default bound: 8 GiB.
+DEFAULT_CACHE_BYTES = 8 << 30
+_BLOCK = 8 << 20
+
+
+def is_url(path: str | Path) -> bool:
+    """Whether ``path`` is a URL (``s3://…``, ``file://…``) rather than a local path.
+
+    >>> is_url("s3://bucket/data"), is_url("/tmp/data")
+    (True, False)
+    """
+    return "://" in str(path)
+
+
+def _filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+    try:
+        from fsspec.core import url_to_fs
+    except ImportError:
+        raise InputError(url, "reading URLs needs fsspec", fix="pip install fsspec (and s3fs for s3://)") from None
+    return url_to_fs(url, **(storage_options or {}))
+
+
+def _remote_cache_root(cache_dir: str | Path | None) -> Path:
+    base = Path(cache_dir) if cache_dir is not None else Path(os.environ.get("TOKPACK_CACHE") or Path.home() / ".cache" / "tokpack")
+    return base / "remote"
+
+
+class ShardCache:
+    """The local copies of shards' ``tokens.npy``, at most ``limit`` bytes, least recently
+    touched dropped first (their readers let go of the memory map and fetch again if needed)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: OrderedDict[int, tuple[int, Callable[[], None]]] = OrderedDict()
+
+    @property
+    def used(self) -> int:
+        """Bytes held now."""
+        return sum(size for size, _ in self._held.values())
+
+    def make_room(self, size: int) -> None:
+        """Drop the least recently touched copies until ``size`` more bytes fit (one copy always fits)."""
+        while self._held and self.used + size > self.limit:
+            _, (_, release) = self._held.popitem(last=False)
+            release()
+
+    def hold(self, key: int, size: int, release: Callable[[], None]) -> None:
+        self._held[key] = (size, release)
+
+    def touch(self, key: int) -> None:
+        self._held.move_to_end(key)
+
+
+class RemoteShard:
+    """One pack of a remote dataset: ``starts`` at hand, ``tokens`` fetched and verified when first read."""
+
+    def __init__(self, owner: RemoteDataset, index: int, entry: ShardEntry, folder: str, local: Path) -> None:
+        self.owner, self.index, self.entry, self.folder, self.local = owner, index, entry, folder, local
+        self.path = local
+        self.n_tokens, self.n_docs = entry.n_tokens, entry.n_docs
+        local.mkdir(parents=True, exist_ok=True)
+        meta_file = owner.fetch_small(self._remote(META_FILE), local / META_FILE)
+        self.meta: PackMeta = read_record(PackMeta, meta_file)
+        _check_seal(self.meta, owner.url_of(self._remote(META_FILE)))
+        if self.meta.vocabulary != owner.meta.vocabulary:
+            raise VocabularyMismatch(owner.url_of(self.folder), f"vocabulary {self.meta.vocabulary.short} differs from "
+                                     f"the dataset's {owner.meta.vocabulary.short}")
+        meta = self.meta
+        if (meta.n_docs, meta.n_tokens, meta.tokens_sha256, meta.starts_sha256) != (
+                entry.n_docs, entry.n_tokens, entry.tokens_sha256, entry.starts_sha256):
+            raise IntegrityError(owner.url_of(self._remote(META_FILE)), f"does not match its entry in {DATASET_FILE}",
+                                 fix="the remote shard was altered or replaced")
+        starts_file = owner.fetch_small(self._remote(STARTS_FILE), local / STARTS_FILE)
+        starts = np.load(starts_file, allow_pickle=False)
+        if starts.dtype != np.dtype("<i8") or starts.shape != (entry.n_docs,) or \
+                hashlib.sha256(starts.tobytes()).hexdigest() != entry.starts_sha256:
+            starts_file.unlink(missing_ok=True)
+            raise IntegrityError(owner.url_of(self._remote(STARTS_FILE)), "SHA-256 differs from the record",
+                                 fix="the remote shard was altered")
+        self.starts = starts.astype(np.int64)
+        self._tokens: np.ndarray | None = None
+
+    def _remote(self, name: str) -> str:
+        return f"{self.folder}/{name}" if self.folder else name
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The ids, memory-mapped from the verified local copy (fetched on first use)."""
+        if self._tokens is None:
+            self._tokens = self.owner.fetch_tokens(self)
+        else:
+            self.owner.cache.touch(self.index)
+        return self._tokens
+
+    def release(self) -> None:
+        """Let go of the local copy (the cache is dropping it)."""
+        self._tokens = None
+        (self.local / TOKENS_FILE).unlink(missing_ok=True)
+
+    def gather_rows(self, origins: np.ndarray, width: int) -> np.ndarray:
+        return sliding_window_view(self.tokens, width)[origins]
+
+    def verify(self, *, stream_hash: Any = None) -> None:
+        """Read the (verified) ids once more, feeding ``stream_hash``."""
+        tokens = self.tokens
+        if stream_hash is not None:
+            for offset in range(0, len(tokens), _BLOCK):
+                stream_hash.update(tokens[offset : offset + _BLOCK].tobytes())
+
+
+class RemoteDataset(PartsStream, RecordedStream):
+    """A sharded dataset (``dataset.json``) or a pack (``meta.json``) at ``url``, read as one
+    stream through a bounded local cache (see the module docstring)."""
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, cache_dir: str | Path | None = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, verify: bool = False) -> None:
+        """Raises:
+            InputError: neither record at ``url``.
+            IntegrityError / VocabularyMismatch: a record, shard or file that does not match.
+        """
+        self.url = url.rstrip("/")
+        self.path = self.url  # a URL, kept as text: Path() would fold its "//"
+        self.fs, self.root = _filesystem(self.url, storage_options)
+        self.cache = ShardCache(cache_bytes)
+        scratch = _remote_cache_root(cache_dir) / "incoming"
+        scratch.mkdir(parents=True, exist_ok=True)
+        if self.fs.exists(f"{self.root}/{DATASET_FILE}"):
+            record_file = self.fetch_small(DATASET_FILE, Path(tempfile.mkdtemp(dir=scratch)) / DATASET_FILE)
+            self.meta: Any = read_record(DatasetRecord, record_file)
+            entries = [(entry, entry.name) for entry in self.meta.shards]
+        elif self.fs.exists(f"{self.root}/{META_FILE}"):
+            record_file = self.fetch_small(META_FILE, Path(tempfile.mkdtemp(dir=scratch)) / META_FILE)
+            self.meta = read_record(PackMeta, record_file)
+            entries = [(ShardEntry(name="pack", n_docs=self.meta.n_docs, n_tokens=self.meta.n_tokens,
+                                   tokens_sha256=self.meta.tokens_sha256, starts_sha256=self.meta.starts_sha256), "")]
+        else:
+            raise InputError(self.url, f"neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
+        _check_seal(self.meta, self.url_of(record_file.name))
+        shutil.rmtree(record_file.parent, ignore_errors=True)
+        # The seal names the content: copies of another version never mix with this one's.
+        self.local = _remote_cache_root(cache_dir) / self.meta.seal[:32]
+        self.shards = [RemoteShard(self, index, entry, folder, self.local / (folder or "pack"))
+                       for index, (entry, folder) in enumerate(entries)]
+        self.offsets = np.concatenate(([0], np.cumsum([s.n_tokens for s in self.shards]))).astype(np.int64)
+        if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
+            raise IntegrityError(self.url_of(DATASET_FILE), "shard counts do not add up to the dataset's")
+        self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
+        self.dtype = np.dtype(self.meta.dtype)
+        if verify:
+            self.verify()
+
+    def url_of(self, relative: str) -> str:
+        return f"{self.url}/{relative}"
+
+    def fetch_small(self, relative: str, local: Path) -> Path:
+        """Download a small file (a record, a starts index) to ``local``."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.fs.get_file(f"{self.root}/{relative}", str(local))
+        except FileNotFoundError:
+            raise IntegrityError(self.url_of(relative), "missing", fix="the remote dataset is incomplete") from None
+        return local
+
+    def fetch_tokens(self, shard: RemoteShard) -> np.ndarray:
+        """Download (or reuse) ``shard``'s ``tokens.npy``, verified against the record before use."""
+        entry, target = shard.entry, shard.local / TOKENS_FILE
+        size = NPY_HEADER_BYTES + entry.n_tokens * self.dtype.itemsize
+        self.cache.make_room(size)
+        if not (target.exists() and _payload_sha256(target) == entry.tokens_sha256):
+            partial = target.with_name(f".{TOKENS_FILE}.{os.getpid()}.partial")
+            digest = hashlib.sha256()
+            remote = self.url_of(shard._remote(TOKENS_FILE))
+            try:
+                with self.fs.open(f"{self.root}/{shard._remote(TOKENS_FILE)}", "rb") as source, open(partial, "wb") as sink:
+                    header = source.read(NPY_HEADER_BYTES)
+                    sink.write(header)
+                    while block := source.read(_BLOCK):
+                        digest.update(block)
+                        sink.write(block)
+            except FileNotFoundError:
+                partial.unlink(missing_ok=True)
+                raise IntegrityError(remote, "missing", fix="the remote dataset is incomplete") from None
+            if partial.stat().st_size != size or digest.hexdigest() != entry.tokens_sha256:
+                partial.unlink(missing_ok=True)
+                raise IntegrityError(remote, f"SHA-256 or size differs from {DATASET_FILE}; refused",
+                                     fix="the remote shard was altered or truncated")
+            os.replace(partial, target)
+        tokens = np.load(target, mmap_mode="r", allow_pickle=False)
+        if tokens.dtype != self.dtype.newbyteorder("<") or tokens.shape != (entry.n_tokens,):
+            raise IntegrityError(self.url_of(shard._remote(TOKENS_FILE)), f"holds {tokens.dtype} {tokens.shape}, "
+                                 f"the record says {self.dtype.name} ({entry.n_tokens},)")
+        self.cache.hold(shard.index, size, shard.release)
+        return tokens
+
+    def verify(self) -> None:
+        """Fetch and verify every shard (one at a time, within the cache), then the whole stream's checksums.
+
+        Raises:
+            IntegrityError: naming the remote file that does not match.
+        """
+        tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
+        if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
+            raise IntegrityError(self.url_of(DATASET_FILE), "the stream's checksums differ from the record")
+
+    def __repr__(self) -> str:
+        return f"RemoteDataset({self.url!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
+
+
+def _check_seal(record: Any, where: str) -> None:
+    if record.seal != record.computed_seal():
+        raise IntegrityError(where, "edited after it was written (seal mismatch)", fix="the remote record was altered")
+
+
+def _payload_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        handle.seek(NPY_HEADER_BYTES)
+        while block := handle.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def open_remote(url: str, *, storage_options: dict[str, Any] | None = None, cache_dir: str | Path | None = None,
+                cache_bytes: int = DEFAULT_CACHE_BYTES, verify: bool = False) -> RemoteDataset:
+    """Open the pack or sharded dataset at ``url`` (see :class:`RemoteDataset`)."""
+    return RemoteDataset(url, storage_options=storage_options, cache_dir=cache_dir, cache_bytes=cache_bytes, verify=verify)
+
+
+def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool = False,
+                **cache: Any) -> TokenSource:
+    """Open a pack or sharded dataset, local or at a URL."""
+    if is_url(path):
+        return cast(TokenSource, open_remote(str(path), storage_options=storage_options, verify=verify, **cache))
+    return open_tokens(Path(path), verify=verify)
+
+
+def upload(local: Path, url: str, *, storage_options: dict[str, Any] | None = None, last: tuple[str, ...] = ()) -> None:
+    """Copy the folder (or file) ``local`` to ``url``, the names in ``last`` after everything
+    else, and check every uploaded size.
+
+    Raises:
+        InputError: something exists at ``url`` already.
+        IntegrityError: an uploaded file's size differs from the local one.
+    """
+    fs, root = _filesystem(url, storage_options)
+    local = Path(local)
+    files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
+    base = local if local.is_dir() else local.parent
+    ordered = [p for p in files if p.name not in last] + [p for name in last for p in files if p.name == name]
+    for file in ordered:
+        relative = file.relative_to(base).as_posix()
+        target = f"{root}/{relative}" if local.is_dir() else root
+        fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+        fs.put_file(str(file), target)
+        if fs.info(target)["size"] != file.stat().st_size:
+            raise IntegrityError(f"{url}/{relative}", "uploaded size differs from the local file", fix="upload again")
+
+
+def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | None = None) -> None:
+    """Verify the local pack or sharded dataset, upload it, and write its record last, so a
+    half-uploaded dataset never opens.
+
+    Raises:
+        InputError: ``url`` holds something already.
+        IntegrityError: the local data does not match its record.
+    """
+    local = Path(local)
+    opened = open_tokens(local, verify=True)
+    record = DATASET_FILE if isinstance(opened, ShardedDataset) else META_FILE
+    fs, root = _filesystem(url, storage_options)
+    if fs.exists(f"{root}/{record}"):
+        raise InputError(url, f"already holds a {record}; a dataset is never overwritten")
+    url = url.rstrip("/")
+    if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
+        for entry in opened.meta.shards:
+            upload(local / entry.name, f"{url}/{entry.name}", storage_options=storage_options, last=(META_FILE,))
+    else:
+        for name in (TOKENS_FILE, STARTS_FILE):
+            upload(local / name, f"{url}/{name}", storage_options=storage_options)
+    upload(local / record, f"{url}/{record}", storage_options=storage_options)
+
+
+def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
+                  storage_options: dict[str, Any]) -> Any:
+    """Export locally, verify, upload, the sidecar last (see :func:`tokpack.export.export`)."""
+    from tokpack.export._stream import SIDECAR
+
+    fs, root = _filesystem(url, storage_options)
+    name = root.rstrip("/").rsplit("/", 1)[-1]
+    if fs.exists(root) or fs.exists(root + ".idx"):
+        raise InputError(url, "already exists; an export is never overwritten")
+    with tempfile.TemporaryDirectory(prefix="tokpack-export-") as scratch:
+        local = Path(scratch) / name
+        record = write(source, local, options, progress)
+        if local.is_dir():
+            _verify_export(local, record)
+            upload(local, url, storage_options=storage_options, last=(SIDECAR,))
+        else:
+            parent = url.rstrip("/").rsplit("/", 1)[0]
+            for suffix in (".bin", ".idx", ".tokpack.json"):  # Megatron: data, index, then the sidecar
+                upload(local.with_name(name + suffix), f"{parent}/{name}{suffix}", storage_options=storage_options)
+    return record
+
+
+def _verify_export(folder: Path, record: Any) -> None:
+    """Every file the sidecar lists is there."""
+    for part in record.parts.values():
+        for file in part.files:
+            if not (folder / file).exists():
+                raise IntegrityError(folder / file, "missing after export")
+
+
+__all__ = ["DEFAULT_CACHE_BYTES", "RemoteDataset", "ShardCache", "export_to_url", "is_url", "open_remote",
+           "open_source", "upload", "upload_dataset"]
