@@ -93,7 +93,7 @@ def split_months(cfg: ChessPipelineConfig) -> tuple[list[str], list[str]]:
             held += rows.get(month, 0)
         train = [m for m in train if m not in val]
     both = sorted(set(train) & set(val))
-    if both:
+    if both and cfg.train_month is None:  # (train_month = val_month is allowed, as it always was)
         raise InputError(None, f"month {both[0]} is in both the training and the validation months")
     if not train:
         raise InputError(cfg.games_dir, "no training month left", fix="name train_months or lower val_fraction")
