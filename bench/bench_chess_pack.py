@@ -44,7 +44,8 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
     import pyarrow.parquet as pq
 
     from tokpack.chess.bpe import BpeEncoder
-    from tokpack.chess.encoders import GAME_COLUMNS, make_encoder
+    from tokpack.chess.encoders import GAME_COLUMNS
+    from tokpack.chess.schemes import make_encoder
     from tokpack.chess.pack import pack_games
     from tokpack.store import DocumentCut, PackWriter, Source
 

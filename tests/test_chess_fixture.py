@@ -8,7 +8,7 @@ import chess
 import pytest
 
 from tokpack.chess.bpe import BpeEncoder, train_bpe
-from tokpack.chess.encoders import make_encoder
+from tokpack.chess.schemes import make_encoder
 from tokpack.chess.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
 from tokpack.chess.pgn import read_games_strictly
 

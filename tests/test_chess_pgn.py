@@ -47,11 +47,12 @@ def test_conversion_partitions_by_month_and_reports_every_skip(tmp_path: Path) -
     march = pq.read_table(month_parquet(tmp_path / "out", "2016-03"))
     assert tuple(march.column_names) == COLUMNS
     assert march.to_pylist() == [{"id": "AbCd1234", "date": "2016.03.05", "white_elo": 1500, "black_elo": 1600,
-                                  "result": "1-0", "uci": "e2e4 e7e5 d1h5 b8c6 f1c4 g8f6 h5f7", "n_plies": 7}]
+                                  "result": "1-0", "uci": "e2e4 e7e5 d1h5 b8c6 f1c4 g8f6 h5f7", "n_plies": 7,
+                                  "time_control": None, "termination": None, "eco": None, "event": "a"}]
     unknown_month = pq.read_table(tmp_path / "out" / "year=2015" / "month=00" / "games.parquet")
     assert unknown_month.column("date").to_pylist() == ["2015.??.??"]
     saved = json.loads((tmp_path / "out" / REPORT_FILE).read_text(encoding="utf-8"))
-    assert saved["schema"] == "tokpack.chess.convert.v1" and saved["games_written"] == 2
+    assert saved["schema"] == "tokpack.chess.convert.v2" and saved["games_written"] == 2
 
 
 def test_spilling_to_parts_keeps_every_game_in_order(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from tokpack.chess.bpe import train_bpe
-from tokpack.chess.encoders import GameEncoder, make_encoder
+from tokpack.chess.encoders import GameEncoder
+from tokpack.chess.schemes import make_encoder
 from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.stats import ChessStats, compute_stats
 

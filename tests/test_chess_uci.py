@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokpack
-from tokpack.chess.encoders import EloBin, GameError, make_encoder
+from tokpack.chess.encoders import EloBin, GameError
+from tokpack.chess.schemes import make_encoder
 from tokpack.chess.pgn import read_games_strictly
 from tokpack.chess.uci import (
     BOS_ID,

@@ -7,11 +7,24 @@
 
 from tokpack.chess.bpe import BpeEncoder, split_moves, train_bpe, train_bpe_from_parquet
 from tokpack.chess.config import ChessPipelineConfig, load_config
-from tokpack.chess.encoders import SCHEMES, DecodedGame, EloBin, EncodedGames, GameEncoder, GameError, make_encoder
+from tokpack.chess.encoders import (
+    DecodedGame,
+    EloBin,
+    EncodedGames,
+    GameEncoder,
+    GameError,
+)
 from tokpack.chess.fixture import build_parity, read_parity, write_parity
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import ConversionReport, convert_pgn, month_parquet, read_games, read_games_strictly
+from tokpack.chess.pgn import (
+    ConversionReport,
+    convert_pgn,
+    month_parquet,
+    read_games,
+    read_games_strictly,
+)
 from tokpack.chess.san import SanEncoder, san_moves
+from tokpack.chess.schemes import SCHEMES, make_encoder
 from tokpack.chess.stats import ChessStats, compute_stats
 from tokpack.chess.uci import UciEncoder
 

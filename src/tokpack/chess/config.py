@@ -6,6 +6,9 @@ Example (paths are relative to the file's folder)::
     out_dir = "tokens"           # packs go to out_dir/<scheme>/{train,val}
     train_month = "2016-01"      # YYYY-MM; MM is 00 for games whose month is unknown
     val_month = "2016-02"
+    # or several months (packed as a sharded dataset, one shard per month):
+    #   train_months = ["2016-01", "2016-02"]   or   train_months = "all"
+    #   val_months = ["2016-03"]                or   val_fraction = 0.05 (the latest months)
     bpe_vocab_size = 4096        # ids of the bpe scheme, specials and alphabet included
     bpe_train_games = 100000     # the BPE learns from the first games of the training month
     stats_games = 20000          # statistics use the first games of the same table
@@ -18,9 +21,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from tokpack._schema import Record, first_problem
 from tokpack.errors import InputError
@@ -41,14 +44,25 @@ class ChessPipelineConfig(Record):
     schema_: Literal["tokpack.chess.pipeline.v1"] = Field(default="tokpack.chess.pipeline.v1", alias="schema")
     games_dir: Path
     out_dir: Path
-    train_month: str = Field(pattern=MONTH)
-    val_month: str = Field(pattern=MONTH)
+    train_month: str | None = Field(default=None, pattern=MONTH)
+    val_month: str | None = Field(default=None, pattern=MONTH)
+    train_months: list[Annotated[str, Field(pattern=MONTH)]] | Literal["all"] | None = None
+    val_months: list[Annotated[str, Field(pattern=MONTH)]] | None = None
+    val_fraction: float | None = Field(default=None, gt=0, lt=1)
     bpe_vocab_size: int = Field(default=4096, ge=28, le=65_536)
     bpe_train_games: int = Field(default=100_000, ge=1)
     stats_games: int = Field(default=20_000, ge=1)
     max_len: int = Field(default=200, ge=1)
     fixture_pgn: Path | None = None
     workers: int = Field(default=1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _one_way_each(self) -> ChessPipelineConfig:
+        if (self.train_month is None) == (self.train_months is None):
+            raise ValueError("give exactly one of train_month and train_months")
+        if sum(x is not None for x in (self.val_month, self.val_months, self.val_fraction)) != 1:
+            raise ValueError("give exactly one of val_month, val_months and val_fraction")
+        return self
 
     @property
     def bpe_file(self) -> Path:

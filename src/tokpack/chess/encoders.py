@@ -21,10 +21,10 @@ from tokpack.vocab.identity import VocabIdentity
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tokpack.chess.bpe import BpeEncoder
-
-#: The schemes :func:`make_encoder` knows, in the order the statistics table lists them.
-SCHEMES = ("uci", "san", "bpe")
+#: The results a game may end with, and their ids (the same in every scheme that has result
+#: tokens: uci and bpe put them right after <pad> <bos> <eos> <unk>).
+RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
+RESULT_IDS = {result: 4 + i for i, result in enumerate(RESULTS)}
 
 #: Columns an encoder reads from a games table (``white_elo``/``black_elo`` may hold nulls).
 GAME_COLUMNS = ("uci", "white_elo", "black_elo", "result")
@@ -119,30 +119,6 @@ class GameEncoder(Protocol):
         ...
 
 
-def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
-    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in.
-
-    Raises:
-        ValueError: an unknown scheme, or ``"bpe"`` without a BPE.
-
-    >>> make_encoder("uci").vocab_size()
-    2030
-    """
-    if scheme == "uci":
-        from tokpack.chess.uci import UciEncoder
-
-        return UciEncoder()
-    if scheme == "san":
-        from tokpack.chess.san import SanEncoder
-
-        return SanEncoder()
-    if scheme == "bpe":
-        if bpe is None:
-            raise InputError("the bpe scheme needs a trained BPE (train one with `tokpack chess tokenize --scheme bpe`)")
-        return bpe
-    raise InputError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
-
-
 class GameError(InputError):
     """A game a table cannot encode; ``row`` is its index in the table given to the encoder.
 
@@ -207,8 +183,6 @@ def result_id(result: str) -> int:
     Raises:
         ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
     """
-    from tokpack.chess.uci import RESULT_IDS, RESULTS
-
     if result not in RESULT_IDS:
         raise InputError(f"result {result!r} is not one of {', '.join(RESULTS)}")
     return RESULT_IDS[result]

@@ -14,14 +14,14 @@ The same table, scheme and vocabulary give byte-identical packs whatever ``worke
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError, make_encoder
+from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
+from tokpack.chess.schemes import EncoderRecord, describe, rebuild
 from tokpack.corpus.manifest import file_sha256
 from tokpack.errors import InputError
 from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
@@ -92,7 +92,7 @@ def _encoded_batches(reader, encoder: GameEncoder, batch_games: int, workers: in
 
     # "spawn": a fresh interpreter per worker, never a fork of a process holding threads.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_start_worker, initargs=(_encoder_spec(encoder),)) as pool:
+                             initializer=_start_worker, initargs=(describe(encoder),)) as pool:
         in_flight: deque[tuple[int, Future[EncodedGames | GameError]]] = deque()
         for batch in batches:
             in_flight.append((first_row, pool.submit(_encode_in_worker, batch)))
@@ -115,24 +115,9 @@ def _encode(encoder: GameEncoder, batch: pa.RecordBatch) -> EncodedGames | GameE
 _WORKER_ENCODER: GameEncoder | None = None
 
 
-def _encoder_spec(encoder: GameEncoder) -> tuple[str, str | None]:
-    """What a worker needs to rebuild ``encoder``: its scheme and, for bpe, the tokenizer JSON."""
-    tokenizer = getattr(encoder, "tokenizer", None)
-    return encoder.scheme, tokenizer.to_str() if tokenizer is not None else None
-
-
-def _start_worker(spec: tuple[str, str | None]) -> None:
+def _start_worker(record: EncoderRecord) -> None:
     global _WORKER_ENCODER
-    scheme, tokenizer_json = spec
-    if tokenizer_json is None:
-        _WORKER_ENCODER = make_encoder(scheme)
-        return
-    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one core per worker process
-    from tokenizers import Tokenizer
-
-    from tokpack.chess.bpe import BpeEncoder
-
-    _WORKER_ENCODER = BpeEncoder(Tokenizer.from_str(tokenizer_json))
+    _WORKER_ENCODER = rebuild(record)
 
 
 def _encode_in_worker(batch: pa.RecordBatch) -> EncodedGames | GameError:

@@ -1,20 +1,26 @@
 """PGN files to monthly parquet tables of UCI games, streaming, with a report of what was skipped.
 
 ``convert_pgn(pgn_files, out)`` writes ``out/year=YYYY/month=MM/games.parquet`` with one row per
-game (columns :data:`COLUMNS`) and ``out/convert-report.json`` (a :class:`ConversionReport`).
-A date's unknown month (``1984.??.??``) files the game under ``month=00``, an unknown year
-under ``year=0000``. Rows keep the input order (file by file, game by game).
+game (columns :data:`COLUMNS`, plus ``clocks`` with ``clocks=True``) and ``out/convert-report.json``
+(a :class:`ConversionReport`). Inputs are ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` or
+``-`` (standard input), read as streams by :mod:`tokpack.chess.reader`, whose moves are
+python-chess's main line. The month is ``UTCDate``'s when the game has one, else ``Date``'s; an
+unknown month (``1984.??.??``) files the game under ``month=00``, an unknown year under
+``year=0000``. Rows keep the input order (file by file, game by game), whatever ``workers`` is.
 
 A bulk conversion never stops on a bad game: it skips it and counts why (:data:`SKIP_REASONS`),
-keeping the file and byte offset of the first game skipped for each reason. Reading a file that
-must be whole (the parity fixture) uses :func:`read_games_strictly`, which raises instead.
+keeping the file and byte offset of the first game skipped for each reason. Filters
+(:class:`GameFilter`) drop readable games and are counted apart. Reading a file that must be
+whole (the parity fixture) uses :func:`read_games_strictly`, which raises instead.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -24,21 +30,26 @@ from pydantic import Field
 
 from tokpack._atomic import building
 from tokpack._schema import Record, write_record
+from tokpack.chess import reader
 from tokpack.chess.uci import RESULTS
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: Columns of every converted table, in order.
-COLUMNS = ("id", "date", "white_elo", "black_elo", "result", "uci", "n_plies")
+#: Columns of every converted table, in order (``clocks`` follows with ``clocks=True``).
+COLUMNS = ("id", "date", "white_elo", "black_elo", "result", "uci", "n_plies", "time_control", "termination",
+           "eco", "event")
 #: Why a game is skipped, as counted in :attr:`ConversionReport.skipped`.
-SKIP_REASONS = ("unreadable_header", "no_rating", "unknown_result", "not_standard_start", "illegal_move",
-                "null_move", "no_moves")
+SKIP_REASONS = ("unreadable_header", "header_only", "no_rating", "unknown_result", "not_standard_start",
+                "unreadable_movetext", "illegal_move", "null_move", "no_moves")
+#: Lichess's speed classes by estimated duration (base + 40 x increment, seconds): upper bounds.
+SPEEDS = {"ultrabullet": 29, "bullet": 179, "blitz": 479, "rapid": 1499, "classical": 10**12}
 REPORT_FILE = "convert-report.json"
 GAMES_FILE = "games.parquet"
+#: Highest rating read as one (a 24-digit "Elo" is a broken tag, not a rating).
+MAX_ELO = 9999
 
-_TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"(.*)"\]\s*$')
 _DATE = re.compile(r"^(\d{4}|\?{4})\.(\d{2}|\?\?)\.(\d{2}|\?\?)$")
 _MISSING_RATING = {"", "?", "-", "0"}
 
@@ -54,6 +65,11 @@ class PgnGame:
     result: str
     uci: str
     n_plies: int
+    time_control: str | None = None
+    termination: str | None = None
+    eco: str | None = None
+    event: str | None = None
+    clocks: tuple[float | None, ...] | None = None
 
     @property
     def month(self) -> str:
@@ -70,43 +86,209 @@ class Skipped:
     detail: str
 
 
-class ConversionReport(Record):
-    """``convert-report.json``: what a conversion read, wrote and skipped."""
+@dataclass(frozen=True)
+class GameFilter:
+    """Which readable games to keep; each test that drops a game is counted under its name.
 
-    schema_: Literal["tokpack.chess.convert.v1"] = Field(default="tokpack.chess.convert.v1", alias="schema")
+    >>> GameFilter(speeds=("blitz",)).speed_of("180+2"), GameFilter().speed_of("-")
+    ('blitz', None)
+    """
+
+    min_elo: int | None = None  # both players at least this
+    rated_only: bool = False  # Event says "Rated" (Lichess)
+    time_controls: tuple[str, ...] = ()  # TimeControl exactly one of these
+    speeds: tuple[str, ...] = ()  # Lichess speed class from TimeControl
+    terminations: tuple[str, ...] = ()  # Termination one of these (case-insensitive)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.speeds) - set(SPEEDS))
+        if unknown:
+            raise InputError(None, f"unknown speed {unknown[0]!r}; use one of {', '.join(SPEEDS)}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The filters in use, in the order they are applied."""
+        used = (("min_elo", self.min_elo is not None), ("rated_only", self.rated_only),
+                ("time_control", bool(self.time_controls)), ("speed", bool(self.speeds)),
+                ("termination", bool(self.terminations)))
+        return tuple(name for name, on in used if on)
+
+    @staticmethod
+    def speed_of(time_control: str) -> str | None:
+        """Lichess's speed class of a ``TimeControl`` tag (``base+increment`` seconds), or None."""
+        base, _, increment = time_control.partition("+")
+        if not base.isdigit() or not (increment or "0").isdigit():
+            return None
+        estimate = int(base) + 40 * int(increment or "0")
+        return next(name for name, limit in SPEEDS.items() if estimate <= limit)
+
+    def drops(self, headers: dict[str, str], white_elo: int, black_elo: int) -> str | None:
+        """The first filter that drops a game with these tags, or None to keep it."""
+        if self.min_elo is not None and min(white_elo, black_elo) < self.min_elo:
+            return "min_elo"
+        if self.rated_only and "rated" not in headers.get("Event", "").lower().split():
+            return "rated_only"
+        control = headers.get("TimeControl", "")
+        if self.time_controls and control not in self.time_controls:
+            return "time_control"
+        if self.speeds and self.speed_of(control) not in self.speeds:
+            return "speed"
+        if self.terminations and headers.get("Termination", "").lower() not in {t.lower() for t in self.terminations}:
+            return "termination"
+        return None
+
+
+class ConversionReport(Record):
+    """``convert-report.json``: what a conversion read, wrote, skipped and filtered."""
+
+    schema_: Literal["tokpack.chess.convert.v2"] = Field(default="tokpack.chess.convert.v2", alias="schema")
     inputs: list[str]
     games_read: int
     games_written: int
     skipped: dict[str, int]
     first_skipped: dict[str, str] = Field(description="reason -> 'FILE@BYTE: detail' of its first game")
+    filtered: dict[str, int] = Field(default_factory=dict, description="filter -> games it dropped")
     months: dict[str, int]
 
 
-def read_games(path: Path) -> Iterator[tuple[int, PgnGame | Skipped]]:
-    """Every game of a PGN file with the byte offset where it starts, or why it cannot be used.
+@dataclass(frozen=True)
+class ReadOptions:
+    """What :func:`read_chunk` keeps besides the moves (a small record, sent to worker processes)."""
+
+    filters: GameFilter = GameFilter()
+    clocks: bool = False
+
+
+#: One game read: its byte offset, and the game, why it was skipped, or the filter that dropped it.
+Entry = tuple[int, "PgnGame | Skipped | str"]
+
+
+def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -> list[Entry]:
+    """Every game of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them), in order.
+
+    Tags are judged (and filters applied) before moves are read; the moves of the games left are
+    resolved together, and python-chess reads those the fast path does not take on.
+    """
+    text = data.decode("utf-8", "surrogateescape")
+    entries: list[Entry] = []
+    fast: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
+    clean_texts: list[str] = []
+    slow: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
+    for game in reader.cut_games(text, offset):
+        if game.problem is not None:
+            entries.append((game.offset, Skipped(*game.problem)))
+            continue
+        headers, bad = reader.read_headers(game)
+        verdict = judge_headers(headers, bad)
+        if isinstance(verdict, Skipped):
+            entries.append((game.offset, verdict))
+            continue
+        dropped = options.filters.drops(headers, verdict[1], verdict[2])
+        if dropped is not None:
+            entries.append((game.offset, dropped))
+            continue
+        entries.append((game.offset, Skipped("", "")))  # filled below
+        clean: str | None = reader.COMMENT.sub(" ", game.movetext) if "{" in game.movetext else game.movetext
+        if clean is not None and "(" in clean and not reader.needs_python_chess(clean):
+            clean = reader.without_variations(clean)
+        if clean is None or reader.needs_python_chess(clean):
+            slow.append((len(entries) - 1, game, headers, verdict))
+        else:
+            fast.append((len(entries) - 1, game, headers, verdict))
+            clean_texts.append(clean)
+    if fast:
+        moves_of = reader.resolve_games(clean_texts, _CODES)
+        for (index, game, headers, verdict), resolved in zip(fast, moves_of, strict=True):
+            if resolved is None:
+                slow.append((index, game, headers, verdict))
+                continue
+            clocks = reader.clocks_of(reader.clock_movetext(game.movetext)) if options.clocks else None
+            uci, n_plies = resolved
+            entries[index] = (game.offset, _row(headers, verdict, uci, n_plies, clocks) if n_plies
+                              else Skipped("no_moves", "no moves"))
+    for index, game, headers, verdict in slow:
+        moves, errors, clocks = reader.python_chess_moves(game)
+        entries[index] = (game.offset, _game(headers, verdict, moves, errors, clocks if options.clocks else None))
+    return entries
+
+
+_CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each parsed once
+
+
+def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[str, int, int, str]:
+    """``(date, white_elo, black_elo, result)``, or the first reason in :data:`SKIP_REASONS` order not to use the game.
+
+    >>> judge_headers({"UTCDate": "2016.13.45", "Date": "2016.01.01"}, "")
+    Skipped(reason='unreadable_header', detail="UTCDate '2016.13.45' is not a calendar date")
+    """
+    if bad_header:
+        return Skipped("unreadable_header", f"malformed tag line {bad_header!r}")
+    tag = "UTCDate" if "UTCDate" in headers else "Date"
+    date = headers.get(tag, "????.??.??")
+    match = _DATE.match(date)
+    if not match:
+        return Skipped("unreadable_header", f"{tag} {date!r} is not YYYY.MM.DD")
+    _, month, day = match.groups()
+    if (month != "??" and not 1 <= int(month) <= 12) or (day != "??" and not 1 <= int(day) <= 31):
+        return Skipped("unreadable_header", f"{tag} {date!r} is not a calendar date")
+    ratings = []
+    for name in ("WhiteElo", "BlackElo"):
+        value = headers.get(name, "").strip()
+        if value in _MISSING_RATING:
+            return Skipped("no_rating", f"{name} {value!r}")
+        if not (value.isascii() and value.isdigit()):
+            return Skipped("unreadable_header", f"{name} {value!r} is not a number")
+        if len(value) > 4 or int(value) > MAX_ELO:
+            return Skipped("unreadable_header", f"{name} {value[:30]!r} is not a rating (at most {MAX_ELO})")
+        ratings.append(int(value))
+    result = headers.get("Result", "")
+    if result not in RESULTS:
+        return Skipped("unknown_result", f"Result {result!r}")
+    variant = headers.get("Variant", "standard").lower()
+    if "FEN" in headers or headers.get("SetUp") == "1" or variant not in ("standard", "chess", "normal"):
+        return Skipped("not_standard_start", f"Variant {variant!r}, FEN {headers.get('FEN', '-')!r}")
+    return date, ratings[0], ratings[1], result
+
+
+def _game(headers: dict[str, str], verdict: tuple[str, int, int, str], moves: list[str], errors: list[str],
+          clocks: list[float | None] | None) -> PgnGame | Skipped:
+    if errors:
+        return Skipped("illegal_move", errors[0])
+    if "0000" in moves:
+        return Skipped("null_move", f"ply {moves.index('0000') + 1} is a null move (--)")
+    if not moves:
+        return Skipped("no_moves", "no moves")
+    return _row(headers, verdict, " ".join(moves), len(moves), clocks)
+
+
+def _row(headers: dict[str, str], verdict: tuple[str, int, int, str], uci: str, n_plies: int,
+         clocks: list[float | None] | None) -> PgnGame:
+    date, white_elo, black_elo, result = verdict
+    return PgnGame(id=_game_id(headers, uci), date=date, white_elo=white_elo, black_elo=black_elo, result=result,
+                   uci=uci, n_plies=n_plies, time_control=headers.get("TimeControl"),
+                   termination=headers.get("Termination"), eco=headers.get("ECO"), event=headers.get("Event"),
+                   clocks=None if clocks is None else tuple(clocks[:n_plies]))
+
+
+def read_games(path: Path | str, options: ReadOptions = ReadOptions()) -> Iterator[tuple[int, PgnGame | Skipped]]:
+    """Every game of a PGN file (or ``-``) with the byte offset where it starts, or why it cannot be used.
 
     Raises:
-        ValueError: the file cannot be opened.
+        InputError: the file cannot be opened or decompressed.
     """
-    try:
-        handle = open(path, encoding="utf-8", errors="surrogateescape", newline="")
-    except OSError as error:
-        raise InputError(f"{path}: {error.strerror}") from None
-    with handle:
-        lines = _Lines(handle)
-        while True:
-            lines.next_game()
-            visitor = chess.pgn.read_game(lines, Visitor=_Collector)  # type: ignore[arg-type,call-overload]
-            if visitor is None:
-                return
-            yield lines.game_offset, visitor.judge(lines.bad_header)
+    stream, _ = reader.open_pgn(path)
+    with stream:
+        for offset, data in reader.pgn_chunks(stream, str(path)):
+            for entry in read_chunk(data, offset, options):
+                if not isinstance(entry[1], str):
+                    yield entry  # type: ignore[misc]
 
 
 def read_games_strictly(path: Path) -> list[PgnGame]:
     """Every game of a PGN file that must be whole (the parity fixture).
 
     Raises:
-        ValueError: naming the file, the byte offset and the reason of the first unusable game,
+        InputError: naming the file, the byte offset and the reason of the first unusable game,
             or an empty file.
     """
     games: list[PgnGame] = []
@@ -115,7 +297,7 @@ def read_games_strictly(path: Path) -> list[PgnGame]:
             raise InputError(f"{path}@{offset}: {game.reason}: {game.detail}")
         games.append(game)
     if not games:
-        raise InputError(f"{path}: no games")
+        raise InputError(path, "no games")
     return games
 
 
@@ -123,70 +305,127 @@ def month_parquet(root: Path, month: str) -> Path:
     """Where :func:`convert_pgn` puts month ``"YYYY-MM"`` under ``root``.
 
     Raises:
-        ValueError: ``month`` is not ``YYYY-MM``.
+        InputError: ``month`` is not ``YYYY-MM``.
 
     >>> month_parquet(Path("games"), "2016-03").as_posix()
     'games/year=2016/month=03/games.parquet'
     """
     if not re.fullmatch(r"\d{4}-\d{2}", month):
-        raise InputError(f"month {month!r} is not YYYY-MM")
+        raise InputError(None, f"month {month!r} is not YYYY-MM")
     year, number = month.split("-")
     return Path(root) / f"year={year}" / f"month={number}" / GAMES_FILE
 
 
-def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 100_000,
-                progress: Callable[[int, int], None] | None = None) -> ConversionReport:
+def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
+                progress: Callable[[int, int], None] | None = None, filters: GameFilter = GameFilter(),
+                clocks: bool = False, workers: int = 1, chunk_bytes: int = reader.CHUNK_BYTES) -> ConversionReport:
     """Convert PGN files into ``out/year=YYYY/month=MM/games.parquet`` and a report.
 
-    Memory holds at most ``flush_games`` games: beyond that, the buffered games are written to
-    part files, which are joined month by month at the end. ``out`` appears complete or not at
-    all. ``progress(bytes_done, bytes_total)`` is called as the input is read.
+    Memory holds at most ``flush_games`` games (plus ``2 * workers`` chunks in flight): beyond
+    that, the buffered games are written to part files, which are joined month by month at the
+    end. ``out`` appears complete or not at all, and is byte-identical for any ``workers``
+    (chunks are read by worker processes, their games kept in input order).
+    ``progress(bytes_done, bytes_total)`` counts bytes of the input files as stored.
 
     Raises:
-        ValueError: ``out`` exists, or an input file cannot be read.
+        InputError: ``out`` exists, or an input file cannot be opened or decompressed.
     """
     out = Path(out)
     if out.exists():
-        raise InputError(f"{out}: already exists; a conversion never writes into an old one")
+        raise InputError(out, "already exists; a conversion never writes into an old one")
     sizes = []
     for path in pgn_files:
+        if str(path) == "-":
+            sizes.append(0)
+            continue
         if not Path(path).is_file():
-            raise InputError(f"{path}: not a file")
+            raise InputError(path, "not a file")
         sizes.append(Path(path).stat().st_size)
     total, done_before = sum(sizes), 0
     skipped = {reason: 0 for reason in SKIP_REASONS}
+    filtered = {name: 0 for name in filters.names}
     first_skipped: dict[str, str] = {}
     months: dict[str, int] = {}
     read = 0
-    with building(out) as staging:
-        parts = _MonthParts(staging, flush_games)
+    options = ReadOptions(filters, clocks)
+    with building(out) as staging, _chunk_pool(workers) as pool:
+        parts = _MonthParts(staging, flush_games, clocks)
         for path, size in zip(pgn_files, sizes, strict=True):
-            for offset, game in read_games(Path(path)):
-                read += 1
-                if isinstance(game, Skipped):
-                    skipped[game.reason] += 1
-                    first_skipped.setdefault(game.reason, f"{Path(path).name}@{offset}: {game.detail}")
-                else:
-                    parts.add(game)
-                    months[game.month] = months.get(game.month, 0) + 1
-                if progress is not None and read % 256 == 0:
-                    progress(done_before + offset, total)
+            name = "-" if str(path) == "-" else Path(path).name
+            stream, raw = reader.open_pgn(path)
+            with stream:
+                chunks = reader.pgn_chunks(stream, str(path), chunk_bytes)
+                for entries in _in_order(pool, chunks, options, workers):
+                    for offset, game in entries:
+                        read += 1
+                        if isinstance(game, str):
+                            filtered[game] += 1
+                        elif isinstance(game, Skipped):
+                            skipped[game.reason] += 1
+                            first_skipped.setdefault(game.reason, f"{name}@{offset}: {game.detail}")
+                        else:
+                            parts.add(game)
+                            months[game.month] = months.get(game.month, 0) + 1
+                    if progress is not None and size:
+                        progress(done_before + _position(raw, size), total)
             done_before += size
         parts.finish()
-        report = ConversionReport(inputs=[Path(p).name for p in pgn_files], games_read=read,
-                                  games_written=sum(months.values()), skipped=skipped,
-                                  first_skipped=first_skipped, months=dict(sorted(months.items())))
+        report = ConversionReport(inputs=[("-" if str(p) == "-" else Path(p).name) for p in pgn_files], games_read=read,
+                                  games_written=sum(months.values()), skipped=skipped, first_skipped=first_skipped,
+                                  filtered=filtered, months=dict(sorted(months.items())))
         write_record(report, staging / REPORT_FILE)
     if progress is not None:
         progress(total, total)
     return report
 
 
-def games_table(games: list[PgnGame]) -> pa.Table:
-    """The converted table of ``games`` (columns :data:`COLUMNS`)."""
+def _position(raw: object, size: int) -> int:
+    try:
+        return min(int(raw.tell()), size)  # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+class _chunk_pool:
+    """Spawned worker processes for :func:`read_chunk` (none for one worker)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.executor: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> ProcessPoolExecutor | None:
+        if self.workers > 1:
+            import multiprocessing
+
+            self.executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return self.executor
+
+    def __exit__(self, *exc: object) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(cancel_futures=True)
+
+
+def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, bytes]], options: ReadOptions,
+              workers: int) -> Iterator[list[Entry]]:
+    """:func:`read_chunk` of every chunk, in order; at most ``2 * workers`` chunks in flight."""
+    if pool is None:
+        for offset, data in chunks:
+            yield read_chunk(data, offset, options)
+        return
+    pending: deque[Future[list[Entry]]] = deque()
+    for offset, data in chunks:
+        pending.append(pool.submit(read_chunk, data, offset, options))
+        if len(pending) >= 2 * workers:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
+    """The converted table of ``games`` (columns :data:`COLUMNS`, then ``clocks`` if asked)."""
     import pyarrow as pa
 
-    return pa.table({
+    columns = {
         "id": pa.array([g.id for g in games], pa.string()),
         "date": pa.array([g.date for g in games], pa.string()),
         "white_elo": pa.array([g.white_elo for g in games], pa.int32()),
@@ -194,14 +433,22 @@ def games_table(games: list[PgnGame]) -> pa.Table:
         "result": pa.array([g.result for g in games], pa.string()),
         "uci": pa.array([g.uci for g in games], pa.string()),
         "n_plies": pa.array([g.n_plies for g in games], pa.int32()),
-    })
+        "time_control": pa.array([g.time_control for g in games], pa.string()),
+        "termination": pa.array([g.termination for g in games], pa.string()),
+        "eco": pa.array([g.eco for g in games], pa.string()),
+        "event": pa.array([g.event for g in games], pa.string()),
+    }
+    if clocks:
+        columns["clocks"] = pa.array([None if g.clocks is None else list(g.clocks) for g in games],
+                                     pa.list_(pa.float64()))
+    return pa.table(columns)
 
 
 class _MonthParts:
     """Buffers games by month; spills every month's buffer to a numbered part file when full."""
 
-    def __init__(self, root: Path, flush_games: int) -> None:
-        self.root, self.flush_games = root, max(1, flush_games)
+    def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:
+        self.root, self.flush_games, self.clocks = root, max(1, flush_games), clocks
         self.buffers: dict[str, list[PgnGame]] = {}
         self.parts: dict[str, list[Path]] = {}
         self.buffered = 0
@@ -219,7 +466,7 @@ class _MonthParts:
             directory = month_parquet(self.root, month).parent
             directory.mkdir(parents=True, exist_ok=True)
             part = directory / f".part-{len(self.parts.get(month, [])):05d}.parquet"
-            pq.write_table(games_table(games), part, compression="zstd")
+            pq.write_table(games_table(games, self.clocks), part, compression="zstd")
             self.parts.setdefault(month, []).append(part)
         self.buffers, self.buffered = {}, 0
 
@@ -239,39 +486,13 @@ class _MonthParts:
                     part.unlink()
 
 
-class _Lines:
-    """A text handle for python-chess that also knows byte offsets and spots malformed tags."""
-
-    def __init__(self, handle) -> None:  # type: ignore[no-untyped-def]
-        self.handle = handle
-        self.offset = 0
-        self.next_game()
-
-    def next_game(self) -> None:
-        self.game_offset = -1
-        self.in_headers = True
-        self.bad_header = ""
-
-    def readline(self) -> str:
-        line = self.handle.readline()
-        if self.game_offset < 0 and line and not line.isspace():
-            self.game_offset = self.offset
-        self.offset += len(line.encode("utf-8", "surrogateescape"))
-        if self.in_headers and line and not line.isspace():
-            if line.startswith("["):
-                if not _TAG.match(line) and not self.bad_header:
-                    self.bad_header = line.strip()[:60]
-            elif not line.startswith(("%", ";")):
-                self.in_headers = False
-        return line
-
-
 class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
-    """A python-chess visitor that keeps only headers, mainline moves and errors (no game tree)."""
+    """A python-chess visitor that keeps only headers, mainline moves, their clocks and errors."""
 
     def begin_game(self) -> None:
         self.headers: dict[str, str] = {}
         self.moves: list[str] = []
+        self.clocks: list[float | None] = []
         self.errors: list[str] = []
 
     def visit_header(self, tag: str, value: str) -> None:
@@ -282,44 +503,20 @@ class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
 
     def visit_move(self, board, move) -> None:  # type: ignore[no-untyped-def]
         self.moves.append(move.uci())
+        self.clocks.append(None)
+
+    def visit_comment(self, comment: str) -> None:
+        if self.clocks and self.clocks[-1] is None:
+            found = reader._CLOCK.search(comment)
+            if found:
+                hours, minutes, seconds = found.groups()
+                self.clocks[-1] = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
     def handle_error(self, error: Exception) -> None:
         self.errors.append(str(error).splitlines()[0])
 
     def result(self) -> _Collector:
         return self
-
-    def judge(self, bad_header: str) -> PgnGame | Skipped:
-        """The game, or the first reason (in :data:`SKIP_REASONS` order) it cannot be used."""
-        headers = self.headers
-        if bad_header:
-            return Skipped("unreadable_header", f"malformed tag line {bad_header!r}")
-        date = headers.get("Date", "????.??.??")
-        if not _DATE.match(date):
-            return Skipped("unreadable_header", f"Date {date!r} is not YYYY.MM.DD")
-        ratings = []
-        for tag in ("WhiteElo", "BlackElo"):
-            value = headers.get(tag, "").strip()
-            if value in _MISSING_RATING:
-                return Skipped("no_rating", f"{tag} {value!r}")
-            if not value.isdigit():
-                return Skipped("unreadable_header", f"{tag} {value!r} is not a number")
-            ratings.append(int(value))
-        result = headers.get("Result", "")
-        if result not in RESULTS:
-            return Skipped("unknown_result", f"Result {result!r}")
-        variant = headers.get("Variant", "standard").lower()
-        if "FEN" in headers or headers.get("SetUp") == "1" or variant not in ("standard", "chess", "normal"):
-            return Skipped("not_standard_start", f"Variant {variant!r}, FEN {headers.get('FEN', '-')!r}")
-        if self.errors:
-            return Skipped("illegal_move", self.errors[0])
-        if "0000" in self.moves:
-            return Skipped("null_move", f"ply {self.moves.index('0000') + 1} is a null move (--)")
-        if not self.moves:
-            return Skipped("no_moves", "no moves")
-        uci = " ".join(self.moves)
-        return PgnGame(id=_game_id(headers, uci), date=date, white_elo=ratings[0], black_elo=ratings[1],
-                       result=result, uci=uci, n_plies=len(self.moves))
 
 
 def _game_id(headers: dict[str, str], uci: str) -> str:

@@ -22,7 +22,14 @@ import numpy as np
 
 from tokpack.chess._moves import parse_moves
 from tokpack.chess._replay import replay_san
-from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity, result_id, result_indices
+from tokpack.chess.encoders import (
+    DecodedGame,
+    EncodedGames,
+    GameError,
+    canonical_identity,
+    result_id,
+    result_indices,
+)
 from tokpack.chess.uci import RESULTS
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity

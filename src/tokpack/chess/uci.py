@@ -25,6 +25,8 @@ import numpy as np
 
 from tokpack.chess._moves import N_PROMOTION_CODES, PROMOTION_TYPES, parse_moves
 from tokpack.chess.encoders import (
+    RESULT_IDS,
+    RESULTS,
     DecodedGame,
     EloBin,
     EncodedGames,
@@ -41,9 +43,8 @@ if TYPE_CHECKING:
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>", "1-0", "0-1", "1/2-1/2", "*")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
-#: Result string -> its id (shared by every scheme that has result tokens).
-RESULT_IDS = {result: SPECIAL_TOKENS.index(result) for result in RESULTS}
+if RESULT_IDS != {result: SPECIAL_TOKENS.index(result) for result in RESULTS}:  # shared with encoders
+    raise ImportError("result ids differ from the special tokens")
 
 ELO_LOWEST_EDGE = 650
 ELO_BIN_WIDTH = 50

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from tokpack.cli._console import command_group, console, errors
@@ -21,16 +26,29 @@ chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci,
 
 @chess_app.command("convert")
 def convert_command(
-    pgn: list[Path] = typer.Argument(..., help="PGN files, read in this order."),
+    pgn: list[Path] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz), read in this order; - reads standard input."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
-    flush_games: int = typer.Option(100_000, "--flush-games", min=1,
+    flush_games: int = typer.Option(25_000, "--flush-games", min=1,
                                     help="Games held in memory before they are spilled to part files."),
+    workers: int = typer.Option(1, "--workers", min=1, max=256, help="Processes that read chunks of games; output is identical for any number."),
+    clocks: bool = typer.Option(False, "--clocks", help="Add a clocks column: each move's [%clk] in seconds (null where missing)."),
+    min_elo: int | None = typer.Option(None, "--min-elo", min=0, help="Keep games whose players are both rated at least this."),
+    rated_only: bool = typer.Option(False, "--rated-only", help="Keep games whose Event says Rated (Lichess)."),
+    time_control: str | None = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
+    speed: str | None = typer.Option(None, "--speed", help="Keep these Lichess speeds, comma-separated: ultrabullet, bullet, blitz, rapid, classical."),
+    termination: str | None = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
 ) -> None:
     """Convert PGN games to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
-    from tokpack.chess.pgn import convert_pgn
+    from tokpack.chess.pgn import GameFilter, convert_pgn
 
+    def listed(value: str | None) -> tuple[str, ...]:
+        return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+    filters = GameFilter(min_elo=min_elo, rated_only=rated_only, time_controls=listed(time_control),
+                         speeds=tuple(s.lower() for s in listed(speed)), terminations=listed(termination))
     with _progress("reading", "bytes") as update:
-        report = convert_pgn(pgn, out, flush_games=flush_games, progress=update)
+        report = convert_pgn(pgn, out, flush_games=flush_games, progress=update, filters=filters, clocks=clocks,
+                             workers=workers)
     table = Table(title=f"Converted into {out}", show_header=False)
     table.add_row("games read", f"{report.games_read:,}")
     table.add_row("games written", f"{report.games_written:,}")
@@ -38,6 +56,8 @@ def convert_command(
     for reason, count in report.skipped.items():
         if count:
             table.add_row(f"skipped: {reason}", f"{count:,}  first: {report.first_skipped[reason]}")
+    for name, count in report.filtered.items():
+        table.add_row(f"filtered: {name}", f"{count:,}")
     console.print(table)
 
 
@@ -47,88 +67,37 @@ def tokenize_command(
     pack: bool = typer.Option(False, "--pack", help="Pack the train and validation months into out_dir/<scheme>/{train,val}."),
     stats: bool = typer.Option(False, "--stats", help="Compare the three schemes on the first stats_games games; write out_dir/stats.json."),
     export_fixture: bool = typer.Option(False, "--export-fixture", help="Encode fixture_pgn with every scheme into out_dir/parity.json."),
-    games: Optional[Path] = typer.Option(None, "--games", help="Games parquet for BPE training and statistics (default: the training month)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
+    games: Path | None = typer.Option(None, "--games", help="Games parquet for BPE training and statistics (default: the first training month)."),
+    config: Path | None = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked."""
-    from tokpack.chess.encoders import SCHEMES  # here, not at the top: the chess extra may be missing
-
-    if scheme not in SCHEMES:
-        raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     from tokpack.chess.config import load_config
-    from tokpack.chess.encoders import make_encoder
-    from tokpack.chess.pgn import month_parquet
+    from tokpack.chess.pipeline import tokenize
+    from tokpack.chess.schemes import SCHEMES
+
+    if scheme not in SCHEMES:  # before the config is even read
+        raise InputError(None, f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
     cfg = load_config(config)
-    source = games if games is not None else month_parquet(cfg.games_dir, cfg.train_month)
-    splits = (("train", "train", cfg.train_month), ("val", "validation", cfg.val_month))
-    for folder, _, _ in splits if pack else ():
-        if (cfg.out_dir / scheme / folder).exists():  # refuse now, not after training a BPE
-            raise InputError(f"{cfg.out_dir / scheme / folder}: already exists; a pack is never overwritten")
-    written: list[Path] = []
-    bpe = None
-    if scheme == "bpe" or stats or export_fixture:
-        bpe = _bpe(cfg, source, retrain=scheme == "bpe", written=written)
-    if stats:
-        written.append(_stats(cfg, source, bpe))
-    if export_fixture:
-        from tokpack.chess.fixture import build_parity, write_parity
-
-        if cfg.fixture_pgn is None:
-            raise InputError(f"{config or 'config'}: --export-fixture needs fixture_pgn")
-        fixture = build_parity(cfg.fixture_pgn, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)])
-        write_parity(fixture, cfg.out_dir / "parity.json")
-        written.append(cfg.out_dir / "parity.json")
-    encoder = make_encoder(scheme, bpe)
-    if pack:
-        from tokpack.chess.pack import pack_games
-
-        packed: list[Path] = []
-        try:
-            for folder, split, month in splits:
-                with _progress(f"{scheme} {folder}", "games") as update:
-                    meta = pack_games(month_parquet(cfg.games_dir, month), encoder, cfg.out_dir / scheme / folder,
-                                      split=split, workers=cfg.workers,
-                                      progress=lambda done, total, tokens: update(done, total))
-                packed.append(cfg.out_dir / scheme / folder)
-                console.print(f"{scheme} {folder} ({month}): {meta.n_docs:,} games, {meta.n_tokens:,} ids ({meta.dtype}), "
-                              f"{meta.counts.get('unknown_moves', 0):,} unknown moves")
-        except BaseException:
-            # The splits are made together or not at all: a train pack left by a failed validation
-            # month would make the rerun refuse ("already exists").
-            for folder_path in packed:
-                shutil.rmtree(folder_path, ignore_errors=True)
-            raise
-        written.extend(packed)
+    bars: dict[str, Callable[[int, int], None]] = {}
+    with _progress(f"{scheme} train", "games") as train_bar, _progress(f"{scheme} val", "games") as val_bar:
+        bars.update(train=train_bar, val=val_bar)
+        result = tokenize(cfg, scheme, pack=pack, stats=stats, export_fixture=export_fixture, games=games,
+                          progress=lambda folder, done, total: bars[folder](done, total),
+                          status=lambda message: console.print(message, highlight=False))
+    if result.stats is not None:
+        _print_stats(result.stats)
+    for packed in result.packs:
+        months = packed.months[0] if len(packed.months) == 1 else f"{packed.months[0]} .. {packed.months[-1]}, {len(packed.months)} shards"
+        console.print(f"{scheme} {packed.folder} ({months}): {packed.n_games:,} games, {packed.n_tokens:,} ids ({packed.dtype}), "
+                      f"{packed.unknown_moves:,} unknown moves")
+    encoder = result.encoder
     console.print(f"scheme:     {scheme}\nvocab_size: {encoder.vocab_size()}\nidentity:   {encoder.identity.sha256}")
-    for path in written:
+    for path in result.written:
         console.print(f"wrote {path}", highlight=False)
 
 
-def _bpe(cfg, source: Path, *, retrain: bool, written: list[Path]):  # type: ignore[no-untyped-def]
-    """The pipeline's BPE: trained (and saved) when asked or missing, else loaded."""
-    from tokpack.chess.bpe import BpeEncoder, train_bpe_from_parquet
-
-    if not retrain and cfg.bpe_file.is_file():
-        return BpeEncoder.load(cfg.bpe_file)
-    with console.status(f"training a {cfg.bpe_vocab_size}-id BPE on the first {cfg.bpe_train_games:,} games of {source}"):
-        bpe = train_bpe_from_parquet(source, cfg.bpe_vocab_size, cfg.bpe_train_games)
-    bpe.save(cfg.bpe_file)
-    written.append(cfg.bpe_file)
-    return bpe
-
-
-def _stats(cfg, source: Path, bpe) -> Path:  # type: ignore[no-untyped-def]
-    from tokpack._schema import write_record
-    from tokpack.chess.encoders import make_encoder
-    from tokpack.chess.stats import compute_stats
-
-    with console.status(f"encoding the first {cfg.stats_games:,} games of {source} with every scheme"):
-        stats = compute_stats(source, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)],
-                              cfg.stats_games, cfg.max_len)
-    path = cfg.out_dir / "stats.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_record(stats, path)
+def _print_stats(stats) -> None:  # type: ignore[no-untyped-def]
     table = Table(title=f"Tokens per game, first {stats.n_games:,} games of {stats.source} (framing included)")
     for column in ("scheme", "vocabulary", "mean", "p50", "p95", "max", f"% <= {stats.max_len}"):
         table.add_column(column, justify="left" if column == "scheme" else "right")
@@ -142,7 +111,6 @@ def _stats(cfg, source: Path, bpe) -> Path:  # type: ignore[no-untyped-def]
     for token in stats.bpe_longest:
         longest.add_row(token.token, str(token.n_chars), f"{token.moves:g}")
     console.print(longest)
-    return path
 
 
 @contextmanager
@@ -167,3 +135,20 @@ def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
     finally:
         if progress.live.is_started:
             progress.stop()
+
+
+@chess_app.command("export-web")
+def export_web_command(
+    out: Path = typer.Argument(..., help="New folder for tokpack-chess.js and <scheme>/vocab.json."),
+    bpe: Path | None = typer.Option(None, "--bpe", help="The bpe scheme's tokenizer.json (out_dir/bpe/tokenizer.json); without it, uci and san only."),
+) -> None:
+    """Write the browser twin of the encoders: a dependency-free JS module and each scheme's vocab.json."""
+    from tokpack.chess.web import export_web
+
+    trained = None
+    if bpe is not None:
+        from tokpack.chess.bpe import BpeEncoder
+
+        trained = BpeEncoder.load(bpe)
+    for path in export_web(out, trained):
+        console.print(f"wrote {path}", highlight=False)

@@ -1,0 +1,224 @@
+"""What ``tokpack chess tokenize`` does, as a library function: BPE, statistics, parity fixture, packs.
+
+:func:`tokenize` reads a :class:`~tokpack.chess.config.ChessPipelineConfig`. The months it packs
+come from :func:`split_months`: one month, a list, every month of ``games_dir`` (``"all"``), and
+validation either named or as the latest months holding at least ``val_fraction`` of the games.
+One month is packed as one pack; several as a sharded dataset with one shard per month, in
+month order (every reader reads it as one stream). All inputs are checked before anything is
+written, and a split that fails removes the packs this run made, so a rerun starts clean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokpack._atomic import building
+from tokpack.chess.config import ChessPipelineConfig
+from tokpack.chess.pgn import month_parquet
+from tokpack.chess.schemes import SCHEMES, make_encoder
+from tokpack.errors import InputError
+from tokpack.store import DocumentCut, Source
+
+if TYPE_CHECKING:
+    from tokpack.chess.bpe import BpeEncoder
+    from tokpack.chess.encoders import GameEncoder
+    from tokpack.chess.stats import ChessStats
+
+#: ``progress(label, done, total)``: games packed so far in the split being packed.
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class PackedSplit:
+    """One split written by :func:`tokenize`: its folder, months and totals."""
+
+    folder: str
+    path: Path
+    months: list[str]
+    n_games: int
+    n_tokens: int
+    dtype: str
+    unknown_moves: int
+
+
+@dataclass
+class TokenizeResult:
+    """What :func:`tokenize` wrote."""
+
+    encoder: GameEncoder
+    written: list[Path] = field(default_factory=list)
+    packs: list[PackedSplit] = field(default_factory=list)
+    stats: ChessStats | None = None
+
+
+def available_months(games_dir: Path) -> list[str]:
+    """Every ``YYYY-MM`` with a ``games.parquet`` under ``games_dir``, in order."""
+    found = []
+    for path in sorted(Path(games_dir).glob("year=*/month=*/games.parquet")):
+        found.append(f"{path.parent.parent.name[5:]}-{path.parent.name[6:]}")
+    return found
+
+
+def split_months(cfg: ChessPipelineConfig) -> tuple[list[str], list[str]]:
+    """The training and validation months of ``cfg``; every month's table must exist.
+
+    Raises:
+        InputError: a missing month, a month in both splits, or nothing left to train on.
+    """
+    import pyarrow.parquet as pq
+
+    if cfg.train_month is not None:
+        train = [cfg.train_month]
+    elif cfg.train_months == "all":
+        train = available_months(cfg.games_dir)
+    else:
+        train = list(cfg.train_months or [])
+    if cfg.val_month is not None:
+        val = [cfg.val_month]
+    elif cfg.val_months is not None:
+        val = list(cfg.val_months)
+    else:
+        rows = {m: pq.ParquetFile(month_parquet(cfg.games_dir, m)).metadata.num_rows for m in train
+                if month_parquet(cfg.games_dir, m).is_file()}
+        total, held, val = sum(rows.values()), 0, []
+        for month in sorted(train, reverse=True):  # the latest months: no training on the future
+            if held >= (cfg.val_fraction or 0) * total and val:
+                break
+            val.insert(0, month)
+            held += rows.get(month, 0)
+        train = [m for m in train if m not in val]
+    both = sorted(set(train) & set(val))
+    if both and cfg.train_month is None:  # (train_month = val_month is allowed, as it always was)
+        raise InputError(None, f"month {both[0]} is in both the training and the validation months")
+    if not train:
+        raise InputError(cfg.games_dir, "no training month left", fix="name train_months or lower val_fraction")
+    for month in [*train, *val]:
+        path = month_parquet(cfg.games_dir, month)
+        if not path.is_file():
+            raise InputError(path, "no such file", fix=f"convert the games of {month} first (tokpack chess convert)")
+    return train, val
+
+
+def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncoder, destination: Path, split: str,
+                progress: Callable[[int, int], None] | None = None) -> PackedSplit:
+    """Pack ``months`` into ``destination``: a pack for one month, a sharded dataset (a shard a month) for several."""
+    from tokpack.chess.pack import pack_games
+    from tokpack.store.dataset import shard_name, write_dataset
+
+    def update(done: int, total: int, tokens: int) -> None:
+        if progress is not None:
+            progress(done, total)
+
+    folder = destination.name
+    if len(months) == 1:
+        meta = pack_games(month_parquet(cfg.games_dir, months[0]), encoder, destination, split=split,
+                          workers=cfg.workers, progress=update)
+        return PackedSplit(folder, destination, months, meta.n_docs, meta.n_tokens, meta.dtype,
+                           meta.counts.get("unknown_moves", 0))
+    if destination.exists():
+        raise InputError(destination, "already exists; a pack is never overwritten")
+    with building(destination) as staging:
+        names, sources = [], []
+        for rank, month in enumerate(months):
+            names.append(shard_name(rank))
+            meta = pack_games(month_parquet(cfg.games_dir, month), encoder, staging / names[-1], split=split,
+                              workers=cfg.workers, progress=update)
+            sources.append(meta.source)
+        digest = hashlib.sha256("\n".join(f"{s.name} {s.sha256}" for s in sources).encode()).hexdigest()
+        source = Source(name=f"{months[0]}..{months[-1]} ({len(months)} months)", sha256=digest,
+                        n_bytes=sum(s.n_bytes for s in sources))
+        record = write_dataset(staging, names, source=source, cut=DocumentCut(rule="game"))
+    return PackedSplit(folder, destination, months, record.n_docs, record.n_tokens, record.dtype,
+                       record.counts.get("unknown_moves", 0))
+
+
+def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats: bool = False,
+             export_fixture: bool = False, games: Path | None = None, progress: Progress | None = None,
+             status: Callable[[str], None] | None = None) -> TokenizeResult:
+    """Train the BPE (for ``scheme="bpe"``, or when statistics or the fixture need it), compute
+    statistics, export the parity fixture and pack the training and validation months, as asked.
+
+    Raises:
+        InputError: an unknown scheme, a missing month, an existing pack, or no fixture_pgn.
+    """
+    if scheme not in SCHEMES:
+        raise InputError(None, f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    train, val = split_months(cfg)
+    source = games if games is not None else month_parquet(cfg.games_dir, train[0])
+    splits = (("train", "train", train), ("val", "validation", val))
+    for folder, _, _ in splits if pack else ():
+        if (cfg.out_dir / scheme / folder).exists():  # refuse now, not after training a BPE
+            raise InputError(cfg.out_dir / scheme / folder, "already exists; a pack is never overwritten")
+    if export_fixture and cfg.fixture_pgn is None:
+        raise InputError(None, "--export-fixture needs fixture_pgn in the config")
+    written: list[Path] = []
+    bpe = None
+    if scheme == "bpe" or stats or export_fixture:
+        bpe = _bpe(cfg, source, retrain=scheme == "bpe", written=written, status=status)
+    result = TokenizeResult(encoder=make_encoder(scheme, bpe), written=written)
+    if stats:
+        result.stats = _stats(cfg, source, bpe, status)
+        written.append(cfg.out_dir / "stats.json")
+    if export_fixture:
+        from tokpack.chess.fixture import build_parity, write_parity
+
+        assert cfg.fixture_pgn is not None
+        fixture = build_parity(cfg.fixture_pgn, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)])
+        write_parity(fixture, cfg.out_dir / "parity.json")
+        written.append(cfg.out_dir / "parity.json")
+    if pack:
+        made: list[Path] = []
+        try:
+            for folder, split, months in splits:
+                destination = cfg.out_dir / scheme / folder
+                packed = pack_months(cfg, months, result.encoder, destination, split, _bar(progress, folder))
+                made.append(destination)
+                result.packs.append(packed)
+                written.append(destination)
+        except BaseException:
+            for path in made:  # a failed split leaves no half of the pair behind (issue 12)
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+    return result
+
+
+def _bar(progress: Progress | None, folder: str) -> Callable[[int, int], None] | None:
+    """``progress`` with the split's folder filled in."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, total: report(folder, done, total)
+
+
+def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list[Path],
+         status: Callable[[str], None] | None) -> BpeEncoder:
+    """The pipeline's BPE: trained (and saved) when asked or missing, else loaded."""
+    from tokpack.chess.bpe import BpeEncoder, train_bpe_from_parquet
+
+    if not retrain and cfg.bpe_file.is_file():
+        return BpeEncoder.load(cfg.bpe_file)
+    if status is not None:
+        status(f"training a {cfg.bpe_vocab_size}-id BPE on the first {cfg.bpe_train_games:,} games of {source}")
+    bpe = train_bpe_from_parquet(source, cfg.bpe_vocab_size, cfg.bpe_train_games)
+    bpe.save(cfg.bpe_file)
+    written.append(cfg.bpe_file)
+    return bpe
+
+
+def _stats(cfg: ChessPipelineConfig, source: Path, bpe: BpeEncoder | None, status: Callable[[str], None] | None) -> ChessStats:
+    from tokpack._schema import write_record
+    from tokpack.chess.stats import compute_stats
+
+    if status is not None:
+        status(f"encoding the first {cfg.stats_games:,} games of {source} with every scheme")
+    stats = compute_stats(source, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)],
+                          cfg.stats_games, cfg.max_len)
+    path = cfg.out_dir / "stats.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_record(stats, path)
+    return stats

@@ -1,0 +1,313 @@
+"""A fast streaming PGN reader: compressed inputs, games cut by paragraphs, SAN resolved in lockstep.
+
+:func:`open_pgn` opens ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` (recognised by their
+magic bytes) or ``-`` (standard input) as one decompressed byte stream; :func:`pgn_chunks` cuts
+it into text chunks that end where a game ends, so memory is flat in the file's size.
+
+:func:`read_chunk` reads the games of one chunk. A game is a paragraph of tag lines and the
+paragraph of movetext after it (blank lines separate paragraphs; a comment may span them).
+Tags, comments, variations and move numbers are handled with regular expressions over the whole
+game, and every game's SAN moves are resolved together by :func:`tokpack.chess._resolve.resolve_san`.
+Whatever that fast path does not take on exactly (a ``;`` comment, an ``%`` escape, a variation
+before the first move, a null move, an illegal or ambiguous move) is read by python-chess
+(``chess.pgn.read_game``), so every game's moves are python-chess's main line.
+
+Two differences from python-chess on broken input are deliberate: a paragraph of tags with no
+moves is a game of its own (``header_only``), not tags added to the next game; and a comment that
+is never closed ends at the next game's tags (``unreadable_movetext``) instead of swallowing the
+rest of the file.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, resolve_san
+from tokpack.errors import InputError
+
+#: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start.
+CHUNK_BYTES = 16 << 20
+_MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
+
+TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)  # python-chess's, per line
+_TAG_LINES = re.compile(r"(?:[\[%;][^\n]*(?:\n|\Z))*")
+_PARAGRAPHS = re.compile(r"(\n(?:[^\S\n]*\n)+)")
+COMMENT = re.compile(r"\{[^}]*\}")
+_VARIATION = re.compile(r"\([^()]*\)")
+# python-chess's MOVETEXT_REGEX with only the move alternatives captured: the same tokens, in order.
+_TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
+    |O-O(?:-O)?|0-0(?:-0)?)|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
+_CLOCK_TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
+    |O-O(?:-O)?|0-0(?:-0)?)|\{([^}]*)\}|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
+_SEPARATOR_WORD = " \x00 "  # between games in resolve_games (never inside movetext: NUL is not text)
+_CLOCK = re.compile(r"\[%clk\s(\d+):(\d+):(\d+(?:\.\d*)?)\]")
+_SQUARES = np.frombuffer("".join(f + r for r in "12345678" for f in "abcdefgh").encode() + b"--", np.uint8).reshape(65, 2)
+_PROMOTION_LETTERS = np.frombuffer(b"\0\0nbrqk", np.uint8)
+
+
+def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
+    """One file (or ``-``, standard input) as a stream of decompressed bytes, and the raw file under it.
+
+    Raises:
+        InputError: the file cannot be opened, or is not a regular file.
+    """
+    if str(path) == "-":
+        raw: BinaryIO = sys.stdin.buffer
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(path, "not a file")
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
+        except OSError as error:
+            raise InputError(path, error.strerror or "cannot be read") from None
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
+    head = buffered.peek(4)[:4]
+    for magic, kind in _MAGIC.items():
+        if head.startswith(magic):
+            if kind == "zstd":
+                import zstandard
+
+                return zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True), raw  # type: ignore[return-value]
+            if kind == "gzip":
+                return gzip.GzipFile(fileobj=buffered), raw  # type: ignore[return-value]
+            return bz2.BZ2File(buffered), raw  # type: ignore[return-value]
+    return buffered, raw
+
+
+def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """``(byte offset, bytes)`` pieces of a decompressed stream, each ending just before a game's tags.
+
+    Raises:
+        InputError: the compressed stream is corrupt or truncated.
+    """
+    offset, pending = 0, b""
+    while True:
+        try:
+            block = stream.read(chunk_bytes)
+        except (OSError, EOFError, ValueError) as error:  # zstd, gzip and bz2 errors
+            raise InputError(where, f"byte {offset + len(pending)} of the decompressed text: cannot be read ({error})") from None
+        except Exception as error:  # zstandard.ZstdError is not an OSError
+            if type(error).__module__.startswith("zstandard"):
+                raise InputError(where, f"not a readable zstd stream ({error})") from None
+            raise
+        if not block:
+            break
+        pending += block
+        cut = max(pending.rfind(b"\n\n["), pending.rfind(b"\n\r\n["))
+        if cut <= 0:
+            continue
+        cut = pending.index(b"[", cut)
+        yield offset, pending[:cut]
+        offset += cut
+        pending = pending[cut:]
+    if pending:
+        yield offset, pending
+
+
+@dataclass
+class Game:
+    """One game's text as the reader cut it: where it starts, its tags and its movetext."""
+
+    offset: int
+    tags: str
+    movetext: str
+    problem: tuple[str, str] | None = None  # (skip reason, detail) found while cutting
+
+
+@dataclass
+class ReadGame:
+    """A game's tags (python-chess's: the last of a repeated tag wins) and main line, or why not."""
+
+    offset: int
+    headers: dict[str, str]
+    moves: list[str] = field(default_factory=list)
+    clocks: list[float | None] | None = None
+    problem: tuple[str, str] | None = None
+
+
+def cut_games(text: str, offset: int) -> list[Game]:
+    """The games of a chunk of text (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        # Offsets past this point are approximate by the \r removed (only reports use them).
+    if text.startswith("\ufeff"):
+        text, offset = text[1:], offset + 3
+    parts = _PARAGRAPHS.split("\n" + text)  # the "\n" added makes leading blank lines a separator
+    position = -1  # character position of parts[i] in text
+    if not parts[0]:
+        position += len(parts[1])
+        parts = parts[2:]
+    else:
+        parts[0] = parts[0][1:]
+        position += 1
+    ascii_text = text.isascii()
+    games: list[Game] = []
+    i = 0
+
+    counted = [0, offset]  # a character position and its byte offset: games come in order
+
+    def at(pos: int) -> int:
+        if ascii_text:
+            return offset + pos
+        counted[1] += len(text[counted[0]:pos].encode("utf-8", "surrogateescape"))
+        counted[0] = pos
+        return counted[1]
+
+    while i < len(parts):
+        paragraph = parts[i]
+        start = position
+        position += len(paragraph) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
+        if not paragraph or paragraph.isspace() or paragraph.startswith(("%", ";")) and all(line.startswith(("%", ";")) for line in paragraph.split("\n")):
+            i += 2
+            continue
+        tags, movetext = _split_tags(paragraph)
+        i += 2
+        problem = None
+        if tags and not movetext:
+            separator = parts[i - 1] if i - 1 < len(parts) else ""
+            if i < len(parts) and separator.count("\n") == 2 and not parts[i].startswith("["):
+                movetext = parts[i]
+                position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
+                i += 2
+            else:
+                problem = ("header_only", "tags with no moves")
+        while movetext.rfind("{") > movetext.rfind("}"):  # the last '{' opens a comment never closed
+            if i < len(parts) and not parts[i].startswith("["):
+                movetext += parts[i - 1] + parts[i]
+                position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
+                i += 2
+            else:
+                problem = ("unreadable_movetext", "a comment '{' is never closed")
+                break
+        games.append(Game(at(start), tags, movetext, problem))
+    return games
+
+
+def _split_tags(paragraph: str) -> tuple[str, str]:
+    """A paragraph's leading tag lines (and escapes among them), and the movetext after them."""
+    if not paragraph.startswith(("[", "%", ";")):
+        return "", paragraph
+    end = _TAG_LINES.match(paragraph).end()  # type: ignore[union-attr]
+    return paragraph[:end], paragraph[end:]
+
+
+def bad_tag_line(tags: str) -> str:
+    """The first line starting with ``[`` that is not a well-formed tag (cut to 60 characters), or ``""``."""
+    for line in tags.split("\n"):
+        if line.startswith("[") and not TAG.match(line):
+            return line.strip()[:60]
+    return ""
+
+
+def read_headers(game: Game) -> tuple[dict[str, str], str]:
+    """A game's tags as python-chess reads them, and its first malformed tag line (or ``""``)."""
+    pairs = TAG.findall(game.tags)
+    bad = ""
+    if game.tags.count("\n[") + game.tags.startswith("[") != len(pairs):
+        bad = bad_tag_line(game.tags)
+    return dict(pairs), bad
+
+
+def needs_python_chess(clean: str) -> bool:
+    """Whether movetext without comments holds what the fast path leaves to python-chess.
+
+    That is a ``;`` comment, an ``%`` escape line, a stray ``}``, or a variation (handled by
+    :func:`without_variations` when it comes after the first move).
+    """
+    return ";" in clean or "}" in clean or "\x00" in clean or "%" in clean and re.search(r"(?m)^%", clean) is not None
+
+
+def without_variations(clean: str) -> str | None:
+    """Movetext (without comments) without its variations, or ``None`` when python-chess must read it."""
+    first = clean.index("(")
+    if not any(_TOKENS.findall(clean[:first])):
+        return None  # python-chess ignores a '(' before the first move
+    while "(" in clean:
+        reduced = _VARIATION.sub(" ", clean)
+        if reduced == clean:
+            return None  # a variation never closed
+        clean = reduced
+    return clean
+
+
+def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int] | None]:
+    """The UCI main line of each movetext (comments and variations removed) and its number of
+    moves, or ``None`` where python-chess must decide (an unusual, illegal or ambiguous move).
+
+    All games are one string, split into words once; each word's code comes from ``codes``.
+    """
+    if not movetexts:
+        return []
+    joined = _SEPARATOR_WORD.join(movetexts)
+    words = np.fromiter(map(codes.__getitem__, joined.split()), dtype=np.int32)
+    game_of_word = np.cumsum(words == SEPARATOR)
+    is_move = words >= 0
+    counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
+    many = np.bincount(game_of_word[words == MANY_MOVES], minlength=len(movetexts)) > 0
+    san = words[is_move]
+    start, end, promo, resolved = resolve_san(san, counts, codes.table)
+    resolved &= ~many
+    uci = np.zeros((len(san), 6), dtype=np.uint8)
+    uci[:, 0:2] = _SQUARES[start]
+    uci[:, 2:4] = _SQUARES[end]
+    uci[:, 4] = _PROMOTION_LETTERS[promo]
+    uci[:, 5] = ord(" ")
+    text = uci[uci != 0].tobytes().decode("ascii")
+    bounds = np.concatenate([[0], np.cumsum(5 + (promo > 0))]).tolist()
+    firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    return [(text[bounds[firsts[g]]:bounds[firsts[g + 1]] - 1], firsts[g + 1] - firsts[g]) if ok else None
+            for g, ok in enumerate(resolved.tolist())]
+
+
+def clocks_of(movetext: str) -> list[float | None]:
+    """Each main-line move's clock (seconds) from the ``[%clk h:mm:ss]`` comment after it."""
+    clocks: list[float | None] = []
+    for move, comment in _CLOCK_TOKENS.findall(movetext):
+        if move:
+            clocks.append(None)
+        elif comment and clocks and clocks[-1] is None:
+            found = _CLOCK.search(comment)
+            if found:
+                hours, minutes, seconds = found.groups()
+                clocks[-1] = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    return clocks
+
+
+def clock_movetext(movetext: str) -> str:
+    """Movetext without variations (comments kept), for :func:`clocks_of`."""
+    text = movetext
+    while "(" in text:
+        hidden = COMMENT.sub(lambda m: m.group(0).replace("(", " ").replace(")", " "), text)
+        reduced = _VARIATION.sub(" ", hidden)
+        if reduced == hidden:
+            break
+        text = reduced
+    return text
+
+
+def python_chess_moves(game: Game) -> tuple[list[str], list[str], list[float | None]]:
+    """python-chess's reading of one game: main-line UCI moves, errors, and clocks."""
+    import chess.pgn
+
+    from tokpack.chess.pgn import _Collector
+
+    collector = chess.pgn.read_game(io.StringIO(game.tags + "\n" + game.movetext), Visitor=_Collector)  # type: ignore[arg-type]
+    if collector is None:
+        return [], [], []
+    return collector.moves, collector.errors, collector.clocks
+
+
+def new_codes() -> SanCodes:
+    """An empty word table for :func:`resolve_games`."""
+    return SanCodes(_TOKENS, _SEPARATOR_WORD.strip())

@@ -1,0 +1,31 @@
+"""Chess schemes register in one dict; an encoder is rebuilt from a small record; no import circle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokpack.chess import schemes
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def test_every_scheme_comes_from_the_one_registry() -> None:
+    assert schemes.SCHEMES == tuple(schemes.FACTORIES) == ("uci", "san", "bpe")
+    for scheme in ("uci", "san"):
+        encoder = schemes.make_encoder(scheme)
+        record = schemes.describe(encoder)
+        assert record.scheme == scheme and record.tokenizer_json is None
+        assert schemes.rebuild(schemes.EncoderRecord.model_validate_json(record.model_dump_json())).identity == encoder.identity
+    with pytest.raises(ValueError, match="unknown scheme 'pgn'"):
+        schemes.make_encoder("pgn")
+
+
+def test_encoders_module_imports_no_scheme() -> None:
+    """The shared records no longer import the schemes that import them (issue 13)."""
+    import ast
+
+    tree = ast.parse((SRC / "tokpack" / "chess" / "encoders.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"tokpack.chess.uci", "tokpack.chess.san", "tokpack.chess.bpe", "tokpack.chess.schemes"}
