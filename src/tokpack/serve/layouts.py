@@ -122,16 +122,21 @@ class Layout:
             IndexError: an index outside ``[0, n_rows)``.
         """
         ids, starts, _ = self.read(row_indices)
+        assert starts is not None
         return ids, starts
 
-    def read(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``)."""
+    def read(self, row_indices: Any, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``).
+
+        With ``starts=False`` the segment-start mask is not computed and ``None`` comes in its
+        place: a batch without boundary arrays does not pay for it.
+        """
         indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
             raise IndexError(f"row index outside [0, {self.n_rows})")
-        return self._rows(indices)
+        return self._rows(indices, starts)
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         raise NotImplementedError
 
     def positions(self, row_indices: Any) -> np.ndarray:
@@ -158,7 +163,7 @@ class _ContiguousLayout(Layout):
         positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
         return np.where(positions < self.hi, positions, -1)
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
@@ -172,6 +177,9 @@ class _ContiguousLayout(Layout):
             for row in np.flatnonzero(~whole):  # at most a few rows per epoch reach the end
                 keep = self.hi - int(origins[row])
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
+        real = np.minimum(width, self.hi - origins)
+        if not want_starts:
+            return ids, None, real
         starts = np.zeros((n, width), dtype=bool)
         starts[:, 0] = True
         document_starts = self.source.starts
@@ -185,7 +193,7 @@ class _ContiguousLayout(Layout):
         padded = origins + width > self.hi
         if padded.any():
             starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
-        return ids, starts, np.minimum(width, self.hi - origins)
+        return ids, starts, real
 
 
 class StreamLayout(_ContiguousLayout):
@@ -311,45 +319,61 @@ class BestFitLayout(Layout):
         if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
             raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         width = self.length + 1
         n = len(indices)
-        positions, destination, row_of_piece, column, used = self._placement(indices)
-        ids = np.full(n * width, self.fill, dtype=self.source.meta.dtype)
-        ids[destination] = self.source.take(positions)  # one gather for every piece of every row
+        positions, padding, row_of_piece, column, used = self._placement(indices)
+        if padding is not None:
+            positions[padding] = self.lo  # any valid position: overwritten with the fill below
+        ids = self.source.take(positions)  # one gather for every piece of every row
+        if padding is not None:
+            ids[padding] = self.fill
+        if not want_starts:
+            return ids, None, used
         starts = np.zeros((n, width), dtype=bool)
         starts[row_of_piece, column] = True
         padded = np.flatnonzero(used < width)
         starts[padded, used[padded]] = True
-        return ids.reshape(n, width), starts, used
+        return ids, starts, used
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
-        width = self.length + 1
-        positions, destination, *_ = self._placement(indices)
-        out = np.full(len(indices) * width, -1, dtype=np.int64)
-        out[destination] = positions
-        return out.reshape(len(indices), width)
+        positions, padding, *_ = self._placement(indices)
+        if padding is not None:
+            positions[padding] = -1
+        return positions
 
-    def _placement(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
-        """For rows ``indices``: each id's stream position and flat destination, each piece's row
-        and column, and the ids each row holds."""
+    def _placement(self, indices: np.ndarray) -> tuple[Any, ...]:
+        """For rows ``indices``: each position's stream position (``(n, length + 1)``; padding
+        positions hold garbage), the padding mask (``None`` when no row is padded), each piece's
+        row and column, and the ids each row holds.
+
+        Pieces fill a row from column 0 in order, so within a piece the stream position grows by
+        one per column and only jumps where a piece begins: the positions are one ``cumsum``
+        over steps of 1, with each piece's first step set to land on its start. That costs a
+        scatter per piece and one pass over the batch, not a ``repeat`` per id.
+        """
         width = self.length + 1
         n = len(indices)
         first, last = self._row_ptr[indices], self._row_ptr[indices + 1]
-        counts = last - first
-        pieces = np.repeat(first, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+        counts = last - first  # at least one piece a row
+        heads = np.cumsum(counts) - counts  # each row's first piece in the flat piece list
+        pieces = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - heads, counts)
         lengths = self._piece_len[pieces].astype(np.int64)
-        row_of_piece = np.repeat(np.arange(n), counts)
+        row_of_piece = np.repeat(np.arange(n, dtype=np.int64), counts)
         # Column of each piece in its row: the lengths of the pieces before it in the same row.
-        ends = np.cumsum(lengths)
-        row_base = np.repeat(ends[np.cumsum(counts) - counts] - lengths[np.cumsum(counts) - counts], counts) if n else ends
-        column = ends - lengths - row_base
-        n_ids = int(lengths.sum())
-        offset_in_piece = np.arange(n_ids) - np.repeat(ends - lengths, lengths)
-        positions = np.repeat(self._piece_start[pieces], lengths) + offset_in_piece
-        destination = np.repeat(row_of_piece * width + column, lengths) + offset_in_piece
+        before = np.cumsum(lengths) - lengths
+        column = before - np.repeat(before[heads], counts) if n else before
+        destination = row_of_piece * width + column
+        # position = destination + shift inside a piece; shift changes only where a piece begins
+        shift = self._piece_start[pieces] - destination
+        steps = np.ones(n * width, dtype=np.int64)
+        if len(pieces):
+            steps[destination[1:]] = np.diff(shift) + 1
+            steps[0] = shift[0]
+        positions = np.cumsum(steps, out=steps).reshape(n, width)
         used = np.bincount(row_of_piece, weights=lengths, minlength=n).astype(np.int64)
-        return positions, destination, row_of_piece, column, used
+        padding = np.arange(width) >= used[:, None] if n and int(used.min()) < width else None
+        return positions, padding, row_of_piece, column, used
 
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""
