@@ -32,7 +32,6 @@ from which the batch builds ``position_ids``, ``document_ids`` and ``cu_seqlens`
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import os
@@ -289,13 +288,9 @@ class BestFitLayout(Layout):
         piece_start = np.repeat(starts, n_pieces) + within * width
         piece_len = np.minimum(np.repeat(starts + lengths, n_pieces) - piece_start, width)
         self._cut = int(lengths[n_pieces > 1].sum())
-        order = _best_fit(piece_len.tolist(), width, self.lookahead)
-        rows_of = np.asarray(order[1], dtype=np.int64)
-        placed = np.asarray(order[0], dtype=np.int64)
+        placed, self._row_ptr, self._moved = _best_fit(piece_len, width, self.lookahead)
         self._piece_start = piece_start[placed]
         self._piece_len = piece_len[placed].astype(np.int32)
-        self._row_ptr = rows_of
-        self._moved = order[2]
 
     def _save(self, path: Path) -> None:
         # A unique temporary renamed into place: ranks on several hosts may build the same index at
@@ -390,55 +385,88 @@ class BestFitLayout(Layout):
                 "moved_share": self._moved / n_ids, "cut_share": self._cut / n_ids}
 
 
-def _best_fit(lengths: list[int], width: int, lookahead: int) -> tuple[list[int], list[int], int]:
-    """Pack pieces (``lengths``, each at most ``width``) into rows; return the pieces in row
-    order, the row offsets into that order (``n_rows + 1`` of them) and the ids served ahead of
-    an older waiting piece (moved).
+def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pack pieces (``lengths``, each in ``[1, width]``) into rows; return the pieces in row
+    order, the row offsets into that order (``n_rows + 1`` of them, ``int64``) and the ids served
+    ahead of an older waiting piece (moved).
 
-    A full piece (``width`` ids) can only ever head a row, so it waits in the age queue alone and
-    skips the sorted buffer: on cut text that is most pieces, at no change to the result.
+    Each row is headed by the oldest waiting piece, then filled, while a piece fits, by the
+    longest waiting piece that fits the space left (among equal lengths the oldest); before each
+    row the buffer is topped up to ``lookahead`` waiting pieces.
+
+    Why it is fast: waiting pieces of one length leave in age order (a row's head is the oldest
+    of all, a fill the oldest of its length), so each length is a FIFO queue, and "the longest
+    that fits" is the highest set bit at or below the space in one integer whose bit ``L`` says
+    a piece of length ``L`` waits: a few C-level integer operations a piece, no sorted buffer.
+    The oldest waiting piece is a pointer that only moves forward, and the moved ids are counted
+    afterwards in one vectorized pass. A full piece (``width`` ids) can only head a row: it
+    joins no queue.
     """
-    # (length, -index) of the partial pieces, sorted: the best fit is a bisection, and among
-    # equal lengths the oldest wins.
-    waiting: list[tuple[int, int]] = []
-    oldest: deque[int] = deque()
-    taken = bytearray(len(lengths))
+    lengths = np.asarray(lengths, dtype=np.int64)
+    sizes = lengths.tolist()
+    total = len(sizes)
+    bit = [1 << size for size in range(width + 1)]
+    queues: list[deque[int]] = [deque() for _ in range(width)]  # queues[L]: waiting partial pieces of length L
+    waiting_lengths = 0  # bit L set: queues[L] is not empty
+    taken = bytearray(total + 1)  # one spare: the pointer to the oldest may rest past the end
     placed: list[int] = []
-    row_ptr = [0]
-    following = moved = n_waiting = 0
-    total = len(lengths)
+    place = placed.append
+    row_ends: list[int] = []
+    end_row = row_ends.append
+    following = oldest = n_waiting = 0
     while following < total or n_waiting:
-        while following < total and n_waiting < lookahead:
-            if lengths[following] < width:
-                bisect.insort(waiting, (lengths[following], -following))
-            oldest.append(following)
-            following += 1
-            n_waiting += 1
-        while taken[oldest[0]]:
-            oldest.popleft()
-        head = oldest.popleft()
-        taken[head] = 1
-        placed.append(head)
+        if n_waiting < lookahead and following < total:
+            stop = min(total, following + lookahead - n_waiting)
+            for index in range(following, stop):
+                size = sizes[index]
+                if size < width:
+                    queues[size].append(index)
+                    waiting_lengths |= bit[size]
+            n_waiting += stop - following
+            following = stop
+        while taken[oldest]:
+            oldest += 1
+        taken[oldest] = 1  # the oldest waiting piece heads the row
+        place(oldest)
         n_waiting -= 1
-        space = width - lengths[head]
+        size = sizes[oldest]
+        space = width - size
         if space:
-            del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
-        while space and waiting:
-            at = bisect.bisect_right(waiting, (space, 1)) - 1
-            if at < 0:
-                break
-            size, index = waiting.pop(at)
-            index = -index
-            while taken[oldest[0]]:
-                oldest.popleft()
-            if oldest[0] != index:  # served ahead of an older waiting piece
-                moved += size
-            taken[index] = 1
-            placed.append(index)
-            n_waiting -= 1
-            space -= size
-        row_ptr.append(len(placed))
-    return placed, row_ptr, moved
+            queue = queues[size]
+            queue.popleft()  # the oldest of all is the oldest of its length
+            if not queue:
+                waiting_lengths ^= bit[size]
+            while space:
+                fitting = waiting_lengths & (bit[space + 1] - 1)
+                if not fitting:
+                    break
+                size = fitting.bit_length() - 1  # the longest length that fits
+                queue = queues[size]
+                index = queue.popleft()
+                if not queue:
+                    waiting_lengths ^= bit[size]
+                taken[index] = 1
+                place(index)
+                n_waiting -= 1
+                space -= size
+        end_row(len(placed))
+    order = np.asarray(placed, dtype=np.int64)
+    row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
+    row_ptr[1:] = row_ends
+    return order, row_ptr, _moved_ids(order, lengths)
+
+
+def _moved_ids(order: np.ndarray, lengths: np.ndarray) -> int:
+    """Ids of the pieces placed while an older piece was still waiting: piece ``k`` placed at
+    ``p`` moved iff some older piece (index below ``k``) is placed after ``p``."""
+    if not len(order):
+        return 0
+    placed_at = np.empty(len(order), dtype=np.int64)
+    placed_at[order] = np.arange(len(order))
+    latest_older = np.empty(len(order), dtype=np.int64)  # the latest placement among pieces below k
+    latest_older[0] = -1
+    np.maximum.accumulate(placed_at[:-1], out=latest_older[1:])
+    return int(lengths[latest_older > placed_at].sum())
 
 
 def _cache_path(fingerprint: dict[str, Any], cache: bool | str | Path) -> Path | None:
