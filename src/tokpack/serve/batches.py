@@ -574,17 +574,18 @@ def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True
     first = np.flatnonzero(starts)  # flat index of every segment's first position, ascending
     bounds = np.empty(len(first) + 1, dtype=np.int64)
     bounds[:-1], bounds[-1] = first, total
-    sizes = np.diff(bounds)
+    sizes = bounds[1:] - bounds[:-1]
     out: dict[str, Any] = {}
     if position_ids:
         positions = np.arange(total, dtype=dtype)
-        positions -= np.repeat(first.astype(dtype), sizes)
+        positions -= np.repeat(first.astype(dtype, copy=False), sizes)
         out["position_ids"] = positions.reshape(n, length)
     if document_ids:
         # A segment's number in its row: its index minus the index of its row's first segment.
-        row_heads = np.flatnonzero(first % length == 0)
-        per_row = np.diff(np.append(row_heads, len(first)))
-        within = np.arange(len(first), dtype=dtype) - np.repeat(row_heads.astype(dtype), per_row)
+        row_heads = np.flatnonzero(first % length == 0)  # one a row, ascending
+        per_row = np.empty_like(row_heads)
+        per_row[:-1], per_row[-1:] = row_heads[1:] - row_heads[:-1], len(first) - row_heads[-1:]
+        within = np.arange(len(first), dtype=dtype) - np.repeat(row_heads.astype(dtype, copy=False), per_row)
         out["document_ids"] = np.repeat(within, sizes).reshape(n, length)
     if cu_seqlens:
         out["cu_seqlens"] = bounds.astype(np.int32)

@@ -185,10 +185,12 @@ class _ContiguousLayout(Layout):
         first = np.searchsorted(document_starts, origins, side="right")
         last = np.searchsorted(document_starts, np.minimum(origins + width, self.hi), side="left")
         counts = np.maximum(last - first, 0)
-        if counts.sum():
-            row_of = np.repeat(np.arange(n), counts)
-            within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-            starts[row_of, document_starts[np.repeat(first, counts) + within] - origins[row_of]] = True
+        inside = int(counts.sum())
+        if inside:  # the document starts inside each row, as flat indices into ``starts``
+            heads = np.cumsum(counts) - counts
+            which = np.arange(inside) + np.repeat(first - heads, counts)
+            flat = document_starts[which] + np.repeat(np.arange(n) * width - origins, counts)
+            starts.reshape(-1)[flat] = True
         padded = origins + width > self.hi
         if padded.any():
             starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
