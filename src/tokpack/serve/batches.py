@@ -20,6 +20,7 @@ validation range once, in order, every id a target exactly once across all ranks
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -577,8 +578,8 @@ def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True
     sizes = bounds[1:] - bounds[:-1]
     out: dict[str, Any] = {}
     if position_ids:
-        positions = np.arange(total, dtype=dtype)
-        positions -= np.repeat(first.astype(dtype, copy=False), sizes)
+        positions = np.repeat(first.astype(dtype, copy=False), sizes)  # each position's segment start
+        np.subtract(_flat_columns(total, dtype), positions, out=positions)
         out["position_ids"] = positions.reshape(n, length)
     if document_ids:
         # A segment's number in its row: its index minus the index of its row's first segment.
@@ -591,6 +592,15 @@ def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True
         out["cu_seqlens"] = bounds.astype(np.int32)
         out["max_seqlen"] = int(sizes.max()) if len(sizes) else 0
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _flat_columns(total: int, dtype: np.dtype) -> np.ndarray:
+    """``arange(total)`` kept read-only: every batch of a run has the same shape, so building it
+    once saves a pass over the batch."""
+    columns = np.arange(total, dtype=dtype)
+    columns.flags.writeable = False
+    return columns
 
 
 def _names(records: list[dict[str, Any]]) -> str:
