@@ -245,6 +245,20 @@ def test_evaluation_targets_every_validation_id_once_across_ranks(corpus: tokpac
     assert np.array_equal(ordered[ordered != ranks[0].ignore_index], tokens[lo + 1 : hi])
 
 
+def test_evaluation_batches_carry_the_document_boundaries_on_request() -> None:
+    # documents [1 2 3] [4 5 6 7 8] [9 10]: validation is the last two; rows of 4 inputs
+    pack = pack_of_documents([[1, 2, 3], [4, 5, 6, 7, 8], [9, 10]], n_vocab=11, pad_id=0, train_documents=1)
+    plain = EvalBatches(pack, length=4, batch_size=2)
+    full = EvalBatches(pack, length=4, batch_size=2, position_ids=True, cu_seqlens=True, document_ids=True)
+    assert set(plain.batch(0)) == {"input_ids", "labels"}
+    batch = full.batch(0)
+    assert batch["input_ids"].tolist() == [[4, 5, 6, 7], [8, 9, 10, 0]]
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 3], [0, 0, 1, 0]]
+    assert batch["document_ids"].tolist() == [[0, 0, 0, 0], [0, 1, 1, 2]]
+    assert batch["cu_seqlens"].tolist() == [0, 4, 5, 7, 8] and batch["max_seqlen"] == 4
+    assert np.array_equal(batch["labels"], plain.batch(0)["labels"])
+
+
 def test_pickled_batches_send_the_path_and_keep_their_step(corpus: tokpack.TokenizedCorpus) -> None:
     batches = PackedBatches(corpus.tokens_dir, length=32, global_batch=4, seed=7)
     batches.step = 11

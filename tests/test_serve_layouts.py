@@ -176,3 +176,59 @@ def test_bad_layout_arguments_are_input_errors(tmp_path: Path) -> None:
     assert (padless.pad_id, padless.fill, padless.ignore_index) == (None, 0, -100)
     with pytest.raises(InputError, match="lookahead"):
         make_layout("bestfit", pack, length=3, lookahead=0, cache=False)
+
+
+def _best_fit_reference(lengths: list[int], width: int, lookahead: int) -> tuple[list[int], list[int], int]:
+    """The first, plain implementation of the best-fit packing (a sorted buffer of
+    ``(length, -index)``, an age queue): the fast one must give the same rows."""
+    import bisect
+    from collections import deque
+
+    waiting: list[tuple[int, int]] = []
+    oldest: deque[int] = deque()
+    taken = bytearray(len(lengths))
+    placed: list[int] = []
+    row_ptr = [0]
+    following = moved = n_waiting = 0
+    while following < len(lengths) or n_waiting:
+        while following < len(lengths) and n_waiting < lookahead:
+            if lengths[following] < width:
+                bisect.insort(waiting, (lengths[following], -following))
+            oldest.append(following)
+            following += 1
+            n_waiting += 1
+        while taken[oldest[0]]:
+            oldest.popleft()
+        head = oldest.popleft()
+        taken[head] = 1
+        placed.append(head)
+        n_waiting -= 1
+        space = width - lengths[head]
+        if space:
+            del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
+        while space and waiting:
+            at = bisect.bisect_right(waiting, (space, 1)) - 1
+            if at < 0:
+                break
+            size, index = waiting.pop(at)
+            index = -index
+            while taken[oldest[0]]:
+                oldest.popleft()
+            if oldest[0] != index:
+                moved += size
+            taken[index] = 1
+            placed.append(index)
+            n_waiting -= 1
+            space -= size
+        row_ptr.append(len(placed))
+    return placed, row_ptr, moved
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 12), st.data())
+def test_best_fit_packs_as_the_plain_sorted_buffer_does(width: int, lookahead: int, data: st.DataObject) -> None:
+    from tokpack.serve.layouts import _best_fit
+
+    lengths = data.draw(st.lists(st.integers(1, width), max_size=120))
+    placed, row_ptr, moved = _best_fit(np.array(lengths, dtype=np.int64), width, lookahead)
+    assert (placed.tolist(), row_ptr.tolist(), moved) == _best_fit_reference(lengths, width, lookahead)

@@ -20,6 +20,7 @@ validation range once, in order, every id a target exactly once across all ranks
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -116,6 +117,8 @@ class _Allocation:
 
     def counts_from(self, step: int, before: list[int]) -> list[int]:
         """Rows per part in step ``step``, given the rows per part served ``before`` it."""
+        if self.n_parts == 1:  # a single part takes every row (the float arithmetic below agrees)
+            return [self.global_batch]
         deficit = [e - b for e, b in zip(self.exact(step + 1), before)]
         base = [max(math.floor(d), 0) for d in deficit]
         rest = self.global_batch - sum(base)
@@ -276,46 +279,63 @@ class PackedBatches:
             if not count:
                 continue
             n_rows = self.layouts[part].n_rows
-            served = np.arange(first, first + count, dtype=np.int64)
-            epochs, positions = np.divmod(served, n_rows)
-            chosen = positions.copy()
-            for epoch in np.unique(epochs).tolist():  # one or two epochs per step
+            epoch = first // n_rows
+            if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch
+                positions = np.arange(first - epoch * n_rows, first - epoch * n_rows + count, dtype=np.int64)
                 order = self._order(part, epoch)
-                if order is not None:
-                    inside = epochs == epoch
-                    chosen[inside] = order[positions[inside]]
+                chosen = positions if order is None else order[positions]
+            else:
+                served = np.arange(first, first + count, dtype=np.int64)
+                epochs, positions = np.divmod(served, n_rows)
+                chosen = positions.copy()
+                for epoch in np.unique(epochs).tolist():  # a step may span several epochs of a small part
+                    order = self._order(part, epoch)
+                    if order is not None:
+                        inside = epochs == epoch
+                        chosen[inside] = order[positions[inside]]
             parts.append(np.full(count, part, dtype=np.int64))
             rows.append(chosen)
-        part_of, row_of = np.concatenate(parts), np.concatenate(rows)
+        part_of, row_of = (parts[0], rows[0]) if len(parts) == 1 else (np.concatenate(parts), np.concatenate(rows))
         if len(self.layouts) > 1:  # interleave the parts, so every rank sees the mixture
             mixing = np.random.default_rng([self.seed, self.mixture.seed if self.mixture else 0, step, 1]).permutation(self.global_batch)
             part_of, row_of = part_of[mixing], row_of[mixing]
         return part_of, row_of
 
-    def _gather(self, part_of: np.ndarray, row_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _gather(self, part_of: np.ndarray, row_of: np.ndarray, *,
+                starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        if len(self.layouts) == 1:  # the common case: no per-part split, no copies
+            ids, mask, real = self.layouts[0].read(row_of, starts=starts)
+            check_ids(ids, self.sources[0])  # one reduction guards every batch
+            return ids, mask, real
         width = self.length + 1
         ids = np.empty((len(part_of), width), dtype=self.sources[0].meta.dtype)
-        starts = np.empty((len(part_of), width), dtype=bool)
+        mask = np.empty((len(part_of), width), dtype=bool) if starts else None
         real = np.empty(len(part_of), dtype=np.int64)
         for part in np.unique(part_of).tolist():  # one gather per part
             chosen = part_of == part
-            part_ids, part_starts, real[chosen] = self.layouts[part].read(row_of[chosen])
+            part_ids, part_starts, real[chosen] = self.layouts[part].read(row_of[chosen], starts=starts)
             check_ids(part_ids, self.sources[part])  # one reduction guards every batch
-            ids[chosen], starts[chosen] = part_ids, part_starts
-        return ids, starts, real
+            ids[chosen] = part_ids
+            if mask is not None:
+                mask[chosen] = part_starts
+        return ids, mask, real
 
     def global_rows(self, step: int) -> np.ndarray:
         """All ``global_batch`` rows of step ``step`` (``(global_batch, length + 1)``, the source's
         dtype), the same for every world size."""
-        return self._gather(*self._plan(step))[0]
+        return self._gather(*self._plan(step), starts=False)[0]
 
-    def rank_rows(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This rank's rows of step ``step``, their segment starts and real lengths (see
-        :meth:`Layout.read`)."""
+    def rank_rows(self, step: int, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """This rank's rows of step ``step``, their segment starts (``None`` with ``starts=False``)
+        and real lengths (see :meth:`Layout.read`)."""
         part_of, row_of = self._plan(step)
         share = self.global_batch // self.world_size
         mine = slice(self.rank * share, (self.rank + 1) * share)
-        return self._gather(part_of[mine], row_of[mine])
+        return self._gather(part_of[mine], row_of[mine], starts=starts)
+
+    @property
+    def _want_boundaries(self) -> bool:
+        return bool(self.want_positions or self.want_cu_seqlens or self.want_documents)
 
     # -- what a batch carries -----------------------------------------------------------------
     def batch(self, step: int) -> dict[str, Any]:
@@ -328,16 +348,16 @@ class PackedBatches:
         (``int32``: the segments' boundaries over the flattened rows, for varlen attention) and
         ``max_seqlen`` (the longest segment).
         """
-        return self._assemble(*self.rank_rows(step))
+        return self._assemble(*self.rank_rows(step, starts=self._want_boundaries))
 
     def micro_batches(self, step: int) -> list[dict[str, Any]]:
         """This rank's batch of step ``step`` split into ``micro_batches`` equal parts, in order."""
-        ids, starts, real = self.rank_rows(step)
+        ids, starts, real = self.rank_rows(step, starts=self._want_boundaries)
         size = len(ids) // self.micro_batch_count
         parts = [slice(i * size, (i + 1) * size) for i in range(self.micro_batch_count)]
-        return [self._assemble(ids[part], starts[part], real[part]) for part in parts]
+        return [self._assemble(ids[part], None if starts is None else starts[part], real[part]) for part in parts]
 
-    def _assemble(self, ids: np.ndarray, starts: np.ndarray, real: np.ndarray) -> dict[str, Any]:
+    def _assemble(self, ids: np.ndarray, starts: np.ndarray | None, real: np.ndarray) -> dict[str, Any]:
         return assemble(ids, starts, dtype=self.dtype, position_ids=self.want_positions,
                         cu_seqlens=self.want_cu_seqlens, document_ids=self.want_documents,
                         real=real, ignore_index=self.ignore_index)
@@ -453,6 +473,8 @@ class EvalBatches:
 
     Every rank yields the same number of batches, so collective calls stay matched. Step ``k``
     gives rank ``r`` the ``batch_size`` rows from ``(k * world_size + r) * batch_size``.
+    ``position_ids``, ``cu_seqlens`` and ``document_ids`` add the same arrays as
+    :meth:`PackedBatches.batch` (built by the same :func:`assemble`).
 
     >>> from tokpack.serve.memory import pack_of_documents
     >>> pack = pack_of_documents([[1, 2, 3], [4, 5, 6, 7, 8]], n_vocab=9, pad_id=0, train_documents=1)
@@ -461,7 +483,8 @@ class EvalBatches:
     """
 
     def __init__(self, data: Data, *, length: int, batch_size: int, rank: int = 0, world_size: int = 1,
-                 split: str = "validation", dtype: str = "int64") -> None:
+                 split: str = "validation", dtype: str = "int64", position_ids: bool = False,
+                 cu_seqlens: bool = False, document_ids: bool = False) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise InputError(None, f"batch_size must be a positive integer, got {batch_size!r}")
         if not 0 <= rank < world_size:
@@ -471,6 +494,7 @@ class EvalBatches:
         self.layout = make_layout("stream", data, length=length, split=split)
         self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
         self.dtype = np.dtype(_DTYPES[dtype])
+        self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.ignore_index = self.layout.ignore_index
         self.n_vocab = self.layout.source.vocabulary.n_vocab
 
@@ -478,32 +502,42 @@ class EvalBatches:
         return max(0, -(-self.layout.n_rows // (self.batch_size * self.world_size)))
 
     def batch(self, step: int) -> dict[str, Any]:
-        """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding)."""
+        """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding): the
+        arrays of :meth:`PackedBatches.batch`, boundary arrays included when asked for (a row of
+        padding is one segment)."""
         first = (step * self.world_size + self.rank) * self.batch_size
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
         width = self.layout.length + 1
         ids = np.full((self.batch_size, width), self.layout.fill, dtype=self.layout.source.meta.dtype)
-        starts = np.zeros((self.batch_size, width), dtype=bool)
-        starts[:, 0] = True
+        want_starts = bool(self.want_positions or self.want_cu_seqlens or self.want_documents)
+        starts = np.zeros((self.batch_size, width), dtype=bool) if want_starts else None
         lengths = np.zeros(self.batch_size, dtype=np.int64)  # rows past the range: all padding
         if len(real):
-            ids[: len(real)], starts[: len(real)], lengths[: len(real)] = self.layout.read(real)
+            part_ids, part_starts, lengths[: len(real)] = self.layout.read(real, starts=want_starts)
+            ids[: len(real)] = part_ids
+            if starts is not None:
+                starts[: len(real)] = part_starts
             check_ids(ids, self.layout.source)
-        return assemble(ids, starts, dtype=self.dtype, real=lengths, ignore_index=self.ignore_index)
+        if starts is not None:
+            starts[:, 0] = True
+        return assemble(ids, starts, dtype=self.dtype, position_ids=self.want_positions, cu_seqlens=self.want_cu_seqlens,
+                        document_ids=self.want_documents, real=lengths, ignore_index=self.ignore_index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for step in range(len(self)):
             yield self.batch(step)
 
 
-def assemble(ids: np.ndarray, starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = False,
+def assemble(ids: np.ndarray, starts: np.ndarray | None, *, dtype: np.dtype, position_ids: bool = False,
              cu_seqlens: bool = False, document_ids: bool = False, real: np.ndarray | None = None,
              ignore_index: int | None = None) -> dict[str, Any]:
     """Rows of ``length + 1`` ids and their segment starts → the arrays a model takes.
 
     With ``real`` (real ids per row) and ``ignore_index``, labels of padding become
-    ``ignore_index`` (needed where the source has no padding id of its own).
+    ``ignore_index`` (needed where the source has no padding id of its own). ``starts`` may be
+    ``None`` when no boundary array is asked for; column 0 always starts a segment, whatever
+    ``starts`` says.
 
     >>> ids = np.array([[5, 6, 7, 8, 0]]); starts = np.array([[True, False, True, False, True]])
     >>> batch = assemble(ids, starts, dtype=np.dtype(np.int64), position_ids=True, cu_seqlens=True, document_ids=True)
@@ -516,19 +550,57 @@ def assemble(ids: np.ndarray, starts: np.ndarray, *, dtype: np.dtype, position_i
         batch["labels"][np.arange(1, ids.shape[1]) >= real[:, None]] = ignore_index
     if not (position_ids or cu_seqlens or document_ids):
         return batch
-    inputs = starts[:, :-1].copy()
-    inputs[:, 0] = True
-    n, length = inputs.shape
-    if position_ids:
-        columns = np.arange(length, dtype=np.int64)
-        batch["position_ids"] = (columns - np.maximum.accumulate(np.where(inputs, columns, 0), axis=1)).astype(dtype)
-    if document_ids:
-        batch["document_ids"] = (np.cumsum(inputs, axis=1) - 1).astype(dtype)
-    if cu_seqlens:
-        bounds = np.append(np.flatnonzero(inputs.ravel()), n * length).astype(np.int32)
-        batch["cu_seqlens"] = bounds
-        batch["max_seqlen"] = int(np.diff(bounds).max()) if n else 0
+    if starts is None:
+        raise ValueError("assemble: boundary arrays need the segment starts")
+    batch.update(boundaries(starts[:, :-1], dtype=dtype, position_ids=position_ids, cu_seqlens=cu_seqlens,
+                            document_ids=document_ids))
     return batch
+
+
+def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True, cu_seqlens: bool = True,
+               document_ids: bool = True) -> dict[str, Any]:
+    """``position_ids``, ``document_ids`` (``(rows, length)``, ``dtype``), ``cu_seqlens`` (``int32``)
+    and ``max_seqlen`` from the ``(rows, length)`` segment-start mask of the inputs (column 0
+    counts as a start whatever it holds).
+
+    Everything follows from the flat list of segment starts (one ``flatnonzero``): a batch holds
+    a few segments per row, so per-segment arithmetic plus one ``repeat`` per output is much
+    cheaper than scans along the rows of the whole batch.
+    """
+    n, length = starts.shape
+    total = n * length
+    if n and not starts[:, 0].all():  # rare (layouts always set it): force the row starts in
+        starts = starts.copy()
+        starts[:, 0] = True
+    first = np.flatnonzero(starts)  # flat index of every segment's first position, ascending
+    bounds = np.empty(len(first) + 1, dtype=np.int64)
+    bounds[:-1], bounds[-1] = first, total
+    sizes = bounds[1:] - bounds[:-1]
+    out: dict[str, Any] = {}
+    if position_ids:
+        positions = np.repeat(first.astype(dtype, copy=False), sizes)  # each position's segment start
+        np.subtract(_flat_columns(total, dtype), positions, out=positions)
+        out["position_ids"] = positions.reshape(n, length)
+    if document_ids:
+        # A segment's number in its row: its index minus the index of its row's first segment.
+        row_heads = np.flatnonzero(first % length == 0)  # one a row, ascending
+        per_row = np.empty_like(row_heads)
+        per_row[:-1], per_row[-1:] = row_heads[1:] - row_heads[:-1], len(first) - row_heads[-1:]
+        within = np.arange(len(first), dtype=dtype) - np.repeat(row_heads.astype(dtype, copy=False), per_row)
+        out["document_ids"] = np.repeat(within, sizes).reshape(n, length)
+    if cu_seqlens:
+        out["cu_seqlens"] = bounds.astype(np.int32)
+        out["max_seqlen"] = int(sizes.max()) if len(sizes) else 0
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _flat_columns(total: int, dtype: np.dtype) -> np.ndarray:
+    """``arange(total)`` kept read-only: every batch of a run has the same shape, so building it
+    once saves a pass over the batch."""
+    columns = np.arange(total, dtype=dtype)
+    columns.flags.writeable = False
+    return columns
 
 
 def _names(records: list[dict[str, Any]]) -> str:
@@ -547,4 +619,4 @@ def _check_one_vocabulary(sources: list[TokenSource]) -> None:
                                      f"{other.path} with {other.meta.pad_id}")
 
 
-__all__ = ["EvalBatches", "LoaderState", "Mixture", "PackedBatches", "ServeSchedule", "assemble"]
+__all__ = ["EvalBatches", "LoaderState", "Mixture", "PackedBatches", "ServeSchedule", "assemble", "boundaries"]

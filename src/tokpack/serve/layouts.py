@@ -32,7 +32,6 @@ from which the batch builds ``position_ids``, ``document_ids`` and ``cu_seqlens`
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import os
@@ -122,16 +121,21 @@ class Layout:
             IndexError: an index outside ``[0, n_rows)``.
         """
         ids, starts, _ = self.read(row_indices)
+        assert starts is not None
         return ids, starts
 
-    def read(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``)."""
+    def read(self, row_indices: Any, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """:meth:`rows`, and how many real ids each row holds before its padding (``int64``).
+
+        With ``starts=False`` the segment-start mask is not computed and ``None`` comes in its
+        place: a batch without boundary arrays does not pay for it.
+        """
         indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
             raise IndexError(f"row index outside [0, {self.n_rows})")
-        return self._rows(indices)
+        return self._rows(indices, starts)
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         raise NotImplementedError
 
     def positions(self, row_indices: Any) -> np.ndarray:
@@ -158,7 +162,7 @@ class _ContiguousLayout(Layout):
         positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
         return np.where(positions < self.hi, positions, -1)
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
@@ -172,20 +176,25 @@ class _ContiguousLayout(Layout):
             for row in np.flatnonzero(~whole):  # at most a few rows per epoch reach the end
                 keep = self.hi - int(origins[row])
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
+        real = np.minimum(width, self.hi - origins)
+        if not want_starts:
+            return ids, None, real
         starts = np.zeros((n, width), dtype=bool)
         starts[:, 0] = True
         document_starts = self.source.starts
         first = np.searchsorted(document_starts, origins, side="right")
         last = np.searchsorted(document_starts, np.minimum(origins + width, self.hi), side="left")
         counts = np.maximum(last - first, 0)
-        if counts.sum():
-            row_of = np.repeat(np.arange(n), counts)
-            within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-            starts[row_of, document_starts[np.repeat(first, counts) + within] - origins[row_of]] = True
+        inside = int(counts.sum())
+        if inside:  # the document starts inside each row, as flat indices into ``starts``
+            heads = np.cumsum(counts) - counts
+            which = np.arange(inside) + np.repeat(first - heads, counts)
+            flat = document_starts[which] + np.repeat(np.arange(n) * width - origins, counts)
+            starts.reshape(-1)[flat] = True
         padded = origins + width > self.hi
         if padded.any():
             starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
-        return ids, starts, np.minimum(width, self.hi - origins)
+        return ids, starts, real
 
 
 class StreamLayout(_ContiguousLayout):
@@ -281,13 +290,9 @@ class BestFitLayout(Layout):
         piece_start = np.repeat(starts, n_pieces) + within * width
         piece_len = np.minimum(np.repeat(starts + lengths, n_pieces) - piece_start, width)
         self._cut = int(lengths[n_pieces > 1].sum())
-        order = _best_fit(piece_len.tolist(), width, self.lookahead)
-        rows_of = np.asarray(order[1], dtype=np.int64)
-        placed = np.asarray(order[0], dtype=np.int64)
+        placed, self._row_ptr, self._moved = _best_fit(piece_len, width, self.lookahead)
         self._piece_start = piece_start[placed]
         self._piece_len = piece_len[placed].astype(np.int32)
-        self._row_ptr = rows_of
-        self._moved = order[2]
 
     def _save(self, path: Path) -> None:
         # A unique temporary renamed into place: ranks on several hosts may build the same index at
@@ -311,45 +316,61 @@ class BestFitLayout(Layout):
         if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
             raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
 
-    def _rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         width = self.length + 1
         n = len(indices)
-        positions, destination, row_of_piece, column, used = self._placement(indices)
-        ids = np.full(n * width, self.fill, dtype=self.source.meta.dtype)
-        ids[destination] = self.source.take(positions)  # one gather for every piece of every row
+        positions, padding, row_of_piece, column, used = self._placement(indices)
+        if padding is not None:
+            positions[padding] = self.lo  # any valid position: overwritten with the fill below
+        ids = self.source.take(positions)  # one gather for every piece of every row
+        if padding is not None:
+            ids[padding] = self.fill
+        if not want_starts:
+            return ids, None, used
         starts = np.zeros((n, width), dtype=bool)
         starts[row_of_piece, column] = True
         padded = np.flatnonzero(used < width)
         starts[padded, used[padded]] = True
-        return ids.reshape(n, width), starts, used
+        return ids, starts, used
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
-        width = self.length + 1
-        positions, destination, *_ = self._placement(indices)
-        out = np.full(len(indices) * width, -1, dtype=np.int64)
-        out[destination] = positions
-        return out.reshape(len(indices), width)
+        positions, padding, *_ = self._placement(indices)
+        if padding is not None:
+            positions[padding] = -1
+        return positions
 
-    def _placement(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
-        """For rows ``indices``: each id's stream position and flat destination, each piece's row
-        and column, and the ids each row holds."""
+    def _placement(self, indices: np.ndarray) -> tuple[Any, ...]:
+        """For rows ``indices``: each position's stream position (``(n, length + 1)``; padding
+        positions hold garbage), the padding mask (``None`` when no row is padded), each piece's
+        row and column, and the ids each row holds.
+
+        Pieces fill a row from column 0 in order, so within a piece the stream position grows by
+        one per column and only jumps where a piece begins: the positions are one ``cumsum``
+        over steps of 1, with each piece's first step set to land on its start. That costs a
+        scatter per piece and one pass over the batch, not a ``repeat`` per id.
+        """
         width = self.length + 1
         n = len(indices)
         first, last = self._row_ptr[indices], self._row_ptr[indices + 1]
-        counts = last - first
-        pieces = np.repeat(first, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+        counts = last - first  # at least one piece a row
+        heads = np.cumsum(counts) - counts  # each row's first piece in the flat piece list
+        pieces = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - heads, counts)
         lengths = self._piece_len[pieces].astype(np.int64)
-        row_of_piece = np.repeat(np.arange(n), counts)
+        row_of_piece = np.repeat(np.arange(n, dtype=np.int64), counts)
         # Column of each piece in its row: the lengths of the pieces before it in the same row.
-        ends = np.cumsum(lengths)
-        row_base = np.repeat(ends[np.cumsum(counts) - counts] - lengths[np.cumsum(counts) - counts], counts) if n else ends
-        column = ends - lengths - row_base
-        n_ids = int(lengths.sum())
-        offset_in_piece = np.arange(n_ids) - np.repeat(ends - lengths, lengths)
-        positions = np.repeat(self._piece_start[pieces], lengths) + offset_in_piece
-        destination = np.repeat(row_of_piece * width + column, lengths) + offset_in_piece
+        before = np.cumsum(lengths) - lengths
+        column = before - np.repeat(before[heads], counts) if n else before
+        destination = row_of_piece * width + column
+        # position = destination + shift inside a piece; shift changes only where a piece begins
+        shift = self._piece_start[pieces] - destination
+        steps = np.ones(n * width, dtype=np.int64)
+        if len(pieces):
+            steps[destination[1:]] = np.diff(shift) + 1
+            steps[0] = shift[0]
+        positions = np.cumsum(steps, out=steps).reshape(n, width)
         used = np.bincount(row_of_piece, weights=lengths, minlength=n).astype(np.int64)
-        return positions, destination, row_of_piece, column, used
+        padding = np.arange(width) >= used[:, None] if n and int(used.min()) < width else None
+        return positions, padding, row_of_piece, column, used
 
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""
@@ -366,55 +387,88 @@ class BestFitLayout(Layout):
                 "moved_share": self._moved / n_ids, "cut_share": self._cut / n_ids}
 
 
-def _best_fit(lengths: list[int], width: int, lookahead: int) -> tuple[list[int], list[int], int]:
-    """Pack pieces (``lengths``, each at most ``width``) into rows; return the pieces in row
-    order, the row offsets into that order (``n_rows + 1`` of them) and the ids served ahead of
-    an older waiting piece (moved).
+def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pack pieces (``lengths``, each in ``[1, width]``) into rows; return the pieces in row
+    order, the row offsets into that order (``n_rows + 1`` of them, ``int64``) and the ids served
+    ahead of an older waiting piece (moved).
 
-    A full piece (``width`` ids) can only ever head a row, so it waits in the age queue alone and
-    skips the sorted buffer: on cut text that is most pieces, at no change to the result.
+    Each row is headed by the oldest waiting piece, then filled, while a piece fits, by the
+    longest waiting piece that fits the space left (among equal lengths the oldest); before each
+    row the buffer is topped up to ``lookahead`` waiting pieces.
+
+    Why it is fast: waiting pieces of one length leave in age order (a row's head is the oldest
+    of all, a fill the oldest of its length), so each length is a FIFO queue, and "the longest
+    that fits" is the highest set bit at or below the space in one integer whose bit ``L`` says
+    a piece of length ``L`` waits: a few C-level integer operations a piece, no sorted buffer.
+    The oldest waiting piece is a pointer that only moves forward, and the moved ids are counted
+    afterwards in one vectorized pass. A full piece (``width`` ids) can only head a row: it
+    joins no queue.
     """
-    # (length, -index) of the partial pieces, sorted: the best fit is a bisection, and among
-    # equal lengths the oldest wins.
-    waiting: list[tuple[int, int]] = []
-    oldest: deque[int] = deque()
-    taken = bytearray(len(lengths))
+    lengths = np.asarray(lengths, dtype=np.int64)
+    sizes = lengths.tolist()
+    total = len(sizes)
+    bit = [1 << size for size in range(width + 1)]
+    queues: list[deque[int]] = [deque() for _ in range(width)]  # queues[L]: waiting partial pieces of length L
+    waiting_lengths = 0  # bit L set: queues[L] is not empty
+    taken = bytearray(total + 1)  # one spare: the pointer to the oldest may rest past the end
     placed: list[int] = []
-    row_ptr = [0]
-    following = moved = n_waiting = 0
-    total = len(lengths)
+    place = placed.append
+    row_ends: list[int] = []
+    end_row = row_ends.append
+    following = oldest = n_waiting = 0
     while following < total or n_waiting:
-        while following < total and n_waiting < lookahead:
-            if lengths[following] < width:
-                bisect.insort(waiting, (lengths[following], -following))
-            oldest.append(following)
-            following += 1
-            n_waiting += 1
-        while taken[oldest[0]]:
-            oldest.popleft()
-        head = oldest.popleft()
-        taken[head] = 1
-        placed.append(head)
+        if n_waiting < lookahead and following < total:
+            stop = min(total, following + lookahead - n_waiting)
+            for index in range(following, stop):
+                size = sizes[index]
+                if size < width:
+                    queues[size].append(index)
+                    waiting_lengths |= bit[size]
+            n_waiting += stop - following
+            following = stop
+        while taken[oldest]:
+            oldest += 1
+        taken[oldest] = 1  # the oldest waiting piece heads the row
+        place(oldest)
         n_waiting -= 1
-        space = width - lengths[head]
+        size = sizes[oldest]
+        space = width - size
         if space:
-            del waiting[bisect.bisect_left(waiting, (lengths[head], -head))]
-        while space and waiting:
-            at = bisect.bisect_right(waiting, (space, 1)) - 1
-            if at < 0:
-                break
-            size, index = waiting.pop(at)
-            index = -index
-            while taken[oldest[0]]:
-                oldest.popleft()
-            if oldest[0] != index:  # served ahead of an older waiting piece
-                moved += size
-            taken[index] = 1
-            placed.append(index)
-            n_waiting -= 1
-            space -= size
-        row_ptr.append(len(placed))
-    return placed, row_ptr, moved
+            queue = queues[size]
+            queue.popleft()  # the oldest of all is the oldest of its length
+            if not queue:
+                waiting_lengths ^= bit[size]
+            while space:
+                fitting = waiting_lengths & (bit[space + 1] - 1)
+                if not fitting:
+                    break
+                size = fitting.bit_length() - 1  # the longest length that fits
+                queue = queues[size]
+                index = queue.popleft()
+                if not queue:
+                    waiting_lengths ^= bit[size]
+                taken[index] = 1
+                place(index)
+                n_waiting -= 1
+                space -= size
+        end_row(len(placed))
+    order = np.asarray(placed, dtype=np.int64)
+    row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
+    row_ptr[1:] = row_ends
+    return order, row_ptr, _moved_ids(order, lengths)
+
+
+def _moved_ids(order: np.ndarray, lengths: np.ndarray) -> int:
+    """Ids of the pieces placed while an older piece was still waiting: piece ``k`` placed at
+    ``p`` moved iff some older piece (index below ``k``) is placed after ``p``."""
+    if not len(order):
+        return 0
+    placed_at = np.empty(len(order), dtype=np.int64)
+    placed_at[order] = np.arange(len(order))
+    latest_older = np.empty(len(order), dtype=np.int64)  # the latest placement among pieces below k
+    latest_older[0] = -1
+    np.maximum.accumulate(placed_at[:-1], out=latest_older[1:])
+    return int(lengths[latest_older > placed_at].sum())
 
 
 def _cache_path(fingerprint: dict[str, Any], cache: bool | str | Path) -> Path | None:

@@ -209,7 +209,14 @@ class BatchLoader:
         return self.batches.ignore_index
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        extra: dict[str, Any] = {} if not self.num_workers else {"prefetch_factor": self.prefetch_factor or 2}
+        if not self.num_workers:
+            # In-process, a DataLoader would only add its per-batch bookkeeping (profiler scope,
+            # fetcher, default_convert over the dict) to the same calls; this is what it does.
+            while True:
+                batch = to_tensors(self.batches.batch(self.batches.step))
+                self.batches.step += 1  # delivered
+                yield batch
+        extra: dict[str, Any] = {"prefetch_factor": self.prefetch_factor or 2}
         loader = DataLoader(_Steps(self.batches), batch_size=None, sampler=_StepsFrom(self.batches.step),
                             num_workers=self.num_workers, **extra)
         for batch in loader:

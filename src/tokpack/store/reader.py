@@ -88,7 +88,9 @@ class Pack(RecordedStream):
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         """The ids at arbitrary stream ``positions`` (any shape)."""
-        return self.tokens[positions]
+        # Indexed as a plain ndarray view: np.memmap's own __getitem__ costs more than the gather
+        # of a batch's few thousand positions.
+        return np.asarray(self.tokens)[positions]
 
     def verify(self, *, stream_hash: Any = None) -> None:
         """Hash both payloads against ``meta.json``, check every id is below ``n_vocab`` and that
