@@ -79,8 +79,8 @@ def test_20000_lichess_style_games_read_as_python_chess_reads_them(generated: tu
 
 def test_real_games_read_as_python_chess_reads_them(shared_data: Path) -> None:
     """The first 3,000 games of the real collection, against python-chess itself."""
-    path = shared_data / "chess" / "games.pgn"
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as handle:
+    path = shared_data / "chess" / "games.pgn.zst"
+    with zstandard.open(path, "rt", encoding="utf-8", errors="surrogateescape", newline="") as handle:
         text = "".join(line for _, line in zip(range(60_000), handle))
     text = text[: text.rindex("\n\n[") + 2]
     games = _read_text(text)
