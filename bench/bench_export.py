@@ -35,9 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus as bench_corpus  # noqa: E402
 from registry import gpt2_rank_file  # noqa: E402
 
-if not bench_corpus.SHARED_DATA.exists():  # a git worktree sits one level deeper than the repository
-    bench_corpus.SHARED_DATA = bench_corpus.REPO.parents[1] / "shared" / "data"
-
 FORMATS = ("megatron", "nanogpt", "litdata", "mds", "hf")
 PATHS = ("megatron-core", "tokpack")
 
