@@ -64,8 +64,8 @@ def available_months(games_dir: Path) -> list[str]:
     return found
 
 
-def split_months(cfg: ChessPipelineConfig) -> tuple[list[str], list[str]]:
-    """The training and validation months of ``cfg``; every month's table must exist.
+def split_months(cfg: ChessPipelineConfig, *, check: bool = True) -> tuple[list[str], list[str]]:
+    """The training and validation months of ``cfg``; with ``check``, every month's table must exist.
 
     Raises:
         InputError: a missing month, a month in both splits, or nothing left to train on.
@@ -97,7 +97,7 @@ def split_months(cfg: ChessPipelineConfig) -> tuple[list[str], list[str]]:
         raise InputError(None, f"month {both[0]} is in both the training and the validation months")
     if not train:
         raise InputError(cfg.games_dir, "no training month left", fix="name train_months or lower val_fraction")
-    for month in [*train, *val]:
+    for month in [*train, *val] if check else ():
         path = month_parquet(cfg.games_dir, month)
         if not path.is_file():
             raise InputError(path, "no such file", fix=f"convert the games of {month} first (tokpack chess convert)")
@@ -148,7 +148,9 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
     """
     if scheme not in SCHEMES:
         raise InputError(None, f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    train, val = split_months(cfg)
+    # Statistics or a BPE from --games need no converted month; packing (or reading the first
+    # training month) does.
+    train, val = split_months(cfg, check=pack or games is None)
     source = games if games is not None else month_parquet(cfg.games_dir, train[0])
     splits = (("train", "train", train), ("val", "validation", val))
     for folder, _, _ in splits if pack else ():
