@@ -58,7 +58,11 @@ def located(
 
 
 class TokpackError(Exception):
-    """Base of every error tokpack raises on purpose (never a bug)."""
+    """Base of every error tokpack raises on purpose (never a bug).
+
+    >>> str(TokpackError("no training month left", fix="lower val_fraction"))
+    'no training month left; lower val_fraction'
+    """
 
     def __init__(
         self,
@@ -70,8 +74,10 @@ class TokpackError(Exception):
         game: int | None = None,
         fix: str | None = None,
     ) -> None:
-        # TokpackError("whole message") also works, for messages built elsewhere.
-        message = str(where) if what is None else located(where, what, byte=byte, line=line, game=game, fix=fix)
+        # TokpackError("whole message") also works, for messages built elsewhere (keeping any fix).
+        if what is None:
+            where, what = None, str(where)
+        message = located(where, what, byte=byte, line=line, game=game, fix=fix)
         super().__init__(message)
 
 
