@@ -147,26 +147,7 @@ def _measure(trainer: str, size_mb: float, merges: int, data: Path) -> dict[str,
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "result.json"
         command = [sys.executable, __file__, "--child", trainer, str(size_mb), str(merges), str(output), "--data", str(data)]
-        process = subprocess.Popen(command)
-        peak = 0
-        done = threading.Event()
-
-        def sample() -> None:
-            nonlocal peak
-            while not done.is_set():
-                peak = max(peak, _tree_rss(process.pid))
-                time.sleep(0.05)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        code = process.wait()
-        done.set()
-        sampler.join()
-        if code != 0:
-            raise SystemExit(f"{trainer} failed with exit code {code}")
-        result = json.loads(output.read_text())
-    result["peak_rss_mib"] = peak / 2**20
-    return result
+        return _measure_command(command, output)
 
 
 def _first_difference(ours: list[str], theirs: list[str]) -> int | None:
