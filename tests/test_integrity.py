@@ -470,6 +470,28 @@ def test_temporaries_carry_the_host_and_only_their_own_host_removes_them(tmp_pat
     assert mine.exists() and dead_elsewhere.exists() and not dead_here.exists()
 
 
+def test_a_killed_writers_partial_file_is_removed_by_the_next_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokpack._atomic import _owner, write_atomically
+    from tokpack.bpe.challenge import make_proof, new_challenge, write_proof
+
+    proof_path = tmp_path / "proof.json"
+    dead_here = tmp_path / f".proof.json.{_owner().replace(str(os.getpid()), '999999999')}-0a0b0c0d.partial"
+    dead_elsewhere = tmp_path / ".proof.json.999999999@another.host-0a0b0c0d.partial"
+    alive_here = tmp_path / f".proof.json.{_owner()}-0a0b0c0d.partial"
+    for leftover in (dead_here, dead_elsewhere, alive_here):
+        leftover.write_text("{")  # what kill -9 mid-write leaves
+    write_proof(make_proof(new_challenge(["aaab", "abab"], 2, challenge_id="c")), proof_path)
+    assert proof_path.is_file() and not dead_here.exists() and dead_elsewhere.exists() and alive_here.exists()
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(tmp_path / "other.json", "{}")
+    assert not list(tmp_path.glob(".other.json.*"))
+
+
 def test_merge_removes_what_a_killed_merge_left_behind(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from tokpack.errors import InputError
 
 _MARK = ".tmp-"
+_PARTIAL = ".partial"
 
 
 def temporary_sibling(destination: Path) -> Path:
@@ -62,14 +63,39 @@ def building(destination: Path) -> Iterator[Path]:
     publish(temporary, destination)
 
 
+def partial_sibling(path: Path) -> Path:
+    """Return a fresh hidden name beside ``path`` (``.NAME.PID@HOST-RANDOM.partial``) to write a file
+    into before renaming it to ``path``; first remove what killed writers of ``path`` on this host
+    left behind (see :func:`remove_abandoned`)."""
+    path = Path(path)
+    prefix = f".{path.name}."
+    for candidate in path.parent.glob(f"{prefix}*{_PARTIAL}"):
+        owner = candidate.name[len(prefix) : -len(_PARTIAL)].rsplit("-", 1)[0]
+        if _abandoned(owner):
+            candidate.unlink(missing_ok=True)
+    return path.with_name(f"{prefix}{_owner()}-{secrets.token_hex(4)}{_PARTIAL}")
+
+
 def write_atomically(path: Path, content: str | bytes) -> Path:
     """Write ``content`` (text as UTF-8) to ``path`` through a temporary sibling renamed into
-    place, so a reader never sees half a file; return ``path``."""
+    place, so a reader never sees half a file; return ``path``.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> (folder / f".a.json.1@{_host()}-0000.partial").write_text("{")  # a killed writer's; pid 1 lives
+    1
+    >>> write_atomically(folder / "a.json", "{}").read_text(), len(list(folder.iterdir()))
+    ('{}', 2)
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{_owner()}.partial")
-    partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    os.replace(partial, path)
+    partial = partial_sibling(path)
+    try:
+        partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -83,12 +109,16 @@ def remove_abandoned(destination: Path) -> int:
     removed = 0
     prefix = f".{destination.name}{_MARK}"
     for candidate in destination.parent.glob(f"{prefix}*"):
-        owner = candidate.name[len(prefix) :].rsplit("-", 1)[0]
-        pid, _, host = owner.partition("@")
-        if host == _host() and pid.isdigit() and not _alive(int(pid)):
+        if _abandoned(candidate.name[len(prefix) :].rsplit("-", 1)[0]):
             shutil.rmtree(candidate, ignore_errors=True)
             removed += 1
     return removed
+
+
+def _abandoned(owner: str) -> bool:
+    """Whether ``owner`` (``PID@HOST``) names a process of this host that is gone."""
+    pid, _, host = owner.partition("@")
+    return host == _host() and pid.isdigit() and not _alive(int(pid))
 
 
 def _host() -> str:

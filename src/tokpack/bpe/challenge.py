@@ -12,7 +12,6 @@ Both commands refuse a challenge beyond :class:`Limits`, so a grading server is 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from tokpack._atomic import write_atomically
 from tokpack._schema import read_record
 from tokpack.bpe.explain import walk
 from tokpack.bpe.fast import train_fast
@@ -141,12 +141,9 @@ def make_proof(challenge: Challenge, *, now: datetime | None = None, limits: Lim
 def write_proof(proof: Proof, path: Path) -> None:
     """Write ``proof`` to ``path`` through a temporary sibling, so no half-written file appears."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(proof.to_json(), encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    if not path.parent.is_dir():  # a mistyped folder is the user's mistake, not a folder to create
+        raise InputError(str(path), "its folder does not exist", fix="create the folder or name another file")
+    write_atomically(path, proof.to_json())
 
 
 @dataclass(frozen=True)

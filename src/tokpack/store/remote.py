@@ -26,6 +26,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tokpack._atomic import partial_sibling
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.dataset import DatasetRecord, PartsStream, ShardEntry, ShardedDataset, stream_hashes
@@ -203,7 +204,7 @@ class RemoteDataset(PartsStream, RecordedStream):
         size = NPY_HEADER_BYTES + entry.n_tokens * self.dtype.itemsize
         self.cache.make_room(size)
         if not (target.exists() and _payload_sha256(target) == entry.tokens_sha256):
-            partial = target.with_name(f".{TOKENS_FILE}.{os.getpid()}.partial")
+            partial = partial_sibling(target)
             digest = hashlib.sha256()
             remote = self.url_of(shard._remote(TOKENS_FILE))
             try:
@@ -216,6 +217,9 @@ class RemoteDataset(PartsStream, RecordedStream):
             except FileNotFoundError:
                 partial.unlink(missing_ok=True)
                 raise IntegrityError(remote, "missing", fix="the remote dataset is incomplete") from None
+            except BaseException:  # a dropped connection or an interrupt leaves no partial behind
+                partial.unlink(missing_ok=True)
+                raise
             if partial.stat().st_size != size or digest.hexdigest() != entry.tokens_sha256:
                 partial.unlink(missing_ok=True)
                 raise IntegrityError(remote, f"SHA-256 or size differs from {DATASET_FILE}; refused",
