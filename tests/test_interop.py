@@ -485,6 +485,30 @@ def test_prepare_writes_a_sharded_dataset_to_a_url(sharded, corpus, tmp_path: Pa
     assert sorted(Path(p).name for p in listed if "shard-" in p) == [e.name for e in sharded.meta.shards]
 
 
+def test_prepare_uploads_to_s3_and_inspect_verifies_it_there(sharded, corpus, s3_options, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import s3fs
+
+    runner, options = CliRunner(), json.dumps(s3_options)
+    url = "s3://tokpack/cli-made"
+    made = runner.invoke(app, ["prepare", str(sample_corpus()), "--vocab", str(corpus.vocabulary_path), "--shards", "4",
+                               "--out", url, "--workers", "1", "--document-bytes", str(DOCUMENT_BYTES), "--storage-options", options])
+    assert made.exit_code == 0, made.output
+    inspected = runner.invoke(app, ["inspect", url, "--json", "--storage-options", options, "--cache-dir", str(tmp_path / "c")])
+    assert inspected.exit_code == 0, inspected.output
+    record = json.loads(inspected.output)
+    assert record["verified"] and record["seal"] == sharded.meta.seal  # the same dataset as made locally
+    name = sharded.meta.shards[1].name
+    fs = s3fs.S3FileSystem(**s3_options)
+    data = bytearray(fs.cat(f"tokpack/cli-made/{name}/tokens.npy"))
+    data[-1] ^= 1
+    fs.pipe(f"tokpack/cli-made/{name}/tokens.npy", bytes(data))
+    refused = runner.invoke(app, ["inspect", url, "--storage-options", options, "--cache-dir", str(tmp_path / "c2")])
+    assert refused.exit_code == 2 and f"{url}/{name}/tokens.npy: SHA-256 or size differs" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1
+    unreadable = runner.invoke(app, ["inspect", url, "--storage-options", "{endpoint"])
+    assert unreadable.exit_code == 2 and "--storage-options: not JSON" in unreadable.output
+
+
 def test_importing_foreign_megatron_files_strips_a_named_end_of_document_id(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     export(pack, "megatron", tmp_path / "m", append_eod=True)
     (tmp_path / "m.tokpack.json").unlink()  # as preprocess_data.py would have left it: no sidecar

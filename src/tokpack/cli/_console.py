@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ except ImportError:  # older typer runs on click itself
 
 from tokpack._extras import missing_extra
 from tokpack.corpus.preparation import PrepareProgress
-from tokpack.errors import TokpackError
+from tokpack.errors import InputError, TokpackError
 
 console = Console()
 errors = Console(stderr=True)
@@ -127,6 +128,26 @@ def command_group(help: str) -> typer.Typer:
     return typer.Typer(cls=ReportingGroup, no_args_is_help=True, add_completion=False,
                        pretty_exceptions_enable=False, rich_markup_mode=None, context_settings=CONTEXT_SETTINGS,
                        help=help)
+
+
+StorageOptions: Any = typer.Option(None, "--storage-options", help='fsspec options for URLs, as JSON (e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\').')
+
+
+def storage_options_from(text: str | None) -> dict[str, Any]:
+    """The ``--storage-options`` JSON object as a dict (empty when not given).
+
+    >>> storage_options_from('{"anon": true}')
+    {'anon': True}
+    """
+    if text is None:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(None, f"--storage-options: not JSON ({error.msg})", fix='e.g. \'{"anon": true}\'') from None
+    if not isinstance(options, dict):
+        raise InputError(None, "--storage-options must be a JSON object")
+    return options
 
 
 class TrainerName(str, Enum):

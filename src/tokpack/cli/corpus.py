@@ -18,7 +18,9 @@ from tokpack.cli._console import (
     command_group,
     console,
     prepare_progress,
+    StorageOptions,
     shard_progress,
+    storage_options_from,
 )
 from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
 from tokpack.errors import InputError
@@ -48,11 +50,13 @@ def prepare_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
     engine: EngineName = typer.Option(EngineName.local, "--engine", help="Who runs the shards: local processes, ray, or array (write the job for a scheduler's job array)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
+    storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
     if shards is not None:
         _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
-                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value)
+                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
+                         storage_options=storage_options_from(storage_options))
         return
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
@@ -71,7 +75,7 @@ def prepare_command(
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
-                     on_error: str) -> None:
+                     on_error: str, storage_options: dict[str, Any]) -> None:
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
@@ -96,7 +100,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, on_done=on_done, on_progress=on_progress)  # type: ignore[arg-type]
     if url is not None:
-        upload_dataset(out, url)
+        upload_dataset(out, url, storage_options=storage_options)
         shutil.rmtree(out.parent, ignore_errors=True)
     meta = dataset.meta
     console.print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
@@ -127,19 +131,25 @@ def merge_command(
 
 
 def inspect_command(
-    pack: Path = typer.Argument(..., help="A pack or sharded dataset folder."),
+    pack: str = typer.Argument(..., help="A pack or sharded dataset: a folder, or an fsspec URL (s3://…, gs://…); a URL's shards are downloaded into the cache to be verified."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
     datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
+    storage_options: Optional[str] = StorageOptions,
+    cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    from tokpack.store.remote import is_url, open_source
+
     opened: TokenSource
     if datatrove_tokenizer is not None:
         from tokpack.store.importing import open_foreign
 
-        opened = open_foreign(pack, tokenizer=datatrove_tokenizer, verify=verify)
+        opened = open_foreign(Path(pack), tokenizer=datatrove_tokenizer, verify=verify)
+    elif is_url(pack):
+        opened = open_source(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
     else:
-        opened = open_tokens(pack, verify=verify)
+        opened = open_tokens(Path(pack), verify=verify)
     if as_json:
         typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify}, indent=2, sort_keys=True))
         return

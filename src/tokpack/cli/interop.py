@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,8 +10,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from tokpack.cli._console import console, errors
-from tokpack.errors import InputError
+from tokpack.cli._console import StorageOptions, console, errors, storage_options_from
 
 FORMAT_HELP = ("megatron (OUT.bin/OUT.idx), nanogpt (OUT/train.bin, val.bin), litdata (OUT/RANGE/ chunks), "
                "mds (OUT/RANGE/ MosaicML shards), hf (OUT/RANGE/*.parquet)")
@@ -26,18 +24,6 @@ def _token_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
         yield lambda done: progress.advance(task, done)
 
 
-def _storage_options(text: Optional[str]) -> dict:
-    if text is None:
-        return {}
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(None, f"--storage-options: not JSON ({error.msg})", fix='e.g. \'{"anon": true}\'') from None
-    if not isinstance(options, dict):
-        raise InputError(None, "--storage-options must be a JSON object")
-    return options
-
-
 def export_command(
     source: str = typer.Argument(..., help="A pack or sharded dataset (a folder, or an fsspec URL)."),
     out: str = typer.Argument(..., help="What to write: a Megatron prefix, or a folder; a URL (s3://…) uploads it."),
@@ -48,13 +34,13 @@ def export_command(
     eod_id: Optional[int] = typer.Option(None, "--eod-id", help="The end-of-document id (default: the pack's padding id, <|endoftext|> for text)."),
     range_name: Optional[str] = typer.Option(None, "--range", help="Export this range only (train, validation, test)."),
     rows_per_file: int = typer.Option(1 << 20, "--rows-per-file", help="Documents per file (hf, mds, litdata)."),
-    storage_options: Optional[str] = typer.Option(None, "--storage-options", help="fsspec options as JSON, for URLs."),
+    storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Write a pack or sharded dataset in a format a training framework loads, with a sidecar naming its vocabulary."""
     from tokpack.export import export
     from tokpack.store.remote import open_source
 
-    options = _storage_options(storage_options)
+    options = storage_options_from(storage_options)
     opened = open_source(source, storage_options=options)
     with _token_progress(opened.n_tokens, "export") as progress:
         record = export(opened, fmt, out, append_eod=append_eod, eod_id=eod_id, range_name=range_name,
