@@ -1,0 +1,190 @@
+"""SAN to UCI for many games, compiled by numba: one mailbox board per game, one scalar pass per move.
+
+Each game starts from the standard position on a 65-cell board (squares as python-chess numbers
+them, plus an off-board cell that ends every ray; see :mod:`tokpack.chess._replay`). A parsed SAN
+move (:class:`tokpack.chess._resolve.SanTable` row) names a piece kind, a target square and
+optionally the file, rank and promotion; the candidates are the side's pieces of that kind that
+reach the target (knight jumps, the first piece along each ray, king steps, pawn pushes and
+captures including en passant), filtered by file, rank and promotion exactly as python-chess's
+``Board.parse_san`` filters its legal moves. Each candidate is played and taken back on the board,
+and kept only when its own king is not attacked afterwards; the move resolves when exactly one
+candidate is left. Castling needs the right, the king and rook at home, the squares between them
+empty and the king's squares (with the king lifted) unattacked. Anything else (no candidate,
+several, an unusual token) stops the game there and marks it unresolved, so the caller hands it to
+python-chess and a resolved game is always python-chess's own answer.
+
+Measured: the lockstep numpy version it replaces spent ~75 % of a conversion here; this loop is
+scalar work per move (a few hundred nanoseconds), so resolving is no longer what a conversion waits for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tokpack.chess._replay import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
+from tokpack.chess._resolve import NORMAL, SHORT_CASTLE, UNUSUAL
+_RAY = np.ascontiguousarray(_T["ray"][:64, :, :7])  # [square, direction (4 orthogonal first), step]
+_KNIGHT = np.ascontiguousarray(_T["knight"][:64])
+_KING = np.ascontiguousarray(_T["king"][:64])
+_PAWN_ATTACKERS = np.ascontiguousarray(_T["pawn_attackers"][:, :64])  # [attacker colour, target, 2]
+_CORNER = np.ascontiguousarray(_T["corner_rights"][:64].astype(np.int64))
+_BOARD = _START.copy()
+
+
+@njit(nogil=True, cache=True)
+def _attacked(board: np.ndarray, square: int, by: int) -> bool:
+    """Whether ``square`` is attacked by side ``by`` (+1 white, -1 black)."""
+    for d in range(8):
+        for k in range(7):
+            cell = _RAY[square, d, k]
+            value = board[cell]
+            if value == 0:
+                continue
+            if value == by * QUEEN or value == by * (ROOK if d < 4 else BISHOP):
+                return True
+            break
+    for j in range(8):
+        if board[_KNIGHT[square, j]] == by * KNIGHT or board[_KING[square, j]] == by * KING:
+            return True
+    colour = 0 if by > 0 else 1
+    return board[_PAWN_ATTACKERS[colour, square, 0]] == by * PAWN or board[_PAWN_ATTACKERS[colour, square, 1]] == by * PAWN
+
+
+@njit(nogil=True, cache=True)
+def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int, king: int) -> bool:
+    """Whether moving ``frm`` to ``to`` leaves the side's king unattacked (the board is restored)."""
+    moving, taken = board[frm], board[to]
+    takes_en_passant = moving == side * PAWN and to == en_passant and frm % 8 != to % 8
+    behind = to - 8 * side
+    board[to], board[frm] = moving, 0
+    if takes_en_passant:
+        board[behind] = 0
+    safe = not _attacked(board, to if moving == side * KING else king, -side)
+    board[frm], board[to] = moving, taken
+    if takes_en_passant:
+        board[behind] = -side * PAWN
+    return safe
+
+
+@njit(nogil=True, cache=True)
+def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, from_rank: int, promotion: int,
+          en_passant: int, king: int) -> int:
+    """The one legal origin of a SAN move, or -1 (none or several)."""
+    target = board[to] * side
+    if target > 0:
+        return -1  # python-chess masks the target with the side's own pieces
+    promotes = piece == PAWN and to // 8 == (7 if side > 0 else 0)
+    if promotes:
+        if promotion < KNIGHT or promotion > QUEEN:
+            return -1
+    elif promotion != 0:
+        return -1
+    candidates = np.full(8, SENTINEL, dtype=np.int64)
+    if piece == KNIGHT:
+        for j in range(8):
+            candidates[j] = _KNIGHT[to, j]
+    elif piece == KING:
+        for j in range(8):
+            candidates[j] = _KING[to, j]
+    elif piece == PAWN:
+        back = to - 8 * side
+        if 0 <= back < 64:
+            if target == 0:
+                candidates[0] = back
+                double = to - 16 * side
+                if double // 8 == (1 if side > 0 else 6) and board[back] == 0:
+                    candidates[1] = double
+            if target < 0 or (target == 0 and to == en_passant):
+                if to % 8 > 0:
+                    candidates[2] = back - 1
+                if to % 8 < 7:
+                    candidates[3] = back + 1
+    else:
+        first, last = (0, 4) if piece == ROOK else (4, 8) if piece == BISHOP else (0, 8)
+        for d in range(first, last):
+            for k in range(7):
+                cell = _RAY[to, d, k]
+                if board[cell] != 0:
+                    candidates[d] = cell
+                    break
+    found, count = -1, 0
+    for j in range(8):
+        origin = candidates[j]
+        if origin == SENTINEL or board[origin] != side * piece:
+            continue
+        if (from_file >= 0 and origin % 8 != from_file) or (from_rank >= 0 and origin // 8 != from_rank):
+            continue
+        if _legal_after(board, side, origin, to, en_passant, king):
+            found, count = origin, count + 1
+    return found if count == 1 else -1
+
+
+@njit(nogil=True, cache=True)
+def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
+    """The king's target square of a castling move, or -1 when python-chess would not allow it."""
+    home = 4 if side > 0 else 60
+    right = (1 if short else 2) << (0 if side > 0 else 2)
+    rook = home + 3 if short else home - 4
+    if board[home] != side * KING or board[rook] != side * ROOK or (rights & right) == 0:
+        return -1
+    for square in range(min(home, rook) + 1, max(home, rook)):
+        if board[square] != 0:
+            return -1
+    step = 1 if short else -1
+    board[home] = 0  # python-chess looks at the king's path with the king lifted
+    safe = not (_attacked(board, home, -side) or _attacked(board, home + step, -side) or _attacked(board, home + 2 * step, -side))
+    board[home] = side * KING
+    return home + 2 * step if safe else -1
+
+
+@njit(nogil=True, cache=True)
+def resolve_games_compiled(codes: np.ndarray, counts: np.ndarray, kind: np.ndarray, piece: np.ndarray, to: np.ndarray,
+                           from_file: np.ndarray, from_rank: np.ndarray, promotion: np.ndarray, start: np.ndarray,
+                           end: np.ndarray, promo: np.ndarray, resolved: np.ndarray) -> None:
+    """Fill ``start``/``end``/``promo`` per move and ``resolved`` per game (see :func:`resolve_san`)."""
+    board = np.empty(65, dtype=np.int8)
+    first = 0
+    for g in range(len(counts)):
+        board[:] = _BOARD
+        kings = np.array([4, 60])
+        rights, en_passant, ok = 15, -1, True
+        for i in range(first, first + counts[g]):
+            side = 1 if (i - first) % 2 == 0 else -1
+            me = 0 if side > 0 else 1
+            code = codes[i]
+            k = kind[code]
+            p = 0
+            if k == NORMAL:
+                t = to[code]
+                p = promotion[code]
+                f = _find(board, side, piece[code], t, from_file[code], from_rank[code], p, en_passant, kings[me])
+            elif k == UNUSUAL:
+                f = -1
+                t = 0
+            else:
+                f = 4 if side > 0 else 60
+                t = _castle(board, side, k == SHORT_CASTLE, rights)
+                if t < 0:
+                    f = -1
+            if f < 0:
+                ok = False
+                break
+            moving = board[f] * side
+            if moving == PAWN and t == en_passant and f % 8 != t % 8:
+                board[t - 8 * side] = 0
+            board[f] = 0
+            board[t] = (p if p > 0 else moving) * side
+            if moving == KING:
+                kings[me] = t
+                rights &= ~(3 if side > 0 else 12)
+                if t - f == 2:
+                    board[f + 3], board[f + 1] = 0, side * ROOK
+                elif f - t == 2:
+                    board[f - 4], board[f - 1] = 0, side * ROOK
+            rights &= ~(_CORNER[f] | _CORNER[t])
+            en_passant = f + 8 * side if moving == PAWN and abs(t - f) == 16 else -1
+            start[i], end[i], promo[i] = f, t, p
+        resolved[g] = ok
+        first += counts[g]
+
