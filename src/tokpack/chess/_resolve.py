@@ -15,7 +15,6 @@ python-chess's own answer.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,60 +24,39 @@ from tokpack.chess._replay import KING, PAWN
 NORMAL, SHORT_CASTLE, LONG_CASTLE, UNUSUAL = 0, 1, 2, 3
 _SAN = re.compile(r"^([NBKRQ])?([a-h])?([1-8])?[\-x]?([a-h][1-8])(=?[nbrqkNBRQK])?[\+#]?\Z")  # python-chess's
 _PIECES = "pnbrqk"
-NO_MOVE, SEPARATOR, MANY_MOVES = -1, -2, -3
+#: Word codes that are not moves (a move's code is its packed fields, >= 0); ASK: decided in Python.
+NO_MOVE, SEPARATOR, MANY_MOVES, ASK = -1, -2, -3, -4
 _CASTLES = {"O-O": SHORT_CASTLE, "0-0": SHORT_CASTLE, "O-O-O": LONG_CASTLE, "0-0-0": LONG_CASTLE}
 
 
-@dataclass(frozen=True)
-class SanTable:
-    """Parsed fields of distinct SAN tokens, indexed by token code (one row per code)."""
+def pack(kind: int, piece: int, to: int, from_file: int, from_rank: int, promotion: int) -> int:
+    """One parsed SAN move as a non-negative int (the compiled scanner packs the same way).
 
-    kind: np.ndarray
-    piece: np.ndarray
-    to: np.ndarray
-    from_file: np.ndarray
-    from_rank: np.ndarray
-    promotion: np.ndarray
+    >>> pack(NORMAL, 2, 21, -1, -1, 0)  # Nf3: a knight (2) to f3 (21)
+    680
+    """
+    return kind | piece << 2 | to << 5 | (from_file + 1) << 11 | (from_rank + 1) << 15 | promotion << 19
 
 
 class SanCodes(dict):  # type: ignore[type-arg]
-    """Codes of movetext *words* (whitespace-separated): a SAN token's code, or one of the markers.
+    """Codes of movetext *words* (whitespace-separated): a SAN token's packed fields, or a marker.
 
     A word holds at most one move in well-formed movetext (``12.Nf3``, ``e4!?``, ``Qxf7#``); its
-    code is that move's, :data:`NO_MOVE` for a word without one (``12.``, ``$1``, ``1-0``), or
-    :data:`MANY_MOVES` (the game goes to python-chess). Each distinct word and each distinct SAN
-    token is parsed once; tokens come from python-chess's movetext expression, word by word, which
-    gives the same tokens as over the whole line since no token holds whitespace.
+    code is that move's :func:`pack`, :data:`NO_MOVE` for a word without one (``12.``, ``$1``,
+    ``1-0``), or :data:`MANY_MOVES` (the game goes to python-chess). Each distinct word is parsed
+    once; tokens come from python-chess's movetext expression, word by word, which gives the same
+    tokens as over the whole line since no token holds whitespace.
     """
 
     def __init__(self, tokens: re.Pattern[str], separator: str) -> None:
         super().__init__({separator: SEPARATOR})
         self.tokens = tokens
-        self.moves: dict[str, int] = {}
-        self._rows: list[tuple[int, int, int, int, int, int]] = []
-        self._table: SanTable | None = None
 
     def __missing__(self, word: str) -> int:
         found = [t for t in self.tokens.findall(word) if t]
-        if not found:
-            code = NO_MOVE
-        elif len(found) > 1:
-            code = MANY_MOVES
-        else:
-            code = self.moves.get(found[0], -1)
-            if code < 0:
-                code = self.moves[found[0]] = len(self._rows)
-                self._rows.append(_parse(found[0]))
-                self._table = None
+        code = NO_MOVE if not found else MANY_MOVES if len(found) > 1 else pack(*_parse(found[0]))
         self[word] = code
         return code
-
-    @property
-    def table(self) -> SanTable:
-        if self._table is None:
-            rows = np.array(self._rows or [(UNUSUAL, 0, 0, -1, -1, 0)], dtype=np.int16).reshape(-1, 6)
-            self._table = SanTable(*(rows[:, i].astype(np.intp) for i in range(6)))
-        return self._table
 
 
 def _parse(token: str) -> tuple[int, int, int, int, int, int]:
@@ -99,20 +77,41 @@ def _parse(token: str) -> tuple[int, int, int, int, int, int]:
     return (NORMAL, piece, to, from_file, from_rank, promotion)
 
 
-def resolve_san(codes: np.ndarray, counts: np.ndarray, table: SanTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The UCI move of every SAN move (``codes``, game after game; ``counts`` moves per game).
+def resolve_san(moves: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The UCI move of every SAN move (``moves``: packed, game after game; ``counts`` moves per game).
 
     Returns ``(from_square, to_square, promotion, resolved)``: three arrays over the moves and a
     boolean per game. The moves of an unresolved game are meaningless.
     """
     from tokpack.chess._resolve_compiled import resolve_games_compiled  # numba: imported when first needed
 
-    n_moves = len(codes)
+    n_moves = len(moves)
     start = np.zeros(n_moves, dtype=np.int8)
     end = np.zeros(n_moves, dtype=np.int8)
     promo = np.zeros(n_moves, dtype=np.int8)
     resolved = np.ones(len(counts), dtype=bool)
-    resolve_games_compiled(np.ascontiguousarray(codes, dtype=np.int64), np.ascontiguousarray(counts, dtype=np.int64),
-                           table.kind, table.piece, table.to, table.from_file, table.from_rank, table.promotion,
+    resolve_games_compiled(np.ascontiguousarray(moves, dtype=np.int64), np.ascontiguousarray(counts, dtype=np.int64),
                            start, end, promo, resolved)
     return start, end, promo, resolved
+
+
+def code_words(text: str, codes: SanCodes) -> np.ndarray:
+    """The code of every whitespace-separated word of ``text`` (as ``codes[word]`` gives it).
+
+    ASCII text is scanned by compiled code, which packs the common words itself (move numbers,
+    SAN with ``+#!?``, NAGs, results) and leaves every other word to ``codes``; other text is split
+    in Python.
+    """
+    if not text.isascii():
+        return np.fromiter(map(codes.__getitem__, text.split()), dtype=np.int64)
+    from tokpack.chess._resolve_compiled import scan_words
+
+    buffer = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    words = np.empty(len(buffer) // 2 + 1, dtype=np.int64)
+    starts = np.empty_like(words)
+    ends = np.empty_like(words)
+    n = scan_words(buffer, words, starts, ends)
+    words, starts, ends = words[:n], starts[:n], ends[:n]
+    for i in np.flatnonzero(words == ASK).tolist():
+        words[i] = codes[text[starts[i]:ends[i]]]
+    return words

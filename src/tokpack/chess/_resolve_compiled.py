@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from tokpack.chess._replay import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
-from tokpack.chess._resolve import NORMAL, SHORT_CASTLE, UNUSUAL
+from tokpack.chess._resolve import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 _RAY = np.ascontiguousarray(_T["ray"][:64, :, :7])  # [square, direction (4 orthogonal first), step]
 _KNIGHT = np.ascontiguousarray(_T["knight"][:64])
 _KING = np.ascontiguousarray(_T["king"][:64])
@@ -69,8 +69,8 @@ def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: in
 
 @njit(nogil=True, cache=True)
 def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, from_rank: int, promotion: int,
-          en_passant: int, king: int) -> int:
-    """The one legal origin of a SAN move, or -1 (none or several)."""
+          en_passant: int, king: int, candidates: np.ndarray) -> int:
+    """The one legal origin of a SAN move, or -1 (none or several); ``candidates`` is scratch (8 cells)."""
     target = board[to] * side
     if target > 0:
         return -1  # python-chess masks the target with the side's own pieces
@@ -80,7 +80,7 @@ def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, fro
             return -1
     elif promotion != 0:
         return -1
-    candidates = np.full(8, SENTINEL, dtype=np.int64)
+    candidates[:] = SENTINEL
     if piece == KNIGHT:
         for j in range(8):
             candidates[j] = _KNIGHT[to, j]
@@ -139,26 +139,26 @@ def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def resolve_games_compiled(codes: np.ndarray, counts: np.ndarray, kind: np.ndarray, piece: np.ndarray, to: np.ndarray,
-                           from_file: np.ndarray, from_rank: np.ndarray, promotion: np.ndarray, start: np.ndarray,
-                           end: np.ndarray, promo: np.ndarray, resolved: np.ndarray) -> None:
+def resolve_games_compiled(moves: np.ndarray, counts: np.ndarray, start: np.ndarray, end: np.ndarray,
+                           promo: np.ndarray, resolved: np.ndarray) -> None:
     """Fill ``start``/``end``/``promo`` per move and ``resolved`` per game (see :func:`resolve_san`)."""
     board = np.empty(65, dtype=np.int8)
+    candidates = np.empty(8, dtype=np.int64)
     first = 0
     for g in range(len(counts)):
         board[:] = _BOARD
-        kings = np.array([4, 60])
+        white_king, black_king = 4, 60
         rights, en_passant, ok = 15, -1, True
         for i in range(first, first + counts[g]):
             side = 1 if (i - first) % 2 == 0 else -1
-            me = 0 if side > 0 else 1
-            code = codes[i]
-            k = kind[code]
+            move = moves[i]  # fields as tokpack.chess._resolve.pack lays them out
+            k = move & 3
             p = 0
             if k == NORMAL:
-                t = to[code]
-                p = promotion[code]
-                f = _find(board, side, piece[code], t, from_file[code], from_rank[code], p, en_passant, kings[me])
+                t = (move >> 5) & 63
+                p = (move >> 19) & 7
+                f = _find(board, side, (move >> 2) & 7, t, ((move >> 11) & 15) - 1, ((move >> 15) & 15) - 1, p,
+                          en_passant, white_king if side > 0 else black_king, candidates)
             elif k == UNUSUAL:
                 f = -1
                 t = 0
@@ -176,7 +176,10 @@ def resolve_games_compiled(codes: np.ndarray, counts: np.ndarray, kind: np.ndarr
             board[f] = 0
             board[t] = (p if p > 0 else moving) * side
             if moving == KING:
-                kings[me] = t
+                if side > 0:
+                    white_king = t
+                else:
+                    black_king = t
                 rights &= ~(3 if side > 0 else 12)
                 if t - f == 2:
                     board[f + 3], board[f + 1] = 0, side * ROOK
@@ -188,3 +191,104 @@ def resolve_games_compiled(codes: np.ndarray, counts: np.ndarray, kind: np.ndarr
         resolved[g] = ok
         first += counts[g]
 
+
+# Byte classes for scan_words: str.split()'s ASCII whitespace, SAN pieces, promotion letters.
+_SPACE = np.zeros(256, dtype=np.bool_)
+_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+_PIECE_OF = np.zeros(256, dtype=np.int64)
+for _letter, _piece in zip(b"NBRQK", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
+    _PIECE_OF[_letter] = _piece
+_PROMOTION_OF = _PIECE_OF.copy()
+for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
+    _PROMOTION_OF[_letter] = _piece
+
+
+@njit(nogil=True, cache=True)
+def _word_code(b: np.ndarray, s: int, e: int) -> int:
+    """The code of word ``b[s:e]`` as :class:`tokpack.chess._resolve.SanCodes` gives it, or ASK.
+
+    Taken on here: the separator, results, NAGs, ``N.``/``N...`` move numbers (at most three
+    digits, so never ``0000``), then one SAN move (piece, file, rank, ``x``/``-``, square,
+    ``=`` promotion) or ``O-O``/``O-O-O``, then any of ``+#!?``. python-chess's expression finds
+    exactly that one token in such a word; any other word is ASK.
+    """
+    n = e - s
+    if n == 1 and b[s] == 0:
+        return SEPARATOR
+    if n == 1 and b[s] == 42:  # *
+        return NO_MOVE
+    if n == 3 and b[s + 1] == 45 and ((b[s] == 49 and b[s + 2] == 48) or (b[s] == 48 and b[s + 2] == 49)):
+        return NO_MOVE  # 1-0, 0-1
+    if n == 7 and b[s] == 49 and b[s + 1] == 47 and b[s + 2] == 50 and b[s + 3] == 45 and b[s + 4] == 49 \
+            and b[s + 5] == 47 and b[s + 6] == 50:
+        return NO_MOVE  # 1/2-1/2
+    if b[s] == 36:  # $: a NAG when digits follow
+        for i in range(s + 1, e):
+            if b[i] < 48 or b[i] > 57:
+                return ASK
+        return NO_MOVE if n > 1 else ASK
+    p = s
+    while p < e and 48 <= b[p] <= 57:
+        p += 1
+    if p > s:  # a move number: at most three digits, then dots
+        if p - s > 3 or p == e or b[p] != 46:
+            return ASK
+        while p < e and b[p] == 46:
+            p += 1
+    while e > p and (b[e - 1] == 43 or b[e - 1] == 35 or b[e - 1] == 33 or b[e - 1] == 63):  # + # ! ?
+        e -= 1
+    if e == p:
+        return NO_MOVE
+    n = e - p
+    if b[p] == 79:  # O-O, O-O-O
+        if n == 3 and b[p + 1] == 45 and b[p + 2] == 79:
+            return SHORT_CASTLE | KING << 2  # castles pack like _parse's (kind, KING, 0, -1, -1, 0)
+        if n == 5 and b[p + 1] == 45 and b[p + 2] == 79 and b[p + 3] == 45 and b[p + 4] == 79:
+            return LONG_CASTLE | KING << 2
+        return ASK
+    piece = _PIECE_OF[b[p]]
+    lettered = piece != 0
+    if lettered:
+        p += 1
+    else:
+        piece = PAWN
+    promotion = _PROMOTION_OF[b[e - 1]] if e > p else 0
+    if promotion:
+        e -= 1
+        if e > p and b[e - 1] == 61:  # =
+            e -= 1
+    if e - p < 2 or not (97 <= b[e - 2] <= 104 and 49 <= b[e - 1] <= 56):
+        return ASK
+    to = (b[e - 1] - 49) * 8 + b[e - 2] - 97
+    e -= 2
+    from_file, from_rank = -1, -1
+    if p < e and 97 <= b[p] <= 104:
+        from_file = b[p] - 97
+        p += 1
+    if p < e and 49 <= b[p] <= 56:
+        from_rank = b[p] - 49
+        p += 1
+    if p < e and (b[p] == 120 or b[p] == 45):  # x, -
+        p += 1
+    if p != e or (not lettered and from_file >= 0 and from_rank >= 0):
+        return ASK  # leftovers; a squares-only move (python-chess decides those)
+    if piece == PAWN and from_file < 0:
+        from_file = to % 8
+    return NORMAL | piece << 2 | to << 5 | (from_file + 1) << 11 | (from_rank + 1) << 15 | promotion << 19
+
+
+@njit(nogil=True, cache=True)
+def scan_words(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+    """Split ASCII bytes at whitespace as ``str.split()`` does; each word's code and span. Returns the count."""
+    n, i, size = 0, 0, len(b)
+    while i < size:
+        while i < size and _SPACE[b[i]]:
+            i += 1
+        if i == size:
+            break
+        s = i
+        while i < size and not _SPACE[b[i]]:
+            i += 1
+        codes[n], starts[n], ends[n] = _word_code(b, s, i), s, i
+        n += 1
+    return n

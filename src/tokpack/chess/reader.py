@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, resolve_san
+from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, code_words, resolve_san
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start.
@@ -250,13 +250,13 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int]
     if not movetexts:
         return []
     joined = _SEPARATOR_WORD.join(movetexts)
-    words = np.fromiter(map(codes.__getitem__, joined.split()), dtype=np.int32)
+    words = code_words(joined, codes)
     game_of_word = np.cumsum(words == SEPARATOR)
     is_move = words >= 0
     counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
     many = np.bincount(game_of_word[words == MANY_MOVES], minlength=len(movetexts)) > 0
     san = words[is_move]
-    start, end, promo, resolved = resolve_san(san, counts, codes.table)
+    start, end, promo, resolved = resolve_san(san, counts)
     resolved &= ~many
     uci = np.zeros((len(san), 6), dtype=np.uint8)
     uci[:, 0:2] = _SQUARES[start]
