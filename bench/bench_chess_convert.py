@@ -9,9 +9,10 @@ compressed to .pgn.zst; each round reads them with tokpack (``read_games``, one 
 python-chess (``chess.pgn.read_game`` with a visitor keeping the main line, over the same zstd
 stream), interleaved, and checks the moves are identical. Prints games/s of each and the ratio
 (median of the rounds; one untimed tokpack read first, so numba's compiled code is loaded), and
-rates for the projection: ``convert_pgn`` end to end (one worker, and ``--workers``; 1 MiB
-chunks so that a few thousand games make several chunks), and decompressing and cutting chunks
-alone (the part that stays in the main process with --workers). Memory: peak RSS of
+rates for the projection: ``convert_pgn`` end to end (one process, parquet written; 1 MiB
+chunks), and decompressing and cutting chunks alone (the part that stays in the main process
+with --workers; a spawned worker's start-up, about 3 s here, swamps a few thousand games, so
+--workers is not timed). Memory: peak RSS of
 ``convert_pgn`` in a fresh process on K games (the Lichess-style set repeated), for each K.
 """
 
@@ -77,14 +78,14 @@ def streaming_seconds(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def convert_seconds(path: Path, out: Path, workers: int = 1) -> float:
-    """``convert_pgn`` end to end (reading, resolving, writing parquet) with ``workers`` processes."""
+def convert_seconds(path: Path, out: Path) -> float:
+    """``convert_pgn`` end to end (reading, resolving, writing parquet), one process."""
     start = time.perf_counter()
-    convert_pgn([path], out, workers=workers, chunk_bytes=1 << 20)
+    convert_pgn([path], out, chunk_bytes=1 << 20)
     return time.perf_counter() - start
 
 
-def speed(games: int, rounds: int, real: Path, workers: int) -> None:
+def speed(games: int, rounds: int, real: Path) -> None:
     folder = Path(tempfile.mkdtemp())
     sets = {}
     if real.is_file():
@@ -94,13 +95,12 @@ def speed(games: int, rounds: int, real: Path, workers: int) -> None:
         path = folder / f"{name}.pgn.zst"
         path.write_bytes(zstandard.ZstdCompressor().compress(text.encode("utf-8", "surrogateescape")))
         tokpack_moves(path)  # warm-up: imports numba and loads the cached compiled resolver
-        ours, theirs, streams, converts, parallel = [], [], [], [], []
+        ours, theirs, streams, converts = [], [], [], []
         for r in range(rounds):
             seconds, a = tokpack_moves(path)
             ours.append(seconds)
             streams.append(streaming_seconds(path))
             converts.append(convert_seconds(path, folder / f"out-{name}-{r}"))
-            parallel.append(convert_seconds(path, folder / f"out-{name}-{r}-w", workers))
             seconds, b = python_chess_moves(path)
             theirs.append(seconds)
             usable = [x for x, y in zip(a, b, strict=True) if y is not None]
@@ -109,8 +109,7 @@ def speed(games: int, rounds: int, real: Path, workers: int) -> None:
         print(f"{name}: {n} games, {len(usable)} converted, identical main lines; "
               f"tokpack {n / statistics.median(ours):,.0f} games/s, python-chess {n / statistics.median(theirs):,.0f} games/s, "
               f"ratio {statistics.median(theirs) / statistics.median(ours):.1f}x (median of {rounds}, one process each); "
-              f"convert_pgn end to end {n / statistics.median(converts):,.0f} games/s, "
-              f"with --workers {workers} {n / statistics.median(parallel):,.0f} games/s; "
+              f"convert_pgn end to end {n / statistics.median(converts):,.0f} games/s; "
               f"decompress+cut only {n / statistics.median(streams):,.0f} games/s")
 
 
@@ -134,11 +133,10 @@ if __name__ == "__main__":
     parser.add_argument("--games", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--memory", type=str, default="")
-    parser.add_argument("--workers", type=int, default=2, help="workers for the end-to-end parallel rate")
     parser.add_argument("--real", type=Path, default=REAL, help="the real games (default data/chess/games.pgn.zst)")
     args = parser.parse_args()
     print(f"machine: {resource.getpagesize()}-byte pages, {sys.version.split()[0]}")
     if args.memory:
         memory([int(s) for s in args.memory.split(",")])
     else:
-        speed(args.games, args.rounds, args.real, args.workers)
+        speed(args.games, args.rounds, args.real)
