@@ -6,8 +6,9 @@ it into text chunks that end where a game ends, so memory is flat in the file's 
 
 :func:`read_chunk` reads the games of one chunk. A game is a paragraph of tag lines and the
 paragraph of movetext after it (blank lines separate paragraphs; a comment may span them).
-Tags, comments, variations and move numbers are handled with regular expressions over the whole
-game, and every game's SAN moves are resolved together by :func:`tokpack.chess._resolve.resolve_san`.
+Tags, comments and variations are handled with regular expressions over the whole game; the
+words left are coded by compiled code (:func:`tokpack.chess._resolve.code_words`) and every
+game's SAN moves are resolved together by :func:`tokpack.chess._resolve.resolve_san`.
 Whatever that fast path does not take on exactly (a ``;`` comment, an ``%`` escape, a variation
 before the first move, a null move, an illegal or ambiguous move) is read by python-chess
 (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
