@@ -1,10 +1,10 @@
-"""Parse SAN tokens into a table, and resolve the SAN moves of many games to UCI.
+"""Code movetext words (a SAN move's fields packed in one int), and resolve many games' SAN moves to UCI.
 
 A SAN move names a piece kind, a target square and, optionally, the file and rank it comes from
 and a promotion; the move it stands for is the one *legal* move that fits (python-chess's
-``Board.parse_san`` rules, which ignore ``x``, ``+`` and ``#``). :class:`SanCodes` gives each
-distinct movetext word a code and parses each distinct SAN token once into a :class:`SanTable`
-row; :func:`resolve_san` replays every game on its own board in compiled code
+``Board.parse_san`` rules, which ignore ``x``, ``+`` and ``#``). :func:`code_words` gives each
+movetext word its code (compiled for the common words, :class:`SanCodes` with python-chess's
+expression for the others); :func:`resolve_san` replays every game on its own board in compiled code
 (:mod:`tokpack.chess._resolve_compiled`). A game resolves only when every ply has exactly one
 legal candidate. Anything else (an illegal, ambiguous or unusual move: null moves, drops,
 squares-only moves such as ``e2e4``, a king naming a castling square) marks the game as
