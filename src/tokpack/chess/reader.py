@@ -6,8 +6,9 @@ it into text chunks that end where a game ends, so memory is flat in the file's 
 
 :func:`read_chunk` reads the games of one chunk. A game is a paragraph of tag lines and the
 paragraph of movetext after it (blank lines separate paragraphs; a comment may span them).
-Tags, comments, variations and move numbers are handled with regular expressions over the whole
-game, and every game's SAN moves are resolved together by :func:`tokpack.chess._resolve.resolve_san`.
+Tags, comments and variations are handled with regular expressions over the whole game; the
+words left are coded by compiled code (:func:`tokpack.chess._resolve.code_words`) and every
+game's SAN moves are resolved together by :func:`tokpack.chess._resolve.resolve_san`.
 Whatever that fast path does not take on exactly (a ``;`` comment, an ``%`` escape, a variation
 before the first move, a null move, an illegal or ambiguous move) is read by python-chess
 (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
@@ -32,7 +33,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, resolve_san
+from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, code_words, resolve_san
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start.
@@ -250,13 +251,13 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int]
     if not movetexts:
         return []
     joined = _SEPARATOR_WORD.join(movetexts)
-    words = np.fromiter(map(codes.__getitem__, joined.split()), dtype=np.int32)
+    words = code_words(joined, codes)
     game_of_word = np.cumsum(words == SEPARATOR)
     is_move = words >= 0
     counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
     many = np.bincount(game_of_word[words == MANY_MOVES], minlength=len(movetexts)) > 0
     san = words[is_move]
-    start, end, promo, resolved = resolve_san(san, counts, codes.table)
+    start, end, promo, resolved = resolve_san(san, counts)
     resolved &= ~many
     uci = np.zeros((len(san), 6), dtype=np.uint8)
     uci[:, 0:2] = _SQUARES[start]

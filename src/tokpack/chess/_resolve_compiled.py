@@ -1,0 +1,295 @@
+"""SAN to UCI for many games, compiled by numba: one mailbox board per game, one scalar pass per move.
+
+Each game starts from the standard position on a 65-cell board (squares as python-chess numbers
+them, plus an off-board cell that ends every ray; see :mod:`tokpack.chess._replay`). A parsed SAN
+move (packed by :func:`tokpack.chess._resolve.pack`) names a piece kind, a target square and
+optionally the file, rank and promotion; the candidates are the side's pieces of that kind that
+reach the target (knight jumps, the first piece along each ray, king steps, pawn pushes and
+captures including en passant), filtered by file, rank and promotion exactly as python-chess's
+``Board.parse_san`` filters its legal moves. Each candidate is played and taken back on the board,
+and kept only when its own king is not attacked afterwards; the move resolves when exactly one
+candidate is left. Castling needs the right, the king and rook at home, the squares between them
+empty and the king's squares (with the king lifted) unattacked. Anything else (no candidate,
+several, an unusual token) stops the game there and marks it unresolved, so the caller hands it to
+python-chess and a resolved game is always python-chess's own answer.
+
+Measured (BENCHMARKS.md, issue 15): the lockstep numpy boards this replaces took ~75 % of a
+conversion; this loop takes ~4 % (about 350 ns a move), and :func:`scan_words`, which codes the
+movetext words in place of a Python dict lookup per word, ~2 %.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tokpack.chess._replay import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
+from tokpack.chess._resolve import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
+_RAY = np.ascontiguousarray(_T["ray"][:64, :, :7])  # [square, direction (4 orthogonal first), step]
+_KNIGHT = np.ascontiguousarray(_T["knight"][:64])
+_KING = np.ascontiguousarray(_T["king"][:64])
+_PAWN_ATTACKERS = np.ascontiguousarray(_T["pawn_attackers"][:, :64])  # [attacker colour, target, 2]
+_CORNER = np.ascontiguousarray(_T["corner_rights"][:64].astype(np.int64))
+_BOARD = _START.copy()
+
+
+@njit(nogil=True, cache=True)
+def _attacked(board: np.ndarray, square: int, by: int) -> bool:
+    """Whether ``square`` is attacked by side ``by`` (+1 white, -1 black)."""
+    for d in range(8):
+        for k in range(7):
+            cell = _RAY[square, d, k]
+            value = board[cell]
+            if value == 0:
+                continue
+            if value == by * QUEEN or value == by * (ROOK if d < 4 else BISHOP):
+                return True
+            break
+    for j in range(8):
+        if board[_KNIGHT[square, j]] == by * KNIGHT or board[_KING[square, j]] == by * KING:
+            return True
+    colour = 0 if by > 0 else 1
+    return board[_PAWN_ATTACKERS[colour, square, 0]] == by * PAWN or board[_PAWN_ATTACKERS[colour, square, 1]] == by * PAWN
+
+
+@njit(nogil=True, cache=True)
+def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int, king: int) -> bool:
+    """Whether moving ``frm`` to ``to`` leaves the side's king unattacked (the board is restored)."""
+    moving, taken = board[frm], board[to]
+    takes_en_passant = moving == side * PAWN and to == en_passant and frm % 8 != to % 8
+    behind = to - 8 * side
+    board[to], board[frm] = moving, 0
+    if takes_en_passant:
+        board[behind] = 0
+    safe = not _attacked(board, to if moving == side * KING else king, -side)
+    board[frm], board[to] = moving, taken
+    if takes_en_passant:
+        board[behind] = -side * PAWN
+    return safe
+
+
+@njit(nogil=True, cache=True)
+def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, from_rank: int, promotion: int,
+          en_passant: int, king: int, candidates: np.ndarray) -> int:
+    """The one legal origin of a SAN move, or -1 (none or several); ``candidates`` is scratch (8 cells)."""
+    target = board[to] * side
+    if target > 0:
+        return -1  # python-chess masks the target with the side's own pieces
+    promotes = piece == PAWN and to // 8 == (7 if side > 0 else 0)
+    if promotes:
+        if promotion < KNIGHT or promotion > QUEEN:
+            return -1
+    elif promotion != 0:
+        return -1
+    candidates[:] = SENTINEL
+    if piece == KNIGHT:
+        for j in range(8):
+            candidates[j] = _KNIGHT[to, j]
+    elif piece == KING:
+        for j in range(8):
+            candidates[j] = _KING[to, j]
+    elif piece == PAWN:
+        back = to - 8 * side
+        if 0 <= back < 64:
+            if target == 0:
+                candidates[0] = back
+                double = to - 16 * side
+                if double // 8 == (1 if side > 0 else 6) and board[back] == 0:
+                    candidates[1] = double
+            if target < 0 or (target == 0 and to == en_passant):
+                if to % 8 > 0:
+                    candidates[2] = back - 1
+                if to % 8 < 7:
+                    candidates[3] = back + 1
+    else:
+        first, last = (0, 4) if piece == ROOK else (4, 8) if piece == BISHOP else (0, 8)
+        for d in range(first, last):
+            for k in range(7):
+                cell = _RAY[to, d, k]
+                if board[cell] != 0:
+                    candidates[d] = cell
+                    break
+    found, count = -1, 0
+    for j in range(8):
+        origin = candidates[j]
+        if origin == SENTINEL or board[origin] != side * piece:
+            continue
+        if (from_file >= 0 and origin % 8 != from_file) or (from_rank >= 0 and origin // 8 != from_rank):
+            continue
+        if _legal_after(board, side, origin, to, en_passant, king):
+            found, count = origin, count + 1
+    return found if count == 1 else -1
+
+
+@njit(nogil=True, cache=True)
+def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
+    """The king's target square of a castling move, or -1 when python-chess would not allow it."""
+    home = 4 if side > 0 else 60
+    right = (1 if short else 2) << (0 if side > 0 else 2)
+    rook = home + 3 if short else home - 4
+    if board[home] != side * KING or board[rook] != side * ROOK or (rights & right) == 0:
+        return -1
+    for square in range(min(home, rook) + 1, max(home, rook)):
+        if board[square] != 0:
+            return -1
+    step = 1 if short else -1
+    board[home] = 0  # python-chess looks at the king's path with the king lifted
+    safe = not (_attacked(board, home, -side) or _attacked(board, home + step, -side) or _attacked(board, home + 2 * step, -side))
+    board[home] = side * KING
+    return home + 2 * step if safe else -1
+
+
+@njit(nogil=True, cache=True)
+def resolve_games_compiled(moves: np.ndarray, counts: np.ndarray, start: np.ndarray, end: np.ndarray,
+                           promo: np.ndarray, resolved: np.ndarray) -> None:
+    """Fill ``start``/``end``/``promo`` per move and ``resolved`` per game (see :func:`resolve_san`)."""
+    board = np.empty(65, dtype=np.int8)
+    candidates = np.empty(8, dtype=np.int64)
+    first = 0
+    for g in range(len(counts)):
+        board[:] = _BOARD
+        white_king, black_king = 4, 60
+        rights, en_passant, ok = 15, -1, True
+        for i in range(first, first + counts[g]):
+            side = 1 if (i - first) % 2 == 0 else -1
+            move = moves[i]  # fields as tokpack.chess._resolve.pack lays them out
+            k = move & 3
+            p = 0
+            if k == NORMAL:
+                t = (move >> 5) & 63
+                p = (move >> 19) & 7
+                f = _find(board, side, (move >> 2) & 7, t, ((move >> 11) & 15) - 1, ((move >> 15) & 15) - 1, p,
+                          en_passant, white_king if side > 0 else black_king, candidates)
+            elif k == UNUSUAL:
+                f = -1
+                t = 0
+            else:
+                f = 4 if side > 0 else 60
+                t = _castle(board, side, k == SHORT_CASTLE, rights)
+                if t < 0:
+                    f = -1
+            if f < 0:
+                ok = False
+                break
+            moving = board[f] * side
+            if moving == PAWN and t == en_passant and f % 8 != t % 8:
+                board[t - 8 * side] = 0
+            board[f] = 0
+            board[t] = (p if p > 0 else moving) * side
+            if moving == KING:
+                if side > 0:
+                    white_king = t
+                else:
+                    black_king = t
+                rights &= ~(3 if side > 0 else 12)
+                if t - f == 2:
+                    board[f + 3], board[f + 1] = 0, side * ROOK
+                elif f - t == 2:
+                    board[f - 4], board[f - 1] = 0, side * ROOK
+            rights &= ~(_CORNER[f] | _CORNER[t])
+            en_passant = f + 8 * side if moving == PAWN and abs(t - f) == 16 else -1
+            start[i], end[i], promo[i] = f, t, p
+        resolved[g] = ok
+        first += counts[g]
+
+
+# Byte classes for scan_words: str.split()'s ASCII whitespace, SAN pieces, promotion letters.
+_SPACE = np.zeros(256, dtype=np.bool_)
+_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+_PIECE_OF = np.zeros(256, dtype=np.int64)
+for _letter, _piece in zip(b"NBRQK", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
+    _PIECE_OF[_letter] = _piece
+_PROMOTION_OF = _PIECE_OF.copy()
+for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
+    _PROMOTION_OF[_letter] = _piece
+
+
+@njit(nogil=True, cache=True)
+def _word_code(b: np.ndarray, s: int, e: int) -> int:
+    """The code of word ``b[s:e]`` as :class:`tokpack.chess._resolve.SanCodes` gives it, or ASK.
+
+    Taken on here: the separator, results, NAGs, ``N.``/``N...`` move numbers (at most three
+    digits, so never ``0000``), then one SAN move (piece, file, rank, ``x``/``-``, square,
+    ``=`` promotion) or ``O-O``/``O-O-O``, then any of ``+#!?``. python-chess's expression finds
+    exactly that one token in such a word; any other word is ASK.
+    """
+    n = e - s
+    if n == 1 and b[s] == 0:
+        return SEPARATOR
+    if n == 1 and b[s] == 42:  # *
+        return NO_MOVE
+    if n == 3 and b[s + 1] == 45 and ((b[s] == 49 and b[s + 2] == 48) or (b[s] == 48 and b[s + 2] == 49)):
+        return NO_MOVE  # 1-0, 0-1
+    if n == 7 and b[s] == 49 and b[s + 1] == 47 and b[s + 2] == 50 and b[s + 3] == 45 and b[s + 4] == 49 \
+            and b[s + 5] == 47 and b[s + 6] == 50:
+        return NO_MOVE  # 1/2-1/2
+    if b[s] == 36:  # $: a NAG when digits follow
+        for i in range(s + 1, e):
+            if b[i] < 48 or b[i] > 57:
+                return ASK
+        return NO_MOVE if n > 1 else ASK
+    p = s
+    while p < e and 48 <= b[p] <= 57:
+        p += 1
+    if p > s:  # a move number: at most three digits, then dots
+        if p - s > 3 or p == e or b[p] != 46:
+            return ASK
+        while p < e and b[p] == 46:
+            p += 1
+    while e > p and (b[e - 1] == 43 or b[e - 1] == 35 or b[e - 1] == 33 or b[e - 1] == 63):  # + # ! ?
+        e -= 1
+    if e == p:
+        return NO_MOVE
+    n = e - p
+    if b[p] == 79:  # O-O, O-O-O
+        if n == 3 and b[p + 1] == 45 and b[p + 2] == 79:
+            return SHORT_CASTLE | KING << 2  # castles pack like _parse's (kind, KING, 0, -1, -1, 0)
+        if n == 5 and b[p + 1] == 45 and b[p + 2] == 79 and b[p + 3] == 45 and b[p + 4] == 79:
+            return LONG_CASTLE | KING << 2
+        return ASK
+    piece = _PIECE_OF[b[p]]
+    lettered = piece != 0
+    if lettered:
+        p += 1
+    else:
+        piece = PAWN
+    promotion = _PROMOTION_OF[b[e - 1]] if e > p else 0
+    if promotion:
+        e -= 1
+        if e > p and b[e - 1] == 61:  # =
+            e -= 1
+    if e - p < 2 or not (97 <= b[e - 2] <= 104 and 49 <= b[e - 1] <= 56):
+        return ASK
+    to = (b[e - 1] - 49) * 8 + b[e - 2] - 97
+    e -= 2
+    from_file, from_rank = -1, -1
+    if p < e and 97 <= b[p] <= 104:
+        from_file = b[p] - 97
+        p += 1
+    if p < e and 49 <= b[p] <= 56:
+        from_rank = b[p] - 49
+        p += 1
+    if p < e and (b[p] == 120 or b[p] == 45):  # x, -
+        p += 1
+    if p != e or (not lettered and from_file >= 0 and from_rank >= 0):
+        return ASK  # leftovers; a squares-only move (python-chess decides those)
+    if piece == PAWN and from_file < 0:
+        from_file = to % 8
+    return NORMAL | piece << 2 | to << 5 | (from_file + 1) << 11 | (from_rank + 1) << 15 | promotion << 19
+
+
+@njit(nogil=True, cache=True)
+def scan_words(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+    """Split ASCII bytes at whitespace as ``str.split()`` does; each word's code and span. Returns the count."""
+    n, i, size = 0, 0, len(b)
+    while i < size:
+        while i < size and _SPACE[b[i]]:
+            i += 1
+        if i == size:
+            break
+        s = i
+        while i < size and not _SPACE[b[i]]:
+            i += 1
+        codes[n], starts[n], ends[n] = _word_code(b, s, i), s, i
+        n += 1
+    return n
