@@ -16,8 +16,11 @@ parameters (shuffling is the schedule's job, not the layout's):
   :attr:`Layout.stats` reports the padding share and the shares of ids moved and cut.
 
 A layout's :meth:`Layout.rows` returns the ids and a ``starts`` mask (``True`` where a new
-segment begins: a row's first position, every document start, the first padding position),
-from which the batch builds ``position_ids``, ``document_ids`` and ``cu_seqlens``.
+segment begins: a row's first position, every document start, the first padding position).
+Batches use :meth:`Layout.segments` instead: the same starts as a flat ascending list, which
+compiled loops (:mod:`tokpack.serve.compiled`) write directly (a few dozen entries a batch,
+never a mask); ``bestfit`` copies each row's pieces as contiguous runs. That is what makes a
+batch with boundaries cost about as much as one without (see BENCHMARKS.md, issue 11).
 
 >>> from tokpack.serve.memory import pack_of_documents
 >>> pack = pack_of_documents([[1, 2, 3, 4, 5], [6, 7]], n_vocab=9, pad_id=0)
