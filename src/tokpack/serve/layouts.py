@@ -47,7 +47,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
-from tokpack.serve.compiled import bestfit_gather, bestfit_positions, bestfit_segments, contiguous_segments
+from tokpack.serve.compiled import (bestfit_gather, bestfit_positions, bestfit_segments, contiguous_gather,
+                                   contiguous_segments, outside)
 from tokpack.store import Pack, TokenSource, open_tokens
 
 #: Index files of layouts that are costly to build live under ``<cache>/layouts/``.
@@ -151,7 +152,7 @@ class Layout:
             IndexError: an index outside ``[0, n_rows)``.
         """
         indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
+        if outside(indices, self.n_rows):
             raise IndexError(f"row index outside [0, {self.n_rows})")
         return self._segments(indices, starts)
 
@@ -186,7 +187,12 @@ class _ContiguousLayout(Layout):
         origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
-        if not n or int(origins.max()) + width <= self.hi:  # one reduction decides the common case
+        if isinstance(self.source, Pack):  # one flat array: each row one compiled run copy
+            ids = np.empty((n, width), dtype=self.source.tokens.dtype)
+            contiguous_gather(np.asarray(self.source.tokens), origins, width, self.hi, self.fill, ids)
+        elif not n:  # (a source shorter than a row has no window view to index)
+            ids = np.empty((0, width), dtype=self.source.meta.dtype)
+        elif int(origins.max()) + width <= self.hi:  # one reduction decides the common case
             ids = self.source.gather_rows(origins, width)
         else:
             ids = np.full((n, width), self.fill, dtype=self.source.meta.dtype)
