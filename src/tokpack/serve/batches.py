@@ -283,9 +283,9 @@ class PackedBatches:
             n_rows = self.layouts[part].n_rows
             epoch = first // n_rows
             if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch
-                positions = np.arange(first - epoch * n_rows, first - epoch * n_rows + count, dtype=np.int64)
+                offset = first - epoch * n_rows
                 order = self._order(part, epoch)
-                chosen = positions if order is None else order[positions]
+                chosen = np.arange(offset, offset + count, dtype=np.int64) if order is None else order[offset : offset + count]
             else:
                 served = np.arange(first, first + count, dtype=np.int64)
                 epochs, positions = np.divmod(served, n_rows)
@@ -597,7 +597,9 @@ def assemble_segments(ids: np.ndarray, segments: np.ndarray | None, real: np.nda
     final dtype: ``input_ids``, ``labels``, and on request ``position_ids``, ``document_ids``,
     ``cu_seqlens`` (``int32``) and ``max_seqlen``.
     """
-    ids = np.ascontiguousarray(ids)
+    # Each numpy call costs about a microsecond on a batch this size: only the needed ones.
+    if not ids.flags.c_contiguous:
+        ids = np.ascontiguousarray(ids)
     n, width = ids.shape
     length = width - 1
     dtype = np.dtype(dtype)
@@ -607,8 +609,10 @@ def assemble_segments(ids: np.ndarray, segments: np.ndarray | None, real: np.nda
     input_ids = np.empty((n, length), dtype=dtype)
     labels = np.empty((n, length), dtype=dtype)
     positions = np.empty((n, length), dtype=dtype) if position_ids else np.empty((0, 0), dtype=dtype)
-    documents = np.empty((n, length), dtype=dtype) if document_ids else np.empty((0, 0), dtype=dtype)
-    flat = np.asarray(segments, dtype=np.int64) if want else _NO_SEGMENTS
+    documents = np.empty((n, length), dtype=dtype) if document_ids else positions[:0, :0]
+    flat = _NO_SEGMENTS
+    if want and segments is not None:
+        flat = segments if segments.dtype == np.int64 else segments.astype(np.int64)
     bounds = np.empty(len(flat) + n + 1, dtype=np.int32)  # at most one segment more a row (column 0)
     real = np.full(n, width, dtype=np.int64) if real is None else np.asarray(real, dtype=np.int64)
     count, longest, largest = fill_batch(ids, flat, real, int(ignore_index), input_ids, labels, positions, documents,
