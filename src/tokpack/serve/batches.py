@@ -31,8 +31,7 @@ from pydantic import Field, ValidationError
 
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.serve.compiled import fill_batch
-from tokpack.serve.layouts import Layout, data_identity, make_layout, open_source
+from tokpack.serve.layouts import Layout, data_identity, kernels, make_layout, open_source
 from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
@@ -615,7 +614,7 @@ def assemble_segments(ids: np.ndarray, segments: np.ndarray | None, real: np.nda
         flat = segments if segments.dtype == np.int64 else segments.astype(np.int64)
     bounds = np.empty(len(flat) + n + 1, dtype=np.int32)  # at most one segment more a row (column 0)
     real = np.full(n, width, dtype=np.int64) if real is None else np.asarray(real, dtype=np.int64)
-    count, longest, largest = fill_batch(ids, flat, real, int(ignore_index), input_ids, labels, positions, documents,
+    count, longest, largest = kernels().fill_batch(ids, flat, real, int(ignore_index), input_ids, labels, positions, documents,
                                          bounds, bool(position_ids), bool(document_ids), want)
     batch: dict[str, Any] = {"input_ids": input_ids, "labels": labels}
     if position_ids:

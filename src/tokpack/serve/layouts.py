@@ -42,17 +42,31 @@ import os
 import secrets
 from collections import deque
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
-from tokpack.serve.compiled import (bestfit_gather, bestfit_positions, bestfit_segments, contiguous_gather,
-                                   contiguous_segments, outside)
 from tokpack.store import Pack, TokenSource, open_tokens
 
 #: Index files of layouts that are costly to build live under ``<cache>/layouts/``.
 LAYOUT_CACHE = "layouts"
+
+
+_KERNELS: ModuleType | None = None
+
+
+def kernels() -> Any:
+    """:mod:`tokpack.serve.compiled`, imported on the first batch: ``import tokpack`` does not load
+    numba (most commands never serve a batch). A function-level ``import`` on every batch would
+    cost more than the kernels it reaches (about 1 µs each)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from tokpack.serve import compiled
+
+        _KERNELS = compiled
+    return _KERNELS
 
 
 def open_source(data: TokenSource | str | Path) -> TokenSource:
@@ -152,7 +166,7 @@ class Layout:
             IndexError: an index outside ``[0, n_rows)``.
         """
         indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
-        if outside(indices, self.n_rows):
+        if kernels().outside(indices, self.n_rows):
             raise IndexError(f"row index outside [0, {self.n_rows})")
         return self._segments(indices, starts)
 
@@ -184,12 +198,13 @@ class _ContiguousLayout(Layout):
         return np.where(positions < self.hi, positions, -1)
 
     def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        compiled = kernels()
         origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
         if isinstance(self.source, Pack):  # one flat array: each row one compiled run copy
             ids = np.empty((n, width), dtype=self.source.tokens.dtype)
-            contiguous_gather(np.asarray(self.source.tokens), origins, width, self.hi, self.fill, ids)
+            compiled.contiguous_gather(np.asarray(self.source.tokens), origins, width, self.hi, self.fill, ids)
         elif not n:  # (a source shorter than a row has no window view to index)
             ids = np.empty((0, width), dtype=self.source.meta.dtype)
         elif int(origins.max()) + width <= self.hi:  # one reduction decides the common case
@@ -204,7 +219,7 @@ class _ContiguousLayout(Layout):
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
         if not want_starts:
             return ids, None, np.minimum(width, self.hi - origins)
-        segments, real = contiguous_segments(self._document_starts, origins, width, self.hi)
+        segments, real = compiled.contiguous_segments(self._document_starts, origins, width, self.hi)
         return ids, segments, real
 
     @functools.cached_property
@@ -334,11 +349,12 @@ class BestFitLayout(Layout):
     def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         # Each row's pieces are copied as contiguous runs (one compiled loop) where the source is
         # one flat array; other sources gather the positions the same loop writes.
+        compiled = kernels()
         width = self.length + 1
-        segments, real = bestfit_segments(self._piece_start, self._piece_len, self._row_ptr, indices, width)
+        segments, real = compiled.bestfit_segments(self._piece_start, self._piece_len, self._row_ptr, indices, width)
         if isinstance(self.source, Pack):
             ids = np.empty((len(indices), width), dtype=self.source.tokens.dtype)
-            bestfit_gather(np.asarray(self.source.tokens), self._piece_start, self._piece_len, self._row_ptr,
+            compiled.bestfit_gather(np.asarray(self.source.tokens), self._piece_start, self._piece_len, self._row_ptr,
                            indices, width, self.fill, ids)
         else:
             positions = self._positions(indices)
@@ -349,7 +365,7 @@ class BestFitLayout(Layout):
         return ids, (segments if want_starts else None), real
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
-        return bestfit_positions(self._piece_start, self._piece_len, self._row_ptr, indices, self.length + 1)
+        return kernels().bestfit_positions(self._piece_start, self._piece_len, self._row_ptr, indices, self.length + 1)
 
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""
