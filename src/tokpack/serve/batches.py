@@ -502,7 +502,7 @@ class EvalBatches:
     Every rank yields the same number of batches, so collective calls stay matched. Step ``k``
     gives rank ``r`` the ``batch_size`` rows from ``(k * world_size + r) * batch_size``.
     ``position_ids``, ``cu_seqlens`` and ``document_ids`` add the same arrays as
-    :meth:`PackedBatches.batch` (built by the same :func:`assemble`).
+    :meth:`PackedBatches.batch` (built by the same :func:`assemble_segments`).
 
     >>> from tokpack.serve.memory import pack_of_documents
     >>> pack = pack_of_documents([[1, 2, 3], [4, 5, 6, 7, 8]], n_vocab=9, pad_id=0, train_documents=1)
