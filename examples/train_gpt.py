@@ -231,8 +231,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--log-batches", type=Path, metavar="FILE",
                      help="one line per step: STEP SHA256-of-global-input_ids LOSS (appended to when resuming)")
     run.add_argument("--eval-every", type=int, metavar="K",
-                     help="after every K steps and at the end, the loss over the data's validation range (with plain "
-                          "causal attention: EvalBatches serves no document boundaries)")
+                     help="after every K steps and at the end, the loss over the data's validation range (with "
+                          "--document-mask, inside each document as in training)")
     run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
     args = parser.parse_args(argv)
     for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every", "eval_every",
@@ -250,15 +250,19 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
     """The mean loss over the validation range: every id a target exactly once across all ranks
-    (the last rows are padding, never repeats)."""
+    (the last rows are padding, never repeats). Under ``--document-mask`` the model sees the
+    same document boundaries as in training (block-causal attention, restarting positions)."""
     evaluation = EvalBatches(args.data, length=args.length, batch_size=args.global_batch // ranks.world_size,
-                             rank=ranks.rank, world_size=ranks.world_size)
+                             rank=ranks.rank, world_size=ranks.world_size,
+                             position_ids=args.document_mask, document_ids=args.document_mask)
     model.eval()
     loss_sum = targets = 0.0
     with torch.no_grad():
         for batch in evaluation:
-            labels = torch.from_numpy(batch["labels"]).to(ranks.device)
-            logits = model(torch.from_numpy(batch["input_ids"]).to(ranks.device))
+            tensors = {key: torch.from_numpy(batch[key]).to(ranks.device)
+                       for key in ("input_ids", "labels", "position_ids", "document_ids") if key in batch}
+            labels = tensors["labels"]
+            logits = model(tensors["input_ids"], tensors.get("position_ids"), tensors.get("document_ids"))
             loss_sum += F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1),
                                         ignore_index=evaluation.ignore_index, reduction="sum").item()
             targets += float((labels != evaluation.ignore_index).sum())

@@ -166,3 +166,44 @@ def test_help_names_every_flag(tmp_path: Path) -> None:
     for flag in ("--data", "--layout", "--length", "--global-batch", "--steps", "--seed", "--save", "--resume",
                  "--log-batches"):
         assert flag in result.stdout
+
+
+def test_evaluation_under_document_mask_sees_the_document_boundaries(corpus: tokpack.TokenizedCorpus) -> None:
+    """``--document-mask`` evaluates as it trains: the validation loss is the model's loss on
+    EvalBatches' rows with their position_ids and document_ids (block-causal), not plain causal."""
+    import argparse
+    import importlib.util
+
+    import torch
+    import torch.nn.functional as F
+
+    from tokpack.serve import EvalBatches
+
+    spec = importlib.util.spec_from_file_location("train_gpt_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    os.environ.pop("WORLD_SIZE", None)
+    ranks = example.Ranks()  # rank 0 of 1, no process group
+    torch.manual_seed(0)
+    model = example.GPT(corpus.n_vocab, LENGTH, layers=1, width=32, heads=2)
+
+    def loss(**boundaries: bool) -> float:
+        total = count = 0.0
+        with torch.no_grad():
+            for batch in EvalBatches(corpus.tokens_dir, length=LENGTH, batch_size=GLOBAL_BATCH, **boundaries):
+                tensors = {key: torch.from_numpy(value) for key, value in batch.items() if isinstance(value, np.ndarray)}
+                logits = model(tensors["input_ids"], tensors.get("position_ids"), tensors.get("document_ids"))
+                labels = tensors["labels"].view(-1)
+                total += F.cross_entropy(logits.view(-1, logits.shape[-1]), labels, ignore_index=batch_ignore,
+                                         reduction="sum").item()
+                count += float((labels != batch_ignore).sum())
+        return total / count
+
+    batch_ignore = EvalBatches(corpus.tokens_dir, length=LENGTH, batch_size=GLOBAL_BATCH).ignore_index
+    masked, plain = loss(position_ids=True, document_ids=True), loss()
+    assert abs(masked - plain) > 1e-4  # the validation range has document starts inside rows: the mask matters
+    for document_mask, expected in ((True, masked), (False, plain)):
+        args = argparse.Namespace(data=corpus.tokens_dir, length=LENGTH, global_batch=GLOBAL_BATCH,
+                                  document_mask=document_mask)
+        assert example.evaluate(model, args, ranks) == pytest.approx(expected, rel=1e-6)

@@ -20,7 +20,6 @@ validation range once, in order, every id a target exactly once across all ranks
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -32,13 +31,15 @@ from pydantic import Field, ValidationError
 
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.serve.layouts import Layout, data_identity, make_layout, open_source
+from tokpack.serve.layouts import Layout, data_identity, kernels, make_layout, open_source
 from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
 Data = TokenSource | str | Path
 _DTYPES = {"int64": np.int64, "int32": np.int32}
+#: The segment starts of a batch that asks for no boundary array.
+_NO_SEGMENTS = np.empty(0, dtype=np.int64)
 #: Cumulative row counts of a mixture are remembered every this many steps (resume replays the rest).
 _CHECKPOINT_EVERY = 1024
 
@@ -281,9 +282,9 @@ class PackedBatches:
             n_rows = self.layouts[part].n_rows
             epoch = first // n_rows
             if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch
-                positions = np.arange(first - epoch * n_rows, first - epoch * n_rows + count, dtype=np.int64)
+                offset = first - epoch * n_rows
                 order = self._order(part, epoch)
-                chosen = positions if order is None else order[positions]
+                chosen = np.arange(offset, offset + count, dtype=np.int64) if order is None else order[offset : offset + count]
             else:
                 served = np.arange(first, first + count, dtype=np.int64)
                 epochs, positions = np.divmod(served, n_rows)
@@ -301,37 +302,51 @@ class PackedBatches:
             part_of, row_of = part_of[mixing], row_of[mixing]
         return part_of, row_of
 
-    def _gather(self, part_of: np.ndarray, row_of: np.ndarray, *,
-                starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def _gather(self, part_of: np.ndarray, row_of: np.ndarray, *, starts: bool = True,
+                check: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """The rows, their segment starts (flat, ascending; ``None`` with ``starts=False``) and
+        real lengths; ``check``: the ids are checked against the vocabulary here (else the
+        caller checks the largest id it meets)."""
         if len(self.layouts) == 1:  # the common case: no per-part split, no copies
-            ids, mask, real = self.layouts[0].read(row_of, starts=starts)
-            check_ids(ids, self.sources[0])  # one reduction guards every batch
-            return ids, mask, real
+            ids, segments, real = self.layouts[0].segments(row_of, starts=starts)
+            if check:
+                check_ids(ids, self.sources[0])  # one reduction guards every batch
+            return ids, segments, real
         width = self.length + 1
         ids = np.empty((len(part_of), width), dtype=self.sources[0].meta.dtype)
-        mask = np.empty((len(part_of), width), dtype=bool) if starts else None
+        pieces: list[np.ndarray] = []
         real = np.empty(len(part_of), dtype=np.int64)
         for part in np.unique(part_of).tolist():  # one gather per part
-            chosen = part_of == part
-            part_ids, part_starts, real[chosen] = self.layouts[part].read(row_of[chosen], starts=starts)
+            chosen = np.flatnonzero(part_of == part)
+            part_ids, part_segments, real[chosen] = self.layouts[part].segments(row_of[chosen], starts=starts)
             check_ids(part_ids, self.sources[part])  # one reduction guards every batch
             ids[chosen] = part_ids
-            if mask is not None:
-                mask[chosen] = part_starts
-        return ids, mask, real
+            if part_segments is not None:  # renumber the part's rows to their places in the batch
+                rows, columns = np.divmod(part_segments, width)
+                pieces.append(chosen[rows] * width + columns)
+        segments = np.sort(np.concatenate(pieces)) if starts and pieces else (_NO_SEGMENTS if starts else None)
+        return ids, segments, real
 
     def global_rows(self, step: int) -> np.ndarray:
         """All ``global_batch`` rows of step ``step`` (``(global_batch, length + 1)``, the source's
         dtype), the same for every world size."""
         return self._gather(*self._plan(step), starts=False)[0]
 
-    def rank_rows(self, step: int, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        """This rank's rows of step ``step``, their segment starts (``None`` with ``starts=False``)
-        and real lengths (see :meth:`Layout.read`)."""
+    def _rank_segments(self, step: int, *, starts: bool, check: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         part_of, row_of = self._plan(step)
         share = self.global_batch // self.world_size
         mine = slice(self.rank * share, (self.rank + 1) * share)
-        return self._gather(part_of[mine], row_of[mine], starts=starts)
+        return self._gather(part_of[mine], row_of[mine], starts=starts, check=check)
+
+    def rank_rows(self, step: int, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """This rank's rows of step ``step``, their segment-start mask (``None`` with
+        ``starts=False``) and real lengths (see :meth:`Layout.read`)."""
+        ids, segments, real = self._rank_segments(step, starts=starts)
+        if segments is None:
+            return ids, None, real
+        mask = np.zeros(ids.shape, dtype=bool)
+        mask.reshape(-1)[segments] = True
+        return ids, mask, real
 
     @property
     def _want_boundaries(self) -> bool:
@@ -348,19 +363,32 @@ class PackedBatches:
         (``int32``: the segments' boundaries over the flattened rows, for varlen attention) and
         ``max_seqlen`` (the longest segment).
         """
-        return self._assemble(*self.rank_rows(step, starts=self._want_boundaries))
+        single = len(self.layouts) == 1  # its ids are checked by the assembly's own pass
+        ids, segments, real = self._rank_segments(step, starts=self._want_boundaries, check=not single)
+        batch, largest = self._assemble(ids, segments, real)
+        if single and largest >= self.n_vocab:
+            check_ids(ids, self.sources[0])  # raises, naming the source
+        return batch
 
     def micro_batches(self, step: int) -> list[dict[str, Any]]:
         """This rank's batch of step ``step`` split into ``micro_batches`` equal parts, in order."""
-        ids, starts, real = self.rank_rows(step, starts=self._want_boundaries)
+        ids, segments, real = self._rank_segments(step, starts=self._want_boundaries)
         size = len(ids) // self.micro_batch_count
-        parts = [slice(i * size, (i + 1) * size) for i in range(self.micro_batch_count)]
-        return [self._assemble(ids[part], None if starts is None else starts[part], real[part]) for part in parts]
+        width = self.length + 1
+        out = []
+        for i in range(self.micro_batch_count):
+            part = slice(i * size, (i + 1) * size)
+            part_segments = None
+            if segments is not None:  # the part's segment starts, renumbered from its first row
+                lo, hi = np.searchsorted(segments, [i * size * width, (i + 1) * size * width])
+                part_segments = segments[lo:hi] - i * size * width
+            out.append(self._assemble(ids[part], part_segments, real[part])[0])
+        return out
 
-    def _assemble(self, ids: np.ndarray, starts: np.ndarray | None, real: np.ndarray) -> dict[str, Any]:
-        return assemble(ids, starts, dtype=self.dtype, position_ids=self.want_positions,
-                        cu_seqlens=self.want_cu_seqlens, document_ids=self.want_documents,
-                        real=real, ignore_index=self.ignore_index)
+    def _assemble(self, ids: np.ndarray, segments: np.ndarray | None, real: np.ndarray) -> tuple[dict[str, Any], int]:
+        return assemble_segments(ids, segments, real, dtype=self.dtype, position_ids=self.want_positions,
+                                 cu_seqlens=self.want_cu_seqlens, document_ids=self.want_documents,
+                                 ignore_index=self.ignore_index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Batches from :attr:`step` on, forever; :attr:`step` counts the batches handed out."""
@@ -474,7 +502,7 @@ class EvalBatches:
     Every rank yields the same number of batches, so collective calls stay matched. Step ``k``
     gives rank ``r`` the ``batch_size`` rows from ``(k * world_size + r) * batch_size``.
     ``position_ids``, ``cu_seqlens`` and ``document_ids`` add the same arrays as
-    :meth:`PackedBatches.batch` (built by the same :func:`assemble`).
+    :meth:`PackedBatches.batch` (built by the same :func:`assemble_segments`).
 
     >>> from tokpack.serve.memory import pack_of_documents
     >>> pack = pack_of_documents([[1, 2, 3], [4, 5, 6, 7, 8]], n_vocab=9, pad_id=0, train_documents=1)
@@ -511,18 +539,19 @@ class EvalBatches:
         width = self.layout.length + 1
         ids = np.full((self.batch_size, width), self.layout.fill, dtype=self.layout.source.meta.dtype)
         want_starts = bool(self.want_positions or self.want_cu_seqlens or self.want_documents)
-        starts = np.zeros((self.batch_size, width), dtype=bool) if want_starts else None
         lengths = np.zeros(self.batch_size, dtype=np.int64)  # rows past the range: all padding
+        segments = _NO_SEGMENTS
         if len(real):
-            part_ids, part_starts, lengths[: len(real)] = self.layout.read(real, starts=want_starts)
+            part_ids, part_segments, lengths[: len(real)] = self.layout.segments(real, starts=want_starts)
             ids[: len(real)] = part_ids
-            if starts is not None:
-                starts[: len(real)] = part_starts
+            if part_segments is not None:
+                segments = part_segments
             check_ids(ids, self.layout.source)
-        if starts is not None:
-            starts[:, 0] = True
-        return assemble(ids, starts, dtype=self.dtype, position_ids=self.want_positions, cu_seqlens=self.want_cu_seqlens,
-                        document_ids=self.want_documents, real=lengths, ignore_index=self.ignore_index)
+        if want_starts and len(real) < self.batch_size:  # a row of padding is one segment
+            segments = np.concatenate([segments, np.arange(len(real), self.batch_size, dtype=np.int64) * width])
+        return assemble_segments(ids, segments if want_starts else None, lengths, dtype=self.dtype,
+                                 position_ids=self.want_positions, cu_seqlens=self.want_cu_seqlens,
+                                 document_ids=self.want_documents, ignore_index=self.ignore_index)[0]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for step in range(len(self)):
@@ -532,75 +561,86 @@ class EvalBatches:
 def assemble(ids: np.ndarray, starts: np.ndarray | None, *, dtype: np.dtype, position_ids: bool = False,
              cu_seqlens: bool = False, document_ids: bool = False, real: np.ndarray | None = None,
              ignore_index: int | None = None) -> dict[str, Any]:
-    """Rows of ``length + 1`` ids and their segment starts → the arrays a model takes.
+    """Rows of ``length + 1`` ids and their segment-start mask → the arrays a model takes.
 
     With ``real`` (real ids per row) and ``ignore_index``, labels of padding become
     ``ignore_index`` (needed where the source has no padding id of its own). ``starts`` may be
     ``None`` when no boundary array is asked for; column 0 always starts a segment, whatever
-    ``starts`` says.
+    ``starts`` says. (:func:`assemble_segments` takes the segment starts as a flat list.)
 
     >>> ids = np.array([[5, 6, 7, 8, 0]]); starts = np.array([[True, False, True, False, True]])
     >>> batch = assemble(ids, starts, dtype=np.dtype(np.int64), position_ids=True, cu_seqlens=True, document_ids=True)
     >>> batch["position_ids"].tolist(), batch["document_ids"].tolist(), batch["cu_seqlens"].tolist(), batch["max_seqlen"]
     ([[0, 1, 0, 1]], [[0, 0, 1, 1]], [0, 2, 4], 2)
     """
-    batch: dict[str, Any] = {"input_ids": ids[:, :-1].astype(dtype, order="C"),
-                             "labels": ids[:, 1:].astype(dtype, order="C")}
-    if real is not None and ignore_index is not None and len(real) and int(real.min()) < ids.shape[1]:
-        batch["labels"][np.arange(1, ids.shape[1]) >= real[:, None]] = ignore_index
-    if not (position_ids or cu_seqlens or document_ids):
-        return batch
-    if starts is None:
+    segments = None
+    if position_ids or cu_seqlens or document_ids:
+        if starts is None:
+            raise ValueError("assemble: boundary arrays need the segment starts")
+        segments = np.flatnonzero(starts)
+    if real is None or ignore_index is None:
+        real, ignore_index = None, 0
+    return assemble_segments(ids, segments, real, dtype=dtype, position_ids=position_ids, cu_seqlens=cu_seqlens,
+                             document_ids=document_ids, ignore_index=ignore_index)[0]
+
+
+def assemble_segments(ids: np.ndarray, segments: np.ndarray | None, real: np.ndarray | None, *, dtype: np.dtype,
+                      ignore_index: int, position_ids: bool = False, cu_seqlens: bool = False,
+                      document_ids: bool = False) -> tuple[dict[str, Any], int]:
+    """:func:`assemble` from the segment starts as ascending flat indices into ``ids`` (``(n,
+    length + 1)``), as layouts hand them over (:meth:`Layout.segments`); ``real=None``: no
+    padding to ignore. Returns the batch and the largest id of ``ids`` (for the vocabulary
+    check, at no extra pass).
+
+    One compiled pass (:func:`tokpack.serve.compiled.fill_batch`) writes every array in its
+    final dtype: ``input_ids``, ``labels``, and on request ``position_ids``, ``document_ids``,
+    ``cu_seqlens`` (``int32``) and ``max_seqlen``.
+    """
+    # Each numpy call costs about a microsecond on a batch this size: only the needed ones.
+    if not ids.flags.c_contiguous:
+        ids = np.ascontiguousarray(ids)
+    n, width = ids.shape
+    length = width - 1
+    dtype = np.dtype(dtype)
+    want = bool(position_ids or cu_seqlens or document_ids)
+    if want and segments is None:
         raise ValueError("assemble: boundary arrays need the segment starts")
-    batch.update(boundaries(starts[:, :-1], dtype=dtype, position_ids=position_ids, cu_seqlens=cu_seqlens,
-                            document_ids=document_ids))
-    return batch
+    input_ids = np.empty((n, length), dtype=dtype)
+    labels = np.empty((n, length), dtype=dtype)
+    positions = np.empty((n, length), dtype=dtype) if position_ids else np.empty((0, 0), dtype=dtype)
+    documents = np.empty((n, length), dtype=dtype) if document_ids else positions[:0, :0]
+    flat = _NO_SEGMENTS
+    if want and segments is not None:
+        flat = segments if segments.dtype == np.int64 else segments.astype(np.int64)
+    bounds = np.empty(len(flat) + n + 1, dtype=np.int32)  # at most one segment more a row (column 0)
+    real = np.full(n, width, dtype=np.int64) if real is None else np.asarray(real, dtype=np.int64)
+    count, longest, largest = kernels().fill_batch(ids, flat, real, int(ignore_index), input_ids, labels, positions, documents,
+                                         bounds, bool(position_ids), bool(document_ids), want)
+    batch: dict[str, Any] = {"input_ids": input_ids, "labels": labels}
+    if position_ids:
+        batch["position_ids"] = positions
+    if document_ids:
+        batch["document_ids"] = documents
+    if cu_seqlens:
+        batch["cu_seqlens"] = bounds[: count + 1]
+        batch["max_seqlen"] = int(longest)
+    return batch, int(largest)
+
 
 
 def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True, cu_seqlens: bool = True,
                document_ids: bool = True) -> dict[str, Any]:
     """``position_ids``, ``document_ids`` (``(rows, length)``, ``dtype``), ``cu_seqlens`` (``int32``)
     and ``max_seqlen`` from the ``(rows, length)`` segment-start mask of the inputs (column 0
-    counts as a start whatever it holds).
-
-    Everything follows from the flat list of segment starts (one ``flatnonzero``): a batch holds
-    a few segments per row, so per-segment arithmetic plus one ``repeat`` per output is much
-    cheaper than scans along the rows of the whole batch.
-    """
+    counts as a start whatever it holds)."""
     n, length = starts.shape
-    total = n * length
-    if n and not starts[:, 0].all():  # rare (layouts always set it): force the row starts in
-        starts = starts.copy()
-        starts[:, 0] = True
-    first = np.flatnonzero(starts)  # flat index of every segment's first position, ascending
-    bounds = np.empty(len(first) + 1, dtype=np.int64)
-    bounds[:-1], bounds[-1] = first, total
-    sizes = bounds[1:] - bounds[:-1]
-    out: dict[str, Any] = {}
-    if position_ids:
-        positions = np.repeat(first.astype(dtype, copy=False), sizes)  # each position's segment start
-        np.subtract(_flat_columns(total, dtype), positions, out=positions)
-        out["position_ids"] = positions.reshape(n, length)
-    if document_ids:
-        # A segment's number in its row: its index minus the index of its row's first segment.
-        row_heads = np.flatnonzero(first % length == 0)  # one a row, ascending
-        per_row = np.empty_like(row_heads)
-        per_row[:-1], per_row[-1:] = row_heads[1:] - row_heads[:-1], len(first) - row_heads[-1:]
-        within = np.arange(len(first), dtype=dtype) - np.repeat(row_heads.astype(dtype, copy=False), per_row)
-        out["document_ids"] = np.repeat(within, sizes).reshape(n, length)
-    if cu_seqlens:
-        out["cu_seqlens"] = bounds.astype(np.int32)
-        out["max_seqlen"] = int(sizes.max()) if len(sizes) else 0
-    return out
-
-
-@functools.lru_cache(maxsize=8)
-def _flat_columns(total: int, dtype: np.dtype) -> np.ndarray:
-    """``arange(total)`` kept read-only: every batch of a run has the same shape, so building it
-    once saves a pass over the batch."""
-    columns = np.arange(total, dtype=dtype)
-    columns.flags.writeable = False
-    return columns
+    grid = np.zeros((n, length + 1), dtype=bool)
+    grid[:, :-1] = starts
+    batch, _ = assemble_segments(np.zeros((n, length + 1), dtype=np.int64), np.flatnonzero(grid), None, dtype=dtype,
+                                 ignore_index=0, position_ids=position_ids, cu_seqlens=cu_seqlens,
+                                 document_ids=document_ids)
+    del batch["input_ids"], batch["labels"]
+    return batch
 
 
 def _names(records: list[dict[str, Any]]) -> str:
@@ -619,4 +659,5 @@ def _check_one_vocabulary(sources: list[TokenSource]) -> None:
                                      f"{other.path} with {other.meta.pad_id}")
 
 
-__all__ = ["EvalBatches", "LoaderState", "Mixture", "PackedBatches", "ServeSchedule", "assemble", "boundaries"]
+__all__ = ["EvalBatches", "LoaderState", "Mixture", "PackedBatches", "ServeSchedule", "assemble", "assemble_segments",
+           "boundaries"]

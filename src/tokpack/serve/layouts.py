@@ -16,8 +16,11 @@ parameters (shuffling is the schedule's job, not the layout's):
   :attr:`Layout.stats` reports the padding share and the shares of ids moved and cut.
 
 A layout's :meth:`Layout.rows` returns the ids and a ``starts`` mask (``True`` where a new
-segment begins: a row's first position, every document start, the first padding position),
-from which the batch builds ``position_ids``, ``document_ids`` and ``cu_seqlens``.
+segment begins: a row's first position, every document start, the first padding position).
+Batches use :meth:`Layout.segments` instead: the same starts as a flat ascending list, which
+compiled loops (:mod:`tokpack.serve.compiled`) write directly (a few dozen entries a batch,
+never a mask); ``bestfit`` copies each row's pieces as contiguous runs. That is what makes a
+batch with boundaries cost about as much as one without (see BENCHMARKS.md, issue 11).
 
 >>> from tokpack.serve.memory import pack_of_documents
 >>> pack = pack_of_documents([[1, 2, 3, 4, 5], [6, 7]], n_vocab=9, pad_id=0)
@@ -32,21 +35,38 @@ from which the batch builds ``position_ids``, ``document_ids`` and ``cu_seqlens`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import secrets
 from collections import deque
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
-from tokpack.store import TokenSource, open_tokens
+from tokpack.store import Pack, TokenSource, open_tokens
 
 #: Index files of layouts that are costly to build live under ``<cache>/layouts/``.
 LAYOUT_CACHE = "layouts"
+
+
+_KERNELS: ModuleType | None = None
+
+
+def kernels() -> Any:
+    """:mod:`tokpack.serve.compiled`, imported on the first batch: ``import tokpack`` does not load
+    numba (most commands never serve a batch). A function-level ``import`` on every batch would
+    cost more than the kernels it reaches (about 1 µs each)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from tokpack.serve import compiled
+
+        _KERNELS = compiled
+    return _KERNELS
 
 
 def open_source(data: TokenSource | str | Path) -> TokenSource:
@@ -69,7 +89,7 @@ def data_identity(source: TokenSource) -> dict[str, Any]:
 class Layout:
     """Rows of ``length + 1`` ids over the ``split`` range of a token source.
 
-    Subclasses set :attr:`n_rows` and implement :meth:`_rows`.
+    Subclasses set :attr:`n_rows` and implement :meth:`_segments` and :meth:`_positions`.
     """
 
     name: ClassVar[str]
@@ -130,12 +150,27 @@ class Layout:
         With ``starts=False`` the segment-start mask is not computed and ``None`` comes in its
         place: a batch without boundary arrays does not pay for it.
         """
-        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
-            raise IndexError(f"row index outside [0, {self.n_rows})")
-        return self._rows(indices, starts)
+        ids, segments, real = self.segments(row_indices, starts=starts)
+        if segments is None:
+            return ids, None, real
+        mask = np.zeros(ids.shape, dtype=bool)
+        mask.reshape(-1)[segments] = True
+        return ids, mask, real
 
-    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def segments(self, row_indices: Any, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """Rows ``row_indices`` as ``(ids, segment starts, real ids per row)``: what a batch is
+        built from. The segment starts are the ascending flat indices into ``ids`` (``(n,
+        length + 1)``) where :meth:`rows`' mask is ``True`` (``None`` with ``starts=False``).
+
+        Raises:
+            IndexError: an index outside ``[0, n_rows)``.
+        """
+        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
+        if kernels().outside(indices, self.n_rows):
+            raise IndexError(f"row index outside [0, {self.n_rows})")
+        return self._segments(indices, starts)
+
+    def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         raise NotImplementedError
 
     def positions(self, row_indices: Any) -> np.ndarray:
@@ -162,11 +197,17 @@ class _ContiguousLayout(Layout):
         positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
         return np.where(positions < self.hi, positions, -1)
 
-    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        compiled = kernels()
         origins = self.origins(indices)
         width = self.length + 1
         n = len(origins)
-        if not n or int(origins.max()) + width <= self.hi:  # one reduction decides the common case
+        if isinstance(self.source, Pack):  # one flat array: each row one compiled run copy
+            ids = np.empty((n, width), dtype=self.source.tokens.dtype)
+            compiled.contiguous_gather(np.asarray(self.source.tokens), origins, width, self.hi, self.fill, ids)
+        elif not n:  # (a source shorter than a row has no window view to index)
+            ids = np.empty((0, width), dtype=self.source.meta.dtype)
+        elif int(origins.max()) + width <= self.hi:  # one reduction decides the common case
             ids = self.source.gather_rows(origins, width)
         else:
             ids = np.full((n, width), self.fill, dtype=self.source.meta.dtype)
@@ -176,25 +217,14 @@ class _ContiguousLayout(Layout):
             for row in np.flatnonzero(~whole):  # at most a few rows per epoch reach the end
                 keep = self.hi - int(origins[row])
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
-        real = np.minimum(width, self.hi - origins)
         if not want_starts:
-            return ids, None, real
-        starts = np.zeros((n, width), dtype=bool)
-        starts[:, 0] = True
-        document_starts = self.source.starts
-        first = np.searchsorted(document_starts, origins, side="right")
-        last = np.searchsorted(document_starts, np.minimum(origins + width, self.hi), side="left")
-        counts = np.maximum(last - first, 0)
-        inside = int(counts.sum())
-        if inside:  # the document starts inside each row, as flat indices into ``starts``
-            heads = np.cumsum(counts) - counts
-            which = np.arange(inside) + np.repeat(first - heads, counts)
-            flat = document_starts[which] + np.repeat(np.arange(n) * width - origins, counts)
-            starts.reshape(-1)[flat] = True
-        padded = origins + width > self.hi
-        if padded.any():
-            starts[np.flatnonzero(padded), self.hi - origins[padded]] = True
-        return ids, starts, real
+            return ids, None, np.minimum(width, self.hi - origins)
+        segments, real = compiled.contiguous_segments(self._document_starts, origins, width, self.hi)
+        return ids, segments, real
+
+    @functools.cached_property
+    def _document_starts(self) -> np.ndarray:
+        return np.ascontiguousarray(self.source.starts, dtype=np.int64)
 
 
 class StreamLayout(_ContiguousLayout):
@@ -316,61 +346,26 @@ class BestFitLayout(Layout):
         if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
             raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
 
-    def _rows(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        # Each row's pieces are copied as contiguous runs (one compiled loop) where the source is
+        # one flat array; other sources gather the positions the same loop writes.
+        compiled = kernels()
         width = self.length + 1
-        n = len(indices)
-        positions, padding, row_of_piece, column, used = self._placement(indices)
-        if padding is not None:
+        segments, real = compiled.bestfit_segments(self._piece_start, self._piece_len, self._row_ptr, indices, width)
+        if isinstance(self.source, Pack):
+            ids = np.empty((len(indices), width), dtype=self.source.tokens.dtype)
+            compiled.bestfit_gather(np.asarray(self.source.tokens), self._piece_start, self._piece_len, self._row_ptr,
+                           indices, width, self.fill, ids)
+        else:
+            positions = self._positions(indices)
+            padding = positions < 0
             positions[padding] = self.lo  # any valid position: overwritten with the fill below
-        ids = self.source.take(positions)  # one gather for every piece of every row
-        if padding is not None:
+            ids = self.source.take(positions)
             ids[padding] = self.fill
-        if not want_starts:
-            return ids, None, used
-        starts = np.zeros((n, width), dtype=bool)
-        starts[row_of_piece, column] = True
-        padded = np.flatnonzero(used < width)
-        starts[padded, used[padded]] = True
-        return ids, starts, used
+        return ids, (segments if want_starts else None), real
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
-        positions, padding, *_ = self._placement(indices)
-        if padding is not None:
-            positions[padding] = -1
-        return positions
-
-    def _placement(self, indices: np.ndarray) -> tuple[Any, ...]:
-        """For rows ``indices``: each position's stream position (``(n, length + 1)``; padding
-        positions hold garbage), the padding mask (``None`` when no row is padded), each piece's
-        row and column, and the ids each row holds.
-
-        Pieces fill a row from column 0 in order, so within a piece the stream position grows by
-        one per column and only jumps where a piece begins: the positions are one ``cumsum``
-        over steps of 1, with each piece's first step set to land on its start. That costs a
-        scatter per piece and one pass over the batch, not a ``repeat`` per id.
-        """
-        width = self.length + 1
-        n = len(indices)
-        first, last = self._row_ptr[indices], self._row_ptr[indices + 1]
-        counts = last - first  # at least one piece a row
-        heads = np.cumsum(counts) - counts  # each row's first piece in the flat piece list
-        pieces = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - heads, counts)
-        lengths = self._piece_len[pieces].astype(np.int64)
-        row_of_piece = np.repeat(np.arange(n, dtype=np.int64), counts)
-        # Column of each piece in its row: the lengths of the pieces before it in the same row.
-        before = np.cumsum(lengths) - lengths
-        column = before - np.repeat(before[heads], counts) if n else before
-        destination = row_of_piece * width + column
-        # position = destination + shift inside a piece; shift changes only where a piece begins
-        shift = self._piece_start[pieces] - destination
-        steps = np.ones(n * width, dtype=np.int64)
-        if len(pieces):
-            steps[destination[1:]] = np.diff(shift) + 1
-            steps[0] = shift[0]
-        positions = np.cumsum(steps, out=steps).reshape(n, width)
-        used = np.bincount(row_of_piece, weights=lengths, minlength=n).astype(np.int64)
-        padding = np.arange(width) >= used[:, None] if n and int(used.min()) < width else None
-        return positions, padding, row_of_piece, column, used
+        return kernels().bestfit_positions(self._piece_start, self._piece_len, self._row_ptr, indices, self.length + 1)
 
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""
