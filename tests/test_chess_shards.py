@@ -43,7 +43,7 @@ def config(games: Path, out: Path, **fields: object) -> ChessPipelineConfig:
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
-    """Every file of a dataset but the per-run markers' timestamps-free content: all of it."""
+    """Every file of a dataset folder and its bytes (lock files and verification stamps aside)."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and not p.name.endswith(".lock") and ".stamp" not in p.name}
 
@@ -64,7 +64,9 @@ def test_months_are_cut_into_row_ranges_and_read_as_the_whole_months(games: Path
     assert list(dataset.meta.ranges) == ["train"] and dataset.n_docs == sum(rows)
     # The shards' stream is exactly each whole month packed alone, one after the other.
     encoder = make_encoder("san")
-    wholes = [Pack(pack_games(month_parquet(games, m), encoder, tmp_path / m).n_docs and tmp_path / m) for m in months]
+    for month in months:
+        pack_games(month_parquet(games, month), encoder, tmp_path / month)
+    wholes = [Pack(tmp_path / month) for month in months]
     assert np.array_equal(np.concatenate([dataset.shards[i].tokens for i in range(len(dataset.shards))]),
                           np.concatenate([p.tokens for p in wholes]))
     assert np.array_equal(dataset.starts, np.concatenate([p.starts + o for p, o in
@@ -124,9 +126,9 @@ def test_a_killed_job_resumes_and_a_changed_table_is_refused(games: Path, one_wo
     assert files_of(job) == files_of(one_worker / "train")
     with pytest.raises(InputError, match="already exists"):
         tokenize(cfg, "san", pack=True)
+    start_chess_job(tables[:1], tmp_path / "other", make_encoder("san"))
     with pytest.raises(InputError, match="another job"):
-        start_chess_job(tables[:1], tmp_path / "other" / "x", make_encoder("san")) and start_chess_job(
-            tables, tmp_path / "other" / "x", make_encoder("san"))
+        start_chess_job(tables, tmp_path / "other", make_encoder("san"))
     copy = tmp_path / "copy.parquet"
     copy.write_bytes(tables[0].read_bytes())
     moved = tmp_path / "moved"
@@ -139,7 +141,8 @@ def test_a_killed_job_resumes_and_a_changed_table_is_refused(games: Path, one_wo
 
 def test_the_loaders_read_the_sharded_dataset_as_its_merged_pack(one_worker: Path, tmp_path: Path) -> None:
     dataset = ShardedDataset(one_worker / "train")
-    merged = Pack(merge_dataset(dataset, tmp_path / "merged").n_docs and tmp_path / "merged")
+    merge_dataset(dataset, tmp_path / "merged")
+    merged = Pack(tmp_path / "merged")
     windows, reference = Windows(dataset.path, block=512), Windows(merged.path, block=512)
     everything = np.arange(len(windows))
     assert len(windows) == len(reference) == dataset.n_docs

@@ -83,7 +83,7 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
             if progress is not None:
                 progress(done, total, writer.n_tokens)
         span = Span(documents=(0, writer.n_docs), tokens=(0, writer.n_tokens))
-        return writer.commit(source=source or _source(games), cut=DocumentCut(rule="game"), ranges={split: span},
+        return writer.commit(source=source or table_source(games), cut=DocumentCut(rule="game"), ranges={split: span},
                              counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
 
 
@@ -156,7 +156,7 @@ def _encode_in_worker(batch: pa.RecordBatch) -> EncodedGames | GameError:
     return _encode(_WORKER_ENCODER, batch)
 
 
-def _source(path: Path) -> Source:
+def table_source(path: Path) -> Source:
     """The pack's record of its input: the month-relative name (``year=.../month=.../games.parquet``
     when the file sits in a converted tree, else the file name), its SHA-256 and size."""
     parts = path.resolve().parts

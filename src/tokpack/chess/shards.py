@@ -91,7 +91,7 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None) -> list[
     """
     import pyarrow.parquet as pq
 
-    from tokpack.chess.pack import _source
+    from tokpack.chess.pack import table_source
 
     shards = []
     for table in tables:
@@ -100,7 +100,7 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None) -> list[
         except (OSError, ValueError) as error:
             raise InputError(f"{table}: not a readable parquet file ({error})") from None
         pieces = max(1, -(-n_rows // shard_games)) if shard_games else 1
-        source = _source(Path(table))
+        source = table_source(Path(table))
         shards += [ChessShard(games=str(Path(table).resolve()), source=source, n_rows=n_rows,
                               rows=unit_span(piece, pieces, n_rows)) for piece in range(pieces)]
     return shards
