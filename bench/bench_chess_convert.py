@@ -90,8 +90,7 @@ def speed(games: int, rounds: int, real: Path) -> None:
 #: Run in a fresh process per size: converts, sampling RSS every 50 ms, and prints the games
 #: written, wall seconds, peak RSS while reading and spilling, peak RSS while joining the part
 #: files (``_MonthParts.finish``; RSS retained from reading counts there too), ru_maxrss, and
-#: the RSS after each spill (the growth trace). ``no-trim`` turns off
-#: :func:`tokpack.chess.pgn.release_freed_memory`, the baseline.
+#: the RSS after each spill (the growth trace).
 _MEMORY_RUN = """
 import resource, sys, threading, time
 from tokpack.chess import pgn
@@ -109,8 +108,6 @@ def traced_spill(self):
 def traced_finish(self):  # the last spill, then the join
     phase[0] = "join"; finish(self)
 pgn._MonthParts._spill, pgn._MonthParts.finish = traced_spill, traced_finish
-if sys.argv[3] == "no-trim":  # the baseline: freed memory stays in the process
-    pgn.release_freed_memory = lambda: None
 t = time.perf_counter()
 report = pgn.convert_pgn([sys.argv[1]], sys.argv[2])
 print(report.games_written, round(time.perf_counter() - t, 1), peak["read"], peak["join"],
@@ -125,26 +122,22 @@ def memory(sizes: list[int]) -> None:
 
     folder = Path(tempfile.mkdtemp())
     base, _ = lichess_pgn(10_000, seed=3)
-    print("games | .pgn.zst MiB | mode | wall s | peak RSS reading MiB | ru_maxrss MiB | load before")
+    print("games | .pgn.zst MiB | wall s | peak RSS reading MiB | ru_maxrss MiB | load before")
     for size in sizes:
         path = folder / f"{size}.pgn.zst"
         with open(path, "wb") as handle, zstandard.ZstdCompressor().stream_writer(handle) as writer:
             for _ in range(size // 10_000):
                 writer.write(base.encode())
         load = os.getloadavg()[0]
-        # Both modes at once, in fresh processes (memory is what is compared; their wall times
-        # share the machine).
-        runs = {mode: subprocess.Popen([sys.executable, "-c", _MEMORY_RUN, str(path), str(folder / f"out{size}-{mode}"), mode],
-                                       stdout=subprocess.PIPE, text=True) for mode in ("tokpack", "no-trim")}
-        for mode, run in runs.items():
-            out = run.communicate()[0].split()
-            assert run.returncode == 0 and int(out[0]) == size, out
-            print(f"{size:,} | {path.stat().st_size / 2**20:.1f} | {mode} | {out[1]} | {out[2]} | {out[4]} | {load:.1f}")
-            spills = [int(x) for x in out[5].split(",")] if len(out) > 5 else []
-            if spills:
-                step = max(1, len(spills) // 10)
-                print(f"    RSS MiB after every {step}th of {len(spills)} spills: {spills[::step]}")
-            shutil.rmtree(folder / f"out{size}-{mode}")
+        out = subprocess.run([sys.executable, "-c", _MEMORY_RUN, str(path), str(folder / f"out{size}")],
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert int(out[0]) == size, out
+        print(f"{size:,} | {path.stat().st_size / 2**20:.1f} | {out[1]} | {out[2]} | {out[4]} | {load:.1f}")
+        spills = [int(x) for x in out[5].split(",")] if len(out) > 5 else []
+        if spills:
+            step = max(1, len(spills) // 10)
+            print(f"    RSS MiB after every {step}th of {len(spills)} spills: {spills[::step]}")
+        shutil.rmtree(folder / f"out{size}")
         path.unlink()
 
 

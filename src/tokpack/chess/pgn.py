@@ -366,7 +366,6 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
                         else:
                             parts.add(game)
                             months[game.month] = months.get(game.month, 0) + 1
-                    release_freed_memory()
                     if progress is not None and size:
                         progress(done_before + _position(raw, size), total)
             done_before += size
@@ -378,33 +377,6 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     if progress is not None:
         progress(total, total)
     return report
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
-    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-        return None
-
-
-_TRIM = _malloc_trim()
-
-
-def release_freed_memory() -> None:
-    """Hand the memory freed by the chunk just read back to the system (glibc ``malloc_trim``).
-
-    Why: a chunk's lockstep boards are large numpy arrays that glibc, once it has raised its mmap
-    threshold, takes from the heap; freed, they stay in the process, so RSS crept up with the
-    chunks read. Measured on 150,000 Lichess-style games (BENCHMARKS.md): peak RSS 409 MiB
-    without, 388 MiB with, at the same speed. Elsewhere (no glibc) a no-op.
-    """
-    if _TRIM is not None:
-        _TRIM(0)
 
 
 def _position(raw: object, size: int) -> int:
