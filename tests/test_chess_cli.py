@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.cli import app
-from tokpack.store import Pack
+from tokpack.store.dataset import ShardedDataset
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 runner = CliRunner()
@@ -53,11 +53,11 @@ def test_convert_then_tokenize_every_scheme(tmp_path: Path) -> None:
             code, output = _run("tokenize", "--scheme", scheme, "--pack", "--config", str(config))
             assert code == 0, output
         for folder, split, month in (("train", "train", train), ("val", "validation", val)):
-            pack = Pack(tokens / scheme / folder, verify=True)
-            assert pack.meta.counts["n_games"] == report["months"][month] == pack.n_docs
+            pack = ShardedDataset(tokens / scheme / folder, verify=True)  # one shard: one month
+            assert len(pack.shards) == 1 and pack.meta.counts["n_games"] == report["months"][month] == pack.n_docs
             assert list(pack.meta.ranges) == [split] and pack.meta.vocabulary.scheme == scheme
-            assert pack.tokens[0] == 1 and pack.tokens[-1] == 2
-    uci = Pack(tokens / "uci" / "train")
+            assert pack.take(np.array([0, pack.n_tokens - 1])).tolist() == [1, 2]
+    uci = ShardedDataset(tokens / "uci" / "train")
     plies = pq.read_table(tmp_path / "games" / f"year={train[:4]}" / f"month={train[5:]}" / "games.parquet").column("n_plies")
     assert np.diff(np.append(uci.starts, uci.n_tokens)).tolist() == [p + 5 for p in plies.to_pylist()]
 

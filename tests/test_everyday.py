@@ -235,7 +235,7 @@ def test_dead_code_and_duplicates_are_gone() -> None:
 
     assert not hasattr(files, "write_gpt2_pair")  # written by nothing, read by nothing
     assert grade.is_tokpack_record is loading.is_tokpack_record and not hasattr(grade, "_is_tokpack_record")
-    assert "file_sha256(path)" in inspect.getsource(chess_pack._source) and "hashlib" not in inspect.getsource(chess_pack)
+    assert "file_sha256(path)" in inspect.getsource(chess_pack.table_source) and "hashlib" not in inspect.getsource(chess_pack)
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     table_end = readme.index("| `bench/` |")
     assert readme[table_end:].split("\n", 2)[1] == ""  # the Layout table ends with a blank line, no stray text

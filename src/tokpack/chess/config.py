@@ -14,7 +14,10 @@ Example (paths are relative to the file's folder)::
     stats_games = 20000          # statistics use the first games of the same table
     max_len = 200                # the context the statistics measure against
     fixture_pgn = "fixture.pgn"  # games for --export-fixture (optional)
-    workers = 1                  # processes that encode while packing
+    workers = 1                  # processes that pack shards (the bytes do not depend on it)
+    engine = "local"             # who runs the shards: local, ray, or array (write the jobs only)
+    ray_address = "auto"         # an existing Ray cluster to join (engine = "ray"; optional)
+    shard_games = 1000000        # a month of more games is cut into shards of at most this many
 """
 
 from __future__ import annotations
@@ -54,7 +57,10 @@ class ChessPipelineConfig(Record):
     stats_games: int = Field(default=20_000, ge=1)
     max_len: int = Field(default=200, ge=1)
     fixture_pgn: Path | None = None
-    workers: int = Field(default=1, ge=1, le=64)
+    workers: int = Field(default=1, ge=1, le=256)
+    engine: Literal["local", "ray", "array"] = "local"
+    ray_address: str | None = None
+    shard_games: int = Field(default=1_000_000, ge=1)
 
     @model_validator(mode="after")
     def _one_way_each(self) -> ChessPipelineConfig:

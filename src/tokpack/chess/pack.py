@@ -37,8 +37,13 @@ SPLITS = ("train", "validation")
 
 def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: str = "train",
                batch_games: int = BATCH_GAMES, workers: int = 1,
-               progress: Callable[[int, int, int], None] | None = None) -> PackMeta:
-    """Encode every game of the parquet ``games`` into a new pack at ``destination``.
+               progress: Callable[[int, int, int], None] | None = None,
+               rows: tuple[int, int] | None = None, source: Source | None = None) -> PackMeta:
+    """Encode every game of the parquet ``games`` (or its rows ``[first, last)``: one shard of a
+    month, see :mod:`tokpack.chess.shards`) into a new pack at ``destination``.
+
+    ``source`` is the record of ``games`` to write (default: its name, hashed now), so a job
+    that hashed the table once need not hash it again for every shard.
 
     ``progress(games_done, games_total, tokens_done)`` is called after each batch. With
     ``workers > 1`` the encoding runs in that many spawned processes (the parent reads and writes),
@@ -62,10 +67,14 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
     missing = [c for c in GAME_COLUMNS if c not in reader.schema_arrow.names]
     if missing:
         raise InputError(f"{games}: missing column(s) {', '.join(missing)}")
-    total = reader.metadata.num_rows
+    n_rows = reader.metadata.num_rows
+    first, last = (0, n_rows) if rows is None else rows
+    if not 0 <= first <= last <= n_rows:
+        raise InputError(games, f"rows {first}..{last} are outside its {n_rows} rows")
+    total = last - first
     unknown = done = 0
     with reader, PackWriter(Path(destination), vocabulary=encoder.identity) as writer:
-        for first_row, encoded in _encoded_batches(reader, encoder, batch_games, workers):
+        for first_row, encoded in _encoded_batches(reader, encoder, batch_games, workers, first, last):
             if isinstance(encoded, GameError):
                 raise encoded.at(str(games), first_row) from None
             writer.add_flat(encoded.ids, encoded.lengths)
@@ -74,15 +83,37 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
             if progress is not None:
                 progress(done, total, writer.n_tokens)
         span = Span(documents=(0, writer.n_docs), tokens=(0, writer.n_tokens))
-        return writer.commit(source=_source(games), cut=DocumentCut(rule="game"), ranges={split: span},
+        return writer.commit(source=source or table_source(games), cut=DocumentCut(rule="game"), ranges={split: span},
                              counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
 
 
-def _encoded_batches(reader, encoder: GameEncoder, batch_games: int, workers: int  # type: ignore[no-untyped-def]
-                     ) -> Iterator[tuple[int, EncodedGames | GameError]]:
+def _row_batches(reader, batch_games: int, first: int, last: int  # type: ignore[no-untyped-def]
+                 ) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``(row, batch)`` covering rows ``[first, last)`` of the table: only the row groups that
+    hold them are read, and the first and last batches are sliced to the range."""
+    groups, start = [], 0
+    for index in range(reader.metadata.num_row_groups):
+        end = start + reader.metadata.row_group(index).num_rows
+        if start < last and end > first:
+            groups.append(index)
+        start = end
+    if not groups or first == last:
+        return
+    row = sum(reader.metadata.row_group(i).num_rows for i in range(groups[0]))
+    for batch in reader.iter_batches(batch_size=batch_games, columns=list(GAME_COLUMNS), row_groups=groups):
+        low, high = max(first - row, 0), min(last - row, batch.num_rows)
+        if high > low:
+            yield row + low, batch.slice(low, high - low)
+        row += batch.num_rows
+        if row >= last:
+            return
+
+
+def _encoded_batches(reader, encoder: GameEncoder, batch_games: int, workers: int,  # type: ignore[no-untyped-def]
+                     first: int, last: int) -> Iterator[tuple[int, EncodedGames | GameError]]:
     """``(first row, encoded batch)`` in table order; a batch that fails yields its GameError."""
-    batches = reader.iter_batches(batch_size=batch_games, columns=list(GAME_COLUMNS))
-    first_row = 0
+    first_row = first
+    batches = (batch for _, batch in _row_batches(reader, batch_games, first, last))
     if workers <= 1:
         for batch in batches:
             yield first_row, _encode(encoder, batch)
@@ -125,7 +156,7 @@ def _encode_in_worker(batch: pa.RecordBatch) -> EncodedGames | GameError:
     return _encode(_WORKER_ENCODER, batch)
 
 
-def _source(path: Path) -> Source:
+def table_source(path: Path) -> Source:
     """The pack's record of its input: the month-relative name (``year=.../month=.../games.parquet``
     when the file sits in a converted tree, else the file name), its SHA-256 and size."""
     parts = path.resolve().parts

@@ -3,26 +3,27 @@
 :func:`tokenize` reads a :class:`~tokpack.chess.config.ChessPipelineConfig`. The months it packs
 come from :func:`split_months`: one month, a list, every month of ``games_dir`` (``"all"``), and
 validation either named or as the latest months holding at least ``val_fraction`` of the games.
-One month is packed as one pack; several as a sharded dataset with one shard per month, in
-month order (every reader reads it as one stream). All inputs are checked before anything is
-written, and a split that fails removes the packs this run made, so a rerun starts clean.
+Each split is packed as a sharded dataset (:mod:`tokpack.chess.shards`: a shard per month, or
+per row range of ``shard_games`` games), run by the same executors as text (local processes,
+Ray, or a scheduler's job array), byte-identical for any number of workers; every reader reads
+it as one stream. All inputs are checked before anything is written, and a split that fails
+removes what this run made, so a rerun starts clean (a killed run resumes its job instead).
 """
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokpack._atomic import building
 from tokpack.chess.config import ChessPipelineConfig
 from tokpack.chess.pgn import month_parquet
 from tokpack.chess.schemes import SCHEMES, make_encoder
+from tokpack.engines.shard_task import JOB_FILE
 from tokpack.errors import InputError
-from tokpack.store import DocumentCut, Source
+from tokpack.store.format import DATASET_FILE
 
 if TYPE_CHECKING:
     from tokpack.chess.bpe import BpeEncoder
@@ -53,6 +54,7 @@ class TokenizeResult:
     encoder: GameEncoder
     written: list[Path] = field(default_factory=list)
     packs: list[PackedSplit] = field(default_factory=list)
+    jobs: list[Path] = field(default_factory=list)  # jobs written for a job array (engine "array")
     stats: ChessStats | None = None
 
 
@@ -105,36 +107,46 @@ def split_months(cfg: ChessPipelineConfig, *, check: bool = True) -> tuple[list[
 
 
 def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncoder, destination: Path, split: str,
-                progress: Callable[[int, int], None] | None = None) -> PackedSplit:
-    """Pack ``months`` into ``destination``: a pack for one month, a sharded dataset (a shard a month) for several."""
-    from tokpack.chess.pack import pack_games
-    from tokpack.store.dataset import shard_name, write_dataset
+                progress: Callable[[int, int], None] | None = None) -> PackedSplit | None:
+    """Pack ``months`` into the sharded dataset ``destination`` with ``cfg``'s engine and workers.
 
-    def update(done: int, total: int, tokens: int) -> None:
+    A job (:mod:`tokpack.chess.shards`) is written first, then its shards are run: in this
+    process for the local engine with one worker, else by the executor named ``cfg.engine``
+    (local processes or Ray, as for text). With ``engine = "array"`` only the job is written
+    (returns ``None``): a scheduler's job array runs ``tokpack shard run DESTINATION``. An
+    interrupted job resumes: the shards already complete are kept.
+    """
+    from tokpack.chess.shards import finish_chess_job, run_chess_shard, start_chess_job
+    from tokpack.corpus.preparation import PrepareProgress
+    from tokpack.engines.executors import EXECUTORS, RunOptions
+
+    tables = [month_parquet(cfg.games_dir, month) for month in months]
+    job = start_chess_job(tables, destination, encoder, split=split, shard_games=cfg.shard_games)
+    if cfg.engine == "array":
+        return None
+    total, done = sum(shard.rows[1] - shard.rows[0] for shard in job.shards), [0] * job.world_size
+
+    def on_progress(rank: int, games: int, ids: int, documents: int) -> None:
+        done[rank] = games
         if progress is not None:
-            progress(done, total)
+            progress(sum(done), total)
 
-    folder = destination.name
-    if len(months) == 1:
-        meta = pack_games(month_parquet(cfg.games_dir, months[0]), encoder, destination, split=split,
-                          workers=cfg.workers, progress=update)
-        return PackedSplit(folder, destination, months, meta.n_docs, meta.n_tokens, meta.dtype,
-                           meta.counts.get("unknown_moves", 0))
-    if destination.exists():
-        raise InputError(destination, "already exists; a pack is never overwritten")
-    with building(destination) as staging:
-        names, sources = [], []
-        for rank, month in enumerate(months):
-            names.append(shard_name(rank))
-            meta = pack_games(month_parquet(cfg.games_dir, month), encoder, staging / names[-1], split=split,
-                              workers=cfg.workers, progress=update)
-            sources.append(meta.source)
-        digest = hashlib.sha256("\n".join(f"{s.name} {s.sha256}" for s in sources).encode()).hexdigest()
-        source = Source(name=f"{months[0]}..{months[-1]} ({len(months)} months)", sha256=digest,
-                        n_bytes=sum(s.n_bytes for s in sources))
-        record = write_dataset(staging, names, source=source, cut=DocumentCut(rule="game"))
-    return PackedSplit(folder, destination, months, record.n_docs, record.n_tokens, record.dtype,
-                       record.counts.get("unknown_moves", 0))
+    ranks = list(range(job.world_size))
+    if cfg.engine == "local" and cfg.workers == 1:  # no process to spawn: the shards in order, here
+        for rank in ranks:
+            def report(event: PrepareProgress, rank: int = rank) -> None:
+                on_progress(rank, event.done_bytes, event.n_tokens, event.n_docs)
+
+            run_chess_shard(destination, rank, report=report)
+    else:
+        options = RunOptions(processes=cfg.workers, address=cfg.ray_address, task=run_chess_shard, on_progress=on_progress)
+        EXECUTORS[cfg.engine](destination, ranks, options)
+    dataset = finish_chess_job(destination)
+    if dataset is None:
+        raise InputError(destination, "not every shard is complete", fix="rerun to resume")
+    meta = dataset.meta
+    return PackedSplit(destination.name, destination, months, meta.n_docs, meta.n_tokens, meta.dtype,
+                       meta.counts.get("unknown_moves", 0))
 
 
 def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats: bool = False,
@@ -154,8 +166,10 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
     source = games if games is not None else month_parquet(cfg.games_dir, train[0])
     splits = (("train", "train", train), ("val", "validation", val))
     for folder, _, _ in splits if pack else ():
-        if (cfg.out_dir / scheme / folder).exists():  # refuse now, not after training a BPE
-            raise InputError(cfg.out_dir / scheme / folder, "already exists; a pack is never overwritten")
+        destination = cfg.out_dir / scheme / folder
+        # Refused now, not after training a BPE; an unfinished job (job.json, no dataset.json) resumes.
+        if destination.exists() and (not (destination / JOB_FILE).exists() or (destination / DATASET_FILE).exists()):
+            raise InputError(destination, "already exists; a pack is never overwritten")
     if export_fixture and cfg.fixture_pgn is None:
         raise InputError(None, "--export-fixture needs fixture_pgn in the config")
     written: list[Path] = []
@@ -178,9 +192,12 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         try:
             for folder, split, months in splits:
                 destination = cfg.out_dir / scheme / folder
-                packed = pack_months(cfg, months, result.encoder, destination, split, _bar(progress, folder))
                 made.append(destination)
-                result.packs.append(packed)
+                packed = pack_months(cfg, months, result.encoder, destination, split, _bar(progress, folder))
+                if packed is None:
+                    result.jobs.append(destination)
+                else:
+                    result.packs.append(packed)
                 written.append(destination)
         except BaseException:
             for path in made:  # a failed split leaves no half of the pair behind (issue 12)

@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tokpack.cli._console import command_group, console, errors
+from tokpack.cli._console import EngineName, command_group, console, errors
 from tokpack.errors import InputError
 
 chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
@@ -69,8 +69,16 @@ def tokenize_command(
     export_fixture: bool = typer.Option(False, "--export-fixture", help="Encode fixture_pgn with every scheme into out_dir/parity.json."),
     games: Path | None = typer.Option(None, "--games", help="Games parquet for BPE training and statistics (default: the first training month)."),
     config: Path | None = typer.Option(None, "--config", help="Pipeline config (TOML); default ./tokpack-chess.toml."),
+    workers: int | None = typer.Option(None, "--workers", min=1, max=256, help="Shard processes (default: the config's workers, else 1). The bytes do not depend on it."),
+    engine: EngineName | None = typer.Option(None, "--engine", help="Who runs the shards: local processes, ray, or array (write the jobs for a scheduler's job array). Default: the config's engine, else local."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
+    shard_games: int | None = typer.Option(None, "--shard-games", min=1, help="Cut a month of more games into shards of at most this many (default: the config's, else 1,000,000)."),
 ) -> None:
-    """Train the BPE, compute statistics, export the parity fixture and pack months, as asked."""
+    """Train the BPE, compute statistics, export the parity fixture and pack months, as asked.
+
+    Packing writes each split as a sharded dataset (a shard per month, or per row range of
+    --shard-games games), byte-identical for any --workers and --engine.
+    """
     from tokpack.chess.config import load_config
     from tokpack.chess.pipeline import tokenize
     from tokpack.chess.schemes import SCHEMES
@@ -79,6 +87,9 @@ def tokenize_command(
         raise InputError(None, f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
     cfg = load_config(config)
+    overrides = {"workers": workers, "engine": None if engine is None else engine.value, "ray_address": ray_address,
+                 "shard_games": shard_games}
+    cfg = cfg.model_validate({**cfg.model_dump(by_alias=True), **{k: v for k, v in overrides.items() if v is not None}})
     bars: dict[str, Callable[[int, int], None]] = {}
     with _progress(f"{scheme} train", "games") as train_bar, _progress(f"{scheme} val", "games") as val_bar:
         bars.update(train=train_bar, val=val_bar)
@@ -88,9 +99,16 @@ def tokenize_command(
     if result.stats is not None:
         _print_stats(result.stats)
     for packed in result.packs:
-        months = packed.months[0] if len(packed.months) == 1 else f"{packed.months[0]} .. {packed.months[-1]}, {len(packed.months)} shards"
+        months = packed.months[0] if len(packed.months) == 1 else f"{packed.months[0]} .. {packed.months[-1]}, {len(packed.months)} months"
         console.print(f"{scheme} {packed.folder} ({months}): {packed.n_games:,} games, {packed.n_tokens:,} ids ({packed.dtype}), "
                       f"{packed.unknown_moves:,} unknown moves")
+    for job in result.jobs:
+        from tokpack.engines.executors import task_of
+
+        _, world_size = task_of(job)
+        console.print(f"job written to {job}; run its {world_size} shards as a job array, e.g. with Slurm:\n"
+                      f"  sbatch --array=0-{world_size - 1} --wrap 'tokpack shard run {job}'\n"
+                      "the last shard to finish writes dataset.json", highlight=False)
     encoder = result.encoder
     console.print(f"scheme:     {scheme}\nvocab_size: {encoder.vocab_size()}\nidentity:   {encoder.identity.sha256}")
     for path in result.written:

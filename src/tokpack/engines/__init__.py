@@ -1,8 +1,8 @@
 """Engines: one per-shard task, run by local processes, a job array, or Ray, with the same bytes out."""
 
 from tokpack.engines.driver import prepare_sharded, start_job
-from tokpack.engines.executors import EXECUTORS, rank_from_environment, run_array_task, run_local, run_ray
-from tokpack.engines.shard_task import ShardJob, finish_if_complete, run_shard
+from tokpack.engines.executors import EXECUTORS, JOB_TASKS, rank_from_environment, run_array_task, run_local, run_ray, task_of
+from tokpack.engines.shard_task import ShardJob, build_shard, finish_dataset, finish_if_complete, run_shard
 
-__all__ = ["EXECUTORS", "ShardJob", "finish_if_complete", "prepare_sharded", "rank_from_environment", "run_array_task", "run_local", "run_ray",
-           "run_shard", "start_job"]
+__all__ = ["EXECUTORS", "JOB_TASKS", "ShardJob", "build_shard", "finish_dataset", "finish_if_complete", "prepare_sharded", "rank_from_environment", "run_array_task", "run_local", "run_ray",
+           "run_shard", "start_job", "task_of"]

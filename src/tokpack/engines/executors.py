@@ -205,10 +205,45 @@ def _run_ray(dataset: Path, ranks: Sequence[int], options: RunOptions) -> None:
 EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"local": _run_local, "ray": _run_ray}
 
 
+#: The task of each kind of sharded job, by the ``schema`` of its ``job.json``, as
+#: ``"module:function"`` (imported when a job of that kind runs, so text jobs never import chess):
+#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds.
+JOB_TASKS: dict[str, str] = {
+    "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
+    "tokpack.chess.job.v1": "tokpack.chess.shards:run_chess_shard",
+}
+
+
+def task_of(dataset: Path) -> tuple[ShardTask, int]:
+    """The shard task of the job in ``dataset`` and its number of shards, from ``job.json``.
+
+    Raises:
+        InputError: no readable ``job.json``, or a kind of job this tokpack does not know.
+    """
+    import importlib
+    import json
+
+    from tokpack.engines.shard_task import JOB_FILE
+
+    path = Path(dataset) / JOB_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        kind, world_size = record["schema"], int(record["world_size"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InputError(path, f"not a sharded job ({error.__class__.__name__}: {error})",
+                         fix="start the job first (tokpack prepare --shards, or tokpack chess tokenize --engine array)") from None
+    if kind not in JOB_TASKS:
+        raise InputError(path, f"unknown kind of job {kind!r}; expected one of {', '.join(JOB_TASKS)}")
+    module, _, name = JOB_TASKS[kind].partition(":")
+    task: ShardTask = getattr(importlib.import_module(module), name)
+    return task, world_size
+
+
 def run_array_task(dataset: Path, rank: int | None = None,
                    environment: Mapping[str, str] | None = None) -> tuple[int, int, bool]:
     """One job of a job array: make shard ``rank`` (by default the array's own, from
-    :func:`rank_from_environment`, which must agree with the job's shard count).
+    :func:`rank_from_environment`, which must agree with the job's shard count) of whichever kind
+    of job ``dataset`` holds (:data:`JOB_TASKS`).
 
     Returns:
         ``(rank, world_size, written)``: ``written`` is false when the shard was already complete.
@@ -216,12 +251,9 @@ def run_array_task(dataset: Path, rank: int | None = None,
     Raises:
         InputError: no rank, or an array whose size is not the job's number of shards.
     """
-    from tokpack._schema import read_record
-    from tokpack.engines.shard_task import JOB_FILE, ShardJob
-
-    job = read_record(ShardJob, Path(dataset) / JOB_FILE)
+    task, world_size = task_of(Path(dataset))
     if rank is None:
         rank, world = rank_from_environment(environment)
-        if world != job.world_size:
-            raise InputError(f"the job array has {world} tasks but the job {job.world_size} shards")
-    return rank, job.world_size, run_shard(Path(dataset), rank)
+        if world != world_size:
+            raise InputError(f"the job array has {world} tasks but the job {world_size} shards")
+    return rank, world_size, task(Path(dataset), rank)

@@ -1,4 +1,8 @@
-"""The one per-shard task every engine runs: ``(dataset, rank) -> shard``, pure and restartable.
+"""The per-shard task every engine runs: ``(dataset, rank) -> shard``, pure and restartable.
+
+:func:`build_shard` and :func:`finish_dataset` are the protocol every kind of job follows (text's
+:func:`run_shard` here, chess's :func:`tokpack.chess.shards.run_chess_shard`): lock, skip a
+complete shard, write, verify, mark; the last task writes ``dataset.json``.
 
 A sharded job is a folder::
 
@@ -91,18 +95,55 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
     """
     dataset = Path(dataset)
     job = read_record(ShardJob, dataset / JOB_FILE)
-    if not 0 <= rank < job.world_size:
-        raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
-    shard = dataset / shard_name(rank)
-    with locked(shard):
-        wrote = not _complete(dataset, rank, job) and not shard.exists()
-        if wrote:
-            remove_abandoned(shard)
-            _write_shard(dataset, rank, job, workers=workers, report=report)
-        elif not _complete(dataset, rank, job):  # renamed into place, its marker never written
-            _mark(dataset, rank, job, Pack(shard, verify=True))
+    wrote = build_shard(dataset, rank, job.world_size,
+                        lambda: _write_shard(dataset, rank, job, workers=workers, report=report))
     finish_if_complete(dataset)
     return wrote
+
+
+def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], None]) -> bool:
+    """The protocol every shard task follows (text's and chess's): under the shard's lock, skip a
+    complete shard; else clear an abandoned half-written one, ``write()`` the pack at
+    ``dataset/shard-NNNNN`` (renamed into place when complete), verify it and write its marker.
+
+    Returns:
+        Whether ``write`` ran (``False``: the shard was already complete).
+
+    Raises:
+        InputError: a rank outside ``[0, world_size)``; whatever ``write`` raises.
+    """
+    if not 0 <= rank < world_size:
+        raise InputError(f"rank {rank} is outside the job's {world_size} shards")
+    shard = dataset / shard_name(rank)
+    with locked(shard):
+        wrote = not _complete(dataset, rank, world_size) and not shard.exists()
+        if wrote:
+            remove_abandoned(shard)
+            try:
+                write()
+            except TokpackError:
+                # Where flock is node-local, a task on another node may have written this shard
+                # meanwhile: its rename won, ours was refused. Shards are deterministic, so keep
+                # its shard, verified below; anything else is a real error.
+                if not shard.exists():
+                    raise
+            _mark(dataset, rank, world_size, Pack(shard, verify=True))
+        elif not _complete(dataset, rank, world_size):  # renamed into place, its marker never written
+            _mark(dataset, rank, world_size, Pack(shard, verify=True))
+    return wrote
+
+
+def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: DocumentCut) -> ShardedDataset | None:
+    """Write ``dataset.json`` once all ``world_size`` shards are done; return the dataset then.
+
+    Safe to call from every task: the first to see all markers writes it, under a lock.
+    """
+    with locked(dataset / DATASET_FILE):
+        if not (dataset / DATASET_FILE).exists():
+            if not all(_complete(dataset, rank, world_size) for rank in range(world_size)):
+                return None
+            write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
+    return ShardedDataset(dataset)
 
 
 def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None,
@@ -115,41 +156,25 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
         if source.record != job.source:
             raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
         first, last = unit_span(rank, job.world_size, source.n_units)
-        try:
-            write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
-                       batch_documents=job.batch_documents, workers=workers, report=report)
-        except TokpackError:
-            # Where flock is node-local, a task on another node may have written this shard
-            # meanwhile: its rename won, ours was refused. Shards are deterministic, so keep its
-            # shard, verified below; anything else is a real error.
-            if not (dataset / shard_name(rank)).exists():
-                raise
-    _mark(dataset, rank, job, Pack(dataset / shard_name(rank), verify=True))
+        write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
+                   batch_documents=job.batch_documents, workers=workers, report=report)
 
 
-def _complete(dataset: Path, rank: int, job: ShardJob) -> bool:
+def _complete(dataset: Path, rank: int, world_size: int) -> bool:
     marker = marker_path(dataset, rank)
     if not marker.exists() or not (dataset / shard_name(rank)).exists():
         return False
     done = read_record(ShardDone, marker)
-    return done.world_size == job.world_size and done.seal == Pack(dataset / shard_name(rank), verify=False).meta.seal
+    return done.world_size == world_size and done.seal == Pack(dataset / shard_name(rank), verify=False).meta.seal
 
 
-def _mark(dataset: Path, rank: int, job: ShardJob, shard: Pack) -> None:
-    write_record(ShardDone(rank=rank, world_size=job.world_size, seal=shard.meta.seal), marker_path(dataset, rank))
+def _mark(dataset: Path, rank: int, world_size: int, shard: Pack) -> None:
+    write_record(ShardDone(rank=rank, world_size=world_size, seal=shard.meta.seal), marker_path(dataset, rank))
 
 
 def finish_if_complete(dataset: Path) -> ShardedDataset | None:
-    """Write ``dataset.json`` once every shard of the job is done; return the dataset then.
-
-    Safe to call from every task: the first to see all markers writes it, under a lock.
-    """
+    """Write a text job's ``dataset.json`` once every shard is done (see :func:`finish_dataset`)."""
     dataset = Path(dataset)
     job = read_record(ShardJob, dataset / JOB_FILE)
-    with locked(dataset / DATASET_FILE):
-        if not (dataset / DATASET_FILE).exists():
-            if not all(_complete(dataset, rank, job) for rank in range(job.world_size)):
-                return None
-            write_dataset(dataset, [shard_name(rank) for rank in range(job.world_size)], source=job.source,
+    return finish_dataset(dataset, job.world_size, source=job.source,
                           cut=DocumentCut(rule="newline", document_bytes=job.document_bytes))
-    return ShardedDataset(dataset)
