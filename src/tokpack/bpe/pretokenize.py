@@ -219,43 +219,47 @@ def _mix(h):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _insert(cps, begin, end, h, count, slots, hashes, starts, lengths, counts, store, scalars):  # type: ignore[no-untyped-def]
-    """Add ``count`` occurrences of the piece ``cps[begin:end]`` (hash ``h``)."""
-    mask = np.uint64(slots.size - 1)
+def _insert(cps, begin, end, h, count, slots, hashes, records, store, scalars):  # type: ignore[no-untyped-def]
+    """Add ``count`` occurrences of the piece ``cps[begin:end]`` (hash ``h``).
+
+    A slot holds the hash beside the piece's number, and a piece's start, length and count
+    share a row: a look-up touches the slot, the row and the code points, three cache lines."""
+    mask = np.uint64(slots.shape[0] - 1)
     position = np.int64(_mix(h) & mask)
     length = end - begin
     while True:
-        entry = slots[position]
+        entry = np.int64(slots[position, 1])
         if entry == 0:
             index = scalars[0]
             used = scalars[1]
-            slots[position] = index + 1
+            slots[position, 0] = h
+            slots[position, 1] = np.uint64(index + 1)
             hashes[index] = h
-            starts[index] = used
-            lengths[index] = length
-            counts[index] = count
+            records[index, 0] = used
+            records[index, 1] = length
+            records[index, 2] = count
             for k in range(length):
                 store[used + k] = cps[begin + k]
             scalars[0] = index + 1
             scalars[1] = used + length
             return
         entry -= 1
-        if hashes[entry] == h and lengths[entry] == length:
+        if slots[position, 0] == h and records[entry, 1] == length:
             # Never trust a hash: the same code points, or a different piece.
-            at = starts[entry]
+            at = records[entry, 0]
             same = True
             for k in range(length):
                 if store[at + k] != cps[begin + k]:
                     same = False
                     break
             if same:
-                counts[entry] += count
+                records[entry, 2] += count
                 return
         position = (position + 1) & np.int64(mask)
 
 
 @njit(cache=True, nogil=True)
-def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, starts, lengths, counts, store, scalars):  # type: ignore[no-untyped-def]
+def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, records, store, scalars):  # type: ignore[no-untyped-def]
     """Split the parts of ``cps`` from part ``part``, position ``i`` on, and count their pieces into
     the table. Returns -1 when done, or the part (and in ``scalars[2]`` the position) where the
     table ran out of room: the caller grows it and calls again from there (a table sized for the
@@ -269,13 +273,13 @@ def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, s
             if mode != WHOLE and i >= end:
                 break
             j = end if mode == WHOLE else _piece_end(cps, i, end, mode, classes, fold, exact)
-            if scalars[0] + 1 > hashes.size or 2 * (scalars[0] + 1) > slots.size or scalars[1] + j - i > store.size:
+            if scalars[0] + 1 > hashes.size or 2 * (scalars[0] + 1) > slots.shape[0] or scalars[1] + j - i > store.size:
                 scalars[2] = i
                 return p
             h = _OFFSET
             for k in range(i, j):
                 h = (h ^ np.uint64(cps[k])) * _PRIME
-            _insert(cps, i, j, h, 1, slots, hashes, starts, lengths, counts, store, scalars)
+            _insert(cps, i, j, h, 1, slots, hashes, records, store, scalars)
             i = j
             if i >= end:
                 break
@@ -284,12 +288,13 @@ def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, s
 
 @njit(cache=True, nogil=True)
 def _rehash(slots, hashes, n):  # type: ignore[no-untyped-def]
-    mask = np.uint64(slots.size - 1)
+    mask = np.uint64(slots.shape[0] - 1)
     for index in range(n):
         position = np.int64(_mix(hashes[index]) & mask)
-        while slots[position] != 0:
+        while slots[position, 1] != 0:
             position = (position + 1) & np.int64(mask)
-        slots[position] = index + 1
+        slots[position, 0] = hashes[index]
+        slots[position, 1] = np.uint64(index + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -304,14 +309,14 @@ def _utf8_length(cp):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _to_utf8(starts, lengths, counts, store, n):  # type: ignore[no-untyped-def]
+def _to_utf8(records, store, n):  # type: ignore[no-untyped-def]
     """The pieces of two UTF-8 bytes or more: concatenated bytes, byte lengths, counts; and the
     first lone surrogate met (or -1)."""
     sizes = np.zeros(n, dtype=np.int64)
     surrogate = -1
     for index in range(n):
         size = 0
-        for k in range(starts[index], starts[index] + lengths[index]):
+        for k in range(records[index, 0], records[index, 0] + records[index, 1]):
             cp = store[k]
             if 0xD800 <= cp < 0xE000 and surrogate < 0:
                 surrogate = cp
@@ -323,7 +328,7 @@ def _to_utf8(starts, lengths, counts, store, n):  # type: ignore[no-untyped-def]
     for index in range(n):
         if not keep[index]:
             continue
-        for k in range(starts[index], starts[index] + lengths[index]):
+        for k in range(records[index, 0], records[index, 0] + records[index, 1]):
             cp = store[k]
             if cp < 0x80:
                 flat[at] = cp
@@ -343,7 +348,7 @@ def _to_utf8(starts, lengths, counts, store, n):  # type: ignore[no-untyped-def]
                 flat[at + 2] = 0x80 | ((cp >> 6) & 0x3F)
                 flat[at + 3] = 0x80 | (cp & 0x3F)
                 at += 4
-    return flat, sizes[keep], counts[:n][keep], surrogate
+    return flat, sizes[keep], records[:n, 2][keep], surrogate
 
 
 def _code_points(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -381,11 +386,9 @@ class PieceCounter:
     def clear(self) -> None:
         """Forget every piece (and give back the memory)."""
         self.scalars = np.zeros(3, dtype=np.int64)  # pieces, code points stored, where _count stopped
-        self.slots = np.zeros(1 << 12, dtype=np.int32)
+        self.slots = np.zeros((1 << 12, 2), dtype=np.uint64)  # hash, piece number + 1 (0: empty)
         self.hashes = np.zeros(1 << 11, dtype=np.uint64)
-        self.starts = np.zeros(1 << 11, dtype=np.int64)
-        self.lengths = np.zeros(1 << 11, dtype=np.int64)
-        self.counts = np.zeros(1 << 11, dtype=np.int64)
+        self.records = np.zeros((1 << 11, 3), dtype=np.int64)  # start in store, length, count
         self.store = np.zeros(1 << 14, dtype=np.uint32)
 
     def __len__(self) -> int:
@@ -396,20 +399,20 @@ class PieceCounter:
         n, used = int(self.scalars[0]), int(self.scalars[1])
         if n + pieces > self.hashes.size:
             size = max(n + pieces, 2 * self.hashes.size)
-            for name in ("hashes", "starts", "lengths", "counts"):
+            for name in ("hashes", "records"):
                 old = getattr(self, name)
-                new = np.zeros(size, dtype=old.dtype)
+                new = np.zeros((size, *old.shape[1:]), dtype=old.dtype)
                 new[:n] = old[:n]
                 setattr(self, name, new)
         if used + code_points > self.store.size:
             store = np.zeros(max(used + code_points, 2 * self.store.size), dtype=np.uint32)
             store[:used] = self.store[:used]
             self.store = store
-        if 2 * (n + pieces) > self.slots.size:
-            size = self.slots.size
+        if 2 * (n + pieces) > self.slots.shape[0]:
+            size = self.slots.shape[0]
             while 2 * (n + pieces) > size:
                 size *= 2
-            self.slots = np.zeros(size, dtype=np.int32)
+            self.slots = np.zeros((size, 2), dtype=np.uint64)
             _rehash(self.slots, self.hashes, n)
 
     def add(self, parts: list[str]) -> None:
@@ -419,8 +422,8 @@ class PieceCounter:
         cps, ends = _code_points(parts)
         part, position = 0, 0
         while True:
-            part = _count(cps, ends, part, position, self.mode, *self.tables, self.slots, self.hashes, self.starts,
-                          self.lengths, self.counts, self.store, self.scalars)
+            part = _count(cps, ends, part, position, self.mode, *self.tables, self.slots, self.hashes, self.records,
+                          self.store, self.scalars)
             if part < 0:
                 return
             position = int(self.scalars[2])
@@ -432,16 +435,16 @@ class PieceCounter:
         if n == 0:
             return
         self._reserve(n, int(other.scalars[1]))
-        _merge(other.store, other.starts, other.lengths, other.hashes, other.counts, np.int64(n), self.slots,
-               self.hashes, self.starts, self.lengths, self.counts, self.store, self.scalars)
+        _merge(other.store, other.records, other.hashes, np.int64(n), self.slots, self.hashes, self.records,
+               self.store, self.scalars)
 
     def to_counter(self) -> Counter[str]:
         """The counts as ``{piece: count}``, as ``Counter(regex.findall(...))`` would hold them."""
         n = len(self)
         text = self.store[: int(self.scalars[1])].tobytes().decode("utf-32-le", "surrogatepass")
-        ends = (self.starts[:n] + self.lengths[:n]).tolist()
-        return Counter(dict(zip((text[a:b] for a, b in zip(self.starts[:n].tolist(), ends)),
-                                self.counts[:n].tolist())))
+        starts = self.records[:n, 0]
+        ends = (starts + self.records[:n, 1]).tolist()
+        return Counter(dict(zip((text[a:b] for a, b in zip(starts.tolist(), ends)), self.records[:n, 2].tolist())))
 
     def to_utf8(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pieces of two UTF-8 bytes or more as one uint8 array, their byte lengths and their
@@ -450,8 +453,7 @@ class PieceCounter:
         Raises:
             InputError: a piece holds a lone surrogate, which has no UTF-8.
         """
-        flat, lengths, counts, surrogate = _to_utf8(self.starts, self.lengths, self.counts, self.store,
-                                                    np.int64(len(self)))
+        flat, lengths, counts, surrogate = _to_utf8(self.records, self.store, np.int64(len(self)))
         if surrogate >= 0:
             raise InputError(None, f"the text holds a lone surrogate U+{surrogate:04X}, which has no UTF-8; "
                              "decode the input with errors='replace'")
@@ -459,9 +461,8 @@ class PieceCounter:
 
 
 @njit(cache=True, nogil=True)
-def _merge(other_store, other_starts, other_lengths, other_hashes, other_counts, n, slots, hashes, starts,  # type: ignore[no-untyped-def]
-           lengths, counts, store, scalars):
+def _merge(other_store, other_records, other_hashes, n, slots, hashes, records, store, scalars):  # type: ignore[no-untyped-def]
     for index in range(n):
-        begin = other_starts[index]
-        _insert(other_store, begin, begin + other_lengths[index], other_hashes[index], other_counts[index], slots,
-                hashes, starts, lengths, counts, store, scalars)
+        begin = other_records[index, 0]
+        _insert(other_store, begin, begin + other_records[index, 1], other_hashes[index], other_records[index, 2],
+                slots, hashes, records, store, scalars)
