@@ -219,22 +219,35 @@ def _mix(h):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _insert(cps, begin, end, h, count, slots, hashes, records, store, scalars):  # type: ignore[no-untyped-def]
+def _hash(cps, begin, end):  # type: ignore[no-untyped-def]
+    """FNV-1a over the code points (64 bits)."""
+    h = _OFFSET
+    for k in range(begin, end):
+        h = (h ^ np.uint64(cps[k])) * _PRIME
+    return h
+
+
+_LOW = np.uint64(0xFFFFFFFF)
+_HIGH = np.uint64(32)
+
+
+@njit(cache=True, nogil=True)
+def _insert(cps, begin, end, h, count, slots, records, store, scalars):  # type: ignore[no-untyped-def]
     """Add ``count`` occurrences of the piece ``cps[begin:end]`` (hash ``h``).
 
-    A slot holds the hash beside the piece's number, and a piece's start, length and count
-    share a row: a look-up touches the slot, the row and the code points, three cache lines."""
-    mask = np.uint64(slots.shape[0] - 1)
+    A slot holds the hash's high 32 bits beside the piece's number + 1 (0: empty), and a piece's
+    start, length and count share a row: a look-up touches the slot, the row and the code
+    points, three cache lines."""
+    mask = np.uint64(slots.size - 1)
     position = np.int64(_mix(h) & mask)
+    tag = h >> _HIGH
     length = end - begin
     while True:
-        entry = np.int64(slots[position, 1])
-        if entry == 0:
+        slot = slots[position]
+        if slot == 0:
             index = scalars[0]
             used = scalars[1]
-            slots[position, 0] = h
-            slots[position, 1] = np.uint64(index + 1)
-            hashes[index] = h
+            slots[position] = (tag << _HIGH) | np.uint64(index + 1)
             records[index, 0] = used
             records[index, 1] = length
             records[index, 2] = count
@@ -243,8 +256,8 @@ def _insert(cps, begin, end, h, count, slots, hashes, records, store, scalars): 
             scalars[0] = index + 1
             scalars[1] = used + length
             return
-        entry -= 1
-        if slots[position, 0] == h and records[entry, 1] == length:
+        entry = np.int64(slot & _LOW) - 1
+        if (slot >> _HIGH) == tag and records[entry, 1] == length:
             # Never trust a hash: the same code points, or a different piece.
             at = records[entry, 0]
             same = True
@@ -259,7 +272,7 @@ def _insert(cps, begin, end, h, count, slots, hashes, records, store, scalars): 
 
 
 @njit(cache=True, nogil=True)
-def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, records, store, scalars):  # type: ignore[no-untyped-def]
+def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, records, store, scalars):  # type: ignore[no-untyped-def]
     """Split the parts of ``cps`` from part ``part``, position ``i`` on, and count their pieces into
     the table. Returns -1 when done, or the part (and in ``scalars[2]`` the position) where the
     table ran out of room: the caller grows it and calls again from there (a table sized for the
@@ -273,13 +286,10 @@ def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, r
             if mode != WHOLE and i >= end:
                 break
             j = end if mode == WHOLE else _piece_end(cps, i, end, mode, classes, fold, exact)
-            if scalars[0] + 1 > hashes.size or 2 * (scalars[0] + 1) > slots.shape[0] or scalars[1] + j - i > store.size:
+            if scalars[0] + 1 > records.shape[0] or 2 * (scalars[0] + 1) > slots.size or scalars[1] + j - i > store.size:
                 scalars[2] = i
                 return p
-            h = _OFFSET
-            for k in range(i, j):
-                h = (h ^ np.uint64(cps[k])) * _PRIME
-            _insert(cps, i, j, h, 1, slots, hashes, records, store, scalars)
+            _insert(cps, i, j, _hash(cps, i, j), 1, slots, records, store, scalars)
             i = j
             if i >= end:
                 break
@@ -287,14 +297,16 @@ def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, hashes, r
 
 
 @njit(cache=True, nogil=True)
-def _rehash(slots, hashes, n):  # type: ignore[no-untyped-def]
-    mask = np.uint64(slots.shape[0] - 1)
+def _rehash(slots, records, store, n):  # type: ignore[no-untyped-def]
+    """Put pieces ``0..n`` into the empty ``slots`` (their hashes recomputed: cheaper than
+    keeping 8 bytes a piece)."""
+    mask = np.uint64(slots.size - 1)
     for index in range(n):
-        position = np.int64(_mix(hashes[index]) & mask)
-        while slots[position, 1] != 0:
+        h = _hash(store, records[index, 0], records[index, 0] + records[index, 1])
+        position = np.int64(_mix(h) & mask)
+        while slots[position] != 0:
             position = (position + 1) & np.int64(mask)
-        slots[position, 0] = hashes[index]
-        slots[position, 1] = np.uint64(index + 1)
+        slots[position] = ((h >> _HIGH) << _HIGH) | np.uint64(index + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -386,8 +398,7 @@ class PieceCounter:
     def clear(self) -> None:
         """Forget every piece (and give back the memory)."""
         self.scalars = np.zeros(3, dtype=np.int64)  # pieces, code points stored, where _count stopped
-        self.slots = np.zeros((1 << 12, 2), dtype=np.uint64)  # hash, piece number + 1 (0: empty)
-        self.hashes = np.zeros(1 << 11, dtype=np.uint64)
+        self.slots = np.zeros(1 << 12, dtype=np.uint64)  # hash's high half << 32 | piece number + 1; 0: empty
         self.records = np.zeros((1 << 11, 3), dtype=np.int64)  # start in store, length, count
         self.store = np.zeros(1 << 14, dtype=np.uint32)
 
@@ -397,23 +408,21 @@ class PieceCounter:
     def _reserve(self, pieces: int, code_points: int) -> None:
         """Room for ``pieces`` more pieces of ``code_points`` in all, at a load of at most 1/2."""
         n, used = int(self.scalars[0]), int(self.scalars[1])
-        if n + pieces > self.hashes.size:
-            size = max(n + pieces, 2 * self.hashes.size)
-            for name in ("hashes", "records"):
-                old = getattr(self, name)
-                new = np.zeros((size, *old.shape[1:]), dtype=old.dtype)
-                new[:n] = old[:n]
-                setattr(self, name, new)
+        if n + pieces > self.records.shape[0]:
+            records = np.zeros((max(n + pieces, 2 * self.records.shape[0]), 3), dtype=np.int64)
+            records[:n] = self.records[:n]
+            self.records = records
         if used + code_points > self.store.size:
             store = np.zeros(max(used + code_points, 2 * self.store.size), dtype=np.uint32)
             store[:used] = self.store[:used]
             self.store = store
-        if 2 * (n + pieces) > self.slots.shape[0]:
-            size = self.slots.shape[0]
+        if 2 * (n + pieces) > self.slots.size:
+            size = self.slots.size
             while 2 * (n + pieces) > size:
                 size *= 2
-            self.slots = np.zeros((size, 2), dtype=np.uint64)
-            _rehash(self.slots, self.hashes, n)
+            self.slots = np.zeros(0, dtype=np.uint64)  # free the old table before the new one
+            self.slots = np.zeros(size, dtype=np.uint64)
+            _rehash(self.slots, self.records, self.store, n)
 
     def add(self, parts: list[str]) -> None:
         """Split each of ``parts`` (one piece each for ``pattern=None``) and count the pieces."""
@@ -422,8 +431,8 @@ class PieceCounter:
         cps, ends = _code_points(parts)
         part, position = 0, 0
         while True:
-            part = _count(cps, ends, part, position, self.mode, *self.tables, self.slots, self.hashes, self.records,
-                          self.store, self.scalars)
+            part = _count(cps, ends, part, position, self.mode, *self.tables, self.slots, self.records, self.store,
+                          self.scalars)
             if part < 0:
                 return
             position = int(self.scalars[2])
@@ -435,8 +444,7 @@ class PieceCounter:
         if n == 0:
             return
         self._reserve(n, int(other.scalars[1]))
-        _merge(other.store, other.records, other.hashes, np.int64(n), self.slots, self.hashes, self.records,
-               self.store, self.scalars)
+        _merge(other.store, other.records, np.int64(n), self.slots, self.records, self.store, self.scalars)
 
     def to_counter(self) -> Counter[str]:
         """The counts as ``{piece: count}``, as ``Counter(regex.findall(...))`` would hold them."""
@@ -461,8 +469,9 @@ class PieceCounter:
 
 
 @njit(cache=True, nogil=True)
-def _merge(other_store, other_records, other_hashes, n, slots, hashes, records, store, scalars):  # type: ignore[no-untyped-def]
+def _merge(other_store, other_records, n, slots, records, store, scalars):  # type: ignore[no-untyped-def]
     for index in range(n):
         begin = other_records[index, 0]
-        _insert(other_store, begin, begin + other_records[index, 1], other_hashes[index], other_records[index, 2],
-                slots, hashes, records, store, scalars)
+        end = begin + other_records[index, 1]
+        _insert(other_store, begin, end, _hash(other_store, begin, end), other_records[index, 2], slots, records,
+                store, scalars)
