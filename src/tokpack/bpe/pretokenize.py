@@ -219,7 +219,7 @@ def _mix(h):  # type: ignore[no-untyped-def]
     return h
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _hash(cps, begin, end):  # type: ignore[no-untyped-def]
     """FNV-1a over the code points (64 bits)."""
     h = _OFFSET
@@ -232,7 +232,7 @@ _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(32)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _insert(cps, begin, end, h, count, slots, records, store, scalars):  # type: ignore[no-untyped-def]
     """Add ``count`` occurrences of the piece ``cps[begin:end]`` (hash ``h``).
 
