@@ -23,7 +23,9 @@ table's cache misses, not the scan. Any other pattern goes through ``regex``.
 from __future__ import annotations
 
 import functools
+import os
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import regex
@@ -42,13 +44,37 @@ _L, _N, _S = 1, 2, 4
 # Contraction letters in the fold table (0: none): 's, 'd, 'm, 't, 'll, 've, 're.
 _LETTERS = "sdmtlvre"
 _CR, _LF, _SPACE, _APOSTROPHE = 13, 10, 32, 39
+_NO_TABLE = np.zeros(1, dtype=np.uint8)
 
 
 @functools.lru_cache(maxsize=None)
 def tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(classes, fold, exact)``: per code point, its class bits (``\\p{L}`` 1, ``\\p{N}`` 2,
     ``\\s`` 4), and the contraction letter (1-based index in ``sdmtlvre``, 0 for none) it matches
-    case-insensitively (``fold``) and case-sensitively (``exact``), all as ``regex`` decides."""
+    case-insensitively (``fold``) and case-sensitively (``exact``), all as ``regex`` decides.
+
+    Built once per ``regex`` version and kept in ``__pycache__`` beside this module (building
+    takes about 0.3 s; loading a few milliseconds); where that is read-only, built per process."""
+    cache = Path(__file__).parent / "__pycache__" / f"pretokenize-classes-regex-{regex.__version__}.npy"
+    try:
+        stacked = np.load(cache)
+        if stacked.shape == (3, 0x110000):
+            return stacked[0], stacked[1], stacked[2]
+    except (OSError, ValueError):
+        pass
+    built = _build_tables()
+    try:
+        cache.parent.mkdir(exist_ok=True)
+        partial = cache.with_suffix(f".{os.getpid()}.tmp")
+        with partial.open("wb") as handle:
+            np.save(handle, np.stack(built))
+        partial.replace(cache)  # atomic: a concurrent reader sees the old file or the whole new one
+    except OSError:
+        pass
+    return built
+
+
+def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     every = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
 
     def members(pattern: str) -> np.ndarray:
@@ -393,7 +419,8 @@ class PieceCounter:
 
     def __init__(self, pattern: str | None) -> None:
         self.mode = COMPILED[pattern]
-        self.tables = tables()
+        # Whole documents need no character classes.
+        self.tables = tables() if self.mode != WHOLE else (_NO_TABLE, _NO_TABLE, _NO_TABLE)
         self.clear()
 
     def clear(self) -> None:
@@ -432,8 +459,9 @@ class PieceCounter:
         cps, ends = _code_points(parts)
         part, position = 0, 0
         while True:
-            part = _count(cps, ends, part, position, self.mode, *self.tables, self.slots, self.records, self.store,
-                          self.scalars)
+            classes, fold, exact = self.tables
+            part = _count(cps, ends, part, position, self.mode, classes, fold, exact, self.slots, self.records,
+                          self.store, self.scalars)
             if part < 0:
                 return
             position = int(self.scalars[2])
