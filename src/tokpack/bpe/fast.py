@@ -7,10 +7,10 @@ Two phases, each keeping the rules exact:
   ``(text, count)``: for the GPT-2 and GPT-4 patterns and for whole documents by the compiled
   scanner and counter of :mod:`tokpack.bpe.pretokenize`, in threads (it releases the GIL); for
   any other pattern by ``regex`` in spawned worker processes, past about a million characters
-  (measured at 10 MB, GPT-4 pattern: the compiled counter takes about a third of the CPU time
-  and, with no second interpreter, less memory). Pair counts
-  are sums over occurrences times counts, so nothing depends on order or on how the work was
-  divided, and memory grows with the number of distinct pieces, not with the corpus.
+  (measured at 10 MB, GPT-4 pattern: the compiled counter takes 0.27-0.29x the CPU time, and
+  threads need no second interpreter). Pair counts are sums over occurrences times counts, so
+  nothing depends on order or on how the work was divided, and memory grows with the number of
+  distinct pieces, not with the corpus.
 * **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge touches only the slots
   around its occurrences, subtracting the counts of the slots it destroys and adding those it
   creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
