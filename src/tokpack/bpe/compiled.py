@@ -2,7 +2,7 @@
 
 The state (see :class:`MergeState`) holds the deduplicated sequences as linked lists over one
 flat array, every pair ever seen with its count, and for every pair a chain of the positions
-where it was written (stale entries are skipped, never removed). A merge walks its pair's chain,
+where it was written (stale entries are skipped, and dropped when the chain is full). A merge walks its pair's chain,
 keeps the positions that still hold the pair, and replaces them one at a time, left to right
 (the order matters only for a pair ``(x, x)``, which can overlap itself, so only then are the
 positions sorted). Each replacement subtracts the counts of the slots it destroys and adds
@@ -73,9 +73,10 @@ def build(flat: np.ndarray, lengths: np.ndarray, counts: np.ndarray, max_id: int
     state = MergeState(
         ids=ids, nxt=nxt, prv=prv, weight=weight, slot_pair=slot_pair,
         pairs=np.zeros((1024, 6), dtype=np.int64),
-        # Merges log about as many slots again as there are positions: room for that up front,
-        # so the chain rarely grows (growing holds the old and the new array at once).
-        chain=np.zeros((max(16, 2 * size), 2), dtype=np.int32),
+        # Merges log about twice as many slots again as there are positions, but at most one
+        # entry per position is live: the chain is compacted when full (see _compact) and grows
+        # only if that frees too little, so it stays near 1.5 entries per position.
+        chain=np.zeros((max(16, size + size // 2), 2), dtype=np.int32),
         heap=np.zeros((1024, 3), dtype=np.int64),
         touched=np.zeros(1024, dtype=np.int64),
         side=np.full((max_id + 1, 4), -1, dtype=np.int64),
@@ -199,6 +200,34 @@ def _log(chain, pairs, scalars, pair, position):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _compact(chain, pairs, slot_pair, scalars):  # type: ignore[no-untyped-def]
+    """Drop the stale entries of every chain (positions whose slot no longer holds the chain's
+    pair), in place, keeping each chain's order (newest first).
+
+    A first pass marks the stale entries; a second moves the live ones down in entry order and
+    relinks them through the heads, which serve as "the last entry kept" of each pair: entries
+    are appended, so every chain runs from higher to lower entries and keeps its order."""
+    for pair in range(scalars[0]):
+        entry = pairs[pair, _HEAD]
+        while entry >= 0:
+            if slot_pair[chain[entry, 0]] != pair:
+                chain[entry, 0] = -1
+            entry = chain[entry, 1]
+        pairs[pair, _HEAD] = -1
+    kept = 0
+    for entry in range(scalars[1]):
+        position = chain[entry, 0]
+        if position < 0:
+            continue
+        pair = slot_pair[position]
+        chain[kept, 0] = position
+        chain[kept, 1] = pairs[pair, _HEAD]
+        pairs[pair, _HEAD] = kept
+        kept += 1
+    scalars[1] = kept
+
+
+@njit(cache=True)
 def _initial_pairs(ids, nxt, weight, slot_pair, pairs, chain, heap, scalars, sentinel):  # type: ignore[no-untyped-def]
     by_bytes = np.full(1 << 16, -1, dtype=np.int64)
     pairs = _grow(pairs, 1 << 16)
@@ -271,7 +300,10 @@ def _merge(ids, nxt, prv, weight, slot_pair, pairs, chain, heap, touched, side, 
         # Room for the worst case, once per step: each replacement makes at most two pairs and
         # logs two slots, and touches at most five pairs.
         pairs = _grow(pairs, scalars[0] + 2 * found + 1)
-        chain = _grow(chain, scalars[1] + 2 * found)
+        if scalars[1] + 2 * found > chain.shape[0]:
+            _compact(chain, pairs, slot_pair, scalars)
+            if scalars[1] + 2 * found > chain.shape[0] - chain.shape[0] // 8:
+                chain = _grow(chain, scalars[1] + 2 * found)
         touched = _grow(touched, scalars[0] + 2 * found + 1)
         count_touched = 0
         self_pair = -1  # (new, new): reachable from both sides, so it has one variable

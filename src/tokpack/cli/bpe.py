@@ -61,7 +61,7 @@ def train(
     pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, or a regex.")] = "gpt4",
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
-    workers: Annotated[int, typer.Option(min=0, help="Processes that split and count (0: one per core).")] = 0,
+    workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4) or processes (other patterns) that split and count (0: one per core).")] = 0,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
