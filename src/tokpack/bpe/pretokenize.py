@@ -23,7 +23,6 @@ table's cache misses, not the scan. Any other pattern goes through ``regex``.
 from __future__ import annotations
 
 import functools
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import numpy as np
 import regex
 from numba import njit
 
+from tokpack._atomic import partial_sibling
 from tokpack.errors import InputError
 from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
 
@@ -65,10 +65,13 @@ def tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     built = _build_tables()
     try:
         cache.parent.mkdir(exist_ok=True)
-        partial = cache.with_suffix(f".{os.getpid()}.tmp")
-        with partial.open("wb") as handle:
-            np.save(handle, np.stack(built))
-        partial.replace(cache)  # atomic: a concurrent reader sees the old file or the whole new one
+        partial = partial_sibling(cache)
+        try:
+            with partial.open("wb") as handle:
+                np.save(handle, np.stack(built))
+            partial.replace(cache)  # atomic: a concurrent reader sees the old file or the whole new one
+        finally:
+            partial.unlink(missing_ok=True)
     except OSError:
         pass
     return built
