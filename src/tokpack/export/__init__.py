@@ -11,6 +11,7 @@ The package itself is callable: ``tokpack.export(source, fmt, out)`` is :func:`e
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from collections.abc import Callable
@@ -19,25 +20,32 @@ from pathlib import Path
 from typing import Any
 
 from tokpack.errors import InputError
-from tokpack.export import hf, litdata, mds, megatron, nanogpt
 from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, read_sidecar
 from tokpack.store.source import TokenSource
 
 
 @dataclass(frozen=True)
 class Format:
-    """A registered export format: its writer and a one-line description for ``--help``."""
+    """A registered export format: the module (in this package) whose ``write`` it runs, and a
+    one-line description for ``--help``. The module is imported on first use, so ``import
+    tokpack`` does not pay for pyarrow and the other writers' libraries."""
 
-    write: Callable[[TokenSource, Path, ExportOptions, Progress], ExportRecord]
+    module: str
     description: str
+
+    @property
+    def write(self) -> Callable[[TokenSource, Path, ExportOptions, Progress], ExportRecord]:
+        writer: Callable[[TokenSource, Path, ExportOptions, Progress], ExportRecord]
+        writer = importlib.import_module(f"{__name__}.{self.module}").write
+        return writer
 
 
 FORMATS: dict[str, Format] = {
-    "megatron": Format(megatron.write, "OUT.bin + OUT.idx for Megatron-LM's IndexedDataset"),
-    "nanogpt": Format(nanogpt.write, "OUT/train.bin, val.bin: flat uint16, end-of-text after each document"),
-    "litdata": Format(litdata.write, "OUT/RANGE/: litdata chunks for StreamingDataset(item_loader=TokensLoader)"),
-    "mds": Format(mds.write, "OUT/RANGE/: MosaicML MDS shards with a 'tokens' column"),
-    "hf": Format(hf.write, "OUT/RANGE/*.parquet: one row per document, 'input_ids', for datasets.load_dataset"),
+    "megatron": Format("megatron", "OUT.bin + OUT.idx for Megatron-LM's IndexedDataset"),
+    "nanogpt": Format("nanogpt", "OUT/train.bin, val.bin: flat uint16, end-of-text after each document"),
+    "litdata": Format("litdata", "OUT/RANGE/: litdata chunks for StreamingDataset(item_loader=TokensLoader)"),
+    "mds": Format("mds", "OUT/RANGE/: MosaicML MDS shards with a 'tokens' column"),
+    "hf": Format("hf", "OUT/RANGE/*.parquet: one row per document, 'input_ids', for datasets.load_dataset"),
 }
 
 
