@@ -172,7 +172,7 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
     text = data.decode("utf-8", "surrogateescape")
     entries: list[Entry] = []
     fast: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
-    clean_texts: list[str] = []
+    movetexts: list[str] = []
     slow: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
     for game in reader.cut_games(text, offset):
         if game.problem is not None:
@@ -188,16 +188,10 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
             entries.append((game.offset, dropped))
             continue
         entries.append((game.offset, Skipped("", "")))  # filled below
-        clean: str | None = reader.COMMENT.sub(" ", game.movetext) if "{" in game.movetext else game.movetext
-        if clean is not None and "(" in clean and not reader.needs_python_chess(clean):
-            clean = reader.without_variations(clean)
-        if clean is None or reader.needs_python_chess(clean):
-            slow.append((len(entries) - 1, game, headers, verdict))
-        else:
-            fast.append((len(entries) - 1, game, headers, verdict))
-            clean_texts.append(clean)
+        fast.append((len(entries) - 1, game, headers, verdict))
+        movetexts.append(game.movetext)
     if fast:
-        moves_of = reader.resolve_games(clean_texts, _CODES)
+        moves_of = reader.resolve_games(movetexts, _CODES)
         for (index, game, headers, verdict), resolved in zip(fast, moves_of, strict=True):
             if resolved is None:
                 slow.append((index, game, headers, verdict))
