@@ -200,6 +200,7 @@ _PIECE_OF = np.zeros(256, dtype=np.int64)
 for _letter, _piece in zip(b"NBRQK", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
     _PIECE_OF[_letter] = _piece
 _PROMOTION_OF = _PIECE_OF.copy()
+_PROMOTION_LETTER = np.frombuffer(b"\0pnbrqk", np.uint8)  # by piece number
 for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
     _PROMOTION_OF[_letter] = _piece
 
@@ -371,3 +372,30 @@ def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: n
             depth, seen_move = 0, False
         i += 1
     return n
+
+
+@njit(nogil=True, cache=True)
+def uci_text(start: np.ndarray, end: np.ndarray, promo: np.ndarray, counts: np.ndarray, out: np.ndarray,
+             bounds: np.ndarray) -> None:
+    """Every game's UCI moves as ASCII, space-separated, into ``out``; game ``g`` is ``out[bounds[g]:bounds[g + 1]]``.
+
+    ``out`` holds at least ``6 * len(start)`` bytes; ``bounds`` ``len(counts) + 1`` ints.
+    """
+    p, m = 0, 0
+    bounds[0] = 0
+    for g in range(len(counts)):
+        for k in range(counts[g]):
+            if k:
+                out[p] = 32
+                p += 1
+            a, b = start[m], end[m]
+            out[p] = 97 + a % 8
+            out[p + 1] = 49 + a // 8
+            out[p + 2] = 97 + b % 8
+            out[p + 3] = 49 + b // 8
+            p += 4
+            if promo[m]:
+                out[p] = _PROMOTION_LETTER[promo[m]]
+                p += 1
+            m += 1
+        bounds[g + 1] = p

@@ -174,20 +174,21 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
     fast: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
     movetexts: list[str] = []
     slow: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
-    for game in reader.cut_games(text, offset):
+    filtering = bool(options.filters.names)
+    games = reader.cut_games(text, offset)
+    for game, (headers, bad) in zip(games, reader.read_all_headers(games), strict=True):
         if game.problem is not None:
             entries.append((game.offset, Skipped(*game.problem)))
             continue
-        headers, bad = reader.read_headers(game)
         verdict = judge_headers(headers, bad)
         if isinstance(verdict, Skipped):
             entries.append((game.offset, verdict))
             continue
-        dropped = options.filters.drops(headers, verdict[1], verdict[2])
+        dropped = options.filters.drops(headers, verdict[1], verdict[2]) if filtering else None
         if dropped is not None:
             entries.append((game.offset, dropped))
             continue
-        entries.append((game.offset, Skipped("", "")))  # filled below
+        entries.append((game.offset, _PENDING))  # filled below
         fast.append((len(entries) - 1, game, headers, verdict))
         movetexts.append(game.movetext)
     if fast:
@@ -207,6 +208,7 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
 
 
 _CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each parsed once
+_PENDING = Skipped("", "")
 
 
 def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[str, int, int, str]:

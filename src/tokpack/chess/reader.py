@@ -54,8 +54,6 @@ _TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])
 _CLOCK_TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
     |O-O(?:-O)?|0-0(?:-0)?)|\{([^}]*)\}|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
 _CLOCK = re.compile(r"\[%clk\s(\d+):(\d+):(\d+(?:\.\d*)?)\]")
-_SQUARES = np.frombuffer("".join(f + r for r in "12345678" for f in "abcdefgh").encode() + b"--", np.uint8).reshape(65, 2)
-_PROMOTION_LETTERS = np.frombuffer(b"\0\0nbrqk", np.uint8)
 
 
 def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
@@ -222,6 +220,24 @@ def read_headers(game: Game) -> tuple[dict[str, str], str]:
     return dict(pairs), bad
 
 
+def read_all_headers(games: list[Game]) -> list[tuple[dict[str, str], str]]:
+    """:func:`read_headers` of every game, with one pass of the tag expression over all their tags.
+
+    When every line starting with ``[`` is a well-formed tag (the usual case), the tags found
+    are dealt out to the games by their count of such lines; otherwise each game is read alone.
+    """
+    found = TAG.findall("\n".join(game.tags for game in games))
+    lines = [game.tags.count("\n[") + game.tags.startswith("[") for game in games]
+    if len(found) != sum(lines):
+        return [read_headers(game) for game in games]
+    out: list[tuple[dict[str, str], str]] = []
+    start = 0
+    for n in lines:
+        out.append((dict(found[start:start + n]), ""))
+        start += n
+    return out
+
+
 def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int] | None]:
     """The UCI main line of each game's movetext (comments, variations and all) and its number of
     moves, or ``None`` where python-chess must decide (see :func:`main_line_words`, and an unusual,
@@ -230,6 +246,8 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int]
     All games are one byte string, scanned once by compiled code; each word's code comes from
     ``codes`` only where the scanner leaves it (``ASK``).
     """
+    from tokpack.chess._resolve_compiled import uci_text
+
     if not movetexts:
         return []
     words, refused = main_line_words(movetexts, codes)
@@ -240,17 +258,13 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int]
     san = words[is_move]
     start, end, promo, resolved = resolve_san(san, counts)
     resolved &= ~many & ~refused
-    uci = np.zeros((len(san), 6), dtype=np.uint8)
-    uci[:, 0:2] = _SQUARES[start]
-    uci[:, 2:4] = _SQUARES[end]
-    uci[:, 4] = _PROMOTION_LETTERS[promo]
-    uci[:, 5] = ord(" ")
-    text = uci[uci != 0].tobytes().decode("ascii")
-    bounds = np.concatenate([[0], np.cumsum(5 + (promo > 0))]).tolist()
-    firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    return [None if not ok else ("", 0) if firsts[g] == firsts[g + 1]
-            else (text[bounds[firsts[g]]:bounds[firsts[g + 1]] - 1], firsts[g + 1] - firsts[g])
-            for g, ok in enumerate(resolved.tolist())]
+    out = np.empty(6 * len(san), dtype=np.uint8)
+    bounds = np.empty(len(movetexts) + 1, dtype=np.int64)
+    uci_text(start, end, promo, counts, out, bounds)
+    ends = bounds.tolist()
+    text = out[:ends[-1]].tobytes().decode("ascii")
+    return [(text[ends[g]:ends[g + 1]], n) if ok else None
+            for g, (ok, n) in enumerate(zip(resolved.tolist(), counts.tolist(), strict=True))]
 
 
 def main_line_words(movetexts: list[str], codes: SanCodes) -> tuple[np.ndarray, np.ndarray]:
