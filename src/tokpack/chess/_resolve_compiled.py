@@ -15,7 +15,10 @@ python-chess and a resolved game is always python-chess's own answer.
 
 Measured (BENCHMARKS.md, issue 15): the lockstep numpy boards this replaces took ~75 % of a
 conversion; this loop takes ~4 % (about 350 ns a move), and :func:`scan_words`, which codes the
-movetext words in place of a Python dict lookup per word, ~2 %.
+movetext words in place of a Python dict lookup per word, ~2 %. :func:`scan_movetexts` does the
+same over a whole chunk's movetexts as bytes while dropping comments and variations (about 3 ns a
+byte), in place of two regular-expression substitutions per game that cost about as much as
+resolving; :func:`uci_text` writes the UCI strings.
 """
 
 from __future__ import annotations
@@ -200,6 +203,7 @@ _PIECE_OF = np.zeros(256, dtype=np.int64)
 for _letter, _piece in zip(b"NBRQK", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
     _PIECE_OF[_letter] = _piece
 _PROMOTION_OF = _PIECE_OF.copy()
+_PROMOTION_LETTER = np.frombuffer(b"\0pnbrqk", np.uint8)  # by piece number
 for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
     _PROMOTION_OF[_letter] = _piece
 
@@ -293,3 +297,108 @@ def scan_words(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.nd
         codes[n], starts[n], ends[n] = _word_code(b, s, i), s, i
         n += 1
     return n
+
+
+@njit(nogil=True, cache=True)
+def _word_at_depth(b: np.ndarray, s: int, e: int) -> int:
+    """A main-line word's code, or -99 for a word holding a byte outside ASCII (never a move)."""
+    for i in range(s, e):
+        if b[i] >= 128:
+            return -99
+    return _word_code(b, s, e)
+
+
+@njit(nogil=True, cache=True)
+def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                   refused: np.ndarray) -> int:
+    """Words of many movetexts (UTF-8 bytes, games separated by a NUL byte) without comments and variations.
+
+    Each game's main-line words (split as ``str.split()`` splits ASCII) get their code and span;
+    a SEPARATOR word stands between games. ``{...}`` (to the first ``}``) and ``(...)`` (nested)
+    end a word and are dropped, at any depth, as :mod:`tokpack.chess.reader`'s expressions dropped
+    them. ``refused[g]`` is set (and the rest of game ``g`` skipped) for what python-chess must
+    read: outside comments a ``;``, ``%``, ``}``, a stray ``)``, a ``(`` before the game's first
+    move word, a variation or comment never closed, or a non-ASCII byte in a main-line word.
+    Returns the number of words.
+    """
+    n, i, size, game = 0, 0, len(b), 0
+    depth, seen_move, s = 0, False, -1
+    while i <= size:
+        c = b[i] if i < size else 0
+        boundary = c == 0 or _SPACE[c] or c == 123 or c == 125 or c == 40 or c == 41 or c == 59 or c == 37
+        if not boundary:
+            if depth == 0 and s < 0:
+                s = i
+            i += 1
+            continue
+        bad = False
+        if s >= 0:  # a main-line word ends here
+            code = _word_at_depth(b, s, i)
+            codes[n], starts[n], ends[n] = code, s, i
+            n += 1
+            if code >= 0:
+                seen_move = True
+            s = -1
+            bad = code == -99
+        if c == 123:  # {: skip to the first }
+            j = i + 1
+            while j < size and b[j] != 125 and b[j] != 0:
+                j += 1
+            if j == size or b[j] == 0:
+                bad = True
+            else:
+                i = j
+        elif c == 40:  # (
+            if depth == 0 and not seen_move:
+                bad = True
+            depth += 1
+        elif c == 41:  # )
+            if depth == 0:
+                bad = True
+            else:
+                depth -= 1
+        elif c == 125 or c == 59 or c == 37:  # } ; %
+            bad = True
+        if c == 0 and depth > 0:
+            bad = True
+        if bad:
+            refused[game] = True
+            while i < size and b[i] != 0:
+                i += 1
+            c = 0
+        if c == 0:  # the end of a game
+            if i >= size:
+                break
+            codes[n], starts[n], ends[n] = SEPARATOR, i, i + 1
+            n += 1
+            game += 1
+            depth, seen_move = 0, False
+        i += 1
+    return n
+
+
+@njit(nogil=True, cache=True)
+def uci_text(start: np.ndarray, end: np.ndarray, promo: np.ndarray, counts: np.ndarray, out: np.ndarray,
+             bounds: np.ndarray) -> None:
+    """Every game's UCI moves as ASCII, space-separated, into ``out``; game ``g`` is ``out[bounds[g]:bounds[g + 1]]``.
+
+    ``out`` holds at least ``6 * len(start)`` bytes; ``bounds`` ``len(counts) + 1`` ints.
+    """
+    p, m = 0, 0
+    bounds[0] = 0
+    for g in range(len(counts)):
+        for k in range(counts[g]):
+            if k:
+                out[p] = 32
+                p += 1
+            a, b = start[m], end[m]
+            out[p] = 97 + a % 8
+            out[p + 1] = 49 + a // 8
+            out[p + 2] = 97 + b % 8
+            out[p + 3] = 49 + b // 8
+            p += 4
+            if promo[m]:
+                out[p] = _PROMOTION_LETTER[promo[m]]
+                p += 1
+            m += 1
+        bounds[g + 1] = p

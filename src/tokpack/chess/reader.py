@@ -6,9 +6,12 @@ it into text chunks that end where a game ends, so memory is flat in the file's 
 
 :func:`read_chunk` reads the games of one chunk. A game is a paragraph of tag lines and the
 paragraph of movetext after it (blank lines separate paragraphs; a comment may span them).
-Tags, comments and variations are handled with regular expressions over the whole game; the
-words left are coded by compiled code (:func:`tokpack.chess._resolve.code_words`) and every
-game's SAN moves are resolved together by :func:`tokpack.chess._resolve.resolve_san`.
+Tags are read with regular expressions; the movetexts of a chunk's games are scanned as one
+byte string by compiled code (:func:`main_line_words`), which drops comments and variations and
+codes the main-line words, and every game's SAN moves are resolved together by
+:func:`tokpack.chess._resolve.resolve_san`. Scanning the bytes instead of regular-expression
+substitutions per game, and leaving non-ASCII comments as bytes, took Lichess-style conversion
+from ~17-22x python-chess to the figure in BENCHMARKS.md (issue 15).
 Whatever that fast path does not take on exactly (a ``;`` comment, an ``%`` escape, a variation
 before the first move, a null move, an illegal or ambiguous move) is read by python-chess
 (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
@@ -33,7 +36,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from tokpack.chess._resolve import MANY_MOVES, SEPARATOR, SanCodes, code_words, resolve_san
+from tokpack.chess._resolve import ASK, MANY_MOVES, SEPARATOR, SanCodes, resolve_san
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start.
@@ -50,10 +53,7 @@ _TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])
     |O-O(?:-O)?|0-0(?:-0)?)|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
 _CLOCK_TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
     |O-O(?:-O)?|0-0(?:-0)?)|\{([^}]*)\}|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
-_SEPARATOR_WORD = " \x00 "  # between games in resolve_games (never inside movetext: NUL is not text)
 _CLOCK = re.compile(r"\[%clk\s(\d+):(\d+):(\d+(?:\.\d*)?)\]")
-_SQUARES = np.frombuffer("".join(f + r for r in "12345678" for f in "abcdefgh").encode() + b"--", np.uint8).reshape(65, 2)
-_PROMOTION_LETTERS = np.frombuffer(b"\0\0nbrqk", np.uint8)
 
 
 def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
@@ -220,55 +220,80 @@ def read_headers(game: Game) -> tuple[dict[str, str], str]:
     return dict(pairs), bad
 
 
-def needs_python_chess(clean: str) -> bool:
-    """Whether movetext without comments holds what the fast path leaves to python-chess.
+def read_all_headers(games: list[Game]) -> list[tuple[dict[str, str], str]]:
+    """:func:`read_headers` of every game, with one pass of the tag expression over all their tags.
 
-    That is a ``;`` comment, an ``%`` escape line, a stray ``}``, or a variation (handled by
-    :func:`without_variations` when it comes after the first move).
+    When every line starting with ``[`` is a well-formed tag (the usual case), the tags found
+    are dealt out to the games by their count of such lines; otherwise each game is read alone.
     """
-    return ";" in clean or "}" in clean or "\x00" in clean or "%" in clean and re.search(r"(?m)^%", clean) is not None
-
-
-def without_variations(clean: str) -> str | None:
-    """Movetext (without comments) without its variations, or ``None`` when python-chess must read it."""
-    first = clean.index("(")
-    if not any(_TOKENS.findall(clean[:first])):
-        return None  # python-chess ignores a '(' before the first move
-    while "(" in clean:
-        reduced = _VARIATION.sub(" ", clean)
-        if reduced == clean:
-            return None  # a variation never closed
-        clean = reduced
-    return clean
+    found = TAG.findall("\n".join(game.tags for game in games))
+    lines = [game.tags.count("\n[") + game.tags.startswith("[") for game in games]
+    if len(found) != sum(lines):
+        return [read_headers(game) for game in games]
+    out: list[tuple[dict[str, str], str]] = []
+    start = 0
+    for n in lines:
+        out.append((dict(found[start:start + n]), ""))
+        start += n
+    return out
 
 
 def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int] | None]:
-    """The UCI main line of each movetext (comments and variations removed) and its number of
-    moves, or ``None`` where python-chess must decide (an unusual, illegal or ambiguous move).
+    """The UCI main line of each game's movetext (comments, variations and all) and its number of
+    moves, or ``None`` where python-chess must decide (see :func:`main_line_words`, and an unusual,
+    illegal or ambiguous move).
 
-    All games are one string, split into words once; each word's code comes from ``codes``.
+    All games are one byte string, scanned once by compiled code; each word's code comes from
+    ``codes`` only where the scanner leaves it (``ASK``).
     """
+    from tokpack.chess._resolve_compiled import uci_text
+
     if not movetexts:
         return []
-    joined = _SEPARATOR_WORD.join(movetexts)
-    words = code_words(joined, codes)
+    words, refused = main_line_words(movetexts, codes)
     game_of_word = np.cumsum(words == SEPARATOR)
     is_move = words >= 0
     counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
     many = np.bincount(game_of_word[words == MANY_MOVES], minlength=len(movetexts)) > 0
     san = words[is_move]
     start, end, promo, resolved = resolve_san(san, counts)
-    resolved &= ~many
-    uci = np.zeros((len(san), 6), dtype=np.uint8)
-    uci[:, 0:2] = _SQUARES[start]
-    uci[:, 2:4] = _SQUARES[end]
-    uci[:, 4] = _PROMOTION_LETTERS[promo]
-    uci[:, 5] = ord(" ")
-    text = uci[uci != 0].tobytes().decode("ascii")
-    bounds = np.concatenate([[0], np.cumsum(5 + (promo > 0))]).tolist()
-    firsts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    return [(text[bounds[firsts[g]]:bounds[firsts[g + 1]] - 1], firsts[g + 1] - firsts[g]) if ok else None
-            for g, ok in enumerate(resolved.tolist())]
+    resolved &= ~many & ~refused
+    out = np.empty(6 * len(san), dtype=np.uint8)
+    bounds = np.empty(len(movetexts) + 1, dtype=np.int64)
+    uci_text(start, end, promo, counts, out, bounds)
+    ends = bounds.tolist()
+    text = out[:ends[-1]].tobytes().decode("ascii")
+    return [(text[ends[g]:ends[g + 1]], n) if ok else None
+            for g, (ok, n) in enumerate(zip(resolved.tolist(), counts.tolist(), strict=True))]
+
+
+def main_line_words(movetexts: list[str], codes: SanCodes) -> tuple[np.ndarray, np.ndarray]:
+    """The code of every main-line word of every game (``SEPARATOR`` between games), and which games
+    python-chess must read instead.
+
+    Comments ``{...}`` and variations ``(...)`` are dropped by the compiled scanner
+    (:func:`tokpack.chess._resolve_compiled.scan_movetexts`) over the UTF-8 bytes, so non-ASCII
+    comments cost nothing. Refused: a ``;`` comment, an ``%`` escape, a stray ``}`` or ``)``, a
+    variation before the first move or never closed, a comment never closed, a NUL or a non-ASCII
+    byte outside comments.
+    """
+    from tokpack.chess._resolve_compiled import scan_movetexts
+
+    with_nul = [g for g, text in enumerate(movetexts) if "\x00" in text]  # NUL separates games below
+    if with_nul:
+        movetexts = ["" if "\x00" in text else text for text in movetexts]
+    data = "\x00".join(movetexts).encode("utf-8", "surrogateescape")
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    words = np.empty(len(buffer) // 2 + len(movetexts) + 1, dtype=np.int64)
+    starts = np.empty_like(words)
+    ends = np.empty_like(words)
+    refused = np.zeros(len(movetexts), dtype=np.bool_)
+    n = scan_movetexts(buffer, words, starts, ends, refused)
+    words, starts, ends = words[:n], starts[:n], ends[:n]
+    refused[with_nul] = True
+    for i in np.flatnonzero(words == ASK).tolist():
+        words[i] = codes[data[starts[i]:ends[i]].decode("ascii")]
+    return words, refused
 
 
 def clocks_of(movetext: str) -> list[float | None]:
@@ -311,4 +336,4 @@ def python_chess_moves(game: Game) -> tuple[list[str], list[str], list[float | N
 
 def new_codes() -> SanCodes:
     """An empty word table for :func:`resolve_games`."""
-    return SanCodes(_TOKENS, _SEPARATOR_WORD.strip())
+    return SanCodes(_TOKENS, "\x00")
