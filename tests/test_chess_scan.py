@@ -41,12 +41,11 @@ def _between(draw: st.DrawFn, depth: int, after_move: bool) -> str:
         return "(" + " ".join(inner) + ")"
     if kind == "nag":
         return draw(st.sampled_from(["$1", "$14", "!", "?!", "!!"]))
-    # A '{' in a ';' or '%' line is left out: the reader's game cutter (not the scanner) takes it
-    # for a comment never closed (``unreadable_movetext``), a known difference from python-chess.
+    # A '{' in a ';' or '%' line opens nothing (the game cutter once took it for a comment never closed).
     if kind == "semicolon":
-        return "; " + draw(_COMMENT_TEXT).replace("\n", " ").replace("{", "") + "\n"
+        return "; " + draw(_COMMENT_TEXT).replace("\n", " ") + "\n"
     if kind == "escape":
-        return "\n% " + draw(_COMMENT_TEXT).replace("\n", " ").replace("{", "") + "\n"
+        return "\n% " + draw(_COMMENT_TEXT).replace("\n", " ") + "\n"
     if kind == "word":
         return draw(_JUNK_WORD)
     return "\n"

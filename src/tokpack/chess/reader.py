@@ -47,6 +47,9 @@ TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$'
 _TAG_LINES = re.compile(r"(?:[\[%;][^\n]*(?:\n|\Z))*")
 _PARAGRAPHS = re.compile(r"(\n(?:[^\S\n]*\n)+)")
 COMMENT = re.compile(r"\{[^}]*\}")
+# Left to right, whichever starts first: a brace comment (its '}' may be missing), a ';' comment to
+# the end of its line, a '%' escape line; so a '{' inside a ';' comment opens nothing, as in PGN.
+_COMMENTS = re.compile(r"\{[^}]*\}?|;[^\n]*|^%[^\n]*", re.MULTILINE)
 _VARIATION = re.compile(r"\([^()]*\)")
 # python-chess's MOVETEXT_REGEX with only the move alternatives captured: the same tokens, in order.
 _TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
@@ -183,7 +186,7 @@ def cut_games(text: str, offset: int) -> list[Game]:
                 i += 2
             else:
                 problem = ("header_only", "tags with no moves")
-        while movetext.rfind("{") > movetext.rfind("}"):  # the last '{' opens a comment never closed
+        while _comment_left_open(movetext):
             if i < len(parts) and not parts[i].startswith("["):
                 movetext += parts[i - 1] + parts[i]
                 position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
@@ -193,6 +196,20 @@ def cut_games(text: str, offset: int) -> list[Game]:
                 break
         games.append(Game(at(start), tags, movetext, problem))
     return games
+
+
+def _comment_left_open(movetext: str) -> bool:
+    """Whether ``movetext`` ends inside a brace comment (a '{' never closed).
+
+    >>> _comment_left_open("1. e4 { best"), _comment_left_open("1. e4 ; see {this\\n1... e5")
+    (True, False)
+    """
+    if ";" not in movetext and "%" not in movetext:  # the common case: the last '{' decides
+        return movetext.rfind("{") > movetext.rfind("}")
+    last = None
+    for last in _COMMENTS.finditer(movetext):
+        pass
+    return last is not None and last.group().startswith("{") and not last.group().endswith("}")
 
 
 def _split_tags(paragraph: str) -> tuple[str, str]:
