@@ -479,6 +479,9 @@ class _MonthParts:
             pq.write_table(games_table(games, self.clocks), part, compression="zstd")
             self.parts.setdefault(month, []).append(part)
         self.buffers, self.buffered = {}, 0
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed blocks: give them back
 
     def finish(self) -> None:
         """Spill what is left, then make each month's parts one ``games.parquet``."""

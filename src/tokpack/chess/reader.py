@@ -204,7 +204,8 @@ def _comment_left_open(movetext: str) -> bool:
     >>> _comment_left_open("1. e4 { best"), _comment_left_open("1. e4 ; see {this\\n1... e5")
     (True, False)
     """
-    if ";" not in movetext and "%" not in movetext:  # the common case: the last '{' decides
+    if ";" not in movetext and "\n%" not in movetext and not movetext.startswith("%"):
+        # The common case, Lichess's "{ [%clk 0:03:00] }" included: the last '{' decides.
         return movetext.rfind("{") > movetext.rfind("}")
     last = None
     for last in _COMMENTS.finditer(movetext):
