@@ -31,7 +31,7 @@ from pydantic import Field, ValidationError
 
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.serve.layouts import Layout, data_identity, kernels, make_layout, open_source
+from tokpack.serve.layouts import Layout, data_identity, kernels, make_layout, open_source, start_mask
 from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
@@ -342,11 +342,7 @@ class PackedBatches:
         """This rank's rows of step ``step``, their segment-start mask (``None`` with
         ``starts=False``) and real lengths (see :meth:`Layout.read`)."""
         ids, segments, real = self._rank_segments(step, starts=starts)
-        if segments is None:
-            return ids, None, real
-        mask = np.zeros(ids.shape, dtype=bool)
-        mask.reshape(-1)[segments] = True
-        return ids, mask, real
+        return ids, None if segments is None else start_mask(ids.shape, segments), real
 
     @property
     def _want_boundaries(self) -> bool:

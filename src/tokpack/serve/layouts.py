@@ -86,6 +86,17 @@ def data_identity(source: TokenSource) -> dict[str, Any]:
     }
 
 
+
+def start_mask(shape: tuple[int, ...], segments: np.ndarray) -> np.ndarray:
+    """The boolean mask of ``shape`` that is true at the flat positions ``segments``.
+
+    >>> start_mask((2, 3), np.array([0, 2, 3])).astype(int).tolist()
+    [[1, 0, 1], [1, 0, 0]]
+    """
+    mask = np.zeros(shape, dtype=bool)
+    mask.reshape(-1)[segments] = True
+    return mask
+
 class Layout:
     """Rows of ``length + 1`` ids over the ``split`` range of a token source.
 
@@ -151,11 +162,7 @@ class Layout:
         place: a batch without boundary arrays does not pay for it.
         """
         ids, segments, real = self.segments(row_indices, starts=starts)
-        if segments is None:
-            return ids, None, real
-        mask = np.zeros(ids.shape, dtype=bool)
-        mask.reshape(-1)[segments] = True
-        return ids, mask, real
+        return ids, None if segments is None else start_mask(ids.shape, segments), real
 
     def segments(self, row_indices: Any, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """Rows ``row_indices`` as ``(ids, segment starts, real ids per row)``: what a batch is
