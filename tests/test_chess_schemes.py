@@ -15,9 +15,9 @@ def test_every_scheme_comes_from_the_one_registry() -> None:
     assert schemes.SCHEMES == tuple(schemes.FACTORIES) == ("uci", "san", "bpe")
     for scheme in ("uci", "san"):
         encoder = schemes.make_encoder(scheme)
-        record = schemes.describe(encoder)
-        assert record.scheme == scheme and record.tokenizer_json is None
-        assert schemes.rebuild(schemes.EncoderRecord.model_validate_json(record.model_dump_json())).identity == encoder.identity
+        spec = schemes.encoder_spec(encoder)
+        assert spec == {"scheme": scheme, "tokenizer_json": None}
+        assert schemes.encoder_from_spec(spec).identity == encoder.identity
     with pytest.raises(ValueError, match="unknown scheme 'pgn'"):
         schemes.make_encoder("pgn")
 

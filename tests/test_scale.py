@@ -228,6 +228,26 @@ def test_a_job_folder_refuses_another_job(sharded: ShardedDataset, vocabulary: P
         start_job(sample_corpus(), sharded.path, vocab=vocabulary, shards=4, document_bytes=DOCUMENT_BYTES, batch_documents=4)
 
 
+def test_every_shard_is_encoded_with_the_one_recorded_encoder(sharded: ShardedDataset, vocabulary: Path,
+                                                              tmp_path: Path) -> None:
+    """A text job ships ``encoder.json``, the record chess jobs ship too; an edited one stops every shard."""
+    from tokpack.engines import run_shard
+    from tokpack.engines.encoders import read_encoder
+    from tokpack.errors import IntegrityError
+
+    tokenizer = BpeTokenizer.load_saved(vocabulary)
+    assert not (sharded.path / "vocabulary").exists()
+    assert read_encoder(sharded.path / "encoder.json", tokenizer.identity).encode("Zażółć") == tokenizer.encode("Zażółć")
+    job = tmp_path / "job"
+    start_job(sample_corpus(), job, vocab=vocabulary, shards=2, document_bytes=DOCUMENT_BYTES, batch_documents=4)
+    record = json.loads((job / "encoder.json").read_text(encoding="utf-8"))
+    record["spec"]["ranks"] = record["spec"]["ranks"].replace(" 300\n", " 9999\n")  # one rank moved
+    (job / "encoder.json").write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(IntegrityError, match="encoder.json: rebuilds vocabulary"):
+        run_shard(job, 0)
+    assert not (job / "shard-00000").exists() and not (job / "shard-00000.done").exists()
+
+
 def test_cli_shards_merges_and_inspects(tmp_path: Path, vocabulary: Path, sharded: ShardedDataset) -> None:
     runner = CliRunner()
     out = tmp_path / "cli"

@@ -92,6 +92,7 @@ class GameEncoder(Protocol):
     """What packing, statistics and the parity fixture need from a scheme."""
 
     scheme: str
+    record_kind: str  # "chess": how encoder.json names the kind (tokpack.engines.encoders)
     pad_id: int
     bos_id: int
     eos_id: int

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
-from tokpack.chess.schemes import EncoderRecord, describe, rebuild
 from tokpack.corpus.manifest import file_sha256
+from tokpack.engines.encoders import EncoderRecord, describe, rebuild
 from tokpack.errors import InputError
 from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
 

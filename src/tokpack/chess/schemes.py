@@ -1,10 +1,11 @@
-"""The chess schemes, registered in one dict, and the small record that rebuilds an encoder anywhere.
+"""The chess schemes, registered in one dict, and the spec that rebuilds a chess encoder anywhere.
 
-Adding a scheme is one entry in :data:`FACTORIES`. An :class:`EncoderRecord` (the scheme's name
-and, for a trained scheme, its tokenizer JSON) is what a worker process or another machine needs
-to rebuild the very same encoder: ``rebuild(describe(encoder))`` has the same identity.
+Adding a scheme is one entry in :data:`FACTORIES`. A :class:`ChessEncoderSpec` (the scheme's
+name and, for a trained scheme, its tokenizer JSON) is what a worker process or another machine
+needs to rebuild the very same encoder; it is the ``spec`` of the ``encoder.json`` that text and
+chess jobs share (:mod:`tokpack.engines.encoders`).
 
->>> rebuild(describe(make_encoder("san"))).identity == make_encoder("san").identity
+>>> encoder_from_spec(encoder_spec(make_encoder("san"))).identity == make_encoder("san").identity
 True
 """
 
@@ -12,11 +13,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import ValidationError
 
-from tokpack._schema import Record
+from tokpack._schema import Record, first_problem
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
@@ -64,27 +65,35 @@ def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
     return factory(bpe)
 
 
-class EncoderRecord(Record):
-    """Enough to rebuild an encoder in another process: its scheme, and a trained tokenizer's JSON."""
+class ChessEncoderSpec(Record):
+    """The ``spec`` of a chess encoder's ``encoder.json``: its scheme, and a trained tokenizer's JSON."""
 
-    schema_: Literal["tokpack.chess.encoder.v1"] = Field(default="tokpack.chess.encoder.v1", alias="schema")
     scheme: str
     tokenizer_json: str | None = None
 
 
-def describe(encoder: GameEncoder) -> EncoderRecord:
-    """The record that :func:`rebuild` turns back into ``encoder``."""
+def encoder_spec(encoder: GameEncoder) -> dict[str, object]:
+    """What ``encoder.json`` records to rebuild ``encoder`` (see :mod:`tokpack.engines.encoders`)."""
     tokenizer = getattr(encoder, "tokenizer", None)
-    return EncoderRecord(scheme=encoder.scheme, tokenizer_json=tokenizer.to_str() if tokenizer is not None else None)
+    spec = ChessEncoderSpec(scheme=encoder.scheme, tokenizer_json=tokenizer.to_str() if tokenizer is not None else None)
+    return spec.model_dump()
 
 
-def rebuild(record: EncoderRecord) -> GameEncoder:
-    """The encoder a record describes (a BPE uses one thread: a worker is one core)."""
-    if record.tokenizer_json is None:
-        return make_encoder(record.scheme)
+def encoder_from_spec(spec: dict[str, object]) -> GameEncoder:
+    """The encoder a spec describes (a BPE uses one thread: a worker is one core).
+
+    Raises:
+        InputError: a spec that is not a chess encoder's, or an unknown scheme.
+    """
+    try:
+        checked = ChessEncoderSpec.model_validate(spec)
+    except ValidationError as error:
+        raise InputError(None, f"not a chess encoder's spec: {first_problem(error)}") from None
+    if checked.tokenizer_json is None:
+        return make_encoder(checked.scheme)
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     from tokenizers import Tokenizer
 
     from tokpack.chess.bpe import BpeEncoder
 
-    return make_encoder(record.scheme, BpeEncoder(Tokenizer.from_str(record.tokenizer_json)))
+    return make_encoder(checked.scheme, BpeEncoder(Tokenizer.from_str(checked.tokenizer_json)))

@@ -7,7 +7,7 @@ A chess job is a folder laid out like a text job (:mod:`tokpack.engines.shard_ta
       job.json         a :class:`ChessJob`: every shard's month table (path, SHA-256, size) and
                        row range, the split, the encoder's identity; written once by whoever
                        starts the job
-      encoder.json     the :class:`~tokpack.chess.schemes.EncoderRecord` every worker rebuilds
+      encoder.json     the :class:`~tokpack.engines.encoders.EncoderRecord` every worker rebuilds
                        its encoder from (no scheme is special-cased here)
       shard-00000/ …   one pack per shard, renamed into place only when complete
       shard-00000.done the completion marker
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from tokpack._schema import Record, read_record, write_record
-from tokpack.chess.schemes import EncoderRecord, describe, rebuild
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress
+from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
 from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, unit_span
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name
@@ -44,7 +44,6 @@ from tokpack.vocab.identity import VocabIdentity
 if TYPE_CHECKING:
     from tokpack.chess.encoders import GameEncoder
 
-ENCODER_FILE = "encoder.json"
 
 
 class ChessShard(Record):
@@ -134,7 +133,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
             if existing != job:
                 raise InputError(dataset / JOB_FILE, "another job is in this folder", fix="use a new one")
             return job
-        write_record(describe(encoder), dataset / ENCODER_FILE)
+        write_encoder(encoder, dataset / ENCODER_FILE)
         write_record(job, dataset / JOB_FILE)
     return job
 
@@ -166,9 +165,7 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
 
     from tokpack.chess.pack import pack_games
 
-    encoder = rebuild(read_record(EncoderRecord, dataset / ENCODER_FILE))
-    if encoder.identity != job.vocabulary:
-        raise InputError(dataset / ENCODER_FILE, "not the job's encoder")
+    encoder: GameEncoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     shard = job.shards[rank]
     table = Path(shard.games)
     try:

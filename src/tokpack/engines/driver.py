@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tokpack._atomic import building
 from tokpack._schema import read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.sources import OnError, open_source
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
-from tokpack.engines.shard_task import JOB_FILE, VOCABULARY_DIR, ShardJob, finish_if_complete, run_shard
-from tokpack.errors import InputError, TokpackError
+from tokpack.engines.encoders import ENCODER_FILE, write_encoder
+from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, run_shard
+from tokpack.errors import InputError
 from tokpack.store.dataset import ShardedDataset
-from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 Engine = str  # a name in tokpack.engines.executors.EXECUTORS
@@ -22,7 +21,7 @@ Engine = str  # a name in tokpack.engines.executors.EXECUTORS
 def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec, shards: int,
               document_bytes: int = 1_048_576, batch_documents: int = 16, text_field: str = "text",
               on_error: OnError = "raise") -> ShardJob:
-    """Write ``job.json`` and the vocabulary into ``dataset`` (or check the ones there).
+    """Write ``job.json`` and ``encoder.json`` into ``dataset`` (or check the ones there).
 
     Raises:
         ValueError: ``dataset`` holds another job (other input, vocabulary or settings).
@@ -43,16 +42,9 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
             if existing.model_copy(update={"corpus": job.corpus}) != job:
                 raise InputError(f"{dataset / JOB_FILE}: another job is in this folder; use a new one")
             return existing
-        vocabulary_dir = dataset / VOCABULARY_DIR
-        if not vocabulary_dir.exists():
-            try:
-                with building(vocabulary_dir) as temporary:
-                    tokenizer.save(temporary)
-            except TokpackError:  # another node's rename won (flock may be node-local): checked below
-                if not vocabulary_dir.exists():
-                    raise
-        if BpeTokenizer.load_saved(vocabulary_dir / "vocabulary.json").identity != tokenizer.identity:
-            raise InputError(f"{vocabulary_dir}: another vocabulary is in this folder")
+        # Written before job.json, atomically: a node whose lock is node-local may write it too, and
+        # both write the same bytes.
+        write_encoder(tokenizer, dataset / ENCODER_FILE)
         write_record(job, dataset / JOB_FILE)
     return job
 

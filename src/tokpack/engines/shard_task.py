@@ -9,7 +9,8 @@ A sharded job is a folder::
     DATASET/
       job.json           a :class:`ShardJob`: the input, its fingerprint, the vocabulary, the
                          cut, the number of shards; written once by whoever starts the job
-      vocabulary/        the vocabulary every shard is encoded with
+      encoder.json       the encoder every shard is encoded with, which every worker rebuilds
+                         (:mod:`tokpack.engines.encoders`; chess jobs write the same file)
       shard-00000/ …     one pack per shard, each renamed into place only when complete
       shard-00000.done   the completion marker: written after the shard is verified
       dataset.json       written when every shard is done (see :mod:`tokpack.store.dataset`)
@@ -32,16 +33,16 @@ from tokpack._schema import Record, read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress, write_pack
 from tokpack.corpus.sources import Format, OnError, open_source
+from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DocumentCut, Source
 from tokpack.store.reader import Pack
 from tokpack.store.format import DATASET_FILE
-from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
+from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
 
 JOB_FILE = "job.json"
-VOCABULARY_DIR = "vocabulary"
 
 
 class ShardJob(Record):
@@ -148,9 +149,7 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
 
 def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None,
                  report: Callable[[PrepareProgress], None] | None) -> None:
-    tokenizer = BpeTokenizer.load_saved(dataset / VOCABULARY_DIR / VOCABULARY_FILE)
-    if tokenizer.identity != job.vocabulary:
-        raise InputError(f"{dataset / VOCABULARY_DIR}: not the job's vocabulary")
+    tokenizer: BpeTokenizer = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     with open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format) as source:
         if source.record != job.source:

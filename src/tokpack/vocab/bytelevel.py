@@ -19,11 +19,11 @@ from typing import Literal
 
 import numpy as np
 import tiktoken
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from tokpack._schema import Record, read_record, write_record
+from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
-from tokpack.vocab.files import Ranks, rank_file_lines, read_rank_file, tokenizer_json
+from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
 
@@ -44,6 +44,15 @@ class VocabularyRecord(Record):
     trained_on: dict[str, str | int] | None = None
 
 
+class TextEncoderSpec(Record):
+    """The ``spec`` of a text encoder's ``encoder.json`` (see :mod:`tokpack.engines.encoders`):
+    the pattern, the special tokens and the rank file's text."""
+
+    pattern: str
+    special_tokens: dict[str, int]
+    ranks: str
+
+
 class BpeTokenizer:
     """A byte-level BPE vocabulary and its encoder.
 
@@ -54,6 +63,9 @@ class BpeTokenizer:
     >>> tokenizer.decode([256, 99]), tokenizer.n_vocab, tokenizer.eot_id
     ('abc', 258, 257)
     """
+
+    #: how ``encoder.json`` names this kind of encoder (:data:`tokpack.engines.encoders.KINDS`)
+    record_kind = "text"
 
     def __init__(
         self,
@@ -220,3 +232,24 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def encoder_spec(tokenizer: BpeTokenizer) -> dict[str, object]:
+    """What ``encoder.json`` records to rebuild ``tokenizer`` (see :mod:`tokpack.engines.encoders`)."""
+    spec = TextEncoderSpec(pattern=tokenizer.pattern, special_tokens=tokenizer.special_tokens,
+                           ranks=tokenizer.rank_lines.decode("ascii"))
+    return spec.model_dump()
+
+
+def encoder_from_spec(spec: dict[str, object]) -> BpeTokenizer:
+    """The tokenizer an ``encoder.json`` spec describes.
+
+    Raises:
+        InputError: a spec that is not a text encoder's, or a malformed rank text.
+    """
+    try:
+        checked = TextEncoderSpec.model_validate(spec)
+    except ValidationError as error:
+        raise InputError(None, f"not a text encoder's spec: {first_problem(error)}") from None
+    ranks = parse_rank_lines(checked.ranks.encode("ascii"), where="encoder.json ranks")
+    return BpeTokenizer(ranks=ranks, pattern=checked.pattern, special_tokens=checked.special_tokens)

@@ -69,9 +69,18 @@ def read_rank_file(path: Path) -> Ranks:
     Raises:
         ValueError: a malformed line (named by number), a repeated token or a repeated rank.
     """
-    ranks: Ranks = {}
     with open(path, "rb") as handle:
-        lines = handle.read().split(b"\n")
+        return parse_rank_lines(handle.read(), where=path)
+
+
+def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
+    """Parse the text of a tiktoken rank file (errors name ``where`` and the line).
+
+    >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
+    {b'a': 0, b'b': 1}
+    """
+    ranks: Ranks = {}
+    lines = text.split(b"\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -79,17 +88,17 @@ def read_rank_file(path: Path) -> Ranks:
             token_b64, rank_text = line.split()
             token, rank = _decode_b64(token_b64), int(rank_text)
         except (ValueError, binascii.Error):
-            raise InputError(f"{path}:{number}: expected 'base64-token rank'") from None
+            raise InputError(f"{where}:{number}: expected 'base64-token rank'") from None
         if not 0 <= rank < _MAX_ID:
-            raise InputError(path, f"rank {rank} is outside [0, 2**32)", line=number)
+            raise InputError(where, f"rank {rank} is outside [0, 2**32)", line=number)
         if token in ranks:
-            raise InputError(f"{path}:{number}: repeated token or rank {rank}")
+            raise InputError(f"{where}:{number}: repeated token or rank {rank}")
         ranks[token] = rank
     if len(set(ranks.values())) != len(ranks):  # one set at the end, not one insertion a line
         seen: set[int] = set()
         for rank in ranks.values():
             if rank in seen:
-                raise InputError(f"{path}: repeated token or rank {rank}")
+                raise InputError(f"{where}: repeated token or rank {rank}")
             seen.add(rank)
     return ranks
 

@@ -1,0 +1,107 @@
+"""``encoder.json``: the one record from which any worker rebuilds a job's encoder, text or chess.
+
+A job writes the record once; every worker, on any machine, rebuilds the very same encoder from
+it, and :func:`rebuild` refuses one whose identity is not the recorded one, so no shard is ever
+encoded with another vocabulary. The packers never special-case an encoder: they call
+:func:`describe` and :func:`rebuild`, and the kind's own module holds the rest.
+
+Adding a kind of encoder is one entry in :data:`KINDS`: a module with
+``encoder_spec(encoder) -> dict`` and ``encoder_from_spec(dict) -> encoder`` (which validates the
+dict with its own strict model), and a ``record_kind`` attribute on the encoder class naming the
+entry.
+
+>>> from tokpack.chess.schemes import make_encoder
+>>> record = describe(make_encoder("san"))
+>>> record.kind, rebuild(record).identity == make_encoder("san").identity
+('chess', True)
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import Field
+
+from tokpack._schema import Record, read_record, write_record
+from tokpack.errors import InputError, IntegrityError, located
+from tokpack.vocab.identity import VocabIdentity
+
+ENCODER_FILE = "encoder.json"
+
+#: record kind -> the module that describes and rebuilds encoders of that kind (imported on use,
+#: so a text worker never imports the chess packages).
+KINDS: dict[str, str] = {"text": "tokpack.vocab.bytelevel", "chess": "tokpack.chess.schemes"}
+
+class Describable(Protocol):
+    """What an encoder needs to be written to ``encoder.json``."""
+
+    @property
+    def record_kind(self) -> str:
+        """The key of :data:`KINDS` that rebuilds it."""
+        ...
+
+    @property
+    def identity(self) -> VocabIdentity:
+        """The vocabulary identity the rebuilt encoder must have."""
+        ...
+
+
+class EncoderRecord(Record):
+    """``encoder.json``: the encoder's kind, its identity, and what its kind needs to rebuild it."""
+
+    schema_: Literal["tokpack.encoder.v1"] = Field(default="tokpack.encoder.v1", alias="schema")
+    kind: str
+    identity: VocabIdentity
+    spec: dict[str, Any]
+
+
+def _module(kind: str) -> Any:
+    if kind not in KINDS:
+        raise InputError(None, f"unknown encoder kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return import_module(KINDS[kind])
+
+
+def describe(encoder: Describable) -> EncoderRecord:
+    """The record :func:`rebuild` turns back into ``encoder``."""
+    spec = _module(encoder.record_kind).encoder_spec(encoder)
+    return EncoderRecord(kind=encoder.record_kind, identity=encoder.identity, spec=spec)
+
+
+def rebuild(record: EncoderRecord, *, where: str | Path | None = None) -> Any:
+    """The encoder ``record`` describes.
+
+    Raises:
+        InputError: an unknown kind, or a spec its kind refuses.
+        IntegrityError: the rebuilt encoder's identity is not the recorded one (an edited record).
+    """
+    encoder = _module(record.kind).encoder_from_spec(record.spec)
+    if encoder.identity != record.identity:
+        raise IntegrityError(located(where, f"rebuilds vocabulary {encoder.identity.short}, not the recorded "
+                                            f"{record.identity.short}", fix="the file was edited; restart the job"))
+    return encoder
+
+
+def write_encoder(encoder: Describable, path: Path) -> None:
+    """Write ``encoder``'s record to ``path`` atomically."""
+    write_record(describe(encoder), path)
+
+
+def read_encoder(path: Path, expected: VocabIdentity) -> Any:
+    """Rebuild the encoder recorded in ``path``, which must have ``expected``'s vocabulary (the
+    identity names the scheme too, so a chess record never passes for a text job's).
+
+    Raises:
+        InputError: a missing or malformed file.
+        IntegrityError: another vocabulary than ``expected`` (a job's record and its encoder disagree).
+    """
+    encoder = rebuild(read_record(EncoderRecord, path), where=path)
+    if encoder.identity != expected:
+        raise IntegrityError(located(path, f"holds vocabulary {encoder.identity.short}, not the job's {expected.short}",
+                                     fix="start a new job"))
+    return encoder
+
+
+__all__ = ["ENCODER_FILE", "KINDS", "Describable", "EncoderRecord", "describe", "read_encoder", "rebuild",
+           "write_encoder"]
