@@ -24,11 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child import add_child_arguments, child_command, ran_as_child  # noqa: E402
 from corpus import synthetic_corpus  # noqa: E402
-from registry import gpt2_rank_file  # noqa: E402
 
 MODES = ("prepare", "tiktoken-1", "tiktoken-batch")
 
@@ -62,19 +61,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=int, default=64, help="corpus size (at least 50 for the issue's figure)")
     parser.add_argument("--runs", type=int, default=3, help="runs per mode; medians are reported")
-    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    add_child_arguments(parser, MODES)
     args = parser.parse_args()
-    ranks = gpt2_rank_file()
-    if args.child:
-        print(json.dumps(child(args.child, args.corpus, ranks)))
+    if ran_as_child(args, child):
         return
     corpus = synthetic_corpus(args.megabytes)
     megabytes = corpus.stat().st_size / 1e6
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     for _ in range(args.runs):
         for mode in MODES:  # interleaved, so drift on a noisy machine hits every mode alike
-            out = subprocess.run([sys.executable, __file__, "--child", mode, "--corpus", str(corpus)],
+            out = subprocess.run(child_command(__file__, mode, corpus),
                                  check=True, capture_output=True, text=True).stdout
             results[mode].append(json.loads(out))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "

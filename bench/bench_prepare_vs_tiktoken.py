@@ -37,11 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child import add_child_arguments, child_command, ran_as_child  # noqa: E402
 from corpus import synthetic_corpus  # noqa: E402
-from registry import gpt2_rank_file  # noqa: E402
 
 MODES = ("prepare", "tiktoken")
 DOCUMENT_BYTES = 1_048_576  # prepare's default cut
@@ -76,12 +75,9 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=20, help="corpus size")
     parser.add_argument("--runs", type=int, default=5, help="runs per mode (interleaved); medians are reported")
     parser.add_argument("--compare-src", type=Path, help="another tokpack source tree to time as prepare-baseline")
-    parser.add_argument("--child", choices=(*MODES, "prepare-baseline"), help=argparse.SUPPRESS)
-    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    add_child_arguments(parser, (*MODES, "prepare-baseline"))
     args = parser.parse_args()
-    ranks = gpt2_rank_file()
-    if args.child:
-        print(json.dumps(child(args.child, args.corpus, ranks)))
+    if ran_as_child(args, child):
         return
     corpus = synthetic_corpus(args.megabytes)
     modes = (*MODES, "prepare-baseline") if args.compare_src else MODES
@@ -91,7 +87,7 @@ def main() -> None:
             env = dict(os.environ)
             if mode == "prepare-baseline":
                 env["PYTHONPATH"] = str(args.compare_src.resolve())
-            out = subprocess.run([sys.executable, __file__, "--child", mode, "--corpus", str(corpus)],
+            out = subprocess.run(child_command(__file__, mode, corpus),
                                  check=True, capture_output=True, text=True, env=env).stdout
             results[mode].append(json.loads(out))
     tokens = {mode: {r["tokens"] for r in rows} for mode, rows in results.items()}

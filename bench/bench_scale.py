@@ -45,11 +45,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child import add_child_arguments, child_command, ran_as_child  # noqa: E402
 from corpus import synthetic_corpus  # noqa: E402
-from registry import gpt2_rank_file  # noqa: E402
 
 MODES = ("tokpack-1", "tokpack-2", "nanogpt-recipe", "encoder-limit")
 RECIPE_PROCESSES = 2  # the recipe's num_proc: every core of this machine
@@ -215,7 +214,7 @@ def _pss_kib(pid: int) -> int:
 def measure(mode: str, corpus: Path) -> dict[str, Any]:
     """Run ``mode`` in a child process, sampling its process tree's resident memory meanwhile."""
     with tempfile.TemporaryFile("w+") as result_file, tempfile.TemporaryFile("w+") as errors:
-        process = subprocess.Popen([sys.executable, __file__, "--child", mode, "--corpus", str(corpus)],
+        process = subprocess.Popen(child_command(__file__, mode, corpus),
                                    stdout=result_file, stderr=errors, env=os.environ | {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
         peak_kib = 0
         while process.poll() is None:
@@ -262,12 +261,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per mode and size; medians are reported")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
                         help="only these modes (prints every run as JSON instead of the tables, which need all four)")
-    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    add_child_arguments(parser, MODES)
     args = parser.parse_args()
-    ranks = gpt2_rank_file()
-    if args.child:
-        print(json.dumps(child(args.child, args.corpus, ranks)))
+    if ran_as_child(args, child):
         return
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"load average at start {os.getloadavg()[0]:.2f}")
