@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import re
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -457,19 +458,23 @@ def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
 
 
 class _MonthParts:
-    """Buffers games by month as Arrow tables; spills every month's buffer to a numbered part file when full.
+    """Buffers games as Arrow tables; spills every month's games to a numbered part file when full.
 
-    A chunk's games become Arrow columns as soon as they arrive (one table per chunk and month),
-    so no Python object per game outlives its chunk: buffering ``PgnGame`` objects until a spill
-    interleaved long-lived small objects with each chunk's short-lived ones, and the heap they
-    pinned grew the process by about 25 % from its first spills to its plateau (issue 15).
-    Spills happen after exactly ``flush_games`` games, as they always did, so the row groups of
-    the output do not depend on how the input is cut into chunks.
+    A chunk's games become one Arrow table as soon as they arrive, and each month keeps only the
+    row numbers of its games (an ``array`` of int64), so no Python object per game outlives its
+    chunk: buffering ``PgnGame`` objects until a spill interleaved long-lived small objects with
+    each chunk's short-lived ones, and the heap they pinned grew the process by about 25 % from
+    its first spills to its plateau (issue 15). One table per chunk, not per chunk and month,
+    because an Arrow table costs about 8 KiB however few rows it has: with hundreds of months
+    in a chunk (an over-the-board database) per-month tables would outweigh the games. Spills
+    happen after exactly ``flush_games`` games, as they always did, so the row groups of the
+    output do not depend on how the input is cut into chunks.
     """
 
     def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:
         self.root, self.flush_games, self.clocks = root, max(1, flush_games), clocks
-        self.buffers: dict[str, list[pa.Table]] = {}
+        self.tables: list[pa.Table] = []
+        self.rows: dict[str, array[int]] = {}  # month -> its games' rows in the buffered tables
         self.parts: dict[str, list[Path]] = {}
         self.buffered = 0
 
@@ -478,32 +483,31 @@ class _MonthParts:
         start = 0
         while start < len(games):
             batch = games[start:start + self.flush_games - self.buffered]
-            self._buffer(batch)
+            for row, game in enumerate(batch, self.buffered):
+                self.rows.setdefault(game.month, array("q")).append(row)
+            self.tables.append(games_table(batch, self.clocks))
+            self.buffered += len(batch)
             start += len(batch)
             if self.buffered >= self.flush_games:
                 self._spill()
-
-    def _buffer(self, games: list[PgnGame]) -> None:
-        rows_of: dict[str, list[int]] = {}
-        for row, game in enumerate(games):
-            rows_of.setdefault(game.month, []).append(row)
-        table = games_table(games, self.clocks)
-        for month, rows in rows_of.items():
-            self.buffers.setdefault(month, []).append(table if len(rows) == len(games) else table.take(rows))
-        self.buffered += len(games)
 
     def _spill(self) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        for month, tables in self.buffers.items():
+        if not self.tables:
+            return
+        buffered = pa.concat_tables(self.tables).combine_chunks()
+        self.tables = []
+        for month, rows in self.rows.items():
             directory = month_parquet(self.root, month).parent
             directory.mkdir(parents=True, exist_ok=True)
             part = directory / f".part-{len(self.parts.get(month, [])):05d}.parquet"
-            table = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
+            table = buffered if len(rows) == buffered.num_rows else buffered.take(pa.array(rows)).combine_chunks()
             pq.write_table(table, part, compression="zstd")
             self.parts.setdefault(month, []).append(part)
-        self.buffers, self.buffered = {}, 0
+        del buffered, table
+        self.rows, self.buffered = {}, 0
         pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed blocks: give them back
 
     def finish(self) -> None:
