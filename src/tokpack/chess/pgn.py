@@ -12,6 +12,13 @@ A bulk conversion never stops on a bad game: it skips it and counts why (:data:`
 keeping the file and byte offset of the first game skipped for each reason. Filters
 (:class:`GameFilter`) drop readable games and are counted apart. Reading a file that must be
 whole (the parity fixture) uses :func:`read_games_strictly`, which raises instead.
+
+Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_BYTES` are read
+one at a time (``2 * workers`` in flight), their games are buffered as Arrow columns, not Python
+objects, and every ``flush_games`` games are spilled to a part file per month; the parts are
+joined at the end one at a time. Peak RSS: 315, 328 and 333 MiB at 30 k, 150 k and 1 M
+Lichess-style games (BENCHMARKS.md, issue 15); 371, 466 and 504 with the 16 MiB chunks and
+per-game objects buffered before.
 """
 
 from __future__ import annotations
@@ -462,9 +469,11 @@ class _MonthParts:
 
     A chunk's games become one Arrow table as soon as they arrive, and each month keeps only the
     row numbers of its games (an ``array`` of int64), so no Python object per game outlives its
-    chunk: buffering ``PgnGame`` objects until a spill interleaved long-lived small objects with
-    each chunk's short-lived ones, and the heap they pinned grew the process by about 25 % from
-    its first spills to its plateau (issue 15). One table per chunk, not per chunk and month,
+    chunk. Buffered ``PgnGame`` objects (about 1 KiB each) sat among each chunk's short-lived
+    objects and kept the heap they shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
+    from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (issue 15, one run
+    under load; the chunk size, :data:`tokpack.chess.reader.CHUNK_BYTES`, was the larger
+    part of the old growth). One table per chunk, not per chunk and month,
     because an Arrow table costs about 8 KiB however few rows it has: with hundreds of months
     in a chunk (an over-the-board database) per-month tables would outweigh the games. Spills
     happen after exactly ``flush_games`` games, as they always did, so the row groups of the
