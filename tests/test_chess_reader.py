@@ -256,6 +256,29 @@ def test_workers_give_byte_identical_output(generated: tuple[Path, list[str]], t
         assert month_parquet(tmp_path / "one", month).read_bytes() == month_parquet(tmp_path / "two", month).read_bytes()
 
 
+def test_spills_and_row_groups_do_not_depend_on_chunk_size(generated: tuple[Path, list[str]], tmp_path: Path) -> None:
+    # Games are buffered a chunk at a time; a spill must still come after exactly flush_games games,
+    # each spill adding one row group to every month it holds, whatever the chunks are.
+    path, _ = generated
+    data = path.read_bytes()[:1_500_000]
+    (tmp_path / "g.pgn").write_bytes(data[: data.rindex(b"\n\n[") + 2])
+    small = convert_pgn([tmp_path / "g.pgn"], tmp_path / "small", chunk_bytes=100_000, flush_games=400)
+    whole = convert_pgn([tmp_path / "g.pgn"], tmp_path / "whole", flush_games=400)
+    assert small == whole and small.games_written > 1000
+    kept = [game.month for _, game in read_games(tmp_path / "g.pgn") if isinstance(game, PgnGame)]
+    expected: dict[str, list[int]] = {}
+    for start in range(0, len(kept), 400):
+        spill: dict[str, int] = {}
+        for month in kept[start:start + 400]:
+            spill[month] = spill.get(month, 0) + 1
+        for month, rows in spill.items():
+            expected.setdefault(month, []).append(rows)
+    for month in small.months:
+        assert month_parquet(tmp_path / "small", month).read_bytes() == month_parquet(tmp_path / "whole", month).read_bytes()
+        meta = pq.ParquetFile(month_parquet(tmp_path / "small", month)).metadata
+        assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == expected[month]
+
+
 def test_corrupt_and_truncated_compressed_inputs_are_input_errors(tmp_path: Path) -> None:
     text = lichess("h0000001", "1. e4 e5") * 50
     (tmp_path / "bad.pgn.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"not zstd at all")

@@ -12,6 +12,13 @@ A bulk conversion never stops on a bad game: it skips it and counts why (:data:`
 keeping the file and byte offset of the first game skipped for each reason. Filters
 (:class:`GameFilter`) drop readable games and are counted apart. Reading a file that must be
 whole (the parity fixture) uses :func:`read_games_strictly`, which raises instead.
+
+Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_BYTES` are read
+one at a time (``2 * workers`` in flight), their games are buffered as Arrow columns, not Python
+objects, and every ``flush_games`` games are spilled to a part file per month; the parts are
+joined at the end one at a time. Peak RSS: 315, 328 and 333 MiB at 30 k, 150 k and 1 M
+Lichess-style games (BENCHMARKS.md, issue 15); 371, 466 and 504 with the 16 MiB chunks and
+per-game objects buffered before.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import re
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -366,6 +374,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
             with stream:
                 chunks = reader.pgn_chunks(stream, str(path), chunk_bytes)
                 for entries in _in_order(pool, chunks, options, workers):
+                    kept: list[PgnGame] = []
                     for offset, game in entries:
                         read += 1
                         if isinstance(game, str):
@@ -374,8 +383,9 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
                             skipped[game.reason] += 1
                             first_skipped.setdefault(game.reason, f"{name}@{offset}: {game.detail}")
                         else:
-                            parts.add(game)
+                            kept.append(game)
                             months[game.month] = months.get(game.month, 0) + 1
+                    parts.add(kept)
                     if progress is not None and size:
                         progress(done_before + _position(raw, size), total)
             done_before += size
@@ -455,36 +465,63 @@ def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
 
 
 class _MonthParts:
-    """Buffers games by month; spills every month's buffer to a numbered part file when full."""
+    """Buffers games as Arrow tables; spills every month's games to a numbered part file when full.
+
+    A chunk's games become one Arrow table as soon as they arrive, and each month keeps only the
+    row numbers of its games (an ``array`` of int64), so no Python object per game outlives its
+    chunk. Buffered ``PgnGame`` objects (about 1 KiB each) sat among each chunk's short-lived
+    objects and kept the heap they shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
+    from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (issue 15, one run
+    under load; the chunk size, :data:`tokpack.chess.reader.CHUNK_BYTES`, was the larger
+    part of the old growth). One table per chunk, not per chunk and month,
+    because an Arrow table costs about 8 KiB however few rows it has: with hundreds of months
+    in a chunk (an over-the-board database) per-month tables would outweigh the games. Spills
+    happen after exactly ``flush_games`` games, as they always did, so the row groups of the
+    output do not depend on how the input is cut into chunks.
+    """
 
     def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:
         self.root, self.flush_games, self.clocks = root, max(1, flush_games), clocks
-        self.buffers: dict[str, list[PgnGame]] = {}
+        self.tables: list[pa.Table] = []
+        self.rows: dict[str, array[int]] = {}  # month -> its games' rows in the buffered tables
         self.parts: dict[str, list[Path]] = {}
         self.buffered = 0
 
-    def add(self, game: PgnGame) -> None:
-        self.buffers.setdefault(game.month, []).append(game)
-        self.buffered += 1
-        if self.buffered >= self.flush_games:
-            self._spill()
+    def add(self, games: list[PgnGame]) -> None:
+        """Buffer ``games`` (in input order), spilling whenever ``flush_games`` are buffered."""
+        start = 0
+        while start < len(games):
+            batch = games[start:start + self.flush_games - self.buffered]
+            for row, game in enumerate(batch, self.buffered):
+                self.rows.setdefault(game.month, array("q")).append(row)
+            self.tables.append(games_table(batch, self.clocks))
+            self.buffered += len(batch)
+            start += len(batch)
+            if self.buffered >= self.flush_games:
+                self._spill()
 
     def _spill(self) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        for month, games in self.buffers.items():
+        if not self.tables:
+            return
+        buffered = pa.concat_tables(self.tables).combine_chunks()
+        self.tables = []
+        for month, rows in self.rows.items():
             directory = month_parquet(self.root, month).parent
             directory.mkdir(parents=True, exist_ok=True)
             part = directory / f".part-{len(self.parts.get(month, [])):05d}.parquet"
-            pq.write_table(games_table(games, self.clocks), part, compression="zstd")
+            table = buffered if len(rows) == buffered.num_rows else buffered.take(pa.array(rows)).combine_chunks()
+            pq.write_table(table, part, compression="zstd")
             self.parts.setdefault(month, []).append(part)
-        self.buffers, self.buffered = {}, 0
-        import pyarrow as pa
-
+        del buffered, table
+        self.rows, self.buffered = {}, 0
         pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed blocks: give them back
 
     def finish(self) -> None:
         """Spill what is left, then make each month's parts one ``games.parquet``."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         self._spill()
@@ -495,8 +532,9 @@ class _MonthParts:
                 continue
             with pq.ParquetWriter(target, pq.read_schema(parts[0]), compression="zstd") as writer:
                 for part in parts:  # one part in memory at a time
-                    writer.write_table(pq.read_table(part))
+                    writer.write_table(pq.read_table(part, use_threads=False))
                     part.unlink()
+                    pa.default_memory_pool().release_unused()
 
 
 class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
