@@ -696,7 +696,7 @@ def _merge_loop(
     else:
         flat, lengths, counts = _flatten(pieces)
         pieces.clear()  # the caller's counts are no longer needed: free them before the arrays grow
-    state = compiled.build(flat, lengths, counts, first_id + num_merges)
+    state = compiled.build(flat, lengths, counts, first_id + num_merges, min_frequency)
     del flat, lengths, counts
     seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
