@@ -327,6 +327,36 @@ def _compact(pool, pairs, scalars, n_pairs, min_frequency):  # type: ignore[no-u
 
 
 @njit(cache=True)
+def _drop_hopeless(pairs, table, fresh, scalars, n_before, min_frequency):  # type: ignore[no-untyped-def]
+    """Forget the pairs made in this step that are counted below ``min_frequency``: they can
+    never win and no one asks for them (a lookup that misses means such a pair). Most pairs a
+    merge makes occur once, so this keeps the pair table a fraction of the pairs ever made.
+    The step's pairs are the last inserted into the table, and removing the last insert of a
+    linear-probing table restores it exactly, so they are all removed, newest first, and the
+    kept ones reinserted at their new, compacted indices. ``fresh[k, _LAST]`` becomes the new
+    index of the step's pair ``k`` (or -1). Returns the new pair count."""
+    n_after = scalars[0]
+    mask = table.shape[0] - 1
+    for made in range(n_after - 1, n_before - 1, -1):
+        slot = _hash(pairs[made, _CODE], mask)
+        while table[slot] != made:
+            slot = (slot + 1) & mask
+        table[slot] = -1
+    kept = n_before
+    for made in range(n_before, n_after):
+        if pairs[made, _COUNT] < min_frequency:
+            fresh[made - n_before, _LAST] = -1
+            continue
+        for column in range(4):
+            pairs[kept, column] = pairs[made, column]
+        _insert(table, pairs, kept)
+        fresh[made - n_before, _LAST] = kept
+        kept += 1
+    scalars[0] = kept
+    return kept
+
+
+@njit(cache=True)
 def _created(pairs, table, side, scalars, x, y, new_id, step, self_pair):  # type: ignore[no-untyped-def]
     """The pair of the created slot ``(x, y)`` (one of them is ``new_id``), made on first sight in
     this step; returns it and the (new, new) pair, which both sides can reach."""
@@ -421,7 +451,8 @@ def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, s
                             side[y, _OLD_RIGHT] = _find(table, pairs, (x << ID_BITS) | y)
                             side[y, _OLD_RIGHT_STAMP] = step
                         old = side[y, _OLD_RIGHT]
-                    pairs[old, _COUNT] -= w
+                    if old >= 0:  # else it was counted below min_frequency when made: not kept
+                        pairs[old, _COUNT] -= w
             # Created: every new slot touching the new id; each (pair, piece) logged once.
             for k in range(low, m - 1):
                 x, y = np.int64(ids[start + k]), np.int64(ids[start + k + 1])
@@ -440,7 +471,7 @@ def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, s
                     log[logged, 0] = made
                     log[logged, 1] = piece
                     logged += 1
-        n_after = scalars[0]
+        n_after = _drop_hopeless(pairs, table, fresh, scalars, n_before, min_frequency)
         # The new pairs' segments, after the last one, grouped by a counting sort of the log.
         if scalars[1] + logged > pool.shape[0]:
             _compact(pool, pairs, scalars, n_before, min_frequency)
@@ -449,13 +480,11 @@ def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, s
         offset = scalars[1]
         for made in range(n_before, n_after):
             pairs[made, _START] = offset
-            if pairs[made, _COUNT] < min_frequency:
-                pairs[made, _LENGTH] = 0  # it can never win: no segment
             offset += pairs[made, _LENGTH]
             fresh[made - n_before, _FILL] = 0
         for k in range(logged):
-            made = log[k, 0]
-            if fresh[made - n_before, _FILL] < pairs[made, _LENGTH]:
+            made = fresh[log[k, 0] - n_before, _LAST]  # its index now, or -1 if dropped
+            if made >= 0:
                 pool[pairs[made, _START] + fresh[made - n_before, _FILL]] = log[k, 1]
                 fresh[made - n_before, _FILL] += 1
         scalars[1] = offset
@@ -463,8 +492,7 @@ def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, s
         # Only new pairs can rise, and each rose from nothing.
         heap = _grow(heap, scalars[2] + n_after - n_before + 1)
         for made in range(n_before, n_after):
-            if pairs[made, _COUNT] >= min_frequency:
-                _push(heap, scalars, pairs[made, _COUNT], pairs[made, _CODE])
+            _push(heap, scalars, pairs[made, _COUNT], pairs[made, _CODE])
         out[step, 0] = left
         out[step, 1] = right
         out[step, 2] = frequency

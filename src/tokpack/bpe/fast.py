@@ -711,6 +711,7 @@ def _merge_loop(
         if done < until:
             break  # no pair reaches min_frequency
     seconds["merge"] = time.perf_counter() - started
+    del state  # free the merge state (tens of MiB) before the trace's Python objects are made
     rows = out[:done].tolist()
     merges = [(left, right) for left, right, _ in rows]
     trace = [
