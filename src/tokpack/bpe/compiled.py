@@ -274,7 +274,7 @@ def _build(ids, pieces, scalars, min_frequency):  # type: ignore[no-untyped-def]
         if count[key] >= min_frequency:
             offset += entries[key]
     # Pass 2: each piece into the segment of each pair it holds, once.
-    pool = np.zeros(total + total // 4 + 1024, dtype=np.int32)
+    pool = np.zeros(total + total // 8 + 1024, dtype=np.int32)
     for piece in range(n_pieces):
         start = pieces[piece, _P_START]
         for k in range(start, start + pieces[piece, _P_LENGTH] - 1):
@@ -310,9 +310,9 @@ def _holds(ids, start, length, left, right):  # type: ignore[no-untyped-def]
 def _compact(pool, pairs, scalars, n_pairs, min_frequency):  # type: ignore[no-untyped-def]
     """Drop, in place, the segments of the pairs counted below ``min_frequency`` (merged, or
     destroyed in too many places: none can rise again, since a merge creates only pairs with the
-    new id). Segments lie in pair order, so each moves down. Stale entries of live pairs stay:
-    finding them means reading every piece, measured at 0.3 s a pass at 10 MB (the merge loop
-    took 3.4 s instead of 2.2 s), for a pool a fifth smaller."""
+    new id). Segments lie in pair order, so each moves down. The stale entries of live pairs
+    stay: finding them means reading a piece per entry, which at 10 MB / 32,768 merges made the
+    merge loop 10-20% slower for a pool 4 MiB smaller."""
     kept = 0
     for pair in range(n_pairs):
         start = pairs[pair, _START]
