@@ -11,9 +11,9 @@ Two phases, each keeping the rules exact:
   threads need no second interpreter). Pair counts are sums over occurrences times counts, so
   nothing depends on order or on how the work was divided, and memory grows with the number of
   distinct pieces, not with the corpus.
-* **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge touches only the slots
-  around its occurrences, subtracting the counts of the slots it destroys and adding those it
-  creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
+* **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge rewrites only the
+  distinct pieces that hold its pair, subtracting the counts of the slots it destroys and adding
+  those it creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
   (overlapping runs such as ``aaaa`` included); the winner comes from a heap ordered by count,
   then by the smallest pair.
 """
