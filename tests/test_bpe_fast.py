@@ -36,6 +36,25 @@ def test_pre_tokens_act_as_documents(corpus: list[str], num_merges: int, pattern
     assert train_fast(corpus, num_merges, pattern=pattern).trace == trace
 
 
+@settings(max_examples=100, deadline=None)
+@given(corpus=_CORPUS, num_merges=st.integers(0, 40), min_frequency=st.integers(2, 6))
+def test_min_frequency_cuts_the_reference_trace(corpus: list[str], num_merges: int, min_frequency: int) -> None:
+    # The merge loop neither indexes nor queues a pair counted below min_frequency: the trace must
+    # still be the reference's, up to its first merge below the threshold.
+    _, trace = train_bpe(corpus, num_merges)
+    kept = next((k for k, row in enumerate(trace) if row.frequency < min_frequency), len(trace))
+    assert train_fast(corpus, num_merges, min_frequency=min_frequency).trace == trace[:kept]
+
+
+@settings(max_examples=20, deadline=None)
+@given(corpus=_CORPUS)
+def test_ids_past_16_bits_train_the_same(corpus: list[str]) -> None:
+    # Asking for more merges than 16-bit ids hold switches the merge loop to 32-bit ids; the trace
+    # stops when no pair is left, so it must still be the reference's.
+    _, trace = train_bpe(corpus, 70_000)
+    assert train_fast(corpus, 70_000).trace == trace
+
+
 @pytest.fixture(scope="module")
 def polish_sample() -> list[str]:
     return real_texts("polish", 60_000)

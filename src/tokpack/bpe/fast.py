@@ -11,15 +11,17 @@ Two phases, each keeping the rules exact:
   threads need no second interpreter). Pair counts are sums over occurrences times counts, so
   nothing depends on order or on how the work was divided, and memory grows with the number of
   distinct pieces, not with the corpus.
-* **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge touches only the slots
-  around its occurrences, subtracting the counts of the slots it destroys and adding those it
-  creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
+* **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge rewrites only the
+  distinct pieces that hold its pair, subtracting the counts of the slots it destroys and adding
+  those it creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
   (overlapping runs such as ``aaaa`` included); the winner comes from a heap ordered by count,
   then by the smallest pair.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import multiprocessing
 import os
@@ -675,6 +677,27 @@ def _flatten(pieces: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return flat, lengths[keep], counts[keep]
 
 
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (AttributeError, OSError, TypeError):  # not glibc
+        return None
+
+
+def _return_freed_memory() -> None:
+    """Hand the free pages of every malloc arena back to the system (glibc; elsewhere nothing).
+
+    glibc keeps what its arenas free for reuse: the counting threads' tables (freed before the
+    merge state is built) and the arrays the merge loop outgrows stay resident otherwise. At
+    10 MB / 8,192 merges this lowers the peak by about 30 MiB; a call takes well under a
+    millisecond when there is little to return.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 def _merge_loop(
     pieces: Counter[str] | PieceCounter,
     num_merges: int,
@@ -696,8 +719,10 @@ def _merge_loop(
     else:
         flat, lengths, counts = _flatten(pieces)
         pieces.clear()  # the caller's counts are no longer needed: free them before the arrays grow
-    state = compiled.build(flat, lengths, counts, first_id + num_merges)
+    _return_freed_memory()
+    state = compiled.build(flat, lengths, counts, first_id + num_merges, min_frequency)
     del flat, lengths, counts
+    _return_freed_memory()
     seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
     out = np.zeros((num_merges, 3), dtype=np.int64)
@@ -706,11 +731,13 @@ def _merge_loop(
         # In chunks only so that progress can be reported; the loop itself never leaves numba.
         until = min(num_merges, done + _MERGES_PER_REPORT)
         done = compiled.run(state, until, first_id, min_frequency, out)
+        _return_freed_memory()  # what the loop's growing arrays left behind
         if progress is not None:
             progress(BpeProgress("merge", done, num_merges, "merges"))
         if done < until:
             break  # no pair reaches min_frequency
     seconds["merge"] = time.perf_counter() - started
+    del state  # free the merge state (tens of MiB) before the trace's Python objects are made
     rows = out[:done].tolist()
     merges = [(left, right) for left, right, _ in rows]
     trace = [
