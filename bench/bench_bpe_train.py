@@ -2,10 +2,12 @@
 ``rustbpe`` and ``bpeasy``, and the exact trainer against the reference core.
 
 Every measurement runs in a fresh child process that builds the corpus first and then times only
-the training call (the result converted to ranks included). The parent samples the proportional
+the training call (the result converted to ranks included). The child loads nothing but the
+corpus and the trainer's own package (the pattern is handed over by the parent, which also runs
+the held-out check), so its peak memory is the training's. The parent samples the proportional
 resident memory (PSS) of the child and all its descendants every 50 ms, so worker processes count
-too, without counting pages they share with their parent twice. Each
-figure is the median of ``--repeats`` runs, the trainers interleaved.
+too, without counting pages they share with their parent twice. Each figure is the median of
+``--repeats`` runs, the trainers interleaved.
 
 Corpus: every file of ``data/polish/`` and ``data/other/``, every tenth one held
 out for the compression check; the rest shuffled (seeded) and repeated until the size is reached,
@@ -40,12 +42,18 @@ from typing import Any
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRAINERS = ("exact", "hf", "rustbpe", "bpeasy")
+PATTERN_VARIABLE = "TOKPACK_BENCH_PATTERN"
 
 
 def _pattern() -> str:
     from tokpack.vocab import GPT4_PATTERN
 
     return GPT4_PATTERN  # spelled so that regex, tiktoken and HF's Oniguruma cut alike
+
+
+def _child_pattern() -> str:
+    """The pattern in a child: handed over by the parent, so a child never imports tokpack for it."""
+    return os.environ.get(PATTERN_VARIABLE) or _pattern()
 
 
 def _corpus(size_mb: float, data: Path) -> tuple[list[str], list[str]]:
@@ -98,29 +106,26 @@ def _train(trainer: str, texts: list[str], merges: int, pattern: str) -> tuple[d
 
 
 def _child(trainer: str, size_mb: float, merges: int, output: Path, data: Path) -> None:
-    from tokpack.vocab import BpeTokenizer
-
-    pattern = _pattern()
-    texts, held_out = _corpus(size_mb, data)
+    # Nothing but the corpus and the trainer's own package is loaded here: the pattern comes from
+    # the parent, and the held-out check runs there, so the peak measured is the training's.
+    pattern = _child_pattern()
+    texts, _ = _corpus(size_mb, data)
     started = time.perf_counter()
     ranks, phases = _train(trainer, texts, merges, pattern)
     seconds = time.perf_counter() - started
-    del texts
-    tokenizer = BpeTokenizer(ranks=ranks, pattern=pattern)
+    ordered = sorted(ranks.items(), key=lambda item: item[1])
+    output.write_text(json.dumps({"seconds": seconds, "phases": phases, "n_ranks": len(ranks),
+                                  "ranks": [[token.hex(), rank] for token, rank in ordered],
+                                  "tokens": [token.hex() for token, _ in ordered if len(token) > 1]}))
+
+
+def _held_out_check(run: dict[str, Any], held_out: list[str]) -> tuple[float, int]:
+    """Characters per token, and tokens, of the held-out texts under a run's ranks (in the parent)."""
+    from tokpack.vocab import BpeTokenizer
+
+    tokenizer = BpeTokenizer(ranks={bytes.fromhex(token): rank for token, rank in run["ranks"]}, pattern=_pattern())
     tokens = sum(len(ids) for ids in tokenizer.encode_batch(held_out))
-    ordered = [token.hex() for token, rank in sorted(ranks.items(), key=lambda item: item[1]) if len(token) > 1]
-    output.write_text(
-        json.dumps(
-            {
-                "seconds": seconds,
-                "phases": phases,
-                "n_ranks": len(ranks),
-                "chars_per_token": sum(map(len, held_out)) / tokens,
-                "held_out_tokens": tokens,
-                "tokens": ordered,
-            }
-        )
-    )
+    return sum(map(len, held_out)) / tokens, tokens
 
 
 def _tree_rss(pid: int) -> int:
@@ -170,6 +175,7 @@ def _run_trainers(args: argparse.Namespace) -> None:
             hf_seconds = statistics.median(r["seconds"] for r in hf) if hf else None
             hf_rss = statistics.median(r["peak_rss_mib"] for r in hf) if hf else None
             exact_tokens = results["exact"][0]["tokens"] if "exact" in results else None
+            _, held_out = _corpus(size, args.data)
             for trainer, runs in results.items():
                 seconds = statistics.median(r["seconds"] for r in runs)
                 rss = statistics.median(r["peak_rss_mib"] for r in runs)
@@ -181,9 +187,10 @@ def _run_trainers(args: argparse.Namespace) -> None:
                     differs = "none" if first is None else str(first + 1)
                 time_ratio = f"{seconds / hf_seconds:.2f}x" if hf_seconds else "-"
                 rss_ratio = f"{rss / hf_rss:.2f}x" if hf_rss else "-"
+                chars_per_token, held_out_tokens = _held_out_check(runs[0], held_out)
                 print(
                     f"| {size} MB | {merges} | {trainer} | {seconds:.2f} | {phase_text} | {rss:.0f} | {time_ratio} | {rss_ratio} "
-                    f"| {runs[0]['chars_per_token']:.4f} ({runs[0]['held_out_tokens']}) | {differs} |",
+                    f"| {chars_per_token:.4f} ({held_out_tokens}) | {differs} |",
                     flush=True,
                 )
 
@@ -209,7 +216,7 @@ def _write_folder(size_gb: float, data: Path, folder: Path) -> int:
 
 
 def _files_child(trainer: str, folder: Path, merges: int, output: Path) -> None:
-    pattern = _pattern()
+    pattern = _child_pattern()
     started = time.perf_counter()
     if trainer == "exact":
         from tokpack.bpe import train_from_files
@@ -237,7 +244,7 @@ def _files_child(trainer: str, folder: Path, merges: int, output: Path) -> None:
 
 
 def _measure_command(command: list[str], output: Path) -> dict[str, Any]:
-    process = subprocess.Popen(command)
+    process = subprocess.Popen(command, env=os.environ | {PATTERN_VARIABLE: _pattern()})
     peak = 0
     done = threading.Event()
 
