@@ -16,7 +16,7 @@ whole (the parity fixture) uses :func:`read_games_strictly`, which raises instea
 Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_BYTES` are read
 one at a time (``2 * workers`` in flight), their games are buffered as Arrow columns, not Python
 objects, and every ``flush_games`` games are spilled to a part file per month; the parts are
-joined at the end one at a time. Peak RSS: 315, 328 and 333 MiB at 30 k, 150 k and 1 M
+joined at the end one at a time. Peak RSS: 320, 327 and 336 MiB at 30 k, 150 k and 1 M
 Lichess-style games (BENCHMARKS.md, issue 15); 371, 466 and 504 with the 16 MiB chunks and
 per-game objects buffered before.
 """
