@@ -153,6 +153,9 @@ def train_fast(
         The merges and trace; with no pattern and no special tokens they equal
         :func:`~tokpack.bpe.reference.train_bpe`'s.
 
+    On glibc, the first training call pins the process's mmap threshold at 128 KiB, so the large
+    arrays training frees go back to the system (see :func:`_map_large_allocations`).
+
     Raises:
         TypeError: a text is not a ``str``.
         ValueError: a negative ``num_merges``, ``min_frequency`` below 1, or a repeated or empty
