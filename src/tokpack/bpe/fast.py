@@ -683,9 +683,10 @@ def _flatten(pieces: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _glibc(name: str) -> Callable[..., int] | None:
+    """glibc's allocator function ``name`` (``malloc_trim``, ``mallopt``), or ``None`` elsewhere."""
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return getattr(ctypes.CDLL(None), name)  # type: ignore[no-any-return]
     except (AttributeError, OSError, TypeError):  # not glibc
         return None
 
@@ -703,11 +704,9 @@ def _map_large_allocations() -> None:
     nothing for blocks under 128 KiB, and larger ones are then handled as in a fresh process.
     Elsewhere than glibc, nothing is done.
     """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError, TypeError):  # not glibc
-        return
-    mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
 
 
 #: glibc's ``mallopt`` parameter number for the mmap threshold (``malloc.h``).
@@ -722,7 +721,7 @@ def _return_freed_memory() -> None:
     10 MB / 8,192 merges this lowers the peak by about 30 MiB; a call takes well under a
     millisecond when there is little to return.
     """
-    trim = _malloc_trim()
+    trim = _glibc("malloc_trim")
     if trim is not None:
         trim(0)
 

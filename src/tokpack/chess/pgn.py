@@ -512,10 +512,11 @@ class _MonthParts:
             directory = month_parquet(self.root, month).parent
             directory.mkdir(parents=True, exist_ok=True)
             part = directory / f".part-{len(self.parts.get(month, [])):05d}.parquet"
-            table = buffered if len(rows) == buffered.num_rows else buffered.take(pa.array(rows)).combine_chunks()
-            pq.write_table(table, part, compression="zstd")
+            whole = len(rows) == buffered.num_rows  # one month: no copy
+            pq.write_table(buffered if whole else buffered.take(pa.array(rows)).combine_chunks(), part,
+                           compression="zstd")
             self.parts.setdefault(month, []).append(part)
-        del buffered, table
+        del buffered  # before the pool is released below
         self.rows, self.buffered = {}, 0
         pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed blocks: give them back
 
