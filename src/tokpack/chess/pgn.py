@@ -27,18 +27,20 @@ import gc
 import hashlib
 import re
 from array import array
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import chess.pgn
+import numpy as np
 from pydantic import Field
 
 from tokpack._atomic import building
 from tokpack._schema import Record, write_record
+from tokpack.chess import _tags_compiled as _tags
 from tokpack.chess import reader
 from tokpack.chess.uci import RESULTS
 from tokpack.errors import InputError
@@ -131,18 +133,19 @@ class GameFilter:
         estimate = int(base) + 40 * int(increment or "0")
         return next(name for name, limit in SPEEDS.items() if estimate <= limit)
 
-    def drops(self, headers: dict[str, str], white_elo: int, black_elo: int) -> str | None:
-        """The first filter that drops a game with these tags, or None to keep it."""
+    def drops(self, white_elo: int, black_elo: int, event: str | None, time_control: str | None,
+              termination: str | None) -> str | None:
+        """The first filter that drops a game with these ratings and tags (None: absent), or None to keep it."""
         if self.min_elo is not None and min(white_elo, black_elo) < self.min_elo:
             return "min_elo"
-        if self.rated_only and "rated" not in headers.get("Event", "").lower().split():
+        if self.rated_only and "rated" not in (event or "").lower().split():
             return "rated_only"
-        control = headers.get("TimeControl", "")
+        control = time_control or ""
         if self.time_controls and control not in self.time_controls:
             return "time_control"
         if self.speeds and self.speed_of(control) not in self.speeds:
             return "speed"
-        if self.terminations and headers.get("Termination", "").lower() not in {t.lower() for t in self.terminations}:
+        if self.terminations and (termination or "").lower() not in {t.lower() for t in self.terminations}:
             return "termination"
         return None
 
@@ -172,65 +175,145 @@ class ReadOptions:
 Entry = tuple[int, "PgnGame | Skipped | str"]
 
 
-def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -> list[Entry]:
-    """Every game of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them), in order.
+@dataclass
+class ChunkGames:
+    """The games of one chunk: the readable ones as one table, in input order, and what became of the others."""
 
-    Tags are judged (and filters applied) before moves are read; the moves of the games left are
-    resolved together, and python-chess reads those the fast path does not take on. Python's
-    cycle collector is paused meanwhile: a chunk makes tens of thousands of small objects and no
-    cycles, and its passes over everything already kept (up to ``flush_games`` games) cost
-    10-25 % of a chunk's time (measured on 6,000 Lichess-style games).
+    table: pa.Table  # the kept games: COLUMNS, then ``clocks`` if asked
+    offsets: list[int]  # byte offset of each kept game
+    months: list[str]  # "YYYY-MM" of each kept game
+    skipped: list[tuple[int, Skipped]]  # (byte offset, why), in input order
+    filtered: list[tuple[int, str]]  # (byte offset, the filter that dropped it), in input order
+
+    @property
+    def games_read(self) -> int:
+        return len(self.offsets) + len(self.skipped) + len(self.filtered)
+
+    def entries(self) -> list[Entry]:
+        """Every game as ``(byte offset, PgnGame | Skipped | filter name)``, in input order."""
+        columns = self.table.to_pydict()
+        clocks = columns.pop("clocks", None)
+        kept = [PgnGame(*values) for values in zip(*columns.values(), strict=True)]
+        if clocks is not None:
+            kept = [replace(game, clocks=tuple(c)) for game, c in zip(kept, clocks, strict=True)]
+        merged: list[Entry] = sorted([*zip(self.offsets, kept, strict=True), *self.skipped, *self.filtered],
+                                     key=lambda entry: entry[0])
+        return merged
+
+
+def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -> list[Entry]:
+    """Every game of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them), in order."""
+    return chunk_games(data, offset, options).entries()
+
+
+def chunk_games(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -> ChunkGames:
+    """The games of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them).
+
+    Tags are read and judged (and filters applied) before moves are read, for all games at once
+    by compiled code (:func:`tokpack.chess.reader.read_tags`); a game it cannot vouch for is read
+    and judged alone by :func:`judge_headers`. The moves of the games left are resolved together,
+    and python-chess reads those the fast path does not take on. Python's cycle collector is
+    paused meanwhile: a chunk makes tens of thousands of small objects and no cycles, and its
+    passes over everything already kept cost 10-25 % of a chunk's time (measured on 6,000
+    Lichess-style games, when each game was a Python object).
     """
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read_chunk(data, offset, options)
+        return _chunk_games(data, offset, options)
     finally:
         if enabled:
             gc.enable()
 
 
-def _read_chunk(data: bytes, offset: int, options: ReadOptions) -> list[Entry]:
+#: Tag columns read for every game: the kept header columns and what the game id is made of.
+_KEPT_TAGS = {"time_control": _tags.TIME_CONTROL, "termination": _tags.TERMINATION, "eco": _tags.ECO,
+              "event": _tags.EVENT}
+_ID_TAGS = (_tags.EVENT, _tags.SITE, _tags.DATE, _tags.ROUND, _tags.WHITE, _tags.BLACK, _tags.RESULT)
+
+
+def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
     text = data.decode("utf-8", "surrogateescape")
-    entries: list[Entry] = []
-    fast: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
-    movetexts: list[str] = []
-    slow: list[tuple[int, reader.Game, dict[str, str], tuple[str, int, int, str]]] = []
-    filtering = bool(options.filters.names)
     games = reader.cut_games(text, offset)
-    for game, (headers, bad) in zip(games, reader.read_all_headers(games), strict=True):
-        if game.problem is not None:
-            entries.append((game.offset, Skipped(*game.problem)))
-            continue
+    tags = reader.read_tags(games)
+    values = {tag: tags.column(tag) for tag in {*_KEPT_TAGS.values(), *_ID_TAGS, _tags.UTC_DATE}}
+    utc, date = values[_tags.UTC_DATE], values[_tags.DATE]
+    dates = [u if u is not None else d for u, d in zip(utc, date, strict=True)]
+    white_elo, black_elo, results = tags.white_elo.tolist(), tags.black_elo.tolist(), values[_tags.RESULT]
+    problems = [g for g, game in enumerate(games) if game.problem is not None]
+    skipped = [(games[g].offset, Skipped(*games[g].problem)) for g in problems]  # type: ignore[misc]
+    usable, unjudged = tags.judged.copy(), ~tags.judged
+    usable[problems] = unjudged[problems] = False
+    for g in np.flatnonzero(unjudged).tolist():  # games the compiled judge leaves to Python (few)
+        game = games[g]
+        headers, bad = reader.read_headers(game)
         verdict = judge_headers(headers, bad)
         if isinstance(verdict, Skipped):
-            entries.append((game.offset, verdict))
+            skipped.append((game.offset, verdict))
             continue
-        dropped = options.filters.drops(headers, verdict[1], verdict[2]) if filtering else None
-        if dropped is not None:
-            entries.append((game.offset, dropped))
-            continue
-        entries.append((game.offset, _PENDING))  # filled below
-        fast.append((len(entries) - 1, game, headers, verdict))
-        movetexts.append(game.movetext)
-    if fast:
-        moves_of = reader.resolve_games(movetexts, _CODES)
-        for (index, game, headers, verdict), resolved in zip(fast, moves_of, strict=True):
-            if resolved is None:
-                slow.append((index, game, headers, verdict))
-                continue
-            clocks = reader.clocks_of(reader.clock_movetext(game.movetext)) if options.clocks else None
-            uci, n_plies = resolved
-            entries[index] = (game.offset, _row(headers, verdict, uci, n_plies, clocks) if n_plies
-                              else Skipped("no_moves", "no moves"))
-    for index, game, headers, verdict in slow:
-        moves, errors, clocks = reader.python_chess_moves(game)
-        entries[index] = (game.offset, _game(headers, verdict, moves, errors, clocks if options.clocks else None))
-    return entries
+        usable[g] = True
+        dates[g], white_elo[g], black_elo[g], results[g] = verdict
+        for tag, column in values.items():
+            column[g] = headers.get(_tags.TAGS[tag])
+    pending = np.flatnonzero(usable).tolist()
+    filtered: list[tuple[int, str]] = []
+    if options.filters.names:
+        kept_by_filters = []
+        for g in pending:
+            dropped = options.filters.drops(white_elo[g], black_elo[g], values[_tags.EVENT][g],
+                                            values[_KEPT_TAGS["time_control"]][g], values[_KEPT_TAGS["termination"]][g])
+            if dropped is None:
+                kept_by_filters.append(g)
+            else:
+                filtered.append((games[g].offset, dropped))
+        pending = kept_by_filters
+    moves: dict[int, tuple[str, int, list[float | None] | None]] = {}
+    for g, resolved in zip(pending, reader.resolve_games([games[g].movetext for g in pending], _CODES), strict=True):
+        if resolved is None:
+            found, errors, clocks = reader.python_chess_moves(games[g])
+            problem = _moves_problem(found, errors)
+            if problem is not None:
+                skipped.append((games[g].offset, problem))
+            else:
+                moves[g] = (" ".join(found), len(found), clocks if options.clocks else None)
+        elif resolved[1] == 0:
+            skipped.append((games[g].offset, Skipped("no_moves", "no moves")))
+        else:
+            moves[g] = (resolved[0], resolved[1],
+                        reader.clocks_of(reader.clock_movetext(games[g].movetext)) if options.clocks else None)
+    kept = [g for g in pending if g in moves]
+    uci = [moves[g][0] for g in kept]
+    columns: dict[str, list[Any]] = {
+        "id": _game_ids(kept, values, uci),
+        "date": [dates[g] for g in kept],
+        "white_elo": [white_elo[g] for g in kept],
+        "black_elo": [black_elo[g] for g in kept],
+        "result": [results[g] for g in kept],
+        "uci": uci,
+        "n_plies": [moves[g][1] for g in kept],
+        **{name: [values[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
+    }
+    if options.clocks:
+        columns["clocks"] = [moves[g][2][:moves[g][1]] for g in kept]  # type: ignore[index]
+    months = [f"{d[:4].replace('?', '0')}-{d[5:7].replace('?', '0')}" for d in columns["date"]]
+    skipped.sort(key=lambda entry: entry[0])
+    return ChunkGames(_table(columns, options.clocks), [games[g].offset for g in kept], months, skipped, filtered)
 
 
 _CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each parsed once
-_PENDING = Skipped("", "")
+
+
+def _game_ids(kept: list[int], values: dict[int, list[str | None]], uci: list[str]) -> list[str]:
+    """:func:`_game_id` of every kept game (the site's id for the usual Site URL, without a dict)."""
+    sites = values[_tags.SITE]
+    ids = []
+    for g, moves in zip(kept, uci, strict=True):
+        site = sites[g] or ""
+        if site.startswith(("https://", "http://")) and (last := site.rstrip("/").rsplit("/", 1)[-1]):
+            ids.append(last)
+        else:
+            ids.append(_game_id({_tags.TAGS[t]: values[t][g] or "" for t in _ID_TAGS}, moves))
+    return ids
 
 
 def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[str, int, int, str]:
@@ -268,24 +351,15 @@ def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[s
     return date, ratings[0], ratings[1], result
 
 
-def _game(headers: dict[str, str], verdict: tuple[str, int, int, str], moves: list[str], errors: list[str],
-          clocks: list[float | None] | None) -> PgnGame | Skipped:
+def _moves_problem(moves: list[str], errors: list[str]) -> Skipped | None:
+    """Why python-chess's reading of a game's moves cannot be used, or None."""
     if errors:
         return Skipped("illegal_move", errors[0])
     if "0000" in moves:
         return Skipped("null_move", f"ply {moves.index('0000') + 1} is a null move (--)")
     if not moves:
         return Skipped("no_moves", "no moves")
-    return _row(headers, verdict, " ".join(moves), len(moves), clocks)
-
-
-def _row(headers: dict[str, str], verdict: tuple[str, int, int, str], uci: str, n_plies: int,
-         clocks: list[float | None] | None) -> PgnGame:
-    date, white_elo, black_elo, result = verdict
-    return PgnGame(id=_game_id(headers, uci), date=date, white_elo=white_elo, black_elo=black_elo, result=result,
-                   uci=uci, n_plies=n_plies, time_control=headers.get("TimeControl"),
-                   termination=headers.get("Termination"), eco=headers.get("ECO"), event=headers.get("Event"),
-                   clocks=None if clocks is None else tuple(clocks[:n_plies]))
+    return None
 
 
 def read_games(path: Path | str, options: ReadOptions = ReadOptions()) -> Iterator[tuple[int, PgnGame | Skipped]]:
@@ -363,7 +437,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     skipped = {reason: 0 for reason in SKIP_REASONS}
     filtered = {name: 0 for name in filters.names}
     first_skipped: dict[str, str] = {}
-    months: dict[str, int] = {}
+    months: Counter[str] = Counter()
     read = 0
     options = ReadOptions(filters, clocks)
     with building(out) as staging, _chunk_pool(workers) as pool:
@@ -373,19 +447,15 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
             stream, raw = reader.open_pgn(path)
             with stream:
                 chunks = reader.pgn_chunks(stream, str(path), chunk_bytes)
-                for entries in _in_order(pool, chunks, options, workers):
-                    kept: list[PgnGame] = []
-                    for offset, game in entries:
-                        read += 1
-                        if isinstance(game, str):
-                            filtered[game] += 1
-                        elif isinstance(game, Skipped):
-                            skipped[game.reason] += 1
-                            first_skipped.setdefault(game.reason, f"{name}@{offset}: {game.detail}")
-                        else:
-                            kept.append(game)
-                            months[game.month] = months.get(game.month, 0) + 1
-                    parts.add(kept)
+                for chunk in _in_order(pool, chunks, options, workers):
+                    read += chunk.games_read
+                    for _, dropped in chunk.filtered:
+                        filtered[dropped] += 1
+                    for offset, game in chunk.skipped:
+                        skipped[game.reason] += 1
+                        first_skipped.setdefault(game.reason, f"{name}@{offset}: {game.detail}")
+                    months.update(chunk.months)
+                    parts.add(chunk.table, chunk.months)
                     if progress is not None and size:
                         progress(done_before + _position(raw, size), total)
             done_before += size
@@ -407,7 +477,7 @@ def _position(raw: object, size: int) -> int:
 
 
 class _chunk_pool:
-    """Spawned worker processes for :func:`read_chunk` (none for one worker)."""
+    """Spawned worker processes for :func:`chunk_games` (none for one worker)."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -426,15 +496,15 @@ class _chunk_pool:
 
 
 def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, bytes]], options: ReadOptions,
-              workers: int) -> Iterator[list[Entry]]:
-    """:func:`read_chunk` of every chunk, in order; at most ``2 * workers`` chunks in flight."""
+              workers: int) -> Iterator[ChunkGames]:
+    """:func:`chunk_games` of every chunk, in order; at most ``2 * workers`` chunks in flight."""
     if pool is None:
         for offset, data in chunks:
-            yield read_chunk(data, offset, options)
+            yield chunk_games(data, offset, options)
         return
-    pending: deque[Future[list[Entry]]] = deque()
+    pending: deque[Future[ChunkGames]] = deque()
     for offset, data in chunks:
-        pending.append(pool.submit(read_chunk, data, offset, options))
+        pending.append(pool.submit(chunk_games, data, offset, options))
         if len(pending) >= 2 * workers:
             yield pending.popleft().result()
     while pending:
@@ -443,25 +513,21 @@ def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, byte
 
 def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
     """The converted table of ``games`` (columns :data:`COLUMNS`, then ``clocks`` if asked)."""
+    columns: dict[str, list[Any]] = {name: [getattr(game, name) for game in games] for name in COLUMNS}
+    if clocks:
+        columns["clocks"] = [None if game.clocks is None else list(game.clocks) for game in games]
+    return _table(columns, clocks)
+
+
+def _table(columns: dict[str, list[Any]], clocks: bool) -> pa.Table:
+    """Columns :data:`COLUMNS` (and ``clocks``) as the converted table, with the types it always has."""
     import pyarrow as pa
 
-    columns = {
-        "id": pa.array([g.id for g in games], pa.string()),
-        "date": pa.array([g.date for g in games], pa.string()),
-        "white_elo": pa.array([g.white_elo for g in games], pa.int32()),
-        "black_elo": pa.array([g.black_elo for g in games], pa.int32()),
-        "result": pa.array([g.result for g in games], pa.string()),
-        "uci": pa.array([g.uci for g in games], pa.string()),
-        "n_plies": pa.array([g.n_plies for g in games], pa.int32()),
-        "time_control": pa.array([g.time_control for g in games], pa.string()),
-        "termination": pa.array([g.termination for g in games], pa.string()),
-        "eco": pa.array([g.eco for g in games], pa.string()),
-        "event": pa.array([g.event for g in games], pa.string()),
-    }
+    types = {"white_elo": pa.int32(), "black_elo": pa.int32(), "n_plies": pa.int32()}
+    arrays = {name: pa.array(columns[name], types.get(name, pa.string())) for name in COLUMNS}
     if clocks:
-        columns["clocks"] = pa.array([None if g.clocks is None else list(g.clocks) for g in games],
-                                     pa.list_(pa.float64()))
-    return pa.table(columns)
+        arrays["clocks"] = pa.array(columns["clocks"], pa.list_(pa.float64()))
+    return pa.table(arrays)
 
 
 class _MonthParts:
@@ -487,16 +553,19 @@ class _MonthParts:
         self.parts: dict[str, list[Path]] = {}
         self.buffered = 0
 
-    def add(self, games: list[PgnGame]) -> None:
-        """Buffer ``games`` (in input order), spilling whenever ``flush_games`` are buffered."""
+    def add(self, table: pa.Table, months: list[str]) -> None:
+        """Buffer the games of ``table`` (in input order; ``months`` is each row's), spilling whenever
+        ``flush_games`` are buffered."""
         start = 0
-        while start < len(games):
-            batch = games[start:start + self.flush_games - self.buffered]
-            for row, game in enumerate(batch, self.buffered):
-                self.rows.setdefault(game.month, array("q")).append(row)
-            self.tables.append(games_table(batch, self.clocks))
-            self.buffered += len(batch)
-            start += len(batch)
+        while start < table.num_rows:
+            batch = table.slice(start, self.flush_games - self.buffered)
+            names, month_of_row = np.unique(months[start:start + batch.num_rows], return_inverse=True)
+            rows = np.arange(self.buffered, self.buffered + batch.num_rows, dtype=np.int64)
+            for number, month in enumerate(names.tolist()):
+                self.rows.setdefault(month, array("q")).extend(rows[month_of_row == number].tolist())
+            self.tables.append(batch)
+            self.buffered += batch.num_rows
+            start += batch.num_rows
             if self.buffered >= self.flush_games:
                 self._spill()
 

@@ -30,7 +30,7 @@ import io
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -132,24 +132,41 @@ class Game:
     problem: tuple[str, str] | None = None  # (skip reason, detail) found while cutting
 
 
-@dataclass
-class ReadGame:
-    """A game's tags (python-chess's: the last of a repeated tag wins) and main line, or why not."""
-
-    offset: int
-    headers: dict[str, str]
-    moves: list[str] = field(default_factory=list)
-    clocks: list[float | None] | None = None
-    problem: tuple[str, str] | None = None
-
-
 def cut_games(text: str, offset: int) -> list[Game]:
-    """The games of a chunk of text (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets."""
+    """The games of a chunk of text (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets.
+
+    Compiled (:func:`tokpack.chess._cut_compiled.cut_spans`); :func:`cut_games_python` is the
+    same cut written plainly, and the tests hold the two equal.
+    """
+    from tokpack.chess._cut_compiled import PROBLEMS, cut_spans
+
+    text, offset = _normalise(text, offset)
+    whole = "\n" + text
+    if whole.isascii():
+        points = np.frombuffer(whole.encode("ascii"), np.uint8)
+    else:
+        points = np.frombuffer(whole.encode("utf-32-le", "surrogatepass"), np.uint32)
+    spans = np.empty((6, whole.count("\n") + 1), dtype=np.int64)  # a paragraph at most per line
+    n = cut_spans(points, offset, *spans)
+    tag_start, tag_end, move_start, move_end, offsets, problems = spans[:, :n].tolist()
+    return [Game(at, whole[ts:te], whole[ms:me], PROBLEMS[problem])
+            for at, ts, te, ms, me, problem in zip(offsets, tag_start, tag_end, move_start, move_end, problems,
+                                                   strict=True)]
+
+
+def _normalise(text: str, offset: int) -> tuple[str, int]:
+    """Line ends made ``\\n`` and a byte-order mark dropped (its 3 bytes added to ``offset``)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         # Offsets past this point are approximate by the \r removed (only reports use them).
     if text.startswith("\ufeff"):
         text, offset = text[1:], offset + 3
+    return text, offset
+
+
+def cut_games_python(text: str, offset: int) -> list[Game]:
+    """:func:`cut_games` in plain Python: the specification of the compiled cut, kept for the tests."""
+    text, offset = _normalise(text, offset)
     parts = _PARAGRAPHS.split("\n" + text)  # the "\n" added makes leading blank lines a separator
     position = -1  # character position of parts[i] in text
     if not parts[0]:
@@ -241,22 +258,51 @@ def read_headers(game: Game) -> tuple[dict[str, str], str]:
     return dict(pairs), bad
 
 
-def read_all_headers(games: list[Game]) -> list[tuple[dict[str, str], str]]:
-    """:func:`read_headers` of every game, with one pass of the tag expression over all their tags.
+@dataclass
+class Tags:
+    """The tags of :data:`tokpack.chess._tags_compiled.TAGS` of a chunk's games, as spans of ``text``.
 
-    When every line starting with ``[`` is a well-formed tag (the usual case), the tags found
-    are dealt out to the games by their count of such lines; otherwise each game is read alone.
+    ``plain[g]``: game ``g``'s tag lines were read without doubt, so its spans are the tag
+    expression's (:data:`TAG`) reading; otherwise :func:`read_headers` must read them. ``judged[g]``:
+    a plain game surely usable, its date from tag ``date_tag[g]`` and its ratings ``white_elo[g]``,
+    ``black_elo[g]`` (see :func:`tokpack.chess._tags_compiled.judge_plain`).
     """
-    found = TAG.findall("\n".join(game.tags for game in games))
-    lines = [game.tags.count("\n[") + game.tags.startswith("[") for game in games]
-    if len(found) != sum(lines):
-        return [read_headers(game) for game in games]
-    out: list[tuple[dict[str, str], str]] = []
-    start = 0
-    for n in lines:
-        out.append((dict(found[start:start + n]), ""))
-        start += n
-    return out
+
+    text: str
+    starts: np.ndarray
+    ends: np.ndarray
+    plain: np.ndarray
+    judged: np.ndarray
+    date_tag: np.ndarray
+    white_elo: np.ndarray
+    black_elo: np.ndarray
+
+    def column(self, tag: int) -> list[str | None]:
+        """Every game's value of tag number ``tag`` (None where absent; meaningful for plain games)."""
+        text = self.text
+        return [text[s:e] if s >= 0 else None for s, e in zip(self.starts[:, tag].tolist(), self.ends[:, tag].tolist(), strict=True)]
+
+
+def read_tags(games: list[Game]) -> Tags:
+    """The tags of every game, read and judged together by compiled code (see :class:`Tags`)."""
+    from tokpack.chess._tags_compiled import TAGS, judge_plain, scan_tags
+
+    text = "\n".join(game.tags for game in games) + "\n"  # each game's tag lines end at a line end
+    bounds = np.zeros(len(games) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(game.tags) + 1 for game in games), np.int64, len(games)), out=bounds[1:])
+    # Code points, so a span is a slice of the text itself (one byte each for ASCII, the usual case).
+    if text.isascii():
+        points = np.frombuffer(text.encode("ascii"), np.uint8)
+    else:
+        points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    n = len(games)
+    starts, ends = np.empty((n, len(TAGS)), dtype=np.int64), np.empty((n, len(TAGS)), dtype=np.int64)
+    plain, judged = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.bool_)
+    date_tag, white_elo, black_elo = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    if n:
+        scan_tags(points, bounds, starts, ends, plain)
+        judge_plain(points, starts, ends, plain, judged, date_tag, white_elo, black_elo)
+    return Tags(text, starts, ends, plain, judged, date_tag, white_elo, black_elo)
 
 
 def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int] | None]:

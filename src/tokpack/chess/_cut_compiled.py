@@ -1,0 +1,154 @@
+"""A chunk of PGN cut into games by numba: each game's tag lines, movetext and byte offset, as spans.
+
+:func:`cut_spans` is :func:`tokpack.chess.reader.cut_games_python` (the specification, kept in
+Python and tested against this) run over the code points of ``"\\n" + text``: paragraphs are
+split at blank lines (lines of whitespace only, as ``str.isspace`` defines it), a paragraph of
+tag lines with no moves takes the paragraph after one blank line as its movetext, and a brace
+comment left open takes in the paragraphs after it until one starts with ``[``. A game's tag
+lines and movetext are each one contiguous span of the text, so no string is built here.
+
+Measured (BENCHMARKS.md, issue 15): the Python cutter, a regular-expression split and a loop per
+paragraph, took about 15 us a Lichess-style game; this takes under 1 us, and slicing the spans
+into strings about 1 more.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Problems found while cutting, by code (0: none).
+PROBLEMS = (None, ("header_only", "tags with no moves"), ("unreadable_movetext", "a comment '{' is never closed"))
+_HEADER_ONLY, _UNREADABLE = 1, 2
+#: ``str.isspace`` for every code point up to the last whitespace one (U+3000); none above it.
+SPACE = np.array([chr(c).isspace() for c in range(0x3001)], dtype=np.bool_)
+
+
+@njit(nogil=True, cache=True)
+def _space(c: int) -> bool:
+    return c < 0x3001 and SPACE[c]
+
+
+@njit(nogil=True, cache=True)
+def _utf8_length(c: int) -> int:
+    """Bytes of code point ``c`` in UTF-8 with ``surrogateescape`` (U+DC80..U+DCFF are one raw byte)."""
+    if c < 0x80 or 0xDC80 <= c <= 0xDCFF:
+        return 1
+    if c < 0x800:
+        return 2
+    return 3 if c < 0x10000 else 4
+
+
+@njit(nogil=True, cache=True)
+def _escape_lines_only(b: np.ndarray, s: int, e: int) -> bool:
+    """Whether every line of ``b[s:e]`` (an empty one after a final newline too) starts with % or ;."""
+    at_line_start = True
+    for i in range(s, e):
+        if at_line_start and b[i] != 37 and b[i] != 59:
+            return False
+        at_line_start = b[i] == 10
+    return not at_line_start
+
+
+@njit(nogil=True, cache=True)
+def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
+    """The comment state after ``b[s:e]``, from ``state`` (0 outside, 1 in ``{}``, 2 in a ``;`` or ``%`` line).
+
+    ``{`` opens a comment to the first ``}``; outside one, ``;`` and a ``%`` at a line's start
+    open a comment to the end of the line. ``b[s]`` is at a line's start.
+    """
+    for i in range(s, e):
+        c = b[i]
+        if state == 1:
+            if c == 125:
+                state = 0
+        elif state == 2:
+            if c == 10:
+                state = 0
+        elif c == 123:
+            state = 1
+        elif c == 59 or (c == 37 and (i == s or b[i - 1] == 10)):
+            state = 2
+    return state
+
+
+@njit(nogil=True, cache=True)
+def cut_spans(b: np.ndarray, byte_offset: int, tag_start: np.ndarray, tag_end: np.ndarray, move_start: np.ndarray,
+              move_end: np.ndarray, offsets: np.ndarray, problems: np.ndarray) -> int:
+    """The games of ``b``, the code points of ``"\\n" + text``: spans in ``b``, byte offsets, problems.
+
+    ``byte_offset`` is the byte offset of ``text`` in its file; a game's offset is where its first
+    paragraph starts. The output arrays need one cell per paragraph at most (the newlines of ``b``
+    plus one). Returns the number of games.
+    """
+    size = len(b)
+    starts = np.empty(len(tag_start), dtype=np.int64)
+    ends = np.empty_like(starts)
+    newlines = np.zeros_like(starts)  # in the separator after each paragraph
+    n, paragraph, p = 0, 0, 0
+    while p < size:
+        if b[p] == 10:
+            q, last, count = p + 1, -1, 1
+            while True:
+                r = q
+                while r < size and b[r] != 10 and _space(b[r]):
+                    r += 1
+                if r < size and b[r] == 10:
+                    last, q, count = r, r + 1, count + 1
+                else:
+                    break
+            if last >= 0:
+                starts[n], ends[n], newlines[n] = paragraph, p, count
+                n += 1
+                paragraph = p = last + 1
+                continue
+        p += 1
+    starts[n], ends[n], newlines[n] = paragraph, size, 0
+    n += 1
+    i = 0
+    if ends[0] == 0:  # text starts with blank lines
+        i = 1
+    else:
+        starts[0] = 1  # the "\n" put before the text
+    games, done_chars, done_bytes = 0, 1, byte_offset
+    while i < n:
+        s, e = starts[i], ends[i]
+        i += 1
+        if s == e or (b[s] == 37 or b[s] == 59) and _escape_lines_only(b, s, e):
+            continue
+        blank = True
+        for k in range(s, e):
+            if not _space(b[k]):
+                blank = False
+                break
+        if blank:
+            continue
+        q = s
+        while q < e and (b[q] == 91 or b[q] == 37 or b[q] == 59):  # tag lines: [ % ;
+            while q < e and b[q] != 10:
+                q += 1
+            if q < e:
+                q += 1
+        ms, me, problem = q, e, 0
+        if q > s and q == e:  # tags and no movetext: one blank line, then moves
+            if i < n and newlines[i - 1] == 2 and not (starts[i] < ends[i] and b[starts[i]] == 91):
+                ms, me = starts[i], ends[i]
+                i += 1
+            else:
+                problem = _HEADER_ONLY
+        state = _comment_state(b, ms, me, 0)
+        while state == 1:
+            if i < n and not (starts[i] < ends[i] and b[starts[i]] == 91):
+                state = _comment_state(b, me, ends[i], state)
+                me = ends[i]
+                i += 1
+            else:
+                problem = _UNREADABLE
+                break
+        for k in range(done_chars, s):
+            done_bytes += _utf8_length(b[k])
+        done_chars = s
+        tag_start[games], tag_end[games], move_start[games], move_end[games] = s, q, ms, me
+        offsets[games], problems[games] = done_bytes, problem
+        games += 1
+    return games
