@@ -73,16 +73,22 @@ def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def cut_spans(b: np.ndarray, byte_offset: int, tag_start: np.ndarray, tag_end: np.ndarray, move_start: np.ndarray,
-              move_end: np.ndarray, offsets: np.ndarray, problems: np.ndarray) -> int:
-    """The games of ``b``, the code points of ``"\\n" + text``: spans in ``b``, byte offsets, problems.
+def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
+    """The games of ``b``, the code points of ``"\\n" + text``, one column each: the start and end
+    in ``b`` of its tag lines and of its movetext, its byte offset, its problem (in :data:`PROBLEMS`).
 
     ``byte_offset`` is the byte offset of ``text`` in its file; a game's offset is where its first
-    paragraph starts. The output arrays need one cell per paragraph at most (the newlines of ``b``
-    plus one). Returns the number of games.
+    paragraph starts. ``b`` is ``uint8`` for ASCII text (a byte a code point), else ``uint32``.
     """
     size = len(b)
-    starts = np.empty(len(tag_start), dtype=np.int64)
+    lines = 1
+    for i in range(size):
+        lines += b[i] == 10
+    games_out = np.empty((6, lines), dtype=np.int64)  # a paragraph at most per line
+    tag_start, tag_end, move_start, move_end, offsets, problems = (
+        games_out[0], games_out[1], games_out[2], games_out[3], games_out[4], games_out[5])
+    ascii_text = b.itemsize == 1
+    starts = np.empty(lines, dtype=np.int64)
     ends = np.empty_like(starts)
     newlines = np.zeros_like(starts)  # in the separator after each paragraph
     n, paragraph, p = 0, 0, 0
@@ -145,10 +151,13 @@ def cut_spans(b: np.ndarray, byte_offset: int, tag_start: np.ndarray, tag_end: n
             else:
                 problem = _UNREADABLE
                 break
-        for k in range(done_chars, s):
-            done_bytes += _utf8_length(b[k])
+        if ascii_text:
+            done_bytes += s - done_chars
+        else:
+            for k in range(done_chars, s):
+                done_bytes += _utf8_length(b[k])
         done_chars = s
         tag_start[games], tag_end[games], move_start[games], move_end[games] = s, q, ms, me
         offsets[games], problems[games] = done_bytes, problem
         games += 1
-    return games
+    return games_out[:, :games]

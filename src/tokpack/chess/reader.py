@@ -146,9 +146,7 @@ def cut_games(text: str, offset: int) -> list[Game]:
         points = np.frombuffer(whole.encode("ascii"), np.uint8)
     else:
         points = np.frombuffer(whole.encode("utf-32-le", "surrogatepass"), np.uint32)
-    spans = np.empty((6, whole.count("\n") + 1), dtype=np.int64)  # a paragraph at most per line
-    n = cut_spans(points, offset, *spans)
-    tag_start, tag_end, move_start, move_end, offsets, problems = spans[:, :n].tolist()
+    tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(points, offset).tolist()
     return [Game(at, whole[ts:te], whole[ms:me], PROBLEMS[problem])
             for at, ts, te, ms, me, problem in zip(offsets, tag_start, tag_end, move_start, move_end, problems,
                                                    strict=True)]
