@@ -13,6 +13,11 @@ keeping the file and byte offset of the first game skipped for each reason. Filt
 (:class:`GameFilter`) drop readable games and are counted apart. Reading a file that must be
 whole (the parity fixture) uses :func:`read_games_strictly`, which raises instead.
 
+A chunk is read by :func:`chunk_games` into one Arrow table of its usable games (no Python object
+per game: tags, dates and ratings are read and judged for the whole chunk by compiled code, see
+:mod:`tokpack.chess.reader`), with the reasons the others were skipped or filtered;
+:func:`read_games` gives each game as a :class:`PgnGame` for callers that want objects.
+
 Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_BYTES` are read
 one at a time (``2 * workers`` in flight), their games are buffered as Arrow columns, not Python
 objects, and every ``flush_games`` games are spilled to a part file per month; the parts are
@@ -191,11 +196,9 @@ class ChunkGames:
 
     def entries(self) -> list[Entry]:
         """Every game as ``(byte offset, PgnGame | Skipped | filter name)``, in input order."""
-        columns = self.table.to_pydict()
-        clocks = columns.pop("clocks", None)
-        kept = [PgnGame(*values) for values in zip(*columns.values(), strict=True)]
-        if clocks is not None:
-            kept = [replace(game, clocks=tuple(c)) for game, c in zip(kept, clocks, strict=True)]
+        kept = [PgnGame(**row) for row in self.table.to_pylist()]
+        if "clocks" in self.table.column_names:
+            kept = [replace(game, clocks=tuple(game.clocks or ())) for game in kept]
         merged: list[Entry] = sorted([*zip(self.offsets, kept, strict=True), *self.skipped, *self.filtered],
                                      key=lambda entry: entry[0])
         return merged
@@ -233,71 +236,91 @@ _ID_TAGS = (_tags.EVENT, _tags.SITE, _tags.DATE, _tags.ROUND, _tags.WHITE, _tags
 
 
 def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
-    text = data.decode("utf-8", "surrogateescape")
-    games = reader.cut_games(text, offset)
-    tags = reader.read_tags(games)
-    values = {tag: tags.column(tag) for tag in {*_KEPT_TAGS.values(), *_ID_TAGS, _tags.UTC_DATE}}
-    utc, date = values[_tags.UTC_DATE], values[_tags.DATE]
-    dates = [u if u is not None else d for u, d in zip(utc, date, strict=True)]
-    white_elo, black_elo, results = tags.white_elo.tolist(), tags.black_elo.tolist(), values[_tags.RESULT]
-    problems = [g for g, game in enumerate(games) if game.problem is not None]
-    skipped = [(games[g].offset, Skipped(*games[g].problem)) for g in problems]  # type: ignore[misc]
-    usable, unjudged = tags.judged.copy(), ~tags.judged
-    usable[problems] = unjudged[problems] = False
-    for g in np.flatnonzero(unjudged).tolist():  # games the compiled judge leaves to Python (few)
-        game = games[g]
-        headers, bad = reader.read_headers(game)
-        verdict = judge_headers(headers, bad)
-        if isinstance(verdict, Skipped):
-            skipped.append((game.offset, verdict))
-            continue
-        usable[g] = True
-        dates[g], white_elo[g], black_elo[g], results[g] = verdict
-        for tag, column in values.items():
-            column[g] = headers.get(_tags.TAGS[tag])
-    pending = np.flatnonzero(usable).tolist()
+    games = reader.cut_games(data.decode("utf-8", "surrogateescape"), offset)
+    headers, usable, skipped = _judge(games, reader.read_tags(games))
     filtered: list[tuple[int, str]] = []
     if options.filters.names:
         kept_by_filters = []
-        for g in pending:
-            dropped = options.filters.drops(white_elo[g], black_elo[g], values[_tags.EVENT][g],
-                                            values[_KEPT_TAGS["time_control"]][g], values[_KEPT_TAGS["termination"]][g])
+        for g in usable:
+            dropped = options.filters.drops(headers.white_elo[g], headers.black_elo[g], headers.tags[_tags.EVENT][g],
+                                            headers.tags[_tags.TIME_CONTROL][g], headers.tags[_tags.TERMINATION][g])
             if dropped is None:
                 kept_by_filters.append(g)
             else:
                 filtered.append((games[g].offset, dropped))
-        pending = kept_by_filters
-    moves: dict[int, tuple[str, int, list[float | None] | None]] = {}
-    for g, resolved in zip(pending, reader.resolve_games([games[g].movetext for g in pending], _CODES), strict=True):
-        if resolved is None:
-            found, errors, clocks = reader.python_chess_moves(games[g])
-            problem = _moves_problem(found, errors)
-            if problem is not None:
-                skipped.append((games[g].offset, problem))
-            else:
-                moves[g] = (" ".join(found), len(found), clocks if options.clocks else None)
-        elif resolved[1] == 0:
-            skipped.append((games[g].offset, Skipped("no_moves", "no moves")))
-        else:
-            moves[g] = (resolved[0], resolved[1],
-                        reader.clocks_of(reader.clock_movetext(games[g].movetext)) if options.clocks else None)
-    kept = [g for g in pending if g in moves]
+        usable = kept_by_filters
+    moves = _read_moves(games, usable, options.clocks, skipped)
+    kept = [g for g in usable if g in moves]
     uci = [moves[g][0] for g in kept]
     columns: dict[str, list[Any]] = {
-        "id": _game_ids(kept, values, uci),
-        "date": [dates[g] for g in kept],
-        "white_elo": [white_elo[g] for g in kept],
-        "black_elo": [black_elo[g] for g in kept],
-        "result": [results[g] for g in kept],
+        "id": _game_ids(kept, headers.tags, uci),
+        "date": [headers.dates[g] for g in kept],
+        "white_elo": [headers.white_elo[g] for g in kept],
+        "black_elo": [headers.black_elo[g] for g in kept],
+        "result": [headers.tags[_tags.RESULT][g] for g in kept],
         "uci": uci,
         "n_plies": [moves[g][1] for g in kept],
-        **{name: [values[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
+        **{name: [headers.tags[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
     }
     if options.clocks:
         columns["clocks"] = [moves[g][2][:moves[g][1]] for g in kept]  # type: ignore[index]
     months = [f"{d[:4].replace('?', '0')}-{d[5:7].replace('?', '0')}" for d in columns["date"]]
     skipped.sort(key=lambda entry: entry[0])
     return ChunkGames(_table(columns, options.clocks), [games[g].offset for g in kept], months, skipped, filtered)
+
+
+@dataclass
+class _Headers:
+    """A chunk's games' tag values (tag number -> a value or None per game), dates and ratings."""
+
+    tags: dict[int, list[str | None]]
+    dates: list[str | None]
+    white_elo: list[int]
+    black_elo: list[int]
+
+
+def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[int], list[tuple[int, Skipped]]]:
+    """Every game's headers, the games usable by their headers, and the others' reasons."""
+    values = {tag: tags.column(tag) for tag in {*_KEPT_TAGS.values(), *_ID_TAGS, _tags.UTC_DATE}}
+    dates = [u if u is not None else d for u, d in zip(values[_tags.UTC_DATE], values[_tags.DATE], strict=True)]
+    headers = _Headers(values, dates, tags.white_elo.tolist(), tags.black_elo.tolist())
+    problems = [g for g, game in enumerate(games) if game.problem is not None]
+    skipped = [(games[g].offset, Skipped(*games[g].problem)) for g in problems]  # type: ignore[misc]
+    usable, unjudged = tags.judged.copy(), ~tags.judged
+    usable[problems] = unjudged[problems] = False
+    for g in np.flatnonzero(unjudged).tolist():  # games the compiled judge leaves to Python (few)
+        game = games[g]
+        found, bad = reader.read_headers(game)
+        verdict = judge_headers(found, bad)
+        if isinstance(verdict, Skipped):
+            skipped.append((game.offset, verdict))
+            continue
+        usable[g] = True
+        dates[g], headers.white_elo[g], headers.black_elo[g], _ = verdict
+        for tag, column in values.items():
+            column[g] = found.get(_tags.TAGS[tag])
+    return headers, np.flatnonzero(usable).tolist(), skipped
+
+
+def _read_moves(games: list[reader.Game], usable: list[int], clocks: bool,
+                skipped: list[tuple[int, Skipped]]) -> dict[int, tuple[str, int, list[float | None] | None]]:
+    """``game number -> (UCI moves, plies, clocks or None)`` of the usable games whose moves are;
+    the others' reasons are added to ``skipped``."""
+    moves: dict[int, tuple[str, int, list[float | None] | None]] = {}
+    for g, resolved in zip(usable, reader.resolve_games([games[g].movetext for g in usable], _CODES), strict=True):
+        if resolved is None:
+            found, errors, their_clocks = reader.python_chess_moves(games[g])
+            problem = _moves_problem(found, errors)
+            if problem is not None:
+                skipped.append((games[g].offset, problem))
+            else:
+                moves[g] = (" ".join(found), len(found), their_clocks if clocks else None)
+        elif resolved[1] == 0:
+            skipped.append((games[g].offset, Skipped("no_moves", "no moves")))
+        else:
+            moves[g] = (resolved[0], resolved[1],
+                        reader.clocks_of(reader.clock_movetext(games[g].movetext)) if clocks else None)
+    return moves
 
 
 _CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each parsed once
@@ -533,9 +556,8 @@ def _table(columns: dict[str, list[Any]], clocks: bool) -> pa.Table:
 class _MonthParts:
     """Buffers games as Arrow tables; spills every month's games to a numbered part file when full.
 
-    A chunk's games become one Arrow table as soon as they arrive, and each month keeps only the
-    row numbers of its games (an ``array`` of int64), so no Python object per game outlives its
-    chunk. Buffered ``PgnGame`` objects (about 1 KiB each) sat among each chunk's short-lived
+    A chunk's games arrive as one Arrow table, and each month keeps only the row numbers of its
+    games (an ``array`` of int64), so no Python object per game is buffered. Buffered ``PgnGame`` objects (about 1 KiB each) sat among each chunk's short-lived
     objects and kept the heap they shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
     from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (issue 15, one run
     under load; the chunk size, :data:`tokpack.chess.reader.CHUNK_BYTES`, was the larger

@@ -1,20 +1,27 @@
-"""A fast streaming PGN reader: compressed inputs, games cut by paragraphs, SAN resolved in lockstep.
+"""A fast streaming PGN reader: compressed inputs, chunks cut into games, tags and SAN read by compiled code.
 
 :func:`open_pgn` opens ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` (recognised by their
 magic bytes) or ``-`` (standard input) as one decompressed byte stream; :func:`pgn_chunks` cuts
 it into text chunks that end where a game ends, so memory is flat in the file's size.
 
-:func:`read_chunk` reads the games of one chunk. A game is a paragraph of tag lines and the
-paragraph of movetext after it (blank lines separate paragraphs; a comment may span them).
-Tags are read with regular expressions; the movetexts of a chunk's games are scanned as one
-byte string by compiled code (:func:`main_line_words`), which drops comments and variations and
-codes the main-line words, and every game's SAN moves are resolved together by
-:func:`tokpack.chess._resolve.resolve_san`. Scanning the bytes instead of regular-expression
-substitutions per game, and leaving non-ASCII comments as bytes, took Lichess-style conversion
-from ~17-22x python-chess to the figure in BENCHMARKS.md (issue 15).
-Whatever that fast path does not take on exactly (a ``;`` comment, an ``%`` escape, a variation
-before the first move, a null move, an illegal or ambiguous move) is read by python-chess
-(``chess.pgn.read_game``), so every game's moves are python-chess's main line.
+A chunk's games are read together (:func:`tokpack.chess.pgn.chunk_games` puts the steps in
+order), each step one pass of compiled code over the whole chunk:
+
+- :func:`cut_games`: a game is a paragraph of tag lines and the paragraph of movetext after it
+  (blank lines separate paragraphs; a comment may span them). :func:`cut_games_python` is the
+  same cut in plain Python, kept as its specification.
+- :func:`read_tags`: the tag values a conversion keeps, and which games are surely usable; a game
+  whose tag lines or values it cannot vouch for is read by :func:`read_headers` (python-chess's
+  tag expression, :data:`TAG`) and judged in Python.
+- :func:`resolve_games`: the movetexts scanned as one byte string (:func:`main_line_words`, which
+  drops comments and variations and codes the main-line words), every game's SAN moves resolved
+  together by :func:`tokpack.chess._resolve.resolve_san`.
+
+Each step replaced Python per game (regular expressions, a dict of tags, a loop per paragraph);
+together they took Lichess-style reading from about 20x python-chess to the figures in
+BENCHMARKS.md (issue 15). Whatever that fast path does not take on exactly (a ``;`` comment, an
+``%`` escape, a variation before the first move, a null move, an illegal or ambiguous move) is
+read by python-chess (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
 
 Two differences from python-chess on broken input are deliberate: a paragraph of tags with no
 moves is a game of its own (``header_only``), not tags added to the next game; and a comment that
