@@ -11,9 +11,11 @@ python-chess (``chess.pgn.read_game`` with a visitor keeping the main line, over
 stream), interleaved, and checks the moves are identical. Prints games/s of each and the ratio
 (median of the rounds; one untimed tokpack read first, so numba's compiled code is loaded), and
 rates for the projection: ``convert_pgn`` end to end (one process, parquet written; 1 MiB
-chunks), and decompressing and cutting chunks alone (the part that stays in the main process
-with --workers; a spawned worker's start-up, about 3 s here, swamps a few thousand games, so
---workers is not timed). Memory: peak RSS of ``convert_pgn`` in a fresh process on K games
+chunks), decompressing and cutting chunks alone, and the CPU time of the main process of
+``convert_pgn --workers 2`` (decompressing, cutting, receiving the workers' tables, writing
+parquet: the share no number of workers takes over, so it bounds a many-core run; wall time of
+--workers is not timed, as a spawned worker's start-up, about 3 s here, swamps a few thousand
+games). Memory: peak RSS of ``convert_pgn`` in a fresh process on K games
 (the Lichess-style set repeated), for each K, split into reading (parse, buffer, spill part
 files) and joining the parts at the end, with RSS after every spill as the growth trace.
 """
@@ -97,6 +99,15 @@ def convert_seconds(path: Path, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def main_process_cpu(path: Path, out: Path) -> float:
+    """CPU seconds of the main process of ``convert_pgn --workers 2``: decompressing, cutting chunks,
+    receiving the workers' tables and writing parquet, which no number of workers shares."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    convert_pgn([path], out, workers=2)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def speed(games: int, rounds: int, real: Path) -> None:
     folder = Path(tempfile.mkdtemp())
     sets = {}
@@ -107,12 +118,13 @@ def speed(games: int, rounds: int, real: Path) -> None:
         path = folder / f"{name}.pgn.zst"
         path.write_bytes(zstandard.ZstdCompressor().compress(text.encode("utf-8", "surrogateescape")))
         tokpack_moves(path)  # warm-up: imports numba and loads the cached compiled resolver
-        ours, theirs, streams, converts = [], [], [], []
+        ours, theirs, streams, converts, mains = [], [], [], [], []
         for r in range(rounds):
             seconds, a = tokpack_moves(path)
             ours.append(seconds)
             streams.append(streaming_seconds(path))
             converts.append(convert_seconds(path, folder / f"out-{name}-{r}"))
+            mains.append(main_process_cpu(path, folder / f"workers-{name}-{r}"))
             seconds, b = python_chess_moves(path)
             theirs.append(seconds)
             usable = [x for x, y in zip(a, b, strict=True) if y is not None]
@@ -122,7 +134,8 @@ def speed(games: int, rounds: int, real: Path) -> None:
               f"tokpack {n / statistics.median(ours):,.0f} games/s, python-chess {n / statistics.median(theirs):,.0f} games/s, "
               f"ratio {statistics.median(theirs) / statistics.median(ours):.1f}x (median of {rounds}, one process each); "
               f"convert_pgn end to end {n / statistics.median(converts):,.0f} games/s; "
-              f"decompress+cut only {n / statistics.median(streams):,.0f} games/s")
+              f"decompress+cut only {n / statistics.median(streams):,.0f} games/s; "
+              f"main process of --workers 2: {n / statistics.median(mains):,.0f} games per CPU second")
 
 
 #: Run in a fresh process per size: converts, sampling RSS every 50 ms, and prints the games

@@ -67,6 +67,24 @@ def test_spilling_to_parts_keeps_every_game_in_order(tmp_path: Path) -> None:
     assert not list((tmp_path / "spilled").rglob(".part-*"))
 
 
+@pytest.mark.parametrize("month_writers", [0, 2])
+def test_months_written_straight_or_joined_from_parts_are_the_same_bytes(tmp_path: Path, month_writers: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first MONTH_WRITERS months go straight to their file, later ones through part files:
+    either way each month's file is byte for byte the same, with one row group a spill."""
+    import tokpack.chess.pgn as pgn
+
+    inputs = [FIXTURES / "chess_games.pgn"] * 3  # 20 games over several months, three times
+    convert_pgn(inputs, tmp_path / "straight", flush_games=7)
+    monkeypatch.setattr(pgn, "MONTH_WRITERS", month_writers)
+    report = convert_pgn(inputs, tmp_path / "mixed", flush_games=7)
+    assert len(report.months) > month_writers + 1
+    for month in report.months:
+        straight, mixed = month_parquet(tmp_path / "straight", month), month_parquet(tmp_path / "mixed", month)
+        assert straight.read_bytes() == mixed.read_bytes(), month
+    assert not list((tmp_path / "mixed").rglob(".part-*"))
+
+
 def test_output_is_all_or_nothing(tmp_path: Path) -> None:
     (tmp_path / "exists").mkdir()
     with pytest.raises(ValueError, match="already exists"):

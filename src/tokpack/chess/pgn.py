@@ -52,6 +52,7 @@ from tokpack.errors import InputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: Columns of every converted table, in order (``clocks`` follows with ``clocks=True``).
 COLUMNS = ("id", "date", "white_elo", "black_elo", "result", "uci", "n_plies", "time_control", "termination",
@@ -63,6 +64,9 @@ SKIP_REASONS = ("unreadable_header", "header_only", "no_rating", "unknown_result
 SPEEDS = {"ultrabullet": 29, "bullet": 179, "blitz": 479, "rapid": 1499, "classical": 10**12}
 REPORT_FILE = "convert-report.json"
 GAMES_FILE = "games.parquet"
+#: Months written straight to their ``games.parquet`` during a conversion (one open file each);
+#: the games of any month met after these are spilled to part files and joined at the end.
+MONTH_WRITERS = 64
 #: Highest rating read as one (a 24-digit "Elo" is a broken tag, not a rating).
 MAX_ELO = 9999
 
@@ -463,8 +467,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     months: Counter[str] = Counter()
     read = 0
     options = ReadOptions(filters, clocks)
-    with building(out) as staging, _chunk_pool(workers) as pool:
-        parts = _MonthParts(staging, flush_games, clocks)
+    with building(out) as staging, _chunk_pool(workers) as pool, _MonthParts(staging, flush_games, clocks) as parts:
         for path, size in zip(pgn_files, sizes, strict=True):
             name = "-" if str(path) == "-" else Path(path).name
             stream, raw = reader.open_pgn(path)
@@ -566,13 +569,20 @@ class _MonthParts:
     in a chunk (an over-the-board database) per-month tables would outweigh the games. Spills
     happen after exactly ``flush_games`` games, as they always did, so the row groups of the
     output do not depend on how the input is cut into chunks.
+
+    The first :data:`MONTH_WRITERS` months met are written straight into their ``games.parquet``
+    (one row group a spill); a month met after them is spilled to part files joined at the end,
+    which is the same file. Reading the parts back and writing them again was 45 % of the main
+    process's work on 60,000 Lichess-style games (12 months), and the main process is what
+    bounds ``--workers`` (BENCHMARKS.md, issue 15).
     """
 
     def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:
         self.root, self.flush_games, self.clocks = root, max(1, flush_games), clocks
         self.tables: list[pa.Table] = []
         self.rows: dict[str, array[int]] = {}  # month -> its games' rows in the buffered tables
-        self.parts: dict[str, list[Path]] = {}
+        self.writers: dict[str, pq.ParquetWriter] = {}  # the first MONTH_WRITERS months met: written straight
+        self.parts: dict[str, list[Path]] = {}  # any other month: part files, joined at the end
         self.buffered = 0
 
     def add(self, table: pa.Table, months: list[str]) -> None:
@@ -600,23 +610,29 @@ class _MonthParts:
         buffered = pa.concat_tables(self.tables).combine_chunks()
         self.tables = []
         for month, rows in self.rows.items():
-            directory = month_parquet(self.root, month).parent
-            directory.mkdir(parents=True, exist_ok=True)
-            part = directory / f".part-{len(self.parts.get(month, [])):05d}.parquet"
+            target = month_parquet(self.root, month)
+            target.parent.mkdir(parents=True, exist_ok=True)
             whole = len(rows) == buffered.num_rows  # one month: no copy
-            pq.write_table(buffered if whole else buffered.take(pa.array(rows)).combine_chunks(), part,
-                           compression="zstd")
+            table = buffered if whole else buffered.take(pa.array(rows)).combine_chunks()
+            if month not in self.writers and month not in self.parts and len(self.writers) < MONTH_WRITERS:
+                self.writers[month] = pq.ParquetWriter(target, table.schema, compression="zstd")
+            if month in self.writers:
+                self.writers[month].write_table(table)
+                continue
+            part = target.parent / f".part-{len(self.parts.get(month, [])):05d}.parquet"
+            pq.write_table(table, part, compression="zstd")
             self.parts.setdefault(month, []).append(part)
-        del buffered  # before the pool is released below
+        del buffered, table  # before the pool is released below
         self.rows, self.buffered = {}, 0
         pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed blocks: give them back
 
     def finish(self) -> None:
-        """Spill what is left, then make each month's parts one ``games.parquet``."""
+        """Spill what is left, close the months' files and make each other month's parts one ``games.parquet``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         self._spill()
+        self.close()
         for month, parts in self.parts.items():
             target = month_parquet(self.root, month)
             if len(parts) == 1:
@@ -627,6 +643,18 @@ class _MonthParts:
                     writer.write_table(pq.read_table(part, use_threads=False))
                     part.unlink()
                     pa.default_memory_pool().release_unused()
+
+    def __enter__(self) -> _MonthParts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every month's open file (finished or not: an error leaves them to be deleted)."""
+        for writer in self.writers.values():
+            writer.close()
+        self.writers = {}
 
 
 class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
