@@ -67,17 +67,18 @@ def test_spilling_to_parts_keeps_every_game_in_order(tmp_path: Path) -> None:
     assert not list((tmp_path / "spilled").rglob(".part-*"))
 
 
-@pytest.mark.parametrize("month_writers", [0, 2])
+@pytest.mark.parametrize(("month_writers", "clocks"), [(0, False), (2, False), (0, True), (2, True)])
 def test_months_written_straight_or_joined_from_parts_are_the_same_bytes(tmp_path: Path, month_writers: int,
+                                                                          clocks: bool,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The first MONTH_WRITERS months go straight to their file, later ones through part files:
-    either way each month's file is byte for byte the same, with one row group a spill."""
+    either way each month's file is byte for byte the same, with or without the clocks list column."""
     import tokpack.chess.pgn as pgn
 
     inputs = [FIXTURES / "chess_games.pgn"] * 3  # 20 games over several months, three times
-    convert_pgn(inputs, tmp_path / "straight", flush_games=7)
+    convert_pgn(inputs, tmp_path / "straight", flush_games=7, clocks=clocks)
     monkeypatch.setattr(pgn, "MONTH_WRITERS", month_writers)
-    report = convert_pgn(inputs, tmp_path / "mixed", flush_games=7)
+    report = convert_pgn(inputs, tmp_path / "mixed", flush_games=7, clocks=clocks)
     assert len(report.months) > month_writers + 1
     for month in report.months:
         straight, mixed = month_parquet(tmp_path / "straight", month), month_parquet(tmp_path / "mixed", month)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: Problems found while cutting, by code (0: none).
-PROBLEMS = (None, ("header_only", "tags with no moves"), ("unreadable_movetext", "a comment '{' is never closed"))
+#: Problems found while cutting, by code (0: none); :mod:`tokpack.chess.reader` words them.
 _HEADER_ONLY, _UNREADABLE = 1, 2
 #: ``str.isspace`` for every code point up to the last whitespace one (U+3000); none above it.
 SPACE = np.array([chr(c).isspace() for c in range(0x3001)], dtype=np.bool_)
@@ -31,7 +30,10 @@ def _space(c: int) -> bool:
 
 @njit(nogil=True, cache=True)
 def _utf8_length(c: int) -> int:
-    """Bytes of code point ``c`` in UTF-8 with ``surrogateescape`` (U+DC80..U+DCFF are one raw byte)."""
+    """Bytes of code point ``c`` in UTF-8 with ``surrogateescape`` (U+DC80..U+DCFF are one raw byte).
+
+    Other lone surrogates cannot occur: the text was decoded with ``surrogateescape``.
+    """
     if c < 0x80 or 0xDC80 <= c <= 0xDCFF:
         return 1
     if c < 0x800:
@@ -75,7 +77,7 @@ def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
 @njit(nogil=True, cache=True)
 def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
     """The games of ``b``, the code points of ``"\\n" + text``, one column each: the start and end
-    in ``b`` of its tag lines and of its movetext, its byte offset, its problem (in :data:`PROBLEMS`).
+    in ``b`` of its tag lines and of its movetext, its byte offset, its problem code.
 
     ``byte_offset`` is the byte offset of ``text`` in its file; a game's offset is where its first
     paragraph starts. ``b`` is ``uint8`` for ASCII text (a byte a code point), else ``uint32``.

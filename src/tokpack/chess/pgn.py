@@ -19,11 +19,11 @@ per game: tags, dates and ratings are read and judged for the whole chunk by com
 :func:`read_games` gives each game as a :class:`PgnGame` for callers that want objects.
 
 Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_BYTES` are read
-one at a time (``2 * workers`` in flight), their games are buffered as Arrow columns, not Python
-objects, and every ``flush_games`` games are spilled to a part file per month; the parts are
-joined at the end one at a time. Peak RSS: 320, 327 and 336 MiB at 30 k, 150 k and 1 M
-Lichess-style games (BENCHMARKS.md, issue 15); 371, 466 and 504 with the 16 MiB chunks and
-per-game objects buffered before.
+one at a time (``2 * workers`` in flight), their games are buffered as Arrow tables, and every
+``flush_games`` games are spilled: straight into the month's ``games.parquet`` for the first
+:data:`MONTH_WRITERS` months, to part files joined at the end for any later month. Peak RSS:
+319, 327 and 323 MiB at 30 k, 150 k and 1 M Lichess-style games (BENCHMARKS.md, issue 15); 371,
+466 and 504 with the 16 MiB chunks and per-game objects buffered before.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import hashlib
 import re
 from array import array
 from collections import Counter, deque
+from contextlib import ExitStack
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -94,8 +95,16 @@ class PgnGame:
     @property
     def month(self) -> str:
         """``"YYYY-MM"``, with ``0000`` and ``00`` for an unknown year or month."""
-        year, month, _ = self.date.split(".")
-        return f"{year.replace('?', '0')}-{month.replace('?', '0')}"
+        return _month(self.date)
+
+
+def _month(date: str) -> str:
+    """The month of a ``YYYY.MM.DD`` date, ``?`` read as ``0``.
+
+    >>> _month("2016.??.07"), _month("????.??.??")
+    ('2016-00', '0000-00')
+    """
+    return f"{date[:4]}-{date[5:7]}".replace("?", "0")
 
 
 @dataclass(frozen=True)
@@ -174,7 +183,7 @@ class ConversionReport(Record):
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What :func:`read_chunk` keeps besides the moves (a small record, sent to worker processes)."""
+    """What :func:`chunk_games` keeps besides the moves (a small record, sent to worker processes)."""
 
     filters: GameFilter = GameFilter()
     clocks: bool = False
@@ -196,6 +205,7 @@ class ChunkGames:
 
     @property
     def games_read(self) -> int:
+        """Games in the chunk: kept, skipped and filtered."""
         return len(self.offsets) + len(self.skipped) + len(self.filtered)
 
     def entries(self) -> list[Entry]:
@@ -246,8 +256,8 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
     if options.filters.names:
         kept_by_filters = []
         for g in usable:
-            dropped = options.filters.drops(headers.white_elo[g], headers.black_elo[g], headers.tags[_tags.EVENT][g],
-                                            headers.tags[_tags.TIME_CONTROL][g], headers.tags[_tags.TERMINATION][g])
+            dropped = options.filters.drops(headers.white_elo[g], headers.black_elo[g], headers.values[_tags.EVENT][g],
+                                            headers.values[_tags.TIME_CONTROL][g], headers.values[_tags.TERMINATION][g])
             if dropped is None:
                 kept_by_filters.append(g)
             else:
@@ -257,18 +267,18 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
     kept = [g for g in usable if g in moves]
     uci = [moves[g][0] for g in kept]
     columns: dict[str, list[Any]] = {
-        "id": _game_ids(kept, headers.tags, uci),
+        "id": _game_ids(kept, headers.values, uci),
         "date": [headers.dates[g] for g in kept],
         "white_elo": [headers.white_elo[g] for g in kept],
         "black_elo": [headers.black_elo[g] for g in kept],
-        "result": [headers.tags[_tags.RESULT][g] for g in kept],
+        "result": [headers.values[_tags.RESULT][g] for g in kept],
         "uci": uci,
         "n_plies": [moves[g][1] for g in kept],
-        **{name: [headers.tags[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
+        **{name: [headers.values[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
     }
     if options.clocks:
         columns["clocks"] = [moves[g][2][:moves[g][1]] for g in kept]  # type: ignore[index]
-    months = [f"{d[:4].replace('?', '0')}-{d[5:7].replace('?', '0')}" for d in columns["date"]]
+    months = [_month(date) for date in columns["date"]]
     skipped.sort(key=lambda entry: entry[0])
     return ChunkGames(_table(columns, options.clocks), [games[g].offset for g in kept], months, skipped, filtered)
 
@@ -277,7 +287,7 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
 class _Headers:
     """A chunk's games' tag values (tag number -> a value or None per game), dates and ratings."""
 
-    tags: dict[int, list[str | None]]
+    values: dict[int, list[str | None]]
     dates: list[str | None]
     white_elo: list[int]
     black_elo: list[int]
@@ -285,9 +295,8 @@ class _Headers:
 
 def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[int], list[tuple[int, Skipped]]]:
     """Every game's headers, the games usable by their headers, and the others' reasons."""
-    values = {tag: tags.column(tag) for tag in {*_KEPT_TAGS.values(), *_ID_TAGS, _tags.UTC_DATE}}
-    dates = [u if u is not None else d for u, d in zip(values[_tags.UTC_DATE], values[_tags.DATE], strict=True)]
-    headers = _Headers(values, dates, tags.white_elo.tolist(), tags.black_elo.tolist())
+    values = {tag: tags.column(tag) for tag in {*_KEPT_TAGS.values(), *_ID_TAGS}}
+    headers = _Headers(values, tags.dates(), tags.white_elo.tolist(), tags.black_elo.tolist())
     problems = [g for g, game in enumerate(games) if game.problem is not None]
     skipped = [(games[g].offset, Skipped(*games[g].problem)) for g in problems]  # type: ignore[misc]
     usable, unjudged = tags.judged.copy(), ~tags.judged
@@ -300,7 +309,7 @@ def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[
             skipped.append((game.offset, verdict))
             continue
         usable[g] = True
-        dates[g], headers.white_elo[g], headers.black_elo[g], _ = verdict
+        headers.dates[g], headers.white_elo[g], headers.black_elo[g], _ = verdict
         for tag, column in values.items():
             column[g] = found.get(_tags.TAGS[tag])
     return headers, np.flatnonzero(usable).tolist(), skipped
@@ -441,8 +450,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     """Convert PGN files into ``out/year=YYYY/month=MM/games.parquet`` and a report.
 
     Memory holds at most ``flush_games`` games (plus ``2 * workers`` chunks in flight): beyond
-    that, the buffered games are written to part files, which are joined month by month at the
-    end. ``out`` appears complete or not at all, and is byte-identical for any ``workers``
+    that, the buffered games are written out, a row group per month (see :class:`_MonthParts`). ``out`` appears complete or not at all, and is byte-identical for any ``workers``
     (chunks are read by worker processes, their games kept in input order).
     ``progress(bytes_done, bytes_total)`` counts bytes of the input files as stored.
 
@@ -538,7 +546,8 @@ def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, byte
 
 
 def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
-    """The converted table of ``games`` (columns :data:`COLUMNS`, then ``clocks`` if asked)."""
+    """The converted table of ``games`` (columns :data:`COLUMNS`, then ``clocks`` if asked), for callers
+    holding :class:`PgnGame` objects (the converter builds its tables column-wise)."""
     columns: dict[str, list[Any]] = {name: [getattr(game, name) for game in games] for name in COLUMNS}
     if clocks:
         columns["clocks"] = [None if game.clocks is None else list(game.clocks) for game in games]
@@ -557,11 +566,12 @@ def _table(columns: dict[str, list[Any]], clocks: bool) -> pa.Table:
 
 
 class _MonthParts:
-    """Buffers games as Arrow tables; spills every month's games to a numbered part file when full.
+    """Buffers games as Arrow tables; when full, writes every month's games to its file or a part file.
 
     A chunk's games arrive as one Arrow table, and each month keeps only the row numbers of its
-    games (an ``array`` of int64), so no Python object per game is buffered. Buffered ``PgnGame`` objects (about 1 KiB each) sat among each chunk's short-lived
-    objects and kept the heap they shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
+    games (an ``array`` of int64), so no Python object per game is buffered. Buffered ``PgnGame``
+    objects (about 1 KiB each) sat among each chunk's short-lived objects and kept the heap they
+    shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
     from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (issue 15, one run
     under load; the chunk size, :data:`tokpack.chess.reader.CHUNK_BYTES`, was the larger
     part of the old growth). One table per chunk, not per chunk and month,
@@ -570,9 +580,9 @@ class _MonthParts:
     happen after exactly ``flush_games`` games, as they always did, so the row groups of the
     output do not depend on how the input is cut into chunks.
 
-    The first :data:`MONTH_WRITERS` months met are written straight into their ``games.parquet``
-    (one row group a spill); a month met after them is spilled to part files joined at the end,
-    which is the same file. Reading the parts back and writing them again was 45 % of the main
+    The first :data:`MONTH_WRITERS` months met (in input order) are written straight into their
+    ``games.parquet`` (one row group a spill); a month met after them is spilled to part files
+    joined at the end, with the same schema, which gives the same bytes. Reading the parts back and writing them again was 45 % of the main
     process's work on 60,000 Lichess-style games (12 months), and the main process is what
     bounds ``--workers`` (BENCHMARKS.md, issue 15).
     """
@@ -581,9 +591,10 @@ class _MonthParts:
         self.root, self.flush_games, self.clocks = root, max(1, flush_games), clocks
         self.tables: list[pa.Table] = []
         self.rows: dict[str, array[int]] = {}  # month -> its games' rows in the buffered tables
-        self.writers: dict[str, pq.ParquetWriter] = {}  # the first MONTH_WRITERS months met: written straight
+        self.writers: dict[str, pq.ParquetWriter] = {}  # the first MONTH_WRITERS months: written straight
         self.parts: dict[str, list[Path]] = {}  # any other month: part files, joined at the end
         self.buffered = 0
+        self.schema = _table({name: [] for name in (*COLUMNS, "clocks")}, clocks).schema  # every file's
 
     def add(self, table: pa.Table, months: list[str]) -> None:
         """Buffer the games of ``table`` (in input order; ``months`` is each row's), spilling whenever
@@ -591,10 +602,11 @@ class _MonthParts:
         start = 0
         while start < table.num_rows:
             batch = table.slice(start, self.flush_games - self.buffered)
-            names, month_of_row = np.unique(months[start:start + batch.num_rows], return_inverse=True)
+            names, first, month_of_row = np.unique(months[start:start + batch.num_rows], return_index=True,
+                                                   return_inverse=True)
             rows = np.arange(self.buffered, self.buffered + batch.num_rows, dtype=np.int64)
-            for number, month in enumerate(names.tolist()):
-                self.rows.setdefault(month, array("q")).extend(rows[month_of_row == number].tolist())
+            for number in np.argsort(first).tolist():  # months in the order they are met
+                self.rows.setdefault(str(names[number]), array("q")).extend(rows[month_of_row == number].tolist())
             self.tables.append(batch)
             self.buffered += batch.num_rows
             start += batch.num_rows
@@ -615,12 +627,13 @@ class _MonthParts:
             whole = len(rows) == buffered.num_rows  # one month: no copy
             table = buffered if whole else buffered.take(pa.array(rows)).combine_chunks()
             if month not in self.writers and month not in self.parts and len(self.writers) < MONTH_WRITERS:
-                self.writers[month] = pq.ParquetWriter(target, table.schema, compression="zstd")
+                self.writers[month] = pq.ParquetWriter(target, self.schema, compression="zstd")
             if month in self.writers:
                 self.writers[month].write_table(table)
                 continue
             part = target.parent / f".part-{len(self.parts.get(month, [])):05d}.parquet"
-            pq.write_table(table, part, compression="zstd")
+            with pq.ParquetWriter(part, self.schema, compression="zstd") as writer:
+                writer.write_table(table)
             self.parts.setdefault(month, []).append(part)
         del buffered, table  # before the pool is released below
         self.rows, self.buffered = {}, 0
@@ -638,7 +651,8 @@ class _MonthParts:
             if len(parts) == 1:
                 parts[0].rename(target)
                 continue
-            with pq.ParquetWriter(target, pq.read_schema(parts[0]), compression="zstd") as writer:
+            # The schema read back from a part names a list's items "element", not "item": use ours.
+            with pq.ParquetWriter(target, self.schema, compression="zstd") as writer:
                 for part in parts:  # one part in memory at a time
                     writer.write_table(pq.read_table(part, use_threads=False))
                     part.unlink()
@@ -647,14 +661,19 @@ class _MonthParts:
     def __enter__(self) -> _MonthParts:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, error_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            self.close()
+        except Exception:
+            if error_type is None:
+                raise  # else the error under way is the one to report; the files are deleted
 
     def close(self) -> None:
-        """Close every month's open file (finished or not: an error leaves them to be deleted)."""
-        for writer in self.writers.values():
-            writer.close()
-        self.writers = {}
+        """Close every month's open file, each even if closing another fails."""
+        writers, self.writers = self.writers, {}
+        with ExitStack() as stack:
+            for writer in writers.values():
+                stack.callback(writer.close)
 
 
 class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]

@@ -47,10 +47,15 @@ from tokpack.chess._resolve import ASK, MANY_MOVES, SEPARATOR, SanCodes, resolve
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start. Reading a
-#: chunk (its text, tag dicts, the scanner's word arrays) peaks at about 13 times its size
-#: (tracemalloc: 218 MiB for 16 MiB, 54 MiB for 4 MiB of Lichess-style games, 2,900 of them), and
-#: that spike sets the converter's memory; 2,900 games are still a large lockstep batch.
+#: chunk (its text, its code points, the scanners' arrays) peaks at several times its size (13
+#: times with the Python cutter and tag dicts: 218 MiB for 16 MiB, 54 MiB for 4 MiB of Lichess-style
+#: games, 2,900 of them), and that spike sets the converter's memory; 2,900 games are still a
+#: large lockstep batch.
 CHUNK_BYTES = 4 << 20
+#: What cutting finds wrong with a game: (skip reason, detail).
+HEADER_ONLY = ("header_only", "tags with no moves")
+COMMENT_LEFT_OPEN = ("unreadable_movetext", "a comment '{' is never closed")
+_PROBLEMS = (None, HEADER_ONLY, COMMENT_LEFT_OPEN)  # by the compiled cutter's codes
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
 
 TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)  # python-chess's, per line
@@ -145,7 +150,7 @@ def cut_games(text: str, offset: int) -> list[Game]:
     Compiled (:func:`tokpack.chess._cut_compiled.cut_spans`); :func:`cut_games_python` is the
     same cut written plainly, and the tests hold the two equal.
     """
-    from tokpack.chess._cut_compiled import PROBLEMS, cut_spans
+    from tokpack.chess._cut_compiled import cut_spans
 
     text, offset = _normalise(text, offset)
     whole = "\n" + text
@@ -154,7 +159,7 @@ def cut_games(text: str, offset: int) -> list[Game]:
     else:
         points = np.frombuffer(whole.encode("utf-32-le", "surrogatepass"), np.uint32)
     tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(points, offset).tolist()
-    return [Game(at, whole[ts:te], whole[ms:me], PROBLEMS[problem])
+    return [Game(at, whole[ts:te], whole[ms:me], _PROBLEMS[problem])
             for at, ts, te, ms, me, problem in zip(offsets, tag_start, tag_end, move_start, move_end, problems,
                                                    strict=True)]
 
@@ -210,14 +215,14 @@ def cut_games_python(text: str, offset: int) -> list[Game]:
                 position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
                 i += 2
             else:
-                problem = ("header_only", "tags with no moves")
+                problem = HEADER_ONLY
         while _comment_left_open(movetext):
             if i < len(parts) and not parts[i].startswith("["):
                 movetext += parts[i - 1] + parts[i]
                 position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
                 i += 2
             else:
-                problem = ("unreadable_movetext", "a comment '{' is never closed")
+                problem = COMMENT_LEFT_OPEN
                 break
         games.append(Game(at(start), tags, movetext, problem))
     return games
@@ -281,6 +286,13 @@ class Tags:
     date_tag: np.ndarray
     white_elo: np.ndarray
     black_elo: np.ndarray
+
+    def dates(self) -> list[str | None]:
+        """Every judged game's date (its ``UTCDate``, else its ``Date``); None for the others."""
+        rows = np.arange(len(self.judged))
+        starts, ends = self.starts[rows, self.date_tag].tolist(), self.ends[rows, self.date_tag].tolist()
+        text = self.text
+        return [text[s:e] if judged else None for s, e, judged in zip(starts, ends, self.judged.tolist(), strict=True)]
 
     def column(self, tag: int) -> list[str | None]:
         """Every game's value of tag number ``tag`` (None where absent; meaningful for plain games)."""
