@@ -9,8 +9,8 @@ compressed to .pgn.zst; each round reads them with tokpack (one process: decompr
 chunks and each chunk read into its table of games, as ``convert_pgn`` does before writing) and with
 python-chess (``chess.pgn.read_game`` with a visitor keeping the main line, over the same zstd
 stream), interleaved, and checks the moves are identical. Prints games/s of each and the ratio
-(median of the rounds; one untimed tokpack read first, so numba's compiled code is loaded), and
-rates for the projection: ``convert_pgn`` end to end (one process, parquet written; 1 MiB
+(median of the rounds; one untimed tokpack read first, so numba's compiled code is loaded), the
+same read with ``--clocks`` (each move's ``[%clk]`` kept), and rates for the projection: ``convert_pgn`` end to end (one process, parquet written; 1 MiB
 chunks), decompressing and cutting chunks alone, and the CPU time of the main process of
 ``convert_pgn --workers 2`` (decompressing, cutting, receiving the workers' tables, writing
 parquet: the share no number of workers takes over, so it bounds a many-core run; wall time of
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from lichess_games import lichess_pgn
 
 from tokpack.chess import reader
-from tokpack.chess.pgn import _Collector, chunk_games, convert_pgn
+from tokpack.chess.pgn import ReadOptions, _Collector, chunk_games, convert_pgn
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.pgn.zst"
 
@@ -56,14 +56,14 @@ def first_games(path: Path, n: int) -> str:
     return text[:position]
 
 
-def tokpack_moves(path: Path) -> tuple[float, list[str | None]]:
+def tokpack_moves(path: Path, clocks: bool = False) -> tuple[float, list[str | None]]:
     """What ``convert_pgn`` does per chunk, timed: decompress, cut, read into a table (not written)."""
     start = time.perf_counter()
     chunks = []
     stream, _ = reader.open_pgn(path)
     with stream:
         for offset, data in reader.pgn_chunks(stream, str(path)):
-            chunks.append(chunk_games(data, offset))
+            chunks.append(chunk_games(data, offset, ReadOptions(clocks=clocks)))
     seconds = time.perf_counter() - start
     moves: list[str | None] = []
     for chunk in chunks:  # every game in input order: its main line, or None when skipped
@@ -118,10 +118,11 @@ def speed(games: int, rounds: int, real: Path) -> None:
         path = folder / f"{name}.pgn.zst"
         path.write_bytes(zstandard.ZstdCompressor().compress(text.encode("utf-8", "surrogateescape")))
         tokpack_moves(path)  # warm-up: imports numba and loads the cached compiled resolver
-        ours, theirs, streams, converts, mains = [], [], [], [], []
+        ours, theirs, streams, converts, mains, timed = [], [], [], [], [], []
         for r in range(rounds):
             seconds, a = tokpack_moves(path)
             ours.append(seconds)
+            timed.append(tokpack_moves(path, clocks=True)[0])
             streams.append(streaming_seconds(path))
             converts.append(convert_seconds(path, folder / f"out-{name}-{r}"))
             mains.append(main_process_cpu(path, folder / f"workers-{name}-{r}"))
@@ -133,6 +134,7 @@ def speed(games: int, rounds: int, real: Path) -> None:
         print(f"{name}: {n} games, {len(usable)} converted, identical main lines; "
               f"tokpack {n / statistics.median(ours):,.0f} games/s, python-chess {n / statistics.median(theirs):,.0f} games/s, "
               f"ratio {statistics.median(theirs) / statistics.median(ours):.1f}x (median of {rounds}, one process each); "
+              f"with --clocks {n / statistics.median(timed):,.0f} games/s; "
               f"convert_pgn end to end {n / statistics.median(converts):,.0f} games/s; "
               f"decompress+cut only {n / statistics.median(streams):,.0f} games/s; "
               f"main process of --workers 2: {n / statistics.median(mains):,.0f} games per CPU second")

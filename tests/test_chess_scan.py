@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from lichess_games import _pick
 
 from tokpack.chess.pgn import PgnGame, Skipped, _Collector, read_chunk
-from tokpack.chess.reader import new_codes, resolve_games
+from tokpack.chess.reader import clock_movetext, clocks_of, new_codes, resolve_games
 
 # Comment text: brace-like and escape-like characters, non-ASCII letters and spaces (never '}').
 _COMMENT_TEXT = st.text(alphabet="ab1 ({[;%)]$.-éß中\u00a0\u2003\n\t", max_size=20)
@@ -90,7 +90,7 @@ def test_scanned_main_lines_are_python_chess_main_lines(games: list[tuple[str, b
         if result is None:
             assert odd or errors or not moves, text  # only a ';' or '%' line or an error goes back to python-chess
             continue
-        assert not errors and result == (" ".join(moves), len(moves)), text
+        assert not errors and (result.uci, result.plies) == (" ".join(moves), len(moves)), text
 
 
 @settings(max_examples=100, deadline=None)
@@ -110,3 +110,31 @@ def test_whole_games_read_as_python_chess_reads_them(games: list[tuple[str, bool
             assert isinstance(game, Skipped) and game.reason == "no_moves"
         else:
             assert isinstance(game, PgnGame) and game.uci == " ".join(moves), movetext
+
+
+_CLOCKS = st.sampled_from(["[%clk 0:03:00]", "[%clk 1:2:3.5]", "[%clk 0:00:07.]", "[%clk  0:01:00]", "[%clk\t0:01:00]",
+                           "[%clk 0:01]", "[%eval 0.3] [%clk 0:00:59]", "[%clk 0:01:00] [%clk 0:02:00]", "[%clk ٠:01:00]",
+                           "[%clk 0:01:00.1234567890123456]", "[%clk 99999999999:00:00]", "x[%clk 0:1:2]y", "[%clk 0:0:0.25]"])
+
+
+@st.composite
+def timed_movetexts(draw: st.DrawFn) -> str:
+    """A movetext of :func:`movetexts` with clock comments (odd ones too) after some of its words."""
+    words = draw(movetexts())[0].split(" ")
+    return " ".join(word + (" {" + draw(_CLOCKS) + "}" if draw(st.integers(0, 2)) else "") for word in words)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(timed_movetexts(), min_size=1, max_size=4))
+def test_scanned_clocks_are_python_chess_clocks(texts: list[str]) -> None:
+    results = resolve_games(texts, new_codes(), clocks=True)
+    for text, result in zip(texts, results, strict=True):
+        if result is None:
+            continue
+        collector = chess.pgn.read_game(io.StringIO(text), Visitor=_Collector)  # type: ignore[arg-type]
+        assert collector is not None and not collector.errors
+        theirs = collector.clocks[:result.plies]
+        ours = result.clocks if result.clocks is not None else clocks_of(clock_movetext(text))  # Python reads those
+        assert ours == theirs, text
+        if result.clocks is None:
+            assert not text.isascii() or "1234567890123456" in text or "99999999999" in text, text

@@ -308,9 +308,73 @@ def _word_at_depth(b: np.ndarray, s: int, e: int) -> int:
     return _word_code(b, s, e)
 
 
+#: What :func:`clock_in` finds in a comment.
+NO_CLOCK, CLOCK, CLOCK_IN_DOUBT = 0, 1, 2
+
+
+@njit(nogil=True, cache=True)
+def _digits_end(b: np.ndarray, p: int, e: int) -> int:
+    while p < e and 48 <= b[p] <= 57:
+        p += 1
+    return p
+
+
+@njit(nogil=True, cache=True)
+def clock_in(b: np.ndarray, s: int, e: int) -> tuple[int, float]:
+    """The first ``[%clk h:mm:ss(.f)]`` in the comment ``b[s:e]``, read as :data:`tokpack.chess.reader._CLOCK`
+    is: ``(CLOCK, seconds)``, ``(NO_CLOCK, 0.0)``, or ``(CLOCK_IN_DOUBT, 0.0)`` for a comment with a
+    non-ASCII byte (the expression's ``\\d`` and ``\\s`` take Unicode digits and spaces) or a number
+    too long to read exactly here; Python reads those.
+
+    The seconds are ``(h * 3600 + m * 60) + s`` with ``s`` one correctly rounded division (as
+    ``float("ss.fff")`` is), so the value is Python's to the last bit.
+    """
+    for k in range(s, e):
+        if b[k] >= 128:
+            return CLOCK_IN_DOUBT, 0.0
+    for p in range(s, e - 5):
+        if not (b[p] == 91 and b[p + 1] == 37 and b[p + 2] == 99 and b[p + 3] == 108 and b[p + 4] == 107
+                and _SPACE[b[p + 5]]):  # "[%clk" and one space
+            continue
+        h0 = p + 6
+        h1 = _digits_end(b, h0, e)
+        if h1 == h0 or h1 >= e or b[h1] != 58:  # :
+            continue
+        m0 = h1 + 1
+        m1 = _digits_end(b, m0, e)
+        if m1 == m0 or m1 >= e or b[m1] != 58:
+            continue
+        s0 = m1 + 1
+        s1 = _digits_end(b, s0, e)
+        if s1 == s0:
+            continue
+        f1 = s1
+        if s1 < e and b[s1] == 46:  # .
+            f1 = _digits_end(b, s1 + 1, e)
+        if f1 >= e or b[f1] != 93:  # ]
+            continue
+        fraction = f1 - s1 - 1 if f1 > s1 else 0
+        if h1 - h0 > 9 or m1 - m0 > 9 or s1 - s0 + fraction > 15:
+            return CLOCK_IN_DOUBT, 0.0
+        whole = 0
+        for k in range(h0, h1):
+            whole = whole * 10 + b[k] - 48
+        minutes = 0
+        for k in range(m0, m1):
+            minutes = minutes * 10 + b[k] - 48
+        digits, scale = 0, 1
+        for k in range(s0, s1):
+            digits = digits * 10 + b[k] - 48
+        for k in range(s1 + 1, f1):
+            digits = digits * 10 + b[k] - 48
+            scale *= 10
+        return CLOCK, float(whole * 3600 + minutes * 60) + float(digits) / float(scale)
+    return NO_CLOCK, 0.0
+
+
 @njit(nogil=True, cache=True)
 def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                   refused: np.ndarray) -> int:
+                   refused: np.ndarray, clocks: np.ndarray, clock_doubt: np.ndarray) -> int:
     """Words of many movetexts (UTF-8 bytes, games separated by a NUL byte) without comments and variations.
 
     Each game's main-line words (split as ``str.split()`` splits ASCII) get their code and span;
@@ -319,10 +383,14 @@ def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: n
     them. ``refused[g]`` is set (and the rest of game ``g`` skipped) for what python-chess must
     read: outside comments a ``;``, ``%``, ``}``, a stray ``)``, a ``(`` before the game's first
     move word, a variation or comment never closed, or a non-ASCII byte in a main-line word.
-    Returns the number of words.
+    With ``clocks`` as long as ``codes`` (else empty), each move word gets the clock of the first
+    main-line comment after it that has one (:func:`clock_in`; NaN for none), as python-chess's
+    visitor in :mod:`tokpack.chess.pgn` reads them; ``clock_doubt[g]``: Python must read game
+    ``g``'s clocks. Returns the number of words.
     """
     n, i, size, game = 0, 0, len(b), 0
-    depth, seen_move, s = 0, False, -1
+    depth, seen_move, s, last_move = 0, False, -1, -1
+    timed = len(clocks) > 0
     while i <= size:
         c = b[i] if i < size else 0
         boundary = c == 0 or _SPACE[c] or c == 123 or c == 125 or c == 40 or c == 41 or c == 59 or c == 37
@@ -335,9 +403,11 @@ def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: n
         if s >= 0:  # a main-line word ends here
             code = _word_at_depth(b, s, i)
             codes[n], starts[n], ends[n] = code, s, i
-            n += 1
+            if timed:
+                clocks[n] = np.nan
             if code >= 0:
-                seen_move = True
+                seen_move, last_move = True, n
+            n += 1
             s = -1
             bad = code == -99
         if c == 123:  # {: skip to the first }
@@ -347,6 +417,12 @@ def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: n
             if j == size or b[j] == 0:
                 bad = True
             else:
+                if timed and depth == 0 and last_move >= 0 and np.isnan(clocks[last_move]):
+                    found, seconds = clock_in(b, i + 1, j)
+                    if found == CLOCK:
+                        clocks[last_move] = seconds
+                    elif found == CLOCK_IN_DOUBT:
+                        clock_doubt[game] = True
                 i = j
         elif c == 40:  # (
             if depth == 0 and not seen_move:
@@ -372,7 +448,7 @@ def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: n
             codes[n], starts[n], ends[n] = SEPARATOR, i, i + 1
             n += 1
             game += 1
-            depth, seen_move = 0, False
+            depth, seen_move, last_move = 0, False, -1
         i += 1
     return n
 

@@ -320,7 +320,8 @@ def _read_moves(games: list[reader.Game], usable: list[int], clocks: bool,
     """``game number -> (UCI moves, plies, clocks or None)`` of the usable games whose moves are;
     the others' reasons are added to ``skipped``."""
     moves: dict[int, tuple[str, int, list[float | None] | None]] = {}
-    for g, resolved in zip(usable, reader.resolve_games([games[g].movetext for g in usable], _CODES), strict=True):
+    lines = reader.resolve_games([games[g].movetext for g in usable], _CODES, clocks=clocks)
+    for g, resolved in zip(usable, lines, strict=True):
         if resolved is None:
             found, errors, their_clocks = reader.python_chess_moves(games[g])
             problem = _moves_problem(found, errors)
@@ -328,11 +329,12 @@ def _read_moves(games: list[reader.Game], usable: list[int], clocks: bool,
                 skipped.append((games[g].offset, problem))
             else:
                 moves[g] = (" ".join(found), len(found), their_clocks if clocks else None)
-        elif resolved[1] == 0:
+        elif resolved.plies == 0:
             skipped.append((games[g].offset, Skipped("no_moves", "no moves")))
+        elif clocks and resolved.clocks is None:  # clocks the compiled scanner could not vouch for
+            moves[g] = (resolved.uci, resolved.plies, reader.clocks_of(reader.clock_movetext(games[g].movetext)))
         else:
-            moves[g] = (resolved[0], resolved[1],
-                        reader.clocks_of(reader.clock_movetext(games[g].movetext)) if clocks else None)
+            moves[g] = resolved
     return moves
 
 

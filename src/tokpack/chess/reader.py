@@ -39,7 +39,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -322,19 +322,28 @@ def read_tags(games: list[Game]) -> Tags:
     return Tags(text, starts, ends, plain, judged, date_tag, white_elo, black_elo)
 
 
-def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int] | None]:
-    """The UCI main line of each game's movetext (comments, variations and all) and its number of
-    moves, or ``None`` where python-chess must decide (see :func:`main_line_words`, and an unusual,
-    illegal or ambiguous move).
+class MainLine(NamedTuple):
+    """A game's main line: UCI moves separated by spaces, their number, and each move's clock (seconds)."""
+
+    uci: str
+    plies: int
+    clocks: list[float | None] | None = None  # None: not asked for, or Python must read them
+
+
+def resolve_games(movetexts: list[str], codes: SanCodes, *, clocks: bool = False) -> list[MainLine | None]:
+    """The main line of each game's movetext (comments, variations and all), or ``None`` where
+    python-chess must decide (see :func:`main_line_words`, and an unusual, illegal or ambiguous move).
 
     All games are one byte string, scanned once by compiled code; each word's code comes from
-    ``codes`` only where the scanner leaves it (``ASK``).
+    ``codes`` only where the scanner leaves it (``ASK``). With ``clocks``, the scanner also reads
+    each move's ``[%clk]`` (:func:`tokpack.chess._resolve_compiled.clock_in`); a game whose clocks it
+    leaves in doubt gets ``clocks=None``, for :func:`clocks_of` to read.
     """
     from tokpack.chess._resolve_compiled import uci_text
 
     if not movetexts:
         return []
-    words, refused = main_line_words(movetexts, codes)
+    words, refused, clock_values, clock_doubt = main_line_words(movetexts, codes, clocks=clocks)
     game_of_word = np.cumsum(words == SEPARATOR)
     is_move = words >= 0
     counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
@@ -347,13 +356,22 @@ def resolve_games(movetexts: list[str], codes: SanCodes) -> list[tuple[str, int]
     uci_text(start, end, promo, counts, out, bounds)
     ends = bounds.tolist()
     text = out[:ends[-1]].tobytes().decode("ascii")
-    return [(text[ends[g]:ends[g + 1]], n) if ok else None
-            for g, (ok, n) in enumerate(zip(resolved.tolist(), counts.tolist(), strict=True))]
+    lines = [MainLine(text[ends[g]:ends[g + 1]], n) if ok else None
+             for g, (ok, n) in enumerate(zip(resolved.tolist(), counts.tolist(), strict=True))]
+    if clocks:
+        move_clocks = clock_values[is_move].tolist()
+        first = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        for g in np.flatnonzero(resolved & ~clock_doubt).tolist():
+            game_clocks = [None if value != value else value for value in move_clocks[first[g]:first[g + 1]]]  # NaN: none
+            lines[g] = lines[g]._replace(clocks=game_clocks)  # type: ignore[union-attr]
+    return lines
 
 
-def main_line_words(movetexts: list[str], codes: SanCodes) -> tuple[np.ndarray, np.ndarray]:
-    """The code of every main-line word of every game (``SEPARATOR`` between games), and which games
-    python-chess must read instead.
+def main_line_words(movetexts: list[str], codes: SanCodes, *,
+                    clocks: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The code of every main-line word of every game (``SEPARATOR`` between games), which games
+    python-chess must read instead, and with ``clocks`` each word's clock (NaN for none and for
+    words that are not moves) and which games' clocks Python must read (else two empty arrays).
 
     Comments ``{...}`` and variations ``(...)`` are dropped by the compiled scanner
     (:func:`tokpack.chess._resolve_compiled.scan_movetexts`) over the UTF-8 bytes, so non-ASCII
@@ -372,12 +390,14 @@ def main_line_words(movetexts: list[str], codes: SanCodes) -> tuple[np.ndarray, 
     starts = np.empty_like(words)
     ends = np.empty_like(words)
     refused = np.zeros(len(movetexts), dtype=np.bool_)
-    n = scan_movetexts(buffer, words, starts, ends, refused)
+    clock_values = np.empty(len(words) if clocks else 0, dtype=np.float64)
+    clock_doubt = np.zeros(len(movetexts) if clocks else 0, dtype=np.bool_)
+    n = scan_movetexts(buffer, words, starts, ends, refused, clock_values, clock_doubt)
     words, starts, ends = words[:n], starts[:n], ends[:n]
     refused[with_nul] = True
     for i in np.flatnonzero(words == ASK).tolist():
         words[i] = codes[data[starts[i]:ends[i]].decode("ascii")]
-    return words, refused
+    return words, refused, clock_values[:n], clock_doubt
 
 
 def clocks_of(movetext: str) -> list[float | None]:
