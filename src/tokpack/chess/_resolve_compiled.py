@@ -18,7 +18,8 @@ conversion; this loop takes ~4 % (about 350 ns a move), and :func:`scan_words`, 
 movetext words in place of a Python dict lookup per word, ~2 %. :func:`scan_movetexts` does the
 same over a whole chunk's movetexts as bytes while dropping comments and variations (about 3 ns a
 byte), in place of two regular-expression substitutions per game that cost about as much as
-resolving; :func:`uci_text` writes the UCI strings.
+resolving; :func:`uci_text` writes the UCI strings. With ``--clocks`` the same scan reads each
+move's ``[%clk]`` comment (:func:`clock_in`), in place of a regular-expression pass per game.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ order), each step one pass of compiled code over the whole chunk:
   whose tag lines or values it cannot vouch for is read by :func:`read_headers` (python-chess's
   tag expression, :data:`TAG`) and judged in Python.
 - :func:`resolve_games`: the movetexts scanned as one byte string (:func:`main_line_words`, which
-  drops comments and variations and codes the main-line words), every game's SAN moves resolved
-  together by :func:`tokpack.chess._resolve.resolve_san`.
+  drops comments and variations, codes the main-line words and, if asked, reads each move's
+  ``[%clk]``), every game's SAN moves resolved together by :func:`tokpack.chess._resolve.resolve_san`.
 
 Each step replaced Python per game (regular expressions, a dict of tags, a loop per paragraph);
 together they took Lichess-style reading from about 20x python-chess to the figures in
