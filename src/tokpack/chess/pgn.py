@@ -342,16 +342,28 @@ _CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each pa
 
 
 def _game_ids(kept: list[int], values: dict[int, list[str | None]], uci: list[str]) -> list[str]:
-    """:func:`_game_id` of every kept game (the site's id for the usual Site URL, without a dict)."""
+    """Each kept game's id: the site's own when the Site tag is a game URL (:func:`_site_id`), else
+    16 hex digits of a hash of who, where, when and what (its :data:`_ID_TAGS` and its moves)."""
     sites = values[_tags.SITE]
     ids = []
     for g, moves in zip(kept, uci, strict=True):
-        site = sites[g] or ""
-        if site.startswith(("https://", "http://")) and (last := site.rstrip("/").rsplit("/", 1)[-1]):
-            ids.append(last)
-        else:
-            ids.append(_game_id({_tags.TAGS[t]: values[t][g] or "" for t in _ID_TAGS}, moves))
+        site_id = _site_id(sites[g])
+        if not site_id:
+            key = "\n".join([*(values[t][g] or "" for t in _ID_TAGS), moves])
+            site_id = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        ids.append(site_id)
     return ids
+
+
+def _site_id(site: str | None) -> str:
+    """The last part of a ``Site`` tag that is a URL (a game's page), or ``""``.
+
+    >>> _site_id("https://lichess.org/AbCd1234"), _site_id("https://lichess.org/AbCd1234/"), _site_id("Berlin")
+    ('AbCd1234', 'AbCd1234', '')
+    """
+    if site and site.startswith(("https://", "http://")):
+        return site.rstrip("/").rsplit("/", 1)[-1]
+    return ""
 
 
 def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[str, int, int, str]:
@@ -709,16 +721,3 @@ class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
 
     def result(self) -> _Collector:
         return self
-
-
-def _game_id(headers: dict[str, str], uci: str) -> str:
-    """The site's own id when the Site tag is a game URL, else a hash of who, where, when and what.
-
-    >>> _game_id({"Site": "https://lichess.org/AbCd1234"}, "e2e4")
-    'AbCd1234'
-    """
-    site = headers.get("Site", "")
-    if site.startswith(("https://", "http://")) and site.rstrip("/").rsplit("/", 1)[-1]:
-        return site.rstrip("/").rsplit("/", 1)[-1]
-    key = "\n".join([*(headers.get(t, "") for t in ("Event", "Site", "Date", "Round", "White", "Black", "Result")), uci])
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
