@@ -10,14 +10,15 @@ chunks and each chunk read into its table of games, as ``convert_pgn`` does befo
 python-chess (``chess.pgn.read_game`` with a visitor keeping the main line, over the same zstd
 stream), interleaved, and checks the moves are identical. Prints games/s of each and the ratio
 (median of the rounds; one untimed tokpack read first, so numba's compiled code is loaded), the
-same read with ``--clocks`` (each move's ``[%clk]`` kept), and rates for the projection: ``convert_pgn`` end to end (one process, parquet written; 1 MiB
-chunks), decompressing and cutting chunks alone, and the CPU time of the main process of
-``convert_pgn --workers 2`` (decompressing, cutting, receiving the workers' tables, writing
-parquet: the share no number of workers takes over, so it bounds a many-core run; wall time of
---workers is not timed, as a spawned worker's start-up, about 3 s here, swamps a few thousand
-games). Memory: peak RSS of ``convert_pgn`` in a fresh process on K games
-(the Lichess-style set repeated), for each K, split into reading (parse, buffer, spill part
-files) and joining the parts at the end, with RSS after every spill as the growth trace.
+same read with ``--clocks`` (each move's ``[%clk]`` kept), and rates for the projection:
+``convert_pgn`` end to end (one process, parquet written; 1 MiB chunks), decompressing and
+cutting chunks alone, and the CPU time of the main process of ``convert_pgn --workers 2``
+(decompressing, cutting, receiving the workers' tables, writing parquet: the share no number of
+workers takes over, so it bounds a many-core run; wall time of --workers is not timed, as a
+spawned worker's start-up, about 3 s here, swamps a few thousand games). Memory: peak RSS of
+``convert_pgn`` in a fresh process on K games (the Lichess-style set repeated), for each K,
+split into reading (parse, buffer, spill) and finishing (closing the month files, joining the
+part files of months past the first 64), with RSS after every spill as the growth trace.
 """
 
 from __future__ import annotations
