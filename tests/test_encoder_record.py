@@ -59,3 +59,20 @@ def test_unknown_kinds_and_foreign_specs_are_input_errors() -> None:
         rebuild(record.model_copy(update={"kind": "audio"}))
     with pytest.raises(InputError, match="not a text encoder's spec: pattern: Field required"):
         rebuild(EncoderRecord(kind="text", identity=record.identity, spec=record.spec))
+
+
+@pytest.mark.parametrize(("encoder", "field", "edited", "problem"), [
+    ("text", "ranks", "ż" * 8, "its ranks"),
+    ("chess-bpe", "tokenizer_json", '{"model": ', "its tokenizer_json: not a chess BPE"),
+])
+def test_an_edited_spec_is_an_input_error_naming_the_file(tmp_path: Path, encoder: str, field: str, edited: str,
+                                                           problem: str) -> None:
+    """A hand-edited spec is the user's mistake (one line, exit 2), never a library's own exception."""
+    original = encoders()[0 if encoder == "text" else 3]
+    path = tmp_path / "encoder.json"
+    write_encoder(original, path)  # type: ignore[arg-type]
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["spec"][field] = edited
+    path.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(InputError, match=f"^{path}: .*{problem}"):
+        read_encoder(path, original.identity)  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ encoded). :func:`split_moves` puts the move boundaries back into the decoded tex
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,14 +160,29 @@ class BpeEncoder:
         """Read a ``tokenizer.json`` written by :meth:`save`.
 
         Raises:
-            ValueError: naming the file, when it is missing, unreadable or not a valid chess BPE.
+            InputError: naming the file, when it is missing, unreadable or not a valid chess BPE.
         """
         from tokenizers import Tokenizer
 
+        return cls._built(lambda: Tokenizer.from_file(str(path)), path)
+
+    @classmethod
+    def from_json(cls, text: str, *, where: str | Path) -> BpeEncoder:
+        """The BPE of a ``tokenizer.json`` text (``where`` names it in errors).
+
+        Raises:
+            InputError: not a valid chess BPE.
+        """
+        from tokenizers import Tokenizer
+
+        return cls._built(lambda: Tokenizer.from_str(text), where)
+
+    @classmethod
+    def _built(cls, make: Callable[[], Tokenizer], where: str | Path) -> BpeEncoder:
         try:
-            return cls(Tokenizer.from_file(str(path)))
+            return cls(make())
         except Exception as error:  # tokenizers raises its own exception types
-            raise InputError(f"{path}: not a chess BPE ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+            raise InputError(f"{where}: not a chess BPE ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
 
     def save(self, path: Path) -> None:
         """Write the tokenizer as ``tokenizer.json`` text, atomically (a temporary sibling renamed)."""

@@ -92,8 +92,6 @@ def encoder_from_spec(spec: dict[str, object]) -> GameEncoder:
     if checked.tokenizer_json is None:
         return make_encoder(checked.scheme)
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
-    from tokenizers import Tokenizer
-
     from tokpack.chess.bpe import BpeEncoder
 
-    return make_encoder(checked.scheme, BpeEncoder(Tokenizer.from_str(checked.tokenizer_json)))
+    return make_encoder(checked.scheme, BpeEncoder.from_json(checked.tokenizer_json, where="its tokenizer_json"))

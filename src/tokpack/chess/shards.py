@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from tokpack.chess.encoders import GameEncoder
 
 
-
 class ChessShard(Record):
     """One shard of a chess job: rows ``[rows[0], rows[1])`` of one month's table."""
 

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
 from tokpack.errors import InputError, IntegrityError, located
-from tokpack.vocab.identity import VocabIdentity
+from tokpack.vocab.identity import HasIdentity, VocabIdentity
 
 ENCODER_FILE = "encoder.json"
 
@@ -34,17 +34,12 @@ ENCODER_FILE = "encoder.json"
 #: so a text worker never imports the chess packages).
 KINDS: dict[str, str] = {"text": "tokpack.vocab.bytelevel", "chess": "tokpack.chess.schemes"}
 
-class Describable(Protocol):
-    """What an encoder needs to be written to ``encoder.json``."""
+class Describable(HasIdentity, Protocol):
+    """What an encoder needs to be written to ``encoder.json``: its identity, and its kind."""
 
     @property
     def record_kind(self) -> str:
         """The key of :data:`KINDS` that rebuilds it."""
-        ...
-
-    @property
-    def identity(self) -> VocabIdentity:
-        """The vocabulary identity the rebuilt encoder must have."""
         ...
 
 
@@ -73,10 +68,13 @@ def rebuild(record: EncoderRecord, *, where: str | Path | None = None) -> Any:
     """The encoder ``record`` describes.
 
     Raises:
-        InputError: an unknown kind, or a spec its kind refuses.
+        InputError: an unknown kind, or a spec its kind refuses (naming ``where``).
         IntegrityError: the rebuilt encoder's identity is not the recorded one (an edited record).
     """
-    encoder = _module(record.kind).encoder_from_spec(record.spec)
+    try:
+        encoder = _module(record.kind).encoder_from_spec(record.spec)
+    except InputError as error:
+        raise InputError(where, str(error)) from None
     if encoder.identity != record.identity:
         raise IntegrityError(located(where, f"rebuilds vocabulary {encoder.identity.short}, not the recorded "
                                             f"{record.identity.short}", fix="the file was edited; restart the job"))

@@ -251,5 +251,5 @@ def encoder_from_spec(spec: dict[str, object]) -> BpeTokenizer:
         checked = TextEncoderSpec.model_validate(spec)
     except ValidationError as error:
         raise InputError(None, f"not a text encoder's spec: {first_problem(error)}") from None
-    ranks = parse_rank_lines(checked.ranks.encode("ascii"), where="encoder.json ranks")
+    ranks = parse_rank_lines(checked.ranks.encode("utf-8"), where="its ranks")  # base64: anything else is refused
     return BpeTokenizer(ranks=ranks, pattern=checked.pattern, special_tokens=checked.special_tokens)
