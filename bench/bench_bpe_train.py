@@ -163,6 +163,7 @@ def _run_trainers(args: argparse.Namespace) -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print("| size | merges | trainer | seconds (median) | split+count / index / merge s | peak PSS MiB | time vs hf | memory vs hf | held-out chars/token (tokens) | first merge differing from exact |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    held_out: list[str] | None = None
     for size in args.sizes:
         for merges in args.merges:
             results: dict[str, list[dict[str, Any]]] = {trainer: [] for trainer in args.trainers}
@@ -175,7 +176,8 @@ def _run_trainers(args: argparse.Namespace) -> None:
             hf_seconds = statistics.median(r["seconds"] for r in hf) if hf else None
             hf_rss = statistics.median(r["peak_rss_mib"] for r in hf) if hf else None
             exact_tokens = results["exact"][0]["tokens"] if "exact" in results else None
-            _, held_out = _corpus(size, args.data)
+            if held_out is None:
+                held_out = _corpus(0, args.data)[1]  # the same for every size: built once, no training text
             for trainer, runs in results.items():
                 seconds = statistics.median(r["seconds"] for r in runs)
                 rss = statistics.median(r["peak_rss_mib"] for r in runs)

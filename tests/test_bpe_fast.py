@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+import numpy as np
 import pytest
 import regex
 from hypothesis import given, settings
@@ -53,6 +56,28 @@ def test_ids_past_16_bits_train_the_same(corpus: list[str]) -> None:
     # stops when no pair is left, so it must still be the reference's.
     _, trace = train_bpe(corpus, 70_000)
     assert train_fast(corpus, 70_000).trace == trace
+
+
+@settings(max_examples=50, deadline=None)
+@given(corpus=_CORPUS, num_merges=st.integers(6, 40))
+def test_ids_past_16_bits_merge_as_the_reference(corpus: list[str], num_merges: int) -> None:
+    # New ids start at 65,530, so from the sixth merge on they no longer fit 16 bits: the state must
+    # hold 32-bit ids, and its merges (new ids moved back to start at 256) must be the reference's.
+    from tokpack.bpe import compiled
+    from tokpack.bpe.fast import _flatten
+
+    first = 65_530
+    _, trace = train_bpe(corpus, num_merges)
+    state = compiled.build(*_flatten(Counter(corpus)), first + num_merges)
+    assert state.ids.dtype == np.int32
+    out = np.zeros((num_merges, 3), dtype=np.int64)
+    done = compiled.run(state, num_merges, first, out)
+
+    def moved(token: int) -> int:
+        return token - first + 256 if token >= first else token
+
+    assert [(moved(left), moved(right), count) for left, right, count in out[:done].tolist()] == \
+        [(row.left_id, row.right_id, row.frequency) for row in trace]
 
 
 @pytest.fixture(scope="module")

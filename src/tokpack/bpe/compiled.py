@@ -74,6 +74,7 @@ class MergeState:
     side: np.ndarray  # int32 (max_id + 1, 8): see the column names above
     fresh: np.ndarray  # int32 (2 * max_id + 2, 2) scratch: see the column names above
     scalars: np.ndarray  # int64: pairs, pool entries used, heap size, merges done
+    min_frequency: int  # build left out the pairs below it, so every run must stop at it too
 
 
 def build(
@@ -97,29 +98,20 @@ def build(
         log=np.zeros((1024, 2), dtype=np.int32),
         buf=np.zeros(longest, dtype=dtype), mark=np.zeros(longest, dtype=np.uint8),
         side=np.full((max_id + 1, 8), -1, dtype=np.int32), fresh=np.zeros((2 * max_id + 2, 2), dtype=np.int32),
-        scalars=scalars,
+        scalars=scalars, min_frequency=min_frequency,
     )
 
 
-def run(
-    state: MergeState, until: int, first_id: int, min_frequency: int, out: np.ndarray
-) -> int:
-    """Merge until ``until`` merges are done in all, or no pair reaches ``min_frequency``; write
-    each merge's ``(left, right, frequency)`` into the next row of ``out``. Returns the merges done."""
+def run(state: MergeState, until: int, first_id: int, out: np.ndarray) -> int:
+    """Merge until ``until`` merges are done in all, or no pair reaches the state's ``min_frequency``;
+    write each merge's ``(left, right, frequency)`` into the next row of ``out``. Returns the merges
+    done."""
     state.pairs, state.table, state.pool, state.heap, state.log = _merge(
         state.ids, state.pieces, state.pairs, state.table, state.pool, state.heap, state.log, state.buf,
         state.mark, state.side, state.fresh, state.scalars, np.int64(until), np.int64(first_id),
-        np.int64(min_frequency), out,
+        np.int64(state.min_frequency), out,
     )
     return int(state.scalars[3])
-
-
-def pieces(state: MergeState) -> list[list[int]]:
-    """Every piece's ids as they stand now (for explaining a step and for tests)."""
-    return [
-        state.ids[start : start + length].tolist()
-        for start, length in state.pieces[:, [_P_START, _P_LENGTH]].tolist()
-    ]
 
 
 @njit(cache=True)

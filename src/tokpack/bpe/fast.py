@@ -758,7 +758,7 @@ def _merge_loop(
     while done < num_merges:
         # In chunks only so that progress can be reported; the loop itself never leaves numba.
         until = min(num_merges, done + _MERGES_PER_REPORT)
-        done = compiled.run(state, until, first_id, min_frequency, out)
+        done = compiled.run(state, until, first_id, out)
         _return_freed_memory()  # what the loop's growing arrays left behind
         if progress is not None:
             progress(BpeProgress("merge", done, num_merges, "merges"))
