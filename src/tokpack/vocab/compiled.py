@@ -1,0 +1,381 @@
+"""A compiled exact byte-level BPE encoder: tiktoken's ``encode_ordinary`` ids, from numba.
+
+Algorithm, per batch of texts (one numba call that releases the GIL):
+
+1. The texts become one array of code points (``utf-32-le``, a C codec) with the end of each.
+2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's: class tables built by the
+   ``regex`` module itself, so Unicode versions agree) cuts each text into pieces.
+3. A piece of one ASCII character is its byte's rank. Any other piece of at most
+   :data:`CACHE_CHARS` code points is looked up in a **piece cache**: a direct-mapped table of
+   :data:`CACHE_SLOTS` entries, each holding a piece's code points and its ids (at most
+   :data:`CACHE_IDS`). A hit copies the ids; a miss encodes the piece and overwrites the slot, so
+   the cache's size is fixed whatever the corpus (a cache that grows on a terabyte is a bug).
+   Hits compare the code points, never only the hash.
+4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: the piece's UTF-8 bytes, if they are
+   a token, are that token; otherwise adjacent parts are merged lowest rank first (leftmost on
+   ties) until no adjacent pair is a token. Ranks come from an open-addressing table of 64-bit
+   hashes of each token's bytes, verified by comparing the bytes; byte pairs from a 65,536-entry
+   array.
+
+Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
+from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
+not handled here: :class:`~tokpack.vocab.bytelevel.BpeTokenizer` falls back to tiktoken.
+
+Lone surrogates, which have no UTF-8, are treated as tiktoken's ``encode_ordinary`` treats them:
+the text goes through ``utf-16`` with ``surrogatepass`` and back with ``replace`` (a high and a low
+surrogate in a row become their astral character; any other becomes U+FFFD).
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from tokpack.bpe.pretokenize import GPT2, GPT4, _mix, _piece_end, tables
+from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
+
+#: tiktoken's own spelling of ``cl100k_base``'s pattern: digit groups ``{1,3}+`` (possessive),
+#: which cuts as :data:`GPT4_PATTERN`'s ``{1,3}`` since nothing follows the group.
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+
+#: Patterns with a compiled pre-tokenizer, and which one; any other falls back to tiktoken.
+COMPILED_PATTERNS: dict[str, int] = {GPT2_PATTERN: GPT2, GPT4_PATTERN: GPT4, CL100K_PATTERN: GPT4}
+
+#: Piece-cache slots per thread (a power of two).
+CACHE_SLOTS = 1 << 16
+#: Longest piece cached, in code points; longer ones are encoded each time.
+CACHE_CHARS = 16
+#: Most ids a cached piece may have.
+CACHE_IDS = 16
+
+_NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
+_PRIME = np.uint64(0x100000001B3)
+_OFFSET = np.uint64(0xCBF29CE484222325)
+_LOW = np.uint64(0xFFFFFFFF)
+_HIGH = np.uint64(32)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _byte_hash(data, begin, end):  # type: ignore[no-untyped-def]
+    """FNV-1a over ``data[begin:end]``, then splitmix64's finalizer (64 bits)."""
+    h = _OFFSET
+    for k in range(begin, end):
+        h = (h ^ np.uint64(data[k])) * _PRIME
+    return _mix(h)
+
+
+@njit(cache=True)
+def _build_slots(flat, offsets, size):  # type: ignore[no-untyped-def]
+    """The open-addressing table of tokens ``0..n``: a slot is the hash's high 32 bits beside the
+    token's number + 1 (0: empty)."""
+    slots = np.zeros(size, dtype=np.uint64)
+    mask = np.uint64(size - 1)
+    for token in range(offsets.size - 1):
+        h = _byte_hash(flat, offsets[token], offsets[token + 1])
+        position = h & mask
+        while slots[position] != 0:
+            position = (position + np.uint64(1)) & mask
+        slots[position] = ((h >> _HIGH) << _HIGH) | np.uint64(token + 1)
+    return slots
+
+
+@njit(cache=True, nogil=True)
+def _rank_of(piece, begin, end, flat, offsets, ids, slots):  # type: ignore[no-untyped-def]
+    """The rank of the bytes ``piece[begin:end]``, or ``_NONE``."""
+    h = _byte_hash(piece, begin, end)
+    mask = np.uint64(slots.size - 1)
+    position = h & mask
+    tag = h >> _HIGH
+    length = end - begin
+    while True:
+        slot = slots[position]
+        if slot == 0:
+            return _NONE
+        if (slot >> _HIGH) == tag:
+            token = np.int64(slot & _LOW) - 1
+            at = offsets[token]
+            if offsets[token + 1] - at == length:
+                same = True
+                for k in range(length):
+                    if flat[at + k] != piece[begin + k]:
+                        same = False
+                        break
+                if same:
+                    return np.int64(ids[token])
+        position = (position + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _merge_piece(piece, n, flat, offsets, ids, slots, byte_rank, pair_rank, starts, rks, out, at):  # type: ignore[no-untyped-def]
+    """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
+    ``byte_pair_merge`` finds them; return the new end. ``starts`` and ``rks`` are scratch of at
+    least ``n + 1``."""
+    if n == 1:
+        out[at] = byte_rank[piece[0]]
+        return at + 1
+    whole = _rank_of(piece, 0, n, flat, offsets, ids, slots)
+    if whole != _NONE:
+        out[at] = whole
+        return at + 1
+    best = _NONE
+    where = -1
+    for i in range(n - 1):
+        r = pair_rank[(np.int64(piece[i]) << 8) | np.int64(piece[i + 1])]
+        starts[i] = i
+        rks[i] = r
+        if r < best:
+            best = r
+            where = i
+    starts[n - 1] = n - 1
+    rks[n - 1] = _NONE
+    starts[n] = n
+    rks[n] = _NONE
+    m = n + 1  # parts, the end sentinel included
+    while best != _NONE:
+        i = where
+        # The rank of part j merged with its next two (as it will be once i and i+1 are one).
+        if i > 0:
+            rks[i - 1] = _rank_of(piece, starts[i - 1], starts[i + 2], flat, offsets, ids, slots) if i + 2 < m else _NONE
+        rks[i] = _rank_of(piece, starts[i], starts[i + 3], flat, offsets, ids, slots) if i + 3 < m else _NONE
+        for k in range(i + 1, m - 1):
+            starts[k] = starts[k + 1]
+            rks[k] = rks[k + 1]
+        m -= 1
+        best = _NONE
+        for k in range(m - 1):
+            if rks[k] < best:
+                best = rks[k]
+                where = k
+    for k in range(m - 1):
+        out[at] = _rank_of(piece, starts[k], starts[k + 1], flat, offsets, ids, slots)
+        at += 1
+    return at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
+    """UTF-8 of ``cps[begin:end]`` (no surrogates) into ``piece``; returns the byte count."""
+    n = 0
+    for k in range(begin, end):
+        cp = cps[k]
+        if cp < 0x80:
+            piece[n] = cp
+            n += 1
+        elif cp < 0x800:
+            piece[n] = 0xC0 | (cp >> 6)
+            piece[n + 1] = 0x80 | (cp & 0x3F)
+            n += 2
+        elif cp < 0x10000:
+            piece[n] = 0xE0 | (cp >> 12)
+            piece[n + 1] = 0x80 | ((cp >> 6) & 0x3F)
+            piece[n + 2] = 0x80 | (cp & 0x3F)
+            n += 3
+        else:
+            piece[n] = 0xF0 | (cp >> 18)
+            piece[n + 1] = 0x80 | ((cp >> 12) & 0x3F)
+            piece[n + 2] = 0x80 | ((cp >> 6) & 0x3F)
+            piece[n + 3] = 0x80 | (cp & 0x3F)
+            n += 4
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _encode(cps, ends, mode, classes, fold, exact, flat, offsets, ids, slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
+            cache_len, cache_nids, cache_cps, cache_ids, stats):
+    """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
+    of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
+    total = cps.size
+    out = np.empty(max(64, total + total // 2), dtype=np.uint32)
+    doc_ends = np.empty(ends.size, dtype=np.int64)
+    piece = np.empty(256, dtype=np.uint8)
+    starts = np.empty(257, dtype=np.int64)
+    rks = np.empty(257, dtype=np.int64)
+    cache_mask = np.uint64(cache_len.size - 1)
+    chars = cache_cps.shape[1]
+    max_ids = cache_ids.shape[1]
+    at = 0
+    begin = 0
+    for d in range(ends.size):
+        end = ends[d]
+        i = begin
+        while i < end:
+            j = _piece_end(cps, i, end, mode, classes, fold, exact)
+            length = j - i
+            if at + 4 * length > out.size:
+                grown = np.empty(max(2 * out.size, at + 4 * length), dtype=np.uint32)
+                grown[:at] = out[:at]
+                out = grown
+            if length == 1 and cps[i] < 0x80:
+                out[at] = byte_rank[cps[i]]
+                at += 1
+                i = j
+                continue
+            slot = -1
+            if length <= chars:
+                h = np.uint64(0xCBF29CE484222325)
+                for k in range(i, j):
+                    h = (h ^ np.uint64(cps[k])) * np.uint64(0x100000001B3)
+                slot = np.int64(_mix(h) & cache_mask)
+                if cache_len[slot] == length:
+                    same = True
+                    for k in range(length):
+                        if cache_cps[slot, k] != cps[i + k]:
+                            same = False
+                            break
+                    if same:
+                        for k in range(cache_nids[slot]):
+                            out[at + k] = cache_ids[slot, k]
+                        at += cache_nids[slot]
+                        stats[0] += 1
+                        i = j
+                        continue
+                stats[1] += 1
+            else:
+                stats[2] += 1
+            if 4 * length + 1 > piece.size:
+                piece = np.empty(8 * length + 1, dtype=np.uint8)
+                starts = np.empty(8 * length + 1, dtype=np.int64)
+                rks = np.empty(8 * length + 1, dtype=np.int64)
+            n = _utf8(cps, i, j, piece)
+            first = at
+            at = _merge_piece(piece, n, flat, offsets, ids, slots, byte_rank, pair_rank, starts, rks, out, at)
+            if slot >= 0 and at - first <= max_ids:
+                cache_len[slot] = length
+                cache_nids[slot] = at - first
+                for k in range(length):
+                    cache_cps[slot, k] = cps[i + k]
+                for k in range(at - first):
+                    cache_ids[slot, k] = out[first + k]
+            i = j
+        doc_ends[d] = at
+        begin = end
+    return out[:at].copy(), doc_ends
+
+
+@dataclass
+class PieceCache:
+    """One thread's piece cache: fixed arrays, overwritten slot by slot."""
+
+    length: np.ndarray  # code points of the piece in each slot (0: empty)
+    n_ids: np.ndarray
+    code_points: np.ndarray
+    ids: np.ndarray
+    stats: np.ndarray  # hits, misses, pieces too long to cache
+
+    @classmethod
+    def new(cls, slots: int = CACHE_SLOTS) -> PieceCache:
+        return cls(np.zeros(slots, dtype=np.uint8), np.zeros(slots, dtype=np.uint8),
+                   np.zeros((slots, CACHE_CHARS), dtype=np.uint32), np.zeros((slots, CACHE_IDS), dtype=np.uint32),
+                   np.zeros(3, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.length.nbytes + self.n_ids.nbytes + self.code_points.nbytes + self.ids.nbytes)
+
+
+@dataclass(frozen=True)
+class CacheReport:
+    """What the piece caches hold and did: their fixed size, and hit counts since they were made."""
+
+    caches: int
+    slots_each: int
+    max_piece_chars: int
+    bytes_each: int
+    pieces_held: int
+    hits: int
+    misses: int
+    uncached: int
+
+
+def _fix_surrogates(text: str) -> str:
+    """What tiktoken's ``encode_ordinary`` encodes for a text with lone surrogates."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``texts`` as one ``uint32`` array of code points (lone surrogates fixed as tiktoken does, per
+    text) and the end of each text in it."""
+    try:
+        joined = "".join(texts).encode("utf-32-le")
+    except UnicodeEncodeError:
+        texts = [_fix_surrogates(text) for text in texts]
+        joined = "".join(texts).encode("utf-32-le")
+    cps = np.frombuffer(joined, dtype=np.uint32)
+    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    return cps, ends
+
+
+class CompiledBpe:
+    """The compiled encoder of one vocabulary (``ranks``: token bytes to id) and one pattern of
+    :data:`COMPILED_PATTERNS`. Thread-safe: each call takes a piece cache of its own from a pool.
+
+    >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b" ab": 257}
+    >>> CompiledBpe(ranks, GPT2_PATTERN).encode(["abc ab", "b"])[0].tolist()
+    [256, 99, 257]
+    """
+
+    def __init__(self, ranks: Mapping[bytes, int], pattern: str) -> None:
+        """Raises:
+            KeyError: ``pattern`` has no compiled pre-tokenizer.
+        """
+        self.mode = COMPILED_PATTERNS[pattern]
+        tokens = list(ranks)
+        self.ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+        size = 1 << 10
+        while size < 2 * len(tokens):
+            size *= 2
+        self.slots = _build_slots(self.flat, self.offsets, size)
+        self.byte_rank = np.array([ranks[bytes([b])] for b in range(256)], dtype=np.uint32)
+        self.pair_rank = np.full(1 << 16, _NONE, dtype=np.int64)
+        two = lengths == 2
+        if two.any():
+            pairs = self.flat[self.offsets[:-1][two]].astype(np.int64) << 8 | self.flat[self.offsets[:-1][two] + 1]
+            self.pair_rank[pairs] = self.ids[two]
+        self.tables = tables()
+        self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
+        self._caches: list[PieceCache] = []
+
+    @contextmanager
+    def _cache(self) -> Iterator[PieceCache]:
+        try:
+            cache = self._pool.get_nowait()
+        except queue.Empty:
+            cache = PieceCache.new()
+            self._caches.append(cache)
+        try:
+            yield cache
+        finally:
+            self._pool.put(cache)
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The ids of each text, as ``uint32`` arrays (views of one buffer)."""
+        if not texts:
+            return []
+        cps, ends = code_points(texts)
+        classes, fold, exact = self.tables
+        with self._cache() as cache:
+            out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.flat, self.offsets, self.ids,
+                                    self.slots, self.byte_rank, self.pair_rank, cache.length, cache.n_ids,
+                                    cache.code_points, cache.ids, cache.stats)
+        return np.split(out, doc_ends[:-1])
+
+    def cache_report(self) -> CacheReport:
+        """The piece caches' size and what they did so far."""
+        caches = list(self._caches)
+        stats = sum((cache.stats for cache in caches), np.zeros(3, dtype=np.int64))
+        return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, max_piece_chars=CACHE_CHARS,
+                           bytes_each=PieceCache.new(1).nbytes * CACHE_SLOTS,
+                           pieces_held=int(sum(int(np.count_nonzero(cache.length)) for cache in caches)),
+                           hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]))
