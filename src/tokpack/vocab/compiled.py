@@ -72,31 +72,68 @@ def _byte_hash(data, begin, end):  # type: ignore[no-untyped-def]
     return _mix(h)
 
 
+_SHORT = 7  # tokens of at most this many bytes are keyed by their bytes themselves
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _short_key(data, begin, end):  # type: ignore[no-untyped-def]
+    """Bytes ``data[begin:end]`` (at most 7) packed into 64 bits, their count in the top byte: the
+    key is the bytes, so a match needs no comparison and no key is 0."""
+    key = np.uint64(end - begin) << np.uint64(56)
+    for k in range(begin, end):
+        key |= np.uint64(data[k]) << np.uint64(8 * (k - begin))
+    return key
+
+
 @njit(cache=True)
-def _build_slots(flat, offsets, size):  # type: ignore[no-untyped-def]
-    """The open-addressing table of tokens ``0..n``: a slot is the hash's high 32 bits beside the
-    token's number + 1 (0: empty)."""
-    slots = np.zeros(size, dtype=np.uint64)
-    mask = np.uint64(size - 1)
+def _build_tables(flat, offsets, ids, short_size, long_size):  # type: ignore[no-untyped-def]
+    """Two open-addressing tables of the tokens: those of at most 7 bytes by their packed bytes
+    (``short_keys`` beside ``short_ids``), longer ones by a slot holding their hash's high 32 bits
+    beside their number + 1 (0: empty), verified against ``flat`` on a match."""
+    short_keys = np.zeros(short_size, dtype=np.uint64)
+    short_ids = np.zeros(short_size, dtype=np.int64)
+    long_slots = np.zeros(long_size, dtype=np.uint64)
+    short_mask = np.uint64(short_size - 1)
+    long_mask = np.uint64(long_size - 1)
     for token in range(offsets.size - 1):
-        h = _byte_hash(flat, offsets[token], offsets[token + 1])
-        position = h & mask
-        while slots[position] != 0:
-            position = (position + np.uint64(1)) & mask
-        slots[position] = ((h >> _HIGH) << _HIGH) | np.uint64(token + 1)
-    return slots
+        begin, end = offsets[token], offsets[token + 1]
+        if end - begin <= _SHORT:
+            key = _short_key(flat, begin, end)
+            position = _mix(key) & short_mask
+            while short_keys[position] != 0:
+                position = (position + np.uint64(1)) & short_mask
+            short_keys[position] = key
+            short_ids[position] = ids[token]
+        else:
+            h = _byte_hash(flat, begin, end)
+            position = h & long_mask
+            while long_slots[position] != 0:
+                position = (position + np.uint64(1)) & long_mask
+            long_slots[position] = ((h >> _HIGH) << _HIGH) | np.uint64(token + 1)
+    return short_keys, short_ids, long_slots
 
 
 @njit(cache=True, nogil=True)
-def _rank_of(piece, begin, end, flat, offsets, ids, slots):  # type: ignore[no-untyped-def]
+def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_slots):  # type: ignore[no-untyped-def]
     """The rank of the bytes ``piece[begin:end]``, or ``_NONE``."""
+    length = end - begin
+    if length <= _SHORT:
+        key = _short_key(piece, begin, end)
+        mask = np.uint64(short_keys.size - 1)
+        position = _mix(key) & mask
+        while True:
+            found = short_keys[position]
+            if found == key:
+                return short_ids[position]
+            if found == 0:
+                return _NONE
+            position = (position + np.uint64(1)) & mask
     h = _byte_hash(piece, begin, end)
-    mask = np.uint64(slots.size - 1)
+    mask = np.uint64(long_slots.size - 1)
     position = h & mask
     tag = h >> _HIGH
-    length = end - begin
     while True:
-        slot = slots[position]
+        slot = long_slots[position]
         if slot == 0:
             return _NONE
         if (slot >> _HIGH) == tag:
@@ -114,14 +151,15 @@ def _rank_of(piece, begin, end, flat, offsets, ids, slots):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True)
-def _merge_piece(piece, n, flat, offsets, ids, slots, byte_rank, pair_rank, starts, rks, out, at):  # type: ignore[no-untyped-def]
+def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
+                 starts, rks, toks, out, at):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
-    ``byte_pair_merge`` finds them; return the new end. ``starts`` and ``rks`` are scratch of at
-    least ``n + 1``."""
+    ``byte_pair_merge`` finds them; return the new end. ``starts``, ``rks`` and ``toks`` are
+    scratch of at least ``n + 1``."""
     if n == 1:
         out[at] = byte_rank[piece[0]]
         return at + 1
-    whole = _rank_of(piece, 0, n, flat, offsets, ids, slots)
+    whole = _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
     if whole != _NONE:
         out[at] = whole
         return at + 1
@@ -131,23 +169,29 @@ def _merge_piece(piece, n, flat, offsets, ids, slots, byte_rank, pair_rank, star
         r = pair_rank[(np.int64(piece[i]) << 8) | np.int64(piece[i + 1])]
         starts[i] = i
         rks[i] = r
+        toks[i] = byte_rank[piece[i]]
         if r < best:
             best = r
             where = i
     starts[n - 1] = n - 1
     rks[n - 1] = _NONE
+    toks[n - 1] = byte_rank[piece[n - 1]]
     starts[n] = n
     rks[n] = _NONE
     m = n + 1  # parts, the end sentinel included
     while best != _NONE:
         i = where
-        # The rank of part j merged with its next two (as it will be once i and i+1 are one).
+        toks[i] = best  # the merged part is the token of that rank (ids are ranks)
+        # The rank of part j merged with the next two (as it will be once i and i+1 are one).
         if i > 0:
-            rks[i - 1] = _rank_of(piece, starts[i - 1], starts[i + 2], flat, offsets, ids, slots) if i + 2 < m else _NONE
-        rks[i] = _rank_of(piece, starts[i], starts[i + 3], flat, offsets, ids, slots) if i + 3 < m else _NONE
+            rks[i - 1] = (_rank_of(piece, starts[i - 1], starts[i + 2], short_keys, short_ids, flat, offsets, ids,
+                                   long_slots) if i + 2 < m else _NONE)
+        rks[i] = (_rank_of(piece, starts[i], starts[i + 3], short_keys, short_ids, flat, offsets, ids, long_slots)
+                  if i + 3 < m else _NONE)
         for k in range(i + 1, m - 1):
             starts[k] = starts[k + 1]
             rks[k] = rks[k + 1]
+            toks[k] = toks[k + 1]
         m -= 1
         best = _NONE
         for k in range(m - 1):
@@ -155,7 +199,7 @@ def _merge_piece(piece, n, flat, offsets, ids, slots, byte_rank, pair_rank, star
                 best = rks[k]
                 where = k
     for k in range(m - 1):
-        out[at] = _rank_of(piece, starts[k], starts[k + 1], flat, offsets, ids, slots)
+        out[at] = toks[k]
         at += 1
     return at
 
@@ -188,8 +232,8 @@ def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _encode(cps, ends, mode, classes, fold, exact, flat, offsets, ids, slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
-            cache_len, cache_nids, cache_cps, cache_ids, stats):
+def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
+            byte_rank, pair_rank, cache_len, cache_nids, cache_cps, cache_ids, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
     total = cps.size
@@ -198,6 +242,7 @@ def _encode(cps, ends, mode, classes, fold, exact, flat, offsets, ids, slots, by
     piece = np.empty(256, dtype=np.uint8)
     starts = np.empty(257, dtype=np.int64)
     rks = np.empty(257, dtype=np.int64)
+    toks = np.empty(257, dtype=np.int64)
     cache_mask = np.uint64(cache_len.size - 1)
     chars = cache_cps.shape[1]
     max_ids = cache_ids.shape[1]
@@ -244,9 +289,11 @@ def _encode(cps, ends, mode, classes, fold, exact, flat, offsets, ids, slots, by
                 piece = np.empty(8 * length + 1, dtype=np.uint8)
                 starts = np.empty(8 * length + 1, dtype=np.int64)
                 rks = np.empty(8 * length + 1, dtype=np.int64)
+                toks = np.empty(8 * length + 1, dtype=np.int64)
             n = _utf8(cps, i, j, piece)
             first = at
-            at = _merge_piece(piece, n, flat, offsets, ids, slots, byte_rank, pair_rank, starts, rks, out, at)
+            at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank, starts,
+                              rks, toks, out, at)
             if slot >= 0 and at - first <= max_ids:
                 cache_len[slot] = length
                 cache_nids[slot] = at - first
@@ -271,7 +318,8 @@ class PieceCache:
     stats: np.ndarray  # hits, misses, pieces too long to cache
 
     @classmethod
-    def new(cls, slots: int = CACHE_SLOTS) -> PieceCache:
+    def new(cls, slots: int | None = None) -> PieceCache:
+        slots = slots or CACHE_SLOTS
         return cls(np.zeros(slots, dtype=np.uint8), np.zeros(slots, dtype=np.uint8),
                    np.zeros((slots, CACHE_CHARS), dtype=np.uint32), np.zeros((slots, CACHE_IDS), dtype=np.uint32),
                    np.zeros(3, dtype=np.int64))
@@ -293,6 +341,14 @@ class CacheReport:
     hits: int
     misses: int
     uncached: int
+
+
+def _table_size(n: int) -> int:
+    """A power of two at least 4 times ``n`` (a load of at most 1/4: few probes)."""
+    size = 1 << 8
+    while size < 4 * n:
+        size *= 2
+    return size
 
 
 def _fix_surrogates(text: str) -> str:
@@ -333,10 +389,9 @@ class CompiledBpe:
         self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
         self.flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-        size = 1 << 10
-        while size < 2 * len(tokens):
-            size *= 2
-        self.slots = _build_slots(self.flat, self.offsets, size)
+        short = int(np.count_nonzero(lengths <= _SHORT))
+        self.short_keys, self.short_ids, self.long_slots = _build_tables(
+            self.flat, self.offsets, self.ids, _table_size(short), _table_size(len(tokens) - short))
         self.byte_rank = np.array([ranks[bytes([b])] for b in range(256)], dtype=np.uint32)
         self.pair_rank = np.full(1 << 16, _NONE, dtype=np.int64)
         two = lengths == 2
@@ -366,8 +421,8 @@ class CompiledBpe:
         cps, ends = code_points(texts)
         classes, fold, exact = self.tables
         with self._cache() as cache:
-            out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.flat, self.offsets, self.ids,
-                                    self.slots, self.byte_rank, self.pair_rank, cache.length, cache.n_ids,
+            out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
+                                    self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank, cache.length, cache.n_ids,
                                     cache.code_points, cache.ids, cache.stats)
         return np.split(out, doc_ends[:-1])
 
