@@ -150,12 +150,63 @@ def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_
         position = (position + np.uint64(1)) & mask
 
 
+@njit(cache=True)
+def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type: ignore[no-untyped-def]
+    """The merge table: for every token and every cut of its bytes into two tokens ``left`` and
+    ``right``, the key ``(left + 1) << 32 | right`` (never 0) beside the token's id. Every part
+    of tiktoken's merge is a token, so the rank of two adjacent parts is this table's entry for
+    their ids: a look-up of one 64-bit key, the bytes neither hashed nor compared."""
+    count = 0
+    for token in range(offsets.size - 1):
+        begin, end = offsets[token], offsets[token + 1]
+        for cut in range(begin + 1, end):
+            if (_rank_of(flat, begin, cut, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE
+                    and _rank_of(flat, cut, end, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE):
+                count += 1
+    size = 1 << 8
+    while size < 3 * count:
+        size *= 2
+    keys = np.zeros(size, dtype=np.uint64)
+    values = np.zeros(size, dtype=np.int64)
+    mask = np.uint64(size - 1)
+    for token in range(offsets.size - 1):
+        begin, end = offsets[token], offsets[token + 1]
+        for cut in range(begin + 1, end):
+            left = _rank_of(flat, begin, cut, short_keys, short_ids, flat, offsets, ids, long_slots)
+            right = _rank_of(flat, cut, end, short_keys, short_ids, flat, offsets, ids, long_slots)
+            if left == _NONE or right == _NONE:
+                continue
+            key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
+            position = _mix(key) & mask
+            while keys[position] != 0 and keys[position] != key:
+                position = (position + np.uint64(1)) & mask
+            keys[position] = key
+            values[position] = ids[token]
+    return keys, values
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair(keys, values, left, right):  # type: ignore[no-untyped-def]
+    """The id of the token made of tokens ``left`` and ``right``, or ``_NONE``."""
+    key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
+    mask = np.uint64(keys.size - 1)
+    position = _mix(key) & mask
+    while True:
+        found = keys[position]
+        if found == key:
+            return values[position]
+        if found == 0:
+            return _NONE
+        position = (position + np.uint64(1)) & mask
+
+
 @njit(cache=True, nogil=True)
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
-                 starts, rks, toks, out, at):
+                 pair_keys, pair_values, rks, toks, out, at):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
-    ``byte_pair_merge`` finds them; return the new end. ``starts``, ``rks`` and ``toks`` are
-    scratch of at least ``n + 1``."""
+    ``byte_pair_merge`` finds them; return the new end. ``rks`` and ``toks`` are scratch of at
+    least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it merged with the
+    next part."""
     if n == 1:
         out[at] = byte_rank[piece[0]]
         return at + 1
@@ -167,38 +218,30 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
     where = -1
     for i in range(n - 1):
         r = pair_rank[(np.int64(piece[i]) << 8) | np.int64(piece[i + 1])]
-        starts[i] = i
         rks[i] = r
         toks[i] = byte_rank[piece[i]]
         if r < best:
             best = r
             where = i
-    starts[n - 1] = n - 1
     rks[n - 1] = _NONE
     toks[n - 1] = byte_rank[piece[n - 1]]
-    starts[n] = n
-    rks[n] = _NONE
-    m = n + 1  # parts, the end sentinel included
+    m = n  # parts
     while best != _NONE:
         i = where
-        toks[i] = best  # the merged part is the token of that rank (ids are ranks)
-        # The rank of part j merged with the next two (as it will be once i and i+1 are one).
-        if i > 0:
-            rks[i - 1] = (_rank_of(piece, starts[i - 1], starts[i + 2], short_keys, short_ids, flat, offsets, ids,
-                                   long_slots) if i + 2 < m else _NONE)
-        rks[i] = (_rank_of(piece, starts[i], starts[i + 3], short_keys, short_ids, flat, offsets, ids, long_slots)
-                  if i + 3 < m else _NONE)
+        toks[i] = best  # parts i and i + 1 become the token of that rank (ids are ranks)
         for k in range(i + 1, m - 1):
-            starts[k] = starts[k + 1]
-            rks[k] = rks[k + 1]
             toks[k] = toks[k + 1]
+            rks[k] = rks[k + 1]
         m -= 1
+        if i > 0:
+            rks[i - 1] = _pair(pair_keys, pair_values, toks[i - 1], toks[i])
+        rks[i] = _pair(pair_keys, pair_values, toks[i], toks[i + 1]) if i + 1 < m else _NONE
         best = _NONE
         for k in range(m - 1):
             if rks[k] < best:
                 best = rks[k]
                 where = k
-    for k in range(m - 1):
+    for k in range(m):
         out[at] = toks[k]
         at += 1
     return at
@@ -233,14 +276,13 @@ def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
-            byte_rank, pair_rank, cache_len, cache_nids, cache_cps, cache_ids, stats):
+            byte_rank, pair_rank, pair_keys, pair_values, cache_len, cache_nids, cache_cps, cache_ids, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
     total = cps.size
     out = np.empty(max(64, total + total // 2), dtype=np.uint32)
     doc_ends = np.empty(ends.size, dtype=np.int64)
     piece = np.empty(256, dtype=np.uint8)
-    starts = np.empty(257, dtype=np.int64)
     rks = np.empty(257, dtype=np.int64)
     toks = np.empty(257, dtype=np.int64)
     cache_mask = np.uint64(cache_len.size - 1)
@@ -287,13 +329,12 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 stats[2] += 1
             if 4 * length + 1 > piece.size:
                 piece = np.empty(8 * length + 1, dtype=np.uint8)
-                starts = np.empty(8 * length + 1, dtype=np.int64)
                 rks = np.empty(8 * length + 1, dtype=np.int64)
                 toks = np.empty(8 * length + 1, dtype=np.int64)
             n = _utf8(cps, i, j, piece)
             first = at
-            at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank, starts,
-                              rks, toks, out, at)
+            at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
+                              pair_keys, pair_values, rks, toks, out, at)
             if slot >= 0 and at - first <= max_ids:
                 cache_len[slot] = length
                 cache_nids[slot] = at - first
@@ -398,6 +439,8 @@ class CompiledBpe:
         if two.any():
             pairs = self.flat[self.offsets[:-1][two]].astype(np.int64) << 8 | self.flat[self.offsets[:-1][two] + 1]
             self.pair_rank[pairs] = self.ids[two]
+        self.pair_keys, self.pair_values = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys,
+                                                        self.short_ids, self.long_slots)
         self.tables = tables()
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
         self._caches: list[PieceCache] = []
@@ -422,7 +465,8 @@ class CompiledBpe:
         classes, fold, exact = self.tables
         with self._cache() as cache:
             out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
-                                    self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank, cache.length, cache.n_ids,
+                                    self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
+                                    self.pair_keys, self.pair_values, cache.length, cache.n_ids,
                                     cache.code_points, cache.ids, cache.stats)
         return np.split(out, doc_ends[:-1])
 
