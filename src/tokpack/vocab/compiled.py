@@ -6,9 +6,8 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
 2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's: class tables built by the
    ``regex`` module itself, so Unicode versions agree) cuts each text into pieces.
 3. A piece of one ASCII character is its byte's rank. Any other piece of at most
-   :data:`CACHE_CHARS` code points is looked up in a **piece cache**: a direct-mapped table of
-   :data:`CACHE_SLOTS` entries, each holding a piece's code points and its ids (at most
-   :data:`CACHE_IDS`). A hit copies the ids; a miss encodes the piece and overwrites the slot, so
+   :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
+   table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit copies the ids; a miss encodes the piece and overwrites the slot, so
    the cache's size is fixed whatever the corpus (a cache that grows on a terabyte is a bug).
    Hits compare the code points, never only the hash.
 4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: the piece's UTF-8 bytes, if they are
@@ -51,10 +50,9 @@ COMPILED_PATTERNS: dict[str, int] = {GPT2_PATTERN: GPT2, GPT4_PATTERN: GPT4, CL1
 
 #: Piece-cache slots per thread (a power of two).
 CACHE_SLOTS = 1 << 16
-#: Longest piece cached, in code points; longer ones are encoded each time.
-CACHE_CHARS = 16
-#: Most ids a cached piece may have.
-CACHE_IDS = 16
+#: 32-bit words of a cache row: a piece of ``n`` code points and ``k`` ids is cached if
+#: ``1 + n + k <= CACHE_ROW``; longer ones are encoded each time.
+CACHE_ROW = 32
 
 _NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
 _PRIME = np.uint64(0x100000001B3)
@@ -113,7 +111,7 @@ def _build_tables(flat, offsets, ids, short_size, long_size):  # type: ignore[no
     return short_keys, short_ids, long_slots
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_slots):  # type: ignore[no-untyped-def]
     """The rank of the bytes ``piece[begin:end]``, or ``_NONE``."""
     length = end - begin
@@ -200,7 +198,7 @@ def _pair(keys, values, left, right):  # type: ignore[no-untyped-def]
         position = (position + np.uint64(1)) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
                  pair_keys, pair_values, rks, toks, out, at):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
@@ -276,7 +274,7 @@ def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
-            byte_rank, pair_rank, pair_keys, pair_values, cache_len, cache_nids, cache_cps, cache_ids, stats):
+            byte_rank, pair_rank, pair_keys, pair_values, cache, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
     total = cps.size
@@ -285,9 +283,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     piece = np.empty(256, dtype=np.uint8)
     rks = np.empty(257, dtype=np.int64)
     toks = np.empty(257, dtype=np.int64)
-    cache_mask = np.uint64(cache_len.size - 1)
-    chars = cache_cps.shape[1]
-    max_ids = cache_ids.shape[1]
+    cache_mask = np.uint64(cache.shape[0] - 1)
+    row = cache.shape[1]
     at = 0
     begin = 0
     for d in range(ends.size):
@@ -306,21 +303,23 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 i = j
                 continue
             slot = -1
-            if length <= chars:
+            if length <= row - 2:
                 h = np.uint64(0xCBF29CE484222325)
                 for k in range(i, j):
                     h = (h ^ np.uint64(cps[k])) * np.uint64(0x100000001B3)
                 slot = np.int64(_mix(h) & cache_mask)
-                if cache_len[slot] == length:
+                # A row: its piece's length | its id count << 8, the code points, the ids.
+                if cache[slot, 0] & 0xFF == length:
                     same = True
                     for k in range(length):
-                        if cache_cps[slot, k] != cps[i + k]:
+                        if cache[slot, 1 + k] != cps[i + k]:
                             same = False
                             break
                     if same:
-                        for k in range(cache_nids[slot]):
-                            out[at + k] = cache_ids[slot, k]
-                        at += cache_nids[slot]
+                        count = np.int64(cache[slot, 0] >> 8)
+                        for k in range(count):
+                            out[at + k] = cache[slot, 1 + length + k]
+                        at += count
                         stats[0] += 1
                         i = j
                         continue
@@ -335,13 +334,12 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
             first = at
             at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
                               pair_keys, pair_values, rks, toks, out, at)
-            if slot >= 0 and at - first <= max_ids:
-                cache_len[slot] = length
-                cache_nids[slot] = at - first
+            if slot >= 0 and 1 + length + at - first <= row:
+                cache[slot, 0] = length | ((at - first) << 8)
                 for k in range(length):
-                    cache_cps[slot, k] = cps[i + k]
+                    cache[slot, 1 + k] = cps[i + k]
                 for k in range(at - first):
-                    cache_ids[slot, k] = out[first + k]
+                    cache[slot, 1 + length + k] = out[first + k]
             i = j
         doc_ends[d] = at
         begin = end
@@ -350,24 +348,20 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
 
 @dataclass
 class PieceCache:
-    """One thread's piece cache: fixed arrays, overwritten slot by slot."""
+    """One thread's piece cache: a fixed array of rows, overwritten row by row. A row holds its
+    piece's length and id count, the piece's code points, then its ids (a piece fits if
+    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line."""
 
-    length: np.ndarray  # code points of the piece in each slot (0: empty)
-    n_ids: np.ndarray
-    code_points: np.ndarray
-    ids: np.ndarray
+    rows: np.ndarray
     stats: np.ndarray  # hits, misses, pieces too long to cache
 
     @classmethod
     def new(cls, slots: int | None = None) -> PieceCache:
-        slots = slots or CACHE_SLOTS
-        return cls(np.zeros(slots, dtype=np.uint8), np.zeros(slots, dtype=np.uint8),
-                   np.zeros((slots, CACHE_CHARS), dtype=np.uint32), np.zeros((slots, CACHE_IDS), dtype=np.uint32),
-                   np.zeros(3, dtype=np.int64))
+        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32), np.zeros(3, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
-        return int(self.length.nbytes + self.n_ids.nbytes + self.code_points.nbytes + self.ids.nbytes)
+        return int(self.rows.nbytes)
 
 
 @dataclass(frozen=True)
@@ -376,7 +370,7 @@ class CacheReport:
 
     caches: int
     slots_each: int
-    max_piece_chars: int
+    row_words: int
     bytes_each: int
     pieces_held: int
     hits: int
@@ -466,15 +460,14 @@ class CompiledBpe:
         with self._cache() as cache:
             out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
                                     self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
-                                    self.pair_keys, self.pair_values, cache.length, cache.n_ids,
-                                    cache.code_points, cache.ids, cache.stats)
+                                    self.pair_keys, self.pair_values, cache.rows, cache.stats)
         return np.split(out, doc_ends[:-1])
 
     def cache_report(self) -> CacheReport:
         """The piece caches' size and what they did so far."""
         caches = list(self._caches)
         stats = sum((cache.stats for cache in caches), np.zeros(3, dtype=np.int64))
-        return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, max_piece_chars=CACHE_CHARS,
+        return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, row_words=CACHE_ROW,
                            bytes_each=PieceCache.new(1).nbytes * CACHE_SLOTS,
-                           pieces_held=int(sum(int(np.count_nonzero(cache.length)) for cache in caches)),
+                           pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) for cache in caches)),
                            hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]))
