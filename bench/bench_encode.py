@@ -144,6 +144,50 @@ def prepare_child(corpus: Path, ranks: Path) -> dict[str, Any]:
                 "ids": hashlib.sha256(tokens).hexdigest()[:16]}
 
 
+def profile(megabytes: float) -> list[str]:
+    """Where tokpack's single-thread time goes on each slice (GPT-2 ranks, one fresh cache as in a
+    real run), measured phase by phase in this process: the text to code points, the
+    pre-tokenizer alone, the whole encoder, and the whole encoder with a one-row cache (every
+    piece a miss), whence the cost of a miss."""
+    import numpy as np
+
+    import tokpack.vocab.compiled as compiled
+    from tokpack import GPT2_PATTERN, load_vocabulary
+    from tokpack.bpe.pretokenize import GPT2, _split
+
+    encoder = compiled.CompiledBpe(load_vocabulary(rank_file("gpt2", Path(tempfile.gettempdir()))).ranks, GPT2_PATTERN)
+    encoder.encode(["warm up"])
+    lines = ["| text | MB | to code points | pre-tokenizer | whole encoder (CPU s) | pieces: hits / misses | "
+             "µs per miss | misses' share |", "|---|---|---|---|---|---|---|---|"]
+    for name, docs in texts(megabytes).items():
+        mb = sum(len(d.encode()) for d in docs) / 1e6
+
+        def timed(action: Any) -> float:
+            start = time.process_time()
+            action()
+            return time.process_time() - start
+
+        convert = timed(lambda: compiled.code_points(docs))  # noqa: B023
+        cps, ends = compiled.code_points(docs)
+        out = np.empty(cps.size + 1, dtype=np.int64)
+        split = timed(lambda: _split(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
+        fresh = compiled.PieceCache.new()
+        whole = timed(lambda: compiled._encode(cps, ends, GPT2, *encoder.tables, encoder.short_keys, encoder.short_ids,  # noqa: B023
+                                               encoder.flat, encoder.offsets, encoder.ids, encoder.long_slots,
+                                               encoder.byte_rank, encoder.pair_rank, encoder.pair_keys,
+                                               encoder.pair_values, fresh.rows, fresh.stats))  # noqa: B023
+        blind = compiled.PieceCache.new(1)
+        every = timed(lambda: compiled._encode(cps, ends, GPT2, *encoder.tables, encoder.short_keys, encoder.short_ids,  # noqa: B023
+                                               encoder.flat, encoder.offsets, encoder.ids, encoder.long_slots,
+                                               encoder.byte_rank, encoder.pair_rank, encoder.pair_keys,
+                                               encoder.pair_values, blind.rows, blind.stats))  # noqa: B023
+        hits, misses, uncached = (int(x) for x in fresh.stats)
+        per_miss = (every - split) / max(1, int(blind.stats[1] + blind.stats[2]))
+        lines.append(f"| {name} | {mb:.1f} | {convert:.3f} | {split:.3f} | {whole + convert:.3f} | {hits} / "
+                     f"{misses + uncached} | {per_miss * 1e6:.2f} | {min(1.0, per_miss * (misses + uncached) / whole):.0%} |")
+    return lines
+
+
 def run_child(arguments: list[str], src: str) -> dict[str, Any]:
     environment = dict(os.environ, PYTHONPATH=src)
     done = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True, env=environment,
@@ -160,6 +204,7 @@ def main() -> None:
     parser.add_argument("--compare-src", help="another checkout's src, for prepare's baseline")
     parser.add_argument("--skip-prepare", action="store_true")
     parser.add_argument("--only-vocab", choices=VOCABS)
+    parser.add_argument("--profile", action="store_true", help="only print where tokpack's time goes")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     scratch = Path(tempfile.gettempdir()) / "tokpack-bench-encode"
@@ -171,6 +216,9 @@ def main() -> None:
         else:
             encoder, vocab, threads = rest
             print(json.dumps(child(encoder, vocab, int(threads), args.megabytes, rank_file(vocab, scratch))))
+        return
+    if args.profile:
+        print("\n".join(profile(args.megabytes)))
         return
     cores = os.cpu_count() or 1
     ours = str(REPO / "src")

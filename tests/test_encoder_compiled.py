@@ -213,3 +213,21 @@ O200K_PATTERN = "|".join([
 def test_the_compiled_patterns_are_the_named_ones() -> None:
     assert set(COMPILED_PATTERNS) == {GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN}
     assert POLISH_PATTERN not in COMPILED_PATTERNS and POLISH_PHRASE_PATTERN not in COMPILED_PATTERNS
+
+
+def test_character_classes_are_tiktokens_own_over_every_code_point(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:
+    """tiktoken's regex engine has its own Unicode version (U+18D80 is a letter to the ``regex``
+    module, not to tiktoken 0.14): every code point, in letter, digit, space and apostrophe
+    company, cuts as tiktoken cuts it."""
+    every = np.arange(0x110000, dtype=np.uint32)
+    every = every[(every < 0xD800) | (every >= 0xE000)]
+    chars = every.tobytes().decode("utf-32-le")
+    contexts = [":A", " 1", "'S", "  ", "\n"]
+    texts = ["".join(f"{chars[k]}{contexts[k % 5]}{chars[k + 1: k + 3]}" for k in range(start, min(start + 20_000, len(chars)), 3))
+             for start in range(0, len(chars), 20_000)]
+    texts.append("\U00018d80:A")
+    for vocabulary in (gpt2, cl100k):
+        oracle = _oracle(vocabulary)
+        ours = vocabulary.encode_arrays(texts, num_threads=1)
+        for text, ids in zip(texts, ours):
+            assert ids.tolist() == oracle.encode_ordinary(text)

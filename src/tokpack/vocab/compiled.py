@@ -3,8 +3,9 @@
 Algorithm, per batch of texts (one numba call that releases the GIL):
 
 1. The texts become one array of code points (``utf-32-le``, a C codec) with the end of each.
-2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's: class tables built by the
-   ``regex`` module itself, so Unicode versions agree) cuts each text into pieces.
+2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's scanner) cuts each text
+   into pieces, with class tables read off tiktoken's own regex engine (:func:`tiktoken_tables`),
+   so the Unicode version is the oracle's.
 3. A piece of one ASCII character is its byte's rank. Any other piece of at most
    :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
    table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit copies the ids; a miss encodes the piece and overwrites the slot, so
@@ -27,15 +28,19 @@ surrogate in a row become their astral character; any other becomes U+FFFD).
 
 from __future__ import annotations
 
+import functools
 import queue
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import tiktoken
 from numba import njit
 
-from tokpack.bpe.pretokenize import GPT2, GPT4, _mix, _piece_end, tables
+from tokpack._atomic import partial_sibling
+from tokpack.bpe.pretokenize import _LETTERS, GPT2, GPT4, _L, _N, _S, _mix, _piece_end
 from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
 
 #: tiktoken's own spelling of ``cl100k_base``'s pattern: digit groups ``{1,3}+`` (possessive),
@@ -59,6 +64,55 @@ _PRIME = np.uint64(0x100000001B3)
 _OFFSET = np.uint64(0xCBF29CE484222325)
 _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(32)
+
+
+@functools.lru_cache(maxsize=None)
+def tiktoken_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pre-tokenizer's class tables (as :func:`tokpack.bpe.pretokenize.tables` lays them
+    out) as **tiktoken's** regex engine decides them, whose Unicode version may differ from the
+    ``regex`` module's (U+18D80, a letter since Unicode 14, is none to tiktoken 0.14): each class
+    is read off tiktoken itself, which encodes only what its pattern matches.
+
+    Built once per tiktoken version and kept in ``__pycache__`` beside this module; where that is
+    read-only, built per process."""
+    version = getattr(tiktoken, "__version__", "unknown")
+    cache = Path(__file__).parent / "__pycache__" / f"encoder-classes-tiktoken-{version}.npy"
+    try:
+        stacked = np.load(cache)
+        if stacked.shape == (3, 0x110000):
+            return stacked[0], stacked[1], stacked[2]
+    except (OSError, ValueError):
+        pass
+    every = np.arange(0x110000, dtype=np.uint32)
+    every = every[(every < 0xD800) | (every >= 0xE000)]  # no surrogates: tiktoken takes UTF-8 only
+    text = every.tobytes().decode("utf-32-le")
+    bytes_only = {bytes([b]): b for b in range(256)}
+
+    def members(pattern: str) -> np.ndarray:
+        encoding = tiktoken.Encoding(name="classes", pat_str=pattern, mergeable_ranks=bytes_only, special_tokens={})
+        matched = encoding.decode_bytes(encoding.encode_ordinary(text)).decode("utf-8")
+        return np.frombuffer(matched.encode("utf-32-le"), dtype=np.uint32)
+
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    for bit, pattern in ((_L, r"\p{L}"), (_N, r"\p{N}"), (_S, r"\s")):
+        classes[members(pattern)] |= bit
+    fold = np.zeros(0x110000, dtype=np.uint8)
+    exact = np.zeros(0x110000, dtype=np.uint8)
+    for index, letter in enumerate(_LETTERS, start=1):
+        fold[members(f"(?i:{letter})")] = index
+        exact[members(letter)] = index
+    try:
+        cache.parent.mkdir(exist_ok=True)
+        partial = partial_sibling(cache)
+        try:
+            with partial.open("wb") as handle:
+                np.save(handle, np.stack((classes, fold, exact)))
+            partial.replace(cache)
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return classes, fold, exact
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -198,6 +252,107 @@ def _pair(keys, values, left, right):  # type: ignore[no-untyped-def]
         position = (position + np.uint64(1)) & mask
 
 
+#: Pieces of more bytes than this merge by a heap (``n log n``) rather than by tiktoken's scan
+#: for the lowest rank after each merge (``n²``); both merge in the same order.
+_LONG = 64
+_POSITION_BITS = np.int64(24)
+_POSITION_MASK = (np.int64(1) << _POSITION_BITS) - 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap, size, key):  # type: ignore[no-untyped-def]
+    heap[size] = key
+    child = size
+    while child > 0:
+        parent = (child - 1) >> 1
+        if heap[parent] <= heap[child]:
+            break
+        heap[parent], heap[child] = heap[child], heap[parent]
+        child = parent
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
+    """Remove the smallest key into ``heap[size - 1]``; return the new size."""
+    size -= 1
+    heap[0], heap[size] = heap[size], heap[0]
+    parent = 0
+    while True:
+        best, left, right = parent, 2 * parent + 1, 2 * parent + 2
+        if left < size and heap[left] < heap[best]:
+            best = left
+        if right < size and heap[right] < heap[best]:
+            best = right
+        if best == parent:
+            break
+        heap[parent], heap[best] = heap[best], heap[parent]
+        parent = best
+    return size
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at):  # type: ignore[no-untyped-def]
+    """:func:`_merge_piece`'s merges for a long piece (not a token itself), in the same order: the
+    parts form a linked list over their first bytes, and a heap holds ``rank << 24 | first byte``
+    of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
+    current when its part still has that rank with its next part (a rank names one token, so
+    one byte span: an equal rank is the same pair)."""
+    tok = np.empty(n, dtype=np.int64)
+    rank = np.empty(n, dtype=np.int64)
+    following = np.empty(n, dtype=np.int64)
+    previous = np.empty(n, dtype=np.int64)
+    heap = np.empty(3 * n + 1, dtype=np.int64)
+    size = 0
+    for k in range(n):
+        tok[k] = byte_rank[piece[k]]
+        following[k] = k + 1
+        previous[k] = k - 1
+    for k in range(n - 1):
+        rank[k] = pair_rank[(np.int64(piece[k]) << 8) | np.int64(piece[k + 1])]
+        if rank[k] != _NONE:
+            size = _heap_push(heap, size, (rank[k] << _POSITION_BITS) | k)
+    rank[n - 1] = _NONE
+    while size > 0:
+        size = _heap_pop(heap, size)
+        key = heap[size]
+        first = key & _POSITION_MASK
+        r = key >> _POSITION_BITS
+        if rank[first] != r:
+            continue  # stale
+        gone = following[first]
+        tok[first] = r
+        following[first] = following[gone]
+        rank[gone] = _NONE
+        after = following[first]
+        if after < n:
+            previous[after] = first
+            rank[first] = _pair(pair_keys, pair_values, tok[first], tok[after])
+            if rank[first] != _NONE:
+                if size + 2 > heap.size:
+                    grown = np.empty(2 * heap.size, dtype=np.int64)
+                    grown[:size] = heap[:size]
+                    heap = grown
+                size = _heap_push(heap, size, (rank[first] << _POSITION_BITS) | first)
+        else:
+            rank[first] = _NONE
+        before = previous[first]
+        if before >= 0:
+            rank[before] = _pair(pair_keys, pair_values, tok[before], tok[first])
+            if rank[before] != _NONE:
+                if size + 2 > heap.size:
+                    grown = np.empty(2 * heap.size, dtype=np.int64)
+                    grown[:size] = heap[:size]
+                    heap = grown
+                size = _heap_push(heap, size, (rank[before] << _POSITION_BITS) | before)
+    k = 0
+    while k < n:
+        out[at] = tok[k]
+        at += 1
+        k = following[k]
+    return at
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
                  pair_keys, pair_values, rks, toks, out, at):
@@ -212,6 +367,8 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
     if whole != _NONE:
         out[at] = whole
         return at + 1
+    if n > _LONG and n < (1 << 24):
+        return _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at)
     best = _NONE
     where = -1
     for i in range(n - 1):
@@ -435,7 +592,7 @@ class CompiledBpe:
             self.pair_rank[pairs] = self.ids[two]
         self.pair_keys, self.pair_values = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys,
                                                         self.short_ids, self.long_slots)
-        self.tables = tables()
+        self.tables = tiktoken_tables()
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
         self._caches: list[PieceCache] = []
 
