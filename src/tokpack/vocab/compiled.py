@@ -60,6 +60,7 @@ CACHE_SLOTS = 1 << 16
 CACHE_ROW = 32
 
 _NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
+_NO_PAIR = np.uint32(0xFFFFFFFF)
 _PRIME = np.uint64(0x100000001B3)
 _OFFSET = np.uint64(0xCBF29CE484222325)
 _LOW = np.uint64(0xFFFFFFFF)
@@ -218,8 +219,7 @@ def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type
     size = 1 << 8
     while size < 3 * count:
         size *= 2
-    keys = np.zeros(size, dtype=np.uint64)
-    values = np.zeros(size, dtype=np.int64)
+    table = np.zeros((size, 2), dtype=np.uint64)  # key beside value: one cache line per probe
     mask = np.uint64(size - 1)
     for token in range(offsets.size - 1):
         begin, end = offsets[token], offsets[token + 1]
@@ -230,23 +230,30 @@ def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type
                 continue
             key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
             position = _mix(key) & mask
-            while keys[position] != 0 and keys[position] != key:
+            while table[position, 0] != 0 and table[position, 0] != key:
                 position = (position + np.uint64(1)) & mask
-            keys[position] = key
-            values[position] = ids[token]
-    return keys, values
+            table[position, 0] = key
+            table[position, 1] = ids[token]
+    return table
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pair(keys, values, left, right):  # type: ignore[no-untyped-def]
+def _byte_pair(pair_rank, first, second):  # type: ignore[no-untyped-def]
+    """The id of the two-byte token ``first second``, or ``_NONE``."""
+    found = pair_rank[(np.int64(first) << 8) | np.int64(second)]
+    return _NONE if found == _NO_PAIR else np.int64(found)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair(table, left, right):  # type: ignore[no-untyped-def]
     """The id of the token made of tokens ``left`` and ``right``, or ``_NONE``."""
     key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
-    mask = np.uint64(keys.size - 1)
+    mask = np.uint64(table.shape[0] - 1)
     position = _mix(key) & mask
     while True:
-        found = keys[position]
+        found = table[position, 0]
         if found == key:
-            return values[position]
+            return np.int64(table[position, 1])
         if found == 0:
             return _NONE
         position = (position + np.uint64(1)) & mask
@@ -292,7 +299,7 @@ def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at):  # type: ignore[no-untyped-def]
+def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at):  # type: ignore[no-untyped-def]
     """:func:`_merge_piece`'s merges for a long piece (not a token itself), in the same order: the
     parts form a linked list over their first bytes, and a heap holds ``rank << 24 | first byte``
     of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
@@ -309,7 +316,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at)
         following[k] = k + 1
         previous[k] = k - 1
     for k in range(n - 1):
-        rank[k] = pair_rank[(np.int64(piece[k]) << 8) | np.int64(piece[k + 1])]
+        rank[k] = _byte_pair(pair_rank, piece[k], piece[k + 1])
         if rank[k] != _NONE:
             size = _heap_push(heap, size, (rank[k] << _POSITION_BITS) | k)
     rank[n - 1] = _NONE
@@ -327,7 +334,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at)
         after = following[first]
         if after < n:
             previous[after] = first
-            rank[first] = _pair(pair_keys, pair_values, tok[first], tok[after])
+            rank[first] = _pair(pair_table, tok[first], tok[after])
             if rank[first] != _NONE:
                 if size + 2 > heap.size:
                     grown = np.empty(2 * heap.size, dtype=np.int64)
@@ -338,7 +345,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at)
             rank[first] = _NONE
         before = previous[first]
         if before >= 0:
-            rank[before] = _pair(pair_keys, pair_values, tok[before], tok[first])
+            rank[before] = _pair(pair_table, tok[before], tok[first])
             if rank[before] != _NONE:
                 if size + 2 > heap.size:
                     grown = np.empty(2 * heap.size, dtype=np.int64)
@@ -355,7 +362,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at)
 
 @njit(cache=True, nogil=True, inline="always")
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
-                 pair_keys, pair_values, rks, toks, out, at):
+                 pair_table, rks, toks, out, at):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
     ``byte_pair_merge`` finds them; return the new end. ``rks`` and ``toks`` are scratch of at
     least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it merged with the
@@ -368,11 +375,11 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
         out[at] = whole
         return at + 1
     if n > _LONG and n < (1 << 24):
-        return _merge_long(piece, n, byte_rank, pair_rank, pair_keys, pair_values, out, at)
+        return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at)
     best = _NONE
     where = -1
     for i in range(n - 1):
-        r = pair_rank[(np.int64(piece[i]) << 8) | np.int64(piece[i + 1])]
+        r = _byte_pair(pair_rank, piece[i], piece[i + 1])
         rks[i] = r
         toks[i] = byte_rank[piece[i]]
         if r < best:
@@ -389,8 +396,8 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
             rks[k] = rks[k + 1]
         m -= 1
         if i > 0:
-            rks[i - 1] = _pair(pair_keys, pair_values, toks[i - 1], toks[i])
-        rks[i] = _pair(pair_keys, pair_values, toks[i], toks[i + 1]) if i + 1 < m else _NONE
+            rks[i - 1] = _pair(pair_table, toks[i - 1], toks[i])
+        rks[i] = _pair(pair_table, toks[i], toks[i + 1]) if i + 1 < m else _NONE
         best = _NONE
         for k in range(m - 1):
             if rks[k] < best:
@@ -431,7 +438,7 @@ def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
-            byte_rank, pair_rank, pair_keys, pair_values, cache, stats):
+            byte_rank, pair_rank, pair_table, cache, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
     total = cps.size
@@ -490,7 +497,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
             n = _utf8(cps, i, j, piece)
             first = at
             at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
-                              pair_keys, pair_values, rks, toks, out, at)
+                              pair_table, rks, toks, out, at)
             if slot >= 0 and 1 + length + at - first <= row:
                 cache[slot, 0] = length | ((at - first) << 8)
                 for k in range(length):
@@ -585,13 +592,14 @@ class CompiledBpe:
         self.short_keys, self.short_ids, self.long_slots = _build_tables(
             self.flat, self.offsets, self.ids, _table_size(short), _table_size(len(tokens) - short))
         self.byte_rank = np.array([ranks[bytes([b])] for b in range(256)], dtype=np.uint32)
-        self.pair_rank = np.full(1 << 16, _NONE, dtype=np.int64)
+        # uint32 (``_NO_PAIR``: none) so the 65,536 byte pairs fit in 256 KiB, in a core's L2
+        self.pair_rank = np.full(1 << 16, _NO_PAIR, dtype=np.uint32)
         two = lengths == 2
         if two.any():
             pairs = self.flat[self.offsets[:-1][two]].astype(np.int64) << 8 | self.flat[self.offsets[:-1][two] + 1]
             self.pair_rank[pairs] = self.ids[two]
-        self.pair_keys, self.pair_values = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys,
-                                                        self.short_ids, self.long_slots)
+        self.pair_table = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys, self.short_ids,
+                                       self.long_slots)
         self.tables = tiktoken_tables()
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
         self._caches: list[PieceCache] = []
@@ -617,7 +625,7 @@ class CompiledBpe:
         with self._cache() as cache:
             out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
                                     self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
-                                    self.pair_keys, self.pair_values, cache.rows, cache.stats)
+                                    self.pair_table, cache.rows, cache.stats)
         return np.split(out, doc_ends[:-1])
 
     def cache_report(self) -> CacheReport:
