@@ -8,14 +8,16 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    so the Unicode version is the oracle's.
 3. A piece of one ASCII character is its byte's rank. Any other piece of at most
    :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
-   table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit copies the ids; a miss encodes the piece and overwrites the slot, so
-   the cache's size is fixed whatever the corpus (a cache that grows on a terabyte is a bug).
-   Hits compare the code points, never only the hash.
+   table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit
+   copies the ids; a miss encodes the piece and overwrites the row, so the cache's size is fixed
+   whatever the corpus (a cache that grows on a terabyte is a bug). Hits compare the code
+   points, never only the hash.
 4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: the piece's UTF-8 bytes, if they are
-   a token, are that token; otherwise adjacent parts are merged lowest rank first (leftmost on
-   ties) until no adjacent pair is a token. Ranks come from an open-addressing table of 64-bit
-   hashes of each token's bytes, verified by comparing the bytes; byte pairs from a 65,536-entry
-   array.
+   a token, are that token (tokens of up to 7 bytes are keyed by their packed bytes, longer ones
+   by a 64-bit hash verified against the bytes); otherwise adjacent parts are merged lowest rank
+   first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
+   65,536-entry array, later pairs from a table of (left id, right id) -> id; pieces of more
+   than 64 bytes merge by a heap, in the same order.
 
 Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
 from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
