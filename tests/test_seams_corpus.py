@@ -91,6 +91,14 @@ def test_an_older_folder_manifest_applies_to_the_file_it_names_only(tmp_path: Pa
     assert set(_prepare(b, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb")["ranges"]) == {"train"}
 
 
+def test_another_tools_manifest_json_is_not_a_corpus_manifest(tmp_path: Path, byte_vocab: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"schema": "tokpack.tokenizer-manifest.v1", "files": {}}))
+    (folder / "notes.txt").write_text(_texts()[0], encoding="utf-8")
+    assert set(_prepare(folder / "notes.txt", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c")["ranges"]) == {"train"}
+
+
 def test_a_read_only_data_folder_still_gets_its_split(tmp_path: Path, byte_vocab: Path) -> None:
     folder = tmp_path / "data"
     folder.mkdir()

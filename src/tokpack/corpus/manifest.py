@@ -9,6 +9,7 @@ none, by its hash); any other file in that folder ignores it.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ MANIFEST_FILE = "manifest.json"
 #: A text file's own manifest is its name with this added: ``corpus.txt.manifest.json``.
 MANIFEST_SUFFIX = ".manifest.json"
 SPLITS = ("train", "validation", "test")
+CORPUS_SCHEMA = "tokpack.corpus.v1"
 SplitName = Literal["train", "validation", "test"]
 
 
@@ -114,6 +116,8 @@ def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tu
             if manifest is not None:
                 raise InputError(path, "no such manifest", fix="write it with --validation/--test and --manifest, or drop --manifest")
             continue
+        if manifest is None and path.name == MANIFEST_FILE and _schema_of(path) not in (None, CORPUS_SCHEMA):
+            continue  # another tool's manifest.json (a tokenizer's, say), not a corpus's
         record = read_record(CorpusManifest, path)
         if path.name == MANIFEST_FILE and manifest is None:  # the folder's: only for the file it names
             if record.file is None and (record.sha256 != sha256 or record.n_bytes != corpus.stat().st_size):
@@ -125,6 +129,16 @@ def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tu
                              fix=f"give {corpus.name}'s own manifest, or cut it again with --validation/--test")
         return path, record
     return None
+
+
+def _schema_of(path: Path) -> object:
+    """The ``schema`` field of a JSON object file, or ``None`` (unreadable files are left to
+    :func:`read_record`, which names what is wrong)."""
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return document.get("schema") if isinstance(document, dict) else None
 
 
 def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None) -> CorpusManifest:
