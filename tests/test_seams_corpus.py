@@ -68,6 +68,10 @@ def test_one_files_split_never_touches_its_neighbour(tmp_path: Path, byte_vocab:
     assert set(b["ranges"]) == {"train"} and b["ranges"]["train"]["source_bytes"] == [0, (folder / "b.txt").stat().st_size]
     again = _prepare(folder / "a.txt", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa2")
     assert again["ranges"] == a["ranges"]
+    # The folder as a corpus holds the two texts, not a's split.
+    whole = _prepare(folder, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pf")
+    assert b"".join(_documents(tmp_path / "pf")) == (folder / "a.txt").read_bytes() + (folder / "b.txt").read_bytes()
+    assert whole["n_tokens"] == (folder / "a.txt").stat().st_size + (folder / "b.txt").stat().st_size
     # b split in its turn gets its own manifest; a's is unchanged.
     before = (folder / "a.txt.manifest.json").read_bytes()
     _prepare(folder / "b.txt", "--validation", "0.2", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb2")

@@ -25,7 +25,7 @@ import numpy as np
 
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
-from tokpack.corpus.manifest import MANIFEST_FILE, CorpusManifest, corpus_manifest, file_sha256, manifest_beside
+from tokpack.corpus.manifest import MANIFEST_FILE, MANIFEST_SUFFIX, CorpusManifest, corpus_manifest, file_sha256, manifest_beside
 from tokpack.errors import InputError
 from tokpack.store.format import Source
 
@@ -286,7 +286,8 @@ class TextFile(DocumentSource):
 
 
 class TextDirectory(DocumentSource):
-    """Every non-hidden file under a folder, in sorted path order; documents never span files.
+    """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
+    (``*.manifest.json``); documents never span files.
 
     A subfolder or file that cannot be read, or an entry that is not a regular file (a FIFO, a
     device), stops the run, or with ``on_error="skip"`` is skipped and counted, never dropped
@@ -328,7 +329,7 @@ class TextDirectory(DocumentSource):
         for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
             subfolders[:] = [name for name in subfolders if not name.startswith(".")]
             for name in names:
-                if name.startswith("."):
+                if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
                     continue
                 file = Path(folder) / name
                 try:
