@@ -321,3 +321,16 @@ def test_a_tokenizer_json_whose_merges_contradict_its_ids_is_refused(tmp_path: P
     assert str(bad) in result.output and "merge 11 " in result.output and "contradict" in result.output, result.output
     # The file as trained is accepted.
     assert _prepare(corpus, "--vocab", trained / "tokenizer.json", "--cache-dir", tmp_path / "c")["n_docs"] == 1
+
+
+@pytest.mark.parametrize("separator", [EOT, "\n\n"], ids=["endoftext", "blank-line"])
+def test_a_split_never_changes_the_documents(tmp_path: Path, byte_vocab: Path, separator: str) -> None:
+    # Runs of blank lines: "\n\n\n" holds a separator and a newline, wherever a boundary falls.
+    text = "\n\n\n".join(t.replace("\n\n", "\n\n\n") for t in _texts()[:10]).replace("\n\n\n\n", separator + "\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text, encoding="utf-8")
+    common = ["--separator", separator, "--document-bytes", "1024", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c"]
+    whole = _prepare(corpus, *common, "-o", tmp_path / "whole")
+    split = _prepare(corpus, *common, "--validation", "0.37", "--test", "0.11", "-o", tmp_path / "split")
+    assert _documents(tmp_path / "split") == _documents(tmp_path / "whole") and split["n_docs"] == whole["n_docs"]
+    assert set(split["ranges"]) == {"train", "validation", "test"}
