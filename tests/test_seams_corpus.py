@@ -334,3 +334,19 @@ def test_a_split_never_changes_the_documents(tmp_path: Path, byte_vocab: Path, s
     split = _prepare(corpus, *common, "--validation", "0.37", "--test", "0.11", "-o", tmp_path / "split")
     assert _documents(tmp_path / "split") == _documents(tmp_path / "whole") and split["n_docs"] == whole["n_docs"]
     assert set(split["ranges"]) == {"train", "validation", "test"}
+
+
+def test_bpe_train_never_learns_across_the_separator(tmp_path: Path) -> None:
+    lines = [line for text in _texts()[:30] for line in text.splitlines() if line.strip()]  # hundreds of documents
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(EOT.join(lines) + EOT, encoding="utf-8")
+
+    def learned(*extra: str) -> list[bytes]:
+        out = tmp_path / ("with" if extra else "without")
+        result = runner.invoke(app, ["bpe", "train", str(corpus), "-o", str(out), "--vocab-size", "600", "--workers", "1", *extra])
+        assert result.exit_code == 0, result.output
+        tokenizer = BpeTokenizer.load_saved(out / "vocabulary.json")
+        return [tokenizer.decode_bytes([i]) for i in range(256, tokenizer.n_vocab - 1)]
+
+    assert any(b"endoftext" in token for token in learned())  # without: the separator's text is learned as text
+    assert not any(b"endoftext" in token or b"<|" in token for token in learned("--separator", EOT))
