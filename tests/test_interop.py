@@ -52,19 +52,23 @@ def test_megatron_indexed_dataset_returns_the_documents(pack: Pack, tmp_path: Pa
 
     prefix = tmp_path / "polish_text_document"
     export(pack, "megatron", prefix, append_eod=append_eod)
-    dataset = IndexedDataset(str(prefix))
     eod = pack.meta.pad_id
-    expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack)]
-    assert len(dataset) == len(expected) == pack.n_docs
-    for index in (0, 1, len(expected) // 2, len(expected) - 1):
-        assert np.array_equal(dataset[index], expected[index])
-    assert all(np.array_equal(dataset[i], e) for i, e in enumerate(expected))
-    assert dataset.index.dtype == np.uint16
-    assert list(dataset.document_indices) == list(range(pack.n_docs + 1))
-    # Read in place by tokpack: the same ids, as Megatron trains on them.
+    assert set(pack.meta.ranges) == {"train", "validation"}  # each range its own prefix: PREFIX, PREFIX_validation
+    for name, path in (("train", prefix), ("validation", prefix.with_name(prefix.name + "_validation"))):
+        dataset = IndexedDataset(str(path))
+        d0, d1 = pack.meta.ranges[name].documents
+        expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack, d0, d1)]
+        assert len(dataset) == len(expected) == d1 - d0
+        for index in (0, 1, len(expected) // 2, len(expected) - 1):
+            assert np.array_equal(dataset[index], expected[index])
+        assert all(np.array_equal(dataset[i], e) for i, e in enumerate(expected))
+        assert dataset.index.dtype == np.uint16
+        assert list(dataset.document_indices) == list(range(d1 - d0 + 1))
+    # Read in place by tokpack: the same ids, as Megatron trains on them, every range in order.
     opened = MegatronDataset(prefix, verify=True)
+    expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack)]
     assert opened.vocabulary == pack.vocabulary and opened.n_docs == pack.n_docs
-    assert np.array_equal(np.asarray(opened.tokens), np.concatenate(expected))
+    assert np.array_equal(opened.take(np.arange(opened.n_tokens)), np.concatenate(expected))
 
 
 def test_megatron_files_are_byte_identical_to_megatron_cores_own_builder(pack: Pack, tmp_path: Path) -> None:

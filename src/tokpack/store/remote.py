@@ -266,11 +266,12 @@ def open_remote(url: str, *, storage_options: dict[str, Any] | None = None, cach
     return RemoteDataset(url, storage_options=storage_options, cache_dir=cache_dir, cache_bytes=cache_bytes, verify=verify)
 
 
-def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool = False,
+def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool | None = False,
                 **cache: Any) -> TokenSource:
-    """Open a pack or sharded dataset, local or at a URL."""
+    """Open a pack or sharded dataset, local or at a URL (``verify``: as :func:`open_tokens`'s;
+    a remote dataset checks each shard as it downloads, and ``True`` fetches and checks all now)."""
     if is_url(path):
-        return cast(TokenSource, open_remote(str(path), storage_options=storage_options, verify=verify, **cache))
+        return cast(TokenSource, open_remote(str(path), storage_options=storage_options, verify=bool(verify), **cache))
     return open_tokens(Path(path), verify=verify)
 
 
