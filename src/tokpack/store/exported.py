@@ -31,17 +31,19 @@ class LazyTokenFile(TokenFile):
     by ``load`` when first used and dropped by :meth:`release`."""
 
     def __init__(self, path: Path, starts: np.ndarray, n_tokens: int, load: Callable[[], np.ndarray]) -> None:
+        self._tokens: np.ndarray | None = None
         super().__init__(path, np.zeros(0, np.uint8), starts)
-        self.n_tokens, self._load, self._tokens = n_tokens, load, None
+        self.n_tokens, self._load = n_tokens, load
 
     @property  # type: ignore[override]
     def tokens(self) -> np.ndarray:
-        if self._tokens is None:
+        tokens = self._tokens
+        if tokens is None:
             tokens = self._load()
             if len(tokens) != self.n_tokens:
                 raise IntegrityError(self.path, f"holds {len(tokens):,} ids, its header said {self.n_tokens:,}")
             self._tokens = tokens
-        return self._tokens
+        return tokens
 
     @tokens.setter
     def tokens(self, value: np.ndarray) -> None:  # TokenFile's constructor sets it; the loader decides
