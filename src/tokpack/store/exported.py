@@ -155,7 +155,11 @@ class ExportedFolder(PartsStream, RecordedStream):
             for file in part.files:
                 if file.endswith("index.json"):
                     continue
-                shard = read(self.path / file, self.dtype)
+                try:
+                    shard = read(self.path / file, self.dtype)
+                except IntegrityError:  # an altered file: say so, rather than how it fails to parse
+                    check_files(sidecar, self.path, [file])
+                    raise
                 self.shards.append(shard)
                 docs, tokens = docs + len(shard.starts), tokens + shard.n_tokens
             ranges[name] = Span(documents=(first[0], docs), tokens=(first[1], tokens))
