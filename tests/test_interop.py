@@ -446,8 +446,9 @@ def test_half_uploaded_datasets_never_open_and_exports_upload_the_sidecar_last(p
                                       verify=True).take(np.arange(pack.n_tokens)), pack.tokens)
     export(pack, "megatron", "s3://tokpack/exports/polish", append_eod=True, storage_options=s3_options)
     export(pack, "megatron", tmp_path / "polish", append_eod=True)
-    for suffix in (".bin", ".idx"):
-        assert fs.cat(f"tokpack/exports/polish{suffix}") == (tmp_path / f"polish{suffix}").read_bytes()
+    for name in ("polish", "polish_validation"):  # every range's prefix is uploaded
+        for suffix in (".bin", ".idx"):
+            assert fs.cat(f"tokpack/exports/{name}{suffix}") == (tmp_path / f"{name}{suffix}").read_bytes()
     assert json.loads(fs.cat("tokpack/exports/polish.tokpack.json"))["format"] == "megatron"
     result = CliRunner().invoke(app, ["export", "s3://tokpack/one-pack", "s3://tokpack/exports/nano", "--format", "nanogpt",
                                       "--storage-options", json.dumps(s3_options)])

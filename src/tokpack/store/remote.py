@@ -365,27 +365,32 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
 
     fs, root = _filesystem(url, storage_options)
     name = root.rstrip("/").rsplit("/", 1)[-1]
-    if fs.exists(root) or fs.exists(root + ".idx"):
+    if fs.exists(root) or fs.exists(root + ".idx") or fs.exists(root + ".tokpack.json"):
         raise InputError(url, "already exists; an export is never overwritten")
     with tempfile.TemporaryDirectory(prefix="tokpack-export-") as scratch:
         local = Path(scratch) / name
         record = write(source, local, options, progress)
+        _verify_export(local if local.is_dir() else local.parent, record)
         if local.is_dir():
-            _verify_export(local, record)
             upload(local, url, storage_options=storage_options, last=(SIDECAR,))
         else:
             parent = url.rstrip("/").rsplit("/", 1)[0]
-            for suffix in (".bin", ".idx", ".tokpack.json"):  # Megatron: data, index, then the sidecar
-                upload(local.with_name(name + suffix), f"{parent}/{name}{suffix}", storage_options=storage_options)
+            # Megatron: every part's data and index (OUT, OUT_validation, …), then the sidecar.
+            files = [file for part in record.parts.values() for file in part.files] + [f"{name}.tokpack.json"]
+            for file in files:
+                upload(local.with_name(file), f"{parent}/{file}", storage_options=storage_options)
     return record
 
 
 def _verify_export(folder: Path, record: Any) -> None:
-    """Every file the sidecar lists is there."""
+    """Every file the sidecar lists is there, with the SHA-256 it records."""
+    from tokpack.store.foreign import check_files
+
     for part in record.parts.values():
         for file in part.files:
             if not (folder / file).exists():
                 raise IntegrityError(folder / file, "missing after export")
+    check_files(record, folder)
 
 
 __all__ = ["DEFAULT_CACHE_BYTES", "RemoteDataset", "ShardCache", "export_to_url", "is_url", "open_remote",
