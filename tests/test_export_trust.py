@@ -268,3 +268,16 @@ def test_inspect_of_a_url_checks_the_remote_not_the_cache(tmp_path: Path, s3_opt
     s3fs.S3FileSystem(**s3_options).pipe("tokpack/trust-remote/shard-00001/tokens.npy", bytes(data))
     code, output = run("inspect", url, "--storage-options", options, "--cache-dir", tmp_path / "cache")
     assert code == 2 and "shard-00001/tokens.npy: SHA-256 or size differs" in output, output
+
+
+@pytest.mark.parametrize("fmt, data_file", [("nanogpt", "train.bin"), ("mds", "train/shard.00000.mds"), ("megatron", "")])
+def test_batches_are_never_served_from_an_altered_export(pack: Path, tmp_path: Path, fmt: str, data_file: str) -> None:
+    from tokpack.serve import TokenBatches
+
+    out = tmp_path / "out"
+    tokpack.export(pack, fmt, out)
+    TokenBatches(str(out), batch=2, length=8).ids(0)  # verified against the sidecar, then stamped
+    target = tmp_path / "out.bin" if fmt == "megatron" else out / data_file
+    flip(target, target.stat().st_size - 2)
+    with pytest.raises(IntegrityError, match="SHA-256 differs from the export's sidecar"):
+        TokenBatches(str(out), batch=2, length=8)

@@ -110,6 +110,10 @@ def verified(source: TokenSource) -> TokenSource:
         for pack in packs:
             if not pack.stamped():
                 pack.verify()
+    elif getattr(getattr(source, "sidecar", None), "files_sha256", None):  # a tokpack export, read in place
+        from tokpack.store.importing import verify_unless_stamped
+
+        verify_unless_stamped(source)
     elif not isinstance(source, RemoteDataset):
         source.verify()
     return source

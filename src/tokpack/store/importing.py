@@ -9,6 +9,7 @@ export followed by an import gives back byte-identical ``tokens.npy`` and ``star
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from tokpack.store.format import DocumentCut, PackMeta, Source, Span
 from tokpack.store.megatron import MegatronDataset, megatron_paths
 from tokpack.store.nanogpt import NanoGptData
 from tokpack.store.reader import Pack
+from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
 from tokpack.vocab.loading import VocabularySpec
@@ -64,14 +66,41 @@ def detect(path: Path) -> str:
 
 def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
                  eod_id: int | None = None, verify: bool | None = False) -> TokenSource:
-    """Open another framework's files in place as a token source (see :data:`READERS`)."""
+    """Open another framework's files in place as a token source (see :data:`READERS`).
+
+    ``verify``: ``True`` verifies now; ``None`` verifies a tokpack export against its sidecar
+    unless its stamp shows it unchanged (:func:`verify_unless_stamped`); ``False`` checks headers
+    and sizes only."""
     kind = kind or detect(Path(path))
     if kind not in READERS:
         raise InputError(None, f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
     source = READERS[kind](Path(path), tokenizer, eod_id)
     if verify:
         source.verify()
+    elif verify is None:
+        verify_unless_stamped(source)
     return source
+
+
+def verify_unless_stamped(source: TokenSource) -> None:
+    """Verify a tokpack export read in place against its sidecar's checksums, as a pack is on
+    its first open: unless a verification stamp shows its files unchanged since they last
+    matched (see :mod:`tokpack.store.stamps`). Files that record no checksums are left to the
+    per-batch id checks.
+
+    Raises:
+        IntegrityError / VocabularyMismatch: naming the file that does not match.
+    """
+    sidecar = getattr(source, "sidecar", None)
+    recorded = sorted(getattr(sidecar, "files_sha256", None) or {})
+    if sidecar is None or not recorded:
+        return
+    where = Path(source.path)
+    root = getattr(source, "folder", None) or (where if where.is_dir() else where.parent)
+    seal = hashlib.sha256(sidecar.to_json().encode("utf-8")).hexdigest()
+    if not is_stamped(root, seal, recorded):
+        source.verify()
+        stamp(root, seal, recorded)
 
 
 def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
@@ -181,4 +210,4 @@ def _exported_whole(sidecar: Any, source: TokenSource) -> bool:
     return sum(part.documents[1] - part.documents[0] for part in sidecar.parts.values()) == sidecar.source_n_docs
 
 
-__all__ = ["READERS", "detect", "import_pack", "open_foreign"]
+__all__ = ["READERS", "detect", "import_pack", "open_foreign", "verify_unless_stamped"]
