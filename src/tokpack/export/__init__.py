@@ -128,4 +128,4 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "export", "read_sidecar", "verified"]
+__all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "check_options", "export", "read_sidecar", "verified"]
