@@ -100,11 +100,15 @@ class Cluster:
         return {pid for pid, (_, command) in processes_naming(str(self.temp)).items() if "/raylet" in command.split(" ")[0]}
 
     def start(self) -> None:
+        # A free port for what Ray would otherwise put on a fixed one (the dashboard agent), so
+        # another cluster on this machine cannot collide with this one.
         common = ["--num-cpus", "1", "--object-store-memory", str(OBJECT_STORE), "--disable-usage-stats"]
         self.ray("start", "--head", "--node-ip-address", "127.0.0.1", "--port", self.address.rsplit(":", 1)[1],
-                 "--temp-dir", str(self.temp), "--include-dashboard", "false", *common)
+                 "--temp-dir", str(self.temp), "--include-dashboard", "false",
+                 "--dashboard-agent-listen-port", str(free_port()), *common)
         head = self.raylets()
-        self.ray("start", "--address", self.address, "--node-ip-address", "127.0.0.1", *common)
+        self.ray("start", "--address", self.address, "--node-ip-address", "127.0.0.1",
+                 "--dashboard-agent-listen-port", str(free_port()), *common)
         self.second_raylets = self.raylets() - head
         assert len(head) == 1 and len(self.second_raylets) == 1, (head, self.second_raylets)
 
