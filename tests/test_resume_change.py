@@ -7,14 +7,17 @@ which row of which part it is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import tokpack
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve import Mixture, PackedBatches
 from tokpack.serve.history import History, Segment, batch_ramp
@@ -322,3 +325,80 @@ def test_a_history_keeps_each_part_within_one_row_across_anchors() -> None:
         assert max(abs(t - e) for t, e in zip(totals, exact)) <= 1 + 1e-9, step
         if 50 <= step < 90:
             assert counts[1] == 0  # weight 0: no row
+
+
+# -- examples/train_gpt.py: a real run changes its global batch and its mixture at a resume -------
+
+def _example_log(path: Path) -> list[tuple[int, str, int]]:
+    rows = [line.split() for line in path.read_text().splitlines()]
+    assert all(len(row) == 4 for row in rows), rows  # STEP SHA256 LOSS ROWS
+    return [(int(step), digest, int(count)) for step, digest, _, count in rows]
+
+
+def _digest(rows: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(rows[:, :-1], dtype="<i8").tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tokpack.TokenizedCorpus:
+    return tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path_factory.mktemp("cache"), vocab_size=512,
+                           document_bytes=4096)
+
+
+EXAMPLE_MODEL = ["--length", "32", "--seed", "3", "--layers", "1", "--width", "32", "--heads", "2"]
+
+
+def test_train_gpt_saved_at_global_batch_8_on_two_ranks_resumes_at_16_on_one(
+        corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
+    import torch
+    from test_train_gpt import run
+
+    data = ["--data", str(corpus.tokens_dir), *EXAMPLE_MODEL, "--log-batches", str(tmp_path / "run.log")]
+    saved = run([*data, "--global-batch", "8", "--steps", "5", "--save", str(tmp_path / "run.pt")], cache=tmp_path,
+                ranks=2)
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    resumed = run([*data, "--global-batch", "16", "--steps", "9", "--resume", str(tmp_path / "run.pt")], cache=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "step      5  global batch 8 -> 16" in resumed.stdout
+    logged = _example_log(tmp_path / "run.log")
+    assert [(step, rows) for step, _, rows in logged] == [(k, 8) for k in range(5)] + [(k, 16) for k in range(5, 9)]
+    # a fresh loader with the same history: the checkpoint's state loaded at 16, or the schedule up front
+    fresh = PackedBatches(corpus.tokens_dir, length=32, global_batch=16, seed=3)
+    fresh.load_state_dict(torch.load(tmp_path / "run.pt", weights_only=False)["loader"])
+    assert [_digest(fresh.global_rows(k)) for k in range(5, 9)] == [digest for _, digest, _ in logged[5:]]
+    planned = PackedBatches(corpus.tokens_dir, length=32, global_batch=[(0, 8), (5, 16)], seed=3)
+    assert [_digest(planned.global_rows(k)) for k in range(9)] == [digest for _, digest, _ in logged]
+
+
+def test_train_gpt_resumes_with_a_mixture_and_refuses_other_data_under_a_saved_name(
+        corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
+    import torch
+    from test_train_gpt import run
+
+    other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path / "other", vocab=corpus.vocabulary_path,
+                            document_bytes=2048)
+    data = ["--data", str(corpus.tokens_dir), *EXAMPLE_MODEL, "--global-batch", "8", "--log-batches",
+            str(tmp_path / "run.log")]
+    saved = run([*data, "--steps", "4", "--save", str(tmp_path / "run.pt")], cache=tmp_path)
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    mixture = ["--mixture", f"{corpus.tokens_dir}=0.75", "--mixture", f"{other.tokens_dir}=0.25"]
+    resumed = run([*data, *mixture, "--steps", "8", "--resume", str(tmp_path / "run.pt")], cache=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    logged = _example_log(tmp_path / "run.log")
+    assert [step for step, _, _ in logged] == list(range(8))
+    fresh = PackedBatches(Mixture([(corpus.tokens_dir, 0.75), (other.tokens_dir, 0.25)]), length=32, global_batch=8,
+                          seed=3)
+    fresh.load_state_dict(torch.load(tmp_path / "run.pt", weights_only=False)["loader"])
+    assert [_digest(fresh.global_rows(k)) for k in range(4, 8)] == [digest for _, digest, _ in logged[4:]]
+    assert [r["rows"] for r in fresh.repeats(8)] == [32 + 24, 8]  # 3/4 and 1/4 of the 32 rows since step 4
+    # the saved part's name given to other ids is refused, naming the part
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    shutil.copytree(other.tokens_dir, renamed / Path(corpus.tokens_dir).name)
+    refused = run([*data, "--mixture", f"{renamed / Path(corpus.tokens_dir).name}=1", "--steps", "8", "--resume",
+                   str(tmp_path / "run.pt")], cache=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    message = refused.stderr.strip()
+    assert "\n" not in message and f"other data for part {Path(corpus.tokens_dir).name!r}" in message, message
