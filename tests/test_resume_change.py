@@ -305,7 +305,7 @@ def test_tokens_seen_count_the_labels_served_and_pickling_keeps_the_history(pack
     assert again.data_schedule()["history"] == changed.data_schedule()["history"]
     assert np.array_equal(again.global_rows(30), changed.global_rows(30))
     first = sum(int((batches.batch(k)["labels"] != batches.ignore_index).sum()) for k in range(5))
-    served = first + sum(int((l != changed.ignore_index).sum()) for l in labels)
+    served = first + sum(int((label != changed.ignore_index).sum()) for label in labels)
     stats = changed.stats[0]
     assert stats["tokens"] == served and stats["rows"] == 30 + 35 * 12
     assert stats["epochs"] == (30 + 35 * 12) // changed.layouts[0].n_rows > 0
@@ -402,3 +402,29 @@ def test_train_gpt_resumes_with_a_mixture_and_refuses_other_data_under_a_saved_n
     assert refused.returncode == 2, refused.stderr[-3000:]
     message = refused.stderr.strip()
     assert "\n" not in message and f"other data for part {Path(corpus.tokens_dir).name!r}" in message, message
+
+
+# -- opening big data: bestfit's packing is one compiled loop ---------------------------------------
+
+@pytest.mark.parametrize(("width", "lookahead"), [(33, 5), (64, 7), (65, 64), (97, 3), (2049, 1024)])
+def test_compiled_best_fit_packs_as_the_plain_sorted_buffer_at_any_width(width: int, lookahead: int) -> None:
+    from test_serve_layouts import _best_fit_reference
+
+    from tokpack.serve.layouts import _best_fit
+
+    rng = np.random.default_rng(width)
+    lengths = np.minimum(width, np.maximum(1, rng.lognormal(np.log(width / 4), 1.2, size=3000).astype(np.int64)))
+    placed, row_ptr, moved = _best_fit(lengths, width, lookahead)
+    assert (placed.tolist(), row_ptr.tolist(), moved) == _best_fit_reference(lengths.tolist(), width, lookahead)
+
+
+def test_the_documents_layout_finds_each_row_from_its_document(packs: dict[str, Path]) -> None:
+    from tokpack.serve import make_layout
+    from tokpack.store import open_tokens
+
+    pack = pack_of_documents([[1] * n for n in (1, 4, 5, 9, 3, 12, 1)], n_vocab=4, pad_id=0)
+    layout = make_layout("documents", pack, length=4)
+    starts = open_tokens(pack).starts.tolist()
+    expected = [s + j * 4 for s, n in zip(starts, (1, 4, 5, 9, 3, 12, 1)) for j in range(max(1, -(-n // 4)))]
+    assert layout.origins(np.arange(layout.n_rows)).tolist() == expected
+    assert layout._first_row.nbytes + layout._starts.nbytes == 16 * 7  # the index: 16 bytes a document

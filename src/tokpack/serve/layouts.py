@@ -40,7 +40,6 @@ import hashlib
 import json
 import os
 import secrets
-from collections import deque
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -422,61 +421,14 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
 
     Why it is fast: waiting pieces of one length leave in age order (a row's head is the oldest
     of all, a fill the oldest of its length), so each length is a FIFO queue, and "the longest
-    that fits" is the highest set bit at or below the space in one integer whose bit ``L`` says
-    a piece of length ``L`` waits: a few C-level integer operations a piece, no sorted buffer.
-    The oldest waiting piece is a pointer that only moves forward, and the moved ids are counted
-    afterwards in one vectorized pass. A full piece (``width`` ids) can only head a row: it
-    joins no queue.
+    that fits" is the highest set bit at or below the space in a bit set whose bit ``L`` says a
+    piece of length ``L`` waits: a few integer operations a piece, no sorted buffer, in one
+    compiled loop (:func:`tokpack.serve.compiled.best_fit_rows`). The oldest waiting piece is a
+    pointer that only moves forward, and the moved ids are counted afterwards in one vectorized
+    pass. A full piece (``width`` ids) can only head a row: it joins no queue.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    sizes = lengths.tolist()
-    total = len(sizes)
-    bit = [1 << size for size in range(width + 1)]
-    queues: list[deque[int]] = [deque() for _ in range(width)]  # queues[L]: waiting partial pieces of length L
-    waiting_lengths = 0  # bit L set: queues[L] is not empty
-    taken = bytearray(total + 1)  # one spare: the pointer to the oldest may rest past the end
-    placed: list[int] = []
-    place = placed.append
-    row_ends: list[int] = []
-    end_row = row_ends.append
-    following = oldest = n_waiting = 0
-    while following < total or n_waiting:
-        if n_waiting < lookahead and following < total:
-            stop = min(total, following + lookahead - n_waiting)
-            for index in range(following, stop):
-                size = sizes[index]
-                if size < width:
-                    queues[size].append(index)
-                    waiting_lengths |= bit[size]
-            n_waiting += stop - following
-            following = stop
-        while taken[oldest]:
-            oldest += 1
-        taken[oldest] = 1  # the oldest waiting piece heads the row
-        place(oldest)
-        n_waiting -= 1
-        size = sizes[oldest]
-        space = width - size
-        if space:
-            queue = queues[size]
-            queue.popleft()  # the oldest of all is the oldest of its length
-            if not queue:
-                waiting_lengths ^= bit[size]
-            while space:
-                fitting = waiting_lengths & (bit[space + 1] - 1)
-                if not fitting:
-                    break
-                size = fitting.bit_length() - 1  # the longest length that fits
-                queue = queues[size]
-                index = queue.popleft()
-                if not queue:
-                    waiting_lengths ^= bit[size]
-                taken[index] = 1
-                place(index)
-                n_waiting -= 1
-                space -= size
-        end_row(len(placed))
-    order = np.asarray(placed, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
     row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
     row_ptr[1:] = row_ends
     return order, row_ptr, _moved_ids(order, lengths)
