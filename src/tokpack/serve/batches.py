@@ -163,9 +163,12 @@ class LoaderStateV2(Record):
         rows = self.part_rows if self.part_rows is not None else [self.step * self.global_batch]
         if len(rows) != len(self.data):
             raise InputError(None, "not a tokpack loader state (part_rows do not match its data)")
-        stages = self.mixture["stages"] if self.mixture else [[0, [1.0]]]
-        history = [Segment(step=int(start), global_batch=self.global_batch, weights=[float(w) for w in weights])
-                   for start, weights in stages]
+        stages: list[Any] = self.mixture["stages"] if self.mixture else [[0, [1.0]]]
+        try:
+            history = [Segment(step=int(start), global_batch=self.global_batch, weights=[float(w) for w in weights])
+                       for start, weights in stages]
+        except (TypeError, ValueError) as error:
+            raise InputError(None, f"not a tokpack loader state (its mixture stages: {error})") from None
         return LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture["seed"] if self.mixture else None,
                            global_batch=self.global_batch, layout=self.layout, vocabulary=self.vocabulary,
                            parts=[PartState(name=name, data=record, rows=count)
@@ -599,10 +602,10 @@ class PackedBatches:
                 entry["removed"] = True
             parts.append(entry)
         stages = [(start, ws.tolist()) for start, ws in (self.mixture.stages if self.mixture else [(0, np.ones(1))])]
-        record = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
-                               step=self.step, seed=self.seed, shuffle=self.shuffle, layout=self._layout_record(),
-                               global_batch=self.global_batch, length=self.length, stats=self.stats, extra=extra)
-        return record.model_dump(mode="json", by_alias=True)
+        schedule = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
+                                 step=self.step, seed=self.seed, shuffle=self.shuffle, layout=self._layout_record(),
+                                 global_batch=self.global_batch, length=self.length, stats=self.stats, extra=extra)
+        return schedule.model_dump(mode="json", by_alias=True)
 
     @property
     def stats(self) -> list[dict[str, float]]:
