@@ -1,10 +1,13 @@
 """The training path: step ``k`` → the global batch → this rank's rows → arrays a model takes.
 
 :class:`PackedBatches` serves a global batch of ``global_batch`` rows per step from one token
-source or a :class:`Mixture` of several. The rows of step ``k`` depend only on the data, the
-layout, the seed and ``k`` (never on the world size): rank ``r`` of ``W`` takes rows
-``[r*B/W, (r+1)*B/W)``. Each part walks its layout's rows in a seeded permutation per epoch and
-rolls into the next epoch inside a step, so no step is short. :class:`EvalBatches` walks a
+source or a :class:`Mixture` of several. Each part walks its layout's rows in a seeded
+permutation per epoch and rolls into the next epoch inside a step, so no step is short. The
+position is the rows each part has served, and the settings are a history of ``(step,
+global_batch, weights)`` (:mod:`tokpack.serve.history`): the rows of step ``k`` depend only on
+that history, the data, the layout and the seed (never on the world size): rank ``r`` of ``W``
+takes rows ``[r*B/W, (r+1)*B/W)``. The global batch and the weights may change on a schedule
+given up front or at a resume, and every part continues its permutation where it stopped. :class:`EvalBatches` walks a
 validation range once, in order, every id a target exactly once across all ranks.
 
 >>> from tokpack.serve.memory import pack_of_documents

@@ -76,7 +76,7 @@ def batch_ramp(start: int, increment: int, ramp_samples: int, global_batch: int)
     ``global_batch``.
 
     >>> batch_ramp(4, 4, 24, 12)
-    [(0, 4), (2, 8), (3, 12)]
+    [(0, 4), (3, 8), (5, 12)]
 
     Raises:
         InputError: the increment does not divide ``global_batch - start``, or a value below 1.
