@@ -21,6 +21,13 @@ each in a fresh process with its own ``TOKPACK_CACHE``:
              the same with the index built by the run before (read from ``$TOKPACK_CACHE/layouts``).
 
 Layouts are interleaved run by run; the table gives medians.
+
+    PYTHONPATH=src .venv/bin/python bench/bench_open_index.py sharded --shard-ids 1e8 --shards 10
+
+measures the same layouts over a sharded dataset of ``--shards`` shards, each the ``--shard-ids``
+pack (linked, not copied: the dataset machinery's cost per shard, on data whose size is known
+from the pack rows above). Shards share their verification stamp there (one file behind the
+links), so verification is measured on the pack, not here.
 """
 
 from __future__ import annotations
@@ -84,9 +91,11 @@ def child(args: argparse.Namespace) -> None:
     started, cpu = time.perf_counter(), time.process_time()
     if args.mode == "verify":
         source = open_tokens(args.pack)
+        for index in range(len(getattr(source, "shards", []))):  # a dataset verifies each shard on first read
+            source._reading(index)  # type: ignore[attr-defined]
         wall = time.perf_counter() - started
         print(json.dumps({"mode": "verify", "wall_s": wall, "cpu_s": time.process_time() - cpu,
-                          "bytes": int(source.tokens.nbytes + source.starts.nbytes)}))
+                          "bytes": int(source.n_tokens * source.dtype.itemsize + source.starts.nbytes)}))
         return
     layout = args.mode.split()[0]
     batches = PackedBatches(args.pack, layout=layout, length=args.length, global_batch=args.global_batch,
@@ -109,6 +118,49 @@ def run_child(pack: Path, mode: str, cache: Path, args: argparse.Namespace) -> d
     return json.loads(output.strip().splitlines()[-1])
 
 
+def linked_dataset(work: Path, shard_ids: int, shards: int) -> Path:
+    """A sharded dataset of ``shards`` links to one synthetic pack (written once)."""
+    from tokpack.store import DocumentCut, Source
+    from tokpack.store.dataset import DATASET_FILE, shard_name, write_dataset
+
+    pack = synthetic_pack(work, shard_ids // 1_000_000)
+    target = work / f"dataset-{shards}x{pack.name}"
+    if (target / DATASET_FILE).exists():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    names = [shard_name(rank) for rank in range(shards)]
+    for name in names:
+        (target / name).symlink_to(pack.resolve(), target_is_directory=True)
+    write_dataset(target, names, source=Source(name="synthetic", sha256="0" * 64, n_bytes=0),
+                  cut=DocumentCut(rule="log-normal lengths"))
+    return target
+
+
+def sharded_dataset(args: argparse.Namespace) -> None:
+    shard_ids = int(float(args.shard_ids))
+    dataset = linked_dataset(args.work, shard_ids, args.shards)
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    for _ in range(args.runs):
+        cache = Path(tempfile.mkdtemp(prefix="cache-", dir=args.work))
+        try:
+            run_child(dataset, "verify", cache, args)  # stamps the (one) shard
+            for mode in MODES:
+                results[mode].append(run_child(dataset, mode, cache, args))
+                print(results[mode][-1], file=sys.stderr, flush=True)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+    print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
+          f"{os.getloadavg()[0]:.1f}; a dataset of {args.shards} shards of {shard_ids:.0e} ids, length {args.length}\n")
+    print("| mode | rows, documents | wall s (median) | CPU s | peak RSS over imports, MiB | index MiB | index built, s |")
+    print("|---|---|---|---|---|---|---|")
+    for mode, runs in results.items():
+        print(f"| {mode} | {runs[0]['n_rows']:,} rows, {runs[0]['n_docs']:,} docs | "
+              f"{statistics.median(r['wall_s'] for r in runs):.2f} | {statistics.median(r['cpu_s'] for r in runs):.2f} | "
+              f"{statistics.median(r['peak_rss_mib'] - r['rss_before_mib'] for r in runs):.0f} | "
+              f"{runs[0]['index_mib']:.1f} | {statistics.median(r['index_s'] for r in runs):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -118,15 +170,25 @@ def main() -> None:
     bench.add_argument("--global-batch", type=int, default=16)
     bench.add_argument("--runs", type=int, default=3)
     bench.add_argument("--work", type=Path, default=Path("/tmp/tokpack-bench-open"))
+    sharded = commands.add_parser("sharded")
+    sharded.add_argument("--shard-ids", default="1e8", help="ids per shard (one synthetic pack, linked)")
+    sharded.add_argument("--shards", type=int, default=10)
+    sharded.add_argument("--length", type=int, default=2048)
+    sharded.add_argument("--global-batch", type=int, default=16)
+    sharded.add_argument("--runs", type=int, default=3)
+    sharded.add_argument("--work", type=Path, default=Path("/tmp/tokpack-bench-open"))
     one = commands.add_parser("child")
     one.add_argument("--pack", type=Path, required=True)
     one.add_argument("--mode", required=True)
     one.add_argument("--length", type=int, required=True)
     one.add_argument("--global-batch", type=int, required=True)
-    args = parser.parse_args(sys.argv[1:] if len(sys.argv) > 1 and sys.argv[1] in ("run", "child") else
+    args = parser.parse_args(sys.argv[1:] if len(sys.argv) > 1 and sys.argv[1] in ("run", "child", "sharded") else
                              ["run", *sys.argv[1:]])
     if args.command == "child":
         child(args)
+        return
+    if args.command == "sharded":
+        sharded_dataset(args)
         return
     sizes = [int(float(size)) for size in args.ids.split(",")]
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; length {args.length}, "
