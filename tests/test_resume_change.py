@@ -272,6 +272,11 @@ def test_every_change_that_stays_refused_names_what_differs(packs: dict[str, Pat
     with pytest.raises(InputError, match="not a tokpack loader state"):
         make().load_state_dict({**state, "history": [{**state["history"][0], "weights": [1.0]}]})
     make(global_batch=24).load_state_dict(state)  # what may change does not raise
+    eight = make(global_batch=32, world_size=8, micro_batches=2)
+    eight.load_state_dict(state)
+    assert len(eight.batch(3)["input_ids"]) == 4  # from the saved step on: 32 rows, 4 a rank
+    with pytest.raises(InputError, match="step 2's global batch of 8 rows does not split into 8 ranks of 2 micro"):
+        eight.batch(2)  # a step served before the resume, at 8 rows
     make(Mixture([(packs["a"], 9), (packs["b"], 1)], names=["web", "code"])).load_state_dict(state)
 
 

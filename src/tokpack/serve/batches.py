@@ -386,7 +386,11 @@ class PackedBatches:
 
     def _rank_segments(self, step: int, *, starts: bool, check: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         part_of, row_of = self._plan(step)
-        share = len(part_of) // self.world_size
+        share, rest = divmod(len(part_of), self.world_size)
+        if rest or share % self.micro_batch_count:  # only a step from a loaded history can be
+            raise InputError(None, f"step {step}'s global batch of {len(part_of)} rows does not split into "
+                             f"{self.world_size} ranks of {self.micro_batch_count} micro-batches (it was served "
+                             "before a resume that changed them)", fix="serve it with the world size it had")
         mine = slice(self.rank * share, (self.rank + 1) * share)
         return self._gather(part_of[mine], row_of[mine], starts=starts, check=check)
 
