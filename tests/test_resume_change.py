@@ -232,6 +232,8 @@ def test_a_part_added_starts_its_first_epoch_and_one_removed_continues_when_adde
     assert [(r["name"], r.get("removed", False)) for r in repeats] == [("a", False), ("c", False), ("b", True)]
     assert repeats[2]["rows"] == 40 and repeats[2]["weight"] == 0.0
     assert "b" not in mixture_parts(served[14:])
+    with pytest.raises(InputError, match="step 13 served part 'b', which this loader does not serve"):
+        third[0].global_rows(13)
     fourth = ranks(lambda **r: mixture("a", "b", "c", **r), 1, third[2].state_dict())  # b back
     served += serve(fourth, 30)
     by_part = mixture_parts(served)

@@ -330,7 +330,9 @@ class PackedBatches:
             if not count:
                 continue
             part = self._local[slot]
-            assert part is not None  # a part this loader does not serve has weight 0
+            if part is None:  # only a step before the resume that removed it
+                raise InputError(None, f"step {step} served part {self._slots[slot].name!r}, which this loader does "
+                                 "not serve (it was removed at a resume)", fix="add it back to serve that step")
             n_rows = self.layouts[part].n_rows
             epoch = first // n_rows
             if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch
