@@ -190,3 +190,13 @@ def test_chess_convert_imports_no_bpe_module(arguments: list[str], tmp_path: Pat
     done = subprocess.run([sys.executable, "-c", CONVERT_IMPORTS, *arguments], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "BPE MODULES: []" in done.stdout, done.stdout[-500:]
+
+
+def test_bpe_commands_still_state_and_apply_the_challenge_limits(tmp_path: Path) -> None:
+    """The limits are read when a bpe command runs (so other commands never load the trainer):
+    their help states the library's values."""
+    from tokpack.bpe.challenge import MAX_CORPUS_BYTES, MAX_MERGES
+
+    for command in ("proof", "verify"):
+        shown = " ".join(runner.invoke(app, ["bpe", command, "--help"], terminal_width=200).output.split())
+        assert f"default {MAX_CORPUS_BYTES:,}" in shown and f"default {MAX_MERGES:,}" in shown
