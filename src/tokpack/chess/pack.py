@@ -102,8 +102,9 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
                     index, shift = _part_of(parts, encoded.row)
                     raise encoded.at(str(tables[index].games), shift) from None
                 writer.add_flat(encoded.ids, encoded.lengths)
-                cuts = np.cumsum([0] + [n for _, _, n in parts])
-                per_part = np.add.reduceat(np.asarray(encoded.lengths, dtype=np.int64), cuts[:-1]) if len(encoded.lengths) else []
+                # Every part holds at least one game, so each sum below is over its own games.
+                starts = np.cumsum([0] + [n for _, _, n in parts[:-1]])
+                per_part = np.add.reduceat(np.asarray(encoded.lengths, dtype=np.int64), starts)
                 for (index, _, _), n_tokens in zip(parts, per_part):
                     tokens_of[index] += int(n_tokens)
                 unknown += encoded.unknown_moves
@@ -178,7 +179,6 @@ def _table_batches(readers: Sequence, spans: Sequence[tuple[int, int]],  # type:
                    batch_games: int) -> Iterator[tuple[Parts, pa.Table | pa.RecordBatch]]:
     """The rows of every table, in order, in batches of ``batch_games`` games: a batch may join
     the ends of several tables, so many small months cost as few encoder calls as one big one."""
-    import pyarrow as pa
 
     pending: list[pa.RecordBatch] = []
     parts: Parts = []

@@ -39,7 +39,7 @@ from tokpack._schema import Record, read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, unit_span
+from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, Source
