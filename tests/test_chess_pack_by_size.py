@@ -200,3 +200,12 @@ def test_bpe_commands_still_state_and_apply_the_challenge_limits(tmp_path: Path)
     for command in ("proof", "verify"):
         shown = " ".join(runner.invoke(app, ["bpe", command, "--help"], terminal_width=200).output.split())
         assert f"default {MAX_CORPUS_BYTES:,}" in shown and f"default {MAX_MERGES:,}" in shown
+
+
+def test_a_month_listed_twice_is_refused_before_anything_is_written(many_months: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, many_months)
+    text = config.read_text(encoding="utf-8").replace('train_months = "all"', 'train_months = ["1990-01", "1990-02", "1990-01"]')
+    config.write_text(text.replace("val_fraction = 0.05", 'val_months = ["1990-03"]'), encoding="utf-8")
+    result = runner.invoke(app, ["chess", "tokenize", "--scheme", "uci", "--pack", "--config", str(config)])
+    assert result.exit_code == 2 and "month=01/games.parquet: is listed twice" in result.output.replace("\n", "")
+    assert not (tmp_path / "tokens" / "uci" / "train").exists()

@@ -110,7 +110,7 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     (see the module docstring). Each table is hashed once here; only its ``n_plies`` column is read.
 
     Raises:
-        InputError: a table that is not readable parquet or has no ``n_plies`` column.
+        InputError: a table listed twice, not readable parquet, or without an ``n_plies`` column.
     """
     import numpy as np
     import pyarrow.parquet as pq
@@ -119,6 +119,10 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
 
     if shard_bytes < 1 or (shard_games is not None and shard_games < 1):
         raise InputError(None, f"shard sizes must be positive, got {shard_bytes} bytes and {shard_games} games")
+    seen = [Path(table).resolve() for table in tables]
+    if len(set(seen)) < len(seen):  # its games would be packed twice, and its month range would not join
+        twice = next(path for path in seen if seen.count(path) > 1)
+        raise InputError(twice, "is listed twice", fix="name each month once")
     shards: list[ChessShard] = []
     pieces: list[TablePiece] = []
     have_bytes = have_games = 0  # of the shard being filled
