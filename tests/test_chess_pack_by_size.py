@@ -209,3 +209,18 @@ def test_a_month_listed_twice_is_refused_before_anything_is_written(many_months:
     result = runner.invoke(app, ["chess", "tokenize", "--scheme", "uci", "--pack", "--config", str(config)])
     assert result.exit_code == 2 and "month=01/games.parquet: is listed twice" in result.output.replace("\n", "")
     assert not (tmp_path / "tokens" / "uci" / "train").exists()
+
+
+def test_an_export_writes_the_split_once_and_a_month_when_named(packed: Path, tmp_path: Path) -> None:
+    """Month ranges lie inside the split: an export's splits are train/validation/test only."""
+    result = runner.invoke(app, ["export", str(packed / "train"), str(tmp_path / "hf"), "--format", "hf"])
+    assert result.exit_code == 0, result.output
+    train = ShardedDataset(packed / "train")
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir() if p.is_dir()) == ["train"]
+    rows = pq.read_table(tmp_path / "hf" / "train").column("doc").to_pylist()
+    assert rows == list(range(train.n_docs))  # every game once
+    month = sorted(name for name in train.meta.ranges if name != "train")[5]
+    result = runner.invoke(app, ["export", str(packed / "train"), str(tmp_path / "one"), "--format", "hf", "--range", month])
+    assert result.exit_code == 0, result.output
+    first, last = train.meta.ranges[month].documents
+    assert pq.read_table(tmp_path / "one" / month).column("doc").to_pylist() == list(range(first, last))
