@@ -14,7 +14,6 @@ The same table, scheme and vocabulary give byte-identical packs whatever ``worke
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -72,13 +71,13 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
 
 def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: Path, *, split: str = "train",
                 batch_games: int = BATCH_GAMES, workers: int = 1,
-                progress: Callable[[int, int, int], None] | None = None) -> PackMeta:
+                progress: Callable[[int, int, int], None] | None = None, source: Source | None = None) -> PackMeta:
     """Encode the rows of several tables, in order, into one new pack at ``destination`` (one
     shard of a chess job, see :mod:`tokpack.chess.shards`), as :func:`pack_games` does one.
 
     Besides the ``split`` range over every game, each table with a ``month`` gives its games a
-    range of that name. The pack's source is the tables' records joined
-    (:func:`joined_source`).
+    range of that name. ``source`` is the pack's record of its input: needed for several tables
+    (:func:`tokpack.chess.shards.joined_source` joins theirs); for one, its record by default.
 
     Raises:
         ValueError: as :func:`pack_games`, for any of the tables.
@@ -87,6 +86,8 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
         raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if not tables:
         raise InputError(destination, "a pack needs at least one table of games")
+    if source is None and len(tables) > 1:
+        raise InputError(destination, "a pack of several tables needs the record of its input (source=)")
     opened, spans = [], []
     try:
         for table in tables:
@@ -119,8 +120,8 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
                     ranges[table.month] = Span(
                         documents=(int(doc_ends[index - 1]) if index else 0, int(doc_ends[index])),
                         tokens=(int(token_ends[index - 1]) if index else 0, int(token_ends[index])))
-            sources = [table.source or table_source(Path(table.games)) for table in tables]
-            return writer.commit(source=joined_source(sources), cut=DocumentCut(rule="game"), ranges=ranges,
+            source = source or tables[0].source or table_source(Path(tables[0].games))
+            return writer.commit(source=source, cut=DocumentCut(rule="game"), ranges=ranges,
                                  counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
     finally:
         for reader in opened:
@@ -269,15 +270,3 @@ def table_source(path: Path) -> Source:
     parts = path.resolve().parts
     name = "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3].startswith("year=") else path.name
     return Source(name=name, sha256=file_sha256(path), n_bytes=path.stat().st_size)
-
-
-def joined_source(sources: Sequence[Source]) -> Source:
-    """One record for several tables (each counted once, in order): the first table's name (and
-    the last's, with their number), the SHA-256 of their names and hashes, their total size."""
-    tables = list(dict.fromkeys((s.name, s.sha256, s.n_bytes) for s in sources))
-    if len(tables) == 1:
-        name, sha, n_bytes = tables[0]
-        return Source(name=name, sha256=sha, n_bytes=n_bytes)
-    digest = hashlib.sha256("\n".join(f"{name} {sha}" for name, sha, _ in tables).encode()).hexdigest()
-    name = f"{tables[0][0]} .. {tables[-1][0]} ({len(tables)} tables)"
-    return Source(name=name, sha256=digest, n_bytes=sum(n for _, _, n in tables))

@@ -29,6 +29,7 @@ month's table again for each of its shards would cost more than encoding it).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -90,9 +91,19 @@ class ChessJob(Record):
 
     def source(self) -> Source:
         """The whole dataset's record of its input: the tables in order, hashed together."""
-        from tokpack.chess.pack import joined_source
-
         return joined_source([piece.source for shard in self.shards for piece in shard.pieces])
+
+
+def joined_source(sources: Sequence[Source]) -> Source:
+    """One record for several tables (each counted once, in order): the first table's name (and
+    the last's, with their number), the SHA-256 of their names and hashes, their total size."""
+    tables = list(dict.fromkeys((s.name, s.sha256, s.n_bytes) for s in sources))
+    if len(tables) == 1:
+        name, sha, n_bytes = tables[0]
+        return Source(name=name, sha256=sha, n_bytes=n_bytes)
+    digest = hashlib.sha256("\n".join(f"{name} {sha}" for name, sha, _ in tables).encode()).hexdigest()
+    name = f"{tables[0][0]} .. {tables[-1][0]} ({len(tables)} tables)"
+    return Source(name=name, sha256=digest, n_bytes=sum(n for _, _, n in tables))
 
 
 def table_month(path: Path) -> str | None:
@@ -239,13 +250,14 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
         if not unchanged:
             raise InputError(table, f"changed since the job began ({piece.source.sha256[:16]}…)", fix="start a new job")
         tables.append(TableRows(table, piece.rows, piece.source, piece.month))
+    source = joined_source([piece.source for piece in job.shards[rank].pieces])
 
     def progress(done: int, total: int, tokens: int) -> None:
         if report is not None:
             report(PrepareProgress(stage="encoding", done_bytes=done, total_bytes=total, n_tokens=tokens, n_docs=done))
 
     pack_tables(tables, encoder, dataset / shard_name(rank), split=job.split, batch_games=job.batch_games,
-                progress=progress)
+                progress=progress, source=source)
 
 
 def finish_chess_job(dataset: Path) -> ShardedDataset | None:
