@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tokpack.errors import InputError
 from tokpack.serve import Mixture, PackedBatches
+from tokpack.serve.history import History, Segment
 from tokpack.serve.memory import pack_of_documents
 
 LENGTH = 4
@@ -186,3 +187,31 @@ def test_a_state_that_names_a_part_twice_or_another_global_batch_is_refused(pack
         negative["parts"][0]["rows_per_epoch"] = -3
         with pytest.raises(InputError, match="not a tokpack loader state"):
             make().load_state_dict(negative)
+
+
+def test_a_steps_counts_are_each_parts_deficit_against_its_exact_share() -> None:
+    # the counts as the History docstring defines them, in numpy, over anchored and plain segments
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        n = int(rng.integers(2, 5))
+        segments, served = [], [0] * n
+        step = 0
+        for index in range(int(rng.integers(1, 4))):
+            weights = [float(w) for w in rng.choice([0.0, 0.1, 1 / 3, 0.7, 2.0], n)]
+            weights[int(rng.integers(n))] = 1.0
+            anchor = list(served) if index and rng.random() < 0.5 else None
+            segments.append(Segment(step=step, global_batch=int(rng.choice([1, 3, 8, 64])), weights=weights,
+                                    anchor=anchor))
+            history = History(segments)
+            length = int(rng.integers(1, 60))
+            for k in range(step, step + length):
+                counts = history.counts(k, served)
+                weights_now = history.weights(k)
+                deficit = history.exact(k + 1) - np.asarray(served, dtype=np.float64)
+                floor = [max(int(np.floor(d)), 0) if w > 0 else 0 for d, w in zip(deficit, weights_now)]
+                assert sum(counts) == history.global_batch(k)
+                assert all(c - f in (0, 1) or (f > 0 and c == f - 1) for c, f in zip(counts, floor))
+                assert all(c == 0 for c, w in zip(counts, weights_now) if w == 0)
+                served = [s + c for s, c in zip(served, counts)]
+            assert history.before(step + length) == served
+            step += length
