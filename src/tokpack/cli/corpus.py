@@ -34,12 +34,13 @@ def prepare_command(
     corpus: Path = typer.Argument(..., help="A UTF-8 text file (a manifest.json beside it sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
-    vocab_size: int = typer.Option(50257, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default)."),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default); fewer reachable is an error naming the count. Not with --vocab."),
+    allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
     min_frequency: int = typer.Option(2, "--min-frequency", help="A merge needs a pair seen at least this often."),
     vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
-    pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt2; with --vocab, the vocabulary's own)."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
@@ -53,17 +54,21 @@ def prepare_command(
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
-    if shards is not None:
-        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
-                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
-                         storage_options=storage_options_from(storage_options))
-        return
+    if vocab is not None and vocab_size is not None:  # before anything is read: the size would be ignored
+        raise InputError(None, "--vocab-size trains a vocabulary; --vocab gives one (with its own size)",
+                         fix="drop one of them")
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
 
         pattern = resolve_pattern(pattern)
+    if shards is not None:
+        _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address, workers=workers,
+                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
+                         storage_options=storage_options_from(storage_options))
+        return
     with prepare_progress() as progress:
-        prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
+        prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
+                           allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
                            vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, pattern=pattern,
                            trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
                            progress=progress, validation=validation, test=test, out=out)
@@ -73,7 +78,7 @@ def prepare_command(
         _summary(prepared)
 
 
-def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
+def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
                      on_error: str, storage_options: dict[str, Any]) -> None:
     from tokpack.engines import prepare_sharded
@@ -81,6 +86,9 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
     if vocab is None or out_text is None:
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    from tokpack.vocab import load_vocabulary
+
+    tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
         raise InputError(None, "--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
@@ -88,7 +96,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
-        start_job(corpus, out, vocab=vocab, shards=shards, document_bytes=document_bytes, text_field=text_field,
+        start_job(corpus, out, vocab=tokenizer, shards=shards, document_bytes=document_bytes, text_field=text_field,
                   on_error=on_error)  # type: ignore[arg-type]
         console.print(f"job written to {out}; run its {shards} shards as a job array, e.g. with Slurm:\n"
                       f"  sbatch --array=0-{shards - 1} --wrap 'tokpack shard run {out}'\n"
@@ -96,7 +104,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         return
     total = corpus.stat().st_size if corpus.is_file() else sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     with shard_progress(total, shards) as (on_done, on_progress):
-        dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
+        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, on_done=on_done, on_progress=on_progress)  # type: ignore[arg-type]
     if url is not None:
