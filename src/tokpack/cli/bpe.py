@@ -39,6 +39,7 @@ from tokpack.bpe.fast import BpeProgress, train_from_files
 from tokpack.bpe.records import Challenge, Proof, TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.cli._console import command_group
+from tokpack.errors import InputError
 
 bpe_app = command_group("Exact BPE: make and check proofs for challenges, and explain merges step by step.")
 _out = Console(highlight=False)
@@ -58,10 +59,11 @@ def train(
     corpus: Annotated[Path, typer.Argument(help="A text file, a folder of them, JSON Lines or Parquet (as prepare reads).")],
     output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json.")],
     vocab_size: Annotated[int, typer.Option(min=258, help="Ids in the result: 256 bytes, the merges and <|endoftext|>.")] = 8192,
-    pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, or a regex.")] = "gpt4",
+    pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex (gpt4 by default, as in every trainer).")] = "gpt4",
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
     workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4) or processes (other patterns) that split and count (0: one per core).")] = 0,
+    allow_smaller_vocab: Annotated[bool, typer.Option("--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the corpus cannot reach it.")] = False,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
@@ -90,6 +92,11 @@ def train(
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
                                   text_field=text_field, workers=workers or None, progress=report)
         tokenizer = result.training.as_tokenizer()
+        if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
+            raise InputError(corpus, f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
+                             f"(pairs seen at least {min_frequency} times run out)",
+                             fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text, or accept fewer with "
+                                 "--allow-smaller-vocab")
         tokenizer.save(output)
     except (ValueError, OSError) as error:
         raise _fail(str(error).splitlines()[0]) from None

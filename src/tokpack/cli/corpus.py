@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -142,7 +144,8 @@ def inspect_command(
     pack: str = typer.Argument(..., help="A pack or sharded dataset: a folder, or an fsspec URL (s3://…, gs://…); a URL's shards are downloaded into the cache to be verified."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
     datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
-    as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' and 'vocabulary_dir' added."),
+    decode: Optional[int] = typer.Option(None, "--decode", metavar="DOC", help="Also print the text of document DOC, decoded with the vocabulary the pack carries."),
     storage_options: Optional[str] = StorageOptions,
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
@@ -158,12 +161,42 @@ def inspect_command(
         opened = open_source(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
     else:
         opened = open_tokens(Path(pack), verify=verify)
+    vocabulary_dir = _carried_vocabulary_dir(opened.path)
     if as_json:
-        typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify}, indent=2, sort_keys=True))
-        return
-    console.print_json(opened.meta.to_json())
-    console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
-                  + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
+        typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify,
+                               "vocabulary_dir": None if vocabulary_dir is None else str(vocabulary_dir)},
+                              indent=2, sort_keys=True))
+    else:
+        console.print_json(opened.meta.to_json())
+        console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
+                      + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
+        console.print("vocabulary: " + (f"{vocabulary_dir} (tokenizer.json, ranks.tiktoken, vocabulary.json)"
+                                        if vocabulary_dir is not None else "not carried by this pack"),
+                      soft_wrap=True, highlight=False, markup=False)
+    if decode is not None:
+        from tokpack.vocab import load_vocabulary
+
+        if not 0 <= decode < opened.n_docs:
+            raise InputError(None, f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
+        tokenizer = load_vocabulary(opened.path)
+        end = int(opened.starts[decode + 1]) if decode + 1 < opened.n_docs else opened.n_tokens
+        ids = opened.take(np.arange(int(opened.starts[decode]), end))
+        sys.stdout.write(tokenizer.decode(ids.tolist()))
+        sys.stdout.flush()
+
+
+def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
+    """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them."""
+    from tokpack._schema import read_record
+    from tokpack.store.dataset import DatasetRecord
+    from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
+
+    if (path / META_FILE).is_file():
+        return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None
+    if (path / DATASET_FILE).is_file():
+        shards = read_record(DatasetRecord, path / DATASET_FILE).shards
+        return _carried_vocabulary_dir(path / shards[0].name) if shards else None
+    return None
 
 
 def demo_command(
