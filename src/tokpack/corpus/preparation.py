@@ -16,7 +16,6 @@ from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, format_of, open_source
 from tokpack.errors import InputError, IntegrityError, TokpackError
-from tokpack.store.format import VOCABULARY_DIR
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -253,16 +252,14 @@ def _prepare_source(
         else:
             remove_abandoned(pack_dir)
             try:
-                write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report,
-                           trained_on=_saved_training(vocabulary_json.parent))
+                write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
             except TokpackError:
                 # Where flock is node-local, another node may have published this pack meanwhile:
                 # its rename won. Use it once it checks out, as if it had been cached.
                 if not pack_dir.exists():
                     raise
                 _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
-    carried = pack_dir / VOCABULARY_DIR / VOCABULARY_FILE  # the pack's own copy, which travels with it
-    return TokenizedCorpus(pack_dir, carried if carried.is_file() else vocabulary_json, tokenizer=tokenizer)
+    return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
 
 
 def _size(path: Path) -> int:
@@ -408,10 +405,11 @@ def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
     last_unit: int | None = None, batch_documents: int = 16, workers: int | None = None,
-    report: ProgressCallback | None = None, trained_on: dict[str, str | int] | None = None,
+    report: ProgressCallback | None = None,
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
-    with the vocabulary's files (``trained_on`` recorded in its ``vocabulary.json``).
+    with the vocabulary's files (which depend on the vocabulary alone, so a pack is the same
+    whether its vocabulary was trained here or given).
 
     Documents are encoded in batches of ``batch_documents`` on ``workers`` threads and written in
     input order, so the bytes do not depend on ``workers``.
@@ -423,7 +421,7 @@ def write_pack(
     # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
     skipped_before = source.skipped
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
-        writer.add_vocabulary_files(tokenizer.files(trained_on=trained_on))
+        writer.add_vocabulary_files(tokenizer.files())
         ranges = {}
         for name, first, last in source.layout():
             first_doc, first_token = writer.n_docs, writer.n_tokens
