@@ -94,7 +94,7 @@ def train(
         tokenizer = result.training.as_tokenizer()
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(corpus, f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
-                             f"(pairs seen at least {min_frequency} times run out)",
+                             f"(too few pairs occur --min-frequency {min_frequency} times)",
                              fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text, or accept fewer with "
                                  "--allow-smaller-vocab")
         tokenizer.save(output)

@@ -232,7 +232,7 @@ def _prepare_source(
         )
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(source.path, f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
-                             f"{vocab_size:,} asked for (pairs seen at least {min_frequency} times run out)",
+                             f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)",
                              fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text (or raise "
                                  "--vocab-sample-bytes), or accept fewer with --allow-smaller-vocab")
     else:

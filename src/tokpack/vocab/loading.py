@@ -10,7 +10,7 @@ from typing import Any, Union
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
-from tokpack.vocab.files import parse_rank_lines, read_gpt2_pair, read_tokenizer_json
+from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
 from tokpack.vocab.identity import require_vocabulary
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
 from tokpack.vocab.published import PUBLISHED
@@ -81,9 +81,8 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
 
 
 def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
-    data = path.read_bytes()
-    ranks = parse_rank_lines(data, where=path)
-    digest = hashlib.sha256(data).hexdigest()
+    ranks = read_rank_file(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()  # what tiktoken publishes: the file's hash
     record = _record_beside(path, digest)
     if record is not None:
         tokenizer = BpeTokenizer(ranks=ranks, pattern=record.pattern, special_tokens=record.special_tokens)
