@@ -172,6 +172,11 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
         ValueError: the data cannot reach the size (too little or too uniform text) and
             ``allow_smaller`` is false, or a phrase stage larger than the vocabulary.
     """
+    if recipe.phrase_merges and recipe.phrase_pattern == POLISH_PHRASE_PATTERN and recipe.pattern != POLISH_PATTERN:
+        # Its pieces are the Polish pattern's joined by spaces; over another pattern's, a phrase
+        # token could not be built from the word ranks.
+        raise InputError(None, "--phrase-pattern polish-phrase extends --pattern polish, not the one given",
+                         fix="pass --pattern polish, or a --phrase-pattern of your own")
     ranks_wanted = recipe.vocab_size - 1
     word_ranks = ranks_wanted - recipe.phrase_merges
     if word_ranks < 256:

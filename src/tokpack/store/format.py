@@ -117,6 +117,14 @@ class PackMeta(StreamRecord):
     schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
     vocabulary_files: dict[str, Annotated[str, Field(pattern=SHA256)]] = Field(default_factory=dict)
 
+    def to_json(self) -> str:
+        """As :meth:`Record.to_json`; without ``vocabulary_files`` when empty, so a pack without
+        them is byte for byte what tokpack wrote before the field existed."""
+        fields = self.model_dump(mode="json", by_alias=True)
+        if not self.vocabulary_files:
+            del fields["vocabulary_files"]
+        return json.dumps(fields, indent=2, sort_keys=True) + "\n"
+
     def computed_seal(self) -> str:
         """The seal of :class:`StreamRecord`; ``vocabulary_files`` joins it only when a pack has
         some, so packs written before the field existed keep their seal."""
