@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,7 @@ from conftest import DATA, REPO
 
 runner = CliRunner()
 ARTIFACT = REPO / "artifacts" / "polish-8192"
+README = REPO / "README.md"
 TEXT = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
 
 
@@ -193,3 +198,18 @@ def test_a_pack_written_before_packs_carried_vocabularies_still_opens(tmp_path: 
         load_vocabulary(old)
     shown = runner.invoke(app, ["inspect", str(old)])
     assert shown.exit_code == 0 and "not carried" in shown.output
+
+
+def test_the_readme_loads_a_pack_vocabulary_in_tiktoken(tmp_path: Path) -> None:
+    text = README.read_text(encoding="utf-8").split("## The pack format\n", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert "load_tiktoken_bpe" in code and 'Path("pack/vocabulary")' in code
+    corpus = corpus_in(tmp_path / "a")
+    cli("prepare", str(corpus), "--vocab-size", "300", "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c"))
+    check = ("\nimport numpy\nfrom tokpack.store import Pack\npack = Pack(Path('pack'))\n"
+             "sample = open('a/c.txt', encoding='utf-8').read()\n"
+             "assert encoding.encode_ordinary(sample) == pack.tokens.tolist(), 'ids differ'\n"
+             "assert len(ids) > 3\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code + check], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "TOKPACK_CACHE": str(tmp_path / "c")}, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
