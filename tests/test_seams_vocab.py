@@ -180,6 +180,9 @@ def test_a_sharded_dataset_carries_its_vocabulary(tmp_path: Path) -> None:
                                "--workers", "1", "--document-bytes", "4096", "--out", str(tmp_path / "d")])
     assert made.exit_code == 0, made.output
     assert load_vocabulary(tmp_path / "d").identity == load_vocabulary(ARTIFACT / "tokenizer.json").identity
+    merged = runner.invoke(app, ["merge", str(tmp_path / "d"), str(tmp_path / "m")])
+    assert merged.exit_code == 0, merged.output
+    assert load_vocabulary(tmp_path / "m").identity == load_vocabulary(ARTIFACT / "tokenizer.json").identity
 
 
 def test_a_pack_written_before_packs_carried_vocabularies_still_opens(tmp_path: Path) -> None:
