@@ -161,7 +161,7 @@ def inspect_command(
         opened = open_source(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
     else:
         opened = open_tokens(Path(pack), verify=verify)
-    vocabulary_dir = _carried_vocabulary_dir(opened.path)
+    vocabulary_dir = _carried_vocabulary_dir(Path(opened.path))  # None for a URL: its files are not here
     if as_json:
         typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify,
                                "vocabulary_dir": None if vocabulary_dir is None else str(vocabulary_dir)},
@@ -178,7 +178,10 @@ def inspect_command(
 
         if not 0 <= decode < opened.n_docs:
             raise InputError(None, f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
-        tokenizer = load_vocabulary(opened.path)
+        if vocabulary_dir is None:
+            raise InputError(pack, "carries no vocabulary to decode with here (written before packs carried theirs, "
+                             "another framework's files, or a URL)", fix="decode a local pack that carries one")
+        tokenizer = load_vocabulary(Path(opened.path))
         end = int(opened.starts[decode + 1]) if decode + 1 < opened.n_docs else opened.n_tokens
         ids = opened.take(np.arange(int(opened.starts[decode]), end))
         sys.stdout.write(tokenizer.decode(ids.tolist()))
