@@ -59,7 +59,7 @@ def test_the_same_request_gets_the_same_vocabulary_whatever_the_cache_held(tmp_p
     fresh = cli("prepare", str(corpus_in(tmp_path / "b")), "--vocab-size", "1200", "--document-bytes", "4096", "--validation", "0.4",
                 "-o", str(tmp_path / "q"), "--cache-dir", str(tmp_path / "fresh"))
     assert held_out["vocabulary"] == fresh["vocabulary"] != whole["vocabulary"]
-    assert "of 60.0 kB" not in held_out["vocabulary_sample"] and held_out["vocabulary_sample"] == fresh["vocabulary_sample"]
+    assert held_out["vocabulary_sample"] == fresh["vocabulary_sample"] != whole["vocabulary_sample"]
     # And a plain run afterwards works, with the vocabulary of its own request.
     again = cli("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--cache-dir", cache)
     assert again["n_tokens"] > 0

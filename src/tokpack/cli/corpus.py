@@ -243,6 +243,9 @@ def _summary(prepared: TokenizedCorpus) -> None:
     # Paths on their own lines, never in a table cell that would cut them with "…".
     console.print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
     console.print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
+    carried = _carried_vocabulary_dir(prepared.tokens_dir)
+    if carried is not None:
+        console.print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
 
 
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
@@ -251,6 +254,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
     characters = meta.counts.get("characters")
     return {
         "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
+        "vocabulary_dir": None if (carried := _carried_vocabulary_dir(prepared.tokens_dir)) is None else str(carried),
         "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
         "n_docs": meta.n_docs, "n_tokens": meta.n_tokens, "dtype": meta.dtype,
         "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},

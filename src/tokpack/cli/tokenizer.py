@@ -173,7 +173,7 @@ def grade_command(
     min_global: float = typer.Option(MIN_GLOBAL, help="Least characters per token over all text."),
     min_domain: float = typer.Option(MIN_DOMAIN, help="Least characters per token in every domain."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
-    pattern: Optional[str] = typer.Option(None, help="Pre-tokenizer for a bare rank file (default GPT-2's)."),
+    pattern: Optional[str] = typer.Option(None, help="Pre-tokenizer of a rank file with no vocabulary.json beside it that is no published vocabulary (gpt2, gpt4, polish, polish-phrase, or a regex)."),
 ) -> None:
     """Characters per token of TOKENIZER on DATA_DIR, globally and per domain; exit 0 pass, 1 fail, 2 bad input."""
     try:
