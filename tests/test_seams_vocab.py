@@ -142,6 +142,9 @@ def test_vocab_with_vocab_size_is_refused_and_tokenizer_train_says_what_it_reads
     message = refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--vocab-size", "300",
                       "--cache-dir", str(tmp_path / "c"))
     assert "--vocab-size" in message and "--vocab " in message
+    message = refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--min-frequency", "3",
+                      "--cache-dir", str(tmp_path / "c"))
+    assert "--min-frequency is for training" in message
     with pytest.raises(InputError, match="--vocab-size"):
         prepare(corpus, vocab=ARTIFACT / "tokenizer.json", vocab_size=300, cache_dir=tmp_path / "c")
     message = refused("tokenizer", "train", str(corpus), "-o", str(tmp_path / "t" / "tokenizer.json"))

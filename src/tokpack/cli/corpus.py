@@ -38,8 +38,8 @@ def prepare_command(
     cache_dir: Optional[Path] = CacheOption,
     vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default); fewer reachable is an error naming the count. Not with --vocab."),
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
-    min_frequency: int = typer.Option(2, "--min-frequency", help="A merge needs a pair seen at least this often."),
-    vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary."),
+    min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
+    vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary (default 10,000,000). Not with --vocab."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
@@ -56,9 +56,12 @@ def prepare_command(
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
-    if vocab is not None and vocab_size is not None:  # before anything is read: the size would be ignored
-        raise InputError(None, "--vocab-size trains a vocabulary; --vocab gives one (with its own size)",
-                         fix="drop one of them")
+    training = {"--vocab-size": vocab_size, "--min-frequency": min_frequency, "--vocab-sample-bytes": vocab_sample_bytes,
+                "--allow-smaller-vocab": allow_smaller_vocab or None}
+    given = [name for name, value in training.items() if value is not None]
+    if vocab is not None and given:  # before anything is read: they would be ignored
+        raise InputError(None, f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
+                         "--vocab gives one (with its own size)", fix=f"drop {' '.join(given)} or --vocab")
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
 
@@ -70,8 +73,9 @@ def prepare_command(
         return
     with prepare_progress() as progress:
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
-                           allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
-                           vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, pattern=pattern,
+                           allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
+                           **({} if min_frequency is None else {"min_frequency": min_frequency}),
+                           **({} if vocab_sample_bytes is None else {"vocab_sample_bytes": vocab_sample_bytes}),
                            trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
                            progress=progress, validation=validation, test=test, out=out)
     if as_json:
