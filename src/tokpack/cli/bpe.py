@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -64,6 +64,7 @@ def train(
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
     workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4) or processes (other patterns) that split and count (0: one per core).")] = 0,
     allow_smaller_vocab: Annotated[bool, typer.Option("--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the corpus cannot reach it.")] = False,
+    separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it.")] = None,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
@@ -90,7 +91,7 @@ def train(
 
     try:
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
-                                  text_field=text_field, workers=workers or None, progress=report)
+                                  text_field=text_field, workers=workers or None, progress=report, separator=separator)
         tokenizer = result.training.as_tokenizer()
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(corpus, f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "

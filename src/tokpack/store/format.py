@@ -24,12 +24,10 @@ it into place. Readers check counts, sizes and the seal on open; the full checks
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack._schema import Record, SealedRecord
 from tokpack.vocab.identity import VocabIdentity
@@ -56,11 +54,21 @@ class DocumentCut(Record):
     """How the source was cut into documents.
 
     ``rule`` names the rule (``"newline"``: at the last newline at or before ``document_bytes``,
-    see :mod:`tokpack.corpus.documents`; ``"game"``: one chess game a document).
+    see :mod:`tokpack.corpus.documents`; ``"game"``: one chess game a document). ``separator``,
+    when set, is the text that ended each document and appears in none (written only when set,
+    so the records of cuts without one are unchanged).
     """
 
     rule: str
     document_bytes: int | None = Field(default=None, ge=1)
+    separator: str | None = Field(default=None, min_length=1)
+
+    @model_serializer(mode="wrap")
+    def _no_separator_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("separator") is None:
+            data.pop("separator", None)
+        return data
 
 
 class Span(Record):
@@ -117,21 +125,14 @@ class PackMeta(StreamRecord):
     schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
     vocabulary_files: dict[str, Annotated[str, Field(pattern=SHA256)]] = Field(default_factory=dict)
 
-    def to_json(self) -> str:
-        """As :meth:`Record.to_json`; without ``vocabulary_files`` when empty, so a pack without
-        them is byte for byte what tokpack wrote before the field existed."""
-        fields = self.model_dump(mode="json", by_alias=True)
-        if not self.vocabulary_files:
-            del fields["vocabulary_files"]
-        return json.dumps(fields, indent=2, sort_keys=True) + "\n"
-
-    def computed_seal(self) -> str:
-        """The seal of :class:`StreamRecord`; ``vocabulary_files`` joins it only when a pack has
-        some, so packs written before the field existed keep their seal."""
-        if self.vocabulary_files:
-            return super().computed_seal()
-        fields = self.model_dump(mode="json", by_alias=True, exclude={"seal", "vocabulary_files"})
-        return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    @model_serializer(mode="wrap")
+    def _no_vocabulary_files_field_without_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out when empty, from the JSON and from the seal alike: a pack without vocabulary
+        # files is byte for byte what tokpack wrote before the field existed, and opens.
+        data: dict[str, Any] = handler(self)
+        if not data.get("vocabulary_files"):
+            data.pop("vocabulary_files", None)
+        return data
 
 
 def token_dtype(n_vocab: int) -> np.dtype:
