@@ -52,19 +52,23 @@ def test_megatron_indexed_dataset_returns_the_documents(pack: Pack, tmp_path: Pa
 
     prefix = tmp_path / "polish_text_document"
     export(pack, "megatron", prefix, append_eod=append_eod)
-    dataset = IndexedDataset(str(prefix))
     eod = pack.meta.pad_id
-    expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack)]
-    assert len(dataset) == len(expected) == pack.n_docs
-    for index in (0, 1, len(expected) // 2, len(expected) - 1):
-        assert np.array_equal(dataset[index], expected[index])
-    assert all(np.array_equal(dataset[i], e) for i, e in enumerate(expected))
-    assert dataset.index.dtype == np.uint16
-    assert list(dataset.document_indices) == list(range(pack.n_docs + 1))
-    # Read in place by tokpack: the same ids, as Megatron trains on them.
+    assert set(pack.meta.ranges) == {"train", "validation"}  # each range its own prefix: PREFIX, PREFIX_validation
+    for name, path in (("train", prefix), ("validation", prefix.with_name(prefix.name + "_validation"))):
+        dataset = IndexedDataset(str(path))
+        d0, d1 = pack.meta.ranges[name].documents
+        expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack, d0, d1)]
+        assert len(dataset) == len(expected) == d1 - d0
+        for index in (0, 1, len(expected) // 2, len(expected) - 1):
+            assert np.array_equal(dataset[index], expected[index])
+        assert all(np.array_equal(dataset[i], e) for i, e in enumerate(expected))
+        assert dataset.index.dtype == np.uint16
+        assert list(dataset.document_indices) == list(range(d1 - d0 + 1))
+    # Read in place by tokpack: the same ids, as Megatron trains on them, every range in order.
     opened = MegatronDataset(prefix, verify=True)
+    expected = [np.append(d, eod) if append_eod else d for d in documents_of(pack)]
     assert opened.vocabulary == pack.vocabulary and opened.n_docs == pack.n_docs
-    assert np.array_equal(np.asarray(opened.tokens), np.concatenate(expected))
+    assert np.array_equal(opened.take(np.arange(opened.n_tokens)), np.concatenate(expected))
 
 
 def test_megatron_files_are_byte_identical_to_megatron_cores_own_builder(pack: Pack, tmp_path: Path) -> None:
@@ -72,7 +76,7 @@ def test_megatron_files_are_byte_identical_to_megatron_cores_own_builder(pack: P
 
     eod = pack.meta.pad_id
     builder = IndexedDatasetBuilder(str(tmp_path / "theirs.bin"), dtype=DType.optimal_dtype(pack.vocabulary.n_vocab))
-    for document in documents_of(pack):  # preprocess_data.py --append-eod: one sequence per document
+    for document in documents_of(pack, *pack.meta.ranges["train"].documents):  # preprocess_data.py --append-eod
         builder.add_document(np.append(document, eod), [len(document) + 1])
     builder.finalize(str(tmp_path / "theirs.idx"))
     export(pack, "megatron", tmp_path / "ours", append_eod=True)
@@ -445,8 +449,9 @@ def test_half_uploaded_datasets_never_open_and_exports_upload_the_sidecar_last(p
                                       verify=True).take(np.arange(pack.n_tokens)), pack.tokens)
     export(pack, "megatron", "s3://tokpack/exports/polish", append_eod=True, storage_options=s3_options)
     export(pack, "megatron", tmp_path / "polish", append_eod=True)
-    for suffix in (".bin", ".idx"):
-        assert fs.cat(f"tokpack/exports/polish{suffix}") == (tmp_path / f"polish{suffix}").read_bytes()
+    for name in ("polish", "polish_validation"):  # every range's prefix is uploaded
+        for suffix in (".bin", ".idx"):
+            assert fs.cat(f"tokpack/exports/{name}{suffix}") == (tmp_path / f"{name}{suffix}").read_bytes()
     assert json.loads(fs.cat("tokpack/exports/polish.tokpack.json"))["format"] == "megatron"
     result = CliRunner().invoke(app, ["export", "s3://tokpack/one-pack", "s3://tokpack/exports/nano", "--format", "nanogpt",
                                       "--storage-options", json.dumps(s3_options)])
@@ -515,10 +520,11 @@ def test_prepare_uploads_to_s3_and_inspect_verifies_it_there(sharded, corpus, s3
 def test_importing_foreign_megatron_files_strips_a_named_end_of_document_id(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     export(pack, "megatron", tmp_path / "m", append_eod=True)
     (tmp_path / "m.tokpack.json").unlink()  # as preprocess_data.py would have left it: no sidecar
+    (d0, d1), (t0, t1) = pack.meta.ranges["train"].documents, pack.meta.ranges["train"].tokens  # m.bin: the train range
     kept = import_pack(tmp_path / "m", tmp_path / "kept", tokenizer=corpus.vocabulary_path)
-    assert kept.n_tokens == pack.n_tokens + pack.n_docs and kept.pad_id is None  # ids as Megatron trains on them
+    assert kept.n_tokens == t1 - t0 + d1 - d0 and kept.pad_id is None  # ids as Megatron trains on them
     stripped = import_pack(tmp_path / "m", tmp_path / "stripped", tokenizer=corpus.vocabulary_path, eod_id=pack.meta.pad_id)
-    assert same_arrays(pack.path, tmp_path / "stripped") and stripped.pad_id == pack.meta.pad_id
+    assert np.array_equal(Pack(tmp_path / "stripped").tokens, pack.tokens[t0:t1]) and stripped.pad_id == pack.meta.pad_id
 
 
 def test_the_readme_snippets_load_every_export(pack: Pack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

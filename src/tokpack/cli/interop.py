@@ -32,16 +32,17 @@ def export_command(
                                     "preprocess_data.py --append-eod does: without it, GPT training packs documents "
                                     "back to back and the model never sees where one ends (nanoGPT always has it)."),
     eod_id: Optional[int] = typer.Option(None, "--eod-id", help="The end-of-document id (default: the pack's padding id, <|endoftext|> for text)."),
-    range_name: Optional[str] = typer.Option(None, "--range", help="Export this range only (train, validation, test)."),
+    range_name: Optional[str] = typer.Option(None, "--range", help="Export this range only (train, validation, test, or another named range such as a chess month)."),
     rows_per_file: int = typer.Option(1 << 20, "--rows-per-file", help="Documents per file (hf, mds, litdata)."),
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Write a pack or sharded dataset in a format a training framework loads, with a sidecar naming its vocabulary."""
-    from tokpack.export import export
+    from tokpack.export import ExportOptions, check_options, export
     from tokpack.store.remote import open_source
 
+    check_options(ExportOptions(rows_per_file=rows_per_file))
     options = storage_options_from(storage_options)
-    opened = open_source(source, storage_options=options)
+    opened = open_source(source, storage_options=options, verify=None)
     with _token_progress(opened.n_tokens, "export") as progress:
         record = export(opened, fmt, out, append_eod=append_eod, eod_id=eod_id, range_name=range_name,
                         rows_per_file=rows_per_file, progress=progress, storage_options=options)

@@ -34,6 +34,7 @@ from tokpack.export._stream import (
     part_span,
     parts_of,
     record_for,
+    split_rows,
     with_separators,
     write_sidecar,
 )
@@ -49,7 +50,8 @@ LEAF_SPEC = json.dumps([1, {"type": None, "context": None, "children_spec": []}]
 
 
 def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
-    """Write the folder ``out``: ``RANGE/index.json`` and its chunks, one item per document.
+    """Write the folder ``out``: ``RANGE/index.json`` and its chunks, one item per document, at
+    most ``options.rows_per_file`` documents a chunk.
 
     Raises:
         InputError: ``out`` exists.
@@ -64,8 +66,9 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         for name, documents in parts_of(source, options.range_name, split=True).items():
             (folder / name).mkdir()
             entries: list[dict[str, Any]] = []
-            for ids, lengths in chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize):
-                ids, lengths = with_separators(ids, lengths, eod)
+            pieces = (piece for ids, lengths in chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize)
+                      for piece in split_rows(*with_separators(ids, lengths, eod), options.rows_per_file))
+            for ids, lengths in pieces:  # a chunk holds at most rows_per_file documents
                 header_bytes = 4 * (len(lengths) + 2)
                 offsets = header_bytes + np.concatenate(([0], np.cumsum(lengths) * dtype.itemsize))
                 filename = f"chunk-0-{len(entries)}.bin"
@@ -83,7 +86,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
             index = {"chunks": entries, "config": config, "updated_at": str(time.time())}
             (folder / name / "index.json").write_text(json.dumps(index, sort_keys=True))
             parts[name] = part_span(source, documents, [f"{name}/{e['filename']}" for e in entries] + [f"{name}/index.json"])
-        record = record_for(source, "litdata", eod_id=eod, dtype=dtype, parts=parts)
+        record = record_for(source, "litdata", eod_id=eod, dtype=dtype, parts=parts, root=folder)
         write_sidecar(record, folder / SIDECAR)
     return record
 
