@@ -269,7 +269,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
 
 
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
-    """What ``prepare --json`` prints: where the pack and vocabulary are, and the pack's counts."""
+    """What ``prepare --json`` prints: where the pack and vocabulary are, the pack's counts, and the
+    encoder (compiled, with what its piece caches hold, or tiktoken's fallback)."""
     meta = prepared.manifest
     characters = meta.counts.get("characters")
     return {
@@ -281,6 +282,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
         "counts": dict(meta.counts),
         "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
         "vocabulary_sample": prepared.vocabulary_sample,
+        "encoder": prepared.tokenizer().encoder_report(),
     }
 
 
