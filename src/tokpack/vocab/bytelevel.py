@@ -239,6 +239,17 @@ class BpeTokenizer:
         return {"tokenizer_config.json": json.dumps(config, indent=2) + "\n",
                 "special_tokens_map.json": json.dumps(special, indent=2) + "\n"}
 
+    def files(self, *, trained_on: dict[str, str | int] | None = None) -> dict[str, bytes]:
+        """Every file a user loads this vocabulary from, by name: ``ranks.tiktoken`` with
+        ``vocabulary.json`` (its pattern and special tokens; what :meth:`save` writes), Hugging
+        Face's ``tokenizer.json``, and :meth:`transformers_files`."""
+        ranks_text = self.rank_lines
+        record = VocabularyRecord(identity=self.identity, pattern=self.pattern, special_tokens=self.special_tokens,
+                                  ranks_sha256=hashlib.sha256(ranks_text).hexdigest(), trained_on=trained_on)
+        files = {RANKS_FILE: ranks_text, VOCABULARY_FILE: record.to_json().encode("utf-8"),
+                 "tokenizer.json": self.to_tokenizer_json().encode("utf-8")}
+        return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
+
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
         """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path."""
         directory = Path(directory)
