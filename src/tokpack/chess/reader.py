@@ -36,6 +36,7 @@ import gzip
 import io
 import re
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,7 +185,7 @@ class _Checked:
         """Up to ``size`` decompressed bytes; ``b""`` at the end."""
         try:
             return self._stream.read(size)
-        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+        except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
             try:
                 at: int | None = int(self._raw.tell())
             except (OSError, ValueError):
