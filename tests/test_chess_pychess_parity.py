@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import inspect
 import io
 import json
 import re
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import chess.pgn
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zstandard
@@ -478,3 +480,65 @@ def test_a_gz_or_bz2_file_that_does_not_end_cleanly_is_refused(tmp_path: Path, p
     assert code == 2, output
     line = " ".join(output.split())
     assert f"games.pgn.{kind}" in line and "byte " in line, line
+
+
+# ---------------------------------------------------------------- one copy of each rule, no import circle
+
+def _chess_imports() -> dict[str, set[str]]:
+    """Each module of ``tokpack.chess`` -> the ``tokpack.chess`` modules it imports, at its top or in a function."""
+    import ast
+
+    package = ROOT / "src" / "tokpack" / "chess"
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        name = f"tokpack.chess.{path.stem}" if path.stem != "__init__" else "tokpack.chess"
+        found = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tokpack.chess"):
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name.startswith("tokpack.chess"))
+    for name in graph:
+        # The package itself is imported before any of its modules, so it is no edge of a circle.
+        graph[name] = {module for module in graph[name] if module in graph and module not in (name, "tokpack.chess")}
+    return graph
+
+
+def test_the_chess_reader_has_no_import_circle() -> None:
+    """No module of the reader reaches itself through imports, lazy ones included."""
+    graph = _chess_imports()
+    reader_modules = ["pgn", "reader", "_cut_compiled", "_tags_compiled", "_resolve", "_resolve_compiled", "_replay",
+                      "san", "_board", "_words"]
+    for start in (f"tokpack.chess.{name}" for name in reader_modules):
+        paths, seen = [[start, module] for module in graph[start]], set()
+        while paths:
+            path = paths.pop()
+            assert path[-1] != start, f"import circle: {' -> '.join(path)}"
+            if path[-1] not in seen:
+                seen.add(path[-1])
+                paths.extend([*path, module] for module in graph[path[-1]])
+
+
+def test_one_attack_test_and_one_clock_rule() -> None:
+    """The attack test is written once (the lockstep replay asks the compiled one), and a clock
+    comment is read by one Python rule (:func:`reader.clock_seconds`), which the compiled scan equals."""
+    from tokpack.chess import _replay
+    from tokpack.chess._board import _START, KING, QUEEN, ROOK
+
+    sources = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "src" / "tokpack" / "chess").glob("*.py")}
+    replay_attack = inspect.getsource(_replay._attacked)
+    assert "attacked_on" in replay_attack and "_T[" not in replay_attack
+    assert [name for name, text in sources.items() if "%clk" in text and "re.compile" in text] == ["reader.py"]
+    assert "_CLOCK" not in sources["pgn.py"]
+    boards = np.tile(_START, (3, 1))
+    boards[1, 12] = 0  # e2 empty: nothing new
+    boards[2, 4 + 8] = 0
+    boards[2, 60 - 8] = 0
+    boards[2, 8 * 7 + 3] = 0
+    boards[2, 36] = -QUEEN  # a black queen on e5 sees the white king on e1 down the open file
+    assert _replay._attacked(boards, np.arange(3), np.full(3, 4), -1).tolist() == [False, False, True]
+    assert _replay._attacked(boards, np.array([0]), np.array([64]), -1).tolist() == [False]  # off the board
+    assert boards[0, 4] == KING and boards[0, 0] == ROOK
+    assert reader.clock_seconds("[%clk 0:03:00.5]") == 180.5 and reader.clock_seconds("[%eval 1]") is None
+    assert reader.clocks_of("1. e4 { [%clk 0:01:00] } e5 { [%clk 1:00:00] }") == [60.0, 3600.0]
