@@ -1,14 +1,15 @@
 """A fast streaming PGN reader: compressed inputs, chunks cut into games, tags and SAN read by compiled code.
 
 :func:`open_pgn` opens ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` (recognised by their
-magic bytes) or ``-`` (standard input) as one decompressed byte stream; :func:`pgn_chunks` cuts
+magic bytes) or ``-`` (standard input) as one decompressed byte stream (a compressed file that does not
+end cleanly is an error naming the offset, never a shorter stream); :func:`pgn_chunks` cuts
 it into text chunks that end where a game ends, so memory is flat in the file's size.
 
 A chunk's games are read together (:func:`tokpack.chess.pgn.chunk_games` puts the steps in
 order), each step one pass of compiled code over the whole chunk:
 
 - :func:`cut_games`: a game is a paragraph of tag lines and the paragraph of movetext after it
-  (blank lines separate paragraphs; a comment may span them). :func:`cut_games_python` is the
+  (blank lines separate paragraphs; one blank line may come among the tags; a comment may span them). :func:`cut_games_python` is the
   same cut in plain Python, kept as its specification.
 - :func:`read_tags`: the tag values a conversion keeps, and which games are surely usable; a game
   whose tag lines or values it cannot vouch for is read by :func:`read_headers` (python-chess's
@@ -23,10 +24,13 @@ BENCHMARKS.md (issue 15). Whatever that fast path does not take on exactly (a ``
 ``%`` escape, a variation before the first move, a null move, an illegal or ambiguous move) is
 read by python-chess (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
 
-Two differences from python-chess on broken input are deliberate: a paragraph of tags with no
-moves is a game of its own (``header_only``), not tags added to the next game; and a comment that
-is never closed ends at the next game's tags (``unreadable_movetext``) instead of swallowing the
-rest of the file.
+Where PGN is loose it reads as python-chess does: tag lines may start with whitespace, one blank
+line may come among the tags, and a brace comment may hold blank lines and ``[`` lines. Two
+differences on broken input are deliberate: a paragraph of tags with no moves followed by tags that
+repeat one of its own is a game of its own (``header_only``), not tags added to the next game; and
+a comment whose ``}`` does not come before the next game's own ``{`` ends at that game's tags
+(``unreadable_movetext``) instead of swallowing it. A chunk ends only where a game starts whatever
+came before (:func:`last_game_start`), so how a file is cut into chunks never changes a game.
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
         if head.startswith(magic):
             if kind == "zstd":
                 return _ZstdFrames(buffered, str(path)), raw  # type: ignore[return-value]
-            inner = gzip.GzipFile(fileobj=buffered) if kind == "gzip" else bz2.BZ2File(buffered)
+            inner: gzip.GzipFile | bz2.BZ2File = gzip.GzipFile(fileobj=buffered) if kind == "gzip" else bz2.BZ2File(buffered)
             return _Checked(inner, raw, str(path), kind), raw  # type: ignore[return-value]
     return buffered, raw
 
@@ -178,7 +182,7 @@ class _Checked:
     """A gzip or bz2 stream whose read errors (a truncated or damaged file) are an
     :class:`~tokpack.errors.InputError` naming the file and the compressed byte offset reached."""
 
-    def __init__(self, stream: BinaryIO, raw: BinaryIO, where: str, kind: str) -> None:
+    def __init__(self, stream: gzip.GzipFile | bz2.BZ2File, raw: BinaryIO, where: str, kind: str) -> None:
         self._stream, self._raw, self._where, self._kind = stream, raw, where, kind
 
     def read(self, size: int = -1) -> bytes:
