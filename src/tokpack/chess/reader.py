@@ -149,8 +149,9 @@ class _ZstdFrames:
         block = self._raw.read(1 << 20)
         if not block:
             if self._frame is not None:
-                raise InputError(self._where, f"the zstd frame starting at byte {self._frame_start} is cut short "
-                                 "(the file ends before the frame does)", byte=self._consumed, fix=_TRUNCATED_FIX)
+                raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte {self._frame_start} "
+                                 "is cut short (the file ends before the frame does)", byte=self._consumed,
+                                 fix=_TRUNCATED_FIX)
             return False
         while block:
             if self._frame is None:
@@ -158,8 +159,9 @@ class _ZstdFrames:
             try:
                 self._buffer += self._frame.decompress(block)
             except self._zstd.ZstdError as error:
-                raise InputError(self._where, f"the zstd frame starting at byte {self._frame_start} cannot be read "
-                                 f"({error})", byte=self._frame_start, fix=_TRUNCATED_FIX) from None
+                raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte "
+                                 f"{self._frame_start} cannot be read ({error})", byte=self._frame_start,
+                                 fix=_TRUNCATED_FIX) from None
             if not self._frame.eof:
                 self._consumed += len(block)
                 break
@@ -194,8 +196,9 @@ class _Checked:
                 at: int | None = int(self._raw.tell())
             except (OSError, ValueError):
                 at = None
-            what = "ends before its end-of-stream marker" if isinstance(error, EOFError) else f"cannot be read ({error})"
-            raise InputError(self._where, f"the {self._kind} stream {what}", byte=at, fix=_TRUNCATED_FIX) from None
+            what = "ends before its end-of-stream marker" if isinstance(error, EOFError) else f"is damaged ({error})"
+            raise InputError(self._where, f"cannot be read: the {self._kind} stream {what}", byte=at,
+                             fix=_TRUNCATED_FIX) from None
 
     def close(self) -> None:
         self._stream.close()
