@@ -141,8 +141,9 @@ class _ZstdFrames:
         if size < 0 or size >= len(self._buffer):
             out, self._buffer = bytes(self._buffer), bytearray()
             return out
-        out = bytes(self._buffer[:size])
-        del self._buffer[:size]
+        with memoryview(self._buffer) as view:
+            out = bytes(view[:size])  # one copy
+        del self._buffer[:size]  # cheap: a bytearray drops its head in place
         return out
 
     def _decompress_more(self) -> bool:
