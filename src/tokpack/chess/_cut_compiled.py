@@ -2,11 +2,13 @@
 
 :func:`cut_spans` is :func:`tokpack.chess.reader.cut_games_python` (the specification, kept in
 Python and tested against this) run over the code points of ``"\\n" + text``: paragraphs are
-split at blank lines (lines of whitespace only, as ``str.isspace`` defines it), a paragraph of
-tag lines with no moves takes the paragraph after one blank line as more tag lines (unless they
-repeat one of its tags: a new game) or as its movetext (python-chess allows one blank line there), and a brace comment left open takes in the
-paragraphs after it, except one starting with a tag line when a ``{`` comes before the next ``}``. A game's tag
-lines and movetext are each one contiguous span of the text, so no string is built here.
+split at blank lines (lines of whitespace only, as ``str.isspace`` defines it); a tag line is a
+line whose first non-whitespace character is ``[``; a paragraph of tag lines with no moves takes
+the paragraph after one blank line as more tag lines (unless they repeat one of its tags: a new
+game) or as its movetext (python-chess allows one blank line there); and a brace comment left
+open takes in the paragraphs after it, except one starting with a tag line when a ``{`` comes
+before the next ``}``. A game's tag lines and movetext are each one contiguous span of the text,
+so no string is built here.
 
 Measured (BENCHMARKS.md, issue 15): the Python cutter, a regular-expression split and a loop per
 paragraph, took about 15 us a Lichess-style game; this takes under 1 us, and slicing the spans
