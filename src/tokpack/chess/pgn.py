@@ -323,8 +323,13 @@ def _results(games: list[reader.Game], kept: list[int], tags: list[str | None],
     for g in kept:
         result = tags[g]
         if result is None or result == "*":
-            found = their_results[g] if g in their_results else reader.movetext_result(games[g].movetext)
-            result = found or "*"
+            movetext = games[g].movetext
+            if g in their_results:
+                result = their_results[g] or "*"
+            elif "1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext:  # else surely "*": no regex
+                result = reader.movetext_result(movetext) or "*"
+            else:
+                result = "*"
         results.append(result)
     return results
 
