@@ -488,7 +488,7 @@ def _chess_imports() -> dict[str, set[str]]:
     """Each module of ``tokpack.chess`` -> the ``tokpack.chess`` modules it imports, at its top or in a function."""
     import ast
 
-    package = ROOT / "src" / "tokpack" / "chess"
+    package = Path(reader.__file__).parent  # the code under test
     graph: dict[str, set[str]] = {}
     for path in package.glob("*.py"):
         name = f"tokpack.chess.{path.stem}" if path.stem != "__init__" else "tokpack.chess"
@@ -526,7 +526,7 @@ def test_one_attack_test_and_one_clock_rule() -> None:
     from tokpack.chess import _replay
     from tokpack.chess._board import _START, KING, QUEEN, ROOK
 
-    sources = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "src" / "tokpack" / "chess").glob("*.py")}
+    sources = {path.name: path.read_text(encoding="utf-8") for path in Path(reader.__file__).parent.glob("*.py")}
     replay_attack = inspect.getsource(_replay._attacked)
     assert "attacked_on" in replay_attack and "_T[" not in replay_attack
     assert [name for name, text in sources.items() if "%clk" in text and "re.compile" in text] == ["reader.py"]
