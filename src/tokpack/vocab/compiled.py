@@ -17,7 +17,7 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    by a 64-bit hash verified against the bytes); otherwise adjacent parts are merged lowest rank
    first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
    65,536-entry array, later pairs from a table of (left id, right id) -> id; pieces of more
-   than 64 bytes merge by a heap, in the same order.
+   than 16 bytes merge by a heap (its scratch reused from piece to piece), in the same order.
 
 Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
 from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
@@ -263,7 +263,7 @@ def _pair(table, left, right):  # type: ignore[no-untyped-def]
 
 #: Pieces of more bytes than this merge by a heap (``n log n``) rather than by tiktoken's scan
 #: for the lowest rank after each merge (``n²``); both merge in the same order.
-_LONG = 64
+_LONG = 16
 _POSITION_BITS = np.int64(24)
 _POSITION_MASK = (np.int64(1) << _POSITION_BITS) - 1
 
@@ -301,17 +301,17 @@ def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at):  # type: ignore[no-untyped-def]
+def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap):  # type: ignore[no-untyped-def]
     """:func:`_merge_piece`'s merges for a long piece (not a token itself), in the same order: the
     parts form a linked list over their first bytes, and a heap holds ``rank << 24 | first byte``
     of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
     current when its part still has that rank with its next part (a rank names one token, so
-    one byte span: an equal rank is the same pair)."""
-    tok = np.empty(n, dtype=np.int64)
-    rank = np.empty(n, dtype=np.int64)
-    following = np.empty(n, dtype=np.int64)
-    previous = np.empty(n, dtype=np.int64)
-    heap = np.empty(3 * n + 1, dtype=np.int64)
+    one byte span: an equal rank is the same pair). ``scratch`` (4 rows of at least ``n``) and
+    ``heap`` (at least ``3 n + 1``) are the caller's, reused from piece to piece."""
+    tok = scratch[0]
+    rank = scratch[1]
+    following = scratch[2]
+    previous = scratch[3]
     size = 0
     for k in range(n):
         tok[k] = byte_rank[piece[k]]
@@ -364,7 +364,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at):  # type: i
 
 @njit(cache=True, nogil=True, inline="always")
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
-                 pair_table, rks, toks, out, at):
+                 pair_table, rks, toks, out, at, scratch, heap):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
     ``byte_pair_merge`` finds them; return the new end. ``rks`` and ``toks`` are scratch of at
     least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it merged with the
@@ -377,7 +377,7 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
         out[at] = whole
         return at + 1
     if n > _LONG and n < (1 << 24):
-        return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at)
+        return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap)
     best = _NONE
     where = -1
     for i in range(n - 1):
@@ -449,6 +449,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     piece = np.empty(256, dtype=np.uint8)
     rks = np.empty(257, dtype=np.int64)
     toks = np.empty(257, dtype=np.int64)
+    scratch = np.empty((4, 257), dtype=np.int64)
+    heap = np.empty(3 * 257 + 1, dtype=np.int64)
     cache_mask = np.uint64(cache.shape[0] - 1)
     row = cache.shape[1]
     at = 0
@@ -496,10 +498,12 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 piece = np.empty(8 * length + 1, dtype=np.uint8)
                 rks = np.empty(8 * length + 1, dtype=np.int64)
                 toks = np.empty(8 * length + 1, dtype=np.int64)
+                scratch = np.empty((4, 8 * length + 1), dtype=np.int64)
+                heap = np.empty(3 * (8 * length + 1) + 1, dtype=np.int64)
             n = _utf8(cps, i, j, piece)
             first = at
             at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
-                              pair_table, rks, toks, out, at)
+                              pair_table, rks, toks, out, at, scratch, heap)
             if slot >= 0 and 1 + length + at - first <= row:
                 cache[slot, 0] = length | ((at - first) << 8)
                 for k in range(length):
