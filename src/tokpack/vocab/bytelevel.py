@@ -117,17 +117,21 @@ class BpeTokenizer:
     def _compiled(self) -> CompiledBpe | None:
         # Imported here: the compiled encoder imports the BPE trainer's pre-tokenizer, which
         # imports this package.
-        from tokpack.vocab.compiled import COMPILED_PATTERNS, CompiledBpe
+        from tokpack.vocab.compiled import CompiledBpe
 
-        return CompiledBpe(self.ranks, self.pattern) if self.pattern in COMPILED_PATTERNS else None
+        return CompiledBpe(self.ranks, self.pattern) if self._compilable else None
+
+    @cached_property
+    def _compilable(self) -> bool:
+        from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID
+
+        return self.pattern in COMPILED_PATTERNS and max(self.ranks.values(), default=0) < MAX_ID
 
     @property
     def engine(self) -> Literal["compiled", "tiktoken"]:
         """Which encoder gives the ids: tokpack's compiled one, or tiktoken for a pattern that has
-        no compiled pre-tokenizer (same ids either way)."""
-        from tokpack.vocab.compiled import COMPILED_PATTERNS
-
-        return "compiled" if self.pattern in COMPILED_PATTERNS else "tiktoken"
+        no compiled pre-tokenizer or ids past the compiled encoder's limit (same ids either way)."""
+        return "compiled" if self._compilable else "tiktoken"
 
     def encoder_report(self) -> dict[str, object]:
         """Which engine encodes, and (compiled) what its bounded piece caches hold and did."""

@@ -16,8 +16,8 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    a token, are that token (tokens of up to 7 bytes are keyed by their packed bytes, longer ones
    by a 64-bit hash verified against the bytes); otherwise adjacent parts are merged lowest rank
    first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
-   65,536-entry array, later pairs from a table of (left id, right id) -> id; pieces of more
-   than 64 bytes merge by a heap, in the same order.
+   65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a slot; pieces of more
+   than 16 bytes merge by a heap (its scratch reused from piece to piece), in the same order.
 
 Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
 from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
@@ -205,12 +205,21 @@ def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_
         position = (position + np.uint64(1)) & mask
 
 
+#: Bits of an id in the merge table's packed words: ``(left + 1) << 42 | right << 21 | id``.
+_ID_BITS = np.uint64(21)
+_ID_MASK = (np.uint64(1) << _ID_BITS) - np.uint64(1)
+#: Ids must be below this for the compiled encoder (2,097,152; real vocabularies are far smaller).
+MAX_ID = 1 << 21
+
+
 @njit(cache=True)
 def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type: ignore[no-untyped-def]
     """The merge table: for every token and every cut of its bytes into two tokens ``left`` and
-    ``right``, the key ``(left + 1) << 32 | right`` (never 0) beside the token's id. Every part
-    of tiktoken's merge is a token, so the rank of two adjacent parts is this table's entry for
-    their ids: a look-up of one 64-bit key, the bytes neither hashed nor compared."""
+    ``right``, one word ``(left + 1) << 42 | right << 21 | token's id`` (never 0; ids below
+    :data:`MAX_ID`), placed by the hash of its upper 42 bits. Every part of tiktoken's merge is a
+    token, so the rank of two adjacent parts is this table's entry for their ids: a look-up of one
+    64-bit word, the bytes neither hashed nor compared, in a table small enough for the caches
+    (load at most 1/2, 8 bytes a slot)."""
     count = 0
     for token in range(offsets.size - 1):
         begin, end = offsets[token], offsets[token + 1]
@@ -219,9 +228,9 @@ def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type
                     and _rank_of(flat, cut, end, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE):
                 count += 1
     size = 1 << 8
-    while size < 3 * count:
+    while size < 2 * count:
         size *= 2
-    table = np.zeros((size, 2), dtype=np.uint64)  # key beside value: one cache line per probe
+    table = np.zeros(size, dtype=np.uint64)
     mask = np.uint64(size - 1)
     for token in range(offsets.size - 1):
         begin, end = offsets[token], offsets[token + 1]
@@ -230,12 +239,11 @@ def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type
             right = _rank_of(flat, cut, end, short_keys, short_ids, flat, offsets, ids, long_slots)
             if left == _NONE or right == _NONE:
                 continue
-            key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
+            key = (np.uint64(left + 1) << _ID_BITS) | np.uint64(right)
             position = _mix(key) & mask
-            while table[position, 0] != 0 and table[position, 0] != key:
+            while table[position] != 0 and (table[position] >> _ID_BITS) != key:
                 position = (position + np.uint64(1)) & mask
-            table[position, 0] = key
-            table[position, 1] = ids[token]
+            table[position] = (key << _ID_BITS) | np.uint64(ids[token])
     return table
 
 
@@ -249,13 +257,13 @@ def _byte_pair(pair_rank, first, second):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always")
 def _pair(table, left, right):  # type: ignore[no-untyped-def]
     """The id of the token made of tokens ``left`` and ``right``, or ``_NONE``."""
-    key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
-    mask = np.uint64(table.shape[0] - 1)
+    key = (np.uint64(left + 1) << _ID_BITS) | np.uint64(right)
+    mask = np.uint64(table.size - 1)
     position = _mix(key) & mask
     while True:
-        found = table[position, 0]
-        if found == key:
-            return np.int64(table[position, 1])
+        found = table[position]
+        if (found >> _ID_BITS) == key:
+            return np.int64(found & _ID_MASK)
         if found == 0:
             return _NONE
         position = (position + np.uint64(1)) & mask
@@ -263,7 +271,7 @@ def _pair(table, left, right):  # type: ignore[no-untyped-def]
 
 #: Pieces of more bytes than this merge by a heap (``n log n``) rather than by tiktoken's scan
 #: for the lowest rank after each merge (``n²``); both merge in the same order.
-_LONG = 64
+_LONG = 16
 _POSITION_BITS = np.int64(24)
 _POSITION_MASK = (np.int64(1) << _POSITION_BITS) - 1
 
@@ -301,17 +309,17 @@ def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at):  # type: ignore[no-untyped-def]
+def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap):  # type: ignore[no-untyped-def]
     """:func:`_merge_piece`'s merges for a long piece (not a token itself), in the same order: the
     parts form a linked list over their first bytes, and a heap holds ``rank << 24 | first byte``
     of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
     current when its part still has that rank with its next part (a rank names one token, so
-    one byte span: an equal rank is the same pair)."""
-    tok = np.empty(n, dtype=np.int64)
-    rank = np.empty(n, dtype=np.int64)
-    following = np.empty(n, dtype=np.int64)
-    previous = np.empty(n, dtype=np.int64)
-    heap = np.empty(3 * n + 1, dtype=np.int64)
+    one byte span: an equal rank is the same pair). ``scratch`` (4 rows of at least ``n``) and
+    ``heap`` (at least ``3 n + 1``) are the caller's, reused from piece to piece."""
+    tok = scratch[0]
+    rank = scratch[1]
+    following = scratch[2]
+    previous = scratch[3]
     size = 0
     for k in range(n):
         tok[k] = byte_rank[piece[k]]
@@ -364,7 +372,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at):  # type: i
 
 @njit(cache=True, nogil=True, inline="always")
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
-                 pair_table, rks, toks, out, at):
+                 pair_table, rks, toks, out, at, scratch, heap):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
     ``byte_pair_merge`` finds them; return the new end. ``rks`` and ``toks`` are scratch of at
     least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it merged with the
@@ -377,7 +385,7 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
         out[at] = whole
         return at + 1
     if n > _LONG and n < (1 << 24):
-        return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at)
+        return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap)
     best = _NONE
     where = -1
     for i in range(n - 1):
@@ -449,6 +457,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     piece = np.empty(256, dtype=np.uint8)
     rks = np.empty(257, dtype=np.int64)
     toks = np.empty(257, dtype=np.int64)
+    scratch = np.empty((4, 257), dtype=np.int64)
+    heap = np.empty(3 * 257 + 1, dtype=np.int64)
     cache_mask = np.uint64(cache.shape[0] - 1)
     row = cache.shape[1]
     at = 0
@@ -496,10 +506,12 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 piece = np.empty(8 * length + 1, dtype=np.uint8)
                 rks = np.empty(8 * length + 1, dtype=np.int64)
                 toks = np.empty(8 * length + 1, dtype=np.int64)
+                scratch = np.empty((4, 8 * length + 1), dtype=np.int64)
+                heap = np.empty(3 * (8 * length + 1) + 1, dtype=np.int64)
             n = _utf8(cps, i, j, piece)
             first = at
             at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
-                              pair_table, rks, toks, out, at)
+                              pair_table, rks, toks, out, at, scratch, heap)
             if slot >= 0 and 1 + length + at - first <= row:
                 cache[slot, 0] = length | ((at - first) << 8)
                 for k in range(length):
@@ -581,11 +593,14 @@ class CompiledBpe:
 
     def __init__(self, ranks: Mapping[bytes, int], pattern: str) -> None:
         """Raises:
-            KeyError: ``pattern`` has no compiled pre-tokenizer.
+            KeyError: ``pattern`` has no compiled pre-tokenizer, or an id is not below
+                :data:`MAX_ID`.
         """
         self.mode = COMPILED_PATTERNS[pattern]
         tokens = list(ranks)
         self.ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
+        if self.ids.size and int(self.ids.max()) >= MAX_ID:
+            raise KeyError(f"ids of at least {MAX_ID} have no compiled encoder")
         lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
         self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
