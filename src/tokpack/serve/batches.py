@@ -22,16 +22,17 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError
 
+from tokpack import _checks as checks
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.serve.layouts import Layout, data_identity, kernels, make_layout, open_source, start_mask
+from tokpack.serve.layouts import LAYOUTS, Layout, data_identity, kernels, make_layout, open_source, start_mask
 from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
@@ -65,12 +66,24 @@ class Mixture:
 
     def __init__(self, parts: Sequence[tuple[Data, float]], *, seed: int = 0,
                  stages: Sequence[tuple[int, Sequence[float]]] | None = None) -> None:
-        if not parts:
-            raise InputError(None, "a mixture needs at least one part")
-        self.parts = [(data, float(weight)) for data, weight in parts]
-        self.seed = int(seed)
+        if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
+            raise InputError(None, "a mixture needs at least one part: parts=[(data, weight), ...]")
+        for index, part in enumerate(parts):
+            if not isinstance(part, (tuple, list)) or len(part) != 2:
+                raise InputError(None, f"mixture part {index} must be a (data, weight) pair, got {type(part).__name__}")
+        self.parts = [(data, checks.finite_float(f"mixture weight {index}", weight))
+                      for index, (data, weight) in enumerate(parts)]
+        self.seed = checks.non_negative_int("seed", seed)
         weights = [weight for _, weight in self.parts]
-        stage_list = [(0, weights)] if not stages else [(int(start), [float(w) for w in ws]) for start, ws in stages]
+        stage_list: list[tuple[int, list[float]]] = [(0, weights)]
+        if stages:
+            stage_list = []
+            for index, stage in enumerate(stages):
+                if not isinstance(stage, (tuple, list)) or len(stage) != 2 or not isinstance(stage[1], Sequence):
+                    raise InputError(None, f"mixture stage {index} must be (start_step, [weight, ...])")
+                start = checks.non_negative_int(f"mixture stage {index}'s start step", stage[0])
+                stage_list.append((start, [checks.finite_float(f"mixture stage {index}'s weight {i}", w)
+                                           for i, w in enumerate(stage[1])]))
         if stage_list[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(stage_list)):
             raise InputError(None, "mixture stages must start at step 0 and increase",
                              fix="e.g. stages=[(0, [0.9, 0.1]), (1000, [0.5, 0.5])]")
@@ -81,7 +94,8 @@ class Mixture:
                 raise InputError(None, f"mixture weights must be non-negative with a positive sum, got {stage_weights}")
         if any(weight <= 0 for weight in weights) and not stages:
             raise InputError(None, f"mixture weights must be positive, got {weights}")
-        self.stages = [(start, np.asarray(ws) / sum(ws)) for start, ws in stage_list]
+        # scaled by the largest weight first, so weights near the float limit (1e308) sum finitely
+        self.stages = [(start, _normalized(ws)) for start, ws in stage_list]
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -225,26 +239,36 @@ class PackedBatches:
                            "dtype": dtype, "position_ids": position_ids, "cu_seqlens": cu_seqlens,
                            "document_ids": document_ids, "shuffle": shuffle, "layout_options": layout_options}
         self._data = data
-        for name, value in (("global_batch", global_batch), ("world_size", world_size), ("micro_batches", micro_batches)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(None, f"{name} must be a positive integer, got {value!r}")
+        layout = checks.choice("layout", layout, LAYOUTS)
+        length = checks.positive_int("length", length)
+        global_batch = checks.positive_int("global_batch", global_batch)
+        world_size = checks.positive_int("world_size", world_size)
+        micro_batches = checks.positive_int("micro_batches", micro_batches)
+        seed = checks.non_negative_int("seed", seed)
+        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
+        split, dtype = checks.text("split", split), checks.choice("dtype", dtype, _DTYPES)
+        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens),
+                            ("document_ids", document_ids), ("shuffle", shuffle)):
+            checks.boolean(flag, value)
+        options = {} if layout_options is None else checks.mapping("layout_options", layout_options)
         if global_batch % world_size:
-            raise InputError(None, f"world_size {world_size} does not divide global_batch {global_batch}")
-        if not 0 <= rank < world_size:
-            raise InputError(None, f"rank {rank} outside [0, {world_size})")
+            raise InputError(None, f"world_size {world_size} does not divide global_batch {global_batch}: every rank "
+                             "takes an equal share of a step's rows", fix="choose a global_batch the ranks divide")
         if (global_batch // world_size) % micro_batches:
             raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {global_batch // world_size} rows")
-        if dtype not in _DTYPES:
-            raise InputError(None, f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        # a step's plan holds global_batch entries; a rank's batch about five arrays of its rows
+        checks.fits_in_memory(f"a step of global_batch {global_batch:,} rows of length {length:,}",
+                              16 * global_batch + 5 * 8 * (global_batch // world_size) * (length + 1),
+                              fix="use a smaller global_batch or length")
         self.mixture = data if isinstance(data, Mixture) else None
         parts = data.parts if isinstance(data, Mixture) else [(data, 1.0)]
         self.sources = [open_source(part) for part, _ in parts]
         _check_one_vocabulary(self.sources)
-        self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **(layout_options or {}))
+        self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **options)
                                       for source in self.sources]
-        self.layout_name, self.length, self.global_batch = layout, int(length), int(global_batch)
-        self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
-        self.micro_batch_count, self.split, self.dtype = int(micro_batches), split, np.dtype(_DTYPES[dtype])
+        self.layout_name, self.length, self.global_batch = layout, length, global_batch
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.micro_batch_count, self.split, self.dtype = micro_batches, split, np.dtype(_DTYPES[dtype])
         self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.shuffle = shuffle
         self.vocabulary: VocabIdentity = self.sources[0].vocabulary
@@ -434,6 +458,8 @@ class PackedBatches:
             IntegrityError: ``state`` was saved over other data (checksums differ).
             InputError: not a loader state, or another seed, global batch, layout or mixture.
         """
+        if not isinstance(state, Mapping):
+            raise InputError(None, f"state must be the dict state_dict() returned, got {type(state).__name__}")
         try:
             saved = LoaderState.model_validate(dict(state))
         except (ValidationError, TypeError) as error:
@@ -509,14 +535,16 @@ class EvalBatches:
     def __init__(self, data: Data, *, length: int, batch_size: int, rank: int = 0, world_size: int = 1,
                  split: str = "validation", dtype: str = "int64", position_ids: bool = False,
                  cu_seqlens: bool = False, document_ids: bool = False) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise InputError(None, f"batch_size must be a positive integer, got {batch_size!r}")
-        if not 0 <= rank < world_size:
-            raise InputError(None, f"rank {rank} outside [0, {world_size})")
-        if dtype not in _DTYPES:
-            raise InputError(None, f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        batch_size, length = checks.positive_int("batch_size", batch_size), checks.positive_int("length", length)
+        world_size = checks.positive_int("world_size", world_size)
+        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
+        checks.choice("dtype", dtype, _DTYPES)
+        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens), ("document_ids", document_ids)):
+            checks.boolean(flag, value)
+        checks.fits_in_memory(f"a batch of batch_size {batch_size:,} rows of length {length:,}",
+                              5 * 8 * batch_size * (length + 1), fix="use a smaller batch_size or length")
         self.layout = make_layout("stream", data, length=length, split=split)
-        self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
+        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.dtype = np.dtype(_DTYPES[dtype])
         self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.ignore_index = self.layout.ignore_index
@@ -528,7 +556,12 @@ class EvalBatches:
     def batch(self, step: int) -> dict[str, Any]:
         """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding): the
         arrays of :meth:`PackedBatches.batch`, boundary arrays included when asked for (a row of
-        padding is one segment)."""
+        padding is one segment).
+
+        Raises:
+            InputError: ``step`` is not a non-negative integer.
+        """
+        step = checks.non_negative_int("step", step)
         first = (step * self.world_size + self.rank) * self.batch_size
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
@@ -637,6 +670,11 @@ def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True
                                  document_ids=document_ids)
     del batch["input_ids"], batch["labels"]
     return batch
+
+
+def _normalized(weights: list[float]) -> np.ndarray:
+    scaled = np.asarray(weights, dtype=np.float64) / max(weights)
+    return scaled / scaled.sum()
 
 
 def _names(records: list[dict[str, Any]]) -> str:
