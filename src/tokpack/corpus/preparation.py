@@ -19,6 +19,7 @@ from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec
+from tokpack.vocab.patterns import check_covers, check_pattern
 
 if TYPE_CHECKING:
     from tokpack.serve.schedule import TokenBatches
@@ -255,6 +256,7 @@ def _trained_vocabulary(
     source: DocumentSource, corpus_key: str, cache: Path, *, vocab_size: int, min_frequency: int,
     sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
 ) -> tuple[BpeTokenizer, Path]:
+    check_pattern(pattern)
     pattern_id = hashlib.sha256(pattern.encode()).hexdigest()[:8]
     # "spread": the sample is documents spread over the whole training range (older caches,
     # trained on the range's first bytes, live under other keys and are never reused).
@@ -276,6 +278,8 @@ def _trained_vocabulary(
         sample = source.training_sample(sample_bytes)
         texts = iter(sample)  # one pass: the sample counts what it gives
         first = next((text for text in texts if text), None)
+        if first is not None:  # before training: a pattern that skips text would train on a part of it
+            check_covers(pattern, first[:65536], source.path)
         if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
             raise InputError(source.path, f"no training text to learn {vocab_size - 257} merges from (the training range "
                              "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
@@ -384,6 +388,8 @@ def write_pack(
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
             for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
+                if not writer.n_docs and batch:  # the first document shows a pattern that skips text
+                    tokenizer.check_covers(batch[0].text, source.path)
                 writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=workers))
                 done_bytes += sum(piece.n_bytes for piece in batch)
                 characters += sum(len(piece.text) for piece in batch)

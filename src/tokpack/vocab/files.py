@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tokpack.errors import InputError
-from tokpack.vocab.patterns import GPT2_PATTERN
+from tokpack.vocab.patterns import GPT2_PATTERN, check_pattern
 
 Ranks = dict[bytes, int]
 
@@ -126,8 +126,8 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     """
     try:
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{encoder_json}: {error}") from None
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: bad JSON, UTF-8 or a 5,000-digit number
+        raise InputError(f"{encoder_json}: {str(error).split(';')[0]}") from None
     specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
     ranks = {
         unicode_to_bytes(token, where=str(encoder_json)): rank
@@ -183,8 +183,8 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     try:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         model = document["model"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise InputError(f"{path}: not a tokenizer.json ({error})") from None
+    except (OSError, ValueError, RecursionError, KeyError, TypeError) as error:  # ValueError: JSON, UTF-8, digits
+        raise InputError(f"{path}: not a tokenizer.json ({str(error).split(';')[0]})") from None
     if not isinstance(document, dict) or not isinstance(model, dict):
         raise InputError(path, "not a tokenizer.json ('model' is not an object)")
     if model.get("type") != "BPE":
@@ -229,7 +229,7 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
         split = steps[0]
         if split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split["pattern"]:
             raise InputError(f"{path}: only an isolated, non-inverted regex Split is supported")
-        pattern = split["pattern"]["Regex"]
+        pattern = check_pattern(split["pattern"]["Regex"], path)
     else:
         raise InputError(f"{path}: unsupported pre-tokenizer {kinds}; expected a byte-level one")
     if steps[-1].get("add_prefix_space"):
