@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from tokpack._schema import Record, read_record, write_record
+from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, unit_span
+from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job, unit_span
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, Source
@@ -54,7 +54,7 @@ class ChessShard(Record):
     rows: tuple[int, int]
 
 
-class ChessJob(Record):
+class ChessJob(SealedRecord):
     """``job.json`` of a chess job: everything a shard task needs, so any process anywhere packs
     the same shard."""
 
@@ -121,12 +121,12 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
         raise InputError(dataset, "already exists; a pack is never overwritten")
     shards = plan_shards(tables, shard_games)
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
-                   vocabulary=encoder.identity, shards=shards)
+                   vocabulary=encoder.identity, shards=shards).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
             try:
-                existing = read_record(ChessJob, dataset / JOB_FILE)
+                existing = read_job(ChessJob, dataset)
             except TokpackError:
                 existing = None
             if existing != job:
@@ -153,8 +153,8 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
             that cannot be encoded (naming the table and the row).
     """
     dataset = Path(dataset)
-    job = read_record(ChessJob, dataset / JOB_FILE)
-    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report))
+    job = read_job(ChessJob, dataset)
+    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal)
     finish_chess_job(dataset)
     return wrote
 
@@ -185,8 +185,8 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
 
 def finish_chess_job(dataset: Path) -> ShardedDataset | None:
     """Write a chess job's ``dataset.json`` once every shard is done; return the dataset then."""
-    job = read_record(ChessJob, Path(dataset) / JOB_FILE)
-    return finish_dataset(Path(dataset), job.world_size, source=job.source(), cut=DocumentCut(rule="game"))
+    job = read_job(ChessJob, Path(dataset))
+    return finish_dataset(Path(dataset), job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal)
 
 
 __all__ = ["ENCODER_FILE", "ChessJob", "ChessShard", "finish_chess_job", "plan_shards", "run_chess_shard",
