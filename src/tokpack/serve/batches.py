@@ -471,8 +471,9 @@ class PackedBatches:
         keys = ("tokens_sha256", "starts_sha256", "range")
         mine = self._data_records()
         if [[d.get(k) for k in keys] for d in saved.data] != [[d[k] for k in keys] for d in mine]:
-            raise IntegrityError(None, f"loader state was saved over other data: {_names(saved.data)}; "
-                                 f"this loader serves {_names(mine)}")
+            raise IntegrityError(None, "loader state was saved over other data: "
+                                 + _difference(saved.data, mine, saved.layout.get("split"), self.split),
+                                 fix="resume with the data and split of the saved run")
         theirs = {"seed": saved.seed, "global_batch": saved.global_batch, "layout": saved.layout, "mixture": saved.mixture}
         ours = {"seed": self.seed, "global_batch": self.global_batch, "layout": self._layout_record(),
                 "mixture": self._mixture_record()}
@@ -677,8 +678,24 @@ def _normalized(weights: list[float]) -> np.ndarray:
     return scaled / scaled.sum()
 
 
-def _names(records: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{d.get('name')} ({str(d.get('tokens_sha256'))[:16]})" for d in records)
+def _difference(saved: list[dict[str, Any]], mine: list[dict[str, Any]], saved_split: Any, split: str) -> str:
+    """What differs between the data a loader state was saved over and this loader's, in words."""
+    if saved_split != split:
+        return f"the {saved_split!r} split was saved, this loader serves the {split!r} split"
+    if len(saved) != len(mine):
+        return f"{len(saved)} parts were saved, this loader serves {len(mine)}"
+    labels = (("tokens_sha256", "ids (tokens sha256)"), ("starts_sha256", "document starts (sha256)"),
+              ("range", "range of ids"))
+    for index, (theirs, ours) in enumerate(zip(saved, mine)):
+        for key, label in labels:
+            if theirs.get(key) != ours.get(key):
+                return (f"part {index} ({ours.get('name')}): its {label} {_shown(theirs.get(key))} was saved, this "
+                        f"loader has {_shown(ours.get(key))}")
+    return "the data records differ"
+
+
+def _shown(value: Any) -> str:
+    return value[:16] if isinstance(value, str) else str(value)
 
 
 def _check_one_vocabulary(sources: list[TokenSource]) -> None:

@@ -52,9 +52,18 @@ def detect(path: Path) -> str:
 def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
                  eod_id: int | None = None, verify: bool | None = False) -> TokenSource:
     """Open another framework's files in place as a token source (see :data:`READERS`)."""
-    kind = kind or detect(Path(path))
-    if kind not in READERS:
+    if kind is not None and kind not in READERS:
         raise InputError(None, f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
+    try:
+        found: str | None = detect(Path(path))
+    except InputError:
+        if kind is None:
+            raise
+        found = None
+    if kind is not None and found is not None and found != kind:
+        raise InputError(path, f"is a {found} export, not {kind}", fix=f"use --kind {found}, or leave --kind out")
+    kind = kind or found
+    assert kind is not None
     source = READERS[kind](Path(path), tokenizer, eod_id)
     if verify:
         source.verify()
@@ -101,8 +110,12 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
                 if strip_eod:
                     ends = np.cumsum(lengths) - 1
                     if len(ends) and np.any(ids[ends] != separator):
-                        raise IntegrityError(source.path, f"a document does not end with the id {separator}",
-                                             fix="import with strip_eod=False (--keep-eod)")
+                        # nanoGPT's separator comes from the tokenizer: keeping it would import the
+                        # ids under what is most likely the wrong vocabulary
+                        fix = ("import with strip_eod=False (--keep-eod)" if kind != "nanogpt" else
+                               f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
+                               "vocabulary that made these ids (--tokenizer), or name the separator (--eod-id)")
+                        raise IntegrityError(source.path, f"a document does not end with the id {separator}", fix=fix)
                     ids, lengths = np.delete(ids, ends), lengths - 1
                 if separator is not None:
                     found_separator += int(np.count_nonzero(ids == separator))
