@@ -12,6 +12,7 @@ The package itself is callable: ``tokpack.export(source, fmt, out)`` is :func:`e
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokpack import _checks as checks
 from tokpack.errors import InputError
 from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, read_sidecar
 from tokpack.store.source import TokenSource
@@ -67,8 +69,16 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
     Raises:
         InputError: an unknown format, an existing ``out``, ids the format cannot hold.
     """
-    if fmt not in FORMATS:
+    if not isinstance(fmt, str) or fmt not in FORMATS:
         raise InputError(None, f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+    checks.boolean("append_eod", append_eod)
+    if eod_id is not None:
+        checks.non_negative_int("eod_id", eod_id)
+    if range_name is not None:
+        checks.text("range_name", range_name)
+    checks.positive_int("rows_per_file", rows_per_file)
+    if not isinstance(out, (str, os.PathLike)):
+        raise InputError(None, f"out must be a path or URL, got {type(out).__name__}")
     if isinstance(source, (str, Path)):
         from tokpack.store.remote import open_source
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,8 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         for name, documents in parts_of(source, options.range_name, split=True).items():
             (folder / name).mkdir()
             entries: list[dict[str, Any]] = []
-            for ids, lengths in chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize):
+            for ids, lengths in _at_most(chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize),
+                                         options.rows_per_file):
                 ids, lengths = with_separators(ids, lengths, eod)
                 header_bytes = 4 * (len(lengths) + 2)
                 offsets = header_bytes + np.concatenate(([0], np.cumsum(lengths) * dtype.itemsize))
@@ -86,6 +88,15 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         record = record_for(source, "litdata", eod_id=eod, dtype=dtype, parts=parts)
         write_sidecar(record, folder / SIDECAR)
     return record
+
+
+def _at_most(pieces: Iterator[tuple[np.ndarray, np.ndarray]], rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The ``(ids, lengths)`` chunks cut further so that none holds more than ``rows`` documents."""
+    for ids, lengths in pieces:
+        bounds = np.concatenate(([0], np.cumsum(lengths)))
+        for first in range(0, len(lengths), rows):
+            last = min(first + rows, len(lengths))
+            yield ids[bounds[first] : bounds[last]], lengths[first:last]
 
 
 __all__ = ["CHUNK_BYTES", "write"]

@@ -60,10 +60,11 @@ def _field_prefix(length: int) -> bytes:
 
 
 class _ShardWriter:
-    """Collects encoded samples and writes ``shard.NNNNN.mds`` files of at most :data:`SHARD_BYTES`."""
+    """Collects encoded samples and writes ``shard.NNNNN.mds`` files of at most ``limit`` bytes
+    (:data:`SHARD_BYTES`) and ``max_samples`` samples."""
 
-    def __init__(self, folder: Path, encoding: str, limit: int) -> None:
-        self.folder, self.limit = folder, limit
+    def __init__(self, folder: Path, encoding: str, limit: int, max_samples: int) -> None:
+        self.folder, self.limit, self.max_samples = folder, limit, max_samples
         self.config = _config(encoding)
         self.config_bytes = json.dumps(self.config, sort_keys=True).encode("utf-8")
         self.samples: list[bytes] = []
@@ -71,7 +72,7 @@ class _ShardWriter:
         self.shards: list[dict[str, Any]] = []
 
     def add(self, sample: bytes) -> None:
-        if self.samples and self.size + len(sample) + 4 > self.limit:
+        if self.samples and (self.size + len(sample) + 4 > self.limit or len(self.samples) >= self.max_samples):
             self.flush()
         self.samples.append(sample)
         self.size += len(sample) + 4
@@ -111,7 +112,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     with building(out) as folder:
         for name, documents in parts_of(source, options.range_name, split=True).items():
             (folder / name).mkdir()
-            writer = _ShardWriter(folder / name, encoding, SHARD_BYTES)
+            writer = _ShardWriter(folder / name, encoding, SHARD_BYTES, options.rows_per_file)
             for ids, lengths in chunks(source, documents):
                 ids, lengths = with_separators(ids, lengths, eod)
                 payload = memoryview(ids.astype(dtype.newbyteorder("<"), copy=False).tobytes())

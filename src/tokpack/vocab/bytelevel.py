@@ -133,7 +133,7 @@ class BpeTokenizer:
         digest = hashlib.sha256(self.canonical_bytes()).hexdigest()
         return VocabIdentity(scheme=SCHEME, sha256=digest, n_vocab=self.n_vocab)
 
-    def check_covers(self, text: str, where: object = None) -> None:
+    def check_covers(self, text: str, where: str | os.PathLike[str] | None = None) -> None:
         """Refuse this vocabulary's pattern if it skips part of ``text`` (its first 64 KiB: a
         document at hand), which would drop those characters from the ids without a word.
 

@@ -191,6 +191,9 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
         raise InputError(f"{path}: model is {model.get('type')!r}, not a BPE")
     if document.get("normalizer") is not None:
         raise InputError(f"{path}: has a normalizer; tokpack encodes raw text only")
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise InputError(path, f"model.dropout is {model.get('dropout')!r}: BPE dropout picks merges at random, so one "
+                         "text would get different ids", fix="set \"dropout\": null (it is for training only)")
     vocab, added = model.get("vocab"), document.get("added_tokens") or []
     if not isinstance(vocab, dict) or not all(isinstance(token, str) and _is_id(rank) for token, rank in vocab.items()):
         raise InputError(path, "model.vocab must map each token (a string) to an id in [0, 2**32)")

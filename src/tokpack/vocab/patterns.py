@@ -1,5 +1,9 @@
 """Pre-tokenizer patterns: the regexes that cut text into pieces BPE never merges across."""
 
+from __future__ import annotations
+
+from os import PathLike
+
 #: GPT-2's pattern, as tiktoken writes it (the default of a rank file or a GPT-2 pair, which
 #: carry no pattern of their own).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -17,7 +21,7 @@ GPT4_PATTERN = (
 END_OF_TEXT = "<|endoftext|>"
 
 
-def check_pattern(pattern: str, where: object = None) -> str:
+def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str:
     """``pattern`` if it compiles and cannot match the empty string (an empty piece makes no
     token, and tiktoken's engine panics on one).
 
@@ -42,7 +46,7 @@ def check_pattern(pattern: str, where: object = None) -> str:
     return pattern
 
 
-def check_covers(pattern: str, text: str, where: object = None) -> None:
+def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = None) -> None:
     """Refuse a pattern that skips part of ``text`` (a document): BPE encodes only the pattern's
     matches, so anything between them would vanish from the ids without a word.
 
