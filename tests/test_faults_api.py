@@ -130,9 +130,26 @@ CASES: list[tuple[str, Callable[[Path], Any], str]] = [
     ("prepare pattern matching nothing", lambda p: tokpack.prepare(SAMPLE / "polish.txt", pattern="x*"), "pattern"),
     ("prepare pattern that does not compile", lambda p: tokpack.prepare(SAMPLE / "polish.txt", pattern="(unclosed"),
      "pattern"),
+    ("GPT-2 pair: encoder.json a list", lambda p: tokpack.load_vocabulary(_pair(p, "[1, 2]", "#version\n")),
+     "encoder.json"),
+    ("GPT-2 pair: vocab.bpe not UTF-8", lambda p: tokpack.load_vocabulary(_pair(p, '{"a": 0}', b"\xff\xfe")),
+     "vocab.bpe"),
+    ("GPT-2 pair: no vocab.bpe", lambda p: tokpack.load_vocabulary((_pair(p, '{"a": 0}', "")[0], p / "none.bpe")),
+     "none.bpe"),
+    ("export rows_per_file=0", lambda p: tokpack.export(p, "hf", p.parent / "hf0", rows_per_file=0), "rows_per_file"),
+    ("export rows_per_file=-3", lambda p: tokpack.export(p, "hf", p.parent / "hf3", rows_per_file=-3), "rows_per_file"),
+    ("export append_eod='yes'", lambda p: tokpack.export(p, "megatron", p.parent / "m", append_eod="yes"), "append_eod"),
     ("open_remote cache_bytes=-5", lambda p: _open_remote(p, cache_bytes=-5), "cache_bytes"),
     ("open_remote unknown protocol", lambda p: _open_remote("foo://bucket/x"), "foo://bucket/x"),
 ]
+
+
+def _pair(pack: Path, encoder: str, merges: str | bytes) -> tuple[Path, Path]:
+    folder = pack.parent / "gpt2-pair"
+    folder.mkdir(exist_ok=True)
+    (folder / "encoder.json").write_text(encoder)
+    (folder / "vocab.bpe").write_bytes(merges.encode() if isinstance(merges, str) else merges)
+    return folder / "encoder.json", folder / "vocab.bpe"
 
 
 def _open_remote(where: Path | str, **options: Any) -> Any:
@@ -326,17 +343,16 @@ def test_an_edited_job_refuses_instead_of_duplicating_documents(folder_with_a_ba
     assert not (job / "dataset.json").exists()
 
 
-def test_prepare_sharded_json_is_json(folder_with_a_bad_file: Path, prepared: tokpack.TokenizedCorpus,
-                                      tmp_path: Path) -> None:
-    import subprocess
+def test_resuming_with_another_split_names_the_splits(pack: Path) -> None:
+    state = batches(pack, split="train").state_dict()
+    with pytest.raises(IntegrityError) as caught:
+        batches(pack, split="validation").load_state_dict(state)
+    assert "'train'" in str(caught.value) and "'validation'" in str(caught.value), str(caught.value)
 
-    from conftest import REPO
 
-    result = subprocess.run([sys.executable, "-m", "tokpack.cli", "prepare", str(folder_with_a_bad_file), "--vocab",
-                             str(prepared.vocabulary_path), "--shards", "2", "-o", str(tmp_path / "ds"),
-                             "--document-bytes", "4096", "--on-error", "skip", "--workers", "1", "--json"],
-                            capture_output=True, text=True, check=False, timeout=600,
-                            env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
-    assert result.returncode == 0, result.stderr
-    record = json.loads(result.stdout)
-    assert record["shards"] == 2 and record["counts"]["skipped"] == 1 and record["n_tokens"] > 0
+@pytest.mark.parametrize("fmt", ["mds", "litdata", "hf"])
+def test_rows_per_file_is_honoured_by_every_format_that_takes_it(fmt: str, pack: Path, tmp_path: Path) -> None:
+    record = tokpack.export(pack, fmt, tmp_path / fmt, rows_per_file=1)
+    data_files = [name for part in record.parts.values() for name in part.files
+                  if not name.endswith(("index.json", "tokpack-export.json"))]
+    assert len(data_files) == 3, data_files  # three documents, one a file

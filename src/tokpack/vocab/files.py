@@ -128,13 +128,21 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as error:  # ValueError: bad JSON, UTF-8 or a 5,000-digit number
         raise InputError(f"{encoder_json}: {str(error).split(';')[0]}") from None
+    if not isinstance(encoder, dict) or not all(_is_id(rank) for rank in encoder.values()):
+        raise InputError(encoder_json, "not GPT-2's encoder.json: it must map each token (a string) to an id in "
+                         "[0, 2**32)", fix="pass (encoder.json, vocab.bpe) in this order")
     specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
     ranks = {
         unicode_to_bytes(token, where=str(encoder_json)): rank
         for token, rank in encoder.items()
         if token not in specials
     }
-    merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
+    try:
+        merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise InputError(vocab_bpe, f"cannot read ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        raise InputError(vocab_bpe, "not GPT-2's vocab.bpe (not UTF-8)", byte=error.start) from None
     merges = [line for line in merges if line and not line.startswith("#version")]
     for index, line in enumerate(merges):
         parts = line.split(" ")
