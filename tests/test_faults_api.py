@@ -139,6 +139,8 @@ CASES: list[tuple[str, Callable[[Path], Any], str]] = [
     ("export rows_per_file=0", lambda p: tokpack.export(p, "hf", p.parent / "hf0", rows_per_file=0), "rows_per_file"),
     ("export rows_per_file=-3", lambda p: tokpack.export(p, "hf", p.parent / "hf3", rows_per_file=-3), "rows_per_file"),
     ("export append_eod='yes'", lambda p: tokpack.export(p, "megatron", p.parent / "m", append_eod="yes"), "append_eod"),
+    ("open_tokens(None)", lambda p: open_tokens(None), "path"),  # type: ignore[arg-type]
+    ("open_tokens verify='yes'", lambda p: open_tokens(p, verify="yes"), "verify"),  # type: ignore[arg-type]
     ("open_remote cache_bytes=-5", lambda p: _open_remote(p, cache_bytes=-5), "cache_bytes"),
     ("open_remote unknown protocol", lambda p: _open_remote("foo://bucket/x"), "foo://bucket/x"),
 ]
