@@ -61,7 +61,7 @@ def test_prepare_cuts_validation_and_test_itself_on_document_boundaries(tmp_path
                                  "--json"])
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "corpus.txt.manifest.json").read_text())
     assert manifest["made_by"] == {"validation": 0.1, "test": 0.05, "document_bytes": 2048}
     n = corpus.stat().st_size
     (train_start, a), (a2, b), (b2, end) = manifest["ranges"]["train"], manifest["ranges"]["validation"], manifest["ranges"]["test"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -136,8 +135,6 @@ CASES: list[tuple[str, Callable[[Path], Any], str]] = [
      "vocab.bpe"),
     ("GPT-2 pair: no vocab.bpe", lambda p: tokpack.load_vocabulary((_pair(p, '{"a": 0}', "")[0], p / "none.bpe")),
      "none.bpe"),
-    ("export rows_per_file=0", lambda p: tokpack.export(p, "hf", p.parent / "hf0", rows_per_file=0), "rows_per_file"),
-    ("export rows_per_file=-3", lambda p: tokpack.export(p, "hf", p.parent / "hf3", rows_per_file=-3), "rows_per_file"),
     ("export append_eod='yes'", lambda p: tokpack.export(p, "megatron", p.parent / "m", append_eod="yes"), "append_eod"),
     ("open_tokens(None)", lambda p: open_tokens(None), "path"),  # type: ignore[arg-type]
     ("open_tokens verify='yes'", lambda p: open_tokens(p, verify="yes"), "verify"),  # type: ignore[arg-type]

@@ -136,8 +136,6 @@ CASES: dict[str, Case] = {
         ["megatron", "--kind megatron"]),
     "chess tokenize without a config": lambda f, c: (["chess", "tokenize", "--scheme", "uci", "--pack"],
                                                      ["tokpack-chess.toml", 'games_dir = "games"', "--config"]),
-    "export --rows-per-file 0": lambda f, c: (
-        ["export", str(c.tokens_dir), str(f / "out"), "-f", "mds", "--rows-per-file", "0"], ["rows_per_file"]),
 }
 
 

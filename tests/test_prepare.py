@@ -119,6 +119,8 @@ def test_an_altered_cached_vocabulary_is_refused(cache_dir: Path) -> None:
 
 def test_corpus_must_match_its_manifest(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c", b"hello world\n", {"train": [0, 12]})
+    # The file's own manifest (a folder-wide manifest.json of another hash is another file's).
+    (tmp_path / "c" / "manifest.json").rename(tmp_path / "c" / "corpus.txt.manifest.json")
     corpus.write_bytes(b"hello World\n")
     with pytest.raises(ValueError, match="SHA-256 .* differs from"):
         prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)

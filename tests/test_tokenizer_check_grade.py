@@ -47,7 +47,7 @@ def test_check_passes_a_lossless_tokenizer(small_tokenizer: Path, corpus: Path) 
     result = runner.invoke(app, ["tokenizer", "check", str(small_tokenizer), str(corpus)])
     assert result.exit_code == 0, result.output
     assert "PASS" in result.output and "tokenizers, tiktoken" in result.output
-    assert "500 ids (499 in the model + 1 added), 256 of 256 bytes, no normalizer" in result.output
+    assert "500 ids (500 in the model + 0 added), 256 of 256 bytes, no normalizer" in result.output  # <|endoftext|> too
 
 
 def test_check_names_the_first_differing_character_of_a_lossy_tokenizer(small_tokenizer: Path, tmp_path: Path) -> None:

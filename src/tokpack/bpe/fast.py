@@ -472,13 +472,14 @@ class _SourceSpec:
     document_bytes: int
     on_error: str
     text_field: str
+    separator: str | None = None
 
     def open(self) -> Any:
         from tokpack.corpus.sources import open_source
 
         return open_source(
             self.path, document_bytes=self.document_bytes, on_error=self.on_error,  # type: ignore[arg-type]
-            text_field=self.text_field,
+            text_field=self.text_field, separator=self.separator,
         )
 
 
@@ -503,6 +504,7 @@ def train_from_files(
     on_error: Literal["raise", "skip"] = "raise",
     workers: int | None = None,
     progress: Callable[[BpeProgress], None] | None = None,
+    separator: str | None = None,
 ) -> FileTraining:
     """Train on a corpus on disk (a text file, a folder of them, JSON Lines or Parquet: the
     sources of ``prepare``) without ever holding its text: ``workers`` threads (compiled
@@ -511,7 +513,8 @@ def train_from_files(
     not with the corpus.
 
     The documents are those :func:`tokpack.corpus.sources.open_source` yields (every range: a
-    vocabulary's own corpus), so the merges equal ``train_fast(documents, ...)``'s.
+    vocabulary's own corpus; cut at ``separator`` too, as ``prepare`` cuts them), so the merges
+    equal ``train_fast(documents, ...)``'s.
 
     Raises:
         FileNotFoundError: ``corpus`` does not exist.
@@ -528,7 +531,7 @@ def train_from_files(
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     if 256 + len(specials) + num_merges > _MAX_ID:
         raise InputError(None, f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
-    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field)
+    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator)
     splitter = _Splitter(pattern, tuple(special_tokens))
     splitter.compile()  # a bad pattern fails here, not in a worker
     _map_large_allocations()

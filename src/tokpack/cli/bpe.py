@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -62,6 +62,7 @@ def train(
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
     workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4) or processes (other patterns) that split and count (0: one per core).")] = 0,
+    separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it.")] = None,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
@@ -88,7 +89,7 @@ def train(
 
     try:
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
-                                  text_field=text_field, workers=workers or None, progress=report)
+                                  text_field=text_field, workers=workers or None, progress=report, separator=separator)
         tokenizer = result.training.as_tokenizer()
         tokenizer.save(output)
     except (ValueError, OSError) as error:

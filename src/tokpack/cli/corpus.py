@@ -31,7 +31,7 @@ CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TO
 
 
 def prepare_command(
-    corpus: Path = typer.Argument(..., help="A UTF-8 text file (a manifest.json beside it sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
+    corpus: Path = typer.Argument(..., help="A UTF-8 text file (its manifest, CORPUS.manifest.json beside it or --manifest, sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
     vocab_size: int = typer.Option(50257, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default)."),
@@ -45,8 +45,10 @@ def prepare_command(
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it; a URL such as s3://… is made locally, verified, uploaded, dataset.json last)."),
-    validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to manifest.json beside it, cut on document boundaries)."),
+    validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to its manifest, CORPUS.manifest.json beside it or --manifest, cut on document boundaries)."),
     test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="The text file's manifest (its splits), read and, with --validation/--test, written here instead of CORPUS.manifest.json beside it: for a folder you cannot write."),
+    separator: Optional[str] = typer.Option(None, "--separator", help="Text that ends a document and appears in none, e.g. '<|endoftext|>' or $'\\n\\n' (a blank line); longer documents are still cut at --document-bytes."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
     engine: EngineName = typer.Option(EngineName.local, "--engine", help="Who runs the shards: local processes, ray, or array (write the job for a scheduler's job array)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
@@ -56,7 +58,8 @@ def prepare_command(
     if shards is not None:
         _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
                          document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
-                         storage_options=storage_options_from(storage_options), as_json=as_json)
+                         storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
+                         validation=validation, test=test, as_json=as_json)
         return
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
@@ -66,7 +69,8 @@ def prepare_command(
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
                            vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, pattern=pattern,
                            trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
-                           progress=progress, validation=validation, test=test, out=out)
+                           progress=progress, validation=validation, test=test, out=out, separator=separator,
+                           manifest=manifest)
     if as_json:
         typer.echo(json.dumps(summary_record(prepared), indent=2))
     else:
@@ -75,7 +79,11 @@ def prepare_command(
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
-                     on_error: str, storage_options: dict[str, Any], as_json: bool = False) -> None:
+                     on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
+                     manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
+                     as_json: bool = False) -> None:
+    from tokpack.corpus.manifest import split_manifest
+    from tokpack.corpus.sources import check_separator, format_of
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
@@ -85,6 +93,12 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         raise InputError(None, f"--shards must be at least 1, got {shards}")
     if workers is not None and workers < 1:
         raise InputError(None, f"--workers must be at least 1, got {workers}", fix="omit it for one per core")
+    check_separator(separator)
+    if validation or test:  # the same split as without --shards, written before any shard reads it
+        if format_of(corpus) != "text":
+            raise InputError(corpus, "--validation and --test cut one text file", fix="split a folder or records yourself")
+        split_manifest(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                       manifest=manifest)
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
         raise InputError(None, "--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
@@ -93,7 +107,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         from tokpack.engines import start_job
 
         start_job(corpus, out, vocab=vocab, shards=shards, document_bytes=document_bytes, text_field=text_field,
-                  on_error=on_error)  # type: ignore[arg-type]
+                  on_error=on_error, separator=separator, manifest=manifest)  # type: ignore[arg-type]
         if as_json:
             typer.echo(json.dumps({"job": str(out), "shards": shards,
                                    "command": f"tokpack shard run {out}"}, indent=2))
@@ -106,7 +120,8 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     with shard_progress(total, shards) as (on_done, on_progress):
         dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
-                                  on_error=on_error, on_done=on_done, on_progress=on_progress)  # type: ignore[arg-type]
+                                  on_error=on_error, separator=separator, manifest=manifest,  # type: ignore[arg-type]
+                                  on_done=on_done, on_progress=on_progress)
     if url is not None:
         upload_dataset(out, url, storage_options=storage_options)
         shutil.rmtree(out.parent, ignore_errors=True)
@@ -169,8 +184,10 @@ def inspect_command(
         typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify}, indent=2, sort_keys=True))
         return
     console.print_json(opened.meta.to_json())
+    # Say exactly what was checked: another framework's files carry no checksums of their own.
+    checked = getattr(opened, "verified_what", "checksums verified")
     console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
-                  + ("(checksums verified)" if verify else "(counts, sizes and seals checked; checksums not verified)"))
+                  + (f"({checked})" if verify else "(counts, sizes and seals checked; checksums not verified)"))
 
 
 def demo_command(

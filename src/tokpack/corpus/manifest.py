@@ -1,20 +1,31 @@
-"""``manifest.json``: a corpus file's hash, length and train/validation/test byte ranges."""
+"""A corpus file's manifest: its name, hash, length and train/validation/test byte ranges.
+
+A manifest belongs to one file: ``CORPUS.manifest.json`` beside it by default, or any path given
+as ``manifest=`` (``--manifest``), so a read-only data folder can be split too. The folder-wide
+``manifest.json`` of older releases is still read for the file it names (by ``file``, or, having
+none, by its hash); any other file in that folder ignores it.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.errors import InputError
 
+#: The folder-wide manifest older releases wrote beside a corpus (read for the file it names).
 MANIFEST_FILE = "manifest.json"
+#: A text file's own manifest is its name with this added: ``corpus.txt.manifest.json``.
+MANIFEST_SUFFIX = ".manifest.json"
 SPLITS = ("train", "validation", "test")
+CORPUS_SCHEMA = "tokpack.corpus.v1"
 SplitName = Literal["train", "validation", "test"]
 
 
@@ -25,6 +36,15 @@ class SplitRule(Record):
     validation: float = Field(ge=0, lt=1)
     test: float = Field(ge=0, lt=1)
     document_bytes: int = Field(ge=4)
+    separator: str | None = Field(default=None, min_length=1, description="the text that ends a document, if any")
+
+    @model_serializer(mode="wrap")
+    def _no_separator_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Written only when set, so the records of cuts without one stay as they were.
+        data: dict[str, Any] = handler(self)
+        if data.get("separator") is None:
+            data.pop("separator", None)
+        return data
 
 
 class CorpusManifest(Record):
@@ -38,6 +58,7 @@ class CorpusManifest(Record):
     """
 
     schema_: Literal["tokpack.corpus.v1"] = Field(default="tokpack.corpus.v1", alias="schema")
+    file: str | None = Field(default=None, description="the name of the corpus file this manifest belongs to")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     n_bytes: int = Field(ge=0)
     ranges: dict[SplitName, tuple[int, int]]
@@ -70,38 +91,102 @@ def file_sha256(path: Path, *, chunk_bytes: int = 8 << 20) -> str:
     return digest.hexdigest()
 
 
-def corpus_manifest(corpus: Path, sha256: str) -> CorpusManifest:
-    """The manifest beside ``corpus``, checked against the file; or all-training when none.
+def manifest_beside(corpus: Path) -> Path:
+    """Where a text file's own manifest lives by default.
+
+    >>> manifest_beside(Path("data/a.txt")).as_posix()
+    'data/a.txt.manifest.json'
+    """
+    return corpus.with_name(corpus.name + MANIFEST_SUFFIX)
+
+
+def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tuple[Path, CorpusManifest] | None:
+    """The manifest that applies to ``corpus``, and where it is; ``None`` when none does.
+
+    ``manifest`` when given (it must exist); else ``CORPUS.manifest.json`` beside the file; else
+    the folder's ``manifest.json`` when it names this file (its ``file``, or, written without one,
+    its hash and length: a manifest of another file in the folder never applies here).
+
+    Raises:
+        InputError: a manifest given that is missing, unreadable or names another file.
+    """
+    candidates = [manifest] if manifest is not None else [manifest_beside(corpus), corpus.parent / MANIFEST_FILE]
+    for path in candidates:
+        if not path.exists():
+            if manifest is not None:
+                raise InputError(path, "no such manifest", fix="write it with --validation/--test and --manifest, or drop --manifest")
+            continue
+        if manifest is None and path.name == MANIFEST_FILE and _schema_of(path) not in (None, CORPUS_SCHEMA):
+            continue  # another tool's manifest.json (a tokenizer's, say), not a corpus's
+        record = read_record(CorpusManifest, path)
+        if path.name == MANIFEST_FILE and manifest is None:  # the folder's: only for the file it names
+            if record.file is None and (record.sha256 != sha256 or record.n_bytes != corpus.stat().st_size):
+                continue
+            if record.file is not None and record.file != corpus.name:
+                continue
+        elif record.file is not None and record.file != corpus.name:
+            raise InputError(path, f"is the manifest of {record.file}, not of {corpus.name}",
+                             fix=f"give {corpus.name}'s own manifest, or cut it again with --validation/--test")
+        return path, record
+    return None
+
+
+def _schema_of(path: Path) -> object:
+    """The ``schema`` field of a JSON object file, or ``None`` (unreadable files are left to
+    :func:`read_record`, which names what is wrong)."""
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return document.get("schema") if isinstance(document, dict) else None
+
+
+def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None) -> CorpusManifest:
+    """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file; or
+    all-training when none applies.
 
     Args:
         corpus: the corpus text file.
         sha256: its SHA-256 (already computed by the caller, who needs it too).
+        manifest: a manifest elsewhere than beside the file.
+        separator: the document separator, which no range boundary may cut in two.
 
     Raises:
-        ValueError: the manifest is malformed, or its hash or length differs from the file.
+        ValueError: the manifest is malformed, or its hash or length differs from the file, or a
+            range starts inside a character or a separator.
     """
     n_bytes = corpus.stat().st_size
-    path = corpus.parent / MANIFEST_FILE
-    if not path.exists():
-        return CorpusManifest(sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
-    manifest = read_record(CorpusManifest, path)
-    if manifest.n_bytes != n_bytes:
-        raise InputError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest.n_bytes}")
-    if manifest.sha256 != sha256:
-        raise InputError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest.sha256[:16]}…)")
-    with open(corpus, "rb") as handle:  # a boundary inside a character would be blamed on the corpus
-        for name, start, _ in manifest.ordered_ranges():
-            handle.seek(start)
-            if 0 < start < n_bytes and handle.read(1)[0] & 0xC0 == 0x80:
+    found = find_manifest(corpus, sha256, manifest)
+    if found is None:
+        return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
+    path, manifest_record = found
+    if manifest_record.n_bytes != n_bytes:
+        raise InputError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest_record.n_bytes}")
+    if manifest_record.sha256 != sha256:
+        raise InputError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…)")
+    from tokpack._files import FileBytes
+    from tokpack.corpus.documents import inside_separator
+
+    data = FileBytes(corpus)  # a boundary inside a character would be blamed on the corpus
+    try:
+        for name, start, _ in manifest_record.ordered_ranges():
+            if 0 < start < n_bytes and data[start] & 0xC0 == 0x80:
                 raise InputError(path, f"range {name!r} starts at byte {start}, inside a UTF-8 character of {corpus.name}",
                                  fix="move the boundary to the start of a character")
-    return manifest
+            if separator and 0 < start < n_bytes and inside_separator(data, start, separator.encode("utf-8")):
+                raise InputError(path, f"range {name!r} starts at byte {start}, inside the separator {separator!r}",
+                                 fix="move the boundary before or after the separator")
+    finally:
+        data.close()
+    return manifest_record
 
 
-def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, document_bytes: int) -> CorpusManifest:
-    """Write ``manifest.json`` beside a text file, its last ``test`` and, before it, its last
-    ``validation`` share of bytes held out, each range cut on a document boundary (the rule of
-    :mod:`tokpack.corpus.documents`, so no document spans two ranges) and the rule recorded in
+def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, document_bytes: int,
+                   separator: str | None = None, manifest: Path | None = None) -> CorpusManifest:
+    """Write the manifest of a text file (``CORPUS.manifest.json`` beside it, or ``manifest``),
+    its last ``test`` and, before it, its last ``validation`` share of bytes held out, each range
+    cut on a document boundary (the rule of :mod:`tokpack.corpus.documents`, with ``separator``,
+    so no document spans two ranges and no separator is cut in two) and the rule recorded in
     ``made_by``. A manifest already there is kept when it records the same rule.
 
     >>> import tempfile
@@ -109,23 +194,30 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
     >>> _ = corpus.write_bytes(b"line\\n" * 100)
     >>> split_manifest(corpus, validation=0.1, test=0.05, document_bytes=12).ranges
     {'train': (0, 420), 'validation': (420, 470), 'test': (470, 500)}
+    >>> sorted(path.name for path in corpus.parent.iterdir())
+    ['c.txt', 'c.txt.manifest.json']
 
     Raises:
-        InputError: a share out of range, a corpus too small to hold out anything, or a
-            manifest already there with other ranges.
+        InputError: a share out of range, a corpus too small to hold out anything, a manifest
+            already there with other ranges, or one that cannot be written there.
     """
-    from tokpack.corpus.documents import cut_documents
+    from tokpack.corpus.documents import cut_documents, inside_separator
 
-    rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes)  # checks the ranges
+    rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes, separator=separator)  # checks the ranges
     if validation + test >= 1 or validation + test <= 0:
         raise InputError(None, f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
     data = corpus.read_bytes()
-    ends = np.fromiter((end for _, end in cut_documents(data, 0, len(data), document_bytes)), np.int64)
-    ends = np.concatenate(([0], ends))
+    marker = separator.encode("utf-8") if separator else None
+    # A boundary may fall at any document's start or end (with a separator, on either side of it).
+    bounds = np.fromiter((offset for span in cut_documents(data, 0, len(data), document_bytes, marker) for offset in span), np.int64)
+    candidates = np.unique(np.concatenate(([0, len(data)], bounds)))
 
     def boundary(share: float) -> int:
-        """The document end nearest to the share's byte (a range may be empty, never split one)."""
-        return int(ends[np.argmin(np.abs(ends - len(data) * share))])
+        """The document boundary nearest to the share's byte (a range may be empty, never split one)."""
+        for index in np.argsort(np.abs(candidates - len(data) * share), kind="stable"):
+            if marker is None or not inside_separator(data, int(candidates[index]), marker):
+                return int(candidates[index])
+        return 0  # pragma: no cover - 0 is always a candidate, never inside anything
 
     a, b = boundary(1 - validation - test), boundary(1 - test)
     ranges: dict[SplitName, tuple[int, int]] = {"train": (0, a)}
@@ -135,12 +227,17 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
         ranges["test"] = (b, len(data))
     if not validation:
         ranges["train"] = (0, b)
-    manifest = CorpusManifest(sha256=hashlib.sha256(data).hexdigest(), n_bytes=len(data), ranges=ranges, made_by=rule)
-    path = corpus.parent / MANIFEST_FILE
+    made = CorpusManifest(file=corpus.name, sha256=hashlib.sha256(data).hexdigest(), n_bytes=len(data), ranges=ranges,
+                          made_by=rule)
+    path = manifest or manifest_beside(corpus)
     if path.exists():
         existing = read_record(CorpusManifest, path)
-        if existing != manifest:
+        if existing != made:
             raise InputError(path, "already there with other ranges", fix="delete it to cut the corpus again, or drop --validation/--test to use it")
         return existing
-    write_atomically(path, manifest.to_json())
-    return manifest
+    try:
+        write_atomically(path, made.to_json())
+    except OSError as error:
+        raise InputError(path, f"cannot write the split ({error.strerror or error})",
+                         fix="give --manifest PATH (manifest= in Python) in a folder you can write") from None
+    return made

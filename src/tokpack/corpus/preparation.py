@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from tokpack._atomic import building, remove_abandoned
 from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, format_of, open_source
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_source
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
@@ -140,12 +140,14 @@ def prepare(
     validation: float = 0.0,
     test: float = 0.0,
     out: str | Path | None = None,
+    separator: str | None = None,
+    manifest: str | Path | None = None,
 ) -> TokenizedCorpus:
     """Tokenize a corpus once, cache the pack, and return it.
 
-    The corpus is one UTF-8 text file (a ``manifest.json`` beside it, see
-    :class:`CorpusManifest`, is checked and its ranges used; without one the whole file is
-    training data), a folder of text files (sorted; documents never span files), JSON Lines or
+    The corpus is one UTF-8 text file (its manifest, ``CORPUS.manifest.json`` beside it or
+    ``manifest``, see :class:`CorpusManifest`, is checked and its ranges used; without one the
+    whole file is training data), a folder of text files (sorted; documents never span files), JSON Lines or
     parquet with a text field (see :mod:`tokpack.corpus.sources`). Documents are cut by the rule of
     :mod:`tokpack.corpus.documents` and each is encoded alone.
 
@@ -172,9 +174,14 @@ def prepare(
             it (``meta.counts["skipped"]``).
         progress: called with a :class:`PrepareProgress` as work advances.
         validation, test: hold out these shares of a text file's bytes (its end: validation,
-            then test) by writing its ``manifest.json`` (see
-            :func:`tokpack.corpus.manifest.split_manifest`); 0 uses the manifest there, if any.
+            then test) by writing its manifest (see :func:`tokpack.corpus.manifest.split_manifest`);
+            0 uses the manifest there, if any.
         out: the pack's folder (default: under the cache, named by corpus and vocabulary).
+        separator: text that ends a document and is in none of them (``"<|endoftext|>"``, a
+            blank line ``"\\n\\n"``); recorded in the pack's cut. Documents longer than
+            ``document_bytes`` are still cut by the newline rule.
+        manifest: the text file's manifest, read (and, with ``validation``/``test``, written)
+            there instead of ``CORPUS.manifest.json`` beside the corpus (for a read-only folder).
 
     Returns:
         The :class:`TokenizedCorpus`.
@@ -193,12 +200,15 @@ def prepare(
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
+    check_separator(separator)
     if validation or test:
         if format_of(path) != "text":
             raise InputError(path, "--validation and --test cut one text file", fix="split a folder or records yourself")
-        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes)
+        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                       manifest=None if manifest is None else Path(manifest))
     report(PrepareProgress("hashing", 0, _size(path)))
-    with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
+    with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
+                     separator=separator, manifest=manifest) as source:
         return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size, min_frequency=min_frequency,
                                vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                                batch_documents=batch_documents, trainer=trainer, pattern=pattern, workers=workers,
@@ -222,11 +232,11 @@ def _prepare_source(
     else:
         tokenizer = load_vocabulary(vocab, pattern=pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
-    cut = DocumentCut(rule="newline", document_bytes=document_bytes)
+    cut = document_cut(source)
     # The error policy is part of the key: a pack that skipped bad records must never be handed
-    # to a run that asked to stop at them.
+    # to a run that asked to stop at them. So is the separator: it decides every document.
     policy = "-skip" if source.on_error == "skip" else ""
-    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{policy}"
+    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{_separator_key(source)}{policy}"
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
@@ -242,6 +252,17 @@ def _prepare_source(
                     raise
                 _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
     return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
+
+
+def document_cut(source: DocumentSource) -> DocumentCut:
+    """The cut rule a pack of ``source`` records: the newline rule at its ``document_bytes``, and
+    its separator if it has one."""
+    return DocumentCut(rule="newline", document_bytes=source.document_bytes, separator=source.separator)
+
+
+def _separator_key(source: DocumentSource) -> str:
+    """The part of a cache key that names the separator (none without one, so older keys hold)."""
+    return f"-s{hashlib.sha256(source.separator.encode()).hexdigest()[:8]}" if source.separator else ""
 
 
 def _size(path: Path) -> int:
@@ -287,11 +308,13 @@ def _trained_vocabulary(
     # "spread": the sample is documents spread over the whole training range (older caches,
     # trained on the range's first bytes, live under other keys and are never reused).
     key = f"{corpus_key[:16]}-n{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}-spread"
-    directory = cache / "vocab" / key
+    directory = cache / "vocab" / (key + _separator_key(source))  # the separator decides the documents sampled
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
         "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": "spread",
     }
+    if source.separator:
+        trained_on["separator"] = source.separator
     with locked(directory):
         if directory.exists():
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
@@ -429,7 +452,7 @@ def write_pack(
         source.check_unchanged()  # the bytes encoded must be the bytes the record's hash names
         skipped = source.skipped - skipped_before
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
-        writer.commit(source=record, cut=DocumentCut(rule="newline", document_bytes=source.document_bytes),
+        writer.commit(source=record, cut=document_cut(source),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
-from tokpack.corpus.manifest import MANIFEST_FILE, CorpusManifest, corpus_manifest, file_sha256
+from tokpack.corpus.manifest import MANIFEST_FILE, MANIFEST_SUFFIX, CorpusManifest, corpus_manifest, file_sha256, manifest_beside
 from tokpack.errors import InputError
 from tokpack.store.format import Source
 
@@ -49,9 +49,10 @@ class DocumentSource:
     text_field: str | None = None  # the field or column holding the text, for record formats
     takes_text_field: ClassVar[bool] = False  # whether the constructor takes ``text_field``
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None) -> None:
         self.path = Path(path)
         self.document_bytes = document_bytes
+        self.separator = separator  # the text that ends a document and belongs to none, if any
         self.on_error = on_error
         self.skipped = 0  # files or records skipped for bad input, when on_error == "skip"
         self.problems: list[str] = []  # what was skipped and why (the first few)
@@ -127,14 +128,22 @@ class DocumentSource:
         if len(self.problems) < 5:
             self.problems.append(problem)
 
+    @property
+    def separator_bytes(self) -> bytes | None:
+        """The separator as UTF-8, as :func:`cut_documents` takes it."""
+        return self.separator.encode("utf-8") if self.separator else None
+
     def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
-        for begin, finish in cut_documents(data, start, end, self.document_bytes):
-            yield Piece(range_name, _decode(data, begin, finish, where), finish - begin)
+        for begin, finish in cut_documents(data, start, end, self.document_bytes, self.separator_bytes):
+            yield Piece(range_name, _decode(data, begin, finish, where, self._utf8_fix), finish - begin)
+
+    #: What to say after ``invalid UTF-8`` in this format (a text file cannot be skipped in part).
+    _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or use --on-error skip to leave it out"
 
     def _cut_text(self, text: str, where: str) -> Iterator[Piece]:
         """A record's text as documents: whole when it fits (no re-decoding), else cut by the rule."""
         data = text.encode("utf-8")
-        if len(data) <= self.document_bytes:
+        if len(data) <= self.document_bytes and not (self.separator and self.separator in text):
             yield Piece("train", text, len(data))
         else:
             yield from self._cut(data, 0, len(data), where)
@@ -217,20 +226,25 @@ def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
 
 
 class TextFile(DocumentSource):
-    """One UTF-8 text file, split by the ``manifest.json`` beside it (all training without one)."""
+    """One UTF-8 text file, split by its manifest (see :func:`tokpack.corpus.manifest.find_manifest`;
+    all training without one)."""
 
     format: Format = "text"
+    _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8); --on-error skip skips whole files or records, not part of one file"
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
-        super().__init__(path, document_bytes=document_bytes, on_error=on_error)
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
+                 manifest: Path | None = None) -> None:
+        self.manifest_path = None if manifest is None else Path(manifest)  # given, else found beside the file
+        super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.sha256 = file_sha256(self.path)
-        self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256)
+        self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
+                                                        separator=separator)
         self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []
         self._layout: list[tuple[str, int, int]] = []
         for name, start, stop in self.manifest.ordered_ranges():
-            spans.append(_bounds(cut_documents(self._data, start, stop, document_bytes)))
+            spans.append(_bounds(cut_documents(self._data, start, stop, document_bytes, self.separator_bytes)))
             first = self._layout[-1][2] if self._layout else 0
             self._layout.append((name, first, first + len(spans[-1])))
         self._bounds = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
@@ -240,8 +254,11 @@ class TextFile(DocumentSource):
         return Source(name=self.path.name, sha256=self.sha256, n_bytes=self.manifest.n_bytes)
 
     def input_files(self) -> list[Path]:
-        manifest = self.path.parent / MANIFEST_FILE
-        return [self.path, manifest] if manifest.exists() else [self.path]
+        # Every manifest that could apply (taken before the file is hashed, which decides between
+        # them): one that changes meanwhile must stop the run like the corpus itself.
+        candidates = [self.manifest_path] if self.manifest_path is not None else [manifest_beside(self.path),
+                                                                                  self.path.parent / MANIFEST_FILE]
+        return [self.path] + [path for path in candidates if path.exists()]
 
     def close(self) -> None:
         self._data.close()
@@ -265,11 +282,12 @@ class TextFile(DocumentSource):
         last = self.n_units if last is None else last
         for name, low, high in self._layout:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
-                yield Piece(name, _decode(self._data, begin, end, str(self.path)), end - begin)
+                yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin)
 
 
 class TextDirectory(DocumentSource):
-    """Every non-hidden file under a folder, in sorted path order; documents never span files.
+    """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
+    (``*.manifest.json``); documents never span files.
 
     A subfolder or file that cannot be read, or an entry that is not a regular file (a FIFO, a
     device), stops the run, or with ``on_error="skip"`` is skipped and counted, never dropped
@@ -278,12 +296,12 @@ class TextDirectory(DocumentSource):
 
     format: Format = "directory"
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise") -> None:
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None) -> None:
         self.path, self.on_error = Path(path), on_error
         # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
         # (or the shard) that reaches it counts the skip, once.
         self.files, self._unreadable = self._listing()
-        super().__init__(path, document_bytes=document_bytes, on_error=on_error)
+        super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
             if index in self._unreadable:
@@ -293,7 +311,7 @@ class TextDirectory(DocumentSource):
             if data is None:
                 units.append(np.array([[index, 0, 0]], np.int64))
                 continue
-            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes))
+            bounds = _bounds(cut_documents(data, 0, len(data), document_bytes, self.separator_bytes))
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
             data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
@@ -311,7 +329,7 @@ class TextDirectory(DocumentSource):
         for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
             subfolders[:] = [name for name in subfolders if not name.startswith(".")]
             for name in names:
-                if name.startswith("."):
+                if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
                     continue
                 file = Path(folder) / name
                 try:
@@ -397,8 +415,9 @@ class JsonLines(DocumentSource):
     format: Format = "jsonl"
     takes_text_field: ClassVar[bool] = True
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
-        super().__init__(path, document_bytes=document_bytes, on_error=on_error)
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
+                 separator: str | None = None) -> None:
+        super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
         ends, size = _line_ends(self.path), self.path.stat().st_size
         if size and (not len(ends) or ends[-1] != size):
@@ -429,7 +448,8 @@ class JsonLines(DocumentSource):
             try:
                 decoded = line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise InputError(f"{self.path}: invalid UTF-8 at byte {offset + error.start}") from None
+                raise InputError(self.path, f"invalid UTF-8 at byte {offset + error.start}",
+                                 fix="fix the record, or use --on-error skip to skip such records") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
@@ -460,10 +480,11 @@ class ParquetTexts(DocumentSource):
     format: Format = "parquet"
     takes_text_field: ClassVar[bool] = True
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text") -> None:
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
+                 separator: str | None = None) -> None:
         import pyarrow.parquet as pq
 
-        super().__init__(path, document_bytes=document_bytes, on_error=on_error)
+        super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
         try:
             self._file = pq.ParquetFile(self.path)
@@ -522,14 +543,18 @@ class ParquetTexts(DocumentSource):
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
-                    raise InputError(problem)
+                    raise InputError(None, problem, fix="fix the row, or use --on-error skip to skip such rows")
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
 
 def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
-                format: Format | None = None) -> DocumentSource:
+                format: Format | None = None, separator: str | None = None, manifest: str | Path | None = None) -> DocumentSource:
     """Open ``path`` in its format: a folder is a directory of text files, ``.jsonl``/``.ndjson``
-    JSON Lines, ``.parquet`` parquet, anything else one text file (with its manifest).
+    JSON Lines, ``.parquet`` parquet, anything else one text file (with its manifest: ``manifest``,
+    else the one found beside it).
+
+    Args:
+        separator: text that ends a document and belongs to none (see :mod:`tokpack.corpus.documents`).
 
     Raises:
         FileNotFoundError: no such file or folder.
@@ -540,15 +565,38 @@ def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "r
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
         raise InputError(None, f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_separator(separator)
     if not path.is_dir():
         regular_file(path, "input")  # a FIFO or device (/dev/zero) would block or never end
     kind = format or format_of(path)
     if kind not in FORMATS:
         raise InputError(None, f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
     source_type = FORMATS[kind]
+    if manifest is not None:
+        if source_type is not TextFile:
+            raise InputError(None, f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
+        return TextFile(path, document_bytes=document_bytes, on_error=on_error, separator=separator, manifest=Path(manifest))
     if source_type.takes_text_field:
-        return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field)  # type: ignore[call-arg]
-    return source_type(path, document_bytes=document_bytes, on_error=on_error)
+        return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,  # type: ignore[call-arg]
+                           separator=separator)
+    return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
+
+
+def check_separator(separator: str | None) -> None:
+    """Refuse a separator that is not text to find: empty, or not encodable as UTF-8.
+
+    Raises:
+        InputError: naming ``--separator`` and the fix.
+    """
+    if separator is None:
+        return
+    if not isinstance(separator, str) or not separator:
+        raise InputError("--separator", f"must be a non-empty string, got {separator!r}",
+                         fix="e.g. --separator '<|endoftext|>', or --separator $'\\n\\n' for a blank line")
+    try:
+        separator.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("--separator", f"{separator!r} is not valid text (a lone surrogate)") from None
 
 
 #: Every input format by name: adding one is a class above and a line here (and a suffix below).
@@ -581,16 +629,16 @@ def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(cuts), dtype=np.int64).reshape(-1, 2)
 
 
-def _decode(data: bytes | FileBytes, begin: int, end: int, where: str) -> str:
+def _decode(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str | None = None) -> str:
     """The text of bytes ``[begin, end)``.
 
     Raises:
-        ValueError: invalid UTF-8, naming ``where`` and the byte offset.
+        ValueError: invalid UTF-8, naming ``where``, the byte offset and ``fix``.
     """
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"{where}: invalid UTF-8 at byte {begin + error.start}") from None
+        raise InputError(where, f"invalid UTF-8 at byte {begin + error.start}", fix=fix) from None
 
 
 def _line_ends(path: Path) -> np.ndarray:

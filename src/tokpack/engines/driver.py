@@ -20,8 +20,11 @@ Engine = str  # a name in tokpack.engines.executors.EXECUTORS
 
 def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec, shards: int,
               document_bytes: int = 1_048_576, batch_documents: int = 16, text_field: str = "text",
-              on_error: OnError = "raise") -> ShardJob:
+              on_error: OnError = "raise", separator: str | None = None, manifest: str | Path | None = None) -> ShardJob:
     """Write ``job.json`` and ``encoder.json`` into ``dataset`` (or check the ones there).
+
+    ``separator`` and ``manifest`` are :func:`tokpack.prepare`'s: every shard cuts the input by
+    the same rule, and a text file by the same manifest.
 
     Raises:
         ValueError: ``dataset`` holds another job (other input, vocabulary or settings).
@@ -30,11 +33,13 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     if shards < 1:
         raise InputError(f"shards must be at least 1, got {shards}")
     tokenizer = load_vocabulary(vocab)
-    with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field) as source:
+    with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
+                     separator=separator, manifest=manifest) as source:
         kind, record = source.format, source.record
     job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
-                   batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity).sealed()
+                   batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,
+                   separator=separator, manifest=None if manifest is None else str(Path(manifest).resolve())).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
@@ -53,7 +58,7 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
                     engine: Engine = "local", processes: int | None = None, ray_address: str | None = None,
                     ray_cpus: int | None = None, retries: int = 2, document_bytes: int = 1_048_576,
                     batch_documents: int = 16, text_field: str = "text", on_error: OnError = "raise",
-                    task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None,
+                    separator: str | None = None, manifest: str | Path | None = None, task: ShardTask = run_shard, on_done: Callable[[int], None] | None = None,
                     on_progress: ProgressSink | None = None) -> ShardedDataset:
     """Pack ``corpus`` into ``shards`` shards under ``dataset`` with ``engine`` and return the dataset.
 
@@ -71,7 +76,8 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
     if engine not in EXECUTORS:  # before any file is written
         raise InputError(f"engine must be one of {', '.join(EXECUTORS)}, got {engine!r}")
     start_job(corpus, dataset, vocab=vocab, shards=shards, document_bytes=document_bytes,
-              batch_documents=batch_documents, text_field=text_field, on_error=on_error)
+              batch_documents=batch_documents, text_field=text_field, on_error=on_error, separator=separator,
+              manifest=manifest)
     options = RunOptions(processes=processes, address=ray_address, cpus=ray_cpus, retries=retries, task=task,
                          on_done=on_done, on_progress=on_progress)
     EXECUTORS[engine](dataset, list(range(shards)), options)

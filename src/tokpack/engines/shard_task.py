@@ -62,6 +62,8 @@ class ShardJob(SealedRecord):
     batch_documents: int = Field(ge=1)
     world_size: int = Field(ge=1)
     vocabulary: VocabIdentity
+    separator: str | None = Field(default=None, min_length=1, description="the text that ends a document, if any")
+    manifest: str | None = Field(default=None, description="a text file's manifest, when not the one beside it")
 
 
 class ShardDone(Record):
@@ -173,7 +175,7 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
                  report: Callable[[PrepareProgress], None] | None) -> None:
     tokenizer: BpeTokenizer = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     with open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
-                     text_field=job.text_field, format=job.format) as source:
+                     text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
         if source.record != job.source:
             raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
         first, last = unit_span(rank, job.world_size, source.n_units)
@@ -203,4 +205,5 @@ def finish_if_complete(dataset: Path) -> ShardedDataset | None:
     dataset = Path(dataset)
     job = read_job(ShardJob, dataset)
     return finish_dataset(dataset, job.world_size, source=job.source,
-                          cut=DocumentCut(rule="newline", document_bytes=job.document_bytes), job=job.seal)
+                          cut=DocumentCut(rule="newline", document_bytes=job.document_bytes, separator=job.separator),
+                          job=job.seal)

@@ -22,7 +22,7 @@ from typing import Any
 
 from tokpack import _checks as checks
 from tokpack.errors import InputError
-from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, read_sidecar
+from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, check_options, read_sidecar
 from tokpack.store.source import TokenSource
 
 
@@ -66,8 +66,13 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
         out: a local path, or an fsspec URL (``s3://…``): written locally, verified, uploaded,
             the sidecar last.
 
+    The source is checked against its record before anything is written, as every reader checks
+    it (see :func:`verified`): an export never carries ids its record does not vouch for.
+
     Raises:
-        InputError: an unknown format, an existing ``out``, ids the format cannot hold.
+        InputError: an unknown format, an existing ``out``, ids the format cannot hold, a
+            ``rows_per_file`` below 1.
+        IntegrityError: the source does not match its record.
     """
     if not isinstance(fmt, str) or fmt not in FORMATS:
         raise InputError(None, f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
@@ -76,22 +81,51 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
         checks.non_negative_int("eod_id", eod_id)
     if range_name is not None:
         checks.text("range_name", range_name)
-    checks.positive_int("rows_per_file", rows_per_file)
     if not isinstance(out, (str, os.PathLike)):
         raise InputError(None, f"out must be a path or URL, got {type(out).__name__}")
+    options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
+    check_options(options)
     if isinstance(source, (str, Path)):
         from tokpack.store.remote import open_source
 
-        opened = open_source(source, storage_options=storage_options)
+        opened = open_source(source, storage_options=storage_options, verify=None)
     else:
         opened = source
-    options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
+    verified(opened)
     report: Progress = progress or (lambda _: None)
     if "://" in str(out):
         from tokpack.store.remote import export_to_url
 
         return export_to_url(FORMATS[fmt].write, opened, str(out), options, report, storage_options or {})
     return FORMATS[fmt].write(opened, Path(out), options, report)
+
+
+def verified(source: TokenSource) -> TokenSource:
+    """``source``, checked against its record the way every reader's default open checks it,
+    whatever ``verify=`` it was opened with: a pack's checksums, ids and padding id unless its
+    verification stamp shows it unchanged since it was last verified; each shard of a dataset the
+    same way; another framework's files (a tokpack export) against its sidecar's checksums and
+    the vocabulary; a remote dataset's shards are checked as they download.
+
+    Raises:
+        IntegrityError / VocabularyMismatch: naming the file that does not match.
+    """
+    from tokpack.store.dataset import ShardedDataset
+    from tokpack.store.reader import Pack
+    from tokpack.store.remote import RemoteDataset
+
+    packs = [source] if isinstance(source, Pack) else list(source.shards) if isinstance(source, ShardedDataset) else None
+    if packs is not None:
+        for pack in packs:
+            if not pack.stamped():
+                pack.verify()
+    elif getattr(getattr(source, "sidecar", None), "files_sha256", None):  # a tokpack export, read in place
+        from tokpack.store.importing import verify_unless_stamped
+
+        verify_unless_stamped(source)
+    elif not isinstance(source, RemoteDataset):
+        source.verify()
+    return source
 
 
 class _CallableModule(types.ModuleType):
@@ -103,4 +137,4 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "export", "read_sidecar"]
+__all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "check_options", "export", "read_sidecar", "verified"]

@@ -49,6 +49,8 @@ class ExportRecord(Record):
         dtype: the element type of the written ids.
         ranges: the source's named ranges (an import of a whole export restores them).
         parts: what was written, by name, as spans of the source.
+        files_sha256: SHA-256 of every written file, by its name in ``parts`` (what ``inspect``
+            and ``import`` check the files against; empty in exports written before it existed).
     """
 
     schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
@@ -64,6 +66,7 @@ class ExportRecord(Record):
     dtype: str
     ranges: dict[str, Span] = Field(default_factory=dict)
     parts: dict[str, ExportPart]
+    files_sha256: dict[str, str] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,30 @@ class ExportOptions:
     eod_id: int | None = None
     range_name: str | None = None
     rows_per_file: int = 1 << 20
+
+
+def check_options(options: ExportOptions) -> None:
+    """Refuse options no format can honour, before anything is written.
+
+    Raises:
+        InputError: ``rows_per_file`` is not a positive integer.
+    """
+    rows = options.rows_per_file
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+        raise InputError(None, f"--rows-per-file {rows!r} must be a positive number of documents per file",
+                         fix="pass --rows-per-file 1 or more (default 1048576)")
+
+
+def split_rows(ids: np.ndarray, lengths: np.ndarray, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(ids, lengths)`` of whole documents cut into pieces of at most ``rows`` documents.
+
+    >>> [(i.tolist(), n.tolist()) for i, n in split_rows(np.array([1, 2, 3, 4]), np.array([2, 1, 1]), 2)]
+    [([1, 2, 3], [2, 1]), ([4], [1])]
+    """
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    for first in range(0, len(lengths), rows):
+        last = min(first + rows, len(lengths))
+        yield ids[bounds[first] : bounds[last]], lengths[first:last]
 
 
 def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dict[str, tuple[int, int]]:
@@ -179,8 +206,11 @@ def default_eod(source: TokenSource, eod_id: int | None) -> int:
 
 
 def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.dtype,
-               parts: dict[str, ExportPart]) -> ExportRecord:
-    """The sidecar record of an export of ``source``."""
+               parts: dict[str, ExportPart], root: Path) -> ExportRecord:
+    """The sidecar record of an export of ``source``, with the SHA-256 of every part's file
+    (``root`` is the folder the parts' file names are relative to)."""
+    from tokpack.store.foreign import file_sha256
+
     meta = source.meta
     fallback_source = Source(name=Path(source.path).name or "stream", sha256=meta.tokens_sha256, n_bytes=0)
     return ExportRecord(format=fmt, vocabulary=source.vocabulary, pad_id=meta.pad_id,
@@ -188,7 +218,9 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
                         cut=getattr(meta, "cut", None) or DocumentCut(rule="imported"),
                         source_tokens_sha256=meta.tokens_sha256, source_starts_sha256=meta.starts_sha256,
                         source_n_docs=source.n_docs,
-                        eod_id=eod_id, dtype=dtype.name, ranges=dict(meta.ranges), parts=parts)
+                        eod_id=eod_id, dtype=dtype.name, ranges=dict(meta.ranges), parts=parts,
+                        files_sha256={name: file_sha256(Path(root) / name)
+                                      for part in parts.values() for name in part.files})
 
 
 def part_span(source: TokenSource, documents: tuple[int, int], files: list[str]) -> ExportPart:
@@ -214,5 +246,5 @@ def replace_into(partial: Path, final: Path) -> None:
     os.replace(partial, final)
 
 
-__all__ = ["CHUNK_TOKENS", "SIDECAR", "ExportOptions", "ExportPart", "ExportRecord", "Progress", "chunks",
+__all__ = ["CHUNK_TOKENS", "SIDECAR", "ExportOptions", "check_options", "split_rows", "ExportPart", "ExportRecord", "Progress", "chunks",
            "parts_of", "read_sidecar", "read_span", "record_for", "with_separators", "write_sidecar"]

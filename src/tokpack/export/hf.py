@@ -76,7 +76,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
             if writer is not None:
                 writer.close()
             parts[name] = part_span(source, documents, files)
-        record = record_for(source, "hf", eod_id=eod, dtype=dtype, parts=parts)
+        record = record_for(source, "hf", eod_id=eod, dtype=dtype, parts=parts, root=folder)
         write_sidecar(record, folder / SIDECAR)
     return record
 

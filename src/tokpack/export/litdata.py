@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ from tokpack.export._stream import (
     part_span,
     parts_of,
     record_for,
+    split_rows,
     with_separators,
     write_sidecar,
 )
@@ -50,7 +50,8 @@ LEAF_SPEC = json.dumps([1, {"type": None, "context": None, "children_spec": []}]
 
 
 def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
-    """Write the folder ``out``: ``RANGE/index.json`` and its chunks, one item per document.
+    """Write the folder ``out``: ``RANGE/index.json`` and its chunks, one item per document, at
+    most ``options.rows_per_file`` documents a chunk.
 
     Raises:
         InputError: ``out`` exists.
@@ -65,9 +66,9 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         for name, documents in parts_of(source, options.range_name, split=True).items():
             (folder / name).mkdir()
             entries: list[dict[str, Any]] = []
-            for ids, lengths in _at_most(chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize),
-                                         options.rows_per_file):
-                ids, lengths = with_separators(ids, lengths, eod)
+            pieces = (piece for ids, lengths in chunks(source, documents, chunk_tokens=CHUNK_BYTES // dtype.itemsize)
+                      for piece in split_rows(*with_separators(ids, lengths, eod), options.rows_per_file))
+            for ids, lengths in pieces:  # a chunk holds at most rows_per_file documents
                 header_bytes = 4 * (len(lengths) + 2)
                 offsets = header_bytes + np.concatenate(([0], np.cumsum(lengths) * dtype.itemsize))
                 filename = f"chunk-0-{len(entries)}.bin"
@@ -85,18 +86,9 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
             index = {"chunks": entries, "config": config, "updated_at": str(time.time())}
             (folder / name / "index.json").write_text(json.dumps(index, sort_keys=True))
             parts[name] = part_span(source, documents, [f"{name}/{e['filename']}" for e in entries] + [f"{name}/index.json"])
-        record = record_for(source, "litdata", eod_id=eod, dtype=dtype, parts=parts)
+        record = record_for(source, "litdata", eod_id=eod, dtype=dtype, parts=parts, root=folder)
         write_sidecar(record, folder / SIDECAR)
     return record
-
-
-def _at_most(pieces: Iterator[tuple[np.ndarray, np.ndarray]], rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The ``(ids, lengths)`` chunks cut further so that none holds more than ``rows`` documents."""
-    for ids, lengths in pieces:
-        bounds = np.concatenate(([0], np.cumsum(lengths)))
-        for first in range(0, len(lengths), rows):
-            last = min(first + rows, len(lengths))
-            yield ids[bounds[first] : bounds[last]], lengths[first:last]
 
 
 __all__ = ["CHUNK_BYTES", "write"]

@@ -60,11 +60,10 @@ def _field_prefix(length: int) -> bytes:
 
 
 class _ShardWriter:
-    """Collects encoded samples and writes ``shard.NNNNN.mds`` files of at most ``limit`` bytes
-    (:data:`SHARD_BYTES`) and ``max_samples`` samples."""
+    """Collects encoded samples and writes ``shard.NNNNN.mds`` files of at most ``limit`` bytes and ``rows`` samples."""
 
-    def __init__(self, folder: Path, encoding: str, limit: int, max_samples: int) -> None:
-        self.folder, self.limit, self.max_samples = folder, limit, max_samples
+    def __init__(self, folder: Path, encoding: str, limit: int, rows: int) -> None:
+        self.folder, self.limit, self.rows = folder, limit, rows
         self.config = _config(encoding)
         self.config_bytes = json.dumps(self.config, sort_keys=True).encode("utf-8")
         self.samples: list[bytes] = []
@@ -72,7 +71,7 @@ class _ShardWriter:
         self.shards: list[dict[str, Any]] = []
 
     def add(self, sample: bytes) -> None:
-        if self.samples and (self.size + len(sample) + 4 > self.limit or len(self.samples) >= self.max_samples):
+        if self.samples and (self.size + len(sample) + 4 > self.limit or len(self.samples) >= self.rows):
             self.flush()
         self.samples.append(sample)
         self.size += len(sample) + 4
@@ -97,7 +96,8 @@ class _ShardWriter:
 
 
 def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
-    """Write the folder ``out``: ``RANGE/index.json`` and its shards, one sample per document.
+    """Write the folder ``out``: ``RANGE/index.json`` and its shards, one sample per document, at
+    most ``options.rows_per_file`` samples a shard.
 
     Raises:
         InputError: ``out`` exists.
@@ -125,7 +125,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
                 progress(int(lengths.sum()))
             files = writer.finish()
             parts[name] = part_span(source, documents, [f"{name}/{f}" for f in files])
-        record = record_for(source, "mds", eod_id=eod, dtype=dtype, parts=parts)
+        record = record_for(source, "mds", eod_id=eod, dtype=dtype, parts=parts, root=folder)
         write_sidecar(record, folder / SIDECAR)
     return record
 

@@ -54,24 +54,60 @@ def code_of(dtype: np.dtype) -> int:
     return next(code for code, known in DTYPE_CODES.items() if known == dtype)
 
 
-def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
-    """Write ``source`` (or its range ``options.range_name``) as the prefix ``out``.
+def prefix_of(out: Path, name: str, *, only: bool) -> Path:
+    """The prefix range ``name`` is written to: ``out`` itself for ``train`` (or for the one range
+    asked for, or the whole stream), ``OUT_NAME`` for another named range.
 
-    ``.bin`` then ``.idx`` are renamed into place when complete, and the sidecar last, so
-    neither Megatron nor tokpack ever opens half an export.
+    >>> [prefix_of(Path("d/web"), n, only=False).name for n in ("train", "validation")]
+    ['web', 'web_validation']
+    """
+    return out if only or name in ("train", "all") else out.with_name(f"{out.name}_{name}")
+
+
+def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
+    """Write ``source`` as the prefix ``out``: its ``train`` range (or everything, or the range
+    ``options.range_name``) as ``out.bin``/``out.idx``, every other named range ``NAME`` as
+    ``out_NAME.bin``/``out_NAME.idx`` (Megatron's ``--train-data-path``, ``--valid-data-path``,
+    ``--test-data-path`` each take one prefix).
+
+    Each ``.bin`` then ``.idx`` is renamed into place when complete, and the sidecar
+    (``out.tokpack.json``, listing every part) last, so neither Megatron nor tokpack ever opens
+    half an export.
 
     Raises:
         InputError: the outputs exist, or an id does not fit Megatron's ``int32``.
     """
-    bin_path, idx_path, sidecar = megatron_paths(out)
-    for existing in (bin_path, idx_path, sidecar):
+    parts_wanted = parts_of(source, options.range_name, split=True)
+    only = options.range_name is not None or len(parts_wanted) == 1
+    sidecar = megatron_paths(out)[2]
+    prefixes = {name: prefix_of(Path(out), name, only=only) for name in parts_wanted}
+    for existing in [sidecar, *(path for prefix in prefixes.values() for path in megatron_paths(prefix)[:2])]:
         if existing.exists():
             raise InputError(existing, "already exists; an export is never overwritten", fix="remove it or pick another OUT")
     dtype = megatron_dtype(source.vocabulary.n_vocab)
     eod = default_eod(source, options.eod_id) if options.append_eod else None
     check_fits(source, dtype, eod, "Megatron")
-    (name, documents), = parts_of(source, options.range_name, split=False).items()
-    bin_path.parent.mkdir(parents=True, exist_ok=True)
+    sidecar.parent.mkdir(parents=True, exist_ok=True)
+    parts = {}
+    written: list[Path] = []
+    try:
+        for name, documents in parts_wanted.items():
+            bin_path, idx_path, _ = megatron_paths(prefixes[name])
+            _write_part(source, documents, bin_path, idx_path, dtype, eod, progress)
+            written += [bin_path, idx_path]
+            parts[name] = part_span(source, documents, [bin_path.name, idx_path.name])
+        record = record_for(source, "megatron", eod_id=eod, dtype=dtype, parts=parts, root=sidecar.parent)
+    except BaseException:
+        for path in written:  # no part without the others
+            path.unlink(missing_ok=True)
+        raise
+    write_sidecar(record, sidecar)
+    return record
+
+
+def _write_part(source: TokenSource, documents: tuple[int, int], bin_path: Path, idx_path: Path, dtype: np.dtype,
+                eod: int | None, progress: Progress) -> None:
+    """Write documents ``[d0, d1)`` as ``bin_path`` and ``idx_path``, each renamed into place when complete."""
     bin_partial, idx_partial = bin_path.with_name(bin_path.name + ".partial"), idx_path.with_name(idx_path.name + ".partial")
     lengths: list[np.ndarray] = []
     try:
@@ -88,10 +124,6 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     finally:
         bin_partial.unlink(missing_ok=True)
         idx_partial.unlink(missing_ok=True)
-    record = record_for(source, "megatron", eod_id=eod, dtype=dtype,
-                        parts={name: part_span(source, documents, [bin_path.name, idx_path.name])})
-    write_sidecar(record, sidecar)
-    return record
 
 
 def write_index(path: Path, sequence_lengths: np.ndarray, dtype: np.dtype) -> None:
@@ -106,4 +138,4 @@ def write_index(path: Path, sequence_lengths: np.ndarray, dtype: np.dtype) -> No
         handle.write(np.arange(count + 1, dtype="<i8").tobytes())
 
 
-__all__ = ["megatron_dtype", "write", "write_index"]
+__all__ = ["megatron_dtype", "prefix_of", "write", "write_index"]

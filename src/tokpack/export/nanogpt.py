@@ -54,7 +54,8 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
                     handle.write(np.ascontiguousarray(np.insert(ids, np.cumsum(lengths), eod), dtype=DTYPE).data)
                     progress(int(lengths.sum()))  # ids read from the source, as the bar's total counts them
             parts[name] = part_span(source, documents, [file_name(name)])
-        record = record_for(source, "nanogpt", eod_id=eod, dtype=np.dtype(np.uint16), parts=parts)
+        record = record_for(source, "nanogpt", eod_id=eod, dtype=np.dtype(np.uint16), parts=parts,
+                            root=folder)
         write_sidecar(record, folder / SIDECAR)
     return record
 

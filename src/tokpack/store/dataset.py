@@ -27,7 +27,7 @@ from pydantic import Field
 from tokpack._schema import Record, read_record, write_record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.format import DATASET_FILE, SHA256, DocumentCut, PackMeta, Source, Span, StreamRecord
-from tokpack.store.reader import Pack
+from tokpack.store.reader import Pack, check_ranges
 from tokpack.store.source import RecordedStream
 from tokpack.vocab.identity import VocabIdentity
 
@@ -145,6 +145,7 @@ class ShardedDataset(PartsStream, RecordedStream):
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
             raise IntegrityError(self.path / DATASET_FILE, "the shards' documents, in the listed order, differ from "
                                  "the record's starts", fix="shards were reordered or replaced; rebuild the dataset")
+        check_against_shards(self.path / DATASET_FILE, self.meta, [s.meta for s in self.shards], self.starts)
         if verify:
             self.verify()
 
@@ -169,6 +170,27 @@ class ShardedDataset(PartsStream, RecordedStream):
 
     def __repr__(self) -> str:
         return f"ShardedDataset({str(self.path)!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
+
+
+def check_against_shards(where: Path | str, record: DatasetRecord, shard_metas: Sequence[PackMeta],
+                         starts: np.ndarray) -> None:
+    """Check a dataset's record against its shards' records, as a pack's record is checked
+    against its arrays: the padding id and id type every shard records, and every named range
+    on document starts of the whole stream (a hand-edited record with a recomputed seal passes
+    the seal, but not this).
+
+    Raises:
+        IntegrityError: naming ``where`` and what differs.
+    """
+    for index, meta in enumerate(shard_metas):
+        name = record.shards[index].name if index < len(record.shards) else str(index)
+        if meta.pad_id != record.pad_id:
+            raise IntegrityError(where, f"pad_id {record.pad_id} differs from shard {name}'s {meta.pad_id}",
+                                 fix="the record was edited; rebuild the dataset")
+        if meta.dtype != record.dtype:
+            raise IntegrityError(where, f"dtype {record.dtype} differs from shard {name}'s {meta.dtype}",
+                                 fix="the record was edited; rebuild the dataset")
+    check_ranges(where, record.ranges, starts, record.n_tokens)
 
 
 def _pieces(tokens: np.ndarray) -> Iterator[np.ndarray]:
@@ -267,4 +289,4 @@ def merge_dataset(dataset: ShardedDataset, destination: Path) -> PackMeta:
     return meta
 
 
-__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "merge_dataset", "shard_name", "write_dataset"]
+__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "check_against_shards", "merge_dataset", "shard_name", "write_dataset"]

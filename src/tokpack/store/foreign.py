@@ -110,6 +110,37 @@ def check_ids(parts: Sequence[TokenFile], n_vocab: int) -> None:
                                          f"(n_vocab {n_vocab})", fix="is it the tokenizer that made them?")
 
 
+def check_files(sidecar: Any, root: Path, names: Sequence[str] | None = None) -> bool:
+    """Check every file a tokpack export's ``sidecar`` lists (relative to ``root``; only
+    ``names`` if given) against the SHA-256 it records; return whether it records any (an export
+    older than the checksums records none, and then only the ids can be checked).
+
+    Raises:
+        InputError: a listed file is missing.
+        IntegrityError: naming the file whose checksum differs.
+    """
+    recorded: dict[str, str] = dict(getattr(sidecar, "files_sha256", {}) or {})
+    if names is not None:
+        recorded = {name: digest for name, digest in recorded.items() if name in set(names)}
+    for name, expected in recorded.items():
+        path = Path(root) / name
+        if not path.is_file():
+            raise InputError(path, "missing, though the export's sidecar lists it", fix="copy the whole export")
+        if file_sha256(path) != expected:
+            raise IntegrityError(path, "SHA-256 differs from the export's sidecar (the file was altered)",
+                                 fix="export it again from the pack")
+    return bool(recorded)
+
+
+def verified_what(sidecar: Any) -> str:
+    """What verifying a foreign source checks, in words, for ``tokpack inspect``."""
+    if sidecar is not None and getattr(sidecar, "files_sha256", None):
+        return "every file's SHA-256 matches the export's sidecar; every id is in the vocabulary"
+    if sidecar is not None:
+        return "every id is in the vocabulary; no file checksums checked (the sidecar records none)"
+    return "every id is in the vocabulary; no checksums checked (these files record none)"
+
+
 def file_sha256(path: Path) -> str:
     """SHA-256 of a file, read in bounded chunks."""
     digest = hashlib.sha256()
@@ -129,4 +160,5 @@ def require_size(path: Path, expected: int, what: str) -> None:
         raise IntegrityError(path, f"{size:,} bytes, but {what} says {expected:,}", fix="the file is truncated or not this index's")
 
 
-__all__ = ["ForeignMeta", "TokenFile", "check_ids", "file_sha256", "require_size", "resolve_vocabulary"]
+__all__ = ["ForeignMeta", "TokenFile", "check_files", "check_ids", "file_sha256", "require_size", "resolve_vocabulary",
+           "verified_what"]

@@ -19,10 +19,10 @@ it into place. Readers check counts, sizes and the seal on open; the full checks
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tokpack._schema import Record, SealedRecord
 from tokpack.vocab.identity import VocabIdentity
@@ -49,11 +49,21 @@ class DocumentCut(Record):
     """How the source was cut into documents.
 
     ``rule`` names the rule (``"newline"``: at the last newline at or before ``document_bytes``,
-    see :mod:`tokpack.corpus.documents`; ``"game"``: one chess game a document).
+    see :mod:`tokpack.corpus.documents`; ``"game"``: one chess game a document). ``separator``,
+    when set, is the text that ended each document and appears in none (written only when set,
+    so the records of cuts without one are unchanged).
     """
 
     rule: str
     document_bytes: int | None = Field(default=None, ge=1)
+    separator: str | None = Field(default=None, min_length=1)
+
+    @model_serializer(mode="wrap")
+    def _no_separator_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("separator") is None:
+            data.pop("separator", None)
+        return data
 
 
 class Span(Record):

@@ -1,4 +1,5 @@
-"""Convert another framework's token files (Megatron, nanoGPT, datatrove) into a verified pack.
+"""Convert another framework's token files (Megatron, nanoGPT, datatrove, and tokpack's own
+litdata, MDS and Parquet exports) into a verified pack.
 
 Each kind is a reader in :data:`READERS`; :func:`detect` tells them apart by their files. The
 separators a format puts after documents are removed when they are structure (nanoGPT's
@@ -8,6 +9,8 @@ export followed by an import gives back byte-identical ``tokens.npy`` and ``star
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,11 +18,15 @@ from typing import Any
 import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
+from tokpack._atomic import publish, temporary_sibling
 from tokpack.store.datatrove import DatatroveFolder
+from tokpack.store.exported import KINDS as EXPORTED_KINDS
+from tokpack.store.exported import ExportedFolder
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span
 from tokpack.store.megatron import MegatronDataset, megatron_paths
 from tokpack.store.nanogpt import NanoGptData
 from tokpack.store.reader import Pack
+from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
 from tokpack.vocab.loading import VocabularySpec
@@ -29,29 +36,45 @@ READERS: dict[str, Callable[..., TokenSource]] = {
     "megatron": lambda path, tokenizer, eod_id: MegatronDataset(path, tokenizer=tokenizer),
     "nanogpt": lambda path, tokenizer, eod_id: NanoGptData(path, tokenizer=tokenizer, eod_id=eod_id),
     "datatrove": lambda path, tokenizer, eod_id: DatatroveFolder(path, tokenizer=tokenizer),
+    **{kind: (lambda path, tokenizer, eod_id: ExportedFolder(path, tokenizer=tokenizer)) for kind in EXPORTED_KINDS},
 }
 
 
 def detect(path: Path) -> str:
     """The kind of ``path``: a Megatron prefix (or its ``.bin``/``.idx``), a nanoGPT ``.bin``
-    or folder, or a datatrove folder (``.ds`` files).
+    or folder, a datatrove folder (``.ds`` files), or a folder tokpack exported as litdata, MDS
+    or Parquet (its sidecar says which).
 
     Raises:
         InputError: none of them.
     """
+    from tokpack.export._stream import SIDECAR, read_sidecar
+
     path = Path(path)
+    sidecar = read_sidecar(path / SIDECAR) if path.is_dir() else None
+    if sidecar is not None and sidecar.format in EXPORTED_KINDS:
+        return sidecar.format
     if megatron_paths(path)[1].exists():
         return "megatron"
     if path.is_dir() and any(path.rglob("*.ds")):
         return "datatrove"
     if (path.is_file() and path.suffix == ".bin") or (path.is_dir() and any((path / f).exists() for f in ("train.bin", "val.bin"))):
         return "nanogpt"
-    raise InputError(path, "neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder) nor a datatrove folder (.ds)")
+    raise InputError(path, "neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder), a datatrove folder (.ds) "
+                     "nor a tokpack litdata, mds or hf export (tokpack-export.json)")
 
 
 def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
                  eod_id: int | None = None, verify: bool | None = False) -> TokenSource:
-    """Open another framework's files in place as a token source (see :data:`READERS`)."""
+    """Open another framework's files in place as a token source (see :data:`READERS`).
+
+    ``verify``: ``True`` verifies now; ``None`` verifies a tokpack export against its sidecar
+    unless its stamp shows it unchanged (:func:`verify_unless_stamped`); ``False`` checks headers
+    and sizes only.
+
+    Raises:
+        InputError: ``kind`` names another format than ``path``'s files are.
+    """
     if kind is not None and kind not in READERS:
         raise InputError(None, f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
     try:
@@ -67,13 +90,39 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
     source = READERS[kind](Path(path), tokenizer, eod_id)
     if verify:
         source.verify()
+    elif verify is None:
+        verify_unless_stamped(source)
     return source
+
+
+def verify_unless_stamped(source: TokenSource) -> None:
+    """Verify a tokpack export read in place against its sidecar's checksums, as a pack is on
+    its first open: unless a verification stamp shows its files unchanged since they last
+    matched (see :mod:`tokpack.store.stamps`). Files that record no checksums are left to the
+    per-batch id checks.
+
+    Raises:
+        IntegrityError / VocabularyMismatch: naming the file that does not match.
+    """
+    sidecar = getattr(source, "sidecar", None)
+    recorded = sorted(getattr(sidecar, "files_sha256", None) or {})
+    if sidecar is None or not recorded:
+        return
+    where = Path(source.path)
+    root = getattr(source, "folder", None) or (where if where.is_dir() else where.parent)
+    seal = hashlib.sha256(sidecar.to_json().encode("utf-8")).hexdigest()
+    if not is_stamped(root, seal, recorded):
+        source.verify()
+        stamp(root, seal, recorded)
 
 
 def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
                 eod_id: int | None = None, strip_eod: bool | None = None,
                 progress: Callable[[int], None] | None = None, opened: TokenSource | None = None) -> PackMeta:
-    """Convert ``path`` into a new pack at ``out``, then verify it.
+    """Convert ``path`` into a new pack at ``out``: the input is verified first (against its
+    sidecar's checksums when tokpack exported it), the pack is built and verified in a hidden
+    temporary, compared with the exported pack's checksums, and only then renamed to ``out``; a
+    refused import leaves nothing at ``out``.
 
     Args:
         eod_id: the id that ends every document: nanoGPT's separator (default: the sidecar's or
@@ -86,9 +135,24 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
         InputError, IntegrityError, VocabularyMismatch: unreadable input; a document not ending
             with the separator being stripped; a result that differs from the exported pack.
     """
+    out = Path(out)
+    if out.exists():
+        raise InputError(out, "already exists; a pack is never overwritten", fix="remove it or pick another OUT")
     kind = kind or detect(Path(path))
     source = opened or open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id)
     source.verify()
+    scratch = temporary_sibling(out)
+    try:
+        meta = _import_into(source, scratch / out.name, kind=kind, eod_id=eod_id, strip_eod=strip_eod, progress=progress)
+        publish(scratch / out.name, out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return meta
+
+
+def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | None, strip_eod: bool | None,
+                 progress: Callable[[int], None] | None) -> PackMeta:
+    """Write ``source`` as the pack ``out`` and verify it (see :func:`import_pack`)."""
     sidecar = getattr(source, "sidecar", None)
     if kind == "nanogpt":  # its separators are structure: always known, always removed
         separator = getattr(source, "eod_id", None)
@@ -103,7 +167,7 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     ranges: dict[str, Span] = {}
     found_separator = 0
     report = progress or (lambda _: None)
-    with PackWriter(Path(out), vocabulary=source.vocabulary) as writer:
+    with PackWriter(out, vocabulary=source.vocabulary) as writer:
         for name, (d0, d1) in _segments(source):
             begin = (writer.n_docs, writer.n_tokens)
             for ids, lengths in chunks(source, (d0, d1)):
@@ -127,13 +191,17 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
         if sidecar is not None and whole:
             ranges = dict(sidecar.ranges) or ranges
         pad_id = sidecar.pad_id if sidecar is not None else (separator if strip_eod and not found_separator else None)
-        n_bytes = int(sum(getattr(part.tokens, "nbytes", 0) for part in getattr(source, "shards", [])))
-        origin = sidecar.source if sidecar is not None else Source(name=Path(source.path).name, sha256=source.meta.tokens_sha256, n_bytes=n_bytes)
+        if sidecar is not None:
+            origin = sidecar.source
+        else:
+            n_bytes = int(sum(getattr(part.tokens, "nbytes", 0) for part in getattr(source, "shards", [])))
+            origin = Source(name=Path(source.path).name, sha256=source.meta.tokens_sha256, n_bytes=n_bytes)
         cut = sidecar.cut if sidecar is not None else DocumentCut(rule=kind)
         meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts={})
     Pack(Path(out), verify=True)
     if whole and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
-        raise IntegrityError(out, "the imported ids differ from the pack that was exported", fix="the export was altered")
+        raise IntegrityError(source.path, "the imported ids differ from the pack that was exported; nothing imported",
+                             fix="the export was altered: export it again from the pack")
     return meta
 
 
@@ -159,4 +227,4 @@ def _exported_whole(sidecar: Any, source: TokenSource) -> bool:
     return sum(part.documents[1] - part.documents[0] for part in sidecar.parts.values()) == sidecar.source_n_docs
 
 
-__all__ = ["READERS", "detect", "import_pack", "open_foreign"]
+__all__ = ["READERS", "detect", "import_pack", "open_foreign", "verify_unless_stamped"]

@@ -24,7 +24,15 @@ import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.dataset import PartsStream
-from tokpack.store.foreign import ForeignMeta, TokenFile, check_ids, require_size, resolve_vocabulary
+from tokpack.store.foreign import (
+    ForeignMeta,
+    TokenFile,
+    check_files,
+    check_ids,
+    require_size,
+    resolve_vocabulary,
+    verified_what,
+)
 from tokpack.store.format import Span
 from tokpack.store.source import RecordedStream
 from tokpack.vocab.loading import VocabularySpec
@@ -98,9 +106,11 @@ class MegatronDataset(PartsStream, RecordedStream):
     """``PREFIX.bin``/``PREFIX.idx`` as one stream of ``tokenizer``'s ids, read in place.
 
     ``tokenizer`` names the vocabulary (any :func:`tokpack.load_vocabulary` spec); it may be
-    omitted when tokpack exported the files (the sidecar names it). All of it is the ``train``
-    range. The padding id is the exported pack's when no end-of-document ids were appended, else
-    none (every id may then be a real token).
+    omitted when tokpack exported the files (the sidecar names it). Without a sidecar all of it is
+    the ``train`` range; a tokpack export's sidecar lists every part it wrote (``PREFIX`` for
+    ``train``, ``PREFIX_validation`` …), read in order, each its named range. The padding id is
+    the exported pack's when no end-of-document ids were appended, else none (every id may then
+    be a real token).
     """
 
     def __init__(self, path: str | Path, *, tokenizer: VocabularySpec | None = None, verify: bool = False) -> None:
@@ -112,44 +122,72 @@ class MegatronDataset(PartsStream, RecordedStream):
 
         bin_path, idx_path, sidecar_path = megatron_paths(path)
         self.path = bin_path.with_suffix("")
-        self.index = MegatronIndex(idx_path)
         self.sidecar = read_sidecar(sidecar_path)
         vocabulary = resolve_vocabulary(self.path, tokenizer, self.sidecar.vocabulary if self.sidecar else None)
+        if self.sidecar is not None:
+            ordered = sorted(self.sidecar.parts.items(), key=lambda item: item[1].documents)
+            named = [(name, megatron_paths(bin_path.parent / part.files[0])) for name, part in ordered]
+        else:
+            named = [("train", (bin_path, idx_path, sidecar_path))]
+        self.shards, ranges, docs, offset = [], {}, 0, 0
+        for name, (part_bin, part_idx, _) in named:
+            index = MegatronIndex(part_idx)
+            part = _read_part(part_bin, index)
+            self.shards.append(part)
+            ranges[name] = Span(documents=(docs, docs + len(part.starts)), tokens=(offset, offset + part.n_tokens))
+            docs, offset = docs + len(part.starts), offset + part.n_tokens
+        self.index = MegatronIndex(idx_path)
+        dtypes = {part.tokens.dtype.newbyteorder("<") for part in self.shards}
+        if len(dtypes) > 1:
+            raise IntegrityError(self.path, f"its parts hold different id types ({', '.join(sorted(d.name for d in dtypes))})")
         self.dtype = self.index.dtype
-        require_size(bin_path, self.index.n_tokens * self.dtype.itemsize, f"{idx_path.name}")
-        tokens = (np.memmap(bin_path, dtype=self.dtype.newbyteorder("<"), mode="r") if self.index.n_tokens
-                  else np.zeros(0, self.dtype))
-        first_sequence = self.index.document_index[:-1]
-        sequence_starts = self.index.pointers // self.dtype.itemsize
-        doc_starts = np.append(sequence_starts, self.index.n_tokens)[first_sequence]
-        doc_ends = np.append(doc_starts[1:], self.index.n_tokens)
-        self.starts = doc_starts[doc_ends > doc_starts].astype(np.int64)  # an empty document has no first id
-        self.shards = [TokenFile(bin_path, tokens, self.starts)]
-        self.offsets = np.array([0, self.index.n_tokens], dtype=np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum([p.n_tokens for p in self.shards]))).astype(np.int64)
+        self.starts = np.concatenate([p.starts + o for p, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
         eod = self.sidecar.eod_id if self.sidecar else None
         pad_id = self.sidecar.pad_id if self.sidecar and eod is None else None
-        n = self.index.n_tokens
         self.meta = ForeignMeta(schema="megatron", parts=self.shards, vocabulary=vocabulary, pad_id=pad_id,
-                                ranges={"train": Span(documents=(0, len(self.starts)), tokens=(0, n))},
-                                dtype=self.dtype.name, files=[bin_path.name, idx_path.name], eod_id=eod)
+                                ranges=ranges, dtype=self.dtype.name,
+                                files=[f for _, (b, i, _) in named for f in (b.name, i.name)], eod_id=eod)
         if verify:
             self.verify()
 
     @property
     def tokens(self) -> np.ndarray:
-        """The ids, memory-mapped."""
+        """The ids of ``PREFIX.bin``, memory-mapped."""
         return self.shards[0].tokens
 
+    @property
+    def verified_what(self) -> str:
+        """What :meth:`verify` checks, in words (``tokpack inspect`` prints it)."""
+        return verified_what(self.sidecar)
+
     def verify(self) -> None:
-        """Check every id is inside the vocabulary.
+        """Check every file against the SHA-256 the export's sidecar records (when there is one)
+        and every id is inside the vocabulary.
 
         Raises:
+            IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
+        if self.sidecar is not None:
+            check_files(self.sidecar, self.path.parent)
         check_ids(self.shards, self.vocabulary.n_vocab)
 
     def __repr__(self) -> str:
         return f"MegatronDataset({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"
+
+
+def _read_part(bin_path: Path, index: MegatronIndex) -> TokenFile:
+    """One ``.bin`` as its documents, memory-mapped, after checking its size against ``index``."""
+    dtype = index.dtype
+    require_size(bin_path, index.n_tokens * dtype.itemsize, f"{index.path.name}")
+    tokens = np.memmap(bin_path, dtype=dtype.newbyteorder("<"), mode="r") if index.n_tokens else np.zeros(0, dtype)
+    first_sequence = index.document_index[:-1]
+    sequence_starts = index.pointers // dtype.itemsize
+    doc_starts = np.append(sequence_starts, index.n_tokens)[first_sequence]
+    doc_ends = np.append(doc_starts[1:], index.n_tokens)
+    starts = doc_starts[doc_ends > doc_starts].astype(np.int64)  # an empty document has no first id
+    return TokenFile(bin_path, tokens, starts)
 
 
 __all__ = ["DTYPE_CODES", "HEADER", "MAGIC", "MegatronDataset", "MegatronIndex", "megatron_paths"]

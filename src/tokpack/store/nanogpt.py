@@ -15,7 +15,7 @@ import numpy as np
 
 from tokpack.errors import InputError
 from tokpack.store.dataset import PartsStream
-from tokpack.store.foreign import ForeignMeta, TokenFile, check_ids, resolve_vocabulary
+from tokpack.store.foreign import ForeignMeta, TokenFile, check_files, check_ids, resolve_vocabulary, verified_what
 from tokpack.store.format import Span
 from tokpack.store.source import RecordedStream
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
@@ -52,7 +52,7 @@ class NanoGptData(PartsStream, RecordedStream):
         from tokpack.export._stream import SIDECAR, read_sidecar
 
         self.path = Path(path)
-        folder = self.path if self.path.is_dir() else self.path.parent
+        folder = self.folder = self.path if self.path.is_dir() else self.path.parent
         self.sidecar = read_sidecar(folder / SIDECAR)
         vocabulary = resolve_vocabulary(self.path, tokenizer, self.sidecar.vocabulary if self.sidecar else None)
         if eod_id is None:
@@ -96,12 +96,21 @@ class NanoGptData(PartsStream, RecordedStream):
             raise InputError(folder, "no nanoGPT files (train.bin, val.bin, test.bin)")
         return named
 
+    @property
+    def verified_what(self) -> str:
+        """What :meth:`verify` checks, in words (``tokpack inspect`` prints it)."""
+        return verified_what(self.sidecar)
+
     def verify(self) -> None:
-        """Check every id is inside the vocabulary.
+        """Check every file against the SHA-256 the export's sidecar records (when there is one)
+        and every id is inside the vocabulary.
 
         Raises:
+            IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
+        if self.sidecar is not None:
+            check_files(self.sidecar, self.folder, [p.path.relative_to(self.folder).as_posix() for p in self.shards])
         check_ids(self.shards, self.vocabulary.n_vocab)
 
     def __repr__(self) -> str:

@@ -135,19 +135,28 @@ class Pack(RecordedStream):
                 raise IntegrityError(f"{where}: starts are not strictly increasing")
             if starts[-1] >= self.n_tokens:
                 raise IntegrityError(f"{where}: start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)")
-        bounds = np.append(starts, self.n_tokens)  # where document d starts; n_docs: the end
-        for name, span in self.meta.ranges.items():
-            (d0, d1), (t0, t1) = span.documents, span.tokens
-            if not (0 <= d0 <= d1 <= self.n_docs and 0 <= t0 <= t1 <= self.n_tokens):
-                raise IntegrityError(self.path / META_FILE, f"range {name!r} lies outside the pack")
-            # A range's ids are exactly its documents' ids, or a reader would serve one split's
-            # ids as another's.
-            if (t0, t1) != (int(bounds[d0]), int(bounds[d1])):
-                raise IntegrityError(self.path / META_FILE, f"range {name!r} says ids [{t0}, {t1}) but its documents "
-                                     f"[{d0}, {d1}) hold ids [{int(bounds[d0])}, {int(bounds[d1])}) in {STARTS_FILE}")
+        check_ranges(self.path / META_FILE, self.meta.ranges, starts, self.n_tokens)
 
     def __repr__(self) -> str:
         return f"Pack({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"
+
+
+def check_ranges(where: Path | str, ranges: dict[str, Any], starts: np.ndarray, n_tokens: int) -> None:
+    """Every named range lies inside the stream and its ids are exactly its documents' ids (it
+    begins and ends on document starts), or a reader would serve one split's ids as another's.
+
+    Raises:
+        IntegrityError: naming ``where`` (the record) and the range.
+    """
+    n_docs = len(starts)
+    bounds = np.append(starts, n_tokens)  # where document d starts; n_docs: the end
+    for name, span in ranges.items():
+        (d0, d1), (t0, t1) = span.documents, span.tokens
+        if not (0 <= d0 <= d1 <= n_docs and 0 <= t0 <= t1 <= n_tokens):
+            raise IntegrityError(where, f"range {name!r} lies outside the stream")
+        if (t0, t1) != (int(bounds[d0]), int(bounds[d1])):
+            raise IntegrityError(where, f"range {name!r} says ids [{t0}, {t1}) but its documents "
+                                 f"[{d0}, {d1}) hold ids [{int(bounds[d0])}, {int(bounds[d1])}) in {STARTS_FILE}")
 
 
 def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:

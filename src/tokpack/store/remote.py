@@ -31,7 +31,15 @@ from tokpack import _checks as checks
 from tokpack._atomic import partial_sibling
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyMismatch
-from tokpack.store.dataset import DatasetRecord, PartsStream, ShardEntry, ShardedDataset, stream_hashes
+from tokpack.store.dataset import (
+    DatasetRecord,
+    PartsStream,
+    ShardEntry,
+    ShardedDataset,
+    check_against_shards,
+    stream_hashes,
+)
+from tokpack.store.reader import check_ranges
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
 from tokpack.store.format import DATASET_FILE
 from tokpack.store.opening import open_tokens
@@ -185,8 +193,10 @@ class RemoteShard:
         return sliding_window_view(self.tokens, width)[origins]
 
     def verify(self, *, stream_hash: Any = None) -> None:
-        """Read the (verified) ids once more, feeding ``stream_hash``."""
-        tokens = self.tokens
+        """Download the ids again, whatever the cache holds, check them against the record, and
+        feed them to ``stream_hash``: a check of the remote, not of the local copy."""
+        self._tokens = None
+        tokens = self._tokens = self.owner.fetch_tokens(self, fresh=True)
         if stream_hash is not None:
             for offset in range(0, len(tokens), _BLOCK):
                 stream_hash.update(tokens[offset : offset + _BLOCK].tobytes())
@@ -229,6 +239,10 @@ class RemoteDataset(PartsStream, RecordedStream):
         if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
             raise IntegrityError(self.url_of(DATASET_FILE), "shard counts do not add up to the dataset's")
         self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
+        if isinstance(self.meta, DatasetRecord):
+            check_against_shards(self.url_of(DATASET_FILE), self.meta, [s.meta for s in self.shards], self.starts)
+        else:
+            check_ranges(self.url_of(META_FILE), self.meta.ranges, self.starts, self.meta.n_tokens)
         self.dtype = np.dtype(self.meta.dtype)
         if verify:
             self.verify()
@@ -245,12 +259,14 @@ class RemoteDataset(PartsStream, RecordedStream):
             raise IntegrityError(self.url_of(relative), "missing", fix="the remote dataset is incomplete") from None
         return local
 
-    def fetch_tokens(self, shard: RemoteShard) -> np.ndarray:
-        """Download (or reuse) ``shard``'s ``tokens.npy``, verified against the record before use."""
+    def fetch_tokens(self, shard: RemoteShard, *, fresh: bool = False) -> np.ndarray:
+        """Download (or, unless ``fresh``, reuse the cached copy of) ``shard``'s ``tokens.npy``,
+        verified against the record before use: its SHA-256 and size, every id inside the
+        vocabulary, the padding id never in the stream."""
         entry, target = shard.entry, shard.local / TOKENS_FILE
         size = NPY_HEADER_BYTES + entry.n_tokens * self.dtype.itemsize
         self.cache.make_room(size)
-        if not (target.exists() and _payload_sha256(target) == entry.tokens_sha256):
+        if fresh or not (target.exists() and _payload_sha256(target) == entry.tokens_sha256):
             partial = partial_sibling(target)
             digest = hashlib.sha256()
             remote = self.url_of(shard._remote(TOKENS_FILE))
@@ -271,6 +287,11 @@ class RemoteDataset(PartsStream, RecordedStream):
                 partial.unlink(missing_ok=True)
                 raise IntegrityError(remote, f"SHA-256 or size differs from {DATASET_FILE}; refused",
                                      fix="the remote shard was altered or truncated")
+            try:
+                self._check_ids(np.load(partial, mmap_mode="r", allow_pickle=False), shard.meta.pad_id, remote)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
             os.replace(partial, target)
         tokens = np.load(target, mmap_mode="r", allow_pickle=False)
         if tokens.dtype != self.dtype.newbyteorder("<") or tokens.shape != (entry.n_tokens,):
@@ -279,8 +300,19 @@ class RemoteDataset(PartsStream, RecordedStream):
         self.cache.hold(shard.index, size, shard.release)
         return tokens
 
+    def _check_ids(self, tokens: np.ndarray, pad_id: int | None, where: str) -> None:
+        """Every id inside the vocabulary, the padding id never among them (read in blocks)."""
+        step = max(1, _BLOCK // max(tokens.itemsize, 1))
+        for offset in range(0, len(tokens), step):
+            chunk = tokens[offset : offset + step]
+            if len(chunk) and int(chunk.max()) >= self.vocabulary.n_vocab:
+                raise IntegrityError(where, f"id {int(chunk.max())} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+            if pad_id is not None and bool(np.any(chunk == pad_id)):
+                raise IntegrityError(where, f"the padding id {pad_id} occurs as a real token")
+
     def verify(self) -> None:
-        """Fetch and verify every shard (one at a time, within the cache), then the whole stream's checksums.
+        """Download every shard again (one at a time, within the cache; a cached copy is not
+        trusted) and check it, then the whole stream's checksums.
 
         Raises:
             IntegrityError: naming the remote file that does not match.
@@ -288,6 +320,11 @@ class RemoteDataset(PartsStream, RecordedStream):
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
             raise IntegrityError(self.url_of(DATASET_FILE), "the stream's checksums differ from the record")
+
+    @property
+    def verified_what(self) -> str:
+        """What :meth:`verify` checks, in words (``tokpack inspect`` prints it)."""
+        return "checksums verified: every shard downloaded again from the remote, whatever the cache held"
 
     def __repr__(self) -> str:
         return f"RemoteDataset({self.url!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
@@ -314,11 +351,12 @@ def open_remote(url: str, *, storage_options: dict[str, Any] | None = None, cach
     return RemoteDataset(url, storage_options=storage_options, cache_dir=cache_dir, cache_bytes=cache_bytes, verify=verify)
 
 
-def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool = False,
+def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool | None = False,
                 **cache: Any) -> TokenSource:
-    """Open a pack or sharded dataset, local or at a URL."""
+    """Open a pack or sharded dataset, local or at a URL (``verify``: as :func:`open_tokens`'s;
+    a remote dataset checks each shard as it downloads, and ``True`` fetches and checks all now)."""
     if is_url(path):
-        return cast(TokenSource, open_remote(str(path), storage_options=storage_options, verify=verify, **cache))
+        return cast(TokenSource, open_remote(str(path), storage_options=storage_options, verify=bool(verify), **cache))
     return open_tokens(Path(path), verify=verify)
 
 
@@ -378,27 +416,32 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
 
     fs, root = _filesystem(url, storage_options)
     name = root.rstrip("/").rsplit("/", 1)[-1]
-    if fs.exists(root) or fs.exists(root + ".idx"):
+    if fs.exists(root) or fs.exists(root + ".idx") or fs.exists(root + ".tokpack.json"):
         raise InputError(url, "already exists; an export is never overwritten")
     with tempfile.TemporaryDirectory(prefix="tokpack-export-") as scratch:
         local = Path(scratch) / name
         record = write(source, local, options, progress)
+        _verify_export(local if local.is_dir() else local.parent, record)
         if local.is_dir():
-            _verify_export(local, record)
             upload(local, url, storage_options=storage_options, last=(SIDECAR,))
         else:
             parent = url.rstrip("/").rsplit("/", 1)[0]
-            for suffix in (".bin", ".idx", ".tokpack.json"):  # Megatron: data, index, then the sidecar
-                upload(local.with_name(name + suffix), f"{parent}/{name}{suffix}", storage_options=storage_options)
+            # Megatron: every part's data and index (OUT, OUT_validation, …), then the sidecar.
+            files = [file for part in record.parts.values() for file in part.files] + [f"{name}.tokpack.json"]
+            for file in files:
+                upload(local.with_name(file), f"{parent}/{file}", storage_options=storage_options)
     return record
 
 
 def _verify_export(folder: Path, record: Any) -> None:
-    """Every file the sidecar lists is there."""
+    """Every file the sidecar lists is there, with the SHA-256 it records."""
+    from tokpack.store.foreign import check_files
+
     for part in record.parts.values():
         for file in part.files:
             if not (folder / file).exists():
                 raise IntegrityError(folder / file, "missing after export")
+    check_files(record, folder)
 
 
 __all__ = ["DEFAULT_CACHE_BYTES", "RemoteDataset", "ShardCache", "export_to_url", "is_url", "open_remote",

@@ -158,11 +158,20 @@ class BpeTokenizer:
         the GIL while it encodes, so threads run in parallel.
 
         >>> ranks = {bytes([b]): b for b in range(256)}
-        >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", ""])]
-        [[104, 105], []]
+        >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", "", "a\\ud800"])]
+        [[104, 105], [], [97, 239, 191, 189]]
         """
         threads = num_threads or os.cpu_count() or 1
-        encode = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
+        raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
+
+        def encode(text: str) -> np.ndarray:
+            try:
+                return raw(text)
+            except UnicodeEncodeError:
+                # What tiktoken's encode() does with a lone surrogate (U+FFFD in its place), so
+                # both paths give the same ids for any str.
+                return raw(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+
         if threads == 1 or len(texts) < 2:
             return [encode(text) for text in texts]
         with ThreadPoolExecutor(min(threads, len(texts))) as pool:
@@ -196,6 +205,8 @@ class BpeTokenizer:
         config = {
             "tokenizer_class": "PreTrainedTokenizerFast", **special, "model_max_length": 1_000_000_000_000_000_000,
             "clean_up_tokenization_spaces": False, "add_prefix_space": False,
+            # Text that spells <|endoftext|> is text, as for tokpack's encoder: never the special id.
+            "split_special_tokens": True,
             "added_tokens_decoder": {str(self.eot_id): {"content": END_OF_TEXT, "special": True, "lstrip": False,
                                                          "rstrip": False, "normalized": False, "single_word": False}},
         }

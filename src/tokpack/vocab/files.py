@@ -182,11 +182,15 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     """Read a Hugging Face byte-level BPE ``tokenizer.json``: ranks, pattern, special tokens.
 
     The pattern comes from the pre-tokenizer: ``ByteLevel`` with its own regex means GPT-2's;
-    ``Split`` on a regex followed by ``ByteLevel(use_regex=false)`` means that regex.
+    ``Split`` on a regex followed by ``ByteLevel(use_regex=false)`` means that regex. Special
+    tokens are the added tokens, and the model's tokens of several bytes that no merge makes
+    (Hugging Face never makes them from text either; :func:`tokenizer_json` writes
+    ``<|endoftext|>`` so). The ids of the tokens the merges make must rise in merge order, as
+    tiktoken's rank rule needs to make the same merges.
 
     Raises:
         ValueError: not a byte-level BPE, a normalizer or a prefix space (which tiktoken's rules
-            cannot reproduce), or an unreadable file.
+            cannot reproduce), merges that contradict the ids, or an unreadable file.
     """
     try:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -209,16 +213,61 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
                                               and _is_id(entry.get("id")) for entry in added):
         raise InputError(path, "added_tokens must be objects with a string 'content' and an id in [0, 2**32)")
     specials = {entry["content"]: entry["id"] for entry in added}
+    made = _merged_tokens(model.get("merges"), vocab, path)
+    for token, rank in vocab.items():
+        if len(token) > 1 and token not in made and token not in specials and rank not in specials.values():
+            specials[unicode_to_bytes(token, where=str(path)).decode("utf-8", errors="replace")] = rank
     ranks = {
         unicode_to_bytes(token, where=str(path)): rank
         for token, rank in vocab.items()
-        if token not in specials
+        if rank not in specials.values()
     }
     try:
         pattern = _pattern_of(document.get("pre_tokenizer"), path)
     except (AttributeError, KeyError, TypeError) as error:  # a field of the wrong shape
         raise InputError(path, f"malformed pre_tokenizer ({type(error).__name__}: {error})") from None
     return ranks, pattern, specials
+
+
+def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str]:
+    """The tokens ``merges`` make, after checking that their ids rise in merge order (a later
+    merge that makes a token already made is Hugging Face's business, not a contradiction).
+
+    Raises:
+        InputError: naming the file and the first merge whose id is above a later merge's, or a
+            merge that is malformed or makes a token outside the vocabulary.
+    """
+    import numpy as np
+
+    if merges is None:
+        return set()
+    if not isinstance(merges, list):
+        raise InputError(path, "model.merges must be a list")
+    pairs: list[tuple[str, str]] = []
+    for index, merge in enumerate(merges):
+        parts = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(part, str) for part in parts):
+            raise InputError(path, f"merge {index + 1} ({merge!r}) is not two tokens")
+        pairs.append((parts[0], parts[1]))
+    results = [left + right for left, right in pairs]
+    unknown = next((index for index, token in enumerate(results) if token not in vocab), None)
+    if unknown is not None:
+        raise InputError(path, f"merge {unknown + 1} ({' '.join(pairs[unknown])!r}) makes {results[unknown]!r}, "
+                         "which is not in model.vocab")
+    ids = np.fromiter((vocab[token] for token in results), np.int64, count=len(results))
+    _, first = np.unique(np.asarray(results, dtype=object), return_index=True)
+    order = np.sort(first)  # each token where a merge first makes it, in merge order
+    ranked = ids[order]
+    later_lowest = np.minimum.accumulate(ranked[::-1])[::-1]  # the lowest id made from here on
+    bad = np.flatnonzero(ranked[:-1] > later_lowest[1:])
+    if len(bad):
+        at = int(order[bad[0]])
+        then = int(order[bad[0] + 1 + int(np.argmin(ranked[bad[0] + 1 :]))])
+        raise InputError(path, f"merge {at + 1} ({' '.join(pairs[at])!r}) makes id {ids[at]}, above the id {ids[then]} of "
+                         f"merge {then + 1} ({' '.join(pairs[then])!r}): its merges contradict its vocabulary, so "
+                         "Hugging Face and tiktoken would encode differently",
+                         fix="use the tokenizer.json the vocabulary was trained with")
+    return set(results)
 
 
 #: Ids and ranks are stored as unsigned 32-bit integers.
@@ -250,20 +299,23 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
 
 def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict[str, Any]:
     """A self-contained Hugging Face ``tokenizer.json`` (as a dict) for a byte-level vocabulary:
-    a regex ``Split``, ``ByteLevel`` pre-tokenizer and decoder, and merges from :func:`derive_merges`.
+    a regex ``Split``, ``ByteLevel`` pre-tokenizer and decoder, and merges from :func:`derive_merges`;
+    the special tokens are in the model's vocabulary, so no text is ever encoded as one (as in tiktoken's
+    ``encode_ordinary``).
     """
     alphabet = byte_to_unicode()
     vocab = {"".join(alphabet[b] for b in token): rank for token, rank in ranks.items()}
+    # Special tokens are model tokens that no merge makes, not added tokens: Hugging Face matches
+    # an added token wherever its name appears in the text, tiktoken's encode_ordinary never does.
+    # Written in the byte alphabet, they decode to their names; :func:`read_tokenizer_json` reads
+    # them back as special tokens.
+    vocab |= {"".join(alphabet[b] for b in token.encode("utf-8")): rank for token, rank in specials.items()}
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [
-            {"id": rank, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
-            for token, rank in sorted(specials.items(), key=lambda item: item[1])
-        ],
+        "added_tokens": [],
         "normalizer": None,
         "pre_tokenizer": {
             "type": "Sequence",
