@@ -19,6 +19,12 @@ same run; peak RSS is the child's high-water mark, plus its largest worker for p
 s" is the CPU time of the child and its workers over the timed wall time, so 2.0 would mean both
 cores busy throughout) and, with
 ``--memory``, uci pack-1's peak RSS as the input grows.
+
+``--months`` measures packing many small months instead: the first ``--month-games`` (6,000) real
+games of ``data/chess/games.pgn.zst``, re-dated round-robin over ``--n-months`` (156) months, are
+converted (``tokpack chess convert``), then packed (``tokpack chess tokenize --pack``, all months,
+the latest 5 % validating), interleaved, each in a fresh process; it prints the CPU and wall seconds
+of both and the shards and files of the packed training folder.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import time
 from pathlib import Path
 
 REAL_GAMES = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.parquet"
+REAL_PGN = REAL_GAMES.with_name("games.pgn.zst")
 COLUMNS = ["uci", "white_elo", "black_elo", "result", "n_plies"]
 
 
@@ -140,6 +147,60 @@ def _repeated(source: Path, times: int, folder: Path) -> Path:
     return target
 
 
+def _many_months_pgn(games: int, months: int, target: Path) -> Path:
+    """The first ``games`` real games, game ``i`` re-dated to month ``i % months`` (from 1990-01)."""
+    import re
+
+    import zstandard
+
+    text = zstandard.decompress(REAL_PGN.read_bytes()).decode("utf-8", errors="surrogateescape")
+    pieces = re.split(r"\n\n(?=\[Event )", text)[:games]
+    dated = [re.sub(r'\[Date "[^"]*"\]', f'[Date "{1990 + i % months // 12}.{i % months % 12 + 1:02d}.??"]', game, count=1)
+             for i, game in enumerate(pieces)]
+    target.write_text("\n\n".join(dated) + "\n", encoding="utf-8", errors="surrogateescape")
+    return target
+
+
+def _timed_cli(arguments: list[str], cwd: Path) -> tuple[float, float]:
+    """CPU and wall seconds of ``tokpack ARGUMENTS`` in a fresh process (its workers included)."""
+    code = "import sys; from tokpack.cli import main; sys.argv = ['tokpack', *sys.argv[1:]]; main()"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, *arguments], check=True, capture_output=True, cwd=cwd,
+                   env={**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
+
+
+def many_months(games: int, months: int, runs: int, schemes: list[str]) -> None:
+    """Convert, then pack, ``games`` games spread over ``months`` months (see the module docstring)."""
+    import shutil
+
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        pgn = _many_months_pgn(games, months, work / "games.pgn")
+        (work / "tokpack-chess.toml").write_text('games_dir = "games"\nout_dir = "tokens"\n'
+                                                 'train_months = "all"\nval_fraction = 0.05\n')
+        times: dict[str, list[tuple[float, float]]] = {"convert": [], **{f"pack {s}": [] for s in schemes}}
+        shards = entries = 0
+        for _ in range(runs):
+            shutil.rmtree(work / "games", ignore_errors=True)
+            times["convert"].append(_timed_cli(["chess", "convert", str(pgn), "--out", "games"], work))
+            for scheme in schemes:
+                shutil.rmtree(work / "tokens", ignore_errors=True)
+                times[f"pack {scheme}"].append(_timed_cli(["chess", "tokenize", "--scheme", scheme, "--pack"], work))
+                train = work / "tokens" / scheme / "train"
+                shards = len([p for p in train.iterdir() if p.is_dir()])
+                entries = sum(1 for _ in train.rglob("*"))
+        found = len(list((work / "games").glob("year=*/month=*/games.parquet")))
+    print(f"### {games:,} games over {found} months, medians of {runs} (CPU s of the child process)\n")
+    print("| step | CPU s | wall s |\n|---|---|---|")
+    for step, measured in times.items():
+        print(f"| {step} | {statistics.median(c for c, _ in measured):.2f} | {statistics.median(w for _, w in measured):.2f} |")
+    print(f"\ntraining folder of the last pack: {shards} shards, {entries} entries (files and folders)\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -151,7 +212,13 @@ def main() -> None:
                         help="games the per-game loops encode (they are slow; rates are compared)")
     parser.add_argument("--bpe-size", type=int, default=4096)
     parser.add_argument("--memory", action="store_true", help="also uci pack-1 peak RSS at 1x, 8x and --repeat-uci")
+    parser.add_argument("--months", action="store_true", help="only: convert, then pack, games spread over many months")
+    parser.add_argument("--month-games", type=int, default=6000)
+    parser.add_argument("--n-months", type=int, default=156)
     args = parser.parse_args()
+    if args.months:
+        many_months(args.month_games, args.n_months, args.runs, args.schemes.split(","))
+        return
     if not REAL_GAMES.exists():
         sys.exit(f"real games not found at {REAL_GAMES}")
     loop_games = {k: int(v) for k, v in (pair.split("=") for pair in args.loop_games.split(","))}

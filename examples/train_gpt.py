@@ -12,9 +12,18 @@ of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global batch. A c
 model, the optimizer, the loader's state and the data schedule; '--resume' restores all four on any
 number of ranks, refuses a checkpoint made with another vocabulary ('tokpack.require_vocabulary')
 or over other data, and continues with exactly the batches an uninterrupted run would have seen.
-'--log-batches' writes one line per step, 'STEP SHA256 LOSS': the SHA-256 of the step's global
-'input_ids' as little-endian int64 in row-major order (rank 0 gathers them from every rank), so
-runs on different numbers of ranks can be compared line by line.
+
+A resumed run may change its global batch and its mixture: '--resume run.pt --global-batch 32'
+continues a run saved with another global batch, and '--mixture DIR=WEIGHT' (repeated) trains on
+several packs in proportion, whose weights may change at a resume (a new directory is a part
+added, one left out a part removed). Each part continues its permutation where it stopped, so
+no row is served twice within an epoch and none is skipped. The learning rate is not changed
+for you: see 'learning_rate' below for where to scale it.
+
+'--log-batches' writes one line per step, 'STEP SHA256 LOSS ROWS': the SHA-256 of the step's
+global 'input_ids' as little-endian int64 in row-major order (rank 0 gathers them from every
+rank), so runs on different numbers of ranks can be compared line by line, and the rows of the
+step's global batch (where it changes, the log shows it).
 
 A mistake in the arguments or the data is one line on stderr and exit code 2.
 """
@@ -41,7 +50,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import tokpack
 from tokpack.errors import InputError, TokpackError, VocabularyMismatch
-from tokpack.serve import EvalBatches, PackedBatches
+from tokpack.serve import EvalBatches, Mixture, PackedBatches
 from tokpack.store import open_tokens
 from tokpack.torch import make_batch_loader
 
@@ -205,7 +214,13 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     data.add_argument("--layout", choices=["stream", "documents", "bestfit"], default="stream", help=LAYOUT_HELP)
     data.add_argument("--length", type=int, default=64, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
     data.add_argument("--global-batch", type=int, default=8, metavar="B",
-                      help="rows per step over all ranks; the number of ranks must divide it (default 8)")
+                      help="rows per step over all ranks; the number of ranks must divide it (default 8); with "
+                           "--resume, a new value takes effect from the checkpoint's step")
+    data.add_argument("--mixture", action="append", metavar="DIR=WEIGHT",
+                      help="train on a mixture: a pack or sharded dataset and its weight, repeated for each part "
+                           "(one vocabulary; --data still gives the validation range). With --resume, new weights "
+                           "take effect from the checkpoint's step; a directory not in the saved run is a part "
+                           "added, one left out a part removed (parts are matched by directory name)")
     data.add_argument("--micro-batches", type=int, default=1, metavar="M",
                       help="gradient accumulation: each rank's rows in M equal parts, one backward each (default 1)")
     data.add_argument("--document-mask", action="store_true",
@@ -257,7 +272,26 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         if rank == 0:
             parser.error(problem)
         sys.exit(2)
+    parts = []
+    for part in args.mixture or []:
+        path, _, weight = part.rpartition("=")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = -1.0
+        if not path or not value > 0:
+            parser.error(f"--mixture {part!r}: expected DIR=WEIGHT with a positive weight, e.g. web=0.7")
+        parts.append((Path(path), value))
+    args.mixture = parts or None
     return args
+
+
+def learning_rate(args: argparse.Namespace, batches: PackedBatches, step: int) -> float:
+    """The learning rate of ``step``: here constant. The schedule is the user's business; a run
+    whose global batch changes (``--global-batch`` at ``--resume``, or a schedule given to
+    ``PackedBatches``) is where one scales it, e.g. ``args.lr * batches.global_batch_at(step) /
+    first_global_batch`` (linear) or its square root (for Adam)."""
+    return args.lr
 
 
 def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
@@ -290,8 +324,9 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     vocabulary: Any = tokpack.load_vocabulary(args.vocab) if args.vocab else DataVocabulary(source.vocabulary)
     tokpack.require_vocabulary(source, vocabulary)  # the vocabulary file is the data's
 
+    data: Any = Mixture(args.mixture) if args.mixture else args.data
     batches = PackedBatches(
-        args.data, layout=args.layout, length=args.length, global_batch=args.global_batch, seed=args.seed,
+        data, layout=args.layout, length=args.length, global_batch=args.global_batch, seed=args.seed,
         rank=ranks.rank, world_size=ranks.world_size, micro_batches=args.micro_batches,
         position_ids=args.document_mask, document_ids=args.document_mask,
     )
@@ -313,8 +348,13 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             raise VocabularyMismatch(args.resume, str(error), fix="resume on the data it was trained on") from None
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        loader.load_state_dict(checkpoint["loader"])  # refuses a state saved over other data
+        # Each part continues where it stopped; a new --global-batch or --mixture takes effect from
+        # here. Other data, vocabulary, layout, length or seed is refused, naming what differs.
+        loader.load_state_dict(checkpoint["loader"])
         step = int(checkpoint["step"])
+        saved_batch = checkpoint["loader"].get("global_batch")
+        if ranks.main and saved_batch != batches.global_batch:
+            print(f"step {step:>6}  global batch {saved_batch} -> {batches.global_batch}", flush=True)
     trained = DistributedDataParallel(model) if ranks.distributed else model
 
     def checkpoint_now() -> None:
@@ -331,6 +371,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             dist.barrier()  # no rank runs ahead of (or exits before) a checkpoint being written
 
     losses: list[float] = []
+    trained_ids = 0
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         log = None
@@ -345,6 +386,8 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             # gradient DDP averages is the global batch's mean, however the padding falls on ranks.
             (global_targets,) = ranks.total(float((batch["labels"] != batches.ignore_index).sum()))
             scale = ranks.world_size / max(global_targets, 1.0)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(args, batches, step)
             optimizer.zero_grad(set_to_none=True)
             local_sum = 0.0
             pieces = [dict(zip(batch, values)) for values in zip(*(t.chunk(args.micro_batches) for t in batch.values()))]
@@ -360,13 +403,14 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             (global_sum,) = ranks.total(local_sum)
             mean_loss = global_sum / max(global_targets, 1.0)
             losses.append(mean_loss)
+            trained_ids += batches.global_batch_at(step) * args.length
             rows = ranks.gather_rows(batch["input_ids"])
             if log is not None and rows is not None:
-                log.write(f"{step} {batch_sha256(rows)} {mean_loss:.6f}\n")
+                log.write(f"{step} {batch_sha256(rows)} {mean_loss:.6f} {len(rows)}\n")
                 log.flush()
             step += 1
             if ranks.main and (step % args.print_every == 0 or step == args.steps):
-                rate = len(losses) * args.global_batch * args.length / (time.perf_counter() - started)
+                rate = trained_ids / (time.perf_counter() - started)
                 print(f"step {step:>6}  loss {mean_loss:.4f}  {rate:,.0f} tokens/s", flush=True)
 
             if args.eval_every and (step % args.eval_every == 0 or step == args.steps):

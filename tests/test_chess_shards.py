@@ -1,4 +1,4 @@
-"""Chess packing as sharded jobs run by text's executors: a shard per month or row range,
+"""Chess packing as sharded jobs run by text's executors: shards cut by size across months,
 byte-identical for 1, 2 and 3 workers, local processes, a job array and Ray; read by the loaders."""
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def test_months_are_cut_into_row_ranges_and_read_as_the_whole_months(games: Path
     months = available_months(games)[:-1]
     rows = [pq.ParquetFile(month_parquet(games, m)).metadata.num_rows for m in months]
     dataset = ShardedDataset(one_worker / "train", verify=True)
-    assert len(dataset.shards) == sum(-(-n // SHARD_GAMES) for n in rows) > len(months)
-    assert list(dataset.meta.ranges) == ["train"] and dataset.n_docs == sum(rows)
+    # Shards of shard_games games each, across month boundaries; every month is a named range.
+    assert [s.n_docs for s in dataset.shards] == [SHARD_GAMES] * (sum(rows) // SHARD_GAMES) + [sum(rows) % SHARD_GAMES] * (sum(rows) % SHARD_GAMES > 0)
+    assert sorted(dataset.meta.ranges) == sorted(["train", *months]) and dataset.n_docs == sum(rows)
     # The shards' stream is exactly each whole month packed alone, one after the other.
     encoder = make_encoder("san")
     for month in months:
@@ -72,7 +73,7 @@ def test_months_are_cut_into_row_ranges_and_read_as_the_whole_months(games: Path
     assert np.array_equal(dataset.starts, np.concatenate([p.starts + o for p, o in
                                                           zip(wholes, np.cumsum([0] + [p.n_tokens for p in wholes]))]))
     val = ShardedDataset(one_worker / "val", verify=True)
-    assert list(val.meta.ranges) == ["validation"] and val.meta.vocabulary == dataset.meta.vocabulary
+    assert sorted(val.meta.ranges) == [available_months(games)[-1], "validation"] and val.meta.vocabulary == dataset.meta.vocabulary
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -136,7 +137,8 @@ def test_a_killed_job_resumes_and_a_changed_table_is_refused(games: Path, one_wo
     pq.write_table(pq.read_table(copy).slice(0, 3), copy)
     with pytest.raises(InputError, match="changed since the job began"):
         run_chess_shard(moved, 0)
-    assert [s.rows for s in plan_shards([tables[0]], 1_000_000)] == [(0, pq.ParquetFile(tables[0]).metadata.num_rows)]
+    assert [[p.rows for p in s.pieces] for s in plan_shards([tables[0]], 1_000_000)] == [
+        [(0, pq.ParquetFile(tables[0]).metadata.num_rows)]]
 
 
 def test_the_loaders_read_the_sharded_dataset_as_its_merged_pack(one_worker: Path, tmp_path: Path) -> None:

@@ -56,8 +56,8 @@ def environment(cache: Path) -> dict[str, str]:
 
 def log_lines(path: Path) -> list[tuple[int, str, float]]:
     rows = [line.split() for line in path.read_text().splitlines()]
-    assert all(len(row) == 3 for row in rows), rows
-    return [(int(step), digest, float(loss)) for step, digest, loss in rows]
+    assert all(len(row) == 4 and int(row[3]) == GLOBAL_BATCH for row in rows), rows  # STEP SHA256 LOSS ROWS
+    return [(int(step), digest, float(loss)) for step, digest, loss, _ in rows]
 
 
 def expected_hashes(corpus: tokpack.TokenizedCorpus, layout: str) -> list[str]:

@@ -6,7 +6,7 @@ Example (paths are relative to the file's folder)::
     out_dir = "tokens"           # packs go to out_dir/<scheme>/{train,val}
     train_month = "2016-01"      # YYYY-MM; MM is 00 for games whose month is unknown
     val_month = "2016-02"
-    # or several months (packed as a sharded dataset, one shard per month):
+    # or several months (packed as one sharded dataset; each month stays a named range):
     #   train_months = ["2016-01", "2016-02"]   or   train_months = "all"
     #   val_months = ["2016-03"]                or   val_fraction = 0.05 (the latest months)
     bpe_vocab_size = 4096        # ids of the bpe scheme, specials and alphabet included
@@ -17,7 +17,8 @@ Example (paths are relative to the file's folder)::
     workers = 1                  # processes that pack shards (the bytes do not depend on it)
     engine = "local"             # who runs the shards: local, ray, or array (write the jobs only)
     ray_address = "auto"         # an existing Ray cluster to join (engine = "ray"; optional)
-    shard_games = 1000000        # a month of more games is cut into shards of at most this many
+    shard_mb = 64                # a shard takes whole games until their moves reach this many MB as UCI text
+    shard_games = 1000000        # ... or until it holds this many games (optional)
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class ChessPipelineConfig(Record):
     workers: int = Field(default=1, ge=1, le=256)
     engine: Literal["local", "ray", "array"] = "local"
     ray_address: str | None = None
-    shard_games: int = Field(default=1_000_000, ge=1)
+    shard_mb: float = Field(default=64, gt=0)
+    shard_games: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one_way_each(self) -> ChessPipelineConfig:
@@ -72,6 +74,11 @@ class ChessPipelineConfig(Record):
         if sum(x is not None for x in (self.val_month, self.val_months, self.val_fraction)) != 1:
             raise ValueError("give exactly one of val_month, val_months and val_fraction")
         return self
+
+    @property
+    def shard_bytes(self) -> int:
+        """``shard_mb`` in bytes (a megabyte is 10^6 bytes)."""
+        return max(1, round(self.shard_mb * 1_000_000))
 
     @property
     def bpe_file(self) -> Path:

@@ -6,7 +6,7 @@ with :meth:`~tokpack.chess.encoders.GameEncoder.encode_batch` and streams the id
 few batches in flight). Games are stored whole: cutting them into training windows is the
 loader's job, so a new context length needs no re-tokenization. The pack's ``meta.json`` records
 the scheme's vocabulary identity, the source file and its hash, the cut (``"game"``), one range
-naming the split, the counts ``n_games`` and ``unknown_moves``, and ``pad_id`` (``<pad>``, 0 in
+naming the split (and, for :func:`pack_tables`, one named after each month), the counts ``n_games`` and ``unknown_moves``, and ``pad_id`` (``<pad>``, 0 in
 every scheme, an id no encoder emits), which the loader pads windows with.
 
 The same table, scheme and vocabulary give byte-identical packs whatever ``workers`` is.
@@ -15,10 +15,12 @@ The same table, scheme and vocabulary give byte-identical packs whatever ``worke
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
 from tokpack.corpus.manifest import file_sha256
@@ -35,15 +37,25 @@ BATCH_GAMES = 16_384
 SPLITS = ("train", "validation")
 
 
+class TableRows(NamedTuple):
+    """Rows ``[rows[0], rows[1])`` of the parquet ``games`` (``None``: all of them), recorded as
+    ``source``, and ``month``: the name of the range its games get (``None``: none)."""
+
+    games: Path
+    rows: tuple[int, int] | None = None
+    source: Source | None = None
+    month: str | None = None
+
+
 def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: str = "train",
                batch_games: int = BATCH_GAMES, workers: int = 1,
                progress: Callable[[int, int, int], None] | None = None,
                rows: tuple[int, int] | None = None, source: Source | None = None) -> PackMeta:
-    """Encode every game of the parquet ``games`` (or its rows ``[first, last)``: one shard of a
-    month, see :mod:`tokpack.chess.shards`) into a new pack at ``destination``.
+    """Encode every game of the parquet ``games`` (or its rows ``[first, last)``) into a new pack
+    at ``destination``.
 
     ``source`` is the record of ``games`` to write (default: its name, hashed now), so a job
-    that hashed the table once need not hash it again for every shard.
+    that hashed the table once need not hash it again.
 
     ``progress(games_done, games_total, tokens_done)`` is called after each batch. With
     ``workers > 1`` the encoding runs in that many spawned processes (the parent reads and writes),
@@ -53,11 +65,73 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
         ValueError: ``destination`` exists, ``split`` is unknown, the parquet cannot be read or
             lacks a column, or a game cannot be encoded (naming the file and the row).
     """
-    import pyarrow.parquet as pq
+    return pack_tables([TableRows(Path(games), rows, source)], encoder, destination, split=split,
+                       batch_games=batch_games, workers=workers, progress=progress)
 
+
+def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: Path, *, split: str = "train",
+                batch_games: int = BATCH_GAMES, workers: int = 1,
+                progress: Callable[[int, int, int], None] | None = None, source: Source | None = None) -> PackMeta:
+    """Encode the rows of several tables, in order, into one new pack at ``destination`` (one
+    shard of a chess job, see :mod:`tokpack.chess.shards`), as :func:`pack_games` does one.
+
+    Besides the ``split`` range over every game, each table with a ``month`` gives its games a
+    range of that name. ``source`` is the pack's record of its input: needed for several tables
+    (:func:`tokpack.chess.shards.joined_source` joins theirs); for one, its record by default.
+
+    Raises:
+        ValueError: as :func:`pack_games`, for any of the tables.
+    """
     if split not in SPLITS:
         raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    games = Path(games)
+    if not tables:
+        raise InputError(destination, "a pack needs at least one table of games")
+    if source is None and len(tables) > 1:
+        raise InputError(destination, "a pack of several tables needs the record of its input (source=)")
+    opened, spans = [], []
+    try:
+        for table in tables:
+            reader, first, last = _open_table(Path(table.games), table.rows)
+            opened.append(reader)
+            spans.append((first, last))
+        total = sum(last - first for first, last in spans)
+        unknown = done = 0
+        tokens_of = [0] * len(tables)  # each table's ids (its documents are its rows)
+        with PackWriter(Path(destination), vocabulary=encoder.identity) as writer:
+            for parts, encoded in _encoded_batches(opened, spans, encoder, batch_games, workers):
+                if isinstance(encoded, GameError):
+                    index, shift = _part_of(parts, encoded.row)
+                    raise encoded.at(str(tables[index].games), shift) from None
+                writer.add_flat(encoded.ids, encoded.lengths)
+                # Every part holds at least one game, so each sum below is over its own games.
+                starts = np.cumsum([0] + [n for _, _, n in parts[:-1]])
+                per_part = np.add.reduceat(np.asarray(encoded.lengths, dtype=np.int64), starts)
+                for (index, _, _), n_tokens in zip(parts, per_part):
+                    tokens_of[index] += int(n_tokens)
+                unknown += encoded.unknown_moves
+                done += len(encoded.lengths)
+                if progress is not None:
+                    progress(done, total, writer.n_tokens)
+            ranges = {split: Span(documents=(0, writer.n_docs), tokens=(0, writer.n_tokens))}
+            doc_ends = np.cumsum([last - first for first, last in spans])
+            token_ends = np.cumsum(tokens_of)
+            for index, table in enumerate(tables):
+                if table.month is not None:
+                    ranges[table.month] = Span(
+                        documents=(int(doc_ends[index - 1]) if index else 0, int(doc_ends[index])),
+                        tokens=(int(token_ends[index - 1]) if index else 0, int(token_ends[index])))
+            source = source or tables[0].source or table_source(Path(tables[0].games))
+            return writer.commit(source=source, cut=DocumentCut(rule="game"), ranges=ranges,
+                                 counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
+    finally:
+        for reader in opened:
+            reader.close()
+
+
+def _open_table(games: Path, rows: tuple[int, int] | None):  # type: ignore[no-untyped-def]
+    """The parquet reader of ``games`` and the rows to read, checked."""
+    import pyarrow.parquet as pq
+
     try:
         # Without pre-buffering: with it, pyarrow keeps every row group it has read until the
         # file is closed, and memory grows with the table.
@@ -66,25 +140,14 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
         raise InputError(f"{games}: not a readable parquet file ({error})") from None
     missing = [c for c in GAME_COLUMNS if c not in reader.schema_arrow.names]
     if missing:
+        reader.close()
         raise InputError(f"{games}: missing column(s) {', '.join(missing)}")
     n_rows = reader.metadata.num_rows
     first, last = (0, n_rows) if rows is None else rows
     if not 0 <= first <= last <= n_rows:
+        reader.close()
         raise InputError(games, f"rows {first}..{last} are outside its {n_rows} rows")
-    total = last - first
-    unknown = done = 0
-    with reader, PackWriter(Path(destination), vocabulary=encoder.identity) as writer:
-        for first_row, encoded in _encoded_batches(reader, encoder, batch_games, workers, first, last):
-            if isinstance(encoded, GameError):
-                raise encoded.at(str(games), first_row) from None
-            writer.add_flat(encoded.ids, encoded.lengths)
-            unknown += encoded.unknown_moves
-            done += len(encoded.lengths)
-            if progress is not None:
-                progress(done, total, writer.n_tokens)
-        span = Span(documents=(0, writer.n_docs), tokens=(0, writer.n_tokens))
-        return writer.commit(source=source or table_source(games), cut=DocumentCut(rule="game"), ranges={split: span},
-                             counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
+    return reader, first, last
 
 
 def _row_batches(reader, batch_games: int, first: int, last: int  # type: ignore[no-untyped-def]
@@ -109,34 +172,79 @@ def _row_batches(reader, batch_games: int, first: int, last: int  # type: ignore
             return
 
 
-def _encoded_batches(reader, encoder: GameEncoder, batch_games: int, workers: int,  # type: ignore[no-untyped-def]
-                     first: int, last: int) -> Iterator[tuple[int, EncodedGames | GameError]]:
-    """``(first row, encoded batch)`` in table order; a batch that fails yields its GameError."""
-    first_row = first
-    batches = (batch for _, batch in _row_batches(reader, batch_games, first, last))
+#: ``(table index, first row, rows)``: the parts of an encoding batch, in order.
+Parts = list[tuple[int, int, int]]
+
+
+def _table_batches(readers: Sequence, spans: Sequence[tuple[int, int]],  # type: ignore[type-arg]
+                   batch_games: int) -> Iterator[tuple[Parts, pa.Table | pa.RecordBatch]]:
+    """The rows of every table, in order, in batches of ``batch_games`` games: a batch may join
+    the ends of several tables, so many small months cost as few encoder calls as one big one."""
+
+    pending: list[pa.RecordBatch] = []
+    parts: Parts = []
+    held = 0
+    for index, (reader, (first, last)) in enumerate(zip(readers, spans)):
+        for row, batch in _row_batches(reader, batch_games, first, last):
+            while batch.num_rows:
+                take = min(batch.num_rows, batch_games - held)
+                pending.append(batch.slice(0, take))
+                parts.append((index, row, take))
+                held, row, batch = held + take, row + take, batch.slice(take)
+                if held == batch_games:
+                    yield parts, _joined(pending)
+                    pending, parts, held = [], [], 0
+    if held:
+        yield parts, _joined(pending)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.Table | pa.RecordBatch:
+    """One table of ``batches`` (from tables whose column types may differ slightly: promoted)."""
+    import pyarrow as pa
+
+    if len(batches) == 1:
+        return batches[0]
+    return pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive").combine_chunks()
+
+
+def _part_of(parts: Parts, row: int) -> tuple[int, int]:
+    """The table that row ``row`` of a batch made of ``parts`` comes from, and what to add to
+    ``row`` for its row in that table."""
+    before = 0
+    for index, first, n_rows in parts:
+        if row < before + n_rows:
+            return index, first - before
+        before += n_rows
+    raise AssertionError("a row past the batch")  # pragma: no cover - encoders report rows they were given
+
+
+def _encoded_batches(readers: Sequence, spans: Sequence[tuple[int, int]],  # type: ignore[type-arg]
+                     encoder: GameEncoder, batch_games: int, workers: int
+                     ) -> Iterator[tuple[Parts, EncodedGames | GameError]]:
+    """``(parts, encoded batch)`` in order; a batch that fails yields its GameError, whose row is
+    its index in the batch."""
+    batches = _table_batches(readers, spans, batch_games)
     if workers <= 1:
-        for batch in batches:
-            yield first_row, _encode(encoder, batch)
-            first_row += batch.num_rows
+        for parts, batch in batches:
+            yield parts, _encode(encoder, batch)
         return
     import multiprocessing
 
     # "spawn": a fresh interpreter per worker, never a fork of a process holding threads.
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_start_worker, initargs=(describe(encoder),)) as pool:
-        in_flight: deque[tuple[int, Future[EncodedGames | GameError]]] = deque()
-        for batch in batches:
-            in_flight.append((first_row, pool.submit(_encode_in_worker, batch)))
-            first_row += batch.num_rows
+        in_flight: deque[tuple[Parts, Future[EncodedGames | GameError]]] = deque()
+        for parts, batch in batches:
+            in_flight.append((parts, pool.submit(_encode_in_worker, batch)))
             if len(in_flight) >= 2 * workers:  # bounded: memory stays flat however long the table
-                row, future = in_flight.popleft()
-                yield row, future.result()
+                parts, future = in_flight.popleft()
+                yield parts, future.result()
         while in_flight:
-            row, future = in_flight.popleft()
-            yield row, future.result()
+            parts, future = in_flight.popleft()
+            yield parts, future.result()
 
 
-def _encode(encoder: GameEncoder, batch: pa.RecordBatch) -> EncodedGames | GameError:
+def _encode(encoder: GameEncoder, batch: pa.Table | pa.RecordBatch) -> EncodedGames | GameError:
     try:
         return encoder.encode_batch(batch)
     except GameError as error:
@@ -151,7 +259,7 @@ def _start_worker(record: EncoderRecord) -> None:
     _WORKER_ENCODER = rebuild(record)
 
 
-def _encode_in_worker(batch: pa.RecordBatch) -> EncodedGames | GameError:
+def _encode_in_worker(batch: pa.Table | pa.RecordBatch) -> EncodedGames | GameError:
     assert _WORKER_ENCODER is not None
     return _encode(_WORKER_ENCODER, batch)
 

@@ -3,8 +3,9 @@
 :func:`tokenize` reads a :class:`~tokpack.chess.config.ChessPipelineConfig`. The months it packs
 come from :func:`split_months`: one month, a list, every month of ``games_dir`` (``"all"``), and
 validation either named or as the latest months holding at least ``val_fraction`` of the games.
-Each split is packed as a sharded dataset (:mod:`tokpack.chess.shards`: a shard per month, or
-per row range of ``shard_games`` games), run by the same executors as text (local processes,
+Each split is packed as one sharded dataset (:mod:`tokpack.chess.shards`: shards cut by size,
+``shard_mb`` of moves or ``shard_games`` games, each spanning as many months as fit, every month a
+named range), run by the same executors as text (local processes,
 Ray, or a scheduler's job array), byte-identical for any number of workers; every reader reads
 it as one stream. All inputs are checked before anything is written, and a split that fails
 removes what this run made, so a rerun starts clean (a killed run resumes its job instead).
@@ -121,10 +122,12 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
     from tokpack.engines.executors import EXECUTORS, RunOptions
 
     tables = [month_parquet(cfg.games_dir, month) for month in months]
-    job = start_chess_job(tables, destination, encoder, split=split, shard_games=cfg.shard_games)
+    job = start_chess_job(tables, destination, encoder, split=split, shard_games=cfg.shard_games,
+                          shard_bytes=cfg.shard_bytes)
     if cfg.engine == "array":
         return None
-    total, done = sum(shard.rows[1] - shard.rows[0] for shard in job.shards), [0] * job.world_size
+    total = sum(piece.rows[1] - piece.rows[0] for shard in job.shards for piece in shard.pieces)
+    done = [0] * job.world_size
 
     def on_progress(rank: int, games: int, ids: int, documents: int) -> None:
         done[rank] = games

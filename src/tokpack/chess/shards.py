@@ -1,25 +1,30 @@
 """Chess packing as a sharded job: the per-shard task that text's executors run, over month tables
-cut into row ranges.
+cut into shards by size.
 
 A chess job is a folder laid out like a text job (:mod:`tokpack.engines.shard_task`)::
 
     DATASET/
-      job.json         a :class:`ChessJob`: every shard's month table (path, SHA-256, size) and
-                       row range, the split, the encoder's identity; written once by whoever
-                       starts the job
+      job.json         a :class:`ChessJob`: every shard's pieces (a month table's path, SHA-256,
+                       size and row range), the split, the encoder's identity; written once by
+                       whoever starts the job
       encoder.json     the :class:`~tokpack.engines.encoders.EncoderRecord` every worker rebuilds
                        its encoder from (no scheme is special-cased here)
       shard-00000/ …   one pack per shard, renamed into place only when complete
-      shard-00000.done the completion marker
       dataset.json     written by the task that completes the last shard
 
-Shards follow the months in order; a month of ``n`` games with ``shard_games`` set is cut into
-``ceil(n / shard_games)`` equal contiguous row ranges (one shard per month without it). The
-shards depend on the job alone, never on how many processes run it or on which engine, so
-the dataset is byte-identical for any number of workers and for local processes, a job array
-or Ray. Each table is hashed once, when the job starts; a shard checks the table's size and row
-count against the job before it reads it (hashing a month's table again for each of its shards
-would cost more than encoding it).
+While the job runs, ``shard-NNNNN.done`` markers and ``*.lock`` files sit beside the shards; the
+task that writes ``dataset.json`` removes them (a finished dataset needs neither).
+
+Shards are cut by size, never by month: the games of the month tables, in order, are taken whole
+until a shard's moves reach ``shard_bytes`` as UCI text (:data:`UCI_BYTES_PER_PLY` bytes a ply,
+from the ``n_plies`` column) or it holds ``shard_games`` games, so a shard spans as many months
+as fit and a large month is spread over several shards. Each month stays selectable: every pack
+records, besides the split's range, a range named after each month it holds (``"2016-01"``),
+joined across shards in ``dataset.json``. The shards depend on the job alone, never on how many
+processes run it or on which engine, so the dataset is byte-identical for any number of workers
+and for local processes, a job array or Ray. Each table is hashed once, when the job starts; a
+shard checks each table's size and row count against the job before it reads it (hashing a
+month's table again for each of its shards would cost more than encoding it).
 """
 
 from __future__ import annotations
@@ -35,9 +40,9 @@ from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job, unit_span
+from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job
 from tokpack.errors import InputError, TokpackError
-from tokpack.store.dataset import ShardedDataset, shard_name
+from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, Source
 from tokpack.vocab.identity import VocabIdentity
 
@@ -45,20 +50,33 @@ if TYPE_CHECKING:
     from tokpack.chess.encoders import GameEncoder
 
 
-class ChessShard(Record):
-    """One shard of a chess job: rows ``[rows[0], rows[1])`` of one month's table."""
+#: The default shard size: games are added to a shard until their moves reach this as UCI text.
+SHARD_BYTES = 64_000_000
+#: A ply written as UCI text with its separator (``e2e4 ``): how ``n_plies`` counts as bytes.
+UCI_BYTES_PER_PLY = 5
+
+
+class TablePiece(Record):
+    """Rows ``[rows[0], rows[1])`` of one month's table: part of a shard."""
 
     games: str  # the table's absolute path
     source: Source  # its month-relative name, SHA-256 and size, as the shard's pack records it
     n_rows: int = Field(ge=0)  # the table's rows when the job began
     rows: tuple[int, int]
+    month: str | None = None  # "YYYY-MM" of a table in a converted tree: the range its games get
+
+
+class ChessShard(Record):
+    """One shard of a chess job: consecutive pieces of consecutive month tables."""
+
+    pieces: list[TablePiece] = Field(min_length=1)
 
 
 class ChessJob(SealedRecord):
     """``job.json`` of a chess job: everything a shard task needs, so any process anywhere packs
     the same shard."""
 
-    schema_: Literal["tokpack.chess.job.v1"] = Field(default="tokpack.chess.job.v1", alias="schema")
+    schema_: Literal["tokpack.chess.job.v2"] = Field(default="tokpack.chess.job.v2", alias="schema")
     split: str
     batch_games: int = Field(ge=1)
     world_size: int = Field(ge=1)
@@ -73,39 +91,91 @@ class ChessJob(SealedRecord):
 
     def source(self) -> Source:
         """The whole dataset's record of its input: the tables in order, hashed together."""
-        tables = list(dict.fromkeys((s.source.name, s.source.sha256, s.source.n_bytes) for s in self.shards))
-        digest = hashlib.sha256("\n".join(f"{name} {sha}" for name, sha, _ in tables).encode()).hexdigest()
-        first, last = tables[0][0], tables[-1][0]
-        name = first if len(tables) == 1 else f"{first} .. {last} ({len(tables)} tables)"
-        return Source(name=name, sha256=digest, n_bytes=sum(n for _, _, n in tables))
+        return joined_source([piece.source for shard in self.shards for piece in shard.pieces])
 
 
-def plan_shards(tables: Sequence[Path], shard_games: int | None = None) -> list[ChessShard]:
-    """The shards of ``tables`` (month tables, in order): one per table, or each table cut into
-    ``ceil(rows / shard_games)`` equal row ranges. Each table is hashed once here.
+def joined_source(sources: Sequence[Source]) -> Source:
+    """One record for several tables (each counted once, in order): the first table's name (and
+    the last's, with their number), the SHA-256 of their names and hashes, their total size."""
+    tables = list(dict.fromkeys((s.name, s.sha256, s.n_bytes) for s in sources))
+    if len(tables) == 1:
+        name, sha, n_bytes = tables[0]
+        return Source(name=name, sha256=sha, n_bytes=n_bytes)
+    digest = hashlib.sha256("\n".join(f"{name} {sha}" for name, sha, _ in tables).encode()).hexdigest()
+    name = f"{tables[0][0]} .. {tables[-1][0]} ({len(tables)} tables)"
+    return Source(name=name, sha256=digest, n_bytes=sum(n for _, _, n in tables))
+
+
+def table_month(path: Path) -> str | None:
+    """``"YYYY-MM"`` of a table at ``.../year=YYYY/month=MM/games.parquet``, else ``None``."""
+    parts = Path(path).resolve().parts
+    if len(parts) >= 3 and parts[-3].startswith("year=") and parts[-2].startswith("month="):
+        return f"{parts[-3][5:]}-{parts[-2][6:]}"
+    return None
+
+
+def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
+                shard_bytes: int = SHARD_BYTES) -> list[ChessShard]:
+    """The shards of ``tables`` (month tables, in order): whole games in table order, a shard
+    closing once its moves reach ``shard_bytes`` as UCI text or it holds ``shard_games`` games
+    (see the module docstring). Each table is hashed once here; only its ``n_plies`` column is read.
 
     Raises:
-        InputError: a table that is not readable parquet.
+        InputError: a table listed twice, not readable parquet, or without an ``n_plies`` column.
     """
+    import numpy as np
     import pyarrow.parquet as pq
 
     from tokpack.chess.pack import table_source
 
-    shards = []
+    if shard_bytes < 1 or (shard_games is not None and shard_games < 1):
+        raise InputError(None, f"shard sizes must be positive, got {shard_bytes} bytes and {shard_games} games")
+    seen = [Path(table).resolve() for table in tables]
+    if len(set(seen)) < len(seen):  # its games would be packed twice, and its month range would not join
+        twice = next(path for path in seen if seen.count(path) > 1)
+        raise InputError(twice, "is listed twice", fix="name each month once")
+    shards: list[ChessShard] = []
+    pieces: list[TablePiece] = []
+    have_bytes = have_games = 0  # of the shard being filled
     for table in tables:
         try:
-            n_rows = pq.ParquetFile(table).metadata.num_rows
+            reader = pq.ParquetFile(table)
         except (OSError, ValueError) as error:
             raise InputError(f"{table}: not a readable parquet file ({error})") from None
-        pieces = max(1, -(-n_rows // shard_games)) if shard_games else 1
-        source = table_source(Path(table))
-        shards += [ChessShard(games=str(Path(table).resolve()), source=source, n_rows=n_rows,
-                              rows=unit_span(piece, pieces, n_rows)) for piece in range(pieces)]
+        if "n_plies" not in reader.schema_arrow.names:
+            raise InputError(table, "has no n_plies column", fix="convert the games with tokpack chess convert")
+        n_rows, source = reader.metadata.num_rows, table_source(Path(table))
+        piece = {"games": str(Path(table).resolve()), "source": source, "n_rows": n_rows, "month": table_month(table)}
+        first = row = 0  # the open piece's first row; the batch's first row
+        with reader:
+            for batch in reader.iter_batches(batch_size=1 << 16, columns=["n_plies"]):
+                plies = batch.column(0).to_numpy(zero_copy_only=False)
+                sizes = np.concatenate(([0], np.cumsum(np.asarray(plies, dtype=np.int64) * UCI_BYTES_PER_PLY)))
+                at = 0  # rows of the batch already placed
+                while at < batch.num_rows:
+                    # The first row that fills the shard (by bytes, then by games), searched at once.
+                    end = int(np.searchsorted(sizes, shard_bytes - have_bytes + sizes[at], side="left"))
+                    end = max(end, at + 1)
+                    if shard_games is not None:
+                        end = min(end, at + shard_games - have_games)
+                    if end > batch.num_rows:  # the shard is not full at the end of this batch
+                        have_bytes += int(sizes[-1] - sizes[at])
+                        have_games += batch.num_rows - at
+                        break
+                    pieces.append(TablePiece(**piece, rows=(first, row + end)))
+                    shards.append(ChessShard(pieces=pieces))
+                    pieces, have_bytes, have_games, first, at = [], 0, 0, row + end, end
+                row += batch.num_rows
+        if first < n_rows or n_rows == 0:  # the table's rest (or an empty table) opens the next shard
+            pieces.append(TablePiece(**piece, rows=(first, n_rows)))
+    if pieces:
+        shards.append(ChessShard(pieces=pieces))
     return shards
 
 
 def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder, *, split: str = "train",
-                    shard_games: int | None = None, batch_games: int | None = None) -> ChessJob:
+                    shard_games: int | None = None, shard_bytes: int = SHARD_BYTES,
+                    batch_games: int | None = None) -> ChessJob:
     """Write ``job.json`` and ``encoder.json`` into ``dataset`` (or check the ones there, so an
     interrupted job resumes).
 
@@ -119,7 +189,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
         raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if (dataset / DATASET_FILE).exists():
         raise InputError(dataset, "already exists; a pack is never overwritten")
-    shards = plan_shards(tables, shard_games)
+    shards = plan_shards(tables, shard_games, shard_bytes)
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
                    vocabulary=encoder.identity, shards=shards).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
@@ -154,6 +224,10 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
     """
     dataset = Path(dataset)
     job = read_job(ChessJob, dataset)
+    if not 0 <= rank < job.world_size:
+        raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
+    if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
+        return False
     wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal)
     finish_chess_job(dataset)
     return wrote
@@ -162,32 +236,44 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
 def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[PrepareProgress], None] | None) -> None:
     import pyarrow.parquet as pq
 
-    from tokpack.chess.pack import pack_games
+    from tokpack.chess.pack import TableRows, pack_tables
 
     encoder: GameEncoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
-    shard = job.shards[rank]
-    table = Path(shard.games)
-    try:
-        unchanged = (table.stat().st_size == shard.source.n_bytes
-                     and pq.ParquetFile(table).metadata.num_rows == shard.n_rows)
-    except (OSError, ValueError):
-        unchanged = False
-    if not unchanged:
-        raise InputError(table, f"changed since the job began ({shard.source.sha256[:16]}…)", fix="start a new job")
+    tables = []
+    for piece in job.shards[rank].pieces:
+        table = Path(piece.games)
+        try:
+            unchanged = (table.stat().st_size == piece.source.n_bytes
+                         and pq.ParquetFile(table).metadata.num_rows == piece.n_rows)
+        except (OSError, ValueError):
+            unchanged = False
+        if not unchanged:
+            raise InputError(table, f"changed since the job began ({piece.source.sha256[:16]}…)", fix="start a new job")
+        tables.append(TableRows(table, piece.rows, piece.source, piece.month))
+    source = joined_source([piece.source for piece in job.shards[rank].pieces])
 
     def progress(done: int, total: int, tokens: int) -> None:
         if report is not None:
             report(PrepareProgress(stage="encoding", done_bytes=done, total_bytes=total, n_tokens=tokens, n_docs=done))
 
-    pack_games(table, encoder, dataset / shard_name(rank), split=job.split, batch_games=job.batch_games,
-               progress=progress, rows=shard.rows, source=shard.source)
+    pack_tables(tables, encoder, dataset / shard_name(rank), split=job.split, batch_games=job.batch_games,
+                progress=progress, source=source)
 
 
 def finish_chess_job(dataset: Path) -> ShardedDataset | None:
-    """Write a chess job's ``dataset.json`` once every shard is done; return the dataset then."""
-    job = read_job(ChessJob, Path(dataset))
-    return finish_dataset(Path(dataset), job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal)
+    """Write a chess job's ``dataset.json`` once every shard is done, then remove the job's
+    completion markers and lock files; return the dataset then."""
+    dataset = Path(dataset)
+    job = read_job(ChessJob, dataset)
+    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal)
+    if finished is not None:
+        # Every shard is listed and sealed in dataset.json: the markers say nothing more, and the
+        # locks guarded work that is over (a retried task sees dataset.json and takes none).
+        for leftover in [*dataset.glob(f"{SHARD_PREFIX}*.done"), *dataset.glob("*.lock")]:
+            leftover.unlink(missing_ok=True)
+    return finished
 
 
-__all__ = ["ENCODER_FILE", "ChessJob", "ChessShard", "finish_chess_job", "plan_shards", "run_chess_shard",
+__all__ = ["ENCODER_FILE", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "finish_chess_job", "plan_shards",
+           "run_chess_shard",
            "start_chess_job"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -22,23 +22,12 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from tokpack.bpe.challenge import (
-    MAX_CORPUS_BYTES,
-    MAX_MERGES,
-    ChallengeRefused,
-    Excerpt,
-    Limits,
-    Verification,
-    make_proof,
-    read_json_record,
-    verify_proof,
-    write_proof,
-)
-from tokpack.bpe.explain import describe, label, walk
-from tokpack.bpe.fast import BpeProgress, train_from_files
-from tokpack.bpe.records import Challenge, Proof, TraceRow
-from tokpack.bpe.reference import token_table
 from tokpack.cli._console import command_group
+
+if TYPE_CHECKING:  # the BPE modules are imported by the commands that use them, not by every command
+    from tokpack.bpe.challenge import Excerpt, Limits, Verification
+    from tokpack.bpe.fast import BpeProgress
+    from tokpack.bpe.records import Challenge, Proof, TraceRow
 
 bpe_app = command_group("Exact BPE: make and check proofs for challenges, and explain merges step by step.")
 _out = Console(highlight=False)
@@ -66,6 +55,7 @@ def train(
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
+    from tokpack.bpe.fast import train_from_files
     from tokpack.grading.training import resolve_pattern
 
     try:
@@ -111,34 +101,50 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _read(model: type[Challenge | Proof], path: Path) -> Challenge | Proof:
+    from tokpack.bpe.challenge import read_json_record
+
     try:
         return read_json_record(model, path)  # type: ignore[no-any-return]
     except ValueError as error:
         raise _fail(str(error)) from None
 
 
-MaxCorpusBytes = Annotated[
-    int, typer.Option("--max-corpus-bytes", min=0, help="Refuse a challenge whose corpus is larger (UTF-8 bytes).")
-]
-MaxMerges = Annotated[int, typer.Option("--max-merges", min=0, help="Refuse a challenge asking for more merges.")]
+# None: the challenge format's own limits (tokpack.bpe.challenge.Limits), read when a command runs.
+MaxCorpusBytes = Annotated[int | None, typer.Option(
+    "--max-corpus-bytes", min=0, show_default=False,
+    help="Refuse a challenge whose corpus is larger (UTF-8 bytes; default 16,777,216).")]
+MaxMerges = Annotated[int | None, typer.Option(
+    "--max-merges", min=0, show_default=False, help="Refuse a challenge asking for more merges (default 50,000).")]
+
+
+def _limits(max_corpus_bytes: int | None, max_merges: int | None) -> Limits:
+    """The challenge limits, the format's defaults where an option was not given."""
+    from tokpack.bpe.challenge import Limits
+
+    defaults = Limits()
+    return Limits(defaults.max_corpus_bytes if max_corpus_bytes is None else max_corpus_bytes,
+                  defaults.max_merges if max_merges is None else max_merges)
 
 
 @bpe_app.command()
 def proof(
     challenge: Annotated[Path, typer.Argument(help="challenge.json: corpus, num_merges, corpus_sha256.")],
     output: Annotated[Path, typer.Option("--out", "-o", "--output", help="Where to write the proof.")] = Path("proof.json"),
-    max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
-    max_merges: MaxMerges = MAX_MERGES,
+    max_corpus_bytes: MaxCorpusBytes = None,
+    max_merges: MaxMerges = None,
 ) -> None:
     """Train the fast trainer on a challenge's corpus and write proof.json (one trace row per merge).
 
     A corpus that does not match its checksum, a challenge past its expiry, or one over the
     limits, is refused (exit 2).
     """
+    from tokpack.bpe.challenge import ChallengeRefused, make_proof, write_proof
+    from tokpack.bpe.records import Challenge
+
     record = _read(Challenge, challenge)
     assert isinstance(record, Challenge)
     try:
-        result = make_proof(record, limits=Limits(max_corpus_bytes, max_merges))
+        result = make_proof(record, limits=_limits(max_corpus_bytes, max_merges))
     except (ChallengeRefused, ValueError) as error:
         raise _fail(f"{challenge}: {error}") from None
     try:
@@ -153,8 +159,8 @@ def verify(
     proof_path: Annotated[Path, typer.Argument(metavar="PROOF", help="proof.json to check.")],
     challenge: Annotated[Path, typer.Argument(help="The challenge.json the proof answers.")],
     ignore_expiry: Annotated[bool, typer.Option(help="Check an old proof against an expired challenge.")] = False,
-    max_corpus_bytes: MaxCorpusBytes = MAX_CORPUS_BYTES,
-    max_merges: MaxMerges = MAX_MERGES,
+    max_corpus_bytes: MaxCorpusBytes = None,
+    max_merges: MaxMerges = None,
 ) -> None:
     """Recompute the challenge with the fast trainer and compare the proof row by row.
 
@@ -162,6 +168,9 @@ def verify(
     reference core and shown with both rows and the token sequences around each pair. Exit 2: an
     unreadable, altered, expired or over-limit input.
     """
+    from tokpack.bpe.challenge import ChallengeRefused, verify_proof
+    from tokpack.bpe.records import Challenge, Proof
+
     claimed = _read(Proof, proof_path)
     record = _read(Challenge, challenge)
     assert isinstance(claimed, Proof) and isinstance(record, Challenge)
@@ -170,7 +179,7 @@ def verify(
         task = bar.add_task("steps", total=None)
         try:
             outcome = verify_proof(
-                claimed, record, ignore_expiry=ignore_expiry, limits=Limits(max_corpus_bytes, max_merges),
+                claimed, record, ignore_expiry=ignore_expiry, limits=_limits(max_corpus_bytes, max_merges),
                 progress=lambda step: bar.update(task, completed=step),
             )
         except (ChallengeRefused, ValueError) as error:
@@ -183,6 +192,9 @@ def verify(
 
 
 def _show_divergence(outcome: Verification, proof_path: Path) -> None:
+    from tokpack.bpe.explain import describe
+    from tokpack.bpe.reference import token_table
+
     if outcome.step is None:
         _out.print(f"[red]divergence[/red]: {proof_path} does not answer this challenge: {outcome.problem}")
         return
@@ -219,6 +231,8 @@ def _row_cells(row: TraceRow | None, count: int | None) -> list[str]:
 
 
 def _excerpt_text(excerpt: Excerpt, table: list[bytes]) -> Text:
+    from tokpack.bpe.explain import describe
+
     return Text.assemble(
         describe(excerpt.before, table) + " " if excerpt.before else "",
         ("[" + describe(excerpt.pair, table) + "]", "bold"),
@@ -233,6 +247,9 @@ def explain(
     top: Annotated[int, typer.Option(min=1, help="How many pairs of the counts table to show.")] = 5,
 ) -> None:
     """Show each merge as on paper: the counts (tie rule applied), the winner, the sequences before and after."""
+    from tokpack.bpe.explain import describe, label, walk
+    from tokpack.bpe.reference import token_table
+
     steps = list(walk(texts, merges, top=top))
     for step in steps:
         table = token_table([s.winner for s in steps[: step.step]])

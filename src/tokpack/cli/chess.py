@@ -72,12 +72,13 @@ def tokenize_command(
     workers: int | None = typer.Option(None, "--workers", min=1, max=256, help="Shard processes (default: the config's workers, else 1). The bytes do not depend on it."),
     engine: EngineName | None = typer.Option(None, "--engine", help="Who runs the shards: local processes, ray, or array (write the jobs for a scheduler's job array). Default: the config's engine, else local."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
-    shard_games: int | None = typer.Option(None, "--shard-games", min=1, help="Cut a month of more games into shards of at most this many (default: the config's, else 1,000,000)."),
+    shard_mb: float | None = typer.Option(None, "--shard-mb", min=0.000001, help="Close a shard once its games' moves reach this many MB as UCI text (default: the config's, else 64)."),
+    shard_games: int | None = typer.Option(None, "--shard-games", min=1, help="Close a shard once it holds this many games (default: the config's, else no limit)."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked.
 
-    Packing writes each split as a sharded dataset (a shard per month, or per row range of
-    --shard-games games), byte-identical for any --workers and --engine.
+    Packing writes each split as one sharded dataset, cut by size (--shard-mb, --shard-games) across
+    months, each month a named range; byte-identical for any --workers and --engine.
     """
     from tokpack.chess.config import load_config
     from tokpack.chess.pipeline import tokenize
@@ -88,7 +89,7 @@ def tokenize_command(
 
     cfg = load_config(config)
     overrides = {"workers": workers, "engine": None if engine is None else engine.value, "ray_address": ray_address,
-                 "shard_games": shard_games}
+                 "shard_mb": shard_mb, "shard_games": shard_games}
     cfg = cfg.model_validate({**cfg.model_dump(by_alias=True), **{k: v for k, v in overrides.items() if v is not None}})
     bars: dict[str, Callable[[int, int], None]] = {}
     with _progress(f"{scheme} train", "games") as train_bar, _progress(f"{scheme} val", "games") as val_bar:

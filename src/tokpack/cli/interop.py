@@ -32,7 +32,7 @@ def export_command(
                                     "preprocess_data.py --append-eod does: without it, GPT training packs documents "
                                     "back to back and the model never sees where one ends (nanoGPT always has it)."),
     eod_id: Optional[int] = typer.Option(None, "--eod-id", help="The end-of-document id (default: the pack's padding id, <|endoftext|> for text)."),
-    range_name: Optional[str] = typer.Option(None, "--range", help="Export this range only (train, validation, test)."),
+    range_name: Optional[str] = typer.Option(None, "--range", help="Export this range only (train, validation, test, or another named range such as a chess month)."),
     rows_per_file: int = typer.Option(1 << 20, "--rows-per-file", help="Documents per file (hf, mds, litdata)."),
     storage_options: Optional[str] = StorageOptions,
 ) -> None:

@@ -227,7 +227,7 @@ EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"loca
 #: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds.
 JOB_TASKS: dict[str, str] = {
     "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
-    "tokpack.chess.job.v1": "tokpack.chess.shards:run_chess_shard",
+    "tokpack.chess.job.v2": "tokpack.chess.shards:run_chess_shard",
 }
 
 

@@ -7,17 +7,21 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import Field
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
+from tokpack.corpus.manifest import SplitName
 from tokpack.errors import InputError
 from tokpack.store.format import DocumentCut, Source, Span
 from tokpack.store.source import TokenSource
 from tokpack.vocab.identity import VocabIdentity
+
+#: The ranges an export writes as its splits.
+SPLIT_NAMES: tuple[str, ...] = get_args(SplitName)
 
 #: Ids read per step: enough for fast writes, small enough that memory stays flat.
 CHUNK_TOKENS = 8 << 20
@@ -107,7 +111,9 @@ def split_rows(ids: np.ndarray, lengths: np.ndarray, rows: int) -> Iterator[tupl
 
 def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dict[str, tuple[int, int]]:
     """The document spans to write, by name: the one ``range_name``; else, with ``split``, every
-    named range (``train`` = everything when there are none); else everything as ``all``.
+    split range (``train``, ``validation``, ``test``; ``train`` = everything when there are none);
+    else everything as ``all``. Other named ranges (a chess dataset's months, which lie inside its
+    split) are selections, written only when named.
 
     Raises:
         InputError: ``range_name`` is not one of the source's ranges.
@@ -118,8 +124,9 @@ def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dic
             raise InputError(source.path, f"no range {range_name!r} (ranges: {', '.join(ranges) or 'none'})",
                              fix="omit --range to export everything")
         return {range_name: ranges[range_name].documents}
-    if split and ranges:
-        return {name: span.documents for name, span in sorted(ranges.items(), key=lambda item: item[1].documents)}
+    splits = {name: span for name, span in ranges.items() if name in SPLIT_NAMES}
+    if split and splits:
+        return {name: span.documents for name, span in sorted(splits.items(), key=lambda item: item[1].documents)}
     return {"train" if split else "all": (0, source.n_docs)}
 
 

@@ -28,7 +28,6 @@ from typing import Literal
 from pydantic import Field
 
 from tokpack._schema import Record
-from tokpack.bpe import train_bytelevel
 from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
@@ -189,6 +188,8 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe) -> BpeTokenize
 def _train_words(texts: Sequence[str], recipe: TrainingRecipe, size: int) -> BpeTokenizer:
     if recipe.trainer == "hf":
         return train_hf_bytelevel(texts, vocab_size=size, min_frequency=recipe.min_frequency, pattern=recipe.pattern)
+    from tokpack.bpe import train_bytelevel  # the exact trainer: loaded by the training that uses it
+
     return train_bytelevel(texts, vocab_size=size, min_frequency=recipe.min_frequency, pattern=recipe.pattern)
 
 

@@ -1,10 +1,13 @@
 """The training path: step ``k`` → the global batch → this rank's rows → arrays a model takes.
 
 :class:`PackedBatches` serves a global batch of ``global_batch`` rows per step from one token
-source or a :class:`Mixture` of several. The rows of step ``k`` depend only on the data, the
-layout, the seed and ``k`` (never on the world size): rank ``r`` of ``W`` takes rows
-``[r*B/W, (r+1)*B/W)``. Each part walks its layout's rows in a seeded permutation per epoch and
-rolls into the next epoch inside a step, so no step is short. :class:`EvalBatches` walks a
+source or a :class:`Mixture` of several. Each part walks its layout's rows in a seeded
+permutation per epoch and rolls into the next epoch inside a step, so no step is short. The
+position is the rows each part has served, and the settings are a history of ``(step,
+global_batch, weights)`` (:mod:`tokpack.serve.history`): the rows of step ``k`` depend only on
+that history, the data, the layout and the seed (never on the world size): rank ``r`` of ``W``
+takes rows ``[r*B/W, (r+1)*B/W)``. The global batch and the weights may change on a schedule
+given up front or at a resume, and every part continues its permutation where it stopped. :class:`EvalBatches` walks a
 validation range once, in order, every id a target exactly once across all ranks.
 
 >>> from tokpack.serve.memory import pack_of_documents
@@ -32,6 +35,7 @@ from pydantic import Field, ValidationError
 from tokpack import _checks as checks
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.serve.history import History, Segment, batch_plan
 from tokpack.serve.layouts import LAYOUTS, Layout, data_identity, kernels, make_layout, open_source, start_mask
 from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
@@ -41,8 +45,6 @@ Data = TokenSource | str | Path
 _DTYPES = {"int64": np.int64, "int32": np.int32}
 #: The segment starts of a batch that asks for no boundary array.
 _NO_SEGMENTS = np.empty(0, dtype=np.int64)
-#: Cumulative row counts of a mixture are remembered every this many steps (resume replays the rest).
-_CHECKPOINT_EVERY = 1024
 
 
 class Mixture:
@@ -55,17 +57,23 @@ class Mixture:
         stages: ``[(start_step, [weight, ...]), ...]``: from ``start_step`` on, these weights
             (a curriculum); the first stage must start at step 0. Given stages replace the
             parts' own weights (which stay in the data schedule as given).
+        names: what a loader state calls each part (default: its directory's name, with ``~2``,
+            ``~3``... for a name met again). A resume matches parts by name: a part of the
+            saved run that is missing here is removed (its position is kept), a new name is a
+            part added.
 
     The rows each part gives step ``k`` follow from ``k`` and the weights alone: the running
     total of every part stays within one row of its exact share (``weight * global_batch *
     steps``, summed over stages).
 
     Raises:
-        InputError: no parts, a weight that is not positive, or malformed stages.
+        InputError: no parts, a weight that is not positive, malformed stages, or two parts of
+            one name.
     """
 
     def __init__(self, parts: Sequence[tuple[Data, float]], *, seed: int = 0,
-                 stages: Sequence[tuple[int, Sequence[float]]] | None = None) -> None:
+                 stages: Sequence[tuple[int, Sequence[float]]] | None = None,
+                 names: Sequence[str] | None = None) -> None:
         if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
             raise InputError(None, "a mixture needs at least one part: parts=[(data, weight), ...]")
         for index, part in enumerate(parts):
@@ -96,110 +104,110 @@ class Mixture:
             raise InputError(None, f"mixture weights must be positive, got {weights}")
         # scaled by the largest weight first, so weights near the float limit (1e308) sum finitely
         self.stages = [(start, _normalized(ws)) for start, ws in stage_list]
+        if names is not None:
+            self.names: list[str] | None = [str(name) for name in names]
+            if len(self.names) != len(self.parts) or len(set(self.names)) != len(self.names):
+                raise InputError(None, f"mixture names {self.names} must be one distinct name a part")
+        else:
+            self.names = None
 
     def __len__(self) -> int:
         return len(self.parts)
 
 
-class _Allocation:
-    """How many rows each part gives each step: running totals within one row of the exact share.
+def default_names(names: Sequence[str]) -> list[str]:
+    """Names made distinct in order: the second ``a`` is ``a~2``.
 
-    Step ``k``'s counts follow from the rows served before it: each part's deficit against its
-    exact share, rounded down, and the rows left over to the largest remainders (ties: the lower
-    part). The totals before any step are replayed from the nearest remembered step (every
-    1,024 steps, and the last one asked), or seeded from a loader state.
+    >>> default_names(["a", "b", "a"])
+    ['a', 'b', 'a~2']
     """
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}~{seen[name]}")
+    return out
 
-    def __init__(self, stages: list[tuple[int, np.ndarray]], global_batch: int) -> None:
-        self.global_batch = global_batch
-        self.starts = [start for start, _ in stages]
-        self.weights = [[float(w) for w in weights] for _, weights in stages]
-        self.n_parts = len(self.weights[0])
-        # the exact rows per part served before each stage starts
-        self.stage_base: list[list[float]] = [[0.0] * self.n_parts]
-        for index in range(1, len(self.starts)):
-            steps = self.starts[index] - self.starts[index - 1]
-            self.stage_base.append([b + w * global_batch * steps
-                                    for b, w in zip(self.stage_base[-1], self.weights[index - 1])])
-        self._checkpoints: dict[int, list[int]] = {0: [0] * self.n_parts}
-        self._last: tuple[int, list[int]] = (0, [0] * self.n_parts)
 
-    def exact(self, step: int) -> list[float]:
-        """The exact (fractional) rows per part served before ``step``."""
-        stage = bisect.bisect_right(self.starts, step) - 1
-        steps = step - self.starts[stage]
-        return [b + w * self.global_batch * steps for b, w in zip(self.stage_base[stage], self.weights[stage])]
+class PartState(Record):
+    """One part of a loader state: its name, its data's identity, and where it stands."""
 
-    def counts_from(self, step: int, before: list[int]) -> list[int]:
-        """Rows per part in step ``step``, given the rows per part served ``before`` it."""
-        if self.n_parts == 1:  # a single part takes every row (the float arithmetic below agrees)
-            return [self.global_batch]
-        deficit = [e - b for e, b in zip(self.exact(step + 1), before)]
-        base = [max(math.floor(d), 0) for d in deficit]
-        rest = self.global_batch - sum(base)
-        if rest:
-            by_remainder = sorted(range(self.n_parts), key=lambda i: (base[i] - deficit[i], i))
-            if rest > 0:  # the largest remainders get one more row each
-                for part in by_remainder[:rest]:
-                    base[part] += 1
-            else:  # (rare) rounding gave too many: take them back from the smallest remainders
-                for part in reversed(by_remainder):
-                    if rest and base[part] > 0:
-                        base[part] -= 1
-                        rest += 1
-        return base
-
-    def before(self, step: int) -> list[int]:
-        """Rows per part served before ``step``."""
-        if self.n_parts == 1:
-            return [step * self.global_batch]
-        known = max(k for k in self._checkpoints if k <= step)
-        totals = list(self._checkpoints[known])
-        if known < self._last[0] <= step:  # a run asks for consecutive steps: continue from the last
-            known, totals = self._last[0], list(self._last[1])
-        for k in range(known, step):
-            totals = [t + c for t, c in zip(totals, self.counts_from(k, totals))]
-            if (k + 1) % _CHECKPOINT_EVERY == 0:
-                self._checkpoints[k + 1] = list(totals)
-        self._last = (step, list(totals))
-        return totals
-
-    def remember(self, step: int, totals: list[int]) -> None:
-        """Seed the totals before ``step`` (from a loader state), so resuming needs no replay.
-
-        Raises:
-            InputError: totals that this allocation could not have produced.
-        """
-        exact = self.exact(step)
-        if len(totals) != self.n_parts or sum(totals) != step * self.global_batch or any(
-                abs(t - e) > 1 + 1e-6 for t, e in zip(totals, exact)):
-            raise InputError(None, f"loader state's mixture rows {totals} do not fit step {step} of this mixture")
-        self._checkpoints[step] = list(totals)
-        self._last = (step, list(totals))
+    name: str
+    data: dict[str, Any]
+    #: rows served before the state's step, over all its epochs (epoch = rows // rows_per_epoch)
+    rows: int = Field(ge=0)
+    rows_per_epoch: int | None = None
+    #: targets served before the state's step (ids that were a label), over all its epochs
+    tokens: int | None = None
 
 
 class LoaderState(Record):
-    """What :meth:`PackedBatches.state_dict` returns: enough to continue, and to refuse other data."""
+    """What :meth:`PackedBatches.state_dict` returns: enough to continue, and to refuse other data.
 
-    schema_: Literal["tokpack.loader.v2"] = Field(default="tokpack.loader.v2", alias="schema")
+    ``parts`` lists every part the run has served, in the order they first appeared (a part
+    removed at a resume stays, with weight 0); ``history`` the settings from step 0 on.
+    """
+
+    schema_: Literal["tokpack.loader.v3"] = Field(default="tokpack.loader.v3", alias="schema")
+    step: int = Field(ge=0)
+    seed: int
+    #: the mixture's seed (``None``: a single source, shuffled as with 0)
+    mixture_seed: int | None = None
+    #: the global batch of ``step`` (the history has them all)
+    global_batch: int = Field(ge=1)
+    layout: dict[str, Any]
+    parts: list[PartState] = Field(min_length=1)
+    history: list[Segment] = Field(min_length=1)
+    vocabulary: VocabIdentity
+
+
+class LoaderStateV2(Record):
+    """The loader state tokpack wrote before the history of settings (read, converted exactly)."""
+
+    schema_: Literal["tokpack.loader.v2"] = Field(alias="schema")
     step: int = Field(ge=0)
     seed: int
     global_batch: int = Field(ge=1)
     layout: dict[str, Any]
     data: list[dict[str, Any]]
     mixture: dict[str, Any] | None = None
-    #: rows each mixture part served before ``step`` (so a resume needs no replay)
     part_rows: list[int] | None = None
     vocabulary: VocabIdentity
 
+    def upgraded(self) -> LoaderState:
+        """The same position as a v3 state: its stages become the history (none anchored)."""
+        names = default_names([str(record.get("name")) for record in self.data])
+        rows = self.part_rows if self.part_rows is not None else [self.step * self.global_batch]
+        if len(rows) != len(self.data):
+            raise InputError(None, "not a tokpack loader state (part_rows do not match its data)")
+        stages: list[Any] = self.mixture["stages"] if self.mixture else [[0, [1.0]]]
+        try:
+            history = [Segment(step=int(start), global_batch=self.global_batch, weights=[float(w) for w in weights])
+                       for start, weights in stages]
+        except (TypeError, ValueError) as error:
+            raise InputError(None, f"not a tokpack loader state (its mixture stages: {error})") from None
+        return LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture["seed"] if self.mixture else None,
+                           global_batch=self.global_batch, layout=self.layout, vocabulary=self.vocabulary,
+                           parts=[PartState(name=name, data=record, rows=count)
+                                  for name, record, count in zip(names, self.data, rows)],
+                           history=history)
+
 
 class ServeSchedule(Record):
-    """``data_schedule()``: which data, in which proportions and order, from which vocabulary."""
+    """``data_schedule()``: which data, in which proportions and order, from which vocabulary.
 
-    schema_: Literal["tokpack.serve-schedule.v1"] = Field(default="tokpack.serve-schedule.v1", alias="schema")
+    ``parts`` are every part the run has served (``removed`` for one no longer in it), each with
+    its rows served, epochs and tokens (targets) seen at the loader's step; ``history`` the
+    settings from step 0 on; ``stages`` the weights given up front, ``global_batch`` the rows of
+    the loader's step.
+    """
+
+    schema_: Literal["tokpack.serve-schedule.v2"] = Field(default="tokpack.serve-schedule.v2", alias="schema")
     vocabulary: VocabIdentity
     parts: list[dict[str, Any]]
     stages: list[tuple[int, list[float]]]
+    history: list[Segment]
+    step: int
     seed: int
     shuffle: bool
     layout: dict[str, Any]
@@ -216,9 +224,11 @@ class PackedBatches:
         data: a token source, its directory, or a :class:`Mixture`.
         layout: ``"stream"``, ``"documents"`` or ``"bestfit"`` (:data:`~tokpack.serve.layouts.LAYOUTS`).
         length: input ids per row (each row holds ``length + 1`` ids).
-        global_batch: rows per step over all ranks.
+        global_batch: rows per step over all ranks; or a schedule ``[(0, 256), (2000, 512),
+            ...]``: from each step on, that many rows (a warm-up as Megatron's ramp does; see
+            :func:`~tokpack.serve.history.batch_ramp`).
         seed: fixes the shuffle of every epoch.
-        rank, world_size: this process's share; ``world_size`` must divide ``global_batch``.
+        rank, world_size: this process's share; ``world_size`` must divide every global batch.
         micro_batches: gradient-accumulation steps; must divide the rank's rows.
         split: the range to read.
         dtype: ``"int64"`` (default) or ``"int32"`` for ids, labels and positions.
@@ -230,10 +240,11 @@ class PackedBatches:
         InputError: a bad argument; VocabularyMismatch: mixture parts of two vocabularies.
     """
 
-    def __init__(self, data: Data | Mixture, *, layout: str = "stream", length: int, global_batch: int,
-                 seed: int = 0, rank: int = 0, world_size: int = 1, micro_batches: int = 1, split: str = "train",
-                 dtype: str = "int64", position_ids: bool = False, cu_seqlens: bool = False,
-                 document_ids: bool = False, shuffle: bool = True, layout_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: Data | Mixture, *, layout: str = "stream", length: int,
+                 global_batch: int | Sequence[tuple[int, int]], seed: int = 0, rank: int = 0, world_size: int = 1,
+                 micro_batches: int = 1, split: str = "train", dtype: str = "int64", position_ids: bool = False,
+                 cu_seqlens: bool = False, document_ids: bool = False, shuffle: bool = True,
+                 layout_options: dict[str, Any] | None = None) -> None:
         self._arguments = {"layout": layout, "length": length, "global_batch": global_batch, "seed": seed,
                            "rank": rank, "world_size": world_size, "micro_batches": micro_batches, "split": split,
                            "dtype": dtype, "position_ids": position_ids, "cu_seqlens": cu_seqlens,
@@ -241,7 +252,6 @@ class PackedBatches:
         self._data = data
         layout = checks.choice("layout", layout, LAYOUTS)
         length = checks.positive_int("length", length)
-        global_batch = checks.positive_int("global_batch", global_batch)
         world_size = checks.positive_int("world_size", world_size)
         micro_batches = checks.positive_int("micro_batches", micro_batches)
         seed = checks.non_negative_int("seed", seed)
@@ -251,78 +261,125 @@ class PackedBatches:
                             ("document_ids", document_ids), ("shuffle", shuffle)):
             checks.boolean(flag, value)
         options = {} if layout_options is None else checks.mapping("layout_options", layout_options)
-        if global_batch % world_size:
-            raise InputError(None, f"world_size {world_size} does not divide global_batch {global_batch}: every rank "
-                             "takes an equal share of a step's rows", fix="choose a global_batch the ranks divide")
-        if (global_batch // world_size) % micro_batches:
-            raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {global_batch // world_size} rows")
+        self._batch_plan = batch_plan(global_batch)
         # a step's plan holds global_batch entries; a rank's batch about five arrays of its rows
-        checks.fits_in_memory(f"a step of global_batch {global_batch:,} rows of length {length:,}",
-                              16 * global_batch + 5 * 8 * (global_batch // world_size) * (length + 1),
+        most = max(rows for _, rows in self._batch_plan)
+        checks.fits_in_memory(f"a step of global_batch {most:,} rows of length {length:,}",
+                              16 * most + 5 * 8 * (most // world_size) * (length + 1),
                               fix="use a smaller global_batch or length")
+        for start, rows in self._batch_plan:
+            if rows % world_size:
+                raise InputError(None, f"world_size {world_size} does not divide global_batch {rows}"
+                                 + (f" (from step {start})" if start else ""))
+            if (rows // world_size) % micro_batches:
+                raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
+                                 + (f" (from step {start})" if start else ""))
+        if not 0 <= rank < world_size:
+            raise InputError(None, f"rank {rank} outside [0, {world_size})")
+        if dtype not in _DTYPES:
+            raise InputError(None, f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
         self.mixture = data if isinstance(data, Mixture) else None
         parts = data.parts if isinstance(data, Mixture) else [(data, 1.0)]
         self.sources = [open_source(part) for part, _ in parts]
         _check_one_vocabulary(self.sources)
         self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **options)
                                       for source in self.sources]
-        self.layout_name, self.length, self.global_batch = layout, length, global_batch
-        self.seed, self.rank, self.world_size = seed, rank, world_size
-        self.micro_batch_count, self.split, self.dtype = micro_batches, split, np.dtype(_DTYPES[dtype])
+        self.layout_name, self.length = layout, int(length)
+        self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
+        self.micro_batch_count, self.split, self.dtype = int(micro_batches), split, np.dtype(_DTYPES[dtype])
         self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.shuffle = shuffle
         self.vocabulary: VocabIdentity = self.sources[0].vocabulary
         self.n_vocab = self.vocabulary.n_vocab
         self.ignore_index: int = self.layouts[0].ignore_index
-        stages = self.mixture.stages if self.mixture is not None else [(0, np.ones(1))]
-        self._allocation = _Allocation(stages, self.global_batch)
+        given = self.mixture.names if self.mixture is not None else None
+        #: what a loader state calls each of this loader's parts
+        self.names: list[str] = given or default_names([str(data_identity(s)["name"]) for s in self.sources])
+        # Parts as the history numbers them (in the order they first appeared): this loader's own
+        # parts at first; a loaded state may add parts it no longer serves and renumber these.
+        self._slots: list[PartState] = [PartState(name=name, data=record, rows=0, rows_per_epoch=layout.n_rows)
+                                        for name, record, layout in zip(self.names, self._data_records(), self.layouts)]
+        self._local: list[int | None] = list(range(len(self.layouts)))  # slot -> this loader's part (None: removed)
+        self._history = History(self._planned(0))
         self._permutations: dict[tuple[int, int], np.ndarray] = {}
         self.step = 0
 
+    # -- the settings -------------------------------------------------------------------------
+    @property
+    def global_batch(self) -> int:
+        """Rows of the global batch at :attr:`step`."""
+        return self._history.global_batch(self.step)
+
+    def global_batch_at(self, step: int) -> int:
+        """Rows of the global batch of step ``step`` (over all ranks)."""
+        return self._history.global_batch(_check_step(step))
+
+    def _planned(self, first: int) -> list[Segment]:
+        """This loader's own settings (its global batch schedule and mixture stages) from step
+        ``first`` on, over the parts as numbered now; merged where nothing changes."""
+        stages = self.mixture.stages if self.mixture is not None else [(0, np.ones(1))]
+        points = sorted({first} | {s for s, _ in self._batch_plan if s > first} | {s for s, _ in stages if s > first})
+        segments: list[Segment] = []
+        for point in points:
+            rows = self._batch_plan[bisect.bisect_right([s for s, _ in self._batch_plan], point) - 1][1]
+            local = stages[bisect.bisect_right([s for s, _ in stages], point) - 1][1]
+            weights = [0.0 if part is None else float(local[part]) for part in self._local]
+            if segments and (segments[-1].global_batch, segments[-1].weights) == (rows, weights):
+                continue
+            segments.append(Segment(step=point, global_batch=rows, weights=weights))
+        return segments
+
     # -- the schedule -----------------------------------------------------------------------
-    def _order(self, part: int, epoch: int) -> np.ndarray | None:
+    def _order(self, slot: int, epoch: int) -> np.ndarray | None:
         if not self.shuffle:
             return None
-        key = (part, epoch)
+        key = (slot, epoch)
         if key not in self._permutations:
             if len(self._permutations) >= 4 * len(self.layouts):  # keep a few epochs, not all
                 self._permutations.pop(next(iter(self._permutations)))
-            mixture_seed = self.mixture.seed if self.mixture is not None else 0
-            rng = np.random.default_rng([self.seed, mixture_seed, part, epoch])
-            self._permutations[key] = rng.permutation(self.layouts[part].n_rows)
+            rng = np.random.default_rng([self.seed, self._mixture_seed, slot, epoch])
+            local = self._local[slot]
+            assert local is not None
+            self._permutations[key] = rng.permutation(self.layouts[local].n_rows)
         return self._permutations[key]
+
+    @property
+    def _mixture_seed(self) -> int:
+        return self.mixture.seed if self.mixture is not None else 0
 
     def _plan(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Step ``step``'s global rows as (part, layout row) pairs, in global-batch order."""
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-            raise InputError(None, f"step must be a non-negative integer, got {step!r}")
-        step = int(step)
-        before = self._allocation.before(step)
-        counts = self._allocation.counts_from(step, before)
+        step = _check_step(step)
+        before = self._history.before(step)
+        counts = self._history.counts(step, before)
         parts, rows = [], []
-        for part, (first, count) in enumerate(zip(before, counts)):
+        for slot, (first, count) in enumerate(zip(before, counts)):
             if not count:
                 continue
+            part = self._local[slot]
+            if part is None:  # only a step before the resume that removed it
+                raise InputError(None, f"step {step} served part {self._slots[slot].name!r}, which this loader does "
+                                 "not serve (it was removed at a resume)", fix="add it back to serve that step")
             n_rows = self.layouts[part].n_rows
             epoch = first // n_rows
             if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch
                 offset = first - epoch * n_rows
-                order = self._order(part, epoch)
+                order = self._order(slot, epoch)
                 chosen = np.arange(offset, offset + count, dtype=np.int64) if order is None else order[offset : offset + count]
             else:
                 served = np.arange(first, first + count, dtype=np.int64)
                 epochs, positions = np.divmod(served, n_rows)
                 chosen = positions.copy()
                 for epoch in np.unique(epochs).tolist():  # a step may span several epochs of a small part
-                    order = self._order(part, epoch)
+                    order = self._order(slot, epoch)
                     if order is not None:
                         inside = epochs == epoch
                         chosen[inside] = order[positions[inside]]
             parts.append(np.full(count, part, dtype=np.int64))
             rows.append(chosen)
         part_of, row_of = (parts[0], rows[0]) if len(parts) == 1 else (np.concatenate(parts), np.concatenate(rows))
-        if len(self.layouts) > 1:  # interleave the parts, so every rank sees the mixture
-            mixing = np.random.default_rng([self.seed, self.mixture.seed if self.mixture else 0, step, 1]).permutation(self.global_batch)
+        if len(self._slots) > 1:  # interleave the parts, so every rank sees the mixture
+            mixing = np.random.default_rng([self.seed, self._mixture_seed, step, 1]).permutation(len(part_of))
             part_of, row_of = part_of[mixing], row_of[mixing]
         return part_of, row_of
 
@@ -358,7 +415,11 @@ class PackedBatches:
 
     def _rank_segments(self, step: int, *, starts: bool, check: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         part_of, row_of = self._plan(step)
-        share = self.global_batch // self.world_size
+        share, rest = divmod(len(part_of), self.world_size)
+        if rest or share % self.micro_batch_count:  # only a step from a loaded history can be
+            raise InputError(None, f"step {step}'s global batch of {len(part_of)} rows does not split into "
+                             f"{self.world_size} ranks of {self.micro_batch_count} micro-batches (it was served "
+                             "before a resume that changed them)", fix="serve it with the world size it had")
         mine = slice(self.rank * share, (self.rank + 1) * share)
         return self._gather(part_of[mine], row_of[mine], starts=starts, check=check)
 
@@ -418,11 +479,40 @@ class PackedBatches:
             yield batch
 
     # -- what a run keeps -------------------------------------------------------------------------
-    def repeats(self, step: int | None = None) -> list[dict[str, int]]:
-        """Per part, before ``step`` (default: :attr:`step`): rows served and whole epochs completed."""
-        before = self._allocation.before(self.step if step is None else step)
-        return [{"rows": int(rows), "epochs": int(rows) // layout.n_rows, "rows_per_epoch": layout.n_rows}
-                for rows, layout in zip(before, self.layouts)]
+    def repeats(self, step: int | None = None) -> list[dict[str, Any]]:
+        """Per part, before ``step`` (default: :attr:`step`): its ``name``, ``rows`` served, whole
+        ``epochs`` completed, ``rows_per_epoch``, ``tokens`` (targets: ids that were a label)
+        and ``weight`` (normalized, at ``step``). This loader's parts come first, in its order,
+        then any part the run served before and no longer does (``removed``)."""
+        step = self.step if step is None else _check_step(step)
+        before = self._history.before(step)
+        weights = self._history.weights(step)
+        out: list[dict[str, Any]] = []
+        for slot in [self._local.index(part) for part in range(len(self.layouts))] + [
+                slot for slot, part in enumerate(self._local) if part is None]:
+            part, record, rows = self._local[slot], self._slots[slot], int(before[slot])
+            per_epoch = self.layouts[part].n_rows if part is not None else record.rows_per_epoch
+            entry: dict[str, Any] = {"name": record.name, "rows": rows, "rows_per_epoch": per_epoch,
+                                     "epochs": rows // per_epoch if per_epoch else None,
+                                     "tokens": self._tokens(slot, rows), "weight": float(weights[slot])}
+            if part is None:
+                entry["removed"] = True
+            out.append(entry)
+        return out
+
+    def _tokens(self, slot: int, rows: int) -> int | None:
+        """Targets in the first ``rows`` rows a part served (whole epochs, then its permutation's head)."""
+        part = self._local[slot]
+        if part is None:  # not served since the state that recorded it
+            return self._slots[slot].tokens
+        layout = self.layouts[part]
+        epochs, offset = divmod(rows, layout.n_rows)
+        total = epochs * layout.targets_per_epoch
+        if offset:
+            order = self._order(slot, epochs)
+            head = np.arange(offset, dtype=np.int64) if order is None else order[:offset]
+            total += int(layout.targets(head).sum())
+        return int(total)
 
     def _layout_record(self) -> dict[str, Any]:
         layout = self.layouts[0]
@@ -433,89 +523,150 @@ class PackedBatches:
         return [{**data_identity(source), "range": [layout.lo, layout.hi]}
                 for source, layout in zip(self.sources, self.layouts)]
 
-    def _mixture_record(self) -> dict[str, Any] | None:
-        if self.mixture is None:
-            return None
-        return {"seed": self.mixture.seed, "stages": [[start, weights.tolist()] for start, weights in self.mixture.stages]}
+    def _part_states(self, step: int) -> list[PartState]:
+        before = self._history.before(step)
+        return [record.model_copy(update={"rows": int(rows), "tokens": self._tokens(slot, int(rows))})
+                for slot, (record, rows) in enumerate(zip(self._slots, before))]
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the next batch comes from (PyTorch's ``Stateful``): the step, seed, global batch,
-        layout, the data's identity and checksums, the mixture and the vocabulary's identity.
+        """Where the next batch comes from (PyTorch's ``Stateful``): the step, the rows each part
+        served (and its data's identity and checksums), the history of settings (global batch
+        and weights), the seeds, the layout and the vocabulary's identity.
 
         :func:`tokpack.require_vocabulary` accepts it (and a checkpoint holding it as ``"loader"``).
         """
-        state = LoaderState(step=self.step, seed=self.seed, global_batch=self.global_batch,
-                            layout=self._layout_record(), data=self._data_records(),
-                            mixture=self._mixture_record(), vocabulary=self.vocabulary,
-                            part_rows=self._allocation.before(self.step) if self.mixture is not None else None)
+        state = LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture.seed if self.mixture else None,
+                            global_batch=self.global_batch, layout=self._layout_record(),
+                            parts=self._part_states(self.step), history=self._history.segments,
+                            vocabulary=self.vocabulary)
         return state.model_dump(mode="json", by_alias=True)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue at the step ``state`` was saved at (any rank count may have saved it).
+        """Continue at the step ``state`` was saved at (any rank count may have saved it), where
+        each part stopped in its permutation.
+
+        Settings may change here: this loader's global batch (or schedule) and weights (or
+        stages) take effect from the saved step on, when they differ from what the saved run
+        planned; a part of a new name is added (it starts its first epoch), a saved part whose
+        name this loader lacks is removed (kept in the state, so adding it back continues it).
+        A state saved by tokpack before the history of settings (``tokpack.loader.v2``) loads
+        exactly.
 
         Raises:
             VocabularyMismatch: ``state`` was saved over another vocabulary.
-            IntegrityError: ``state`` was saved over other data (checksums differ).
-            InputError: not a loader state, or another seed, global batch, layout or mixture.
+            IntegrityError: ``state`` was saved over other data for a part that continues
+                (checksums or range differ).
+            InputError: not a loader state, or another seed, mixture seed, layout, length,
+                split or shuffle.
         """
-        if not isinstance(state, Mapping):
-            raise InputError(None, f"state must be the dict state_dict() returned, got {type(state).__name__}")
-        try:
-            saved = LoaderState.model_validate(dict(state))
-        except (ValidationError, TypeError) as error:
-            raise InputError(None, f"not a tokpack loader state ({str(error).splitlines()[0]})") from None
+        saved = _parse_state(state)
         if (saved.vocabulary.sha256, saved.vocabulary.n_vocab) != (self.vocabulary.sha256, self.vocabulary.n_vocab):
             raise VocabularyMismatch(None, f"loader state was saved over vocabulary {saved.vocabulary.scheme}:"
                                      f"{saved.vocabulary.short} (n_vocab {saved.vocabulary.n_vocab}); this loader serves "
                                      f"{self.vocabulary.scheme}:{self.vocabulary.short} (n_vocab {self.n_vocab})")
+        mixture_seed = self.mixture.seed if self.mixture is not None else None
+        if saved.seed != self.seed:
+            raise InputError(None, f"loader state has seed {saved.seed}, this loader {self.seed}: another seed is "
+                             "another order of every epoch", fix="resume with the seed of the saved run")
+        if (saved.mixture_seed or 0) != (mixture_seed or 0):
+            raise InputError(None, f"loader state has mixture seed {saved.mixture_seed}, this loader {mixture_seed}",
+                             fix="resume with the Mixture(seed=...) of the saved run")
+        mine = self._layout_record()
+        for key in ("layout", "length", "split", "options", "shuffle"):
+            if saved.layout.get(key) != mine[key]:
+                raise InputError(None, f"loader state has layout {key} {saved.layout.get(key)!r}, this loader "
+                                 f"{mine[key]!r}: each part's position is a row of its layout, which another "
+                                 f"{key} numbers differently", fix=f"resume with the {key} of the saved run")
+        records = self._data_records()
         keys = ("tokens_sha256", "starts_sha256", "range")
-        mine = self._data_records()
-        if [[d.get(k) for k in keys] for d in saved.data] != [[d[k] for k in keys] for d in mine]:
-            raise IntegrityError(None, "loader state was saved over other data: "
-                                 + _difference(saved.data, mine, saved.layout.get("split"), self.split),
-                                 fix="resume with the data and split of the saved run")
-        theirs = {"seed": saved.seed, "global_batch": saved.global_batch, "layout": saved.layout, "mixture": saved.mixture}
-        ours = {"seed": self.seed, "global_batch": self.global_batch, "layout": self._layout_record(),
-                "mixture": self._mixture_record()}
-        for key, value in ours.items():
-            if theirs[key] != value:
-                raise InputError(None, f"loader state has {key} {theirs[key]!r}, this loader {value!r}",
-                                 fix="resume with the settings of the saved run")
-        if self.mixture is not None and saved.part_rows is not None:
-            self._allocation.remember(saved.step, saved.part_rows)
-        self.step = saved.step
+        if self.mixture is None and saved.mixture_seed is None and len(saved.parts) == 1:
+            matched = {0: 0}  # one source continues another, whatever its folder is called
+        else:
+            by_name = {part.name: index for index, part in enumerate(saved.parts)}
+            matched = {local: by_name[name] for local, name in enumerate(self.names) if name in by_name}
+        for local, slot in matched.items():
+            theirs = saved.parts[slot]
+            if [theirs.data.get(k) for k in keys] != [records[local][k] for k in keys]:
+                raise IntegrityError(None, f"loader state was saved over other data for part {theirs.name!r}: "
+                                     + _difference(theirs.data, records[local]),
+                                     fix="serve the same ids under that name, or another name to add it as a new part")
+        if not matched and self.mixture is None:
+            raise IntegrityError(None, f"loader state was saved over other data: {_names([p.data for p in saved.parts])}; "
+                                 f"this loader serves {_names(records)}")
+        # The parts as the saved history numbers them, then this loader's new ones.
+        slots = list(saved.parts)
+        local_of: list[int | None] = [None] * len(slots)
+        for local, slot in matched.items():
+            local_of[slot] = local
+            slots[slot] = slots[slot].model_copy(update={"name": self.names[local], "data": records[local],
+                                                         "rows_per_epoch": self.layouts[local].n_rows})
+        for local in range(len(self.layouts)):
+            if local not in matched:
+                local_of.append(local)
+                slots.append(PartState(name=self.names[local], data=records[local], rows=0,
+                                       rows_per_epoch=self.layouts[local].n_rows))
+        added = len(slots) - len(saved.parts)
+        step = saved.step
+        past = [segment.model_copy(update={"weights": segment.weights + [0.0] * added,
+                                           "anchor": None if segment.anchor is None else segment.anchor + [0] * added})
+                for segment in saved.history]
+        rows = [part.rows for part in saved.parts] + [0] * added
+        self._slots, self._local = slots, local_of
+        planned = self._planned(step)
+        if _same_future(past, planned, step):
+            history = past
+        else:  # the settings change here: the shares count from the rows each part served
+            history = [segment for segment in past if segment.step < step]
+            history += [planned[0].model_copy(update={"anchor": rows}), *planned[1:]]
+        self._history = History(history)
+        self._history.remember(step, rows)
+        self._permutations.clear()
+        self.step = step
 
     def data_schedule(self, **extra: Any) -> dict[str, Any]:
         """The record a run keeps with its checkpoints (``run=...`` and other keywords go under
-        ``extra``); :func:`tokpack.require_vocabulary` accepts it."""
-        weights = [w for _, w in self.mixture.parts] if self.mixture is not None else [1.0]
-        parts = [{**record, "weight": weight} for record, weight in zip(self._data_records(), weights)]
+        ``extra``): every part with its weight and position, the history of settings, the
+        layout; :func:`tokpack.require_vocabulary` accepts it."""
+        given = [w for _, w in self.mixture.parts] if self.mixture is not None else [1.0]
+        served = {entry["name"]: entry for entry in self.repeats()}
+        parts = []
+        for slot, record in enumerate(self._slots):
+            part = self._local[slot]
+            entry = {**record.data, "name": record.name, "weight": given[part] if part is not None else 0.0,
+                     **{k: served[record.name][k] for k in ("rows", "epochs", "rows_per_epoch", "tokens")}}
+            if part is None:
+                entry["removed"] = True
+            parts.append(entry)
         stages = [(start, ws.tolist()) for start, ws in (self.mixture.stages if self.mixture else [(0, np.ones(1))])]
-        record = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, seed=self.seed,
-                               shuffle=self.shuffle, layout=self._layout_record(), global_batch=self.global_batch,
-                               length=self.length, stats=[layout.stats for layout in self.layouts], extra=extra)
-        return record.model_dump(mode="json", by_alias=True)
+        schedule = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
+                                 step=self.step, seed=self.seed, shuffle=self.shuffle, layout=self._layout_record(),
+                                 global_batch=self.global_batch, length=self.length, stats=self.stats, extra=extra)
+        return schedule.model_dump(mode="json", by_alias=True)
 
     @property
     def stats(self) -> list[dict[str, float]]:
-        """Each part's layout statistics (repetition, padding, moved and cut shares)."""
-        return [layout.stats for layout in self.layouts]
+        """Each part's layout statistics (repetition, padding, moved and cut shares) and, at
+        :attr:`step`, its ``rows`` served, ``epochs`` completed and ``tokens`` (targets) seen."""
+        served = self.repeats()
+        return [{**layout.stats, **{k: float(served[part][k]) for k in ("rows", "epochs", "tokens")}}
+                for part, layout in enumerate(self.layouts)]
 
     def __getstate__(self) -> dict[str, Any]:
-        # Sent to spawned loader workers: directories, not mapped streams, where the data has one.
+        # Sent to spawned loader workers: directories, not mapped streams, where the data has one;
+        # and the loader state, whose history the arguments alone may not give.
         def portable(data: Any) -> Any:
             return str(data.path) if type(data).__name__ in ("Pack", "ShardedDataset") else data
         data = self._data
         if isinstance(data, Mixture):
             data = Mixture([(portable(p), w) for p, w in data.parts], seed=data.seed,
-                           stages=[(s, ws.tolist()) for s, ws in data.stages])
+                           stages=[(s, ws.tolist()) for s, ws in data.stages], names=data.names)
         else:
             data = portable(data)
-        return {"data": data, "arguments": self._arguments, "step": self.step}
+        return {"data": data, "arguments": self._arguments, "state": self.state_dict()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["data"], **state["arguments"])  # type: ignore[misc]
-        self.step = state["step"]
+        self.load_state_dict(state["state"])
 
 
 class EvalBatches:
@@ -536,16 +687,14 @@ class EvalBatches:
     def __init__(self, data: Data, *, length: int, batch_size: int, rank: int = 0, world_size: int = 1,
                  split: str = "validation", dtype: str = "int64", position_ids: bool = False,
                  cu_seqlens: bool = False, document_ids: bool = False) -> None:
-        batch_size, length = checks.positive_int("batch_size", batch_size), checks.positive_int("length", length)
-        world_size = checks.positive_int("world_size", world_size)
-        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
-        checks.choice("dtype", dtype, _DTYPES)
-        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens), ("document_ids", document_ids)):
-            checks.boolean(flag, value)
-        checks.fits_in_memory(f"a batch of batch_size {batch_size:,} rows of length {length:,}",
-                              5 * 8 * batch_size * (length + 1), fix="use a smaller batch_size or length")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise InputError(None, f"batch_size must be a positive integer, got {batch_size!r}")
+        if not 0 <= rank < world_size:
+            raise InputError(None, f"rank {rank} outside [0, {world_size})")
+        if dtype not in _DTYPES:
+            raise InputError(None, f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
         self.layout = make_layout("stream", data, length=length, split=split)
-        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
+        self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
         self.dtype = np.dtype(_DTYPES[dtype])
         self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.ignore_index = self.layout.ignore_index
@@ -557,12 +706,7 @@ class EvalBatches:
     def batch(self, step: int) -> dict[str, Any]:
         """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding): the
         arrays of :meth:`PackedBatches.batch`, boundary arrays included when asked for (a row of
-        padding is one segment).
-
-        Raises:
-            InputError: ``step`` is not a non-negative integer.
-        """
-        step = checks.non_negative_int("step", step)
+        padding is one segment)."""
         first = (step * self.world_size + self.rank) * self.batch_size
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
@@ -673,29 +817,61 @@ def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True
     return batch
 
 
+def _check_step(step: Any) -> int:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise InputError(None, f"step must be a non-negative integer, got {step!r}")
+    return int(step)
+
+
+def _parse_state(state: Any) -> LoaderState:
+    """A loader state of this version, or one of ``tokpack.loader.v2`` converted exactly."""
+    if not isinstance(state, Mapping):
+        raise InputError(None, f"state must be the dict state_dict() returned, got {type(state).__name__}")
+    try:
+        record = dict(state)
+        if record.get("schema") == "tokpack.loader.v2":
+            saved = LoaderStateV2.model_validate(record).upgraded()
+        else:
+            saved = LoaderState.model_validate(record)
+    except (ValidationError, TypeError) as error:
+        raise InputError(None, f"not a tokpack loader state ({str(error).splitlines()[0]})") from None
+    n_parts = len(saved.parts)
+    if any(len(s.weights) != n_parts or (s.anchor is not None and len(s.anchor) != n_parts) for s in saved.history):
+        raise InputError(None, f"not a tokpack loader state (its history does not name its {n_parts} parts)")
+    return saved
+
+
+def _same_future(past: list[Segment], planned: list[Segment], step: int) -> bool:
+    """Whether the saved history from ``step`` on is what this loader plans from there."""
+    index = bisect.bisect_right([s.step for s in past], step) - 1
+    future = [(step, past[index].global_batch, past[index].weights)] + [
+        (s.step, s.global_batch, s.weights) for s in past[index + 1 :]]
+    ours = [(s.step, s.global_batch, s.weights) for s in planned]
+    return len(future) == len(ours) and all(
+        a[:2] == b[:2] and np.allclose(a[2], b[2], rtol=0, atol=1e-12) for a, b in zip(future, ours))
+
+
 def _normalized(weights: list[float]) -> np.ndarray:
     scaled = np.asarray(weights, dtype=np.float64) / max(weights)
     return scaled / scaled.sum()
 
 
-def _difference(saved: list[dict[str, Any]], mine: list[dict[str, Any]], saved_split: Any, split: str) -> str:
+def _difference(saved: dict[str, Any], mine: dict[str, Any]) -> str:
     """What differs between the data a loader state was saved over and this loader's, in words."""
-    if saved_split != split:
-        return f"the {saved_split!r} split was saved, this loader serves the {split!r} split"
-    if len(saved) != len(mine):
-        return f"{len(saved)} parts were saved, this loader serves {len(mine)}"
     labels = (("tokens_sha256", "ids (tokens sha256)"), ("starts_sha256", "document starts (sha256)"),
               ("range", "range of ids"))
-    for index, (theirs, ours) in enumerate(zip(saved, mine)):
-        for key, label in labels:
-            if theirs.get(key) != ours.get(key):
-                return (f"part {index} ({ours.get('name')}): its {label} {_shown(theirs.get(key))} was saved, this "
-                        f"loader has {_shown(ours.get(key))}")
+    for key, label in labels:
+        if saved.get(key) != mine.get(key):
+            return f"its {label} {_shown(saved.get(key))} was saved, this loader has {_shown(mine.get(key))}"
     return "the data records differ"
 
 
 def _shown(value: Any) -> str:
     return value[:16] if isinstance(value, str) else str(value)
+
+
+def _names(records: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{d.get('name')} ({str(d.get('tokens_sha256'))[:16]})" for d in records)
 
 
 def _check_one_vocabulary(sources: list[TokenSource]) -> None:
@@ -710,5 +886,5 @@ def _check_one_vocabulary(sources: list[TokenSource]) -> None:
                                      f"{other.path} with {other.meta.pad_id}")
 
 
-__all__ = ["EvalBatches", "LoaderState", "Mixture", "PackedBatches", "ServeSchedule", "assemble", "assemble_segments",
+__all__ = ["EvalBatches", "LoaderState", "Mixture", "PackedBatches", "PartState", "ServeSchedule", "assemble", "assemble_segments",
            "boundaries"]

@@ -140,6 +140,96 @@ def bestfit_gather(tokens: np.ndarray, piece_start: np.ndarray, piece_len: np.nd
 
 
 @njit(cache=True)
+def _highest_bit(word: int) -> int:  # pragma: no cover - compiled
+    """The index of the highest set bit of a non-zero value below 2**32 (five halvings)."""
+    bit = 0
+    for shift in (16, 8, 4, 2, 1):
+        if word >> shift:
+            word >>= shift
+            bit += shift
+    return bit
+
+
+@njit(cache=True)
+def best_fit_rows(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Pack pieces (``lengths``, each in ``[1, width]``) into rows by best fit from a look-ahead
+    buffer: the pieces in row order and each row's end in that order (see
+    :func:`tokpack.serve.layouts._best_fit` for the rule).
+
+    Waiting pieces of one length leave in age order, so each length is a FIFO queue: a slice of
+    that length's pieces (sorted by index once) between a head and the number added so far. A
+    bit per length (32 to an ``int64`` word) says its queue is not empty; the longest length that
+    fits is the highest set bit at or below the space left.
+    """
+    total = len(lengths)
+    count = np.zeros(width + 1, dtype=np.int64)
+    for index in range(total):
+        if lengths[index] < width:
+            count[lengths[index]] += 1
+    first = np.zeros(width + 1, dtype=np.int64)  # where each length's pieces begin in by_length
+    for size in range(1, width + 1):
+        first[size] = first[size - 1] + count[size - 1]
+    by_length = np.empty(max(1, int(count.sum())), dtype=np.int64)
+    filled = first.copy()
+    for index in range(total):
+        size = lengths[index]
+        if size < width:
+            by_length[filled[size]] = index
+            filled[size] += 1
+    head = first.copy()  # the oldest waiting piece of each length
+    added = first.copy()  # one past the newest piece of each length in the buffer
+    words = np.zeros(width // 32 + 1, dtype=np.int64)
+    taken = np.zeros(total + 1, dtype=np.uint8)  # one spare: the pointer to the oldest may rest past the end
+    order = np.empty(total, dtype=np.int64)
+    row_ends = np.empty(total, dtype=np.int64)
+    placed = rows = following = oldest = waiting = 0
+    while following < total or waiting:
+        if waiting < lookahead and following < total:
+            stop = min(total, following + lookahead - waiting)
+            for index in range(following, stop):
+                size = lengths[index]
+                if size < width:
+                    if head[size] == added[size]:
+                        words[size >> 5] |= 1 << (size & 31)
+                    added[size] += 1
+            waiting += stop - following
+            following = stop
+        while taken[oldest]:
+            oldest += 1
+        taken[oldest] = 1  # the oldest waiting piece heads the row
+        order[placed] = oldest
+        placed += 1
+        waiting -= 1
+        size = lengths[oldest]
+        space = width - size
+        if space:
+            head[size] += 1  # the oldest of all is the oldest of its length
+            if head[size] == added[size]:
+                words[size >> 5] &= ~(1 << (size & 31))
+            while space:
+                word = space >> 5
+                bits = words[word] & ((1 << ((space & 31) + 1)) - 1)
+                while not bits and word > 0:
+                    word -= 1
+                    bits = words[word]
+                if not bits:
+                    break
+                size = word * 32 + _highest_bit(bits)  # the longest length that fits
+                index = by_length[head[size]]
+                head[size] += 1
+                if head[size] == added[size]:
+                    words[size >> 5] &= ~(1 << (size & 31))
+                taken[index] = 1
+                order[placed] = index
+                placed += 1
+                waiting -= 1
+                space -= size
+        row_ends[rows] = placed
+        rows += 1
+    return order[:placed], row_ends[:rows]
+
+
+@njit(cache=True)
 def fill_batch(ids: np.ndarray, segments: np.ndarray, real: np.ndarray, ignore_index: int,
                input_ids: np.ndarray, labels: np.ndarray, positions: np.ndarray, documents: np.ndarray,
                cu_seqlens: np.ndarray, want_positions: bool, want_documents: bool,
@@ -205,5 +295,5 @@ def fill_batch(ids: np.ndarray, segments: np.ndarray, real: np.ndarray, ignore_i
     return count, longest, largest
 
 
-__all__ = ["bestfit_gather", "bestfit_positions", "bestfit_segments", "contiguous_gather", "contiguous_segments",
+__all__ = ["best_fit_rows", "bestfit_gather", "bestfit_positions", "bestfit_segments", "contiguous_gather", "contiguous_segments",
            "fill_batch", "outside"]

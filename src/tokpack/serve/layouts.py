@@ -41,7 +41,6 @@ import hashlib
 import json
 import os
 import secrets
-from collections import deque
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -208,6 +207,20 @@ class Layout:
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def targets(self, row_indices: Any) -> np.ndarray:
+        """How many targets (ids that are some position's label) each of rows ``row_indices``
+        holds: its real ids but the first (``int64``)."""
+        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
+        return np.maximum(self._real(indices) - 1, 0)
+
+    def _real(self, indices: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def targets_per_epoch(self) -> int:
+        """Targets in one epoch's rows (what :meth:`targets` sums to over every row)."""
+        return int(self.targets(np.arange(self.n_rows)).sum())
+
 
 class _ContiguousLayout(Layout):
     """A layout whose row ``j`` is the stream slice ``[origin_j, origin_j + length + 1)``,
@@ -216,6 +229,9 @@ class _ContiguousLayout(Layout):
     def origins(self, indices: np.ndarray) -> np.ndarray:
         """Where rows ``indices`` start in the stream."""
         raise NotImplementedError
+
+    def _real(self, indices: np.ndarray) -> np.ndarray:
+        return np.minimum(self.length + 1, self.hi - self.origins(indices))
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
@@ -274,7 +290,8 @@ class StreamLayout(_ContiguousLayout):
 class DocumentsLayout(_ContiguousLayout):
     """Rows at document starts and row-sized steps inside long documents (see the module docstring).
 
-    The row index (8 bytes a row) is built in one vectorized pass from the document starts.
+    The row index (16 bytes a document: its start and its first row) is built in one vectorized
+    pass from the document starts; a row's origin is found by binary search over it.
     """
 
     name = "documents"
@@ -285,21 +302,21 @@ class DocumentsLayout(_ContiguousLayout):
         lengths = np.diff(np.append(starts, self.hi))
         # ceil(n / length) rows reach one id past the document, so its successor's first id is a target too.
         per_document = np.maximum(1, -(-lengths // self.length))
-        total = int(per_document.sum())
-        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_document) - per_document, per_document)
-        self._origins = np.repeat(starts, per_document) + within * self.length
-        self.n_rows = total
+        self._first_row = np.cumsum(per_document) - per_document  # strictly increasing: every document has a row
+        self._starts = starts
+        self.n_rows = int(per_document.sum())
 
     def origins(self, indices: np.ndarray) -> np.ndarray:
         """Where rows ``indices`` start in the stream."""
-        return self._origins[indices]
+        indices = np.asarray(indices, dtype=np.int64)
+        document = np.searchsorted(self._first_row, indices, side="right") - 1
+        return self._starts[document] + (indices - self._first_row[document]) * self.length
 
     @property
     def stats(self) -> dict[str, float]:
         """``repetition``: targets served per epoch over the range's targets (ids but the first);
         ``padding_share`` of the positions of an epoch."""
-        targets = np.minimum(self._origins + self.length, self.hi - 1) - self._origins
-        served = int(targets.sum())
+        served = self.targets_per_epoch
         return {"repetition": served / (self.hi - self.lo - 1),
                 "padding_share": 1 - (served + self.n_rows) / (self.n_rows * (self.length + 1))}
 
@@ -392,6 +409,10 @@ class BestFitLayout(Layout):
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         return kernels().bestfit_positions(self._piece_start, self._piece_len, self._row_ptr, indices, self.length + 1)
 
+    def _real(self, indices: np.ndarray) -> np.ndarray:
+        ends = np.concatenate([[0], np.cumsum(self._piece_len, dtype=np.int64)])
+        return ends[self._row_ptr[indices + 1]] - ends[self._row_ptr[indices]]
+
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""
         return self._piece_start[self._row_ptr[np.asarray(indices, dtype=np.int64)]]
@@ -418,61 +439,14 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
 
     Why it is fast: waiting pieces of one length leave in age order (a row's head is the oldest
     of all, a fill the oldest of its length), so each length is a FIFO queue, and "the longest
-    that fits" is the highest set bit at or below the space in one integer whose bit ``L`` says
-    a piece of length ``L`` waits: a few C-level integer operations a piece, no sorted buffer.
-    The oldest waiting piece is a pointer that only moves forward, and the moved ids are counted
-    afterwards in one vectorized pass. A full piece (``width`` ids) can only head a row: it
-    joins no queue.
+    that fits" is the highest set bit at or below the space in a bit set whose bit ``L`` says a
+    piece of length ``L`` waits: a few integer operations a piece, no sorted buffer, in one
+    compiled loop (:func:`tokpack.serve.compiled.best_fit_rows`). The oldest waiting piece is a
+    pointer that only moves forward, and the moved ids are counted afterwards in one vectorized
+    pass. A full piece (``width`` ids) can only head a row: it joins no queue.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    sizes = lengths.tolist()
-    total = len(sizes)
-    bit = [1 << size for size in range(width + 1)]
-    queues: list[deque[int]] = [deque() for _ in range(width)]  # queues[L]: waiting partial pieces of length L
-    waiting_lengths = 0  # bit L set: queues[L] is not empty
-    taken = bytearray(total + 1)  # one spare: the pointer to the oldest may rest past the end
-    placed: list[int] = []
-    place = placed.append
-    row_ends: list[int] = []
-    end_row = row_ends.append
-    following = oldest = n_waiting = 0
-    while following < total or n_waiting:
-        if n_waiting < lookahead and following < total:
-            stop = min(total, following + lookahead - n_waiting)
-            for index in range(following, stop):
-                size = sizes[index]
-                if size < width:
-                    queues[size].append(index)
-                    waiting_lengths |= bit[size]
-            n_waiting += stop - following
-            following = stop
-        while taken[oldest]:
-            oldest += 1
-        taken[oldest] = 1  # the oldest waiting piece heads the row
-        place(oldest)
-        n_waiting -= 1
-        size = sizes[oldest]
-        space = width - size
-        if space:
-            queue = queues[size]
-            queue.popleft()  # the oldest of all is the oldest of its length
-            if not queue:
-                waiting_lengths ^= bit[size]
-            while space:
-                fitting = waiting_lengths & (bit[space + 1] - 1)
-                if not fitting:
-                    break
-                size = fitting.bit_length() - 1  # the longest length that fits
-                queue = queues[size]
-                index = queue.popleft()
-                if not queue:
-                    waiting_lengths ^= bit[size]
-                taken[index] = 1
-                place(index)
-                n_waiting -= 1
-                space -= size
-        end_row(len(placed))
-    order = np.asarray(placed, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
     row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
     row_ptr[1:] = row_ends
     return order, row_ptr, _moved_ids(order, lengths)
