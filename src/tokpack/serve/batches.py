@@ -687,14 +687,16 @@ class EvalBatches:
     def __init__(self, data: Data, *, length: int, batch_size: int, rank: int = 0, world_size: int = 1,
                  split: str = "validation", dtype: str = "int64", position_ids: bool = False,
                  cu_seqlens: bool = False, document_ids: bool = False) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise InputError(None, f"batch_size must be a positive integer, got {batch_size!r}")
-        if not 0 <= rank < world_size:
-            raise InputError(None, f"rank {rank} outside [0, {world_size})")
-        if dtype not in _DTYPES:
-            raise InputError(None, f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        batch_size, length = checks.positive_int("batch_size", batch_size), checks.positive_int("length", length)
+        world_size = checks.positive_int("world_size", world_size)
+        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
+        checks.choice("dtype", dtype, _DTYPES)
+        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens), ("document_ids", document_ids)):
+            checks.boolean(flag, value)
+        checks.fits_in_memory(f"a batch of batch_size {batch_size:,} rows of length {length:,}",
+                              5 * 8 * batch_size * (length + 1), fix="use a smaller batch_size or length")
         self.layout = make_layout("stream", data, length=length, split=split)
-        self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
+        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.dtype = np.dtype(_DTYPES[dtype])
         self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.ignore_index = self.layout.ignore_index
@@ -706,7 +708,12 @@ class EvalBatches:
     def batch(self, step: int) -> dict[str, Any]:
         """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding): the
         arrays of :meth:`PackedBatches.batch`, boundary arrays included when asked for (a row of
-        padding is one segment)."""
+        padding is one segment).
+
+        Raises:
+            InputError: ``step`` is not a non-negative integer.
+        """
+        step = checks.non_negative_int("step", step)
         first = (step * self.world_size + self.rank) * self.batch_size
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
