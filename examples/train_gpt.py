@@ -197,6 +197,14 @@ class DataVocabulary:
         self.identity = identity
 
 
+def data_vocabulary(data: Path, source: Any) -> Any:
+    """The vocabulary the data carries (a pack holds its files), else only the identity it records."""
+    try:
+        return tokpack.load_vocabulary(data)
+    except InputError:  # a pack written without its vocabulary, or chess ids
+        return DataVocabulary(source.vocabulary)
+
+
 # --------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------
@@ -210,7 +218,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     data.add_argument("--data", type=Path, required=True, metavar="DIR", help="a pack or a sharded dataset directory")
     data.add_argument("--vocab", type=Path, metavar="FILE",
                       help="the vocabulary file the data was made with; checked against the data and, with "
-                           "--resume, against the checkpoint (default: the identity the data records)")
+                           "--resume, against the checkpoint (default: the vocabulary the data carries, else the "
+                           "identity it records)")
     data.add_argument("--layout", choices=["stream", "documents", "bestfit"], default="stream", help=LAYOUT_HELP)
     data.add_argument("--length", type=int, default=64, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
     data.add_argument("--global-batch", type=int, default=8, metavar="B",
@@ -321,7 +330,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     """Run the training loop; returns the global loss of every step this process ran."""
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // ranks.local_world_size))
     source = open_tokens(args.data)
-    vocabulary: Any = tokpack.load_vocabulary(args.vocab) if args.vocab else DataVocabulary(source.vocabulary)
+    vocabulary: Any = tokpack.load_vocabulary(args.vocab) if args.vocab else data_vocabulary(args.data, source)
     tokpack.require_vocabulary(source, vocabulary)  # the vocabulary file is the data's
 
     data: Any = Mixture(args.mixture) if args.mixture else args.data

@@ -40,7 +40,7 @@ def write(path: Path, data: bytes | str) -> Path:
 
 
 def prepare_args(corpus: Path, vocab: Path | None, *more: str) -> list[str]:
-    return ["prepare", str(corpus), *(["--vocab", str(vocab)] if vocab else []), "--vocab-size", "300",
+    return ["prepare", str(corpus), *(["--vocab", str(vocab)] if vocab else ["--vocab-size", "300"]),
             "--document-bytes", "4096", *more]
 
 

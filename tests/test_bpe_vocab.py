@@ -19,7 +19,7 @@ def polish() -> list[str]:
 
 @pytest.fixture(scope="module")
 def trained(polish: list[str]) -> BpeTokenizer:
-    return train_bytelevel(polish[::2], vocab_size=2048)  # GPT-2's pattern, the default
+    return train_bytelevel(polish[::2], vocab_size=2048, pattern=GPT2_PATTERN)
 
 
 def test_ranks_are_bytes_then_merges_in_order(polish: list[str]) -> None:

@@ -15,7 +15,7 @@ import chess.pgn
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from lichess_games import lichess_pgn
+from cached import cached_lichess_pgn
 
 from tokpack.chess.pgn import (
     REPORT_FILE,
@@ -51,9 +51,9 @@ def ours(path: Path) -> list[PgnGame | Skipped]:
 
 
 @pytest.fixture(scope="session")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """20,000 Lichess-style games (python-chess wrote them) and their main lines."""
-    text, truth = lichess_pgn(20_000, seed=15)
+def generated(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> tuple[Path, list[str]]:
+    """20,000 Lichess-style games (python-chess wrote them) and their main lines (kept across runs)."""
+    text, truth = cached_lichess_pgn(pytestconfig, 20_000, seed=15)
     path = tmp_path_factory.mktemp("lichess") / "lichess.pgn"
     path.write_text(text, encoding="utf-8")
     return path, truth

@@ -51,6 +51,11 @@ def _between(draw: st.DrawFn, depth: int, after_move: bool) -> str:
     return "\n"
 
 
+# Strategies built once: hypothesis spends most of these tests' time making a new one per draw.
+_AFTER_MOVE = st.lists(_between(0, True), max_size=2)
+_BLACK_NUMBER = st.booleans()  # a black move written with its number ("3...") or without
+
+
 @st.composite
 def movetexts(draw: st.DrawFn) -> tuple[str, bool]:
     """One game's movetext (a random legal game, python-chess's SAN) and whether it has a ``;``/``%`` line."""
@@ -60,10 +65,10 @@ def movetexts(draw: st.DrawFn) -> tuple[str, bool]:
         if board.is_game_over():
             break
         move = _pick(board, rng, mates=ply % 7 == 0)
-        number = f"{ply // 2 + 1}." if ply % 2 == 0 else draw(st.sampled_from(["", f"{ply // 2 + 1}..."]))
+        number = f"{ply // 2 + 1}." if ply % 2 == 0 else (f"{ply // 2 + 1}..." if draw(_BLACK_NUMBER) else "")
         parts.append(f"{number} {board.san(move)}" if number else board.san(move))
         board.push(move)
-        parts.extend(draw(st.lists(_between(0, True), max_size=2)))
+        parts.extend(draw(_AFTER_MOVE))
     text = " ".join([*parts, draw(st.sampled_from(["1-0", "0-1", "1/2-1/2", "*"]))])
     text = re.sub(r"\n\s*\n", "\n", text)  # a blank line ends a game
     return text, _odd(text)
@@ -117,11 +122,14 @@ _CLOCKS = st.sampled_from(["[%clk 0:03:00]", "[%clk 1:2:3.5]", "[%clk 0:00:07.]"
                            "[%clk 0:01:00.1234567890123456]", "[%clk 99999999999:00:00]", "x[%clk 0:1:2]y", "[%clk 0:0:0.25]"])
 
 
+_CLOCK_AFTER = st.integers(0, 2)  # a clock comment after two words in three
+
+
 @st.composite
 def timed_movetexts(draw: st.DrawFn) -> str:
     """A movetext of :func:`movetexts` with clock comments (odd ones too) after some of its words."""
     words = draw(movetexts())[0].split(" ")
-    return " ".join(word + (" {" + draw(_CLOCKS) + "}" if draw(st.integers(0, 2)) else "") for word in words)
+    return " ".join(word + (" {" + draw(_CLOCKS) + "}" if draw(_CLOCK_AFTER) else "") for word in words)
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,7 +17,8 @@ from tokpack.errors import InputError, IntegrityError, TokpackError
 
 from conftest import SAMPLE
 
-SMALL = {"vocab_size": 300, "document_bytes": 4096, "min_frequency": 1}
+SMALL = {"vocab_size": 300, "document_bytes": 4096, "min_frequency": 1, "allow_smaller_vocab": True}  # tiny corpora
+GIVEN = {"document_bytes": 4096}  # with vocab=: a given vocabulary has its own size
 
 
 def jsonl_with_a_bad_record(path: Path) -> Path:
@@ -32,7 +33,7 @@ def test_skipped_records_are_counted_once_when_prepare_trains_its_vocabulary(tmp
     trained = prepare(corpus, cache_dir=tmp_path / "a", on_error="skip", **SMALL)  # trains and skips in one run
     assert trained.manifest.counts["skipped"] == 1
     # The same pack made with the vocabulary given (so the trainer never reads the corpus) says the same.
-    given = prepare(corpus, vocab=trained.vocabulary_path, cache_dir=tmp_path / "b", on_error="skip", **SMALL)
+    given = prepare(corpus, vocab=trained.vocabulary_path, cache_dir=tmp_path / "b", on_error="skip", **GIVEN)
     assert given.manifest.counts == trained.manifest.counts
 
 
@@ -40,7 +41,7 @@ def test_a_pack_made_skipping_is_not_reused_by_a_run_that_raises(tmp_path: Path)
     corpus = jsonl_with_a_bad_record(tmp_path / "corpus.jsonl")
     skipped = prepare(corpus, cache_dir=tmp_path / "cache", on_error="skip", **SMALL)
     with pytest.raises(ValueError, match=r"corpus\.jsonl"):  # InputError once main converts the site
-        prepare(corpus, vocab=skipped.vocabulary_path, cache_dir=tmp_path / "cache", **SMALL)
+        prepare(corpus, vocab=skipped.vocabulary_path, cache_dir=tmp_path / "cache", **GIVEN)
 
 
 # --- Item 2: a corpus that changes while prepare reads it is never published --------------------
@@ -56,10 +57,10 @@ def test_a_corpus_rewritten_during_prepare_is_refused_and_nothing_is_cached(tmp_
                 handle.write(b"#" * 1000)
 
     with pytest.raises(InputError, match=r"corpus\.txt: changed while it was being read"):
-        prepare(corpus, vocab=vocab, cache_dir=tmp_path / "cache", batch_documents=1, progress=rewrite, **SMALL)
+        prepare(corpus, vocab=vocab, cache_dir=tmp_path / "cache", batch_documents=1, progress=rewrite, **GIVEN)
     assert not any((tmp_path / "cache" / "packs").glob("*-d4096")), "a pack of the changed corpus was published"
     # Once the file is still, the pack holds the bytes its record names.
-    prepared = prepare(corpus, vocab=vocab, cache_dir=tmp_path / "cache", **SMALL)
+    prepared = prepare(corpus, vocab=vocab, cache_dir=tmp_path / "cache", **GIVEN)
     assert prepared.tokenizer().decode_bytes(prepared.pack().tokens) == corpus.read_bytes()
 
 
@@ -76,7 +77,7 @@ def cut(event):
         os.truncate({str(corpus)!r}, 1000)
 try:
     prepare({str(corpus)!r}, vocab={str(vocab)!r}, cache_dir={str(tmp_path / 'cache')!r}, batch_documents=1,
-            progress=cut, vocab_size=300, document_bytes=4096)
+            progress=cut, document_bytes=4096)
 except InputError as error:
     print(error)
     sys.exit(2)
@@ -580,7 +581,7 @@ def test_prepare_uses_the_pack_another_node_published_first(tmp_path: Path, monk
         original(source, tokenizer, pack_dir, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(preparation, "write_pack", racing)
-    prepared = prepare(SAMPLE / "polish.txt", vocab=reference.vocabulary_path, cache_dir=tmp_path / "b", **SMALL)
+    prepared = prepare(SAMPLE / "polish.txt", vocab=reference.vocabulary_path, cache_dir=tmp_path / "b", **GIVEN)
     assert prepared.manifest == reference.manifest
 
 

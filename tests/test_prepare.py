@@ -34,7 +34,8 @@ def write_corpus(directory: Path, text: bytes, ranges: dict[str, list[int]] | No
 
 
 def pack_bytes(prepared: TokenizedCorpus) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(prepared.tokens_dir.iterdir())}
+    return {str(p.relative_to(prepared.tokens_dir)): p.read_bytes() for p in sorted(prepared.tokens_dir.rglob("*"))
+            if p.is_file()}
 
 
 def test_sample_pack_decodes_back_to_the_corpus(cache_dir: Path) -> None:

@@ -31,7 +31,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def trained(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_small(corpus, tmp_path_factory.mktemp("tok"), vocab_size=700, phrase_merges=80)
+    return train_small(corpus, tmp_path_factory.mktemp("tok"), vocab_size=700, phrase_merges=80,
+                       pattern=NAMED_PATTERNS["polish"])  # the phrase pattern extends the Polish one
 
 
 def _texts(corpus: Path) -> list[str]:

@@ -83,8 +83,9 @@ def three_ways(corpus: tokpack.TokenizedCorpus, folder: Path, layout: str, *extr
     assert two.returncode == 0, two.stderr[-3000:]
     resumed_log = folder / "resumed.log"
     resumed_log.write_text("".join(line + "\n" for line in (folder / "two.log").read_text().splitlines()[:CHECKPOINT_STEP]))
+    # No --vocab: the pack carries its vocabulary, which the resume checks against the checkpoint.
     resumed = run([*common, "--log-batches", str(resumed_log), "--resume", str(folder / f"step{CHECKPOINT_STEP}.pt"),
-                   "--vocab", str(corpus.vocabulary_path), "--micro-batches", "2", "--eval-every", str(STEPS)],
+                   "--micro-batches", "2", "--eval-every", str(STEPS)],
                   cache=cache)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     (folder / "resumed.out").write_text(resumed.stdout)

@@ -42,8 +42,8 @@ from tokpack.bpe.pretokenize import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
-from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer
-from tokpack.vocab.patterns import check_covers, check_pattern
+from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 
 Pair = tuple[int, int]
 
@@ -203,7 +203,7 @@ def _train_counted(
 
 
 def train_bytelevel(
-    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = GPT2_PATTERN
+    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = DEFAULT_PATTERN
 ) -> BpeTokenizer:
     """Train a byte-level vocabulary of ``vocab_size`` ranks (the 256 bytes included) exactly.
 

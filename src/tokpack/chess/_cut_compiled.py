@@ -2,10 +2,13 @@
 
 :func:`cut_spans` is :func:`tokpack.chess.reader.cut_games_python` (the specification, kept in
 Python and tested against this) run over the code points of ``"\\n" + text``: paragraphs are
-split at blank lines (lines of whitespace only, as ``str.isspace`` defines it), a paragraph of
-tag lines with no moves takes the paragraph after one blank line as its movetext, and a brace
-comment left open takes in the paragraphs after it until one starts with ``[``. A game's tag
-lines and movetext are each one contiguous span of the text, so no string is built here.
+split at blank lines (lines of whitespace only, as ``str.isspace`` defines it); a tag line is a
+line whose first non-whitespace character is ``[``; a paragraph of tag lines with no moves takes
+the paragraph after one blank line as more tag lines (unless they repeat one of its tags: a new
+game) or as its movetext (python-chess allows one blank line there); and a brace comment left
+open takes in the paragraphs after it, except one starting with a tag line when a ``{`` comes
+before the next ``}``. A game's tag lines and movetext are each one contiguous span of the text,
+so no string is built here.
 
 Measured (BENCHMARKS.md, issue 15): the Python cutter, a regular-expression split and a loop per
 paragraph, took about 15 us a Lichess-style game; this takes under 1 us, and slicing the spans
@@ -75,6 +78,85 @@ def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
 
 
 @njit(nogil=True, cache=True)
+def _tag_start(b: np.ndarray, s: int, e: int) -> bool:
+    """Whether the line at ``b[s]`` is a tag line: ``[`` after any whitespace (python-chess strips it)."""
+    while s < e and b[s] != 10 and _space(b[s]):
+        s += 1
+    return s < e and b[s] == 91
+
+
+@njit(nogil=True, cache=True)
+def _tag_lines_end(b: np.ndarray, s: int, e: int) -> int:
+    """The end of the tag lines (and ``%``/``;`` escape lines among them) that start ``b[s:e]``."""
+    q = s
+    while q < e and (b[q] == 37 or b[q] == 59 or _tag_start(b, q, e)):
+        while q < e and b[q] != 10:
+            q += 1
+        if q < e:
+            q += 1
+    return q
+
+
+@njit(nogil=True, cache=True)
+def _name_end(b: np.ndarray, s: int, e: int) -> int:
+    """The end of the tag name of the line at ``b[s]`` (from its ``[``), or -1 for no tag line."""
+    while s < e and b[s] != 10 and _space(b[s]):
+        s += 1
+    if s >= e or b[s] != 91:
+        return -1
+    k = s + 1
+    while k < e and b[k] != 10 and b[k] != 34 and b[k] != 93 and not _space(b[k]):
+        k += 1
+    return k
+
+
+@njit(nogil=True, cache=True)
+def _repeats_tag(b: np.ndarray, s: int, q: int, s2: int, q2: int) -> bool:
+    """Whether a tag line of ``b[s2:q2]`` names a tag that a tag line of ``b[s:q]`` names."""
+    a = s2
+    while a < q2:
+        a_end = _name_end(b, a, q2)
+        if a_end >= 0:
+            a_start = a
+            while b[a_start] != 91:
+                a_start += 1
+            c = s
+            while c < q:
+                c_end = _name_end(b, c, q)
+                if c_end >= 0:
+                    c_start = c
+                    while b[c_start] != 91:
+                        c_start += 1
+                    if c_end - c_start == a_end - a_start:
+                        same = True
+                        for k in range(c_end - c_start):
+                            if b[c_start + k] != b[a_start + k]:
+                                same = False
+                                break
+                        if same:
+                            return True
+                while c < q and b[c] != 10:
+                    c += 1
+                c += 1
+        while a < q2 and b[a] != 10:
+            a += 1
+        a += 1
+    return False
+
+
+@njit(nogil=True, cache=True)
+def _closes_first(b: np.ndarray, s: int, e: int) -> int:
+    """Where a ``}`` in ``b[s:e]`` comes before any ``{``, or -1: read as the inside of an open
+    comment, the text up to it is comment text, ``[`` lines included."""
+    for k in range(s, e):
+        if b[k] == 125:
+            return k
+        if b[k] == 123:
+            return -1
+    return -1
+
+
+@njit(nogil=True, cache=True)
 def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
     """The games of ``b``, the code points of ``"\\n" + text``, one column each: the start and end
     in ``b`` of its tag lines and of its movetext, its byte offset, its problem code.
@@ -131,22 +213,30 @@ def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
                 break
         if blank:
             continue
-        q = s
-        while q < e and (b[q] == 91 or b[q] == 37 or b[q] == 59):  # tag lines: [ % ;
-            while q < e and b[q] != 10:
-                q += 1
-            if q < e:
-                q += 1
+        q = _tag_lines_end(b, s, e)
         ms, me, problem = q, e, 0
-        if q > s and q == e:  # tags and no movetext: one blank line, then moves
-            if i < n and newlines[i - 1] == 2 and not (starts[i] < ends[i] and b[starts[i]] == 91):
-                ms, me = starts[i], ends[i]
+        while q > s and ms == me:  # tags and no movetext: after one blank line, more tags or the moves
+            if i < n and newlines[i - 1] == 2 and starts[i] < ends[i]:
+                following, e2 = starts[i], ends[i]
                 i += 1
+                if _tag_start(b, following, e2):
+                    if _repeats_tag(b, s, q, following, _tag_lines_end(b, following, e2)):
+                        i -= 1  # a new game's tags: this one has none of its own moves
+                        problem = _HEADER_ONLY
+                        break
+                    q = _tag_lines_end(b, following, e2)
+                    ms, me = q, e2
+                    continue
+                ms, me = following, e2
             else:
                 problem = _HEADER_ONLY
+            break
         state = _comment_state(b, ms, me, 0)
+        closed_at = -1  # where the open comment is known to close, before any '{'
         while state == 1:
-            if i < n and not (starts[i] < ends[i] and b[starts[i]] == 91):
+            if i < n and _tag_start(b, starts[i], ends[i]) and starts[i] > closed_at:
+                closed_at = _closes_first(b, starts[i], size)
+            if i < n and (not _tag_start(b, starts[i], ends[i]) or starts[i] < closed_at):
                 state = _comment_state(b, me, ends[i], state)
                 me = ends[i]
                 i += 1

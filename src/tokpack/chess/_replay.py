@@ -26,62 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tokpack.chess._board import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
 from tokpack.chess._moves import ParsedMoves
 from tokpack.chess.encoders import GameError
 
-PAWN, KNIGHT, BISHOP, ROOK, QUEEN, KING = 1, 2, 3, 4, 5, 6
-OFF = 7  # the sentinel cell: not empty, not a piece, so a ray stops there and finds nothing
-SENTINEL = 64
+_ORTHOGONAL = np.arange(8) < 4  # the first four of a square's eight rays
 #: Width of one move's SAN in :func:`replay_san`'s output (``Qh4xe1+`` and ``exd8=Q#`` need 7).
 SAN_WIDTH = 9
-
-_DIRECTIONS = ((0, 1), (0, -1), (1, 0), (-1, 0), (1, 1), (-1, 1), (1, -1), (-1, -1))  # (file, rank)
-_ORTHOGONAL = np.arange(8) < 4
-
-
-def _build_tables() -> dict[str, np.ndarray]:
-    ray = np.full((65, 8, 8), SENTINEL, dtype=np.intp)
-    direction = np.full((65, 65), -1, dtype=np.intp)
-    knight = np.full((65, 8), SENTINEL, dtype=np.intp)
-    king = np.full((65, 8), SENTINEL, dtype=np.intp)
-    pawn_attackers = np.full((2, 65, 2), SENTINEL, dtype=np.intp)  # [attacker colour, target]
-    jumps = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
-    for square in range(64):
-        file, rank = square % 8, square // 8
-        for d, (df, dr) in enumerate(_DIRECTIONS):
-            for k in range(1, 8):
-                f, r = file + k * df, rank + k * dr
-                if not (0 <= f < 8 and 0 <= r < 8):
-                    break
-                ray[square, d, k - 1] = r * 8 + f
-                direction[square, r * 8 + f] = d
-            f, r = file + df, rank + dr
-            if 0 <= f < 8 and 0 <= r < 8:
-                king[square, d] = r * 8 + f
-        for j, (df, dr) in enumerate(jumps):
-            f, r = file + df, rank + dr
-            if 0 <= f < 8 and 0 <= r < 8:
-                knight[square, j] = r * 8 + f
-        for colour, forward in ((0, 1), (1, -1)):
-            for side, df in enumerate((-1, 1)):
-                f, r = file - df, rank - forward  # where a pawn attacking this square stands
-                if 0 <= f < 8 and 0 <= r < 8:
-                    pawn_attackers[colour, square, side] = r * 8 + f
-    allowed = np.zeros((7, 8), dtype=bool)  # piece type -> directions it slides along
-    allowed[BISHOP, 4:] = allowed[ROOK, :4] = allowed[QUEEN, :] = True
-    corner_rights = np.zeros(65, dtype=np.uint8)  # rook squares whose move or capture ends a right
-    corner_rights[[7, 0, 63, 56]] = [1, 2, 4, 8]
-    return {"ray": ray, "direction": direction, "knight": knight, "king": king,
-            "pawn_attackers": pawn_attackers, "allowed": allowed, "corner_rights": corner_rights}
-
-
-_T = _build_tables()
-_START = np.zeros(65, dtype=np.int8)
-_START[:8] = [ROOK, KNIGHT, BISHOP, QUEEN, KING, BISHOP, KNIGHT, ROOK]
-_START[8:16] = PAWN
-_START[48:56] = -PAWN
-_START[56:64] = -_START[:8]
-_START[SENTINEL] = OFF
 _START_COUNTS = np.bincount(_START[:64].astype(np.int64) + 6, minlength=13)  # pieces by value + 6
 _PIECE_LETTERS = np.frombuffer(b"\0\0NBRQK", dtype=np.uint8)
 _FILES = np.frombuffer(b"abcdefgh", dtype=np.uint8)
@@ -96,15 +47,13 @@ def _first_piece(board: np.ndarray, rows: np.ndarray, rays: np.ndarray) -> tuple
 
 
 def _attacked(board: np.ndarray, rows: np.ndarray, squares: np.ndarray, by: int) -> np.ndarray:
-    """Whether each ``squares[i]`` of board ``rows[i]`` is attacked by the side ``by`` (+1 white)."""
-    found, _ = _first_piece(board, rows, _T["ray"][squares])
-    sliders = np.where(_ORTHOGONAL, by * ROOK, by * BISHOP)
-    hit = ((found == sliders) | (found == by * QUEEN)).any(axis=1)
-    column = rows[:, None]
-    hit |= (board[column, _T["knight"][squares]] == by * KNIGHT).any(axis=1)
-    hit |= (board[column, _T["king"][squares]] == by * KING).any(axis=1)
-    hit |= (board[column, _T["pawn_attackers"][0 if by > 0 else 1, squares]] == by * PAWN).any(axis=1)
-    return hit
+    """Whether each ``squares[i]`` of board ``rows[i]`` is attacked by the side ``by`` (+1 white);
+    the compiled resolver's attack test (:func:`tokpack.chess._resolve_compiled.attacked_on`)."""
+    from tokpack.chess._resolve_compiled import attacked_on  # numba: loaded when a game is replayed
+
+    rows = np.asarray(rows, dtype=np.int64)
+    squares = np.ascontiguousarray(np.broadcast_to(np.asarray(squares, dtype=np.int64), rows.shape))
+    return attacked_on(board, rows, squares, by)
 
 
 def replay_san(parsed: ParsedMoves) -> np.ndarray:

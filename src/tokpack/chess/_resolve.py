@@ -18,14 +18,11 @@ import re
 
 import numpy as np
 
-from tokpack.chess._replay import KING, PAWN
+from tokpack.chess._board import KING, PAWN
+from tokpack.chess._words import ASK, LONG_CASTLE, MANY_MOVES, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 
-#: Kinds of a parsed SAN token.
-NORMAL, SHORT_CASTLE, LONG_CASTLE, UNUSUAL = 0, 1, 2, 3
 _SAN = re.compile(r"^([NBKRQ])?([a-h])?([1-8])?[\-x]?([a-h][1-8])(=?[nbrqkNBRQK])?[\+#]?\Z")  # python-chess's
 _PIECES = "pnbrqk"
-#: Word codes that are not moves (a move's code is its packed fields, >= 0); ASK: decided in Python.
-NO_MOVE, SEPARATOR, MANY_MOVES, ASK = -1, -2, -3, -4
 _CASTLES = {"O-O": SHORT_CASTLE, "0-0": SHORT_CASTLE, "O-O-O": LONG_CASTLE, "0-0-0": LONG_CASTLE}
 
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokpack.chess._replay import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
-from tokpack.chess._resolve import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
+from tokpack.chess._board import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
+from tokpack.chess._words import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
+
 _RAY = np.ascontiguousarray(_T["ray"][:64, :, :7])  # [square, direction (4 orthogonal first), step]
 _KNIGHT = np.ascontiguousarray(_T["knight"][:64])
 _KING = np.ascontiguousarray(_T["king"][:64])
@@ -54,6 +55,17 @@ def _attacked(board: np.ndarray, square: int, by: int) -> bool:
             return True
     colour = 0 if by > 0 else 1
     return board[_PAWN_ATTACKERS[colour, square, 0]] == by * PAWN or board[_PAWN_ATTACKERS[colour, square, 1]] == by * PAWN
+
+
+@njit(nogil=True, cache=True)
+def attacked_on(boards: np.ndarray, rows: np.ndarray, squares: np.ndarray, by: int) -> np.ndarray:
+    """Whether each ``squares[i]`` of board ``boards[rows[i]]`` is attacked by side ``by``: the
+    attack test of :mod:`tokpack.chess._replay`'s lockstep boards (the off-board cell never is)."""
+    out = np.zeros(len(rows), dtype=np.bool_)
+    for i in range(len(rows)):
+        if squares[i] < SENTINEL:
+            out[i] = _attacked(boards[rows[i]], squares[i], by)
+    return out
 
 
 @njit(nogil=True, cache=True)

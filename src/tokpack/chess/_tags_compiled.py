@@ -2,7 +2,7 @@
 
 :func:`scan_tags` reads every line starting with ``[`` of every game as
 :data:`tokpack.chess.reader.TAG` does, but only in the plain form Lichess and most databases
-write (``[Name "value"]``, spaces or tabs around): any other ``[`` line leaves its game *not
+write (``[Name "value"]``, spaces or tabs around, before it too): any other ``[`` line leaves its game *not
 plain*, and the caller reads that game's tags with the regular expression instead. So a plain
 game's tags are exactly the expression's, and the last of a repeated tag wins, as in python-chess.
 
@@ -63,8 +63,14 @@ def scan_tags(b: np.ndarray, bounds: np.ndarray, starts: np.ndarray, ends: np.nd
             j = i
             while j < stop and b[j] != 10:
                 j += 1
-            if b[i] == 91:  # [
-                k = i + 1
+            t = i
+            while t < j and _blank(b[t]):  # python-chess strips a tag line's leading whitespace
+                t += 1
+            if t < j and b[t] != 91 and (t > i or (b[t] != 37 and b[t] != 59)):
+                ok = False  # not a tag or escape line (other whitespace first?): the expression reads it
+                break
+            if t < j and b[t] == 91:  # [
+                k = t + 1
                 if k >= j or b[k] >= 128 or not _NAME_FIRST[b[k]]:
                     ok = False
                     break
@@ -83,13 +89,14 @@ def scan_tags(b: np.ndarray, bounds: np.ndarray, starts: np.ndarray, ends: np.nd
                 if k >= j or b[k] != 34 or e - 2 <= k or b[e - 1] != 93 or b[e - 2] != 34:
                     ok = False
                     break
-                length = name_end - i - 1
+                length = name_end - t - 1
+                name_start = t + 1
                 for t in range(n_tags):
                     if NAME_LENGTHS[t] != length:
                         continue
                     same = True
                     for c in range(length):
-                        if b[i + 1 + c] != NAMES[t, c]:
+                        if b[name_start + c] != NAMES[t, c]:
                             same = False
                             break
                     if same:

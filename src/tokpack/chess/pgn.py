@@ -40,7 +40,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import chess.pgn
 import numpy as np
 from pydantic import Field
 
@@ -263,7 +262,8 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
             else:
                 filtered.append((games[g].offset, dropped))
         usable = kept_by_filters
-    moves = _read_moves(games, usable, options.clocks, skipped)
+    their_results: dict[int, str | None] = {}
+    moves = _read_moves(games, usable, options.clocks, skipped, their_results)
     kept = [g for g in usable if g in moves]
     uci = [moves[g][0] for g in kept]
     columns: dict[str, list[Any]] = {
@@ -271,7 +271,7 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
         "date": [headers.dates[g] for g in kept],
         "white_elo": [headers.white_elo[g] for g in kept],
         "black_elo": [headers.black_elo[g] for g in kept],
-        "result": [headers.values[_tags.RESULT][g] for g in kept],
+        "result": _results(games, kept, headers.values[_tags.RESULT], their_results),
         "uci": uci,
         "n_plies": [moves[g][1] for g in kept],
         **{name: [headers.values[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
@@ -315,15 +315,35 @@ def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[
     return headers, np.flatnonzero(usable).tolist(), skipped
 
 
-def _read_moves(games: list[reader.Game], usable: list[int], clocks: bool,
-                skipped: list[tuple[int, Skipped]]) -> dict[int, tuple[str, int, list[float | None] | None]]:
+def _results(games: list[reader.Game], kept: list[int], tags: list[str | None],
+             their_results: dict[int, str | None]) -> list[str]:
+    """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
+    its movetext gives, as python-chess's game reads it (``*`` if none)."""
+    results = []
+    for g in kept:
+        result = tags[g]
+        if result is None or result == "*":
+            movetext = games[g].movetext
+            if g in their_results:
+                result = their_results[g] or "*"
+            elif "1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext:  # else surely "*": no regex
+                result = reader.movetext_result(movetext) or "*"
+            else:
+                result = "*"
+        results.append(result)
+    return results
+
+
+def _read_moves(games: list[reader.Game], usable: list[int], clocks: bool, skipped: list[tuple[int, Skipped]],
+                their_results: dict[int, str | None]) -> dict[int, tuple[str, int, list[float | None] | None]]:
     """``game number -> (UCI moves, plies, clocks or None)`` of the usable games whose moves are;
-    the others' reasons are added to ``skipped``."""
+    the others' reasons are added to ``skipped``, and the movetext result of the games python-chess
+    reads to ``their_results``."""
     moves: dict[int, tuple[str, int, list[float | None] | None]] = {}
     lines = reader.resolve_games([games[g].movetext for g in usable], _CODES, clocks=clocks)
     for g, resolved in zip(usable, lines, strict=True):
         if resolved is None:
-            found, errors, their_clocks = reader.python_chess_moves(games[g])
+            found, errors, their_clocks, their_results[g] = reader.python_chess_moves(games[g])
             problem = _moves_problem(found, errors)
             if problem is not None:
                 skipped.append((games[g].offset, problem))
@@ -392,7 +412,7 @@ def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[s
         if len(value) > 4 or int(value) > MAX_ELO:
             return Skipped("unreadable_header", f"{name} {value[:30]!r} is not a rating (at most {MAX_ELO})")
         ratings.append(int(value))
-    result = headers.get("Result", "")
+    result = headers.get("Result", "*")  # python-chess's game has "*" then, or what the movetext says
     if result not in RESULTS:
         return Skipped("unknown_result", f"Result {result!r}")
     variant = headers.get("Variant", "standard").lower()
@@ -690,34 +710,4 @@ class _MonthParts:
                 stack.callback(writer.close)
 
 
-class _Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
-    """A python-chess visitor that keeps only headers, mainline moves, their clocks and errors."""
-
-    def begin_game(self) -> None:
-        self.headers: dict[str, str] = {}
-        self.moves: list[str] = []
-        self.clocks: list[float | None] = []
-        self.errors: list[str] = []
-
-    def visit_header(self, tag: str, value: str) -> None:
-        self.headers[tag] = value
-
-    def begin_variation(self):  # type: ignore[no-untyped-def]
-        return chess.pgn.SKIP
-
-    def visit_move(self, board, move) -> None:  # type: ignore[no-untyped-def]
-        self.moves.append(move.uci())
-        self.clocks.append(None)
-
-    def visit_comment(self, comment: str) -> None:
-        if self.clocks and self.clocks[-1] is None:
-            found = reader._CLOCK.search(comment)
-            if found:
-                hours, minutes, seconds = found.groups()
-                self.clocks[-1] = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-
-    def handle_error(self, error: Exception) -> None:
-        self.errors.append(str(error).splitlines()[0])
-
-    def result(self) -> _Collector:
-        return self
+_Collector = reader.Collector  # the python-chess visitor, under the name tests and benchmarks use

@@ -1,14 +1,15 @@
 """A fast streaming PGN reader: compressed inputs, chunks cut into games, tags and SAN read by compiled code.
 
 :func:`open_pgn` opens ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` (recognised by their
-magic bytes) or ``-`` (standard input) as one decompressed byte stream; :func:`pgn_chunks` cuts
+magic bytes) or ``-`` (standard input) as one decompressed byte stream (a compressed file that does not
+end cleanly is an error naming the offset, never a shorter stream); :func:`pgn_chunks` cuts
 it into text chunks that end where a game ends, so memory is flat in the file's size.
 
 A chunk's games are read together (:func:`tokpack.chess.pgn.chunk_games` puts the steps in
 order), each step one pass of compiled code over the whole chunk:
 
 - :func:`cut_games`: a game is a paragraph of tag lines and the paragraph of movetext after it
-  (blank lines separate paragraphs; a comment may span them). :func:`cut_games_python` is the
+  (blank lines separate paragraphs; one blank line may come among the tags; a comment may span them). :func:`cut_games_python` is the
   same cut in plain Python, kept as its specification.
 - :func:`read_tags`: the tag values a conversion keeps, and which games are surely usable; a game
   whose tag lines or values it cannot vouch for is read by :func:`read_headers` (python-chess's
@@ -23,10 +24,13 @@ BENCHMARKS.md (issue 15). Whatever that fast path does not take on exactly (a ``
 ``%`` escape, a variation before the first move, a null move, an illegal or ambiguous move) is
 read by python-chess (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
 
-Two differences from python-chess on broken input are deliberate: a paragraph of tags with no
-moves is a game of its own (``header_only``), not tags added to the next game; and a comment that
-is never closed ends at the next game's tags (``unreadable_movetext``) instead of swallowing the
-rest of the file.
+Where PGN is loose it reads as python-chess does: tag lines may start with whitespace, one blank
+line may come among the tags, and a brace comment may hold blank lines and ``[`` lines. Two
+differences on broken input are deliberate: a paragraph of tags with no moves followed by tags that
+repeat one of its own is a game of its own (``header_only``), not tags added to the next game; and
+a comment whose ``}`` does not come before the next game's own ``{`` ends at that game's tags
+(``unreadable_movetext``) instead of swallowing it. A chunk ends only where a game starts whatever
+came before (:func:`last_game_start`), so how a file is cut into chunks never changes a game.
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ import gzip
 import io
 import re
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+import chess.pgn
 import numpy as np
 
 from tokpack.chess._resolve import ASK, MANY_MOVES, SEPARATOR, SanCodes, resolve_san
@@ -52,14 +58,20 @@ from tokpack.errors import InputError
 #: games, 2,900 of them), and that spike sets the converter's memory; 2,900 games are still a
 #: large lockstep batch.
 CHUNK_BYTES = 4 << 20
+#: A chunk grows up to this many bytes to end where a game surely starts (see
+#: :func:`last_game_start`); past it, a comment never closed for that long, it ends before any tags.
+MAX_GAME_BYTES = 64 << 20
 #: What cutting finds wrong with a game: (skip reason, detail).
 HEADER_ONLY = ("header_only", "tags with no moves")
 COMMENT_LEFT_OPEN = ("unreadable_movetext", "a comment '{' is never closed")
 _PROBLEMS = (None, HEADER_ONLY, COMMENT_LEFT_OPEN)  # by the compiled cutter's codes
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
 
-TAG = re.compile(r'^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)  # python-chess's, per line
-_TAG_LINES = re.compile(r"(?:[\[%;][^\n]*(?:\n|\Z))*")
+# python-chess's, per line, after the leading whitespace it strips from a tag line.
+TAG = re.compile(r'^[^\S\n]*\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)
+_TAG_LINE = re.compile(r"^[^\S\n]*\[", re.MULTILINE)
+_TAG_NAME = re.compile(r'^[^\S\n]*\[([^\s"\]]*)', re.MULTILINE)
+_TAG_LINES = re.compile(r"(?:(?:[^\S\n]*\[|[%;])[^\n]*(?:\n|\Z))*")
 _PARAGRAPHS = re.compile(r"(\n(?:[^\S\n]*\n)+)")
 COMMENT = re.compile(r"\{[^}]*\}")
 # Left to right, whichever starts first: a brace comment (its '}' may be missing), a ';' comment to
@@ -95,13 +107,109 @@ def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
     for magic, kind in _MAGIC.items():
         if head.startswith(magic):
             if kind == "zstd":
-                import zstandard
-
-                return zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True), raw  # type: ignore[return-value]
-            if kind == "gzip":
-                return gzip.GzipFile(fileobj=buffered), raw  # type: ignore[return-value]
-            return bz2.BZ2File(buffered), raw  # type: ignore[return-value]
+                return _ZstdFrames(buffered, str(path)), raw  # type: ignore[return-value]
+            inner: gzip.GzipFile | bz2.BZ2File = gzip.GzipFile(fileobj=buffered) if kind == "gzip" else bz2.BZ2File(buffered)
+            return _Checked(inner, raw, str(path), kind), raw  # type: ignore[return-value]
     return buffered, raw
+
+
+_TRUNCATED_FIX = "the file was cut short or damaged; copy or download it again"
+
+
+class _ZstdFrames:
+    """The decompressed bytes of a zstd file of one or more frames, read as a stream.
+
+    Unlike ``zstandard``'s stream reader, which ends quietly where the file does, a file that
+    ends inside a frame (cut at any byte after a frame's first) or holds a damaged frame is an
+    :class:`~tokpack.errors.InputError` naming the file and the compressed byte offset.
+    """
+
+    def __init__(self, raw: BinaryIO, where: str) -> None:
+        import zstandard
+
+        self._raw, self._where, self._zstd = raw, where, zstandard
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._frame: zstandard.ZstdDecompressionObj | None = None  # the frame under way
+        self._frame_start = 0  # its compressed offset
+        self._consumed = 0  # compressed bytes decompressed so far
+        self._buffer = bytearray()
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` decompressed bytes (all that is left for -1); ``b""`` at the end."""
+        while (size < 0 or len(self._buffer) < size) and self._decompress_more():
+            pass
+        if size < 0 or size >= len(self._buffer):
+            out, self._buffer = bytes(self._buffer), bytearray()
+            return out
+        with memoryview(self._buffer) as view:
+            out = bytes(view[:size])  # one copy
+        del self._buffer[:size]  # cheap: a bytearray drops its head in place
+        return out
+
+    def _decompress_more(self) -> bool:
+        block = self._raw.read(1 << 20)
+        if not block:
+            if self._frame is not None:
+                raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte {self._frame_start} "
+                                 "is cut short (the file ends before the frame does)", byte=self._consumed,
+                                 fix=_TRUNCATED_FIX)
+            return False
+        while block:
+            if self._frame is None:
+                self._frame, self._frame_start = self._decompressor.decompressobj(), self._consumed
+            try:
+                self._buffer += self._frame.decompress(block)
+            except self._zstd.ZstdError as error:
+                raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte "
+                                 f"{self._frame_start} cannot be read ({error})", byte=self._frame_start,
+                                 fix=_TRUNCATED_FIX) from None
+            if not self._frame.eof:
+                self._consumed += len(block)
+                break
+            rest = self._frame.unused_data
+            self._consumed += len(block) - len(rest)
+            self._frame, block = None, rest
+        return True
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> _ZstdFrames:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Checked:
+    """A gzip or bz2 stream whose read errors (a truncated or damaged file) are an
+    :class:`~tokpack.errors.InputError` naming the file and the compressed byte offset reached."""
+
+    def __init__(self, stream: gzip.GzipFile | bz2.BZ2File, raw: BinaryIO, where: str, kind: str) -> None:
+        self._stream, self._raw, self._where, self._kind = stream, raw, where, kind
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` decompressed bytes; ``b""`` at the end."""
+        try:
+            return self._stream.read(size)
+        except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+            try:
+                at: int | None = int(self._raw.tell())
+            except (OSError, ValueError):
+                at = None
+            what = "ends before its end-of-stream marker" if isinstance(error, EOFError) else f"is damaged ({error})"
+            raise InputError(self._where, f"cannot be read: the {self._kind} stream {what}", byte=at,
+                             fix=_TRUNCATED_FIX) from None
+
+    def close(self) -> None:
+        self._stream.close()
+        self._raw.close()
+
+    def __enter__(self) -> _Checked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
@@ -114,24 +222,57 @@ def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> 
     while True:
         try:
             block = stream.read(chunk_bytes)
-        except (OSError, EOFError, ValueError) as error:  # zstd, gzip and bz2 errors
-            raise InputError(where, f"byte {offset + len(pending)} of the decompressed text: cannot be read ({error})") from None
-        except Exception as error:  # zstandard.ZstdError is not an OSError
-            if type(error).__module__.startswith("zstandard"):
-                raise InputError(where, f"not a readable zstd stream ({error})") from None
+        except InputError:
             raise
+        except (OSError, EOFError, ValueError) as error:  # a decompressor's own errors
+            raise InputError(where, f"byte {offset + len(pending)} of the decompressed text: cannot be read ({error})") from None
         if not block:
             break
         pending += block
-        cut = max(pending.rfind(b"\n\n["), pending.rfind(b"\n\r\n["))
+        cut = last_game_start(pending)
+        if cut < 0 and len(pending) >= max(chunk_bytes, MAX_GAME_BYTES):
+            cut = max(pending.rfind(b"\n\n["), pending.rfind(b"\n\r\n["))  # no sure start: any will do
+            cut = pending.index(b"[", cut) if cut > 0 else -1
         if cut <= 0:
             continue
-        cut = pending.index(b"[", cut)
         yield offset, pending[:cut]
         offset += cut
         pending = pending[cut:]
     if pending:
         yield offset, pending
+
+
+def last_game_start(data: bytes) -> int:
+    """The position of the last ``[`` of ``data`` where a game starts whatever came before, or -1.
+
+    That is a ``[`` after a blank line, outside any brace comment (the last brace before it is a
+    ``}``, or there is none), and not after a paragraph ending in a tag or escape line, unless
+    two blank lines come between (:func:`cut_games` joins tags to tags after one blank line). A
+    chunk cut there reads as the whole text does.
+    """
+    end = len(data)
+    while True:
+        cut = max(data.rfind(b"\n\n[", 0, end), data.rfind(b"\n\r\n[", 0, end))
+        if cut <= 0:
+            return -1
+        opened = data.rfind(b"{", 0, cut)
+        if opened > data.rfind(b"}", 0, cut):
+            end = opened  # inside a comment, maybe: so is every '[' up to the '{'
+            continue
+        if not _after_tag_line(data, cut):
+            return data.index(b"[", cut)
+        end = cut
+
+
+def _after_tag_line(data: bytes, cut: int) -> bool:
+    """Whether the blank line at ``data[cut]`` is the only one after a line that is a tag or escape line."""
+    j = cut
+    while j > 0 and data[j - 1] in b" \t\r\n":
+        j -= 1
+    if data.count(b"\n", j, data.index(b"[", cut)) >= 3:
+        return False
+    line = data[data.rfind(b"\n", 0, j) + 1:j].lstrip()
+    return line[:1] in (b"[", b"%", b";")
 
 
 @dataclass
@@ -208,16 +349,27 @@ def cut_games_python(text: str, offset: int) -> list[Game]:
         tags, movetext = _split_tags(paragraph)
         i += 2
         problem = None
-        if tags and not movetext:
+        while tags and not movetext:  # after one blank line, more tags or the moves
             separator = parts[i - 1] if i - 1 < len(parts) else ""
-            if i < len(parts) and separator.count("\n") == 2 and not parts[i].startswith("["):
-                movetext = parts[i]
+            if i < len(parts) and separator.count("\n") == 2 and parts[i]:
+                following = parts[i]
+                if _is_tags(following):
+                    more, rest = _split_tags(following)
+                    if set(_TAG_NAME.findall(more)) & set(_TAG_NAME.findall(tags)):
+                        problem = HEADER_ONLY  # a new game's tags: this one has no moves of its own
+                        break
+                    tags, movetext = tags + separator + more, rest
+                    position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
+                    i += 2
+                    continue
                 position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
                 i += 2
+                movetext = following
             else:
                 problem = HEADER_ONLY
+            break
         while _comment_left_open(movetext):
-            if i < len(parts) and not parts[i].startswith("["):
+            if i < len(parts) and (not _is_tags(parts[i]) or _closes_first("".join(parts[i:]))):
                 movetext += parts[i - 1] + parts[i]
                 position += len(parts[i]) + (len(parts[i + 1]) if i + 1 < len(parts) else 0)
                 i += 2
@@ -243,9 +395,21 @@ def _comment_left_open(movetext: str) -> bool:
     return last is not None and last.group().startswith("{") and not last.group().endswith("}")
 
 
+def _is_tags(paragraph: str) -> bool:
+    """Whether a paragraph starts with a tag line (leading whitespace allowed, as python-chess reads)."""
+    return paragraph.lstrip().startswith("[")
+
+
+def _closes_first(text: str) -> bool:
+    """Whether, read as the inside of an open brace comment, ``text`` closes it before a ``{`` opens
+    another: then its ``[`` lines are comment text, not the next game's tags."""
+    close, opened = text.find("}"), text.find("{")
+    return close >= 0 and (opened < 0 or close < opened)
+
+
 def _split_tags(paragraph: str) -> tuple[str, str]:
     """A paragraph's leading tag lines (and escapes among them), and the movetext after them."""
-    if not paragraph.startswith(("[", "%", ";")):
+    if not (_is_tags(paragraph) or paragraph.startswith(("%", ";"))):
         return "", paragraph
     end = _TAG_LINES.match(paragraph).end()  # type: ignore[union-attr]
     return paragraph[:end], paragraph[end:]
@@ -254,7 +418,7 @@ def _split_tags(paragraph: str) -> tuple[str, str]:
 def bad_tag_line(tags: str) -> str:
     """The first line starting with ``[`` that is not a well-formed tag (cut to 60 characters), or ``""``."""
     for line in tags.split("\n"):
-        if line.startswith("[") and not TAG.match(line):
+        if line.lstrip().startswith("[") and not TAG.match(line):
             return line.strip()[:60]
     return ""
 
@@ -263,7 +427,7 @@ def read_headers(game: Game) -> tuple[dict[str, str], str]:
     """A game's tags as python-chess reads them, and its first malformed tag line (or ``""``)."""
     pairs = TAG.findall(game.tags)
     bad = ""
-    if game.tags.count("\n[") + game.tags.startswith("[") != len(pairs):
+    if len(_TAG_LINE.findall(game.tags)) != len(pairs):
         bad = bad_tag_line(game.tags)
     return dict(pairs), bad
 
@@ -400,6 +564,20 @@ def main_line_words(movetexts: list[str], codes: SanCodes, *,
     return words, refused, clock_values[:n], clock_doubt
 
 
+def clock_seconds(comment: str) -> float | None:
+    """The first ``[%clk h:mm:ss(.f)]`` of a comment in seconds, or None (the one clock rule in Python;
+    the compiled scanner's :func:`tokpack.chess._resolve_compiled.clock_in` is tested equal to it).
+
+    >>> clock_seconds("[%eval 0.2] [%clk 1:02:03.5]"), clock_seconds("no clock")
+    (3723.5, None)
+    """
+    found = _CLOCK.search(comment)
+    if not found:
+        return None
+    hours, minutes, seconds = found.groups()
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
 def clocks_of(movetext: str) -> list[float | None]:
     """Each main-line move's clock (seconds) from the ``[%clk h:mm:ss]`` comment after it."""
     clocks: list[float | None] = []
@@ -407,10 +585,7 @@ def clocks_of(movetext: str) -> list[float | None]:
         if move:
             clocks.append(None)
         elif comment and clocks and clocks[-1] is None:
-            found = _CLOCK.search(comment)
-            if found:
-                hours, minutes, seconds = found.groups()
-                clocks[-1] = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+            clocks[-1] = clock_seconds(comment)
     return clocks
 
 
@@ -426,16 +601,82 @@ def clock_movetext(movetext: str) -> str:
     return text
 
 
-def python_chess_moves(game: Game) -> tuple[list[str], list[str], list[float | None]]:
-    """python-chess's reading of one game: main-line UCI moves, errors, and clocks."""
-    import chess.pgn
+class Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
+    """A python-chess visitor that keeps only headers, mainline moves, their clocks, the result it
+    reads in the movetext and errors."""
 
-    from tokpack.chess.pgn import _Collector
+    def begin_game(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.moves: list[str] = []
+        self.clocks: list[float | None] = []
+        self.errors: list[str] = []
+        self.results: list[str] = []  # main-line result tokens, in order
 
-    collector = chess.pgn.read_game(io.StringIO(game.tags + "\n" + game.movetext), Visitor=_Collector)  # type: ignore[arg-type]
+    def visit_header(self, tag: str, value: str) -> None:
+        self.headers[tag] = value
+
+    def begin_variation(self):  # type: ignore[no-untyped-def]
+        return chess.pgn.SKIP
+
+    def visit_move(self, board, move) -> None:  # type: ignore[no-untyped-def]
+        self.moves.append(move.uci())
+        self.clocks.append(None)
+
+    def visit_comment(self, comment: str | list[str]) -> None:
+        if not isinstance(comment, str):  # python-chess after 1.11 gives a move's comments as a list
+            comment = " ".join(comment)
+        if self.clocks and self.clocks[-1] is None:
+            self.clocks[-1] = clock_seconds(comment)
+
+    def visit_result(self, result: str) -> None:
+        self.results.append(result)
+
+    def handle_error(self, error: Exception) -> None:
+        self.errors.append(str(error).splitlines()[0])
+
+    def result(self) -> Collector:
+        return self
+
+
+def python_chess_moves(game: Game) -> tuple[list[str], list[str], list[float | None], str | None]:
+    """python-chess's reading of one game: main-line UCI moves, errors, clocks, and the result its
+    movetext gives to a game whose ``Result`` tag is ``*`` or missing (:func:`movetext_result`)."""
+    # Tag lines lose their leading whitespace, as python-chess reads them since it strips it.
+    tags = _TAG_LINE.sub("[", game.tags)
+    collector = chess.pgn.read_game(io.StringIO(tags + "\n" + game.movetext), Visitor=Collector)
     if collector is None:
-        return [], [], []
-    return collector.moves, collector.errors, collector.clocks
+        return [], [], [], None
+    return collector.moves, collector.errors, collector.clocks, _first_result(collector.results)
+
+
+def _first_result(tokens: list[str]) -> str | None:
+    """What python-chess's game puts in a ``*`` or missing ``Result`` tag: the first main-line result token that is
+    not ``*`` (``*`` if all are, None if there is none)."""
+    for token in tokens:
+        if token != "*":
+            return token
+    return tokens[0] if tokens else None
+
+
+def movetext_result(movetext: str) -> str | None:
+    """The result a movetext gives, read as python-chess reads it, for a game whose ``Result`` tag is
+    ``*`` or missing: its first main-line result token other than ``*``, else ``*`` if it has one,
+    else None. For movetext the compiled path reads (no ``;`` or ``%`` comment, variations after
+    a move); python-chess's own reading gives the same through :class:`Collector`.
+
+    >>> movetext_result("1. e4 { 1-0 } e5 (1... d5 0-1) * 1/2-1/2"), movetext_result("1. e4")
+    ('1/2-1/2', None)
+    """
+    text = COMMENT.sub(" ", movetext)
+    while "(" in text:
+        reduced = _VARIATION.sub(" ", text)
+        if reduced == text:
+            break
+        text = reduced
+    return _first_result([token for token in (m.group(0) for m in _TOKENS.finditer(text)) if token in _RESULTS])
+
+
+_RESULTS = {"1-0", "0-1", "1/2-1/2", "*"}
 
 
 def new_codes() -> SanCodes:

@@ -37,8 +37,24 @@ from tokpack._extras import missing_extra
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.errors import InputError, TokpackError
 
-console = Console()
-errors = Console(stderr=True)
+
+class _Console(Console):
+    """A rich console that takes its width from ``COLUMNS`` (or the terminal) each time it prints.
+
+    rich reads ``COLUMNS`` once, when the console is made, i.e. when this module is imported; a
+    caller that sets it later (a wrapper script, a test runner invoking the app in-process) would
+    be ignored and tables wrapped at the width of that moment.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # With no fixed size, rich's `size` asks the terminal and the environment on every call.
+        self._width = None
+        self._height = None
+
+
+console = _Console()
+errors = _Console(stderr=True)
 
 #: A user's mistake (a :class:`~tokpack.errors.TokpackError` or a file-system error): one line, this code.
 EXIT_BAD_INPUT = 2

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokpack.cli._console import command_group
+from tokpack.errors import InputError
 
 if TYPE_CHECKING:  # the BPE modules are imported by the commands that use them, not by every command
     from tokpack.bpe.challenge import Excerpt, Limits, Verification
@@ -47,10 +48,11 @@ def train(
     corpus: Annotated[Path, typer.Argument(help="A text file, a folder of them, JSON Lines or Parquet (as prepare reads).")],
     output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json.")],
     vocab_size: Annotated[int, typer.Option(min=258, help="Ids in the result: 256 bytes, the merges and <|endoftext|>.")] = 8192,
-    pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, or a regex.")] = "gpt4",
+    pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex (gpt4 by default, as in every trainer).")] = "gpt4",
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
     workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4) or processes (other patterns) that split and count (0: one per core).")] = 0,
+    allow_smaller_vocab: Annotated[bool, typer.Option("--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the corpus cannot reach it.")] = False,
     separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it.")] = None,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
@@ -81,6 +83,11 @@ def train(
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
                                   text_field=text_field, workers=workers or None, progress=report, separator=separator)
         tokenizer = result.training.as_tokenizer()
+        if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
+            raise InputError(corpus, f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
+                             f"(too few pairs occur --min-frequency {min_frequency} times)",
+                             fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text, or accept fewer with "
+                                 "--allow-smaller-vocab")
         tokenizer.save(output)
     except (ValueError, OSError) as error:
         raise _fail(str(error).splitlines()[0]) from None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -34,12 +36,13 @@ def prepare_command(
     corpus: Path = typer.Argument(..., help="A UTF-8 text file (its manifest, CORPUS.manifest.json beside it or --manifest, sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
-    vocab_size: int = typer.Option(50257, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default)."),
-    min_frequency: int = typer.Option(2, "--min-frequency", help="A merge needs a pair seen at least this often."),
-    vocab_sample_bytes: int = typer.Option(10_000_000, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary."),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default); fewer reachable is an error naming the count. Not with --vocab."),
+    allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
+    min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
+    vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary (default 10,000,000). Not with --vocab."),
     document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
-    pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt2; with --vocab, the vocabulary's own)."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
@@ -55,19 +58,27 @@ def prepare_command(
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
-    if shards is not None:
-        _prepare_sharded(corpus, vocab, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
-                         document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
-                         storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
-                         validation=validation, test=test, as_json=as_json)
-        return
+    training = {"--vocab-size": vocab_size, "--min-frequency": min_frequency, "--vocab-sample-bytes": vocab_sample_bytes,
+                "--allow-smaller-vocab": allow_smaller_vocab or None}
+    given = [name for name, value in training.items() if value is not None]
+    if vocab is not None and given:  # before anything is read: they would be ignored
+        raise InputError(None, f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
+                         "--vocab gives one (with its own size)", fix=f"drop {' '.join(given)} or --vocab")
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
 
         pattern = resolve_pattern(pattern)
+    if shards is not None:
+        _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
+                         workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
+                         storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
+                         validation=validation, test=test, as_json=as_json)
+        return
     with prepare_progress() as progress:
-        prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size, min_frequency=min_frequency,
-                           vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, pattern=pattern,
+        prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
+                           allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
+                           **({} if min_frequency is None else {"min_frequency": min_frequency}),
+                           **({} if vocab_sample_bytes is None else {"vocab_sample_bytes": vocab_sample_bytes}),
                            trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
                            progress=progress, validation=validation, test=test, out=out, separator=separator,
                            manifest=manifest)
@@ -77,7 +88,7 @@ def prepare_command(
         _summary(prepared)
 
 
-def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, engine: str,
+def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
                      manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
@@ -93,6 +104,9 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         raise InputError(None, f"--shards must be at least 1, got {shards}")
     if workers is not None and workers < 1:
         raise InputError(None, f"--workers must be at least 1, got {workers}", fix="omit it for one per core")
+    from tokpack.vocab import load_vocabulary
+
+    tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
         if format_of(corpus) != "text":
@@ -106,7 +120,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
-        start_job(corpus, out, vocab=vocab, shards=shards, document_bytes=document_bytes, text_field=text_field,
+        start_job(corpus, out, vocab=tokenizer, shards=shards, document_bytes=document_bytes, text_field=text_field,
                   on_error=on_error, separator=separator, manifest=manifest)  # type: ignore[arg-type]
         if as_json:
             typer.echo(json.dumps({"job": str(out), "shards": shards,
@@ -118,7 +132,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         return
     total = corpus.stat().st_size if corpus.is_file() else sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     with shard_progress(total, shards) as (on_done, on_progress):
-        dataset = prepare_sharded(corpus, out, vocab=vocab, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
+        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, separator=separator, manifest=manifest,  # type: ignore[arg-type]
                                   on_done=on_done, on_progress=on_progress)
@@ -164,7 +178,8 @@ def inspect_command(
     pack: str = typer.Argument(..., help="A pack or sharded dataset: a folder, or an fsspec URL (s3://…, gs://…); a URL's shards are downloaded into the cache to be verified."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Hash the arrays and check every id is in the vocabulary (the default); --no-verify checks counts, sizes and seals only."),
     datatrove_tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", "--datatrove-tokenizer", help="Read PACK as another framework's files (datatrove .ds folder, Megatron .bin/.idx, nanoGPT .bin) made with this tokenizer (tokenizer.json or rank file)."),
-    as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' added."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the record as JSON (for scripts), with 'verified' and 'vocabulary_dir' added."),
+    decode: Optional[int] = typer.Option(None, "--decode", metavar="DOC", help="Also print the text of document DOC, decoded with the vocabulary the pack carries."),
     storage_options: Optional[str] = StorageOptions,
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
@@ -180,14 +195,47 @@ def inspect_command(
         opened = open_source(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
     else:
         opened = open_tokens(Path(pack), verify=verify)
+    vocabulary_dir = _carried_vocabulary_dir(Path(opened.path))  # None for a URL: its files are not here
     if as_json:
-        typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify}, indent=2, sort_keys=True))
-        return
-    console.print_json(opened.meta.to_json())
-    # Say exactly what was checked: another framework's files carry no checksums of their own.
-    checked = getattr(opened, "verified_what", "checksums verified")
-    console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
-                  + (f"({checked})" if verify else "(counts, sizes and seals checked; checksums not verified)"))
+        typer.echo(json.dumps({**json.loads(opened.meta.to_json()), "verified": verify,
+                               "vocabulary_dir": None if vocabulary_dir is None else str(vocabulary_dir)},
+                              indent=2, sort_keys=True))
+    else:
+        console.print_json(opened.meta.to_json())
+        # Say exactly what was checked: another framework's files carry no checksums of their own.
+        checked = getattr(opened, "verified_what", "checksums verified")
+        console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
+                      + (f"({checked})" if verify else "(counts, sizes and seals checked; checksums not verified)"))
+        console.print("vocabulary: " + (f"{vocabulary_dir} (tokenizer.json, ranks.tiktoken, vocabulary.json)"
+                                        if vocabulary_dir is not None else "not carried by this pack"),
+                      soft_wrap=True, highlight=False, markup=False)
+    if decode is not None:
+        from tokpack.vocab import load_vocabulary
+
+        if not 0 <= decode < opened.n_docs:
+            raise InputError(None, f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
+        if vocabulary_dir is None:
+            raise InputError(pack, "carries no vocabulary to decode with here (written before packs carried theirs, "
+                             "another framework's files, or a URL)", fix="decode a local pack that carries one")
+        tokenizer = load_vocabulary(Path(opened.path))
+        end = int(opened.starts[decode + 1]) if decode + 1 < opened.n_docs else opened.n_tokens
+        ids = opened.take(np.arange(int(opened.starts[decode]), end))
+        sys.stdout.write(tokenizer.decode(ids.tolist()))
+        sys.stdout.flush()
+
+
+def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
+    """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them."""
+    from tokpack._schema import read_record
+    from tokpack.store.dataset import DatasetRecord
+    from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
+
+    if (path / META_FILE).is_file():
+        return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None
+    if (path / DATASET_FILE).is_file():
+        shards = read_record(DatasetRecord, path / DATASET_FILE).shards
+        return _carried_vocabulary_dir(path / shards[0].name) if shards else None
+    return None
 
 
 def demo_command(
@@ -231,20 +279,26 @@ def _summary(prepared: TokenizedCorpus) -> None:
     # Paths on their own lines, never in a table cell that would cut them with "…".
     console.print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
     console.print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
+    carried = _carried_vocabulary_dir(prepared.tokens_dir)
+    if carried is not None:
+        console.print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
 
 
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
-    """What ``prepare --json`` prints: where the pack and vocabulary are, and the pack's counts."""
+    """What ``prepare --json`` prints: where the pack and vocabulary are, the pack's counts, and the
+    encoder (compiled, with what its piece caches hold, or tiktoken's fallback)."""
     meta = prepared.manifest
     characters = meta.counts.get("characters")
     return {
         "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
+        "vocabulary_dir": None if (carried := _carried_vocabulary_dir(prepared.tokens_dir)) is None else str(carried),
         "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
         "n_docs": meta.n_docs, "n_tokens": meta.n_tokens, "dtype": meta.dtype,
         "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
         "counts": dict(meta.counts),
         "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
         "vocabulary_sample": prepared.vocabulary_sample,
+        "encoder": prepared.tokenizer().encoder_report(),
     }
 
 

@@ -77,13 +77,19 @@ def train(
     output: Path = typer.Option(..., "--out", "-o", "--output", help="tokenizer.json to write; ranks.tiktoken and vocabulary.json go beside it."),
     vocab_size: int = typer.Option(8192, "--vocab-size", help="Ids in the result, <|endoftext|> included."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="exact (tokpack's, the default everywhere) or hf (Hugging Face's)."),
-    pattern: str = typer.Option("polish", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex."),
+    pattern: str = typer.Option("gpt4", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex (gpt4 by default, as in every trainer)."),
+    allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the data cannot reach it (not with --phrase-merges)."),
     domain_weights: str = typer.Option("", help="Per-domain repetition, e.g. 'code=2,technical=0.5' (others 1)."),
     min_frequency: int = typer.Option(2, help="Pairs seen fewer times are never merged."),
     phrase_merges: int = typer.Option(0, help="Ids learned by a second, multi-word stage (0: none)."),
     phrase_pattern: str = typer.Option("polish-phrase", help="Pre-tokenizer of the phrase stage (named or a regex)."),
 ) -> None:
     """Train a byte-level BPE tokenizer of exactly --vocab-size ids and write it for both libraries."""
+    for train_dir in train_dirs:
+        if train_dir.is_file():
+            raise _fail(f"{train_dir}: a file; tokenizer train reads folders of documents, one subfolder per domain "
+                        f"(e.g. DIR/prose/{train_dir.name}): put the file in one (mkdir -p DIR/prose && cp {train_dir} "
+                        "DIR/prose/) and pass DIR, or train on the file itself with 'tokpack bpe train FILE -o OUT'")
     try:
         recipe = TrainingRecipe(
             vocab_size=vocab_size, trainer=trainer.value, pattern=resolve_pattern(pattern),  # type: ignore[arg-type]
@@ -93,7 +99,7 @@ def train(
         texts, used = weighted_documents(train_dirs, recipe.domain_weights)
         with _progress() as progress:
             progress.add_task(f"training on {len(used)} files ({sum(map(len, texts)):,} characters)", total=None)
-            tokenizer = train_tokenizer(texts, recipe)
+            tokenizer = train_tokenizer(texts, recipe, allow_smaller=allow_smaller_vocab)
         written = write_tokenizer(tokenizer, output)
         manifest = build_manifest(tokenizer, recipe, used, [Path(d) for d in train_dirs], written)
         written.append(write_atomically(output.parent / MANIFEST_FILE, manifest.to_json()))
@@ -168,7 +174,7 @@ def grade_command(
     min_global: float = typer.Option(MIN_GLOBAL, help="Least characters per token over all text."),
     min_domain: float = typer.Option(MIN_DOMAIN, help="Least characters per token in every domain."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
-    pattern: Optional[str] = typer.Option(None, help="Pre-tokenizer for a bare rank file (default GPT-2's)."),
+    pattern: Optional[str] = typer.Option(None, help="Pre-tokenizer of a rank file with no vocabulary.json beside it that is no published vocabulary (gpt2, gpt4, polish, polish-phrase, or a regex)."),
 ) -> None:
     """Characters per token of TOKENIZER on DATA_DIR, globally and per domain; exit 0 pass, 1 fail, 2 bad input."""
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,14 +18,17 @@ from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_source
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
-from tokpack.vocab import GPT2_PATTERN, BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
+from tokpack.vocab import BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack import _checks as checks
 from tokpack.vocab.loading import VocabularySpec
-from tokpack.vocab.patterns import check_covers, check_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 
 if TYPE_CHECKING:
     from tokpack.serve.schedule import TokenBatches
+
+#: Ids of the vocabulary ``prepare`` trains unless told (GPT-2's size).
+DEFAULT_VOCAB_SIZE = 50257
 
 Stage = Literal["hashing", "training", "encoding", "verifying"]
 Trainer = Literal["hf", "exact"]
@@ -126,7 +130,8 @@ def prepare(
     *,
     vocab: VocabularySpec | None = None,
     cache_dir: str | Path | None = None,
-    vocab_size: int = 50257,
+    vocab_size: int | None = None,
+    allow_smaller_vocab: bool = False,
     min_frequency: int = 2,
     vocab_sample_bytes: int = 10_000_000,
     document_bytes: int = 1_048_576,
@@ -159,7 +164,10 @@ def prepare(
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
         vocab_size: ids of the vocabulary to train, ``<|endoftext|>`` included (``n_vocab``, as
             Hugging Face counts it: the 256 bytes, the merges and ``<|endoftext|>``); GPT-2's
-            50,257 by default.
+            50,257 by default. Refused with ``vocab`` (a given vocabulary has its own size).
+        allow_smaller_vocab: accept a trained vocabulary with fewer ids than ``vocab_size`` when
+            the sample holds too few pairs seen ``min_frequency`` times; by default that is an
+            error naming the reachable count.
         min_frequency: a merge needs a pair seen at least this often.
         vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
         document_bytes: the longest document (at least 4).
@@ -167,7 +175,8 @@ def prepare(
         trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trained faster
             and leaner than Hugging Face's at equal compression in ``bench/bench_bpe_train.py``)
             or ``"hf"`` (Hugging Face ``tokenizers``).
-        pattern: the pre-tokenizer for training, or for a rank file or GPT-2 pair (GPT-2's).
+        pattern: the pre-tokenizer for training (default :data:`~tokpack.vocab.patterns.DEFAULT_PATTERN`,
+            GPT-4's), or for a rank file that has none (see :func:`load_vocabulary`).
         workers: encoding threads (default: every core); the pack is the same for any number.
         text_field: the field (JSON Lines) or column (parquet) holding the text.
         on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
@@ -192,6 +201,12 @@ def prepare(
             match what it should hold (delete it to rebuild; it is never rebuilt silently).
         FileNotFoundError: no corpus.
     """
+    if vocab is not None and vocab_size is not None:
+        raise InputError(None, "--vocab-size trains a vocabulary; --vocab gives one (with its own size)",
+                         fix="drop one of them")
+    if vocab is not None and allow_smaller_vocab:
+        raise InputError(None, "--allow-smaller-vocab is for training; --vocab gives a vocabulary", fix="drop it")
+    vocab_size = DEFAULT_VOCAB_SIZE if vocab_size is None else vocab_size
     _check_arguments(corpus=corpus, vocab_size=vocab_size, min_frequency=min_frequency,
                      vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                      batch_documents=batch_documents, workers=workers, trainer=trainer, pattern=pattern,
@@ -209,7 +224,8 @@ def prepare(
     report(PrepareProgress("hashing", 0, _size(path)))
     with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
-        return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size, min_frequency=min_frequency,
+        return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size,
+                               allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
                                vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
                                batch_documents=batch_documents, trainer=trainer, pattern=pattern, workers=workers,
                                report=report, out=None if out is None else Path(out))
@@ -217,7 +233,7 @@ def prepare(
 
 def _prepare_source(
     source: DocumentSource, cache: Path, *, vocab: VocabularySpec | None, vocab_size: int, min_frequency: int,
-    vocab_sample_bytes: int, document_bytes: int, batch_documents: int, trainer: Trainer, pattern: str | None,
+    vocab_sample_bytes: int, allow_smaller_vocab: bool = False, document_bytes: int, batch_documents: int, trainer: Trainer, pattern: str | None,
     workers: int | None, report: ProgressCallback, out: Path | None = None,
 ) -> TokenizedCorpus:
     record = source.record
@@ -227,8 +243,13 @@ def _prepare_source(
         tokenizer, vocabulary_json = _trained_vocabulary(
             source, corpus_key, cache, vocab_size=vocab_size, min_frequency=min_frequency,
             sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, trainer=trainer,
-            pattern=pattern or GPT2_PATTERN, report=report,
+            pattern=pattern or DEFAULT_PATTERN, report=report,
         )
+        if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
+            raise InputError(source.path, f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
+                             f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)",
+                             fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text (or raise "
+                                 "--vocab-sample-bytes), or accept fewer with --allow-smaller-vocab")
     else:
         tokenizer = load_vocabulary(vocab, pattern=pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
@@ -236,7 +257,10 @@ def _prepare_source(
     # The error policy is part of the key: a pack that skipped bad records must never be handed
     # to a run that asked to stop at them. So is the separator: it decides every document.
     policy = "-skip" if source.on_error == "skip" else ""
-    pack_dir = out or cache / "packs" / f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}{_separator_key(source)}{policy}"
+    # The ranges and the text field decide what the pack holds, as the file's bytes do.
+    layout = _digest([_layout_of(source), getattr(source, "text_field", None)])[:8]
+    pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}-r{layout}"
+                                         f"{_separator_key(source)}{policy}")
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
@@ -304,14 +328,22 @@ def _trained_vocabulary(
     sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
 ) -> tuple[BpeTokenizer, Path]:
     check_pattern(pattern)
-    pattern_id = hashlib.sha256(pattern.encode()).hexdigest()[:8]
-    # "spread": the sample is documents spread over the whole training range (older caches,
-    # trained on the range's first bytes, live under other keys and are never reused).
-    key = f"{corpus_key[:16]}-n{vocab_size}-f{min_frequency}-s{sample_bytes}-d{document_bytes}-{trainer}-p{pattern_id}-spread"
-    directory = cache / "vocab" / (key + _separator_key(source))  # the separator decides the documents sampled
+    # Everything that decides the vocabulary is in its key (the exact training range included), so
+    # the same request finds the same vocabulary whatever ran before, and another never does.
+    train_spans = [[first, last] for name, first, last in source.layout() if name == "train"]
+    settings = {"corpus": corpus_key, "vocab_size": vocab_size, "min_frequency": min_frequency,
+                "sample_bytes": sample_bytes, "cut": document_cut(source).model_dump(mode="json"), "trainer": trainer,
+                "pattern": pattern, "sample": "spread", "on_error": source.on_error,
+                "text_field": getattr(source, "text_field", None), "training_units": train_spans,
+                "training_bytes": source.range_bytes("train")}
+    settings_sha256 = _digest(settings)
+    key = f"{corpus_key[:16]}-n{vocab_size}-{trainer}-{settings_sha256[:16]}"
+    directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
         "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": "spread",
+        "training_range": json.dumps({"units": train_spans, "bytes": source.range_bytes("train")}),
+        "settings_sha256": settings_sha256,
     }
     if source.separator:
         trained_on["separator"] = source.separator
@@ -345,6 +377,14 @@ def _trained_vocabulary(
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
                 raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
     return tokenizer, directory / VOCABULARY_FILE
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _layout_of(source: DocumentSource) -> list[list[object]]:
+    return [[name, first, last, source.range_bytes(name)] for name, first, last in source.layout()]
 
 
 def _published(directory: Path, write: Callable[[Path], object]) -> bool:
@@ -420,7 +460,9 @@ def write_pack(
     last_unit: int | None = None, batch_documents: int = 16, workers: int | None = None,
     report: ProgressCallback | None = None,
 ) -> None:
-    """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``.
+    """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
+    with the vocabulary's files (which depend on the vocabulary alone, so a pack is the same
+    whether its vocabulary was trained here or given).
 
     Documents are encoded in batches of ``batch_documents`` on ``workers`` threads and written in
     input order, so the bytes do not depend on ``workers``.
@@ -432,6 +474,7 @@ def write_pack(
     # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
     skipped_before = source.skipped
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
+        writer.add_vocabulary_files(tokenizer.files())
         ranges = {}
         for name, first, last in source.layout():
             first_doc, first_token = writer.n_docs, writer.n_tokens

@@ -103,7 +103,9 @@ def corpus_files(data_dir: Path) -> CorpusFiles:
     """
     root = Path(data_dir)
     if not root.is_dir():
-        raise InputError(f"{root}: not a directory")
+        what = "a file" if root.is_file() else "no such folder"
+        raise InputError(root, f"not a directory ({what}); expected a folder of documents, one subfolder per domain",
+                         fix=f"e.g. DIR/prose/{root.name if root.is_file() else 'a.txt'}, then pass DIR")
     files: list[Path] = []
     skipped: list[SkippedFile] = []
     for path in _walk(root, skipped):

@@ -130,7 +130,7 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
 
     ``tokenizer.json`` is encoded by Hugging Face ``tokenizers`` as a user would load it (no
     added special tokens); ``.model`` by sentencepiece; a ``.tiktoken`` rank file or tokpack
-    ``vocabulary.json`` by tiktoken (``pattern`` applies to rank files only, GPT-2's by default).
+    ``vocabulary.json`` by tiktoken (``pattern`` applies to rank files only; see :func:`~tokpack.vocab.load_vocabulary`).
 
     Raises:
         ValueError: a missing or unreadable file, or one of no known kind.

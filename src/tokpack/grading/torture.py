@@ -96,6 +96,8 @@ def first_difference(expected: str, actual: str) -> int | None:
     >>> first_difference("Łódź", "Łódź"), first_difference("Łódź", "Łodź"), first_difference("ab", "a")
     (None, 1, 1)
     """
+    if expected == actual:  # the usual case, compared at C speed: the loop below is only for a difference
+        return None
     for index, (left, right) in enumerate(zip(expected, actual)):
         if left != right:
             return index

@@ -32,7 +32,7 @@ from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
 from tokpack.vocab.bytelevel import RANKS_FILE
-from tokpack.vocab.patterns import END_OF_TEXT
+from tokpack.vocab.patterns import DEFAULT_PATTERN, END_OF_TEXT
 
 Trainer = Literal["hf", "exact"]
 
@@ -75,7 +75,7 @@ class TrainingRecipe(Record):
 
     vocab_size: int = Field(ge=258, description="ids in the result, <|endoftext|> included")
     trainer: Trainer = "exact"  # the default of every trainer option (prepare's too)
-    pattern: str = POLISH_PATTERN
+    pattern: str = DEFAULT_PATTERN  # every trainer's default; the Polish artifact names POLISH_PATTERN
     min_frequency: int = Field(default=2, ge=1)
     domain_weights: dict[str, float] = Field(default_factory=dict)
     phrase_merges: int = Field(default=0, ge=0, description="ids learned by the phrase stage")
@@ -155,28 +155,40 @@ def weighted_documents(
     return texts, used
 
 
-def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe) -> BpeTokenizer:
+def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_smaller: bool = False) -> BpeTokenizer:
     """Learn ``recipe.vocab_size - 1`` ranks (all 256 bytes included) plus ``<|endoftext|>``.
 
+    Args:
+        allow_smaller: accept fewer ids when the data cannot reach the size (``<|endoftext|>``
+            then follows the ranks learned), as ``prepare(allow_smaller_vocab=True)`` does.
+
     Raises:
-        ValueError: the data cannot reach the size (too little or too uniform text), or a phrase
-            stage larger than the vocabulary.
+        ValueError: the data cannot reach the size (too little or too uniform text) and
+            ``allow_smaller`` is false, or a phrase stage larger than the vocabulary.
     """
+    if recipe.phrase_merges and recipe.phrase_pattern == POLISH_PHRASE_PATTERN and recipe.pattern != POLISH_PATTERN:
+        # Its pieces are the Polish pattern's joined by spaces; over another pattern's, a phrase
+        # token could not be built from the word ranks.
+        raise InputError(None, "--phrase-pattern polish-phrase extends --pattern polish, not the one given",
+                         fix="pass --pattern polish, or a --phrase-pattern of your own")
     ranks_wanted = recipe.vocab_size - 1
     word_ranks = ranks_wanted - recipe.phrase_merges
     if word_ranks < 256:
         raise InputError(f"phrase_merges {recipe.phrase_merges} leaves fewer than 256 ids for bytes")
     base = _train_words(texts, recipe, word_ranks)
-    if len(base.ranks) < word_ranks:
+    if len(base.ranks) < word_ranks and not (allow_smaller and not recipe.phrase_merges):
         raise InputError(
             f"the data reaches only {len(base.ranks) + 1} ids of the {recipe.vocab_size} asked for "
-            f"(min_frequency {recipe.min_frequency}): add text or lower --vocab-size"
+            f"(min_frequency {recipe.min_frequency}): add text, lower --vocab-size"
+            + ("" if recipe.phrase_merges else ", or accept fewer with --allow-smaller-vocab")
         )
     ranks = dict(base.ranks)
     pattern = recipe.pattern
     if recipe.phrase_merges:
         ranks.update(_phrase_merges(texts, base, recipe))
         pattern = recipe.phrase_pattern
+    if len(ranks) < ranks_wanted and not recipe.phrase_merges:  # allow_smaller: fewer word ranks
+        return BpeTokenizer(ranks=ranks, pattern=pattern, special_tokens={END_OF_TEXT: len(ranks)})
     if len(ranks) < ranks_wanted:
         raise InputError(
             f"the phrase stage found only {len(ranks) - word_ranks} of {recipe.phrase_merges} merges: "

@@ -136,9 +136,12 @@ class PartState(Record):
     data: dict[str, Any]
     #: rows served before the state's step, over all its epochs (epoch = rows // rows_per_epoch)
     rows: int = Field(ge=0)
-    rows_per_epoch: int | None = None
+    rows_per_epoch: int | None = Field(default=None, ge=0)
     #: targets served before the state's step (ids that were a label), over all its epochs
-    tokens: int | None = None
+    tokens: int | None = Field(default=None, ge=0)
+    #: the step the part joined the run (a part added at a resume: that step); the rows of a
+    #: step are interleaved among the parts that had joined by then
+    since: int = Field(default=0, ge=0)
 
 
 class LoaderState(Record):
@@ -300,6 +303,7 @@ class PackedBatches:
         self._slots: list[PartState] = [PartState(name=name, data=record, rows=0, rows_per_epoch=layout.n_rows)
                                         for name, record, layout in zip(self.names, self._data_records(), self.layouts)]
         self._local: list[int | None] = list(range(len(self.layouts)))  # slot -> this loader's part (None: removed)
+        self._mixed_from = 0 if len(self._slots) > 1 else None  # the first step that interleaves parts
         self._history = History(self._planned(0))
         self._permutations: dict[tuple[int, int], np.ndarray] = {}
         self.step = 0
@@ -314,16 +318,18 @@ class PackedBatches:
         """Rows of the global batch of step ``step`` (over all ranks)."""
         return self._history.global_batch(_check_step(step))
 
-    def _planned(self, first: int) -> list[Segment]:
+    def _planned(self, first: int, numbering: list[int | None] | None = None) -> list[Segment]:
         """This loader's own settings (its global batch schedule and mixture stages) from step
-        ``first`` on, over the parts as numbered now; merged where nothing changes."""
+        ``first`` on, over the parts as numbered now (or by ``numbering``: slot -> this loader's
+        part); merged where nothing changes."""
+        numbering = self._local if numbering is None else numbering
         stages = self.mixture.stages if self.mixture is not None else [(0, np.ones(1))]
         points = sorted({first} | {s for s, _ in self._batch_plan if s > first} | {s for s, _ in stages if s > first})
         segments: list[Segment] = []
         for point in points:
             rows = self._batch_plan[bisect.bisect_right([s for s, _ in self._batch_plan], point) - 1][1]
             local = stages[bisect.bisect_right([s for s, _ in stages], point) - 1][1]
-            weights = [0.0 if part is None else float(local[part]) for part in self._local]
+            weights = [0.0 if part is None else float(local[part]) for part in numbering]
             if segments and (segments[-1].global_batch, segments[-1].weights) == (rows, weights):
                 continue
             segments.append(Segment(step=point, global_batch=rows, weights=weights))
@@ -378,7 +384,7 @@ class PackedBatches:
             parts.append(np.full(count, part, dtype=np.int64))
             rows.append(chosen)
         part_of, row_of = (parts[0], rows[0]) if len(parts) == 1 else (np.concatenate(parts), np.concatenate(rows))
-        if len(self._slots) > 1:  # interleave the parts, so every rank sees the mixture
+        if self._mixed_from is not None and step >= self._mixed_from:  # interleave the parts, so every rank sees the mixture
             mixing = np.random.default_rng([self.seed, self._mixture_seed, step, 1]).permutation(len(part_of))
             part_of, row_of = part_of[mixing], row_of[mixing]
         return part_of, row_of
@@ -604,22 +610,25 @@ class PackedBatches:
             if local not in matched:
                 local_of.append(local)
                 slots.append(PartState(name=self.names[local], data=records[local], rows=0,
-                                       rows_per_epoch=self.layouts[local].n_rows))
+                                       rows_per_epoch=self.layouts[local].n_rows, since=saved.step))
         added = len(slots) - len(saved.parts)
         step = saved.step
         past = [segment.model_copy(update={"weights": segment.weights + [0.0] * added,
                                            "anchor": None if segment.anchor is None else segment.anchor + [0] * added})
                 for segment in saved.history]
         rows = [part.rows for part in saved.parts] + [0] * added
-        self._slots, self._local = slots, local_of
-        planned = self._planned(step)
+        planned = self._planned(step, local_of)
         if _same_future(past, planned, step):
             history = past
         else:  # the settings change here: the shares count from the rows each part served
             history = [segment for segment in past if segment.step < step]
             history += [planned[0].model_copy(update={"anchor": rows}), *planned[1:]]
-        self._history = History(history)
-        self._history.remember(step, rows)
+        checked = History(history)
+        checked.remember(step, rows)
+        # nothing is changed before every check passed: a refused state leaves the loader as it was
+        joined = sorted(slot.since for slot in slots)
+        self._slots, self._local, self._history = slots, local_of, checked
+        self._mixed_from = joined[1] if len(joined) > 1 else None
         self._permutations.clear()
         self.step = step
 
@@ -843,8 +852,16 @@ def _parse_state(state: Any) -> LoaderState:
     except (ValidationError, TypeError) as error:
         raise InputError(None, f"not a tokpack loader state ({str(error).splitlines()[0]})") from None
     n_parts = len(saved.parts)
+    names = [part.name for part in saved.parts]
+    for name in names:
+        if names.count(name) > 1:
+            raise InputError(None, f"not a tokpack loader state (it names part {name!r} twice)")
     if any(len(s.weights) != n_parts or (s.anchor is not None and len(s.anchor) != n_parts) for s in saved.history):
         raise InputError(None, f"not a tokpack loader state (its history does not name its {n_parts} parts)")
+    in_force = [s for s in saved.history if s.step <= saved.step]
+    if in_force and in_force[-1].global_batch != saved.global_batch:
+        raise InputError(None, f"not a tokpack loader state (global_batch {saved.global_batch}, but its history has "
+                         f"{in_force[-1].global_batch} at its step {saved.step})")
     return saved
 
 

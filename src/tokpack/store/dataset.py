@@ -277,11 +277,17 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
 def merge_dataset(dataset: ShardedDataset, destination: Path) -> PackMeta:
     """Concatenate a sharded dataset into one pack, streaming (memory stays flat).
 
-    The merged pack's checksums equal the dataset's.
+    The merged pack's checksums equal the dataset's, and it carries the vocabulary files its
+    first shard carries (checked against that shard's record).
     """
     from tokpack.store.writer import PackWriter
 
     with PackWriter(destination, vocabulary=dataset.vocabulary) as writer:
+        first = dataset.shards[0] if dataset.shards else None
+        if first is not None and first.vocabulary_dir is not None:
+            first.verify_vocabulary_files()
+            writer.add_vocabulary_files({path.name: path.read_bytes() for path in sorted(first.vocabulary_dir.iterdir())
+                                         if f"{path.parent.name}/{path.name}" in first.meta.vocabulary_files})
         for shard in dataset.shards:
             writer.append_pack(shard)
         meta = writer.commit(source=dataset.meta.source, cut=dataset.meta.cut, ranges=dataset.meta.ranges,

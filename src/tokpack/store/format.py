@@ -12,6 +12,11 @@ starts and a record of the vocabulary that made the ids::
                    strictly increasing, the first 0 (empty documents are not stored).
       meta.json    a :class:`PackMeta`: counts, dtype, vocabulary identity, source, how documents
                    were cut, named ranges, SHA-256 of both arrays' payloads, and a seal.
+      vocabulary/  (text packs) the vocabulary the ids come from, as a user loads it: Hugging
+                   Face's ``tokenizer.json`` (with ``tokenizer_config.json`` and
+                   ``special_tokens_map.json``), tiktoken's ``ranks.tiktoken`` and tokpack's
+                   ``vocabulary.json`` (its pattern and special tokens); each file's SHA-256 is
+                   in ``meta.json``. Packs written before tokpack stored it have none.
 
 A pack directory only ever appears complete: writers build it in a temporary sibling and rename
 it into place. Readers check counts, sizes and the seal on open; the full checksums on request.
@@ -19,7 +24,7 @@ it into place. Readers check counts, sizes and the seal on open; the full checks
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
@@ -120,11 +125,27 @@ class StreamRecord(SealedRecord):
         return self
 
 
+#: The folder of a pack that holds its vocabulary's files.
+VOCABULARY_DIR = "vocabulary"
+
+
 class PackMeta(StreamRecord):
     """``meta.json`` (``"schema": "tokpack.pack.v1"``): everything a reader needs to trust
-    ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s."""
+    ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s, and
+    ``vocabulary_files``: the SHA-256 of each file the pack carries of its vocabulary, by its path
+    inside the pack (``vocabulary/tokenizer.json``, ...); empty when it carries none."""
 
     schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
+    vocabulary_files: dict[str, Annotated[str, Field(pattern=SHA256)]] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _no_vocabulary_files_field_without_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out when empty, from the JSON and from the seal alike: a pack without vocabulary
+        # files is byte for byte what tokpack wrote before the field existed, and opens.
+        data: dict[str, Any] = handler(self)
+        if not data.get("vocabulary_files"):
+            data.pop("vocabulary_files", None)
+        return data
 
 
 def token_dtype(n_vocab: int) -> np.dtype:

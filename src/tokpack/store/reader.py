@@ -11,7 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
-from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
+from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, VOCABULARY_DIR, PackMeta
 from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
 
@@ -49,6 +49,10 @@ class Pack(RecordedStream):
             raise InputError(f"{self.path}: not a pack directory")
         self.meta: PackMeta = read_record(PackMeta, self.path / META_FILE)
         self.meta.check_seal(self.path / META_FILE)
+        for name in self.meta.vocabulary_files:
+            parts = name.split("/")
+            if len(parts) != 2 or parts[0] != VOCABULARY_DIR or parts[1] in ("", ".", ".."):
+                raise IntegrityError(self.path / META_FILE, f"vocabulary file {name!r} is not inside {VOCABULARY_DIR}/")
         self.tokens: np.ndarray = _open_array(self.path / TOKENS_FILE, np.dtype(self.meta.dtype), self.meta.n_tokens)
         self.starts: np.ndarray = np.array(_open_array(self.path / STARTS_FILE, np.dtype(np.int64), self.meta.n_docs))
         self._check_starts()
@@ -58,7 +62,33 @@ class Pack(RecordedStream):
 
     def stamped(self) -> bool:
         """Whether this pack was verified earlier and none of its files changed since."""
-        return is_stamped(self.path, self.meta.seal, _PACK_FILES)
+        return is_stamped(self.path, self.meta.seal, self._files())
+
+    def _files(self) -> tuple[str, ...]:
+        return (*_PACK_FILES, *self.meta.vocabulary_files)
+
+    @property
+    def vocabulary_dir(self) -> Path | None:
+        """The folder of the vocabulary files this pack carries (see :mod:`tokpack.store.format`),
+        or ``None`` for a pack that carries none (written before tokpack stored them, or a
+        vocabulary that has no such files, as chess's)."""
+        return self.path / VOCABULARY_DIR if self.meta.vocabulary_files else None
+
+    def verify_vocabulary_files(self) -> None:
+        """Hash the vocabulary files against ``meta.json``.
+
+        Raises:
+            IntegrityError: a missing or altered file.
+        """
+        for name, expected in self.meta.vocabulary_files.items():
+            try:
+                actual = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
+            except FileNotFoundError:
+                raise IntegrityError(self.path / name, "missing; the pack's vocabulary is incomplete",
+                                     fix="copy the whole pack folder, or rebuild it") from None
+            if actual != expected:
+                raise IntegrityError(self.path / name, f"SHA-256 differs from {META_FILE}",
+                                     fix="the pack's vocabulary was altered; restore it or rebuild the pack")
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""
@@ -123,7 +153,8 @@ class Pack(RecordedStream):
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
             raise IntegrityError(self.path / STARTS_FILE, f"SHA-256 differs from {META_FILE}",
                                  fix="the pack was altered; delete it to rebuild")
-        stamp(self.path, self.meta.seal, _PACK_FILES)
+        self.verify_vocabulary_files()
+        stamp(self.path, self.meta.seal, self._files())
 
     def _check_starts(self) -> None:
         where = self.path / STARTS_FILE

@@ -19,6 +19,7 @@ from tokpack.store.format import (
     META_FILE,
     STARTS_FILE,
     TOKENS_FILE,
+    VOCABULARY_DIR,
     DocumentCut,
     PackMeta,
     Source,
@@ -66,6 +67,7 @@ class PackWriter:
         self._tokens.write(npy_header(self.dtype, 0))
         self._tokens_hash = hashlib.sha256()
         self._starts = array("q")
+        self._files: dict[str, str] = {}
         self.n_tokens = 0
 
     @property
@@ -108,6 +110,24 @@ class PackWriter:
         self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
         self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
         self.n_tokens += len(ids)
+
+    def add_vocabulary_files(self, files: dict[str, bytes]) -> None:
+        """Store the vocabulary's files (by name, e.g. ``tokenizer.json``) in the pack's
+        ``vocabulary/`` folder; ``meta.json`` records each one's SHA-256, so the pack is published
+        with them or not at all, and a reader refuses an altered one.
+
+        Raises:
+            ValueError: a name that is not a plain file name.
+        """
+        folder = self._temporary / VOCABULARY_DIR
+        folder.mkdir(exist_ok=True)
+        for name, content in files.items():
+            if not name or "/" in name or "\\" in name or name.startswith("."):
+                raise InputError(f"vocabulary file name {name!r} is not a plain file name")
+            with open(folder / name, "wb") as handle:
+                handle.write(content)
+                _close_durably(handle)
+            self._files[f"{VOCABULARY_DIR}/{name}"] = hashlib.sha256(content).hexdigest()
 
     def append_pack(self, pack: Pack) -> None:
         """Append every document of ``pack`` (same vocabulary), copying in bounded pieces.
@@ -166,6 +186,7 @@ class PackWriter:
             pad_id=pad_id,
             tokens_sha256=self._tokens_hash.hexdigest(),
             starts_sha256=hashlib.sha256(starts_payload).hexdigest(),
+            vocabulary_files=dict(sorted(self._files.items())),
         ).sealed()
         write_record(meta, self._temporary / META_FILE)
         publish(self._temporary, self.destination)

@@ -4,9 +4,10 @@ from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.hf_trainer import train_hf_bytelevel
 from tokpack.vocab.identity import VocabIdentity, identity_of, require_vocabulary
 from tokpack.vocab.loading import load_vocabulary, tokenizer_for
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN
+from tokpack.vocab.patterns import DEFAULT_PATTERN, END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN
 
 __all__ = [
+    "DEFAULT_PATTERN",
     "END_OF_TEXT",
     "GPT2_PATTERN",
     "GPT4_PATTERN",

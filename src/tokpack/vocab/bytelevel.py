@@ -1,12 +1,15 @@
-"""Byte-level BPE vocabularies, encoded by tiktoken's engine.
+"""Byte-level BPE vocabularies and their encoder.
 
 A :class:`BpeTokenizer` is ranks (``{token bytes: id}``, all 256 single bytes included), a
-pre-tokenizer pattern and special tokens. Corpus text is encoded with tiktoken's *ordinary*
-encoding, so ``<|endoftext|>`` written in the text is neither inserted nor recognized.
+pre-tokenizer pattern and special tokens. Corpus text is encoded as tiktoken's *ordinary*
+encoding does, so ``<|endoftext|>`` written in the text is neither inserted nor recognized: by
+tokpack's compiled encoder (:mod:`tokpack.vocab.compiled`, the same ids) when the pattern has a
+compiled pre-tokenizer, by tiktoken otherwise (:attr:`BpeTokenizer.engine` says which).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import tiktoken
@@ -26,6 +29,9 @@ from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_pattern, check_covers
+
+if TYPE_CHECKING:
+    from tokpack.vocab.compiled import CompiledBpe
 
 SCHEME = "bytelevel-bpe"
 RANKS_FILE = "ranks.tiktoken"
@@ -107,6 +113,28 @@ class BpeTokenizer:
             special_tokens=self.special_tokens,
         )
 
+    @cached_property
+    def _compiled(self) -> CompiledBpe | None:
+        # Imported here: the compiled encoder imports the BPE trainer's pre-tokenizer, which
+        # imports this package.
+        from tokpack.vocab.compiled import COMPILED_PATTERNS, CompiledBpe
+
+        return CompiledBpe(self.ranks, self.pattern) if self.pattern in COMPILED_PATTERNS else None
+
+    @property
+    def engine(self) -> Literal["compiled", "tiktoken"]:
+        """Which encoder gives the ids: tokpack's compiled one, or tiktoken for a pattern that has
+        no compiled pre-tokenizer (same ids either way)."""
+        from tokpack.vocab.compiled import COMPILED_PATTERNS
+
+        return "compiled" if self.pattern in COMPILED_PATTERNS else "tiktoken"
+
+    def encoder_report(self) -> dict[str, object]:
+        """Which engine encodes, and (compiled) what its bounded piece caches hold and did."""
+        if self._compiled is None:
+            return {"engine": "tiktoken", "reason": "the pattern has no compiled pre-tokenizer"}
+        return {"engine": "compiled", "piece_cache": dataclasses.asdict(self._compiled.cache_report())}
+
     @property
     def eot_id(self) -> int | None:
         """The id of ``<|endoftext|>``, if this vocabulary has it."""
@@ -144,24 +172,31 @@ class BpeTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; special-token names in it are encoded as ordinary text."""
+        if self._compiled is not None:
+            return self._compiled.encode([text])[0].tolist()  # type: ignore[no-any-return]
         return self._encoding.encode_ordinary(text)
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Ids of many texts at once, on ``num_threads`` threads (default: every core)."""
+        if self._compiled is not None:
+            return [ids.tolist() for ids in self.encode_arrays(texts, num_threads=num_threads)]
         threads = num_threads or os.cpu_count() or 1
         return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
 
     def encode_arrays(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[np.ndarray]:
         """Ids of many texts as ``uint32`` arrays, on ``num_threads`` threads (default: every core).
 
-        The fast path for packing: no Python list of ints is ever built, and tiktoken releases
-        the GIL while it encodes, so threads run in parallel.
+        The fast path for packing: no Python list of ints is ever built, and the encoder releases
+        the GIL while it encodes, so threads run in parallel. A lone surrogate is encoded as
+        tiktoken's ``encode_ordinary`` does (see :mod:`tokpack.vocab.compiled`).
 
         >>> ranks = {bytes([b]): b for b in range(256)}
         >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", "", "a\\ud800"])]
         [[104, 105], [], [97, 239, 191, 189]]
         """
         threads = num_threads or os.cpu_count() or 1
+        if self._compiled is not None:
+            return _encode_compiled(self._compiled, list(texts), threads)
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
 
         def encode(text: str) -> np.ndarray:
@@ -213,6 +248,17 @@ class BpeTokenizer:
         return {"tokenizer_config.json": json.dumps(config, indent=2) + "\n",
                 "special_tokens_map.json": json.dumps(special, indent=2) + "\n"}
 
+    def files(self, *, trained_on: dict[str, str | int] | None = None) -> dict[str, bytes]:
+        """Every file a user loads this vocabulary from, by name: ``ranks.tiktoken`` with
+        ``vocabulary.json`` (its pattern and special tokens; what :meth:`save` writes), Hugging
+        Face's ``tokenizer.json``, and :meth:`transformers_files`."""
+        ranks_text = self.rank_lines
+        record = VocabularyRecord(identity=self.identity, pattern=self.pattern, special_tokens=self.special_tokens,
+                                  ranks_sha256=hashlib.sha256(ranks_text).hexdigest(), trained_on=trained_on)
+        files = {RANKS_FILE: ranks_text, VOCABULARY_FILE: record.to_json().encode("utf-8"),
+                 "tokenizer.json": self.to_tokenizer_json().encode("utf-8")}
+        return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
+
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
         """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path."""
         directory = Path(directory)
@@ -252,6 +298,21 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def _encode_compiled(encoder: CompiledBpe, texts: list[str], threads: int) -> list[np.ndarray]:
+    """``encoder.encode(texts)`` on up to ``threads`` threads, each given a run of texts of about
+    the same number of characters (one numba call each, which releases the GIL)."""
+    if threads == 1 or len(texts) < 2:
+        return encoder.encode(texts)
+    sizes = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    cuts = np.searchsorted(sizes, sizes[-1] * np.arange(1, threads) / threads, side="right")
+    bounds = sorted({0, *cuts.tolist(), len(texts)})
+    chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    if len(chunks) == 1:
+        return encoder.encode(texts)
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        return [ids for part in pool.map(encoder.encode, chunks) for ids in part]
 
 
 def encoder_spec(tokenizer: BpeTokenizer) -> dict[str, object]:

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.files import unicode_to_bytes
-from tokpack.vocab.patterns import GPT2_PATTERN
+from tokpack.vocab.patterns import DEFAULT_PATTERN
 
 
 def train_hf_bytelevel(
-    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = GPT2_PATTERN
+    texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = DEFAULT_PATTERN
 ) -> BpeTokenizer:
     """Train ``vocab_size`` ranks (the 256 bytes included) on ``texts``.
 

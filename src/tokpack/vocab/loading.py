@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Union
 
-from tokpack.errors import InputError
-from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
+from tokpack.errors import InputError, IntegrityError
+from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
 from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
 from tokpack.vocab.identity import require_vocabulary
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
+from tokpack.vocab.published import PUBLISHED
+
+#: What ``--pattern`` / ``pattern=`` accept by name (see ``tokpack.grading.training.NAMED_PATTERNS``).
+PATTERN_CHOICES = "gpt2, gpt4, polish, polish-phrase, or a regex"
 
 PathLike = Union[str, "os.PathLike[str]"]
 VocabularySpec = Union[PathLike, tuple[PathLike, PathLike], BpeTokenizer, Any]
@@ -23,14 +28,20 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     Args:
         spec: a tiktoken rank file; an ``(encoder.json, vocab.bpe)`` pair; a Hugging Face
             ``tokenizer.json``; a tokpack ``vocabulary.json`` or the directory holding one; a
+            pack or sharded dataset (the vocabulary it carries, checked against its record); a
             :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
             result).
-        pattern: the pre-tokenizer for a rank file or a GPT-2 pair, which carry none (GPT-2's by
-            default). Formats that record their pattern refuse a different one.
+        pattern: the pre-tokenizer for a rank file, which carries none. A rank file takes its
+            pattern and special tokens from the ``vocabulary.json`` beside it that names it,
+            else from the published vocabulary it is byte for byte (r50k/GPT-2, p50k, cl100k,
+            o200k; see :mod:`tokpack.vocab.published`), else from ``pattern``: it is never
+            guessed. A GPT-2 pair is GPT-2's (its pattern by default). Formats that record
+            their pattern refuse a different one.
 
     Raises:
         ValueError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
-            inconsistent file, or a ``pattern`` that contradicts the file's own.
+            inconsistent file, a rank file whose pattern is unknown and not given, or a
+            ``pattern`` that contradicts the file's own.
     """
     if isinstance(spec, str) and spec == "bytes":
         raise InputError("'bytes' is not a vocabulary: byte-level training needs none")
@@ -51,6 +62,10 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
                              "writes tokenizer.json with .save(path) or .save_pretrained(folder))")
     path = Path(spec)
     if path.is_dir():
+        from tokpack.store.format import DATASET_FILE, META_FILE
+
+        if (path / META_FILE).is_file() or (path / DATASET_FILE).is_file():
+            return _with_pattern(carried_vocabulary(path), pattern, str(path))
         path = path / VOCABULARY_FILE
     if not path.is_file():
         raise InputError(f"{path}: no such vocabulary file")
@@ -62,7 +77,88 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             specials[END_OF_TEXT] = max([*ranks.values(), *specials.values()]) + 1
         tokenizer = BpeTokenizer(ranks=ranks, pattern=file_pattern, special_tokens=specials)
         return _with_pattern(tokenizer, pattern, str(path))
-    return BpeTokenizer(ranks=read_rank_file(path), pattern=pattern or GPT2_PATTERN)
+    return _rank_file_vocabulary(path, pattern)
+
+
+def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
+    ranks = read_rank_file(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()  # what tiktoken publishes: the file's hash
+    record = _record_beside(path, digest)
+    if record is not None:
+        tokenizer = BpeTokenizer(ranks=ranks, pattern=record.pattern, special_tokens=record.special_tokens)
+        if tokenizer.identity != record.identity:
+            raise IntegrityError(path.parent / VOCABULARY_FILE, "recorded identity does not match the vocabulary",
+                                 fix=f"restore {path.name} and {VOCABULARY_FILE} together")
+        return _with_pattern(tokenizer, pattern, str(path.parent / VOCABULARY_FILE))
+    published = PUBLISHED.get(digest)
+    if published is not None:
+        if pattern is not None and pattern != published.pattern:
+            raise InputError(path, f"is {published.name}, whose pre-tokenizer pattern is published; the pattern "
+                             "given contradicts it", fix="omit --pattern (pattern=)")
+        return BpeTokenizer(ranks=ranks, pattern=published.pattern, special_tokens=published.special_tokens)
+    if pattern is None:
+        names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
+        raise InputError(path, f"a rank file records no pre-tokenizer pattern, and this one has no {VOCABULARY_FILE} "
+                         f"beside it and is no published vocabulary ({names})",
+                         fix=f"name its pattern with --pattern ({PATTERN_CHOICES}), or give the tokenizer.json or "
+                             f"{VOCABULARY_FILE} it came with")
+    return BpeTokenizer(ranks=ranks, pattern=pattern)
+
+
+def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:
+    """The ``vocabulary.json`` beside a rank file, if it describes that file.
+
+    Raises:
+        IntegrityError: it names this file but records other bytes for it.
+    """
+    from tokpack._schema import read_record
+
+    beside = path.parent / VOCABULARY_FILE
+    if not beside.is_file() or not is_tokpack_record(beside):
+        return None
+    record = read_record(VocabularyRecord, beside)
+    if record.ranks_sha256 == digest:
+        return record
+    if record.ranks_file == path.name:
+        raise IntegrityError(path, f"SHA-256 differs from the one {VOCABULARY_FILE} beside it records",
+                             fix="restore the rank file, or remove the stale vocabulary.json and pass --pattern")
+    return None
+
+
+def carried_vocabulary(directory: Path) -> BpeTokenizer:
+    """The vocabulary a pack or a sharded dataset carries (see :mod:`tokpack.store.format`), its
+    files checked against the pack's ``meta.json`` and its identity against the ids'.
+
+    Raises:
+        IntegrityError: an altered or missing file, or a vocabulary that is not the ids'.
+        InputError: a pack written without its vocabulary (by tokpack before it kept one).
+    """
+    from tokpack._schema import read_record
+    from tokpack.store.dataset import DatasetRecord
+    from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR
+    from tokpack.store.reader import Pack
+
+    directory = Path(directory)
+    if not (directory / META_FILE).is_file():
+        dataset = read_record(DatasetRecord, directory / DATASET_FILE)
+        dataset.check_seal(directory / DATASET_FILE)
+        if not dataset.shards:
+            raise InputError(directory, "a dataset without shards carries no vocabulary")
+        tokenizer = carried_vocabulary(directory / dataset.shards[0].name)
+        if tokenizer.identity != dataset.vocabulary:
+            raise IntegrityError(directory / dataset.shards[0].name / VOCABULARY_DIR,
+                                 f"not the vocabulary {DATASET_FILE} records", fix="rebuild the dataset")
+        return tokenizer
+    pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are hashed below
+    if pack.vocabulary_dir is None:
+        raise InputError(directory, "this pack carries no vocabulary files (it was written by an older tokpack, or "
+                         "its vocabulary is not a byte-level BPE)",
+                         fix="pass the vocabulary file it was made with (its identity is checked), or prepare it again")
+    pack.verify_vocabulary_files()
+    tokenizer = BpeTokenizer.load_saved(pack.vocabulary_dir / VOCABULARY_FILE)
+    if tokenizer.identity != pack.vocabulary:
+        raise IntegrityError(pack.vocabulary_dir, f"not the vocabulary {META_FILE} records", fix="rebuild the pack")
+    return tokenizer
 
 
 def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:

@@ -17,6 +17,13 @@ GPT4_PATTERN = (
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 
+#: The pattern every trainer uses unless told otherwise (``prepare``, ``tokenizer train``, ``bpe
+#: train``, their APIs): GPT-4's. It is published and read alike by tiktoken and Hugging Face,
+#: tuned on no corpus of this project, and cuts better than GPT-2's: digits in groups of three (no
+#: token for one long number), case-insensitive contractions, newlines kept apart from words; and
+#: tokpack's exact trainer splits it in compiled code.
+DEFAULT_PATTERN = GPT4_PATTERN
+
 #: The one special token of a byte-level vocabulary; corpus text never produces it.
 END_OF_TEXT = "<|endoftext|>"
 

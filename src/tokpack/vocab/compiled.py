@@ -1,0 +1,640 @@
+"""A compiled exact byte-level BPE encoder: tiktoken's ``encode_ordinary`` ids, from numba.
+
+Algorithm, per batch of texts (one numba call that releases the GIL):
+
+1. The texts become one array of code points (``utf-32-le``, a C codec) with the end of each.
+2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's scanner) cuts each text
+   into pieces, with class tables read off tiktoken's own regex engine (:func:`tiktoken_tables`),
+   so the Unicode version is the oracle's.
+3. A piece of one ASCII character is its byte's rank. Any other piece of at most
+   :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
+   table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit
+   copies the ids; a miss encodes the piece and overwrites the row, so the cache's size is fixed
+   whatever the corpus (a cache that grows on a terabyte is a bug). Hits compare the code
+   points, never only the hash.
+4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: the piece's UTF-8 bytes, if they are
+   a token, are that token (tokens of up to 7 bytes are keyed by their packed bytes, longer ones
+   by a 64-bit hash verified against the bytes); otherwise adjacent parts are merged lowest rank
+   first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
+   65,536-entry array, later pairs from a table of (left id, right id) -> id; pieces of more
+   than 64 bytes merge by a heap, in the same order.
+
+Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
+from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
+not handled here: :class:`~tokpack.vocab.bytelevel.BpeTokenizer` falls back to tiktoken.
+
+Lone surrogates, which have no UTF-8, are treated as tiktoken's ``encode_ordinary`` treats them:
+the text goes through ``utf-16`` with ``surrogatepass`` and back with ``replace`` (a high and a low
+surrogate in a row become their astral character; any other becomes U+FFFD).
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tiktoken
+from numba import njit
+
+from tokpack._atomic import partial_sibling
+from tokpack.bpe.pretokenize import _LETTERS, GPT2, GPT4, _L, _N, _S, _mix, _piece_end
+from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
+
+#: tiktoken's own spelling of ``cl100k_base``'s pattern: digit groups ``{1,3}+`` (possessive),
+#: which cuts as :data:`GPT4_PATTERN`'s ``{1,3}`` since nothing follows the group.
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+
+#: Patterns with a compiled pre-tokenizer, and which one; any other falls back to tiktoken.
+COMPILED_PATTERNS: dict[str, int] = {GPT2_PATTERN: GPT2, GPT4_PATTERN: GPT4, CL100K_PATTERN: GPT4}
+
+#: Piece-cache slots per thread (a power of two).
+CACHE_SLOTS = 1 << 16
+#: 32-bit words of a cache row: a piece of ``n`` code points and ``k`` ids is cached if
+#: ``1 + n + k <= CACHE_ROW``; longer ones are encoded each time.
+CACHE_ROW = 32
+
+_NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
+_NO_PAIR = np.uint32(0xFFFFFFFF)
+_PRIME = np.uint64(0x100000001B3)
+_OFFSET = np.uint64(0xCBF29CE484222325)
+_LOW = np.uint64(0xFFFFFFFF)
+_HIGH = np.uint64(32)
+
+
+@functools.lru_cache(maxsize=None)
+def tiktoken_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pre-tokenizer's class tables (as :func:`tokpack.bpe.pretokenize.tables` lays them
+    out) as **tiktoken's** regex engine decides them, whose Unicode version may differ from the
+    ``regex`` module's (U+18D80, a letter since Unicode 14, is none to tiktoken 0.14): each class
+    is read off tiktoken itself, which encodes only what its pattern matches.
+
+    Built once per tiktoken version and kept in ``__pycache__`` beside this module; where that is
+    read-only, built per process."""
+    version = getattr(tiktoken, "__version__", "unknown")
+    cache = Path(__file__).parent / "__pycache__" / f"encoder-classes-tiktoken-{version}.npy"
+    try:
+        stacked = np.load(cache)
+        if stacked.shape == (3, 0x110000):
+            return stacked[0], stacked[1], stacked[2]
+    except (OSError, ValueError):
+        pass
+    every = np.arange(0x110000, dtype=np.uint32)
+    every = every[(every < 0xD800) | (every >= 0xE000)]  # no surrogates: tiktoken takes UTF-8 only
+    text = every.tobytes().decode("utf-32-le")
+    bytes_only = {bytes([b]): b for b in range(256)}
+
+    def members(pattern: str) -> np.ndarray:
+        encoding = tiktoken.Encoding(name="classes", pat_str=pattern, mergeable_ranks=bytes_only, special_tokens={})
+        matched = encoding.decode_bytes(encoding.encode_ordinary(text)).decode("utf-8")
+        return np.frombuffer(matched.encode("utf-32-le"), dtype=np.uint32)
+
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    for bit, pattern in ((_L, r"\p{L}"), (_N, r"\p{N}"), (_S, r"\s")):
+        classes[members(pattern)] |= bit
+    fold = np.zeros(0x110000, dtype=np.uint8)
+    exact = np.zeros(0x110000, dtype=np.uint8)
+    for index, letter in enumerate(_LETTERS, start=1):
+        fold[members(f"(?i:{letter})")] = index
+        exact[members(letter)] = index
+    try:
+        cache.parent.mkdir(exist_ok=True)
+        partial = partial_sibling(cache)
+        try:
+            with partial.open("wb") as handle:
+                np.save(handle, np.stack((classes, fold, exact)))
+            partial.replace(cache)
+        finally:
+            partial.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return classes, fold, exact
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _byte_hash(data, begin, end):  # type: ignore[no-untyped-def]
+    """FNV-1a over ``data[begin:end]``, then splitmix64's finalizer (64 bits)."""
+    h = _OFFSET
+    for k in range(begin, end):
+        h = (h ^ np.uint64(data[k])) * _PRIME
+    return _mix(h)
+
+
+_SHORT = 7  # tokens of at most this many bytes are keyed by their bytes themselves
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _short_key(data, begin, end):  # type: ignore[no-untyped-def]
+    """Bytes ``data[begin:end]`` (at most 7) packed into 64 bits, their count in the top byte: the
+    key is the bytes, so a match needs no comparison and no key is 0."""
+    key = np.uint64(end - begin) << np.uint64(56)
+    for k in range(begin, end):
+        key |= np.uint64(data[k]) << np.uint64(8 * (k - begin))
+    return key
+
+
+@njit(cache=True)
+def _build_tables(flat, offsets, ids, short_size, long_size):  # type: ignore[no-untyped-def]
+    """Two open-addressing tables of the tokens: those of at most 7 bytes by their packed bytes
+    (``short_keys`` beside ``short_ids``), longer ones by a slot holding their hash's high 32 bits
+    beside their number + 1 (0: empty), verified against ``flat`` on a match."""
+    short_keys = np.zeros(short_size, dtype=np.uint64)
+    short_ids = np.zeros(short_size, dtype=np.int64)
+    long_slots = np.zeros(long_size, dtype=np.uint64)
+    short_mask = np.uint64(short_size - 1)
+    long_mask = np.uint64(long_size - 1)
+    for token in range(offsets.size - 1):
+        begin, end = offsets[token], offsets[token + 1]
+        if end - begin <= _SHORT:
+            key = _short_key(flat, begin, end)
+            position = _mix(key) & short_mask
+            while short_keys[position] != 0:
+                position = (position + np.uint64(1)) & short_mask
+            short_keys[position] = key
+            short_ids[position] = ids[token]
+        else:
+            h = _byte_hash(flat, begin, end)
+            position = h & long_mask
+            while long_slots[position] != 0:
+                position = (position + np.uint64(1)) & long_mask
+            long_slots[position] = ((h >> _HIGH) << _HIGH) | np.uint64(token + 1)
+    return short_keys, short_ids, long_slots
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_slots):  # type: ignore[no-untyped-def]
+    """The rank of the bytes ``piece[begin:end]``, or ``_NONE``."""
+    length = end - begin
+    if length <= _SHORT:
+        key = _short_key(piece, begin, end)
+        mask = np.uint64(short_keys.size - 1)
+        position = _mix(key) & mask
+        while True:
+            found = short_keys[position]
+            if found == key:
+                return short_ids[position]
+            if found == 0:
+                return _NONE
+            position = (position + np.uint64(1)) & mask
+    h = _byte_hash(piece, begin, end)
+    mask = np.uint64(long_slots.size - 1)
+    position = h & mask
+    tag = h >> _HIGH
+    while True:
+        slot = long_slots[position]
+        if slot == 0:
+            return _NONE
+        if (slot >> _HIGH) == tag:
+            token = np.int64(slot & _LOW) - 1
+            at = offsets[token]
+            if offsets[token + 1] - at == length:
+                same = True
+                for k in range(length):
+                    if flat[at + k] != piece[begin + k]:
+                        same = False
+                        break
+                if same:
+                    return np.int64(ids[token])
+        position = (position + np.uint64(1)) & mask
+
+
+@njit(cache=True)
+def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type: ignore[no-untyped-def]
+    """The merge table: for every token and every cut of its bytes into two tokens ``left`` and
+    ``right``, the key ``(left + 1) << 32 | right`` (never 0) beside the token's id. Every part
+    of tiktoken's merge is a token, so the rank of two adjacent parts is this table's entry for
+    their ids: a look-up of one 64-bit key, the bytes neither hashed nor compared."""
+    count = 0
+    for token in range(offsets.size - 1):
+        begin, end = offsets[token], offsets[token + 1]
+        for cut in range(begin + 1, end):
+            if (_rank_of(flat, begin, cut, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE
+                    and _rank_of(flat, cut, end, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE):
+                count += 1
+    size = 1 << 8
+    while size < 3 * count:
+        size *= 2
+    table = np.zeros((size, 2), dtype=np.uint64)  # key beside value: one cache line per probe
+    mask = np.uint64(size - 1)
+    for token in range(offsets.size - 1):
+        begin, end = offsets[token], offsets[token + 1]
+        for cut in range(begin + 1, end):
+            left = _rank_of(flat, begin, cut, short_keys, short_ids, flat, offsets, ids, long_slots)
+            right = _rank_of(flat, cut, end, short_keys, short_ids, flat, offsets, ids, long_slots)
+            if left == _NONE or right == _NONE:
+                continue
+            key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
+            position = _mix(key) & mask
+            while table[position, 0] != 0 and table[position, 0] != key:
+                position = (position + np.uint64(1)) & mask
+            table[position, 0] = key
+            table[position, 1] = ids[token]
+    return table
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _byte_pair(pair_rank, first, second):  # type: ignore[no-untyped-def]
+    """The id of the two-byte token ``first second``, or ``_NONE``."""
+    found = pair_rank[(np.int64(first) << 8) | np.int64(second)]
+    return _NONE if found == _NO_PAIR else np.int64(found)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair(table, left, right):  # type: ignore[no-untyped-def]
+    """The id of the token made of tokens ``left`` and ``right``, or ``_NONE``."""
+    key = (np.uint64(left + 1) << _HIGH) | np.uint64(right)
+    mask = np.uint64(table.shape[0] - 1)
+    position = _mix(key) & mask
+    while True:
+        found = table[position, 0]
+        if found == key:
+            return np.int64(table[position, 1])
+        if found == 0:
+            return _NONE
+        position = (position + np.uint64(1)) & mask
+
+
+#: Pieces of more bytes than this merge by a heap (``n log n``) rather than by tiktoken's scan
+#: for the lowest rank after each merge (``n²``); both merge in the same order.
+_LONG = 64
+_POSITION_BITS = np.int64(24)
+_POSITION_MASK = (np.int64(1) << _POSITION_BITS) - 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap, size, key):  # type: ignore[no-untyped-def]
+    heap[size] = key
+    child = size
+    while child > 0:
+        parent = (child - 1) >> 1
+        if heap[parent] <= heap[child]:
+            break
+        heap[parent], heap[child] = heap[child], heap[parent]
+        child = parent
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
+    """Remove the smallest key into ``heap[size - 1]``; return the new size."""
+    size -= 1
+    heap[0], heap[size] = heap[size], heap[0]
+    parent = 0
+    while True:
+        best, left, right = parent, 2 * parent + 1, 2 * parent + 2
+        if left < size and heap[left] < heap[best]:
+            best = left
+        if right < size and heap[right] < heap[best]:
+            best = right
+        if best == parent:
+            break
+        heap[parent], heap[best] = heap[best], heap[parent]
+        parent = best
+    return size
+
+
+@njit(cache=True, nogil=True)
+def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at):  # type: ignore[no-untyped-def]
+    """:func:`_merge_piece`'s merges for a long piece (not a token itself), in the same order: the
+    parts form a linked list over their first bytes, and a heap holds ``rank << 24 | first byte``
+    of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
+    current when its part still has that rank with its next part (a rank names one token, so
+    one byte span: an equal rank is the same pair)."""
+    tok = np.empty(n, dtype=np.int64)
+    rank = np.empty(n, dtype=np.int64)
+    following = np.empty(n, dtype=np.int64)
+    previous = np.empty(n, dtype=np.int64)
+    heap = np.empty(3 * n + 1, dtype=np.int64)
+    size = 0
+    for k in range(n):
+        tok[k] = byte_rank[piece[k]]
+        following[k] = k + 1
+        previous[k] = k - 1
+    for k in range(n - 1):
+        rank[k] = _byte_pair(pair_rank, piece[k], piece[k + 1])
+        if rank[k] != _NONE:
+            size = _heap_push(heap, size, (rank[k] << _POSITION_BITS) | k)
+    rank[n - 1] = _NONE
+    while size > 0:
+        size = _heap_pop(heap, size)
+        key = heap[size]
+        first = key & _POSITION_MASK
+        r = key >> _POSITION_BITS
+        if rank[first] != r:
+            continue  # stale
+        gone = following[first]
+        tok[first] = r
+        following[first] = following[gone]
+        rank[gone] = _NONE
+        after = following[first]
+        if after < n:
+            previous[after] = first
+            rank[first] = _pair(pair_table, tok[first], tok[after])
+            if rank[first] != _NONE:
+                if size + 2 > heap.size:
+                    grown = np.empty(2 * heap.size, dtype=np.int64)
+                    grown[:size] = heap[:size]
+                    heap = grown
+                size = _heap_push(heap, size, (rank[first] << _POSITION_BITS) | first)
+        else:
+            rank[first] = _NONE
+        before = previous[first]
+        if before >= 0:
+            rank[before] = _pair(pair_table, tok[before], tok[first])
+            if rank[before] != _NONE:
+                if size + 2 > heap.size:
+                    grown = np.empty(2 * heap.size, dtype=np.int64)
+                    grown[:size] = heap[:size]
+                    heap = grown
+                size = _heap_push(heap, size, (rank[before] << _POSITION_BITS) | before)
+    k = 0
+    while k < n:
+        out[at] = tok[k]
+        at += 1
+        k = following[k]
+    return at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
+                 pair_table, rks, toks, out, at):
+    """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
+    ``byte_pair_merge`` finds them; return the new end. ``rks`` and ``toks`` are scratch of at
+    least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it merged with the
+    next part."""
+    if n == 1:
+        out[at] = byte_rank[piece[0]]
+        return at + 1
+    whole = _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
+    if whole != _NONE:
+        out[at] = whole
+        return at + 1
+    if n > _LONG and n < (1 << 24):
+        return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at)
+    best = _NONE
+    where = -1
+    for i in range(n - 1):
+        r = _byte_pair(pair_rank, piece[i], piece[i + 1])
+        rks[i] = r
+        toks[i] = byte_rank[piece[i]]
+        if r < best:
+            best = r
+            where = i
+    rks[n - 1] = _NONE
+    toks[n - 1] = byte_rank[piece[n - 1]]
+    m = n  # parts
+    while best != _NONE:
+        i = where
+        toks[i] = best  # parts i and i + 1 become the token of that rank (ids are ranks)
+        for k in range(i + 1, m - 1):
+            toks[k] = toks[k + 1]
+            rks[k] = rks[k + 1]
+        m -= 1
+        if i > 0:
+            rks[i - 1] = _pair(pair_table, toks[i - 1], toks[i])
+        rks[i] = _pair(pair_table, toks[i], toks[i + 1]) if i + 1 < m else _NONE
+        best = _NONE
+        for k in range(m - 1):
+            if rks[k] < best:
+                best = rks[k]
+                where = k
+    for k in range(m):
+        out[at] = toks[k]
+        at += 1
+    return at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
+    """UTF-8 of ``cps[begin:end]`` (no surrogates) into ``piece``; returns the byte count."""
+    n = 0
+    for k in range(begin, end):
+        cp = cps[k]
+        if cp < 0x80:
+            piece[n] = cp
+            n += 1
+        elif cp < 0x800:
+            piece[n] = 0xC0 | (cp >> 6)
+            piece[n + 1] = 0x80 | (cp & 0x3F)
+            n += 2
+        elif cp < 0x10000:
+            piece[n] = 0xE0 | (cp >> 12)
+            piece[n + 1] = 0x80 | ((cp >> 6) & 0x3F)
+            piece[n + 2] = 0x80 | (cp & 0x3F)
+            n += 3
+        else:
+            piece[n] = 0xF0 | (cp >> 18)
+            piece[n + 1] = 0x80 | ((cp >> 12) & 0x3F)
+            piece[n + 2] = 0x80 | ((cp >> 6) & 0x3F)
+            piece[n + 3] = 0x80 | (cp & 0x3F)
+            n += 4
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
+            byte_rank, pair_rank, pair_table, cache, stats):
+    """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
+    of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
+    total = cps.size
+    out = np.empty(max(64, total + total // 2), dtype=np.uint32)
+    doc_ends = np.empty(ends.size, dtype=np.int64)
+    piece = np.empty(256, dtype=np.uint8)
+    rks = np.empty(257, dtype=np.int64)
+    toks = np.empty(257, dtype=np.int64)
+    cache_mask = np.uint64(cache.shape[0] - 1)
+    row = cache.shape[1]
+    at = 0
+    begin = 0
+    for d in range(ends.size):
+        end = ends[d]
+        i = begin
+        while i < end:
+            j = _piece_end(cps, i, end, mode, classes, fold, exact)
+            length = j - i
+            if at + 4 * length > out.size:
+                grown = np.empty(max(2 * out.size, at + 4 * length), dtype=np.uint32)
+                grown[:at] = out[:at]
+                out = grown
+            if length == 1 and cps[i] < 0x80:
+                out[at] = byte_rank[cps[i]]
+                at += 1
+                i = j
+                continue
+            slot = -1
+            if length <= row - 2:
+                h = np.uint64(0xCBF29CE484222325)
+                for k in range(i, j):
+                    h = (h ^ np.uint64(cps[k])) * np.uint64(0x100000001B3)
+                slot = np.int64(_mix(h) & cache_mask)
+                # A row: its piece's length | its id count << 8, the code points, the ids.
+                if cache[slot, 0] & 0xFF == length:
+                    same = True
+                    for k in range(length):
+                        if cache[slot, 1 + k] != cps[i + k]:
+                            same = False
+                            break
+                    if same:
+                        count = np.int64(cache[slot, 0] >> 8)
+                        for k in range(count):
+                            out[at + k] = cache[slot, 1 + length + k]
+                        at += count
+                        stats[0] += 1
+                        i = j
+                        continue
+                stats[1] += 1
+            else:
+                stats[2] += 1
+            if 4 * length + 1 > piece.size:
+                piece = np.empty(8 * length + 1, dtype=np.uint8)
+                rks = np.empty(8 * length + 1, dtype=np.int64)
+                toks = np.empty(8 * length + 1, dtype=np.int64)
+            n = _utf8(cps, i, j, piece)
+            first = at
+            at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
+                              pair_table, rks, toks, out, at)
+            if slot >= 0 and 1 + length + at - first <= row:
+                cache[slot, 0] = length | ((at - first) << 8)
+                for k in range(length):
+                    cache[slot, 1 + k] = cps[i + k]
+                for k in range(at - first):
+                    cache[slot, 1 + length + k] = out[first + k]
+            i = j
+        doc_ends[d] = at
+        begin = end
+    return out[:at].copy(), doc_ends
+
+
+@dataclass
+class PieceCache:
+    """One thread's piece cache: a fixed array of rows, overwritten row by row. A row holds its
+    piece's length and id count, the piece's code points, then its ids (a piece fits if
+    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line."""
+
+    rows: np.ndarray
+    stats: np.ndarray  # hits, misses, pieces too long to cache
+
+    @classmethod
+    def new(cls, slots: int | None = None) -> PieceCache:
+        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32), np.zeros(3, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes)
+
+
+@dataclass(frozen=True)
+class CacheReport:
+    """What the piece caches hold and did: their fixed size, and hit counts since they were made."""
+
+    caches: int
+    slots_each: int
+    row_words: int
+    bytes_each: int
+    pieces_held: int
+    hits: int
+    misses: int
+    uncached: int
+
+
+def _table_size(n: int) -> int:
+    """A power of two at least 4 times ``n`` (a load of at most 1/4: few probes)."""
+    size = 1 << 8
+    while size < 4 * n:
+        size *= 2
+    return size
+
+
+def _fix_surrogates(text: str) -> str:
+    """What tiktoken's ``encode_ordinary`` encodes for a text with lone surrogates."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``texts`` as one ``uint32`` array of code points (lone surrogates fixed as tiktoken does, per
+    text) and the end of each text in it."""
+    try:
+        joined = "".join(texts).encode("utf-32-le")
+    except UnicodeEncodeError:
+        texts = [_fix_surrogates(text) for text in texts]
+        joined = "".join(texts).encode("utf-32-le")
+    cps = np.frombuffer(joined, dtype=np.uint32)
+    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    return cps, ends
+
+
+class CompiledBpe:
+    """The compiled encoder of one vocabulary (``ranks``: token bytes to id) and one pattern of
+    :data:`COMPILED_PATTERNS`. Thread-safe: each call takes a piece cache of its own from a pool.
+
+    >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b" ab": 257}
+    >>> CompiledBpe(ranks, GPT2_PATTERN).encode(["abc ab", "b"])[0].tolist()
+    [256, 99, 257]
+    """
+
+    def __init__(self, ranks: Mapping[bytes, int], pattern: str) -> None:
+        """Raises:
+            KeyError: ``pattern`` has no compiled pre-tokenizer.
+        """
+        self.mode = COMPILED_PATTERNS[pattern]
+        tokens = list(ranks)
+        self.ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+        short = int(np.count_nonzero(lengths <= _SHORT))
+        self.short_keys, self.short_ids, self.long_slots = _build_tables(
+            self.flat, self.offsets, self.ids, _table_size(short), _table_size(len(tokens) - short))
+        self.byte_rank = np.array([ranks[bytes([b])] for b in range(256)], dtype=np.uint32)
+        # uint32 (``_NO_PAIR``: none) so the 65,536 byte pairs fit in 256 KiB, in a core's L2
+        self.pair_rank = np.full(1 << 16, _NO_PAIR, dtype=np.uint32)
+        two = lengths == 2
+        if two.any():
+            pairs = self.flat[self.offsets[:-1][two]].astype(np.int64) << 8 | self.flat[self.offsets[:-1][two] + 1]
+            self.pair_rank[pairs] = self.ids[two]
+        self.pair_table = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys, self.short_ids,
+                                       self.long_slots)
+        self.tables = tiktoken_tables()
+        self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
+        self._caches: list[PieceCache] = []
+
+    @contextmanager
+    def _cache(self) -> Iterator[PieceCache]:
+        try:
+            cache = self._pool.get_nowait()
+        except queue.Empty:
+            cache = PieceCache.new()
+            self._caches.append(cache)
+        try:
+            yield cache
+        finally:
+            self._pool.put(cache)
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The ids of each text, as ``uint32`` arrays (views of one buffer)."""
+        if not texts:
+            return []
+        cps, ends = code_points(texts)
+        classes, fold, exact = self.tables
+        with self._cache() as cache:
+            out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
+                                    self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
+                                    self.pair_table, cache.rows, cache.stats)
+        return np.split(out, doc_ends[:-1])
+
+    def cache_report(self) -> CacheReport:
+        """The piece caches' size and what they did so far."""
+        caches = list(self._caches)
+        stats = sum((cache.stats for cache in caches), np.zeros(3, dtype=np.int64))
+        return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, row_words=CACHE_ROW,
+                           bytes_each=PieceCache.new(1).nbytes * CACHE_SLOTS,
+                           pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) for cache in caches)),
+                           hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]))
