@@ -250,7 +250,7 @@ def test_a_symlink_loop_is_an_input_error_in_every_reader(tmp_path: Path) -> Non
 
 def test_a_pattern_that_skips_text_is_refused_on_the_first_document(prepared: tokpack.TokenizedCorpus,
                                                                     tmp_path: Path) -> None:
-    ranks = prepared.vocabulary_path.parent / "ranks.tiktoken"
+    ranks = _bare_rank_file(prepared, tmp_path)
     with pytest.raises(InputError, match=r"skips .* at character 0 of the first document"):
         tokpack.prepare(SAMPLE / "polish.txt", vocab=ranks, pattern="[a-z]+", cache_dir=tmp_path,
                         document_bytes=4096)
@@ -261,8 +261,17 @@ def test_a_pattern_that_skips_text_is_refused_on_the_first_document(prepared: to
     assert not trained, trained  # refused before training
 
 
-def test_a_pattern_matching_the_empty_string_never_reaches_tiktoken(prepared: tokpack.TokenizedCorpus) -> None:
-    ranks = prepared.vocabulary_path.parent / "ranks.tiktoken"
+def _bare_rank_file(prepared: tokpack.TokenizedCorpus, folder: Path) -> Path:
+    """The rank file alone (no vocabulary.json beside it), so pattern= says its pattern."""
+    ranks = folder / "bare" / "ranks.tiktoken"
+    ranks.parent.mkdir(parents=True, exist_ok=True)
+    ranks.write_bytes((prepared.vocabulary_path.parent / "ranks.tiktoken").read_bytes())
+    return ranks
+
+
+def test_a_pattern_matching_the_empty_string_never_reaches_tiktoken(prepared: tokpack.TokenizedCorpus,
+                                                                   tmp_path: Path) -> None:
+    ranks = _bare_rank_file(prepared, tmp_path)
     with pytest.raises(InputError, match="matches the empty string"):
         tokpack.load_vocabulary(ranks, pattern="x*")
 
