@@ -269,6 +269,18 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--heads {args.heads} does not divide --width {args.width}")
     if args.save_every and not args.save:
         parser.error("--save-every needs --save")
+    # Checked before any rank joins the process group: every rank exits 2, and only rank 0 says
+    # why (torchrun sets WORLD_SIZE and RANK for each process it starts).
+    world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    share = args.global_batch // world_size
+    problem = (f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks (torchrun "
+               "--nproc-per-node x --nnodes): each rank trains on an equal share" if args.global_batch % world_size
+               else f"--micro-batches {args.micro_batches} does not divide a rank's {share} rows "
+               f"(--global-batch {args.global_batch} / {world_size} ranks)" if share % args.micro_batches else None)
+    if problem is not None:
+        if rank == 0:
+            parser.error(problem)
+        sys.exit(2)
     parts = []
     for part in args.mixture or []:
         path, _, weight = part.rpartition("=")

@@ -522,7 +522,7 @@ def test_loader_and_schedule_arguments_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"batch_size 5 is larger than the dataset's 4 windows"):
         make_loader(dataset, batch_size=5)
     assert len(list(make_loader(dataset, batch_size=5, drop_last=False))) == 1
-    with pytest.raises(InputError, match=r"block must be a whole number"):
+    with pytest.raises(InputError, match=r"block must be an integer of at least 2"):
         Windows(pack, block=2.5)  # type: ignore[arg-type]
     loader = make_loader(dataset, batch_size=2)
     state = loader.state_dict() | {"position": 1.5}
@@ -530,7 +530,7 @@ def test_loader_and_schedule_arguments_are_checked(tmp_path: Path) -> None:
         make_loader(dataset, batch_size=2).load_state_dict(state)
     with pytest.raises(InputError, match=r"a batch of 1,000,000,000 rows of 2 ids is larger than the training range \(14 ids\)"):
         TokenBatches(pack, batch=10**9, length=2)  # refused before it allocates
-    with pytest.raises(InputError, match=r"step must be a whole number"):
+    with pytest.raises(InputError, match=r"step must be a non-negative integer"):
         TokenBatches(pack, batch=1, length=2).ids(1.5)  # type: ignore[arg-type]
 
 

@@ -87,7 +87,7 @@ def test_refusals(pack: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="shorter than one row"):
         TokenBatches(pack, batch=1, length=999)
     TokenBatches(pack, batch=1, length=998)  # exactly enough: 1000 ids = length + 2
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
         TokenBatches(pack, batch=0, length=4)
     with pytest.raises(ValueError, match="step must be"):
         TokenBatches(pack, batch=1, length=4).ids(-1)

@@ -74,6 +74,8 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
         raise InputError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
     except RecursionError:  # thousands of nested brackets: no record of ours nests that deep
         raise InputError(path, "JSON nested too deeply to be a tokpack record") from None
+    except ValueError as error:  # a number past Python's 4,300-digit limit
+        raise InputError(path, f"unreadable JSON ({str(error).split(':')[0]})") from None
     try:
         return model.model_validate(document)
     except ValidationError as error:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, token_table  # noqa: F401 (the doctests use it)
+from tokpack import _checks as checks
 from tokpack.errors import InputError
 
 
@@ -55,12 +56,16 @@ def walk(texts: Sequence[str], num_merges: int, *, top: int = 5) -> Iterator[Exp
         TypeError: a text is not a ``str``.
         ValueError: a negative ``num_merges`` or a ``top`` below 1.
     """
+    docs = []
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"text {index} is {type(text).__name__}, not str")
-    if num_merges < 0 or top < 1:
-        raise InputError("num_merges must be 0 or more and top at least 1")
-    docs = [list(text.encode("utf-8")) for text in texts]
+        try:
+            docs.append(list(text.encode("utf-8")))
+        except UnicodeEncodeError as error:  # a command-line argument that was not UTF-8 arrives as surrogates
+            raise InputError(None, f"text {index} is not valid UTF-8 (byte {error.start})",
+                             fix="pass each text as UTF-8") from None
+    num_merges, top = checks.non_negative_int("num_merges", num_merges), checks.positive_int("top", top)
     for step in range(num_merges):
         counts = count_pairs(docs)
         if not counts:

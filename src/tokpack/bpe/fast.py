@@ -43,7 +43,7 @@ from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
-from tokpack.vocab.patterns import DEFAULT_PATTERN
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 
 Pair = tuple[int, int]
 
@@ -537,9 +537,15 @@ def train_from_files(
     _map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
+    if pattern is not None:
+        check_pattern(pattern)
     with spec.open() as source:  # validates the corpus and its options once, here
         n_units = source.n_units
         disk_bytes = _text_bytes(source)
+        # a pattern that skips text would count (and train on) only part of it
+        first = next((piece.text for piece in source.pieces(0, n_units) if piece.text), None)
+        if first is not None and pattern is not None:
+            check_covers(pattern, first[:65536], corpus)
     processes = max(1, workers if workers is not None else (os.cpu_count() or 1))
     # Many more ranges than workers, so a slow range does not leave a worker idle at the end.
     step = max(1, -(-n_units // (processes * 64)))

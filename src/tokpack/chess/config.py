@@ -40,6 +40,9 @@ else:  # pragma: no cover - Python 3.10
 MONTH = r"^\d{4}-\d{2}$"
 #: Where :func:`load_config` looks when no file is named.
 DEFAULT_CONFIG = Path("tokpack-chess.toml")
+#: The smallest config, as a missing file's message shows it (one line).
+EXAMPLE = ('games_dir = "games"  out_dir = "tokens"  train_month = "2016-01"  val_month = "2016-02" '
+           "(one setting a line; see the README's chess section)")
 
 
 class ChessPipelineConfig(Record):
@@ -93,9 +96,12 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{path}: no such config file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: not TOML ({error})") from None
+        raise InputError(path, "no such config file", fix=f"write one, e.g. {EXAMPLE}, or name yours with "
+                         "--config FILE") from None
+    except OSError as error:  # a folder, no permission
+        raise InputError(path, f"cannot read the config file ({error.strerror or error})") from None
+    except (tomllib.TOMLDecodeError, ValueError) as error:  # ValueError: bad UTF-8, a 5,000-digit number
+        raise InputError(f"{path}: not TOML ({str(error).split(';')[0]})") from None
     base = path.resolve().parent
     for key in ("games_dir", "out_dir", "fixture_pgn"):
         if isinstance(data.get(key), str):

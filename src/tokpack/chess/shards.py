@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from tokpack._schema import Record, read_record, write_record
+from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset
+from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, Source
@@ -72,7 +72,7 @@ class ChessShard(Record):
     pieces: list[TablePiece] = Field(min_length=1)
 
 
-class ChessJob(Record):
+class ChessJob(SealedRecord):
     """``job.json`` of a chess job: everything a shard task needs, so any process anywhere packs
     the same shard."""
 
@@ -191,12 +191,12 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
         raise InputError(dataset, "already exists; a pack is never overwritten")
     shards = plan_shards(tables, shard_games, shard_bytes)
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
-                   vocabulary=encoder.identity, shards=shards)
+                   vocabulary=encoder.identity, shards=shards).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
             try:
-                existing = read_record(ChessJob, dataset / JOB_FILE)
+                existing = read_job(ChessJob, dataset)
             except TokpackError:
                 existing = None
             if existing != job:
@@ -223,12 +223,12 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
             that cannot be encoded (naming the table and the row).
     """
     dataset = Path(dataset)
-    job = read_record(ChessJob, dataset / JOB_FILE)
+    job = read_job(ChessJob, dataset)
     if not 0 <= rank < job.world_size:
         raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
     if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
         return False
-    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report))
+    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal)
     finish_chess_job(dataset)
     return wrote
 
@@ -264,8 +264,8 @@ def finish_chess_job(dataset: Path) -> ShardedDataset | None:
     """Write a chess job's ``dataset.json`` once every shard is done, then remove the job's
     completion markers and lock files; return the dataset then."""
     dataset = Path(dataset)
-    job = read_record(ChessJob, dataset / JOB_FILE)
-    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"))
+    job = read_job(ChessJob, dataset)
+    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal)
     if finished is not None:
         # Every shard is listed and sealed in dataset.json: the markers say nothing more, and the
         # locks guarded work that is over (a retried task sees dataset.json and takes none).

@@ -103,7 +103,7 @@ def train(
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    _err.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    _err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 

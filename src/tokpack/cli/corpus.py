@@ -72,7 +72,7 @@ def prepare_command(
         _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
                          workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
                          storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
-                         validation=validation, test=test)
+                         validation=validation, test=test, as_json=as_json)
         return
     with prepare_progress() as progress:
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
@@ -91,7 +91,8 @@ def prepare_command(
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
-                     manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0) -> None:
+                     manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
+                     as_json: bool = False) -> None:
     from tokpack.corpus.manifest import split_manifest
     from tokpack.corpus.sources import check_separator, format_of
     from tokpack.engines import prepare_sharded
@@ -99,6 +100,10 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
     if vocab is None or out_text is None:
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    if isinstance(shards, bool) or shards < 1:
+        raise InputError(None, f"--shards must be at least 1, got {shards}")
+    if workers is not None and workers < 1:
+        raise InputError(None, f"--workers must be at least 1, got {workers}", fix="omit it for one per core")
     from tokpack.vocab import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
@@ -117,6 +122,10 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
         start_job(corpus, out, vocab=tokenizer, shards=shards, document_bytes=document_bytes, text_field=text_field,
                   on_error=on_error, separator=separator, manifest=manifest)  # type: ignore[arg-type]
+        if as_json:
+            typer.echo(json.dumps({"job": str(out), "shards": shards,
+                                   "command": f"tokpack shard run {out}"}, indent=2))
+            return
         console.print(f"job written to {out}; run its {shards} shards as a job array, e.g. with Slurm:\n"
                       f"  sbatch --array=0-{shards - 1} --wrap 'tokpack shard run {out}'\n"
                       "the last shard to finish writes dataset.json")
@@ -131,6 +140,13 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         upload_dataset(out, url, storage_options=storage_options)
         shutil.rmtree(out.parent, ignore_errors=True)
     meta = dataset.meta
+    if as_json:
+        typer.echo(json.dumps({"dataset": url or str(dataset.path), "shards": len(dataset.shards),
+                               "n_docs": meta.n_docs, "n_tokens": meta.n_tokens,
+                               "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
+                               "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
+                               "counts": meta.counts}, indent=2))
+        return
     console.print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
                   f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
                   + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tokpack import _checks as checks
 from tokpack._atomic import write_atomically
 from tokpack.cli._console import TrainerName, command_group
 from tokpack.errors import InputError
@@ -177,6 +178,8 @@ def grade_command(
 ) -> None:
     """Characters per token of TOKENIZER on DATA_DIR, globally and per domain; exit 0 pass, 1 fail, 2 bad input."""
     try:
+        for flag, value in (("--min-global", min_global), ("--min-domain", min_domain)):
+            checks.finite_float(flag, value, low=0.0)
         counter = load_counter(tokenizer, pattern=resolve_pattern(pattern) if pattern else None)
         with _progress() as progress:
             progress.add_task(f"grading on {data_dir}", total=None)

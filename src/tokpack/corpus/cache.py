@@ -33,20 +33,43 @@ def locked(target: Path) -> Iterator[None]:
     finds the winner's identical result.
     """
     lock_path = target.with_name(target.name + ".lock")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_path, "a")
-    except OSError as error:
-        if target.exists():  # only reading a finished result: no lock needed
-            yield
-            return
-        raise InputError(lock_path, f"cannot create the lock ({error.strerror or error})",
-                         fix="make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is") from None
+    while True:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(lock_path, "a")
+        except OSError as error:
+            if target.exists():  # only reading a finished result: no lock needed
+                yield
+                return
+            raise InputError(lock_path, f"cannot create the lock ({error.strerror or error})",
+                             fix="make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is") from None
+        if fcntl is None or _still_there(handle, lock_path):
+            break
+        handle.close()  # its holder removed the lock file while we waited: lock the new one
     with handle:
-        if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
             if fcntl is not None:
+                # The lock file goes while still held, so it is never left beside the output; a
+                # waiter on the removed file sees that above and locks a new one.
+                try:
+                    os.unlink(lock_path)
+                except OSError:
+                    pass
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _still_there(handle: object, lock_path: Path) -> bool:
+    """Lock ``handle``; whether ``lock_path`` is still the file it holds (not removed meanwhile)."""
+    descriptor = handle.fileno()  # type: ignore[attr-defined]
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    try:
+        held, present = os.fstat(descriptor), os.stat(lock_path)
+    except OSError:
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return False
+    if (held.st_dev, held.st_ino) != (present.st_dev, present.st_ino):
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return False
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -19,8 +20,9 @@ from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
+from tokpack import _checks as checks
 from tokpack.vocab.loading import VocabularySpec
-from tokpack.vocab.patterns import DEFAULT_PATTERN
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 
 if TYPE_CHECKING:
     from tokpack.serve.schedule import TokenBatches
@@ -205,8 +207,11 @@ def prepare(
     if vocab is not None and allow_smaller_vocab:
         raise InputError(None, "--allow-smaller-vocab is for training; --vocab gives a vocabulary", fix="drop it")
     vocab_size = DEFAULT_VOCAB_SIZE if vocab_size is None else vocab_size
-    _check_sizes(vocab_size=vocab_size, min_frequency=min_frequency, vocab_sample_bytes=vocab_sample_bytes,
-                 document_bytes=document_bytes, batch_documents=batch_documents, workers=workers or 1)
+    _check_arguments(corpus=corpus, vocab_size=vocab_size, min_frequency=min_frequency,
+                     vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
+                     batch_documents=batch_documents, workers=workers, trainer=trainer, pattern=pattern,
+                     text_field=text_field, on_error=on_error, validation=validation, test=test, out=out,
+                     cache_dir=cache_dir, progress=progress)
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
@@ -290,17 +295,39 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _check_sizes(**sizes: int) -> None:
-    minimums = {"vocab_size": 257, "document_bytes": 4}  # 256 bytes and <|endoftext|>
-    for name, value in sizes.items():
-        if not isinstance(value, int) or value < minimums.get(name, 1):
-            raise InputError(f"{name} must be an integer of at least {minimums.get(name, 1)}, got {value!r}")
+def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: object, vocab_sample_bytes: object,
+                     document_bytes: object, batch_documents: object, workers: object, trainer: object, pattern: object,
+                     text_field: object, on_error: object, validation: object, test: object, out: object,
+                     cache_dir: object, progress: object) -> None:
+    """:func:`prepare`'s arguments, each checked before anything is read or written."""
+    checks.integer("vocab_size", vocab_size, low=257, high=1 << 32,  # 256 bytes and <|endoftext|>
+                   what="an integer of at least 257 (the 256 bytes and <|endoftext|>)")
+    checks.positive_int("min_frequency", min_frequency)
+    checks.positive_int("vocab_sample_bytes", vocab_sample_bytes)
+    checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
+    checks.positive_int("batch_documents", batch_documents, high=1 << 20)
+    if workers is not None:
+        checks.positive_int("workers", workers, fix="omit it for one per core")
+    checks.choice("trainer", trainer, ("exact", "hf"))
+    checks.choice("on_error", on_error, ("raise", "skip"))
+    checks.text("text_field", text_field)
+    if pattern is not None:
+        checks.text("pattern", pattern)
+    held_out = checks.probability("validation", validation) + checks.probability("test", test)
+    if held_out >= 1:
+        raise InputError(None, f"validation + test must leave some training data, got {held_out:g}")
+    for name, value in (("corpus", corpus), ("out", out), ("cache_dir", cache_dir)):
+        if (value is not None or name == "corpus") and not isinstance(value, (str, os.PathLike)):
+            raise InputError(None, f"{name} must be a path, got {type(value).__name__}")
+    if progress is not None and not callable(progress):
+        raise InputError(None, f"progress must be a function, got {type(progress).__name__}")
 
 
 def _trained_vocabulary(
     source: DocumentSource, corpus_key: str, cache: Path, *, vocab_size: int, min_frequency: int,
     sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
 ) -> tuple[BpeTokenizer, Path]:
+    check_pattern(pattern)
     # Everything that decides the vocabulary is in its key (the exact training range included), so
     # the same request finds the same vocabulary whatever ran before, and another never does.
     train_spans = [[first, last] for name, first, last in source.layout() if name == "train"]
@@ -332,6 +359,8 @@ def _trained_vocabulary(
         sample = source.training_sample(sample_bytes)
         texts = iter(sample)  # one pass: the sample counts what it gives
         first = next((text for text in texts if text), None)
+        if first is not None:  # before training: a pattern that skips text would train on a part of it
+            check_covers(pattern, first[:65536], source.path)
         if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
             raise InputError(source.path, f"no training text to learn {vocab_size - 257} merges from (the training range "
                              "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
@@ -451,6 +480,8 @@ def write_pack(
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
             for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
+                if not writer.n_docs and batch:  # the first document shows a pattern that skips text
+                    tokenizer.check_covers(batch[0].text, source.path)
                 writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=workers))
                 done_bytes += sum(piece.n_bytes for piece in batch)
                 characters += sum(len(piece.text) for piece in batch)

@@ -384,8 +384,12 @@ class TextDirectory(DocumentSource):
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         chosen = self._units[first:last]
-        for rows in np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else ():
+        groups = np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else []
+        for number, rows in enumerate(groups):
             index, same_file = int(rows[0, 0]), rows.tolist()
+            # A file's units may fall in two shards; both skip a bad file whole, but only the shard
+            # holding its first unit counts it (only the first group can start inside a file).
+            counted = not (number == 0 and first > 0 and int(self._units[first - 1, 0]) == index)
             if index in self._unreadable:
                 self._skip(self._unreadable[index])
                 continue
@@ -396,7 +400,8 @@ class TextDirectory(DocumentSource):
             try:
                 bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
                 if bad is not None:  # the whole file is skipped: never half of it
-                    self._skip(f"{self.files[index]}: invalid UTF-8 at byte {bad}")
+                    if counted:
+                        self._skip(f"{self.files[index]}: invalid UTF-8 at byte {bad}")
                     continue
                 for _, begin, end in same_file:
                     yield from self._cut(data, begin, end, str(self.files[index]))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tokpack._schema import read_record, write_record
+from tokpack._schema import write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.sources import OnError, open_source
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, run_shard
+from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
 from tokpack.store.dataset import ShardedDataset
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
@@ -39,12 +39,12 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,
-                   separator=separator, manifest=None if manifest is None else str(Path(manifest).resolve()))
+                   separator=separator, manifest=None if manifest is None else str(Path(manifest).resolve())).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
-            existing = read_record(ShardJob, dataset / JOB_FILE)
-            if existing.model_copy(update={"corpus": job.corpus}) != job:
+            existing = read_job(ShardJob, dataset)
+            if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
                 raise InputError(f"{dataset / JOB_FILE}: another job is in this folder; use a new one")
             return existing
         # Written before job.json, atomically: a node whose lock is node-local may write it too, and

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.managers import SyncManager
+from multiprocessing.managers import BaseProxy, SyncManager
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -32,15 +33,31 @@ class ShardReporter:
     driver drains, so one progress bar can follow every worker. Picklable, for any engine."""
 
     def __init__(self, queue: Any, rank: int) -> None:
-        self.queue, self.rank = queue, rank
+        self.queue: Any = queue
+        self.rank = rank
+        self._pickled: bytes | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The queue travels pickled inside, and is unpickled on first use: unpickling a manager's
+        # proxy connects to the manager, and a manager that died (killed) must not make the
+        # worker fail before its shard even starts.
+        if not isinstance(self.queue, BaseProxy):  # another engine's queue (Ray's) travels as it is
+            return {"rank": self.rank, "pickled": self._pickled, "queue": self.queue}
+        pickled = self._pickled if self._pickled is not None else pickle.dumps(self.queue)
+        return {"rank": self.rank, "pickled": pickled, "queue": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.rank, self._pickled, self.queue = state["rank"], state["pickled"], state["queue"]
 
     def __call__(self, event: PrepareProgress) -> None:
         try:
-            self.queue.put((self.rank, event.done_bytes, event.n_tokens, event.n_docs))
-        except (OSError, EOFError):
-            # The progress queue's process is gone (killed): progress is only for show, so the
-            # shard goes on, rather than dying with "Connection refused".
-            pass
+            if self.queue is None and self._pickled is not None:
+                self.queue = pickle.loads(self._pickled)
+            if self.queue is not None:
+                self.queue.put((self.rank, event.done_bytes, event.n_tokens, event.n_docs))
+        except Exception:  # noqa: BLE001 - progress is only for show, never a reason to fail a shard
+            # The progress queue's process is gone (killed, "Connection refused"): stop reporting.
+            self.queue, self._pickled = None, None
 
 
 def die_with_parent() -> None:

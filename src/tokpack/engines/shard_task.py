@@ -24,17 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field
 
 from tokpack._atomic import remove_abandoned
-from tokpack._schema import Record, read_record, write_record
+from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.corpus.cache import locked
 from tokpack.corpus.preparation import PrepareProgress, write_pack
 from tokpack.corpus.sources import Format, OnError, open_source
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
-from tokpack.errors import InputError, TokpackError
+from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DocumentCut, Source
 from tokpack.store.reader import Pack
@@ -43,10 +43,14 @@ from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
 
 JOB_FILE = "job.json"
+JobT = TypeVar("JobT", bound=SealedRecord)
 
 
-class ShardJob(Record):
-    """``job.json``: everything a shard task needs, so any process anywhere computes the same shard."""
+class ShardJob(SealedRecord):
+    """``job.json``: everything a shard task needs, so any process anywhere computes the same shard.
+
+    Sealed: a job is never edited once shards are made from it (every shard marker names the
+    seal of the job it belongs to, and a marker of another job is refused)."""
 
     schema_: Literal["tokpack.job.v1"] = Field(default="tokpack.job.v1", alias="schema")
     corpus: str
@@ -69,6 +73,8 @@ class ShardDone(Record):
     rank: int
     world_size: int
     seal: str
+    #: the seal of the job.json this shard was made for (older markers have none)
+    job: str | None = None
 
 
 def unit_span(rank: int, world_size: int, n_units: int) -> tuple[int, int]:
@@ -97,14 +103,28 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
             input error (with its file and byte offset).
     """
     dataset = Path(dataset)
-    job = read_record(ShardJob, dataset / JOB_FILE)
+    job = read_job(ShardJob, dataset)
     wrote = build_shard(dataset, rank, job.world_size,
-                        lambda: _write_shard(dataset, rank, job, workers=workers, report=report))
+                        lambda: _write_shard(dataset, rank, job, workers=workers, report=report), job=job.seal)
     finish_if_complete(dataset)
     return wrote
 
 
-def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], None]) -> bool:
+def read_job(model: type[JobT], dataset: Path) -> JobT:
+    """``dataset/job.json`` as ``model``, its seal checked.
+
+    Raises:
+        IntegrityError: the job was edited after it was written.
+    """
+    path = Path(dataset) / JOB_FILE
+    job = read_record(model, path)
+    if job.seal != job.computed_seal():
+        raise IntegrityError(path, "edited after the job began (seal mismatch): its shards were cut for the job "
+                             "as written", fix="start a new job in a new folder")
+    return job
+
+
+def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], None], *, job: str | None = None) -> bool:
     """The protocol every shard task follows (text's and chess's): under the shard's lock, skip a
     complete shard; else clear an abandoned half-written one, ``write()`` the pack at
     ``dataset/shard-NNNNN`` (renamed into place when complete), verify it and write its marker.
@@ -114,12 +134,13 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
 
     Raises:
         InputError: a rank outside ``[0, world_size)``; whatever ``write`` raises.
+        IntegrityError: the shard's marker names another job than ``job`` (the seal of job.json).
     """
     if not 0 <= rank < world_size:
         raise InputError(f"rank {rank} is outside the job's {world_size} shards")
     shard = dataset / shard_name(rank)
     with locked(shard):
-        wrote = not _complete(dataset, rank, world_size) and not shard.exists()
+        wrote = not _complete(dataset, rank, world_size, job) and not shard.exists()
         if wrote:
             remove_abandoned(shard)
             try:
@@ -130,20 +151,21 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                 # its shard, verified below; anything else is a real error.
                 if not shard.exists():
                     raise
-            _mark(dataset, rank, world_size, Pack(shard, verify=True))
-        elif not _complete(dataset, rank, world_size):  # renamed into place, its marker never written
-            _mark(dataset, rank, world_size, Pack(shard, verify=True))
+            _mark(dataset, rank, world_size, Pack(shard, verify=True), job)
+        elif not _complete(dataset, rank, world_size, job):  # renamed into place, its marker never written
+            _mark(dataset, rank, world_size, Pack(shard, verify=True), job)
     return wrote
 
 
-def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: DocumentCut) -> ShardedDataset | None:
+def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: DocumentCut,
+                   job: str | None = None) -> ShardedDataset | None:
     """Write ``dataset.json`` once all ``world_size`` shards are done; return the dataset then.
 
     Safe to call from every task: the first to see all markers writes it, under a lock.
     """
     with locked(dataset / DATASET_FILE):
         if not (dataset / DATASET_FILE).exists():
-            if not all(_complete(dataset, rank, world_size) for rank in range(world_size)):
+            if not all(_complete(dataset, rank, world_size, job) for rank in range(world_size)):
                 return None
             write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
     return ShardedDataset(dataset)
@@ -161,21 +183,27 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
                    batch_documents=job.batch_documents, workers=workers, report=report)
 
 
-def _complete(dataset: Path, rank: int, world_size: int) -> bool:
+def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None) -> bool:
     marker = marker_path(dataset, rank)
     if not marker.exists() or not (dataset / shard_name(rank)).exists():
         return False
     done = read_record(ShardDone, marker)
+    if job is not None and done.job is not None and done.job != job:
+        # Its units were cut for another job.json: reusing it would duplicate or drop documents.
+        raise IntegrityError(marker, f"shard {rank} was made for another job (job {done.job[:16]}, world size "
+                             f"{done.world_size}); {JOB_FILE} is now job {job[:16]} (world size {world_size})",
+                             fix="job.json changed after shards were made; start a new job in a new folder")
     return done.world_size == world_size and done.seal == Pack(dataset / shard_name(rank), verify=False).meta.seal
 
 
-def _mark(dataset: Path, rank: int, world_size: int, shard: Pack) -> None:
-    write_record(ShardDone(rank=rank, world_size=world_size, seal=shard.meta.seal), marker_path(dataset, rank))
+def _mark(dataset: Path, rank: int, world_size: int, shard: Pack, job: str | None = None) -> None:
+    write_record(ShardDone(rank=rank, world_size=world_size, seal=shard.meta.seal, job=job), marker_path(dataset, rank))
 
 
 def finish_if_complete(dataset: Path) -> ShardedDataset | None:
     """Write a text job's ``dataset.json`` once every shard is done (see :func:`finish_dataset`)."""
     dataset = Path(dataset)
-    job = read_record(ShardJob, dataset / JOB_FILE)
+    job = read_job(ShardJob, dataset)
     return finish_dataset(dataset, job.world_size, source=job.source,
-                          cut=DocumentCut(rule="newline", document_bytes=job.document_bytes, separator=job.separator))
+                          cut=DocumentCut(rule="newline", document_bytes=job.document_bytes, separator=job.separator),
+                          job=job.seal)

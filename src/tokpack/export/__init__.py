@@ -12,6 +12,7 @@ The package itself is callable: ``tokpack.export(source, fmt, out)`` is :func:`e
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokpack import _checks as checks
 from tokpack.errors import InputError
 from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, check_options, read_sidecar
 from tokpack.store.source import TokenSource
@@ -72,8 +74,15 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
             ``rows_per_file`` below 1.
         IntegrityError: the source does not match its record.
     """
-    if fmt not in FORMATS:
+    if not isinstance(fmt, str) or fmt not in FORMATS:
         raise InputError(None, f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+    checks.boolean("append_eod", append_eod)
+    if eod_id is not None:
+        checks.non_negative_int("eod_id", eod_id)
+    if range_name is not None:
+        checks.text("range_name", range_name)
+    if not isinstance(out, (str, os.PathLike)):
+        raise InputError(None, f"out must be a path or URL, got {type(out).__name__}")
     options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
     check_options(options)
     if isinstance(source, (str, Path)):

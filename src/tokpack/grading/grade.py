@@ -20,6 +20,7 @@ from typing import Callable, Literal
 
 from pydantic import Field
 
+from tokpack import _checks as checks
 from tokpack._schema import Record
 from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
@@ -90,6 +91,8 @@ def grade(
         ValueError: ``data_dir`` is not a directory, has no usable file, or a file cannot be
             read.
     """
+    min_global = checks.finite_float("min_global", min_global, low=0.0)
+    min_domain = checks.finite_float("min_domain", min_domain, low=0.0)
     listing = corpus_files(Path(data_dir))
     if not listing.files:
         raise InputError(f"{data_dir}: no usable text file")

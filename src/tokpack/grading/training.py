@@ -91,14 +91,9 @@ def resolve_pattern(name_or_regex: str) -> str:
     >>> resolve_pattern("gpt2") == GPT2_PATTERN
     True
     """
-    pattern = NAMED_PATTERNS.get(name_or_regex, name_or_regex)
-    import regex
+    from tokpack.vocab.patterns import check_pattern
 
-    try:
-        regex.compile(pattern)
-    except regex.error as error:
-        raise InputError(f"pattern {name_or_regex!r} does not compile: {error}") from None
-    return pattern
+    return check_pattern(NAMED_PATTERNS.get(name_or_regex, name_or_regex))
 
 
 def parse_domain_weights(spec: str) -> dict[str, float]:

@@ -25,17 +25,18 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError
 
+from tokpack import _checks as checks
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve.history import History, Segment, batch_plan
-from tokpack.serve.layouts import Layout, data_identity, kernels, make_layout, open_source, start_mask
+from tokpack.serve.layouts import LAYOUTS, Layout, data_identity, kernels, make_layout, open_source, start_mask
 from tokpack.serve.schedule import check_ids
 from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
@@ -73,12 +74,24 @@ class Mixture:
     def __init__(self, parts: Sequence[tuple[Data, float]], *, seed: int = 0,
                  stages: Sequence[tuple[int, Sequence[float]]] | None = None,
                  names: Sequence[str] | None = None) -> None:
-        if not parts:
-            raise InputError(None, "a mixture needs at least one part")
-        self.parts = [(data, float(weight)) for data, weight in parts]
-        self.seed = int(seed)
+        if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
+            raise InputError(None, "a mixture needs at least one part: parts=[(data, weight), ...]")
+        for index, part in enumerate(parts):
+            if not isinstance(part, (tuple, list)) or len(part) != 2:
+                raise InputError(None, f"mixture part {index} must be a (data, weight) pair, got {type(part).__name__}")
+        self.parts = [(data, checks.finite_float(f"mixture weight {index}", weight))
+                      for index, (data, weight) in enumerate(parts)]
+        self.seed = checks.non_negative_int("seed", seed)
         weights = [weight for _, weight in self.parts]
-        stage_list = [(0, weights)] if not stages else [(int(start), [float(w) for w in ws]) for start, ws in stages]
+        stage_list: list[tuple[int, list[float]]] = [(0, weights)]
+        if stages:
+            stage_list = []
+            for index, stage in enumerate(stages):
+                if not isinstance(stage, (tuple, list)) or len(stage) != 2 or not isinstance(stage[1], Sequence):
+                    raise InputError(None, f"mixture stage {index} must be (start_step, [weight, ...])")
+                start = checks.non_negative_int(f"mixture stage {index}'s start step", stage[0])
+                stage_list.append((start, [checks.finite_float(f"mixture stage {index}'s weight {i}", w)
+                                           for i, w in enumerate(stage[1])]))
         if stage_list[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(stage_list)):
             raise InputError(None, "mixture stages must start at step 0 and increase",
                              fix="e.g. stages=[(0, [0.9, 0.1]), (1000, [0.5, 0.5])]")
@@ -89,7 +102,8 @@ class Mixture:
                 raise InputError(None, f"mixture weights must be non-negative with a positive sum, got {stage_weights}")
         if any(weight <= 0 for weight in weights) and not stages:
             raise InputError(None, f"mixture weights must be positive, got {weights}")
-        self.stages = [(start, np.asarray(ws) / sum(ws)) for start, ws in stage_list]
+        # scaled by the largest weight first, so weights near the float limit (1e308) sum finitely
+        self.stages = [(start, _normalized(ws)) for start, ws in stage_list]
         if names is not None:
             self.names: list[str] | None = [str(name) for name in names]
             if len(self.names) != len(self.parts) or len(set(self.names)) != len(self.names):
@@ -239,10 +253,23 @@ class PackedBatches:
                            "dtype": dtype, "position_ids": position_ids, "cu_seqlens": cu_seqlens,
                            "document_ids": document_ids, "shuffle": shuffle, "layout_options": layout_options}
         self._data = data
-        for name, value in (("world_size", world_size), ("micro_batches", micro_batches)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(None, f"{name} must be a positive integer, got {value!r}")
+        layout = checks.choice("layout", layout, LAYOUTS)
+        length = checks.positive_int("length", length)
+        world_size = checks.positive_int("world_size", world_size)
+        micro_batches = checks.positive_int("micro_batches", micro_batches)
+        seed = checks.non_negative_int("seed", seed)
+        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
+        split, dtype = checks.text("split", split), checks.choice("dtype", dtype, _DTYPES)
+        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens),
+                            ("document_ids", document_ids), ("shuffle", shuffle)):
+            checks.boolean(flag, value)
+        options = {} if layout_options is None else checks.mapping("layout_options", layout_options)
         self._batch_plan = batch_plan(global_batch)
+        # a step's plan holds global_batch entries; a rank's batch about five arrays of its rows
+        most = max(rows for _, rows in self._batch_plan)
+        checks.fits_in_memory(f"a step of global_batch {most:,} rows of length {length:,}",
+                              16 * most + 5 * 8 * (most // world_size) * (length + 1),
+                              fix="use a smaller global_batch or length")
         for start, rows in self._batch_plan:
             if rows % world_size:
                 raise InputError(None, f"world_size {world_size} does not divide global_batch {rows}"
@@ -258,7 +285,7 @@ class PackedBatches:
         parts = data.parts if isinstance(data, Mixture) else [(data, 1.0)]
         self.sources = [open_source(part) for part, _ in parts]
         _check_one_vocabulary(self.sources)
-        self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **(layout_options or {}))
+        self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **options)
                                       for source in self.sources]
         self.layout_name, self.length = layout, int(length)
         self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
@@ -567,7 +594,7 @@ class PackedBatches:
             theirs = saved.parts[slot]
             if [theirs.data.get(k) for k in keys] != [records[local][k] for k in keys]:
                 raise IntegrityError(None, f"loader state was saved over other data for part {theirs.name!r}: "
-                                     f"{_names([theirs.data])}; this loader serves {_names([records[local]])}",
+                                     + _difference(theirs.data, records[local]),
                                      fix="serve the same ids under that name, or another name to add it as a new part")
         if not matched and self.mixture is None:
             raise IntegrityError(None, f"loader state was saved over other data: {_names([p.data for p in saved.parts])}; "
@@ -669,14 +696,16 @@ class EvalBatches:
     def __init__(self, data: Data, *, length: int, batch_size: int, rank: int = 0, world_size: int = 1,
                  split: str = "validation", dtype: str = "int64", position_ids: bool = False,
                  cu_seqlens: bool = False, document_ids: bool = False) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise InputError(None, f"batch_size must be a positive integer, got {batch_size!r}")
-        if not 0 <= rank < world_size:
-            raise InputError(None, f"rank {rank} outside [0, {world_size})")
-        if dtype not in _DTYPES:
-            raise InputError(None, f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        batch_size, length = checks.positive_int("batch_size", batch_size), checks.positive_int("length", length)
+        world_size = checks.positive_int("world_size", world_size)
+        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
+        checks.choice("dtype", dtype, _DTYPES)
+        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens), ("document_ids", document_ids)):
+            checks.boolean(flag, value)
+        checks.fits_in_memory(f"a batch of batch_size {batch_size:,} rows of length {length:,}",
+                              5 * 8 * batch_size * (length + 1), fix="use a smaller batch_size or length")
         self.layout = make_layout("stream", data, length=length, split=split)
-        self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
+        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.dtype = np.dtype(_DTYPES[dtype])
         self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
         self.ignore_index = self.layout.ignore_index
@@ -688,7 +717,12 @@ class EvalBatches:
     def batch(self, step: int) -> dict[str, Any]:
         """Rank :attr:`rank`'s rows of step ``step`` (rows past the range are all padding): the
         arrays of :meth:`PackedBatches.batch`, boundary arrays included when asked for (a row of
-        padding is one segment)."""
+        padding is one segment).
+
+        Raises:
+            InputError: ``step`` is not a non-negative integer.
+        """
+        step = checks.non_negative_int("step", step)
         first = (step * self.world_size + self.rank) * self.batch_size
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
@@ -807,6 +841,8 @@ def _check_step(step: Any) -> int:
 
 def _parse_state(state: Any) -> LoaderState:
     """A loader state of this version, or one of ``tokpack.loader.v2`` converted exactly."""
+    if not isinstance(state, Mapping):
+        raise InputError(None, f"state must be the dict state_dict() returned, got {type(state).__name__}")
     try:
         record = dict(state)
         if record.get("schema") == "tokpack.loader.v2":
@@ -837,6 +873,25 @@ def _same_future(past: list[Segment], planned: list[Segment], step: int) -> bool
     ours = [(s.step, s.global_batch, s.weights) for s in planned]
     return len(future) == len(ours) and all(
         a[:2] == b[:2] and np.allclose(a[2], b[2], rtol=0, atol=1e-12) for a, b in zip(future, ours))
+
+
+def _normalized(weights: list[float]) -> np.ndarray:
+    scaled = np.asarray(weights, dtype=np.float64) / max(weights)
+    return scaled / scaled.sum()
+
+
+def _difference(saved: dict[str, Any], mine: dict[str, Any]) -> str:
+    """What differs between the data a loader state was saved over and this loader's, in words."""
+    labels = (("tokens_sha256", "ids (tokens sha256)"), ("starts_sha256", "document starts (sha256)"),
+              ("range", "range of ids"))
+    for key, label in labels:
+        if saved.get(key) != mine.get(key):
+            return f"its {label} {_shown(saved.get(key))} was saved, this loader has {_shown(mine.get(key))}"
+    return "the data records differ"
+
+
+def _shown(value: Any) -> str:
+    return value[:16] if isinstance(value, str) else str(value)
 
 
 def _names(records: list[dict[str, Any]]) -> str:

@@ -35,6 +35,7 @@ batch with boundaries cost about as much as one without (see BENCHMARKS.md, issu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -46,6 +47,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tokpack._checks import fits_in_memory, positive_int, text
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store import Pack, TokenSource, open_tokens
 
@@ -68,9 +70,24 @@ def kernels() -> Any:
     return _KERNELS
 
 
-def open_source(data: TokenSource | str | Path) -> TokenSource:
-    """``data`` itself when it is an opened token source, else the pack or dataset at that path."""
-    return open_tokens(Path(data)) if isinstance(data, (str, Path)) else data
+def open_source(data: TokenSource | str | Path, *, name: str = "data") -> TokenSource:
+    """``data`` itself when it is an opened token source, else the pack or dataset at that path.
+
+    Raises:
+        InputError: ``data`` (called ``name`` in the message) is neither, or its files cannot be
+            read (a symlink loop, no permission).
+    """
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        try:
+            return open_tokens(path)
+        except OSError as error:  # a loop of symlinks, a permission: the user's files, not a bug
+            where = Path(error.filename) if error.filename else path
+            raise InputError(where, f"cannot read {name} ({error.strerror or error})") from None
+    if not all(hasattr(data, attribute) for attribute in ("meta", "starts", "path")):
+        raise InputError(None, f"{name} must be a pack or dataset directory or an opened token source, "
+                         f"got {type(data).__name__}")
+    return data
 
 
 def data_identity(source: TokenSource) -> dict[str, Any]:
@@ -105,9 +122,9 @@ class Layout:
     name: ClassVar[str]
 
     def __init__(self, source: TokenSource, *, length: int, split: str = "train") -> None:
-        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-            raise InputError(None, f"length must be a positive integer, got {length!r}")
-        self.source, self.length, self.split = source, int(length), split
+        length, split = positive_int("length", length), text("split", split)
+        fits_in_memory(f"a row of length {length:,}", (length + 1) * 8, fix="use a smaller length")
+        self.source, self.length, self.split = source, length, split
         meta = source.meta
         if split not in meta.ranges:
             raise InputError(source.path, f"no {split!r} range (has {', '.join(sorted(meta.ranges)) or 'none'})")
@@ -318,9 +335,9 @@ class BestFitLayout(Layout):
     def __init__(self, source: TokenSource, *, length: int, split: str = "train", lookahead: int = 1024,
                  cache: bool | str | Path = True) -> None:
         super().__init__(source, length=length, split=split)
-        if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 1:
-            raise InputError(None, f"lookahead must be a positive integer, got {lookahead!r}")
-        self.lookahead = int(lookahead)
+        self.lookahead = positive_int("lookahead", lookahead)
+        if not isinstance(cache, (bool, str, os.PathLike)):
+            raise InputError(None, f"cache must be True, False or a folder, got {type(cache).__name__}")
         path = _cache_path(self.fingerprint, cache)
         if path is not None and path.exists():
             self._load(path)
@@ -358,7 +375,8 @@ class BestFitLayout(Layout):
                      counts=np.array([self._cut, self._moved], dtype=np.int64))
             os.replace(temporary, path)
         except OSError:
-            temporary.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the cache may be a file, or read-only: nothing to clean
+                temporary.unlink(missing_ok=True)
 
     def _load(self, path: Path) -> None:
         try:
@@ -474,7 +492,7 @@ def make_layout(name: str, source: TokenSource | str | Path, *, length: int, spl
     Raises:
         InputError: an unknown layout or option, a bad length, or no such range.
     """
-    if name not in LAYOUTS:
+    if not isinstance(name, str) or name not in LAYOUTS:
         raise InputError(None, f"unknown layout {name!r}", fix=f"use one of {', '.join(LAYOUTS)}")
     try:
         return LAYOUTS[name](open_source(source), length=length, split=split, **options)

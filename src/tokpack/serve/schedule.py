@@ -11,6 +11,7 @@ any length ever sees a validation or test id, and the batch of a step depends on
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -20,9 +21,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from tokpack import _checks as checks
 from tokpack._schema import Record
 from tokpack.errors import InputError, IntegrityError
-from tokpack.store import TokenSource, open_tokens
+from tokpack.store import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
 SCHEDULE_RULE = "lo + (k * batch * length + b * length) % (hi - lo - length - 1)"
@@ -65,10 +67,14 @@ class TokenBatches:
             ValueError: the pack does not match its meta, it has no ``train`` range, or that
                 range has fewer than ``length + 2`` ids.
         """
-        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in (batch, length)):
-            raise InputError(f"batch and length must be whole numbers of at least 1, got {batch!r} and {length!r}")
-        if isinstance(tokens_dir, (str, Path)):
-            self.pack = open_tokens(Path(tokens_dir))  # verified on first open, stamped after
+        batch, length = checks.positive_int("batch", batch), checks.positive_int("length", length)
+        if isinstance(tokens_dir, (str, os.PathLike)):
+            from tokpack.serve.layouts import open_source
+
+            self.pack = open_source(tokens_dir, name="tokens_dir")  # verified on first open, stamped after
+        elif not all(hasattr(tokens_dir, attribute) for attribute in ("meta", "verify", "path")):
+            raise InputError(None, f"tokens_dir must be a pack directory or an opened token source, "
+                             f"got {type(tokens_dir).__name__}")
         else:  # an opened source (e.g. a datatrove folder): verified here all the same
             self.pack = tokens_dir
             self.pack.verify()
@@ -96,8 +102,7 @@ class TokenBatches:
 
     def offsets(self, step: int) -> np.ndarray:
         """Where each row of step ``step`` starts in the token stream (``int64``, shape ``(batch,)``)."""
-        if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 0:
-            raise InputError(f"step must be a whole number of at least 0, got {step!r}")
+        step = checks.non_negative_int("step", step)
         base = (step * self.batch * self.length) % self._modulus  # Python ints: no overflow
         return self.lo + (base + self._row_steps) % self._modulus
 
@@ -123,8 +128,8 @@ class TokenBatches:
         Raises:
             ValueError: ``start_step`` or ``steps`` below 0, or ``depth`` below 1.
         """
-        if start_step < 0 or steps < 0 or depth < 1:
-            raise InputError(f"need start_step >= 0, steps >= 0, depth >= 1; got {start_step}, {steps}, {depth}")
+        start_step, steps = checks.non_negative_int("start_step", start_step), checks.non_negative_int("steps", steps)
+        depth = checks.positive_int("depth", depth)
         return self._prefetch(start_step, steps, depth)
 
     def _prefetch(self, start_step: int, steps: int, depth: int) -> Iterator[tuple[int, np.ndarray]]:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from tokpack import _checks as checks
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve.batches import PackedBatches
 from tokpack.serve.windows import Windows
@@ -28,6 +29,8 @@ class WindowDataset(Dataset[Batch]):
     """
 
     def __init__(self, windows: Windows) -> None:
+        if not isinstance(windows, Windows):
+            raise InputError(None, f"windows must be a tokpack.serve.Windows, got {type(windows).__name__}")
         self.windows = windows
 
     @property
@@ -80,8 +83,11 @@ class WindowLoader:
 
     def __init__(self, dataset: WindowDataset, batch_size: int, *, seed: int = 0, workers: int = 0,
                  shuffle: bool = True, drop_last: bool = True) -> None:
-        if not _whole(batch_size) or not _whole(workers) or batch_size < 1 or workers < 0:
-            raise InputError(f"need batch_size >= 1 and workers >= 0, whole numbers, got {batch_size!r} and {workers!r}")
+        if not isinstance(dataset, WindowDataset):
+            raise InputError(None, f"dataset must be a WindowDataset, got {type(dataset).__name__}")
+        batch_size, workers = checks.positive_int("batch_size", batch_size), checks.non_negative_int("workers", workers)
+        seed = checks.non_negative_int("seed", seed)
+        shuffle, drop_last = checks.boolean("shuffle", shuffle), checks.boolean("drop_last", drop_last)
         if drop_last and batch_size > len(dataset):
             raise InputError(None, f"batch_size {batch_size} is larger than the dataset's {len(dataset)} windows, so an "
                              "epoch would have no batch", fix="use a smaller batch_size, or drop_last=False")
@@ -126,6 +132,7 @@ class WindowLoader:
             InputError: ``state`` was saved with other settings (a state from before the
                 checksums were recorded is checked on these alone).
         """
+        state = checks.mapping("state", state)
         sampler = self._batches
         meta = self.dataset.windows.pack.meta
         saved = state.get("vocabulary")
@@ -199,8 +206,11 @@ class BatchLoader:
     """
 
     def __init__(self, batches: PackedBatches, *, num_workers: int = 0, prefetch_factor: int | None = None) -> None:
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise InputError(None, f"num_workers must be a non-negative integer, got {num_workers!r}")
+        if not isinstance(batches, PackedBatches):
+            raise InputError(None, f"batches must be a PackedBatches, got {type(batches).__name__}")
+        num_workers = checks.non_negative_int("num_workers", num_workers)
+        if prefetch_factor is not None:
+            prefetch_factor = checks.positive_int("prefetch_factor", prefetch_factor)
         self.batches, self.num_workers, self.prefetch_factor = batches, num_workers, prefetch_factor
 
     @property

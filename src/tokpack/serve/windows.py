@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from tokpack import _checks as checks
 from tokpack.errors import InputError
 from tokpack.serve.schedule import check_ids
-from tokpack.store import TokenSource, open_tokens
+from tokpack.store import TokenSource
 
 
 class Windows:
@@ -52,9 +53,12 @@ class Windows:
             ValueError: ``block`` below 2, no ``split`` range, or a vocabulary with no padding
                 id (one the encoder never emits), so padding would collide with a real token.
         """
-        if not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 2:
-            raise InputError(f"block must be a whole number of at least 2, got {block!r}")
-        self.pack = open_tokens(Path(pack)) if isinstance(pack, (str, Path)) else pack
+        block = checks.integer("block", block, low=2, what="an integer of at least 2")
+        checks.fits_in_memory(f"a window of block {block:,}", 4 * 8 * (block + 1), fix="use a smaller block")
+        aligned, split = checks.boolean("aligned", aligned), checks.text("split", split)
+        from tokpack.serve.layouts import open_source
+
+        self.pack = open_source(pack, name="pack")
         if split not in self.pack.meta.ranges:
             raise InputError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
         if self.pack.meta.pad_id is None:

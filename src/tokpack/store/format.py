@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tokpack._schema import Record, SealedRecord
 from tokpack.vocab.identity import VocabIdentity
@@ -110,6 +110,19 @@ class StreamRecord(SealedRecord):
     pad_id: int | None = Field(default=None, ge=0)
     tokens_sha256: str = Field(pattern=SHA256)
     starts_sha256: str = Field(pattern=SHA256)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StreamRecord:
+        # A record's seal has no key: a forged record with a recomputed seal must still describe
+        # a stream its readers can serve (a padding id that fits the ids, ranges inside it).
+        if self.pad_id is not None and self.pad_id >= self.vocabulary.n_vocab:
+            raise ValueError(f"pad_id {self.pad_id} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+        for name, span in self.ranges.items():
+            (d0, d1), (t0, t1) = span.documents, span.tokens
+            if not (0 <= d0 <= d1 <= self.n_docs and 0 <= t0 <= t1 <= self.n_tokens):
+                raise ValueError(f"range {name!r} (documents {d0}-{d1}, ids {t0}-{t1}) lies outside the stream "
+                                 f"({self.n_docs} documents, {self.n_tokens} ids)")
+        return self
 
 
 #: The folder of a pack that holds its vocabulary's files.

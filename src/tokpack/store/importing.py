@@ -70,10 +70,23 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
 
     ``verify``: ``True`` verifies now; ``None`` verifies a tokpack export against its sidecar
     unless its stamp shows it unchanged (:func:`verify_unless_stamped`); ``False`` checks headers
-    and sizes only."""
-    kind = kind or detect(Path(path))
-    if kind not in READERS:
+    and sizes only.
+
+    Raises:
+        InputError: ``kind`` names another format than ``path``'s files are.
+    """
+    if kind is not None and kind not in READERS:
         raise InputError(None, f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
+    try:
+        found: str | None = detect(Path(path))
+    except InputError:
+        if kind is None:
+            raise
+        found = None
+    if kind is not None and found is not None and found != kind:
+        raise InputError(path, f"is a {found} export, not {kind}", fix=f"use --kind {found}, or leave --kind out")
+    kind = kind or found
+    assert kind is not None
     source = READERS[kind](Path(path), tokenizer, eod_id)
     if verify:
         source.verify()
@@ -161,8 +174,12 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                 if strip_eod:
                     ends = np.cumsum(lengths) - 1
                     if len(ends) and np.any(ids[ends] != separator):
-                        raise IntegrityError(source.path, f"a document does not end with the id {separator}",
-                                             fix="import with strip_eod=False (--keep-eod)")
+                        # nanoGPT's separator comes from the tokenizer: keeping it would import the
+                        # ids under what is most likely the wrong vocabulary
+                        fix = ("import with strip_eod=False (--keep-eod)" if kind != "nanogpt" else
+                               f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
+                               "vocabulary that made these ids (--tokenizer), or name the separator (--eod-id)")
+                        raise IntegrityError(source.path, f"a document does not end with the id {separator}", fix=fix)
                     ids, lengths = np.delete(ids, ends), lengths - 1
                 if separator is not None:
                     found_separator += int(np.count_nonzero(ids == separator))

@@ -4,6 +4,7 @@ them imports another's opener."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tokpack.errors import InputError
@@ -25,6 +26,10 @@ def open_tokens(path: Path, *, verify: bool | None = None) -> TokenSource:
     Raises:
         ValueError: neither, or anything that does not match its record.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(None, f"path must be a pack or dataset directory, got {type(path).__name__}")
+    if verify is not None and not isinstance(verify, bool):
+        raise InputError(None, f"verify must be True, False or None, got {verify!r}")
     path = Path(path)
     if (path / DATASET_FILE).exists():
         return ShardedDataset(path, verify=verify)

@@ -196,6 +196,8 @@ def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
         size = path.stat().st_size
     except FileNotFoundError:
         raise IntegrityError(f"{path}: missing") from None
+    except OSError as error:  # a loop of symlinks, no permission: the user's files, not a bug
+        raise InputError(path, f"cannot read ({error.strerror or error})") from None
     expected = NPY_HEADER_BYTES + length * dtype.itemsize
     if size != expected:
         raise IntegrityError(f"{path}: {size} bytes, expected {expected} ({length} {dtype.name} ids after the header)")
@@ -203,6 +205,8 @@ def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:
         raise IntegrityError(f"{path}: unreadable .npy header ({error})") from None
+    except OSError as error:
+        raise InputError(path, f"cannot read ({error.strerror or error})") from None
     if array.dtype != dtype.newbyteorder("<") or array.shape != (length,):
         raise IntegrityError(f"{path}: holds {array.dtype} {array.shape}, meta.json says {dtype.name} ({length},)")
     return array

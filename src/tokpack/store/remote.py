@@ -14,6 +14,7 @@ openable (``dataset.json``, the export's sidecar) goes last.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -21,14 +22,15 @@ import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tokpack import _checks as checks
 from tokpack._atomic import partial_sibling
 from tokpack._schema import read_record
-from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyMismatch
 from tokpack.store.dataset import (
     DatasetRecord,
     PartsStream,
@@ -62,7 +64,52 @@ def _filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, 
         from fsspec.core import url_to_fs
     except ImportError:
         raise InputError(url, "reading URLs needs fsspec", fix="pip install fsspec (and s3fs for s3://)") from None
-    return url_to_fs(url, **(storage_options or {}))
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise InputError(url, f"storage_options must be a dict, got {type(storage_options).__name__}")
+    try:
+        return url_to_fs(url, **(storage_options or {}))
+    except ImportError as error:  # fsspec knows the protocol, but its package is not installed
+        raise InputError(url, f"no file system for this URL ({error})") from None
+    except (ValueError, TypeError) as error:  # "Protocol not known", an option the file system does not take
+        raise InputError(url, f"cannot open ({_first_line(error)})",
+                         fix="check the URL's protocol and --storage-options") from None
+
+
+#: Packages whose exceptions mean the remote store could not be reached or refused us (not a bug).
+_STORAGE_PACKAGES = {"botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "adlfs", "huggingface_hub", "requests",
+                     "urllib3", "fsspec", "google"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _storage_errors(url_argument: int) -> Callable[[F], F]:
+    """Report a store that cannot be reached or refuses us (no credentials, an unreachable
+    endpoint, an option the file system does not take) as an :class:`InputError` naming the URL
+    (positional argument ``url_argument``), never as the storage library's exception."""
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except (TokpackError, FileNotFoundError):
+                raise
+            except Exception as error:
+                package = type(error).__module__.split(".")[0]
+                if not (package in _STORAGE_PACKAGES or isinstance(error, (ConnectionError, TimeoutError))
+                        or (isinstance(error, TypeError) and "unexpected keyword argument" in str(error))):
+                    raise
+                url = args[url_argument] if len(args) > url_argument else kwargs.get("url")
+                raise InputError(url, f"cannot reach the store ({type(error).__name__}: {_first_line(error)})",
+                                 fix="check the endpoint, the credentials and --storage-options") from None
+        return cast(F, wrapper)
+
+    return decorate
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _remote_cache_root(cache_dir: str | Path | None) -> Path:
@@ -168,7 +215,7 @@ class RemoteDataset(PartsStream, RecordedStream):
         self.url = url.rstrip("/")
         self.path = self.url  # a URL, kept as text: Path() would fold its "//"
         self.fs, self.root = _filesystem(self.url, storage_options)
-        self.cache = ShardCache(cache_bytes)
+        self.cache = ShardCache(checks.positive_int("cache_bytes", cache_bytes))
         scratch = _remote_cache_root(cache_dir) / "incoming"
         scratch.mkdir(parents=True, exist_ok=True)
         if self.fs.exists(f"{self.root}/{DATASET_FILE}"):
@@ -297,6 +344,7 @@ def _payload_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@_storage_errors(0)
 def open_remote(url: str, *, storage_options: dict[str, Any] | None = None, cache_dir: str | Path | None = None,
                 cache_bytes: int = DEFAULT_CACHE_BYTES, verify: bool = False) -> RemoteDataset:
     """Open the pack or sharded dataset at ``url`` (see :class:`RemoteDataset`)."""
@@ -312,6 +360,7 @@ def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = No
     return open_tokens(Path(path), verify=verify)
 
 
+@_storage_errors(1)
 def upload(local: Path, url: str, *, storage_options: dict[str, Any] | None = None, last: tuple[str, ...] = ()) -> None:
     """Copy the folder (or file) ``local`` to ``url``, the names in ``last`` after everything
     else, and check every uploaded size.
@@ -334,6 +383,7 @@ def upload(local: Path, url: str, *, storage_options: dict[str, Any] | None = No
             raise IntegrityError(f"{url}/{relative}", "uploaded size differs from the local file", fix="upload again")
 
 
+@_storage_errors(1)
 def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | None = None) -> None:
     """Verify the local pack or sharded dataset, upload it, and write its record last, so a
     half-uploaded dataset never opens.
@@ -358,6 +408,7 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
     upload(local / record, f"{url}/{record}", storage_options=storage_options)
 
 
+@_storage_errors(2)
 def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
                   storage_options: dict[str, Any]) -> Any:
     """Export locally, verify, upload, the sidecar last (see :func:`tokpack.export.export`)."""

@@ -28,7 +28,7 @@ from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
 from tokpack.vocab.identity import VocabIdentity
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_pattern, check_covers
 
 if TYPE_CHECKING:
     from tokpack.vocab.compiled import CompiledBpe
@@ -101,7 +101,7 @@ class BpeTokenizer:
         ids = [*self.ranks.values(), *self.special_tokens.values()]
         if len(set(ids)) != len(ids) or min(ids) < 0:
             raise InputError("ranks and special tokens must use distinct non-negative ids")
-        self.pattern = pattern
+        self.pattern = check_pattern(pattern)
         self.n_vocab = max(ids) + 1
 
     @cached_property
@@ -164,6 +164,15 @@ class BpeTokenizer:
         """``{schema, scheme, sha256, n_vocab}`` of this vocabulary."""
         digest = hashlib.sha256(self.canonical_bytes()).hexdigest()
         return VocabIdentity(scheme=SCHEME, sha256=digest, n_vocab=self.n_vocab)
+
+    def check_covers(self, text: str, where: str | os.PathLike[str] | None = None) -> None:
+        """Refuse this vocabulary's pattern if it skips part of ``text`` (its first 64 KiB: a
+        document at hand), which would drop those characters from the ids without a word.
+
+        Raises:
+            InputError: naming ``where``, the skipped characters and their position.
+        """
+        check_covers(self.pattern, text[:65536], where)
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; special-token names in it are encoded as ordinary text."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tokpack.errors import InputError
-from tokpack.vocab.patterns import GPT2_PATTERN
+from tokpack.vocab.patterns import GPT2_PATTERN, check_pattern
 
 Ranks = dict[bytes, int]
 
@@ -126,15 +126,23 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     """
     try:
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{encoder_json}: {error}") from None
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: bad JSON, UTF-8 or a 5,000-digit number
+        raise InputError(f"{encoder_json}: {str(error).split(';')[0]}") from None
+    if not isinstance(encoder, dict) or not all(_is_id(rank) for rank in encoder.values()):
+        raise InputError(encoder_json, "not GPT-2's encoder.json: it must map each token (a string) to an id in "
+                         "[0, 2**32)", fix="pass (encoder.json, vocab.bpe) in this order")
     specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
     ranks = {
         unicode_to_bytes(token, where=str(encoder_json)): rank
         for token, rank in encoder.items()
         if token not in specials
     }
-    merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
+    try:
+        merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise InputError(vocab_bpe, f"cannot read ({error.strerror or error})") from None
+    except UnicodeDecodeError as error:
+        raise InputError(vocab_bpe, "not GPT-2's vocab.bpe (not UTF-8)", byte=error.start) from None
     merges = [line for line in merges if line and not line.startswith("#version")]
     for index, line in enumerate(merges):
         parts = line.split(" ")
@@ -187,14 +195,17 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     try:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         model = document["model"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise InputError(f"{path}: not a tokenizer.json ({error})") from None
+    except (OSError, ValueError, RecursionError, KeyError, TypeError) as error:  # ValueError: JSON, UTF-8, digits
+        raise InputError(f"{path}: not a tokenizer.json ({str(error).split(';')[0]})") from None
     if not isinstance(document, dict) or not isinstance(model, dict):
         raise InputError(path, "not a tokenizer.json ('model' is not an object)")
     if model.get("type") != "BPE":
         raise InputError(f"{path}: model is {model.get('type')!r}, not a BPE")
     if document.get("normalizer") is not None:
         raise InputError(f"{path}: has a normalizer; tokpack encodes raw text only")
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise InputError(path, f"model.dropout is {model.get('dropout')!r}: BPE dropout picks merges at random, so one "
+                         "text would get different ids", fix="set \"dropout\": null (it is for training only)")
     vocab, added = model.get("vocab"), document.get("added_tokens") or []
     if not isinstance(vocab, dict) or not all(isinstance(token, str) and _is_id(rank) for token, rank in vocab.items()):
         raise InputError(path, "model.vocab must map each token (a string) to an id in [0, 2**32)")
@@ -278,7 +289,7 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
         split = steps[0]
         if split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split["pattern"]:
             raise InputError(f"{path}: only an isolated, non-inverted regex Split is supported")
-        pattern = split["pattern"]["Regex"]
+        pattern = check_pattern(split["pattern"]["Regex"], path)
     else:
         raise InputError(f"{path}: unsupported pre-tokenizer {kinds}; expected a byte-level one")
     if steps[-1].get("add_prefix_space"):

@@ -187,6 +187,6 @@ def is_tokpack_record(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:
             head = json.loads(handle.read())
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: not JSON ({error})") from None
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: JSON, UTF-8, a 5,000-digit number
+        raise InputError(f"{path}: not JSON ({str(error).split(';')[0]})") from None
     return isinstance(head, dict) and str(head.get("schema", "")).startswith("tokpack.")

@@ -1,5 +1,9 @@
 """Pre-tokenizer patterns: the regexes that cut text into pieces BPE never merges across."""
 
+from __future__ import annotations
+
+from os import PathLike
+
 #: GPT-2's pattern, as tiktoken writes it (the default of a rank file or a GPT-2 pair, which
 #: carry no pattern of their own).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -22,3 +26,55 @@ DEFAULT_PATTERN = GPT4_PATTERN
 
 #: The one special token of a byte-level vocabulary; corpus text never produces it.
 END_OF_TEXT = "<|endoftext|>"
+
+
+def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str:
+    """``pattern`` if it compiles and cannot match the empty string (an empty piece makes no
+    token, and tiktoken's engine panics on one).
+
+    >>> check_pattern("x*")
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: pre-tokenizer pattern 'x*' matches the empty string; every piece must hold at least one character
+    """
+    import regex
+
+    from tokpack.errors import InputError
+
+    if not isinstance(pattern, str):
+        raise InputError(where, f"pre-tokenizer pattern must be a string, got {type(pattern).__name__}")
+    try:
+        compiled = regex.compile(pattern)
+    except (regex.error, RecursionError) as error:
+        raise InputError(where, f"pre-tokenizer pattern '{pattern}' does not compile ({error})") from None
+    if compiled.match("") is not None:
+        raise InputError(where, f"pre-tokenizer pattern '{pattern}' matches the empty string; every piece must hold "
+                         "at least one character")
+    return pattern
+
+
+def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = None) -> None:
+    """Refuse a pattern that skips part of ``text`` (a document): BPE encodes only the pattern's
+    matches, so anything between them would vanish from the ids without a word.
+
+    >>> check_covers(r"\\d+", "12 apples")
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: pre-tokenizer pattern '\\d+' skips ' apples' at character 2 of the first document; a pattern must match every character (tokpack's default is gpt2)
+    """
+    import regex
+
+    from tokpack.errors import InputError
+
+    position, gap_end = 0, len(text)
+    for match in regex.finditer(pattern, text):
+        if match.start() != position:  # text[position:match.start()] is in no piece
+            gap_end = match.start()
+            break
+        position = match.end()
+    if position == len(text):
+        return
+    skipped = text[position:gap_end]
+    shown = repr(skipped if len(skipped) <= 40 else skipped[:37] + "...")
+    raise InputError(where, f"pre-tokenizer pattern '{pattern}' skips {shown} at character {position} of the first "
+                     "document; a pattern must match every character (tokpack's default is gpt2)")
