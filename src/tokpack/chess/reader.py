@@ -66,6 +66,9 @@ HEADER_ONLY = ("header_only", "tags with no moves")
 COMMENT_LEFT_OPEN = ("unreadable_movetext", "a comment '{' is never closed")
 _PROBLEMS = (None, HEADER_ONLY, COMMENT_LEFT_OPEN)  # by the compiled cutter's codes
 _MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
+# A zstd file may open with a skippable frame (magic 0x184D2A50 to 0x184D2A5F, little-endian), as
+# pzstd's and the seekable format's do: ``zstd -d`` passes over it, and so must the reader.
+_MAGIC.update({bytes([0x50 + kind]) + b"\x2a\x4d\x18": "zstd" for kind in range(16)})
 
 # python-chess's, per line, after the leading whitespace it strips from a tag line.
 TAG = re.compile(r'^[^\S\n]*\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)

@@ -166,8 +166,13 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
                     shards.append(ChessShard(pieces=pieces))
                     pieces, have_bytes, have_games, first, at = [], 0, 0, row + end, end
                 row += batch.num_rows
-        if first < n_rows or n_rows == 0:  # the table's rest (or an empty table) opens the next shard
+        if first < n_rows:  # the table's rest opens the next shard
             pieces.append(TablePiece(**piece, rows=(first, n_rows)))
+        elif n_rows == 0:  # an empty table keeps its month's range, in the shard being filled or the last one
+            if pieces or not shards:
+                pieces.append(TablePiece(**piece, rows=(0, 0)))
+            else:  # a shard of no games of its own would be opened for it
+                shards[-1] = ChessShard(pieces=[*shards[-1].pieces, TablePiece(**piece, rows=(0, 0))])
     if pieces:
         shards.append(ChessShard(pieces=pieces))
     return shards
