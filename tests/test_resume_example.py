@@ -1,0 +1,90 @@
+"""examples/train_gpt.py resumed under change, as a user runs it: settings left out come from the
+checkpoint, an impossible change is one line and exit 2 before the model is loaded, and every
+change the run makes is printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
+
+from conftest import REPO
+from tokpack.serve.memory import pack_of_documents
+
+EXAMPLE = REPO / "examples" / "train_gpt.py"
+TINY = ["--length", "8", "--layers", "1", "--width", "16", "--heads", "2", "--threads", "1"]
+
+
+def pack(folder: Path, name: str, first: int, n_ids: int) -> Path:
+    ids = np.arange(first, first + n_ids) % 97 + 1
+    documents = [ids[i : i + 23].tolist() for i in range(0, n_ids, 23)]
+    return pack_of_documents(documents, n_vocab=100, pad_id=0, directory=folder / name)
+
+
+@pytest.fixture(scope="module")
+def packs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("packs")
+    return {"py": pack(folder, "py", 0, 900), "lic": pack(folder, "lic", 50, 400)}
+
+
+def run(*arguments: object, cache: Path) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", TOKPACK_CACHE=str(cache))
+    return subprocess.run([sys.executable, str(EXAMPLE), *map(str, arguments)], capture_output=True, text=True,
+                          env=env, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def saved(packs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4-step checkpoint of a two-part mixture at global batch 4 on a tiny model."""
+    folder = tmp_path_factory.mktemp("saved")
+    done = run("--data", packs["py"], "--mixture", f"{packs['py']}=0.5", "--mixture", f"{packs['lic']}=0.5",
+               "--global-batch", "4", "--steps", "4", "--save", folder / "m.pt", *TINY, cache=folder / "cache")
+    assert done.returncode == 0, done.stderr
+    return folder / "m.pt"
+
+
+def torch_load(path: Path) -> dict:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def test_resume_keeps_the_checkpoints_settings(saved: Path, tmp_path: Path) -> None:
+    # Only --resume and --steps: the mixture, global batch, length and model come from the checkpoint.
+    done = run("--resume", saved, "--steps", "6", "--threads", "1", "--save", tmp_path / "n.pt", cache=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not [line for line in done.stdout.splitlines() if line.split()[:2] == ["step", "4"]]  # no change printed
+    history = torch_load(tmp_path / "n.pt")["data_schedule"]["history"]
+    assert [(s["global_batch"], s["weights"]) for s in history] == [(4, [0.5, 0.5])]
+
+
+def test_resume_prints_what_changes(saved: Path, packs: dict[str, Path], tmp_path: Path) -> None:
+    done = run("--resume", saved, "--steps", "6", "--threads", "1", "--global-batch", "6",
+               "--mixture", f"{packs['py']}=0.8", "--mixture", f"{packs['lic']}=0.2", cache=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "global batch 4 -> 6" in done.stdout
+    assert "part py weight 0.5 -> 0.8" in done.stdout and "part lic weight 0.5 -> 0.2" in done.stdout
+    removed = run("--resume", saved, "--steps", "6", "--threads", "1", "--mixture", f"{packs['py']}=1", cache=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert "part lic removed 0.5 -> 0" in removed.stdout
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--length", 16), ("--width", 32), ("--layers", 2)])
+def test_a_changed_shape_is_one_line(saved: Path, tmp_path: Path, flag: str, value: int) -> None:
+    done = run("--resume", saved, "--steps", "6", "--threads", "1", flag, value, cache=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_steps_not_past_the_checkpoint_are_refused(saved: Path, tmp_path: Path) -> None:
+    done = run("--resume", saved, "--steps", "4", "--threads", "1", "--save", tmp_path / "n.pt", cache=tmp_path)
+    assert done.returncode == 2 and "--steps 4" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "n.pt").exists()
