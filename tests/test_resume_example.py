@@ -5,6 +5,7 @@ change the run makes is printed."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
 
 from conftest import REPO
+from tokpack.serve import Mixture, PackedBatches
 from tokpack.serve.memory import pack_of_documents
 
 EXAMPLE = REPO / "examples" / "train_gpt.py"
@@ -88,3 +90,52 @@ def test_steps_not_past_the_checkpoint_are_refused(saved: Path, tmp_path: Path) 
     done = run("--resume", saved, "--steps", "4", "--threads", "1", "--save", tmp_path / "n.pt", cache=tmp_path)
     assert done.returncode == 2 and "--steps 4" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "n.pt").exists()
+
+
+# -- the library under the example: parts matched by their ids, one order in every record --------
+
+
+def loader(*parts: tuple[Path, float], state: dict | None = None, global_batch: int = 4) -> PackedBatches:
+    batches = PackedBatches(Mixture(list(parts)), length=8, global_batch=global_batch, seed=1)
+    if state is not None:
+        batches.load_state_dict(state)
+    return batches
+
+
+def test_a_renamed_folder_continues_its_epoch(packs: dict[str, Path], tmp_path: Path) -> None:
+    straight = loader((packs["py"], 0.5), (packs["lic"], 0.5))
+    saved = loader((packs["py"], 0.5), (packs["lic"], 0.5))
+    saved.step = 5
+    renamed = tmp_path / "python"
+    shutil.copytree(packs["py"], renamed)
+    resumed = loader((renamed, 0.5), (packs["lic"], 0.5), state=saved.state_dict())
+    assert [(e["name"], e.get("removed", False)) for e in resumed.repeats()] == [("python", False), ("lic", False)]
+    assert resumed.repeats()[0]["rows"] == saved.repeats()[0]["rows"] > 0
+    for step in range(5, 12):  # the batches an uninterrupted run serves
+        assert np.array_equal(resumed.global_rows(step), straight.global_rows(step))
+
+
+def test_two_folders_of_one_name_are_told_apart_by_their_ids(packs: dict[str, Path], tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "train", tmp_path / "b" / "train"
+    shutil.copytree(packs["py"], first)
+    shutil.copytree(packs["lic"], second)
+    straight = loader((first, 0.5), (second, 0.5))
+    saved = loader((first, 0.5), (second, 0.5))
+    saved.step = 5
+    swapped = loader((second, 0.5), (first, 0.5), state=saved.state_dict())
+    for step in range(5, 12):
+        assert np.array_equal(swapped.global_rows(step), straight.global_rows(step))
+
+
+def test_data_schedule_and_repeats_use_one_order(packs: dict[str, Path]) -> None:
+    saved = loader((packs["lic"], 0.5), (packs["py"], 0.5))
+    saved.step = 5
+    resumed = loader((packs["py"], 0.9), (packs["lic"], 0.1), state=saved.state_dict())
+    schedule = resumed.data_schedule()
+    names = [part["name"] for part in schedule["parts"]]
+    assert names == ["lic", "py"] == [entry["name"] for entry in resumed.repeats()]
+    assert [part["weight"] for part in schedule["parts"]] == [0.1, 0.9]
+    assert [s["weights"] for s in schedule["history"]] == [[0.5, 0.5], [0.1, 0.9]]
+    stages = [(start, [round(w, 9) for w in weights]) for start, weights in schedule["stages"]]
+    assert stages == [(0, [0.5, 0.5]), (5, [0.1, 0.9])]  # the new weights from the resume's step, not from 0
+    assert [s["rows"] for s in schedule["stats"]] == [float(resumed.repeats()[1]["rows"]), float(resumed.repeats()[0]["rows"])]
