@@ -7,16 +7,22 @@ One process (world size 1) or several under torchrun, on CPU (gloo) or GPUs (ncc
     torchrun --nproc_per_node 1 examples/train_gpt.py --data PACK --steps 200 --resume run.pt
 
 'PACK' is a pack or a sharded dataset ('tokpack prepare' makes one; 'TokenizedCorpus.tokens_dir'
-in Python). The rows of step k depend only on (data, layout, length, seed, k), never on the number
-of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global batch. A checkpoint holds the
-model, the optimizer, the loader's state and the data schedule; '--resume' restores all four on any
-number of ranks, refuses a checkpoint made with another vocabulary ('tokpack.require_vocabulary')
-or over other data, and continues with exactly the batches an uninterrupted run would have seen.
+in Python). The rows of step k depend on (data, layout, length, seed, k) and on the history of
+settings before k (the global batch and mixture weights of every earlier step, which a resume may
+change), never on the number of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global
+batch. A checkpoint holds the model, the optimizer, the loader's state, the data schedule and the
+arguments; '--resume' restores all of them on any number of ranks (a setting left out is the
+checkpoint's: its data and mixture, global batch, layout, length, seed and model sizes), refuses a
+checkpoint made with another vocabulary ('tokpack.require_vocabulary') or over other data, and
+continues with exactly the batches an uninterrupted run would have seen.
 
 A resumed run may change its global batch and its mixture: '--resume run.pt --global-batch 32'
 continues a run saved with another global batch, and '--mixture DIR=WEIGHT' (repeated) trains on
-several packs in proportion, whose weights may change at a resume (a new directory is a part
-added, one left out a part removed). Each part continues its permutation where it stopped, so
+several packs in proportion, whose weights may change at a resume (given again, the list replaces
+the saved one: a new pack is a part added, one left out a part removed; a pack is recognised by
+its ids, so a renamed folder continues). Each change is printed at the resume's step. A change of
+--length, --layout, --seed, --layers, --width or --heads is refused, as is --steps not past the
+checkpoint's step. Each part continues its permutation where it stopped, so
 no row is served twice within an epoch and none is skipped. The learning rate is not changed
 for you: see 'learning_rate' below for where to scale it.
 
@@ -224,13 +230,15 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     data.add_argument("--layout", choices=["stream", "documents", "bestfit"], help=LAYOUT_HELP + " (default stream)")
     data.add_argument("--length", type=int, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
     data.add_argument("--global-batch", type=int, metavar="B",
-                      help="rows per step over all ranks; the number of ranks must divide it (default 8); with "
-                           "--resume, a new value takes effect from the checkpoint's step")
+                      help="rows per step over all ranks; the number of ranks must divide it (default 8, or the "
+                           "checkpoint's with --resume); with --resume, a new value takes effect from the "
+                           "checkpoint's step")
     data.add_argument("--mixture", action="append", metavar="DIR=WEIGHT",
                       help="train on a mixture: a pack or sharded dataset and its weight, repeated for each part "
                            "(one vocabulary; --data still gives the validation range). With --resume, new weights "
                            "take effect from the checkpoint's step; a directory not in the saved run is a part "
-                           "added, one left out a part removed (parts are matched by directory name)")
+                           "added, one left out a part removed (parts are matched by their ids, then by folder name); "
+                           "without --mixture, the checkpoint's mixture")
     data.add_argument("--micro-batches", type=int, default=1, metavar="M",
                       help="gradient accumulation: each rank's rows in M equal parts, one backward each (default 1)")
     data.add_argument("--document-mask", action="store_true", default=None,
@@ -254,7 +262,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--save-every", type=int, metavar="K", help="also checkpoint after every K steps")
     run.add_argument("--resume", type=Path, metavar="PATH", help="continue from this checkpoint, on any number of ranks")
     run.add_argument("--log-batches", type=Path, metavar="FILE",
-                     help="one line per step: STEP SHA256-of-global-input_ids LOSS (appended to when resuming)")
+                     help="one line per step: STEP SHA256-of-global-input_ids LOSS ROWS (ROWS: the step's global batch; "
+                          "appended to when resuming)")
     run.add_argument("--eval-every", type=int, metavar="K",
                      help="after every K steps and at the end, the loss over the data's validation range (with "
                           "--document-mask, inside each document as in training)")
@@ -296,7 +305,7 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def resolve_settings(args: argparse.Namespace, checkpoint: dict[str, Any] | None) -> list[str]:
+def resolve_settings(args: argparse.Namespace, checkpoint: dict[str, Any] | None, world_size: int) -> list[str]:
     """Fill the settings not given on the command line: from ``checkpoint``'s arguments when
     resuming, else the defaults. Returns the changes a resumed run asked for, one line each;
     a change the checkpoint cannot continue (its model's shape, the rows' numbering) or
@@ -325,6 +334,10 @@ def resolve_settings(args: argparse.Namespace, checkpoint: dict[str, Any] | None
         changes.append(f"{flag(name)} {_shown(before)} -> {_shown(given)}")
     if args.data is None:
         raise InputError(args.resume, "the checkpoint does not record its --data", fix="pass --data")
+    if args.global_batch % world_size:
+        raise InputError(None, f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks "
+                         "(torchrun --nproc_per_node)", fix=f"pass a multiple of {world_size}, e.g. --global-batch "
+                         f"{math.ceil(args.global_batch / world_size) * world_size}, or run on ranks that divide it")
     if args.width % args.heads:
         raise InputError(None, f"--heads {args.heads} does not divide --width {args.width}",
                          fix="pick a --heads that divides the width")
@@ -400,7 +413,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     """Run the training loop; returns the global loss of every step this process ran."""
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // ranks.local_world_size))
     checkpoint = load_checkpoint(args.resume) if args.resume else None
-    changes = resolve_settings(args, checkpoint)
+    changes = resolve_settings(args, checkpoint, ranks.world_size)
     source = open_tokens(args.data)
     vocabulary: Any = tokpack.load_vocabulary(args.vocab) if args.vocab else data_vocabulary(args.data, source)
     tokpack.require_vocabulary(source, vocabulary)  # the vocabulary file is the data's

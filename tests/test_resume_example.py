@@ -139,3 +139,19 @@ def test_data_schedule_and_repeats_use_one_order(packs: dict[str, Path]) -> None
     stages = [(start, [round(w, 9) for w in weights]) for start, weights in schedule["stages"]]
     assert stages == [(0, [0.5, 0.5]), (5, [0.1, 0.9])]  # the new weights from the resume's step, not from 0
     assert [s["rows"] for s in schedule["stats"]] == [float(resumed.repeats()[1]["rows"]), float(resumed.repeats()[0]["rows"])]
+
+
+def test_help_names_the_rows_column_and_the_history(tmp_path: Path) -> None:
+    shown = " ".join(run("--help", cache=tmp_path).stdout.split())
+    assert "STEP SHA256-of-global-input_ids LOSS ROWS" in shown
+    assert "the history of settings before k" in shown
+
+
+def test_a_global_batch_the_ranks_do_not_divide_names_the_flag_and_the_fix(packs: dict[str, Path], tmp_path: Path) -> None:
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", TOKPACK_CACHE=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(EXAMPLE),
+                           "--data", str(packs["py"]), "--global-batch", "7", "--steps", "1", *TINY],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode != 0
+    assert "--global-batch 7 is not a multiple of the 2 ranks" in done.stderr and "--global-batch 8" in done.stderr

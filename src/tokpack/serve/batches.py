@@ -247,7 +247,9 @@ class PackedBatches:
         for start, rows in self._batch_plan:
             if rows % world_size:
                 raise InputError(None, f"world_size {world_size} does not divide global_batch {rows}"
-                                 + (f" (from step {start})" if start else ""))
+                                 + (f" (from step {start})" if start else ""),
+                                 fix=f"use a global_batch that is a multiple of {world_size} "
+                                     f"(e.g. {-(-rows // world_size) * world_size}), or a world_size that divides it")
             if (rows // world_size) % micro_batches:
                 raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
                                  + (f" (from step {start})" if start else ""))
