@@ -155,3 +155,24 @@ def test_a_global_batch_the_ranks_do_not_divide_names_the_flag_and_the_fix(packs
                           capture_output=True, text=True, env=env, timeout=600, check=False)
     assert done.returncode != 0
     assert "--global-batch 7 is not a multiple of the 2 ranks" in done.stderr and "--global-batch 8" in done.stderr
+
+
+def test_prepare_warns_of_an_empty_validation_range(tmp_path: Path) -> None:
+    # The last document is far larger than 2% of the file: the validation boundary falls at its end.
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"line {i}\n" * 40 + "<|endoftext|>" for i in range(5)) + ("y" * 59 + "\n") * 50)
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, TOKPACK_CACHE=str(tmp_path / "cache"))
+
+    def prepare(*extra: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / "c.txt.manifest.json").unlink(missing_ok=True)
+        return subprocess.run([sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab-size", "260",
+                               "--separator", "<|endoftext|>", "--validation", "0.02", *extra],
+                              capture_output=True, text=True, env=env, timeout=600, check=False)
+
+    empty = prepare("-o", str(tmp_path / "empty"))
+    assert empty.returncode == 0, empty.stderr
+    assert "warning: the 'validation' range holds no document" in empty.stderr and "--document-bytes" in empty.stderr
+    cut = prepare("-o", str(tmp_path / "cut"), "--document-bytes", "200")  # the fix the warning names
+    assert cut.returncode == 0, cut.stderr
+    assert "warning" not in cut.stderr
