@@ -7,16 +7,22 @@ One process (world size 1) or several under torchrun, on CPU (gloo) or GPUs (ncc
     torchrun --nproc_per_node 1 examples/train_gpt.py --data PACK --steps 200 --resume run.pt
 
 'PACK' is a pack or a sharded dataset ('tokpack prepare' makes one; 'TokenizedCorpus.tokens_dir'
-in Python). The rows of step k depend only on (data, layout, length, seed, k), never on the number
-of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global batch. A checkpoint holds the
-model, the optimizer, the loader's state and the data schedule; '--resume' restores all four on any
-number of ranks, refuses a checkpoint made with another vocabulary ('tokpack.require_vocabulary')
-or over other data, and continues with exactly the batches an uninterrupted run would have seen.
+in Python). The rows of step k depend on (data, layout, length, seed, k) and on the history of
+settings before k (the global batch and mixture weights of every earlier step, which a resume may
+change), never on the number of ranks: rank r of W trains on rows [r*B/W, (r+1)*B/W) of the global
+batch. A checkpoint holds the model, the optimizer, the loader's state, the data schedule and the
+arguments; '--resume' restores all of them on any number of ranks (a setting left out is the
+checkpoint's: its data and mixture, global batch, layout, length, seed and model sizes), refuses a
+checkpoint made with another vocabulary ('tokpack.require_vocabulary') or over other data, and
+continues with exactly the batches an uninterrupted run would have seen.
 
 A resumed run may change its global batch and its mixture: '--resume run.pt --global-batch 32'
 continues a run saved with another global batch, and '--mixture DIR=WEIGHT' (repeated) trains on
-several packs in proportion, whose weights may change at a resume (a new directory is a part
-added, one left out a part removed). Each part continues its permutation where it stopped, so
+several packs in proportion, whose weights may change at a resume (given again, the list replaces
+the saved one: a new pack is a part added, one left out a part removed; a pack is recognised by
+its ids, so a renamed folder continues). Each change is printed at the resume's step. A change of
+--length, --layout, --seed, --layers, --width or --heads is refused, as is --steps not past the
+checkpoint's step. Each part continues its permutation where it stopped, so
 no row is served twice within an epoch and none is skipped. The learning rate is not changed
 for you: see 'learning_rate' below for where to scale it.
 
@@ -215,34 +221,37 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         prog="train_gpt.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     data = parser.add_argument_group("data")
-    data.add_argument("--data", type=Path, required=True, metavar="DIR", help="a pack or a sharded dataset directory")
+    data.add_argument("--data", type=Path, metavar="DIR",
+                      help="a pack or a sharded dataset directory (required, except with --resume: the checkpoint's)")
     data.add_argument("--vocab", type=Path, metavar="FILE",
                       help="the vocabulary file the data was made with; checked against the data and, with "
                            "--resume, against the checkpoint (default: the vocabulary the data carries, else the "
                            "identity it records)")
-    data.add_argument("--layout", choices=["stream", "documents", "bestfit"], default="stream", help=LAYOUT_HELP)
-    data.add_argument("--length", type=int, default=64, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
-    data.add_argument("--global-batch", type=int, default=8, metavar="B",
-                      help="rows per step over all ranks; the number of ranks must divide it (default 8); with "
-                           "--resume, a new value takes effect from the checkpoint's step")
+    data.add_argument("--layout", choices=["stream", "documents", "bestfit"], help=LAYOUT_HELP + " (default stream)")
+    data.add_argument("--length", type=int, metavar="L", help="inputs per row (rows hold L+1 ids; default 64)")
+    data.add_argument("--global-batch", type=int, metavar="B",
+                      help="rows per step over all ranks; the number of ranks must divide it (default 8, or the "
+                           "checkpoint's with --resume); with --resume, a new value takes effect from the "
+                           "checkpoint's step")
     data.add_argument("--mixture", action="append", metavar="DIR=WEIGHT",
                       help="train on a mixture: a pack or sharded dataset and its weight, repeated for each part "
                            "(one vocabulary; --data still gives the validation range). With --resume, new weights "
                            "take effect from the checkpoint's step; a directory not in the saved run is a part "
-                           "added, one left out a part removed (parts are matched by directory name)")
+                           "added, one left out a part removed (parts are matched by their ids, then by folder name); "
+                           "without --mixture, the checkpoint's mixture")
     data.add_argument("--micro-batches", type=int, default=1, metavar="M",
                       help="gradient accumulation: each rank's rows in M equal parts, one backward each (default 1)")
-    data.add_argument("--document-mask", action="store_true",
+    data.add_argument("--document-mask", action="store_true", default=None,
                       help="attention stays inside each document (block-causal) and positions restart at "
                            "every document start")
     run = parser.add_argument_group("run")
     run.add_argument("--steps", type=int, required=True, metavar="N",
                      help="train until step N (a resumed run continues from its checkpoint's step)")
-    run.add_argument("--seed", type=int, default=0, metavar="S", help="data order and model initialisation (default 0)")
+    run.add_argument("--seed", type=int, metavar="S", help="data order and model initialisation (default 0)")
     run.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (default 3e-3)")
-    run.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
-    run.add_argument("--width", type=int, default=64, help="model width (default 64)")
-    run.add_argument("--heads", type=int, default=4, help="attention heads; must divide the width (default 4)")
+    run.add_argument("--layers", type=int, help="transformer blocks (default 2)")
+    run.add_argument("--width", type=int, help="model width (default 64)")
+    run.add_argument("--heads", type=int, help="attention heads; must divide the width (default 4)")
     run.add_argument("--loader-workers", type=int, default=0, metavar="W",
                      help="processes building batches ahead of the model (default 0: in the training process)")
     run.add_argument("--threads", type=int, metavar="T",
@@ -253,20 +262,21 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--save-every", type=int, metavar="K", help="also checkpoint after every K steps")
     run.add_argument("--resume", type=Path, metavar="PATH", help="continue from this checkpoint, on any number of ranks")
     run.add_argument("--log-batches", type=Path, metavar="FILE",
-                     help="one line per step: STEP SHA256-of-global-input_ids LOSS (appended to when resuming)")
+                     help="one line per step: STEP SHA256-of-global-input_ids LOSS ROWS (ROWS: the step's global batch; "
+                          "appended to when resuming)")
     run.add_argument("--eval-every", type=int, metavar="K",
                      help="after every K steps and at the end, the loss over the data's validation range (with "
                           "--document-mask, inside each document as in training)")
     run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
     args = parser.parse_args(argv)
+    if args.data is None and args.resume is None:
+        parser.error("the following arguments are required: --data (or --resume)")
     for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every", "eval_every",
                  "micro_batches"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.loader_workers < 0:
         parser.error("--loader-workers must be at least 0")
-    if args.width % args.heads:
-        parser.error(f"--heads {args.heads} does not divide --width {args.width}")
     if args.save_every and not args.save:
         parser.error("--save-every needs --save")
     # Checked before any rank joins the process group: every rank exits 2, and only rank 0 says
@@ -293,6 +303,91 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         parts.append((Path(path), value))
     args.mixture = parts or None
     return args
+
+
+#: Settings a resumed run takes from its checkpoint unless given (then they are a change), and
+#: their defaults for a fresh run.
+SETTINGS: dict[str, Any] = {"data": None, "mixture": None, "layout": "stream", "length": 64, "global_batch": 8,
+                            "seed": 0, "layers": 2, "width": 64, "heads": 4, "document_mask": False}
+#: Of those, the ones a resumed run cannot change: the model's shape, and what numbers each part's rows.
+FIXED = ("layout", "length", "seed", "layers", "width", "heads")
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def resolve_settings(args: argparse.Namespace, checkpoint: dict[str, Any] | None, world_size: int) -> list[str]:
+    """Fill the settings not given on the command line: from ``checkpoint``'s arguments when
+    resuming, else the defaults. Returns the changes a resumed run asked for, one line each;
+    a change the checkpoint cannot continue (its model's shape, the rows' numbering) or
+    ``--steps`` not past its step is refused before anything is loaded."""
+    saved: dict[str, Any] = dict(checkpoint.get("arguments") or {}) if checkpoint is not None else {}
+    changes: list[str] = []
+    for name, default in SETTINGS.items():
+        given = getattr(args, name)
+        before = saved.get(name, default)
+        if name == "data" and before is not None:
+            before = Path(before)
+        if name == "mixture" and before is not None:
+            before = [(Path(path), float(weight)) for path, weight in before]
+        if given is None:
+            setattr(args, name, before)
+            continue
+        if checkpoint is None or given == before:
+            continue
+        if name in FIXED:
+            raise InputError(args.resume, f"{flag(name)} {given} differs from the checkpoint's {before}: "
+                             + ("the model has another shape" if name in ("length", "layers", "width", "heads")
+                                else "each part's position is a row of the saved run's order"),
+                             fix=f"leave {flag(name)} out to keep {before}, or start a new run without --resume")
+        if name == "mixture":
+            continue  # printed per part by the loader's history, see mixture_changes()
+        changes.append(f"{flag(name)} {_shown(before)} -> {_shown(given)}")
+    if args.data is None:
+        raise InputError(args.resume, "the checkpoint does not record its --data", fix="pass --data")
+    if args.global_batch % world_size:
+        raise InputError(None, f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks "
+                         "(torchrun --nproc_per_node)", fix=f"pass a multiple of {world_size}, e.g. --global-batch "
+                         f"{math.ceil(args.global_batch / world_size) * world_size}, or run on ranks that divide it")
+    if args.width % args.heads:
+        raise InputError(None, f"--heads {args.heads} does not divide --width {args.width}",
+                         fix="pick a --heads that divides the width")
+    if checkpoint is not None and args.steps <= int(checkpoint["step"]):
+        raise InputError(args.resume, f"--steps {args.steps} is not past the checkpoint's step {checkpoint['step']}: "
+                         "there is nothing to train", fix=f"pass --steps above {checkpoint['step']}")
+    return changes
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(f"{path}={weight:g}" for path, weight in value)
+    return str(value)
+
+
+def mixture_changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """The weight of every part that changed between two ``repeats()`` listings, by name (a part
+    added goes from 0, one removed to 0)."""
+    old = {entry["name"]: entry["weight"] for entry in before}
+    new = {entry["name"]: entry["weight"] for entry in after}
+    lines = []
+    for name in list(old) + [name for name in new if name not in old]:
+        a, b = old.get(name, 0.0), new.get(name, 0.0)
+        if abs(a - b) > 1e-9:
+            what = "added" if name not in old or a == 0 else "removed" if b == 0 else "weight"
+            lines.append(f"part {name} {what} {a:.3g} -> {b:.3g}")
+    return lines
+
+
+def saved_parts(checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each part of the checkpoint's loader state with its (normalized) weight at its step."""
+    state = checkpoint["loader"]
+    in_force = [segment for segment in state.get("history") or [] if segment["step"] <= state["step"]]
+    if not in_force:
+        return []
+    weights = in_force[-1]["weights"]
+    total = sum(weights) or 1.0
+    return [{"name": part["name"], "weight": weight / total} for part, weight in zip(state["parts"], weights)]
 
 
 def learning_rate(args: argparse.Namespace, batches: PackedBatches, step: int) -> float:
@@ -329,6 +424,8 @@ def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
 def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     """Run the training loop; returns the global loss of every step this process ran."""
     torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // ranks.local_world_size))
+    checkpoint = load_checkpoint(args.resume) if args.resume else None
+    changes = resolve_settings(args, checkpoint, ranks.world_size)
     source = open_tokens(args.data)
     vocabulary: Any = tokpack.load_vocabulary(args.vocab) if args.vocab else data_vocabulary(args.data, source)
     tokpack.require_vocabulary(source, vocabulary)  # the vocabulary file is the data's
@@ -346,8 +443,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
     model.to(ranks.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     step = 0
-    if args.resume:
-        checkpoint = load_checkpoint(args.resume)
+    if checkpoint is not None:
         # The tokenizer that will read this model's output must be the one it was trained on.
         try:
             tokpack.require_vocabulary(checkpoint, vocabulary)
@@ -355,15 +451,20 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             raise
         except ValueError as error:  # older tokpack raised a bare ValueError here
             raise VocabularyMismatch(args.resume, str(error), fix="resume on the data it was trained on") from None
+        # Each part continues where it stopped; a new --global-batch or --mixture takes effect from
+        # here. Other data, vocabulary, layout, length or seed is refused, naming what differs,
+        # before the model is touched.
+        step = int(checkpoint["step"])
+        loader.load_state_dict(checkpoint["loader"])
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        # Each part continues where it stopped; a new --global-batch or --mixture takes effect from
-        # here. Other data, vocabulary, layout, length or seed is refused, naming what differs.
-        loader.load_state_dict(checkpoint["loader"])
-        step = int(checkpoint["step"])
         saved_batch = checkpoint["loader"].get("global_batch")
-        if ranks.main and saved_batch != batches.global_batch:
-            print(f"step {step:>6}  global batch {saved_batch} -> {batches.global_batch}", flush=True)
+        if ranks.main:
+            if saved_batch != batches.global_batch:
+                print(f"step {step:>6}  global batch {saved_batch} -> {batches.global_batch}", flush=True)
+            for line in mixture_changes(saved_parts(checkpoint), batches.repeats()) + [
+                    change for change in changes if not change.startswith("--global-batch")]:
+                print(f"step {step:>6}  {line}", flush=True)
     trained = DistributedDataParallel(model) if ranks.distributed else model
 
     def checkpoint_now() -> None:

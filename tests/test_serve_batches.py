@@ -141,7 +141,7 @@ def test_state_over_other_data_or_another_vocabulary_is_refused(corpus: tokpack.
     with pytest.raises(VocabularyMismatch, match="saved over vocabulary"):
         PackedBatches(other_vocabulary.tokens_dir, length=32, global_batch=4).load_state_dict(state)
     PackedBatches(corpus.tokens_dir, length=32, global_batch=8).load_state_dict(state)  # a new global batch: supported
-    with pytest.raises(InputError, match="layout length 32, this loader 16"):
+    with pytest.raises(InputError, match="state has length 32, this loader 16"):
         PackedBatches(corpus.tokens_dir, length=16, global_batch=4).load_state_dict(state)
     with pytest.raises(InputError, match="not a tokpack loader state"):
         batches.load_state_dict({"step": 3})

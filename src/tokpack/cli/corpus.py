@@ -19,6 +19,7 @@ from tokpack.cli._console import (
     TrainerName,
     command_group,
     console,
+    errors,
     prepare_progress,
     StorageOptions,
     shard_progress,
@@ -86,6 +87,17 @@ def prepare_command(
         typer.echo(json.dumps(summary_record(prepared), indent=2))
     else:
         _summary(prepared)
+    _warn_empty_ranges(prepared, document_bytes)
+
+
+def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int) -> None:
+    """Say (on stderr) that a held-out range asked for holds no document: its share fell inside
+    the last document, so evaluation on it would find nothing."""
+    for name, span in prepared.manifest.ranges.items():
+        if name != "train" and span.documents[0] == span.documents[1]:
+            errors.print(f"warning: the {name!r} range holds no document (its --{name} share is smaller than the "
+                         f"documents around it); a smaller --document-bytes (now {document_bytes:,}) cuts long "
+                         f"documents finer, or raise --{name}", soft_wrap=True, highlight=False, markup=False)
 
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,

@@ -201,8 +201,9 @@ class ServeSchedule(Record):
 
     ``parts`` are every part the run has served (``removed`` for one no longer in it), each with
     its rows served, epochs and tokens (targets) seen at the loader's step; ``history`` the
-    settings from step 0 on; ``stages`` the weights given up front, ``global_batch`` the rows of
-    the loader's step.
+    settings from step 0 on; ``stages`` the (normalized) weights in force from each step of the
+    history, in the order of ``parts``; ``global_batch`` the rows of the loader's step; ``stats``
+    each served part's layout statistics, in the loader's order.
     """
 
     schema_: Literal["tokpack.serve-schedule.v2"] = Field(default="tokpack.serve-schedule.v2", alias="schema")
@@ -273,7 +274,9 @@ class PackedBatches:
         for start, rows in self._batch_plan:
             if rows % world_size:
                 raise InputError(None, f"world_size {world_size} does not divide global_batch {rows}"
-                                 + (f" (from step {start})" if start else ""))
+                                 + (f" (from step {start})" if start else ""),
+                                 fix=f"use a global_batch that is a multiple of {world_size} "
+                                     f"(e.g. {-(-rows // world_size) * world_size}), or a world_size that divides it")
             if (rows // world_size) % micro_batches:
                 raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
                                  + (f" (from step {start})" if start else ""))
@@ -488,14 +491,14 @@ class PackedBatches:
     def repeats(self, step: int | None = None) -> list[dict[str, Any]]:
         """Per part, before ``step`` (default: :attr:`step`): its ``name``, ``rows`` served, whole
         ``epochs`` completed, ``rows_per_epoch``, ``tokens`` (targets: ids that were a label)
-        and ``weight`` (normalized, at ``step``). This loader's parts come first, in its order,
-        then any part the run served before and no longer does (``removed``)."""
+        and ``weight`` (normalized, at ``step``), in the order of the state's ``parts`` and
+        ``history`` (the order the parts first appeared); a part the run served before and no
+        longer does is ``removed``."""
         step = self.step if step is None else _check_step(step)
         before = self._history.before(step)
         weights = self._history.weights(step)
         out: list[dict[str, Any]] = []
-        for slot in [self._local.index(part) for part in range(len(self.layouts))] + [
-                slot for slot, part in enumerate(self._local) if part is None]:
+        for slot in range(len(self._slots)):
             part, record, rows = self._local[slot], self._slots[slot], int(before[slot])
             per_epoch = self.layouts[part].n_rows if part is not None else record.rows_per_epoch
             entry: dict[str, Any] = {"name": record.name, "rows": rows, "rows_per_epoch": per_epoch,
@@ -580,7 +583,7 @@ class PackedBatches:
         mine = self._layout_record()
         for key in ("layout", "length", "split", "options", "shuffle"):
             if saved.layout.get(key) != mine[key]:
-                raise InputError(None, f"loader state has layout {key} {saved.layout.get(key)!r}, this loader "
+                raise InputError(None, f"loader state has {_SETTING[key]} {saved.layout.get(key)!r}, this loader "
                                  f"{mine[key]!r}: each part's position is a row of its layout, which another "
                                  f"{key} numbers differently", fix=f"resume with the {key} of the saved run")
         records = self._data_records()
@@ -588,14 +591,14 @@ class PackedBatches:
         if self.mixture is None and saved.mixture_seed is None and len(saved.parts) == 1:
             matched = {0: 0}  # one source continues another, whatever its folder is called
         else:
-            by_name = {part.name: index for index, part in enumerate(saved.parts)}
-            matched = {local: by_name[name] for local, name in enumerate(self.names) if name in by_name}
+            matched = _match_parts(saved.parts, self.names, records, keys)
         for local, slot in matched.items():
             theirs = saved.parts[slot]
             if [theirs.data.get(k) for k in keys] != [records[local][k] for k in keys]:
                 raise IntegrityError(None, f"loader state was saved over other data for part {theirs.name!r}: "
                                      + _difference(theirs.data, records[local]),
-                                     fix="serve the same ids under that name, or another name to add it as a new part")
+                                     fix="serve the same ids under that name, or give it another name (Mixture(names=...)) "
+                                         "to add it as a new part")
         if not matched and self.mixture is None:
             raise IntegrityError(None, f"loader state was saved over other data: {_names([p.data for p in saved.parts])}; "
                                  f"this loader serves {_names(records)}")
@@ -612,6 +615,7 @@ class PackedBatches:
                 slots.append(PartState(name=self.names[local], data=records[local], rows=0,
                                        rows_per_epoch=self.layouts[local].n_rows, since=saved.step))
         added = len(slots) - len(saved.parts)
+        _distinct_removed_names(slots, local_of)
         step = saved.step
         past = [segment.model_copy(update={"weights": segment.weights + [0.0] * added,
                                            "anchor": None if segment.anchor is None else segment.anchor + [0] * added})
@@ -646,7 +650,14 @@ class PackedBatches:
             if part is None:
                 entry["removed"] = True
             parts.append(entry)
-        stages = [(start, ws.tolist()) for start, ws in (self.mixture.stages if self.mixture else [(0, np.ones(1))])]
+        # The weights in force from each step of the history, in the parts' order (a resume's
+        # new weights from its step, not from 0).
+        stages: list[tuple[int, list[float]]] = []
+        for segment in self._history.segments:
+            total = sum(segment.weights) or 1.0
+            weights = [w / total for w in segment.weights]
+            if not stages or not np.allclose(stages[-1][1], weights, rtol=0, atol=1e-12):
+                stages.append((segment.step, weights))
         schedule = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
                                  step=self.step, seed=self.seed, shuffle=self.shuffle, layout=self._layout_record(),
                                  global_batch=self.global_batch, length=self.length, stats=self.stats, extra=extra)
@@ -655,9 +666,11 @@ class PackedBatches:
     @property
     def stats(self) -> list[dict[str, float]]:
         """Each part's layout statistics (repetition, padding, moved and cut shares) and, at
-        :attr:`step`, its ``rows`` served, ``epochs`` completed and ``tokens`` (targets) seen."""
-        served = self.repeats()
-        return [{**layout.stats, **{k: float(served[part][k]) for k in ("rows", "epochs", "tokens")}}
+        :attr:`step`, its ``rows`` served, ``epochs`` completed and ``tokens`` (targets) seen; in
+        this loader's order of parts (:attr:`names`)."""
+        served = {entry["name"]: entry for entry in self.repeats()}
+        return [{**layout.stats, **{k: float(served[self._slots[self._local.index(part)].name][k])
+                                    for k in ("rows", "epochs", "tokens")}}
                 for part, layout in enumerate(self.layouts)]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -831,6 +844,46 @@ def boundaries(starts: np.ndarray, *, dtype: np.dtype, position_ids: bool = True
                                  document_ids=document_ids)
     del batch["input_ids"], batch["labels"]
     return batch
+
+
+#: How a loader state's layout record is named in a message.
+_SETTING = {"layout": "layout", "length": "length", "split": "split", "options": "layout options", "shuffle": "shuffle"}
+
+
+def _match_parts(saved: list[PartState], names: list[str], records: list[dict[str, Any]],
+                 keys: tuple[str, ...]) -> dict[int, int]:
+    """This loader's part -> the saved part it continues: the saved part of the same ids
+    (checksums and range; of the same name first, where several hold those ids), else the saved
+    part of its name (whose data the caller then checks)."""
+    matched: dict[int, int] = {}
+    taken: set[int] = set()
+    identity = [[part.data.get(k) for k in keys] for part in saved]
+    for local, record in enumerate(records):
+        same = [slot for slot, ids in enumerate(identity) if ids == [record[k] for k in keys] and slot not in taken]
+        if same:
+            slot = next((s for s in same if saved[s].name == names[local]), same[0])
+            matched[local] = slot
+            taken.add(slot)
+    by_name = {part.name: slot for slot, part in enumerate(saved)}
+    for local, name in enumerate(names):
+        if local not in matched and name in by_name and by_name[name] not in taken:
+            matched[local] = by_name[name]
+            taken.add(by_name[name])
+    return matched
+
+
+def _distinct_removed_names(slots: list[PartState], local_of: list[int | None]) -> None:
+    """Rename (in place) a removed part whose name a served part now carries: ``name~removed``,
+    ``name~removed2``, ... (a part is matched by its ids, so the name is only a label)."""
+    live = {slot.name for slot, local in zip(slots, local_of) if local is not None}
+    used = {slot.name for slot in slots}
+    for index, (slot, local) in enumerate(zip(slots, local_of)):
+        if local is None and slot.name in live:
+            name, n = f"{slot.name}~removed", 2
+            while name in used:
+                name, n = f"{slot.name}~removed{n}", n + 1
+            used.add(name)
+            slots[index] = slot.model_copy(update={"name": name})
 
 
 def _check_step(step: Any) -> int:
