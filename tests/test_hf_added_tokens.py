@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from typer.testing import CliRunner
 
 from tokpack.cli import app
@@ -76,6 +76,23 @@ def test_transformers_agrees_with_split_special_tokens(hub_style: tuple[Path, li
     assert [split(text, add_special_tokens=False)["input_ids"] for text in DOCUMENTS] == packed
     plain = transformers.PreTrainedTokenizerFast(tokenizer_file=str(vocab))
     assert [plain(text)["input_ids"] for text in DOCUMENTS] != packed
+
+
+def test_an_added_token_that_is_not_special_is_refused(hub_style: tuple[Path, list[list[int]]], tmp_path: Path) -> None:
+    vocab, _ = hub_style
+    tokenizer = Tokenizer.from_file(str(vocab))
+    tokenizer.add_tokens([AddedToken("fox", special=False)])
+    tokenizer.encode_special_tokens = True
+    text = f"The fox jumps{SPECIAL}"
+    assert tokenizer.token_to_id("fox") in tokenizer.encode(text).ids  # read from text even so
+    refused = tmp_path / "tokenizer.json"
+    tokenizer.save(str(refused))
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(refused), "--cache-dir", str(tmp_path / "c")])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert str(refused) in lines[0] and "'fox'" in lines[0] and "not special" in lines[0] and '"special": true' in lines[0]
 
 
 def test_readme_names_the_setting_that_removes_the_difference() -> None:
