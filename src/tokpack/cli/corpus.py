@@ -74,6 +74,7 @@ def prepare_command(
                          workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
                          storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
                          validation=validation, test=test, as_json=as_json)
+        _note_added_tokens(vocab)
         return
     with prepare_progress() as progress:
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
@@ -88,6 +89,7 @@ def prepare_command(
     else:
         _summary(prepared)
     _warn_empty_ranges(prepared, document_bytes)
+    _note_added_tokens(vocab)
 
 
 def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int) -> None:
@@ -98,6 +100,22 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int) -> None:
             errors.print(f"warning: the {name!r} range holds no document (its --{name} share is smaller than the "
                          f"documents around it); a smaller --document-bytes (now {document_bytes:,}) cuts long "
                          f"documents finer, or raise --{name}", soft_wrap=True, highlight=False, markup=False)
+
+
+def _note_added_tokens(vocab: Optional[Path]) -> None:
+    """Say on stderr (stdout may be JSON) that a ``tokenizer.json``'s added tokens are encoded
+    literally: Hugging Face reads them from text unless told not to, so its ids differ there."""
+    if vocab is None or vocab.suffix != ".json" or not vocab.is_file():
+        return
+    try:
+        added = json.loads(vocab.read_text(encoding="utf-8")).get("added_tokens") or []
+        names = [entry["content"] for entry in added]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # read before; not a tokenizer.json
+        return
+    if names:
+        typer.echo(f"note: {vocab.name} lists added tokens ({', '.join(names[:3])}{', …' if len(names) > 3 else ''}); "
+                   "tokpack encodes text that spells them literally, as Hugging Face does with "
+                   "encode_special_tokens = True", err=True)
 
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,

@@ -186,11 +186,14 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     tokens are the added tokens, and the model's tokens of several bytes that no merge makes
     (Hugging Face never makes them from text either; :func:`tokenizer_json` writes
     ``<|endoftext|>`` so). The ids of the tokens the merges make must rise in merge order, as
-    tiktoken's rank rule needs to make the same merges.
+    tiktoken's rank rule needs to make the same merges. Text is encoded literally, as Hugging Face
+    does with ``encode_special_tokens`` set; an added token that is not special is refused, as
+    Hugging Face reads it from text even then.
 
     Raises:
         ValueError: not a byte-level BPE, a normalizer or a prefix space (which tiktoken's rules
-            cannot reproduce), merges that contradict the ids, or an unreadable file.
+            cannot reproduce), merges that contradict the ids, an added token that is not special,
+            or an unreadable file.
     """
     try:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -210,6 +213,11 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     if not isinstance(added, list) or not all(isinstance(entry, dict) and isinstance(entry.get("content"), str)
                                               and _is_id(entry.get("id")) for entry in added):
         raise InputError(path, "added_tokens must be objects with a string 'content' and an id in [0, 2**32)")
+    plain = next((entry for entry in added if entry.get("special") is not True), None)
+    if plain is not None:  # Hugging Face reads these from text whatever encode_special_tokens says
+        raise InputError(path, f"added token {plain['content']!r} (id {plain['id']}) is not special: Hugging Face "
+                         "reads it from text in every setting, tokpack never does, so their ids would differ",
+                         fix='mark it "special": true, or remove it from added_tokens')
     specials = {entry["content"]: entry["id"] for entry in added}
     made = _merged_tokens(model.get("merges"), vocab, path)
     for token, rank in vocab.items():
