@@ -113,6 +113,11 @@ class Skipped:
     detail: str
 
 
+#: A PGN TimeControl value (the PGN standard, section 9.6): ``?``, ``-``, or ``:``-joined periods
+#: ``moves/seconds``, ``seconds``, ``seconds+increment`` or ``*seconds``.
+_TIME_CONTROL = re.compile(r"\?|-|(?:\d+/\d+|\d+(?:\+\d+)?|\*\d+)(?::(?:\d+/\d+|\d+(?:\+\d+)?|\*\d+))*")
+
+
 @dataclass(frozen=True)
 class GameFilter:
     """Which readable games to keep; each test that drops a game is counted under its name.
@@ -131,6 +136,10 @@ class GameFilter:
         unknown = sorted(set(self.speeds) - set(SPEEDS))
         if unknown:
             raise InputError(None, f"unknown speed {unknown[0]!r}; use one of {', '.join(SPEEDS)}")
+        for control in self.time_controls:  # a typo would otherwise drop every game, silently
+            if not _TIME_CONTROL.fullmatch(control):
+                raise InputError(None, f"--time-control: {control!r} is not a PGN TimeControl value",
+                                 fix="use values such as 180+2, 300, 40/7200:3600, - or ?")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -492,7 +501,8 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     """
     out = Path(out)
     if out.exists():
-        raise InputError(out, "already exists; a conversion never writes into an old one")
+        raise InputError(out, "already exists; a conversion never writes into an old one",
+                         fix="remove it or pick another --out")
     sizes = []
     for path in pgn_files:
         if str(path) == "-":
@@ -513,8 +523,8 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
             name = "-" if str(path) == "-" else Path(path).name
             stream, raw = reader.open_pgn(path)
             with stream:
-                chunks = reader.pgn_chunks(stream, str(path), chunk_bytes)
-                for chunk in _in_order(pool, chunks, options, workers):
+                sniff = _PgnSniff(reader.pgn_chunks(stream, str(path), chunk_bytes))
+                for chunk in _in_order(pool, iter(sniff), options, workers):
                     read += chunk.games_read
                     for _, dropped in chunk.filtered:
                         filtered[dropped] += 1
@@ -525,6 +535,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
                     parts.add(chunk.table, chunk.months)
                     if progress is not None and size:
                         progress(done_before + _position(raw, size), total)
+            sniff.check(path)
             done_before += size
         parts.finish()
         report = ConversionReport(inputs=[("-" if str(p) == "-" else Path(p).name) for p in pgn_files], games_read=read,
@@ -534,6 +545,41 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     if progress is not None:
         progress(total, total)
     return report
+
+
+#: A PGN tag line (``[Name "value"]``) or a numbered first move (``1. e4``, ``1.Nf3``), at a line's start.
+_PGN_SIGN = re.compile(rb'(?m)^[ \t]*(?:\[[A-Za-z0-9_]+[ \t]+"|1\.[ \t]*(?:[a-h][1-8]|[NBRQK][a-h1-8x]|O-O))')
+
+
+class _PgnSniff:
+    """Passes a file's chunks on, noting whether any of them holds a tag line or a first move.
+
+    A file without either (an HTML error page saved under a ``.pgn`` name, an empty file) yields
+    no game at all, so converting it is refused instead of "succeeding" with every game skipped.
+    The search stops at the first sign of PGN, so a real file costs one regex search of its start.
+    """
+
+    def __init__(self, chunks: Iterator[tuple[int, bytes]]) -> None:
+        self._chunks, self._head, self._seen_text, self.looks_pgn = chunks, b"", False, False
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        for offset, data in self._chunks:
+            if not self._seen_text:
+                self._head, self._seen_text = data.lstrip()[:200], bool(data.strip())
+            if not self.looks_pgn:
+                self.looks_pgn = _PGN_SIGN.search(data) is not None
+            yield offset, data
+
+    def check(self, path: Path | str) -> None:
+        """Raise :class:`~tokpack.errors.InputError` if the file held no PGN at all."""
+        if self.looks_pgn:
+            return
+        where = "standard input" if str(path) == "-" else path
+        fix = "check the file (download with curl -f so an error page is not saved as the file)"
+        if not self._seen_text:
+            raise InputError(where, "is empty (no PGN game)", fix=fix)
+        first = self._head.split(b"\n", 1)[0][:40].decode("utf-8", "replace").strip()
+        raise InputError(where, f"starts with {first!r}: not PGN (no tag line, no numbered moves)", fix=fix)
 
 
 def _position(raw: object, size: int) -> int:

@@ -46,6 +46,7 @@ class PackedSplit:
     n_tokens: int
     dtype: str
     unknown_moves: int
+    n_shards: int
 
 
 @dataclass
@@ -149,7 +150,7 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
         raise InputError(destination, "not every shard is complete", fix="rerun to resume")
     meta = dataset.meta
     return PackedSplit(destination.name, destination, months, meta.n_docs, meta.n_tokens, meta.dtype,
-                       meta.counts.get("unknown_moves", 0))
+                       meta.counts.get("unknown_moves", 0), len(meta.shards))
 
 
 def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats: bool = False,
@@ -172,7 +173,8 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         destination = cfg.out_dir / scheme / folder
         # Refused now, not after training a BPE; an unfinished job (job.json, no dataset.json) resumes.
         if destination.exists() and (not (destination / JOB_FILE).exists() or (destination / DATASET_FILE).exists()):
-            raise InputError(destination, "already exists; a pack is never overwritten")
+            raise InputError(destination, "already exists; a pack is never overwritten",
+                             fix="remove that folder to pack again, or set another out_dir in the config")
     if export_fixture and cfg.fixture_pgn is None:
         raise InputError(None, "--export-fixture needs fixture_pgn in the config")
     written: list[Path] = []

@@ -163,9 +163,12 @@ class _ZstdFrames:
             try:
                 self._buffer += self._frame.decompress(block)
             except self._zstd.ZstdError as error:
+                # zstd cannot say which byte is bad (a checksum fails at the frame's end): report the
+                # compressed offset where reading failed, and the frame that holds the damage.
+                failed_at = self._consumed + len(block)
                 raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte "
-                                 f"{self._frame_start} cannot be read ({error})", byte=self._frame_start,
-                                 fix=_TRUNCATED_FIX) from None
+                                 f"{self._frame_start:,} is damaged before this byte ({error})",
+                                 byte=failed_at, fix=_TRUNCATED_FIX) from None
             if not self._frame.eof:
                 self._consumed += len(block)
                 break

@@ -193,7 +193,8 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     if split not in SPLITS:
         raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if (dataset / DATASET_FILE).exists():
-        raise InputError(dataset, "already exists; a pack is never overwritten")
+        raise InputError(dataset, "already exists; a pack is never overwritten",
+                         fix="remove that folder to pack again, or write to another one")
     shards = plan_shards(tables, shard_games, shard_bytes)
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
                    vocabulary=encoder.identity, shards=shards).sealed()

@@ -102,7 +102,8 @@ def tokenize_command(
     for packed in result.packs:
         months = packed.months[0] if len(packed.months) == 1 else f"{packed.months[0]} .. {packed.months[-1]}, {len(packed.months)} months"
         console.print(f"{scheme} {packed.folder} ({months}): {packed.n_games:,} games, {packed.n_tokens:,} ids ({packed.dtype}), "
-                      f"{packed.unknown_moves:,} unknown moves")
+                      f"{packed.unknown_moves:,} unknown moves, {packed.n_shards:,} shard{'s' if packed.n_shards != 1 else ''} "
+                      f"in {packed.path}", highlight=False)
     for job in result.jobs:
         from tokpack.engines.executors import task_of
 

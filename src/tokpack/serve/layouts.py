@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -113,6 +114,26 @@ def start_mask(shape: tuple[int, ...], segments: np.ndarray) -> np.ndarray:
     mask.reshape(-1)[segments] = True
     return mask
 
+def missing_range(split: str, ranges: Iterable[str], path: object) -> str:
+    """What to say when ``split`` is not one of a source's ``ranges``: a few names (the nearest
+    first), how many there are, and how to list them all (a chess pack has one range per month).
+
+    >>> missing_range("2016-13", ["2016-01", "2016-02", "2016-03", "2016-11", "2016-12", "2017-01", "train"], "p")
+    "no '2016-13' range; it has 7: 2016-12, 2016-11, 2016-03, ... (list them with: tokpack inspect p)"
+    """
+    names = sorted(ranges)
+    if not names:
+        return f"no {split!r} range; it has none"
+    if len(names) <= 3:
+        return f"no {split!r} range (has {', '.join(names)})"
+    import difflib
+
+    near = difflib.get_close_matches(split, names, n=3, cutoff=0.5)
+    shown = near + [name for name in names if name not in near][: 3 - len(near) if near else 3]
+    return (f"no {split!r} range; it has {len(names):,}: {', '.join(shown)}, ... "
+            f"(list them with: tokpack inspect {path})")
+
+
 class Layout:
     """Rows of ``length + 1`` ids over the ``split`` range of a token source.
 
@@ -127,7 +148,7 @@ class Layout:
         self.source, self.length, self.split = source, length, split
         meta = source.meta
         if split not in meta.ranges:
-            raise InputError(source.path, f"no {split!r} range (has {', '.join(sorted(meta.ranges)) or 'none'})")
+            raise InputError(source.path, missing_range(split, meta.ranges, source.path))
         #: the source's padding id (never a real token), or None (e.g. a datatrove folder)
         self.pad_id: int | None = None if meta.pad_id is None else int(meta.pad_id)
         #: what padding positions hold in ``ids``: the padding id, else 0 (their labels are ignored)

@@ -60,7 +60,9 @@ class Windows:
 
         self.pack = open_source(pack, name="pack")
         if split not in self.pack.meta.ranges:
-            raise InputError(f"{self.pack.path}: no {split!r} range (has {sorted(self.pack.meta.ranges)})")
+            from tokpack.serve.layouts import missing_range
+
+            raise InputError(self.pack.path, missing_range(split, self.pack.meta.ranges, self.pack.path))
         if self.pack.meta.pad_id is None:
             raise InputError(f"{self.pack.path}: its vocabulary records no padding id distinct from real tokens")
         self.block, self.aligned, self.split = block, aligned, split

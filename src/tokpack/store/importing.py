@@ -60,6 +60,8 @@ def detect(path: Path) -> str:
         return "datatrove"
     if (path.is_file() and path.suffix == ".bin") or (path.is_dir() and any((path / f).exists() for f in ("train.bin", "val.bin"))):
         return "nanogpt"
+    if sidecar is not None and sidecar.format == "nanogpt":  # an export of other ranges (NAME.bin): its sidecar lists them
+        return "nanogpt"
     raise InputError(path, "neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder), a datatrove folder (.ds) "
                      "nor a tokpack litdata, mds or hf export (tokpack-export.json)")
 
