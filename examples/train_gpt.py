@@ -281,9 +281,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--save-every needs --save")
     # Checked before any rank joins the process group: every rank exits 2, and only rank 0 says
     # why (torchrun sets WORLD_SIZE and RANK for each process it starts).
+    # A resumed run without --global-batch takes the checkpoint's, checked in resolve_settings.
     world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
-    share = args.global_batch // world_size
-    problem = (f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks (torchrun "
+    share = (args.global_batch or world_size) // world_size
+    problem = None if args.global_batch is None else (f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks (torchrun "
                "--nproc-per-node x --nnodes): each rank trains on an equal share" if args.global_batch % world_size
                else f"--micro-batches {args.micro_batches} does not divide a rank's {share} rows "
                f"(--global-batch {args.global_batch} / {world_size} ranks)" if share % args.micro_batches else None)
@@ -350,6 +351,10 @@ def resolve_settings(args: argparse.Namespace, checkpoint: dict[str, Any] | None
         raise InputError(None, f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks "
                          "(torchrun --nproc_per_node)", fix=f"pass a multiple of {world_size}, e.g. --global-batch "
                          f"{math.ceil(args.global_batch / world_size) * world_size}, or run on ranks that divide it")
+    if (args.global_batch // world_size) % args.micro_batches:
+        raise InputError(None, f"--micro-batches {args.micro_batches} does not divide a rank's "
+                         f"{args.global_batch // world_size} rows (--global-batch {args.global_batch} / {world_size} ranks)",
+                         fix="pass a --micro-batches that divides it")
     if args.width % args.heads:
         raise InputError(None, f"--heads {args.heads} does not divide --width {args.width}",
                          fix="pick a --heads that divides the width")
