@@ -494,6 +494,12 @@ def write_pack(
         # to tell characters per token.
         source.check_unchanged()  # the bytes encoded must be the bytes the record's hash names
         skipped = source.skipped - skipped_before
+        if skipped and not writer.n_docs and first_unit == 0 and last_unit == source.n_units:
+            # A pack of nothing but skips is never what was asked for: refuse instead of exit 0.
+            first_problem = source.problems[0] if source.problems else "unreadable"
+            raise InputError(source.path, f"--on-error skip skipped every file or record ({skipped:,}), "
+                             f"leaving no document; the first: {first_problem}",
+                             fix="convert or fix the inputs (e.g. decompress .gz files) before preparing them")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=document_cut(source),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)

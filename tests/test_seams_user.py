@@ -1,0 +1,76 @@
+"""Seams a new user hit: a split manifest keeps the cut it was made with, a skip-everything run
+is refused, exports carry their vocabulary, and flags are named as typed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import DATA
+from tokpack.cli import app
+from tokpack.vocab import BpeTokenizer
+
+runner = CliRunner()
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="session")
+def byte_vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level vocabulary (ids are the bytes, ``<|endoftext|>`` 256)."""
+    return BpeTokenizer(ranks={bytes([b]): b for b in range(256)}).save(tmp_path_factory.mktemp("vocab"))
+
+
+@pytest.fixture()
+def eot_corpus(tmp_path: Path) -> Path:
+    texts = [path.read_text(encoding="utf-8") for path in sorted((DATA / "polish" / "narrative").glob("*.txt"))]
+    corpus = tmp_path / "eot.txt"
+    corpus.write_text(EOT.join(texts), encoding="utf-8")
+    return corpus
+
+
+def _run(*args: str | Path) -> tuple[int, str]:
+    result = runner.invoke(app, [*map(str, args)])
+    return result.exit_code, result.output
+
+
+def test_a_separator_split_is_refused_without_the_separator(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--validation", "0.2",
+                        "--cache-dir", tmp_path / "cache")
+    assert code == 0, output
+    # Later, without the separator: the documents would hold the literal separator.
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--cache-dir", tmp_path / "cache")
+    assert code == 2, output
+    assert f"--separator '{EOT}'" in output and "this run asks for no --separator" in output
+    # Retrying the split without it names the separator, not "other ranges".
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.2",
+                        "--cache-dir", tmp_path / "cache")
+    assert code == 2, output
+    assert "other ranges" not in output and f"pass --separator '{EOT}'" in output
+    # Another document size is named too.
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--document-bytes", "500",
+                        "--cache-dir", tmp_path / "cache")
+    assert code == 2, output
+    assert "--document-bytes 1048576" in output and "--document-bytes 500" in output
+    # The same cut still works.
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--cache-dir", tmp_path / "cache")
+    assert code == 0, output
+
+
+def test_other_shares_name_the_shares_made_with(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
+    assert _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.2", "--cache-dir", tmp_path / "c")[0] == 0
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.3", "--cache-dir", tmp_path / "c")
+    assert code == 2 and "--validation 0.2" in output, output
+
+
+def test_skipping_every_file_is_refused(byte_vocab: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "gz"
+    folder.mkdir()
+    for name in ("a.1.gz", "b.1.gz"):
+        (folder / name).write_bytes(b"\x1f\x8b\x08\x00\xff\xfe binary")
+    code, output = _run("prepare", folder, "--vocab", byte_vocab, "--on-error", "skip", "-o", tmp_path / "p",
+                        "--cache-dir", tmp_path / "cache")
+    assert code == 2, output
+    assert "skipped every file or record (2)" in output and "a.1.gz" in output
+    assert not (tmp_path / "p").exists()
