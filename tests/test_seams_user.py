@@ -74,3 +74,28 @@ def test_skipping_every_file_is_refused(byte_vocab: Path, tmp_path: Path) -> Non
     assert code == 2, output
     assert "skipped every file or record (2)" in output and "a.1.gz" in output
     assert not (tmp_path / "p").exists()
+
+
+def test_help_and_refusals_name_the_flags(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
+    helped = runner.invoke(app, ["import", "--help"], terminal_width=400).output
+    kind = " ".join(helped.split()).split("--kind", 1)[1].split(" --", 1)[0]
+    assert all(name in kind for name in ("litdata", "mds", "hf")), kind
+    prepare_help = " ".join(runner.invoke(app, ["prepare", "--help"], terminal_width=400).output.split())
+    assert "pack folder" in prepare_help.split("--vocab ", 1)[1].split(" --", 1)[0]
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "1.5")
+    assert code == 2 and "--validation 1.5" in output and "up to, not including, 1" in output, output
+    code, output = _run("prepare", DATA / "polish" / "narrative", "--vocab", byte_vocab, "--validation", "0.1")
+    assert code == 2 and "folder of their own" in output, output
+    # A rank file with its vocabulary.json beside it records its pattern: --pattern is named.
+    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab.parent / "ranks.tiktoken", "--pattern", "polish",
+                        "--cache-dir", tmp_path / "c")
+    assert code == 2 and "--pattern" in output and "pattern= contradicts" not in output and "drop --pattern" in output, output
+
+
+def test_tokenizer_train_words_an_unreachable_size_as_prepare_does(tmp_path: Path) -> None:
+    (tmp_path / "t" / "prose").mkdir(parents=True)
+    (tmp_path / "t" / "prose" / "a.txt").write_text("hello world, hello again\n", encoding="utf-8")
+    code, output = _run("tokenizer", "train", tmp_path / "t", "-o", tmp_path / "o" / "tokenizer.json", "--vocab-size", "400")
+    assert code == 2, output
+    reached = int(output.split("reaches only ")[1].split(" ")[0].replace(",", ""))
+    assert f"pass --vocab-size {reached} or less" in output and "--allow-smaller-vocab" in output, output

@@ -218,7 +218,7 @@ def prepare(
     check_separator(separator)
     if validation or test:
         if format_of(path) != "text":
-            raise InputError(path, "--validation and --test cut one text file", fix="split a folder or records yourself")
+            raise InputError(path, "--validation and --test cut one text file", fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
         split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=None if manifest is None else Path(manifest))
     report(PrepareProgress("hashing", 0, _size(path)))
