@@ -10,7 +10,7 @@ open takes in the paragraphs after it, except one starting with a tag line when 
 before the next ``}``. A game's tag lines and movetext are each one contiguous span of the text,
 so no string is built here.
 
-Measured (BENCHMARKS.md, issue 15): the Python cutter, a regular-expression split and a loop per
+Measured (BENCHMARKS.md, chess): the Python cutter, a regular-expression split and a loop per
 paragraph, took about 15 us a Lichess-style game; this takes under 1 us, and slicing the spans
 into strings about 1 more.
 """

@@ -13,7 +13,7 @@ empty and the king's squares (with the king lifted) unattacked. Anything else (n
 several, an unusual token) stops the game there and marks it unresolved, so the caller hands it to
 python-chess and a resolved game is always python-chess's own answer.
 
-Measured (BENCHMARKS.md, issue 15): the lockstep numpy boards this replaces took ~75 % of a
+Measured (BENCHMARKS.md, chess): the lockstep numpy boards this replaces took ~75 % of a
 conversion; this loop takes ~4 % (about 350 ns a move), and :func:`scan_words`, which codes the
 movetext words in place of a Python dict lookup per word, ~2 %. :func:`scan_movetexts` does the
 same over a whole chunk's movetexts as bytes while dropping comments and variations (about 3 ns a

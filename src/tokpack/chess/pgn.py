@@ -22,8 +22,7 @@ Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_
 one at a time (``2 * workers`` in flight), their games are buffered as Arrow tables, and every
 ``flush_games`` games are spilled: straight into the month's ``games.parquet`` for the first
 :data:`MONTH_WRITERS` months, to part files joined at the end for any later month. Peak RSS:
-319, 327 and 323 MiB at 30 k, 150 k and 1 M Lichess-style games (BENCHMARKS.md, issue 15); 371,
-466 and 504 with the 16 MiB chunks and per-game objects buffered before.
+flat from 30 k to 1 M Lichess-style games (BENCHMARKS.md, chess).
 """
 
 from __future__ import annotations
@@ -606,7 +605,7 @@ class _MonthParts:
     games (an ``array`` of int64), so no Python object per game is buffered. Buffered ``PgnGame``
     objects (about 1 KiB each) sat among each chunk's short-lived objects and kept the heap they
     shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
-    from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (issue 15, one run
+    from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (one run
     under load; the chunk size, :data:`tokpack.chess.reader.CHUNK_BYTES`, was the larger
     part of the old growth). One table per chunk, not per chunk and month,
     because an Arrow table costs about 8 KiB however few rows it has: with hundreds of months
@@ -618,7 +617,7 @@ class _MonthParts:
     ``games.parquet`` (one row group a spill); a month met after them is spilled to part files
     joined at the end, with the same schema, which gives the same bytes. Reading the parts back and writing them again was 45 % of the main
     process's work on 60,000 Lichess-style games (12 months), and the main process is what
-    bounds ``--workers`` (BENCHMARKS.md, issue 15).
+    bounds ``--workers`` (BENCHMARKS.md, chess).
     """
 
     def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:

@@ -203,7 +203,7 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
                     result.packs.append(packed)
                 written.append(destination)
         except BaseException:
-            for path in made:  # a failed split leaves no half of the pair behind (issue 12)
+            for path in made:  # a failed split leaves no half of the pair behind
                 shutil.rmtree(path, ignore_errors=True)
             raise
     return result

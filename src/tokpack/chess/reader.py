@@ -20,7 +20,7 @@ order), each step one pass of compiled code over the whole chunk:
 
 Each step replaced Python per game (regular expressions, a dict of tags, a loop per paragraph);
 together they took Lichess-style reading from about 20x python-chess to the figures in
-BENCHMARKS.md (issue 15). Whatever that fast path does not take on exactly (a ``;`` comment, an
+BENCHMARKS.md (chess). Whatever that fast path does not take on exactly (a ``;`` comment, an
 ``%`` escape, a variation before the first move, a null move, an illegal or ambiguous move) is
 read by python-chess (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
 

@@ -29,7 +29,7 @@ from tokpack.store.reader import Pack
 from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
-from tokpack.vocab.loading import VocabularySpec
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 #: Kind → how to open it in place (``path``, ``tokenizer``, ``eod_id``).
 READERS: dict[str, Callable[..., TokenSource]] = {
@@ -141,9 +141,14 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     kind = kind or detect(Path(path))
     source = opened or open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id)
     source.verify()
+    # The vocabulary the user named travels in the pack, so it decodes wherever it is copied
+    # (the readers above have already refused one whose identity contradicts the ids).
+    carried = None if tokenizer is None else load_vocabulary(tokenizer)
+    files = carried.files() if carried is not None and carried.identity == source.vocabulary else {}
     scratch = temporary_sibling(out)
     try:
-        meta = _import_into(source, scratch / out.name, kind=kind, eod_id=eod_id, strip_eod=strip_eod, progress=progress)
+        meta = _import_into(source, scratch / out.name, kind=kind, eod_id=eod_id, strip_eod=strip_eod, progress=progress,
+                            vocabulary_files=files)
         publish(scratch / out.name, out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -151,8 +156,9 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
 
 
 def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | None, strip_eod: bool | None,
-                 progress: Callable[[int], None] | None) -> PackMeta:
-    """Write ``source`` as the pack ``out`` and verify it (see :func:`import_pack`)."""
+                 progress: Callable[[int], None] | None, vocabulary_files: dict[str, bytes]) -> PackMeta:
+    """Write ``source`` as the pack ``out``, with ``vocabulary_files`` in its ``vocabulary/``, and
+    verify it (see :func:`import_pack`)."""
     sidecar = getattr(source, "sidecar", None)
     if kind == "nanogpt":  # its separators are structure: always known, always removed
         separator = getattr(source, "eod_id", None)
@@ -168,6 +174,8 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
     found_separator = 0
     report = progress or (lambda _: None)
     with PackWriter(out, vocabulary=source.vocabulary) as writer:
+        if vocabulary_files:
+            writer.add_vocabulary_files(vocabulary_files)
         for name, (d0, d1) in _segments(source):
             begin = (writer.n_docs, writer.n_tokens)
             for ids, lengths in chunks(source, (d0, d1)):

@@ -203,9 +203,7 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
         raise InputError(f"{path}: model is {model.get('type')!r}, not a BPE")
     if document.get("normalizer") is not None:
         raise InputError(f"{path}: has a normalizer; tokpack encodes raw text only")
-    if model.get("dropout") not in (None, 0, 0.0):
-        raise InputError(path, f"model.dropout is {model.get('dropout')!r}: BPE dropout picks merges at random, so one "
-                         "text would get different ids", fix="set \"dropout\": null (it is for training only)")
+    _refuse_what_ranks_cannot_reproduce(document, model, path)
     vocab, added = model.get("vocab"), document.get("added_tokens") or []
     if not isinstance(vocab, dict) or not all(isinstance(token, str) and _is_id(rank) for token, rank in vocab.items()):
         raise InputError(path, "model.vocab must map each token (a string) to an id in [0, 2**32)")
@@ -227,6 +225,34 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     except (AttributeError, KeyError, TypeError) as error:  # a field of the wrong shape
         raise InputError(path, f"malformed pre_tokenizer ({type(error).__name__}: {error})") from None
     return ranks, pattern, specials
+
+
+#: Post-processors that leave the ids alone (``ByteLevel`` only trims offsets).
+_IDLE_POST_PROCESSORS = {"ByteLevel"}
+
+
+def _refuse_what_ranks_cannot_reproduce(document: dict[str, Any], model: dict[str, Any], path: Path) -> None:
+    """Refuse the fields with which Hugging Face would give other ids than tiktoken's rank rule:
+    a dropout (random merges), affixes on subwords, and a post-processor that adds tokens.
+
+    Raises:
+        InputError: naming the file and the field.
+    """
+    fix = "remove the field from the file (tokpack encodes as tiktoken does), or use another vocabulary"
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise InputError(path, f"model.dropout is {model['dropout']!r}: Hugging Face skips merges at random",
+                         fix=fix)
+    for field in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(field):
+            raise InputError(path, f"model.{field} is {model[field]!r}: Hugging Face marks subwords with it", fix=fix)
+    post = document.get("post_processor")
+    steps = [] if post is None else [post]
+    if steps and isinstance(post, dict) and post.get("type") == "Sequence":
+        steps = post.get("processors") or []
+    kinds = [step.get("type") if isinstance(step, dict) else step for step in steps]
+    if any(kind not in _IDLE_POST_PROCESSORS for kind in kinds):
+        raise InputError(path, f"post_processor {kinds} adds tokens to what Hugging Face encodes; tokpack's "
+                         "ids are the text's alone", fix=fix)
 
 
 def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str]:
