@@ -99,3 +99,51 @@ def test_tokenizer_train_words_an_unreachable_size_as_prepare_does(tmp_path: Pat
     assert code == 2, output
     reached = int(output.split("reaches only ")[1].split(" ")[0].replace(",", ""))
     assert f"pass --vocab-size {reached} or less" in output and "--allow-smaller-vocab" in output, output
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pack (with its vocabulary/) exported in every format."""
+    root = tmp_path_factory.mktemp("exports")
+    texts = [path.read_text(encoding="utf-8") for path in sorted((DATA / "polish" / "narrative").glob("*.txt"))]
+    (root / "c.txt").write_text(EOT.join(texts), encoding="utf-8")
+    vocab = BpeTokenizer(ranks={bytes([b]): b for b in range(256)}).save(root / "vocab")
+    code, output = _run("prepare", root / "c.txt", "--vocab", vocab, "--separator", EOT, "--validation", "0.2",
+                        "-o", root / "pack", "--cache-dir", root / "cache")
+    assert code == 0, output
+    for fmt in FORMATS:
+        code, output = _run("export", root / "pack", root / "ex" / fmt, "-f", fmt)
+        assert code == 0, output
+    return root
+
+
+FORMATS = ("hf", "litdata", "mds", "nanogpt", "megatron")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_exports_carry_the_vocabulary_and_imports_keep_it(exported: Path, fmt: str) -> None:
+    folder = exported / "ex" / (f"{fmt}.vocabulary" if fmt == "megatron" else f"{fmt}/vocabulary")
+    pack_vocabulary = exported / "pack" / "vocabulary"
+    assert sorted(path.name for path in folder.iterdir()) == sorted(path.name for path in pack_vocabulary.iterdir())
+    # The files decode the ids on their own: Hugging Face's tokenizer.json reads as the pack's.
+    from tokenizers import Tokenizer
+
+    assert Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size() == 257
+    imported = exported / "im" / fmt
+    code, output = _run("import", exported / "ex" / fmt, imported)
+    assert code == 0, output
+    assert (imported / "vocabulary" / "tokenizer.json").read_bytes() == (pack_vocabulary / "tokenizer.json").read_bytes()
+    code, output = _run("inspect", imported, "--decode", "0")
+    assert code == 0 and "not carried" not in output, output
+
+
+def test_an_altered_vocabulary_file_in_an_export_is_refused(exported: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "hf"
+    shutil.copytree(exported / "ex" / "hf", copy)
+    with open(copy / "vocabulary" / "vocabulary.json", "a", encoding="utf-8") as handle:
+        handle.write(" ")
+    for command in (["inspect", copy], ["import", copy, tmp_path / "im"]):
+        code, output = _run(*command)
+        assert code == 2 and "vocabulary.json" in output and "SHA-256 differs" in output, output
