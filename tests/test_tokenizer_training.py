@@ -78,7 +78,7 @@ def test_training_is_deterministic(corpus: Path) -> None:
 
 
 def test_data_too_small_for_the_size_is_an_error_not_a_smaller_file() -> None:
-    with pytest.raises(ValueError, match="reaches only .* of the 1000"):
+    with pytest.raises(ValueError, match="reaches only .* of the 1,000"):
         train_tokenizer(["abab abab", "baba"], TrainingRecipe(vocab_size=1000))
 
 

@@ -29,7 +29,7 @@ from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
 from tokpack.errors import InputError
 from tokpack.store import TokenSource, open_tokens
 
-VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json or vocabulary.json. Omit it to train one on the training range.")
+VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json, vocabulary.json, or a pack folder (its vocabulary/). Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
 
 
@@ -65,6 +65,10 @@ def prepare_command(
     if vocab is not None and given:  # before anything is read: they would be ignored
         raise InputError(None, f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
                          "--vocab gives one (with its own size)", fix=f"drop {' '.join(given)} or --vocab")
+    for flag, share in (("--validation", validation), ("--test", test)):
+        if not 0 <= share < 1:  # NaN fails this too
+            raise InputError(None, f"{flag} {share:g} is not a share of the file's bytes",
+                             fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
 
@@ -140,7 +144,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
         if format_of(corpus) != "text":
-            raise InputError(corpus, "--validation and --test cut one text file", fix="split a folder or records yourself")
+            raise InputError(corpus, "--validation and --test cut one text file", fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
         split_manifest(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=manifest)
     url = out_text if is_url(out_text) else None

@@ -52,10 +52,10 @@ def export_command(
 
 
 def import_command(
-    source: Path = typer.Argument(..., help="A Megatron prefix (or its .bin/.idx), a nanoGPT .bin or folder, or a datatrove folder."),
+    source: Path = typer.Argument(..., help="A Megatron prefix (or its .bin/.idx), a nanoGPT .bin or folder, a datatrove folder, or a folder tokpack exported as litdata, mds or hf."),
     out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
     tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="The vocabulary that made the ids (tokenizer.json, rank file, vocabulary.json); not needed for tokpack's own exports."),
-    kind: Optional[str] = typer.Option(None, "--kind", help="megatron, nanogpt or datatrove (default: from the files)."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="megatron, nanogpt, datatrove, litdata, mds or hf (default: from the files)."),
     eod_id: Optional[int] = typer.Option(None, "--eod-id", help="The id that ends each document: nanoGPT's separator (default: the tokenizer's <|endoftext|>); for Megatron or datatrove files, naming it removes it."),
     keep_eod: bool = typer.Option(False, "--keep-eod", help="Keep the separator ids in the documents instead of removing them."),
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -141,7 +142,40 @@ def _schema_of(path: Path) -> object:
     return document.get("schema") if isinstance(document, dict) else None
 
 
-def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None) -> CorpusManifest:
+def _separator_flag(separator: str | None) -> str:
+    """How to ask for ``separator`` on a shell's command line.
+
+    >>> _separator_flag("<|endoftext|>"), _separator_flag("\\n\\n"), _separator_flag(None)
+    ("--separator '<|endoftext|>'", "--separator $'\\\\n\\\\n'", 'no --separator')
+    """
+    if separator is None:
+        return "no --separator"
+    quoted = shlex.quote(separator) if separator.isprintable() else "$" + repr(separator).replace('"', "'")
+    return f"--separator {quoted}"
+
+
+def cut_differences(rule: SplitRule, *, document_bytes: int | None, separator: str | None) -> list[tuple[str, str]]:
+    """What differs between the cut a manifest's ranges were made with and the one asked for, as
+    ``(made with, asked for)`` flag pairs (empty when they agree; ``document_bytes=None`` asks for
+    no particular size)."""
+    differences = []
+    if rule.separator != separator:
+        differences.append((_separator_flag(rule.separator), _separator_flag(separator)))
+    if document_bytes is not None and rule.document_bytes != document_bytes:
+        differences.append((f"--document-bytes {rule.document_bytes}", f"--document-bytes {document_bytes}"))
+    return differences
+
+
+def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
+    made = " ".join(made for made, _ in differences)
+    asked = " ".join(asked for _, asked in differences)
+    again = " and ".join("drop --separator" if made == "no --separator" else f"pass {made}" for made, _ in differences)
+    return InputError(path, f"its ranges were cut with {made}, this run asks for {asked}",
+                      fix=f"{again} as when it was made, or delete it to cut the corpus again")
+
+
+def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None,
+                    document_bytes: int | None = None) -> CorpusManifest:
     """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file; or
     all-training when none applies.
 
@@ -150,10 +184,13 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
         sha256: its SHA-256 (already computed by the caller, who needs it too).
         manifest: a manifest elsewhere than beside the file.
         separator: the document separator, which no range boundary may cut in two.
+        document_bytes: the document size asked for.
 
     Raises:
         ValueError: the manifest is malformed, or its hash or length differs from the file, or a
-            range starts inside a character or a separator.
+            range starts inside a character or a separator, or tokpack cut its ranges with another
+            separator or document size than the one asked for (its documents would differ from
+            the ones it was split on: it is refused, never recut, so a held-out range never moves).
     """
     n_bytes = corpus.stat().st_size
     found = find_manifest(corpus, sha256, manifest)
@@ -164,6 +201,9 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
         raise InputError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest_record.n_bytes}")
     if manifest_record.sha256 != sha256:
         raise InputError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…)")
+    if manifest_record.made_by is not None and (differences := cut_differences(
+            manifest_record.made_by, document_bytes=document_bytes, separator=separator)):
+        raise _cut_mismatch(path, differences)
     from tokpack._files import FileBytes
     from tokpack.corpus.documents import inside_separator
 
@@ -233,7 +273,13 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
     if path.exists():
         existing = read_record(CorpusManifest, path)
         if existing != made:
-            raise InputError(path, "already there with other ranges", fix="delete it to cut the corpus again, or drop --validation/--test to use it")
+            if existing.made_by is not None and (differences := cut_differences(
+                    existing.made_by, document_bytes=document_bytes, separator=separator)):
+                raise _cut_mismatch(path, differences)
+            shares = "" if existing.made_by is None else \
+                f" (made with --validation {existing.made_by.validation:g} --test {existing.made_by.test:g})"
+            raise InputError(path, f"already there with other ranges{shares}",
+                             fix="delete it to cut the corpus again, or drop --validation/--test to use it")
         return existing
     try:
         write_atomically(path, made.to_json())

@@ -218,7 +218,7 @@ def prepare(
     check_separator(separator)
     if validation or test:
         if format_of(path) != "text":
-            raise InputError(path, "--validation and --test cut one text file", fix="split a folder or records yourself")
+            raise InputError(path, "--validation and --test cut one text file", fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
         split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=None if manifest is None else Path(manifest))
     report(PrepareProgress("hashing", 0, _size(path)))
@@ -494,6 +494,12 @@ def write_pack(
         # to tell characters per token.
         source.check_unchanged()  # the bytes encoded must be the bytes the record's hash names
         skipped = source.skipped - skipped_before
+        if skipped and not writer.n_docs and first_unit == 0 and last_unit == source.n_units:
+            # A pack of nothing but skips is never what was asked for: refuse instead of exit 0.
+            first_problem = source.problems[0] if source.problems else "unreadable"
+            raise InputError(source.path, f"--on-error skip skipped every file or record ({skipped:,}), "
+                             f"leaving no document; the first: {first_problem}",
+                             fix="convert or fix the inputs (e.g. decompress .gz files) before preparing them")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=document_cut(source),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)

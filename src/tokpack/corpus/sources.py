@@ -238,7 +238,7 @@ class TextFile(DocumentSource):
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.sha256 = file_sha256(self.path)
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
-                                                        separator=separator)
+                                                        separator=separator, document_bytes=document_bytes)
         self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []

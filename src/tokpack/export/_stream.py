@@ -7,10 +7,10 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
@@ -54,7 +54,11 @@ class ExportRecord(Record):
         ranges: the source's named ranges (an import of a whole export restores them).
         parts: what was written, by name, as spans of the source.
         files_sha256: SHA-256 of every written file, by its name in ``parts`` (what ``inspect``
-            and ``import`` check the files against; empty in exports written before it existed).
+            and ``import`` check the files against; empty in exports written before it existed),
+            and of the vocabulary files carried (``VOCABULARY_DIR/NAME``).
+        vocabulary_dir: the folder, beside the sidecar, holding the source pack's vocabulary
+            files (``vocabulary`` in a folder export, ``OUT.vocabulary`` beside a Megatron
+            prefix), so the ids decode where they are copied; ``None`` when it carried none.
     """
 
     schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
@@ -71,6 +75,15 @@ class ExportRecord(Record):
     ranges: dict[str, Span] = Field(default_factory=dict)
     parts: dict[str, ExportPart]
     files_sha256: dict[str, str] = Field(default_factory=dict)
+    vocabulary_dir: str | None = Field(default=None, pattern=r"^[^/\\]+$")
+
+    @model_serializer(mode="wrap")
+    def _no_vocabulary_dir_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Written only when set, so exports of packs without vocabulary files stay as they were.
+        data: dict[str, Any] = handler(self)
+        if data.get("vocabulary_dir") is None:
+            data.pop("vocabulary_dir", None)
+        return data
 
 
 @dataclass(frozen=True)
@@ -212,12 +225,43 @@ def default_eod(source: TokenSource, eod_id: int | None) -> int:
     return int(chosen)
 
 
+def carried_vocabulary(source: TokenSource) -> dict[str, bytes]:
+    """The vocabulary files ``source`` carries (a pack's ``vocabulary/``, a dataset's first
+    shard's, or a tokpack export's own), checked against their record; empty when it has none."""
+    from tokpack.store.dataset import ShardedDataset
+    from tokpack.store.reader import Pack
+
+    pack = source if isinstance(source, Pack) else source.shards[0] if isinstance(source, ShardedDataset) and source.shards else None
+    if isinstance(pack, Pack):
+        if pack.vocabulary_dir is None:
+            return {}
+        pack.verify_vocabulary_files()
+        return {Path(name).name: (pack.path / name).read_bytes() for name in sorted(pack.meta.vocabulary_files)}
+    sidecar = getattr(source, "sidecar", None)
+    folder = getattr(sidecar, "vocabulary_dir", None)
+    if sidecar is None or folder is None:
+        return {}
+    where = Path(source.path)
+    root = getattr(source, "folder", None) or (where if where.is_dir() else where.parent)
+    from tokpack.store.foreign import check_files
+
+    names = [name for name in sidecar.files_sha256 if name.startswith(f"{folder}/")]
+    check_files(sidecar, Path(root), names)
+    return {name.split("/", 1)[1]: (Path(root) / name).read_bytes() for name in sorted(names)}
+
+
 def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.dtype,
-               parts: dict[str, ExportPart], root: Path) -> ExportRecord:
+               parts: dict[str, ExportPart], root: Path, vocabulary_dir: str = "vocabulary") -> ExportRecord:
     """The sidecar record of an export of ``source``, with the SHA-256 of every part's file
-    (``root`` is the folder the parts' file names are relative to)."""
+    (``root`` is the folder the parts' file names are relative to); the vocabulary files the
+    source carries are written to ``root/vocabulary_dir`` and listed too."""
     from tokpack.store.foreign import file_sha256
 
+    vocabulary = carried_vocabulary(source)
+    if vocabulary:
+        (Path(root) / vocabulary_dir).mkdir()
+        for name, data in vocabulary.items():
+            write_atomically(Path(root) / vocabulary_dir / name, data)
     meta = source.meta
     fallback_source = Source(name=Path(source.path).name or "stream", sha256=meta.tokens_sha256, n_bytes=0)
     return ExportRecord(format=fmt, vocabulary=source.vocabulary, pad_id=meta.pad_id,
@@ -227,7 +271,10 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
                         source_n_docs=source.n_docs,
                         eod_id=eod_id, dtype=dtype.name, ranges=dict(meta.ranges), parts=parts,
                         files_sha256={name: file_sha256(Path(root) / name)
-                                      for part in parts.values() for name in part.files})
+                                      for part in parts.values() for name in part.files}
+                        | {f"{vocabulary_dir}/{name}": file_sha256(Path(root) / vocabulary_dir / name)
+                           for name in vocabulary},
+                        vocabulary_dir=vocabulary_dir if vocabulary else None)
 
 
 def part_span(source: TokenSource, documents: tuple[int, int], files: list[str]) -> ExportPart:

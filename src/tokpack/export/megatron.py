@@ -18,6 +18,7 @@ The id type is Megatron's own choice for the vocabulary size (``uint16`` below 6
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,8 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     only = options.range_name is not None or len(parts_wanted) == 1
     sidecar = megatron_paths(out)[2]
     prefixes = {name: prefix_of(Path(out), name, only=only) for name in parts_wanted}
-    for existing in [sidecar, *(path for prefix in prefixes.values() for path in megatron_paths(prefix)[:2])]:
+    vocabulary = Path(out).with_name(Path(out).name + ".vocabulary")  # the vocabulary files, beside the prefix
+    for existing in [sidecar, vocabulary, *(path for prefix in prefixes.values() for path in megatron_paths(prefix)[:2])]:
         if existing.exists():
             raise InputError(existing, "already exists; an export is never overwritten", fix="remove it or pick another OUT")
     dtype = megatron_dtype(source.vocabulary.n_vocab)
@@ -96,10 +98,12 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
             _write_part(source, documents, bin_path, idx_path, dtype, eod, progress)
             written += [bin_path, idx_path]
             parts[name] = part_span(source, documents, [bin_path.name, idx_path.name])
-        record = record_for(source, "megatron", eod_id=eod, dtype=dtype, parts=parts, root=sidecar.parent)
+        record = record_for(source, "megatron", eod_id=eod, dtype=dtype, parts=parts, root=sidecar.parent,
+                            vocabulary_dir=vocabulary.name)
     except BaseException:
         for path in written:  # no part without the others
             path.unlink(missing_ok=True)
+        shutil.rmtree(vocabulary, ignore_errors=True)
         raise
     write_sidecar(record, sidecar)
     return record

@@ -177,11 +177,12 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
         raise InputError(f"phrase_merges {recipe.phrase_merges} leaves fewer than 256 ids for bytes")
     base = _train_words(texts, recipe, word_ranks)
     if len(base.ranks) < word_ranks and not (allow_smaller and not recipe.phrase_merges):
+        reached = len(base.ranks) + 1 + recipe.phrase_merges
         raise InputError(
-            f"the data reaches only {len(base.ranks) + 1} ids of the {recipe.vocab_size} asked for "
-            f"(min_frequency {recipe.min_frequency}): add text, lower --vocab-size"
-            + ("" if recipe.phrase_merges else ", or accept fewer with --allow-smaller-vocab")
-        )
+            None, f"the data reaches only {reached:,} ids of the {recipe.vocab_size:,} asked for (too few pairs "
+            f"occur --min-frequency {recipe.min_frequency} times)",
+            fix=f"pass --vocab-size {reached} or less, add text"
+            + (", or fewer --phrase-merges" if recipe.phrase_merges else ", or accept fewer with --allow-smaller-vocab"))
     ranks = dict(base.ranks)
     pattern = recipe.pattern
     if recipe.phrase_merges:

@@ -147,6 +147,10 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     # (the readers above have already refused one whose identity contradicts the ids).
     carried = None if tokenizer is None else load_vocabulary(tokenizer)
     files = carried.files() if carried is not None and carried.identity == source.vocabulary else {}
+    if not files:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
+        from tokpack.export._stream import carried_vocabulary
+
+        files = carried_vocabulary(source)
     scratch = temporary_sibling(out)
     try:
         meta = _import_into(source, scratch / out.name, kind=kind, eod_id=eod_id, strip_eod=strip_eod, progress=progress,

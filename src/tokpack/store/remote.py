@@ -427,9 +427,10 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
         else:
             parent = url.rstrip("/").rsplit("/", 1)[0]
             # Megatron: every part's data and index (OUT, OUT_validation, …), then the sidecar.
-            files = [file for part in record.parts.values() for file in part.files] + [f"{name}.tokpack.json"]
-            for file in files:
-                upload(local.with_name(file), f"{parent}/{file}", storage_options=storage_options)
+            files = [file for part in record.parts.values() for file in part.files]
+            files += [file for file in record.files_sha256 if file not in files] + [f"{name}.tokpack.json"]
+            for file in files:  # the vocabulary's files (OUT.vocabulary/NAME) among them
+                upload(local.parent / file, f"{parent}/{file}", storage_options=storage_options)
     return record
 
 

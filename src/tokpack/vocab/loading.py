@@ -174,7 +174,8 @@ def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
 
 def _with_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> BpeTokenizer:
     if pattern is not None and pattern != tokenizer.pattern:
-        raise InputError(f"{where} records its own pre-tokenizer pattern; pattern= contradicts it")
+        raise InputError(where, "records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it",
+                         fix="drop --pattern: the recorded pattern is the one its ids were made with")
     return tokenizer
 
 
