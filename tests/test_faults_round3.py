@@ -62,3 +62,19 @@ def test_a_resealed_vocabulary_identity_must_match_the_carried_vocabulary(
     code, output = run("export", str(copy), str(tmp_path / "out"), "--format", "nanogpt")
     assert code == 2, output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("span", [[20, 0], [-3, 5]])
+def test_a_resealed_range_with_reversed_or_negative_source_bytes_is_refused(
+        pack: Path, tmp_path: Path, span: list[int]) -> None:
+    """A range's bytes of the source are ``[start, end)`` with ``0 <= start <= end``; a record
+    saying otherwise describes no part of any file and must not pass ``inspect``."""
+    copy = tmp_path / "pack"
+    shutil.copytree(pack, copy)
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["ranges"] = {"train": {"documents": [0, 3], "tokens": [0, meta["n_tokens"]], "source_bytes": span}}
+    _reseal(meta)
+    (copy / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    code, output = run("inspect", str(copy))
+    assert code == 2, output
+    assert "source_bytes" in output and "meta.json" in output
