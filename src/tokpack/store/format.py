@@ -78,6 +78,15 @@ class Span(Record):
     tokens: tuple[int, int]
     source_bytes: tuple[int, int] | None = None
 
+    @model_validator(mode="after")
+    def _ordered(self) -> Span:
+        # Every reader takes these as slices: a reversed or negative one describes nothing.
+        for name in ("documents", "tokens", "source_bytes"):
+            bounds = getattr(self, name)
+            if bounds is not None and not 0 <= bounds[0] <= bounds[1]:
+                raise ValueError(f"{name} [{bounds[0]}, {bounds[1]}) is not a range (0 <= start <= end); the record was edited: restore it or rebuild")
+        return self
+
 
 class StreamRecord(SealedRecord):
     """What a pack's ``meta.json`` and a sharded dataset's ``dataset.json`` both record about

@@ -89,6 +89,26 @@ class Pack(RecordedStream):
             if actual != expected:
                 raise IntegrityError(self.path / name, f"SHA-256 differs from {META_FILE}",
                                      fix="the pack's vocabulary was altered; restore it or rebuild the pack")
+        self._check_vocabulary_identity()
+
+    def _check_vocabulary_identity(self) -> None:
+        """The identity ``meta.json`` records is what every reader trusts to match a model; the
+        seal has no key, so check it against the vocabulary the pack carries (when it carries one)."""
+        from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer  # only a pack that carries one needs it
+
+        saved = f"{VOCABULARY_DIR}/{VOCABULARY_FILE}"
+        if saved not in self.meta.vocabulary_files:
+            return
+
+        identity = BpeTokenizer.load_saved(self.path / saved).identity
+        if identity != self.meta.vocabulary:
+            def shown(vocabulary: Any) -> str:
+                return f"{vocabulary.scheme} {vocabulary.short} of {vocabulary.n_vocab:,} ids"
+
+            raise IntegrityError(self.path / META_FILE,
+                                 f"records the vocabulary {shown(self.meta.vocabulary)}, but the one it carries in "
+                                 f"{VOCABULARY_DIR}/ is {shown(identity)}",
+                                 fix="the record was edited; restore it or rebuild the pack")
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""
