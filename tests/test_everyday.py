@@ -76,7 +76,8 @@ def test_prepare_cuts_validation_and_test_itself_on_document_boundaries(tmp_path
     again = runner.invoke(app, ["prepare", str(corpus), "--validation", "0.1", "--test", "0.05", "--vocab-size", "300",
                                 "--document-bytes", "2048", "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "pack"), "--json"])
     assert again.exit_code == 0 and json.loads(again.stdout)["n_tokens"] == printed["n_tokens"]
-    other = runner.invoke(app, ["prepare", str(corpus), "--validation", "0.2", "--cache-dir", str(tmp_path / "c")])
+    other = runner.invoke(app, ["prepare", str(corpus), "--validation", "0.2", "--document-bytes", "2048",
+                                "--cache-dir", str(tmp_path / "c")])
     assert other.exit_code == 2 and "manifest.json: already there with other ranges" in other.output
 
 
@@ -187,7 +188,7 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
     read, canonical = files.read_rank_file, bytelevel.BpeTokenizer.canonical_bytes
 
     def counting_read(path: Path) -> dict[bytes, int]:
-        calls["parse"] += 1
+        calls["parse"] += Path(path) == gpt2_rank_file  # the user's file (a pack's own copy is read to verify it)
         return read(path)
 
     def counting_canonical(self: bytelevel.BpeTokenizer) -> bytes:
@@ -204,7 +205,9 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
         calls.update(parse=0, canonical=0)
         prepared = prepare(corpus, vocab=gpt2_rank_file, cache_dir=tmp_path / "cache")
         assert prepared.n_vocab == 50257 and prepared.manifest.n_tokens > 0
-        assert calls == {"parse": 1, "canonical": 1}, (run, calls)
+        # Hashed once for the request; once more when the new pack's carried vocabulary is checked
+        # against its record on first verification (the cached run's stamp skips that).
+        assert calls["parse"] == 1 and 1 <= calls["canonical"] <= 2, (run, calls)
 
 
 def test_ci_runs_ruff_and_mypy_before_the_tests_and_both_pass() -> None:
