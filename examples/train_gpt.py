@@ -285,7 +285,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     world_size, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     share = (args.global_batch or world_size) // world_size
     problem = None if args.global_batch is None else (f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks (torchrun "
-               "--nproc-per-node x --nnodes): each rank trains on an equal share" if args.global_batch % world_size
+               "--nproc-per-node x --nnodes): each rank trains on an equal share; pass a multiple of "
+               f"{world_size}, e.g. --global-batch {-(-args.global_batch // world_size) * world_size}"
+               if args.global_batch % world_size
                else f"--micro-batches {args.micro_batches} does not divide a rank's {share} rows "
                f"(--global-batch {args.global_batch} / {world_size} ranks)" if share % args.micro_batches else None)
     if problem is not None:

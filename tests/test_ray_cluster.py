@@ -153,7 +153,7 @@ def vocabulary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def files_of(dataset: Path) -> dict[str, bytes]:
     """The dataset's record and every shard's files (not the job's markers and locks)."""
-    files = [dataset / "dataset.json", *sorted(dataset.glob("shard-*/*"))]
+    files = [dataset / "dataset.json", *sorted(p for p in dataset.glob("shard-*/**/*") if p.is_file())]
     return {p.relative_to(dataset).as_posix(): p.read_bytes() for p in files}
 
 
