@@ -38,10 +38,12 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
         kind, record, units = source.format, source.record, source.n_units
-    # A shard is cut on input units (documents, lines, records); more shards than units would
-    # only add empty ones (and an absurd count would exhaust memory listing them).
-    checks.positive_int("shards", shards, high=max(1, units),
-                        fix=f"use at most {max(1, units):,}, the number of input units of {corpus}")
+    # Shards are cut on input units (documents, lines, records); more shards than units only adds
+    # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
+    # would exhaust memory listing them.
+    checks.positive_int("shards", shards, high=max(1, record.n_bytes),
+                        fix=f"{corpus} has {record.n_bytes:,} bytes in {units:,} input units; use at most "
+                            f"{max(1, units):,} shards to leave none empty")
     job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,
