@@ -17,6 +17,7 @@ from tokpack.corpus.cache import default_cache_dir, locked
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_source
 from tokpack.errors import InputError, IntegrityError, TokpackError
+from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.vocab import BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -216,6 +217,8 @@ def prepare(
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
     check_separator(separator)
+    if out is not None:
+        check_output(Path(out), path, kind="pack")
     if validation or test:
         if format_of(path) != "text":
             raise InputError(path, "--validation and --test cut one text file", fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
@@ -276,6 +279,31 @@ def _prepare_source(
                     raise
                 _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
     return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
+
+
+def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -> None:
+    """Refuse ``out`` before anything is written: a folder that is, or is inside, the corpus (the
+    next read of the corpus would take tokpack's files as text), or one that already holds data
+    of the other kind (a pack and a sharded dataset in one folder would serve different data to
+    ``Pack`` and ``PackedBatches``).
+
+    Raises:
+        InputError: naming ``out`` and the fix.
+    """
+    corpus_dir = corpus.resolve()
+    target = out.resolve()
+    if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents):
+        raise InputError(out, f"the output is inside the corpus folder {corpus}: its files would become "
+                         "training text", fix="choose an --out outside the corpus")
+    if kind == "dataset" and (out / META_FILE).exists():
+        raise InputError(out, "already a pack; the output of --shards must be a new or empty folder",
+                         fix="choose a new --out")
+    if kind == "dataset" and (out / DATASET_FILE).exists() and not (out / "job.json").exists():
+        raise InputError(out, "already a dataset made otherwise; the output of --shards must be a new or empty "
+                         "folder (or this job's, to resume it)", fix="choose a new --out")
+    if kind == "pack" and (out / DATASET_FILE).exists():
+        raise InputError(out, "already a sharded dataset; the output of a pack must be a new folder or a pack "
+                         "of the same corpus", fix="choose a new --out")
 
 
 def document_cut(source: DocumentSource) -> DocumentCut:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tokpack import _checks as checks
 from tokpack._schema import write_record
 from tokpack.corpus.cache import locked
+from tokpack.corpus.preparation import check_output
 from tokpack.corpus.sources import OnError, open_source
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
@@ -30,12 +32,18 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         ValueError: ``dataset`` holds another job (other input, vocabulary or settings).
     """
     dataset = Path(dataset)
-    if shards < 1:
-        raise InputError(f"shards must be at least 1, got {shards}")
+    shards = checks.positive_int("shards", shards)
+    check_output(dataset, Path(corpus), kind="dataset")
     tokenizer = load_vocabulary(vocab)
     with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
-        kind, record = source.format, source.record
+        kind, record, units = source.format, source.record, source.n_units
+    # Shards are cut on input units (documents, lines, records); more shards than units only adds
+    # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
+    # would exhaust memory listing them.
+    checks.positive_int("shards", shards, high=max(1, record.n_bytes),
+                        fix=f"{corpus} has {record.n_bytes:,} bytes in {units:,} input units; use at most "
+                            f"{max(1, units):,} shards to leave none empty")
     job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,

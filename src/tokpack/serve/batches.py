@@ -733,9 +733,15 @@ class EvalBatches:
         padding is one segment).
 
         Raises:
-            InputError: ``step`` is not a non-negative integer.
+            InputError: ``step`` is not a non-negative integer, or is past the last step
+                (``len(self)``): a batch there would be all padding, silently.
         """
         step = checks.non_negative_int("step", step)
+        count = len(self)
+        if step >= count:
+            raise InputError(None, f"step {step} is past the end: there are {count} batches",
+                             fix=f"use a step from 0 to {count - 1}, or iterate over the EvalBatches" if count
+                             else "the range is empty; nothing to evaluate")
         first = (step * self.world_size + self.rank) * self.batch_size
         rows = np.arange(first, first + self.batch_size)
         real = rows[rows < self.layout.n_rows]
