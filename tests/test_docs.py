@@ -266,3 +266,13 @@ def test_the_guides_name_no_issue_numbers() -> None:
         found = re.search(r"\bissues? \d+", page.read_text(encoding="utf-8"), flags=re.I)
         assert found is None, f"{page.name}: {found.group(0) if found else ''}"
 
+
+
+def test_the_guides_the_source_points_to_exist() -> None:
+    """A message or docstring that sends the user to docs/NAME.md names a guide that exists."""
+    named = set()
+    for path in (REPO / "src" / "tokpack").rglob("*.py"):
+        named |= set(re.findall(r"docs/[\w-]+\.md", path.read_text(encoding="utf-8")))
+    assert "docs/chess.md" in named  # the chess config's message names its guide
+    for name in named:
+        assert (REPO / name).is_file(), name
