@@ -84,7 +84,7 @@ def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     # PYTHONPATH passes through, so a worktree's checkout is the one tested, not the installed one.
     env = {"TOKPACK_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "HOME": str(tmp_path)}
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path / "work",
                           env=env, timeout=600)
     assert done.returncode == 0, f"{page.name}:\n{done.stderr}"
