@@ -213,6 +213,24 @@ def test_a_wrong_command_line_is_caught() -> None:
     assert tokpack_calls(words) == [["shard", "run", "data/"], ["merge", "data/", "merged/"]]
 
 
+def test_the_command_lines_that_need_no_file_run() -> None:
+    """`tokpack bpe explain TEXTS...` needs no input file: every such line of the guides runs."""
+    from typer.testing import CliRunner
+
+    from tokpack.cli import app
+
+    ran = 0
+    for page in PAGES:
+        for _, words in command_lines(page):
+            for args in tokpack_calls(words):
+                if args[:2] == ["bpe", "explain"]:
+                    result = CliRunner().invoke(app, args)
+                    assert result.exit_code == 0, f"{page.name}: tokpack {' '.join(args)}: {result.output}"
+                    assert "merge" in result.output.lower(), result.output
+                    ran += 1
+    assert ran >= 2  # the README's and the BPE guide's
+
+
 # --- links -----------------------------------------------------------------------------------
 
 
