@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 import regex
 
+from tokpack import _checks as checks
 from tokpack.bpe import pretokenize
 from tokpack.bpe.pretokenize import PieceCounter
 from tokpack.bpe.records import TraceRow
@@ -170,8 +171,7 @@ def train_fast(
         raise TypeError("texts must be an iterable of strings, not one string")
     if num_merges < 0:
         raise InputError(f"num_merges must be 0 or more, got {num_merges}")
-    if min_frequency < 1:
-        raise InputError(f"min_frequency must be at least 1, got {min_frequency}")
+    checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError("special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
@@ -524,8 +524,7 @@ def train_from_files(
 
     if num_merges < 0:
         raise InputError(None, f"num_merges must be 0 or more, got {num_merges}")
-    if min_frequency < 1:
-        raise InputError(None, f"min_frequency must be at least 1, got {min_frequency}")
+    checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError(None, "special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
