@@ -21,8 +21,8 @@ from tokpack import GPT2_PATTERN, load_vocabulary, prepare
 from tokpack.cli import app
 from tokpack.grading.training import POLISH_PATTERN, POLISH_PHRASE_PATTERN
 from tokpack.vocab import BpeTokenizer
-from tokpack.vocab.compiled import CL100K_PATTERN, COMPILED_PATTERNS
-from tokpack.vocab.patterns import GPT4_PATTERN
+from tokpack.vocab.compiled import COMPILED_PATTERNS
+from tokpack.vocab.patterns import CL100K_PATTERN, GPT4_PATTERN
 
 #: Sample of each data file compared (characters): every file, its first 40,000 characters.
 SAMPLE_CHARS = 40_000
