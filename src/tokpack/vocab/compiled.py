@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from tokpack.vocab.patterns import GPT2_PATTERN
+from tokpack.vocab.patterns import GPT2_PATTERN  # noqa: F401 - CompiledBpe's doctest
 from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
 from tokpack.vocab.pretokenizer import mix as _mix
 from tokpack.vocab.pretokenizer import piece_end as _piece_end
