@@ -153,7 +153,7 @@ def profile(megabytes: float) -> list[str]:
 
     import tokpack.vocab.compiled as compiled
     from tokpack import GPT2_PATTERN, load_vocabulary
-    from tokpack.bpe.pretokenize import GPT2, _split
+    from tokpack.vocab.pretokenizer import GPT2, split_all
 
     encoder = compiled.CompiledBpe(load_vocabulary(rank_file("gpt2", Path(tempfile.gettempdir()))).ranks, GPT2_PATTERN)
     encoder.encode(["warm up"])
@@ -171,7 +171,7 @@ def profile(megabytes: float) -> list[str]:
         convert = timed(lambda: compiled.code_points(docs))  # noqa: B023
         cps, ends = compiled.code_points(docs)
         out = np.empty(cps.size + 1, dtype=np.int64)
-        split = timed(lambda: _split(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
+        split = timed(lambda: split_all(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
         fresh = compiled.PieceCache.new()
         whole = timed(lambda: compiled._encode(cps, ends, GPT2, *encoder.tables, encoder.short_keys, encoder.short_ids,  # noqa: B023
                                                encoder.flat, encoder.offsets, encoder.ids, encoder.long_slots,
