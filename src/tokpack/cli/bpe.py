@@ -130,7 +130,7 @@ def _read(model: type[Challenge | Proof], path: Path) -> Challenge | Proof:
     from tokpack.bpe.challenge import read_json_record
 
     try:
-        return read_json_record(model, path)  # type: ignore[no-any-return]
+        return read_json_record(model, path)
     except ValueError as error:
         raise _fail(str(error)) from None
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from tokpack.cli._console import EngineName, command_group, stderr, stdout
 from tokpack.errors import InputError
+
+if TYPE_CHECKING:
+    from tokpack.chess.stats import ChessStats
 
 chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
                           "statistics and the parity fixture.")
@@ -110,7 +114,7 @@ def tokenize_command(
         stdout().print(f"wrote {path}", highlight=False)
 
 
-def _print_stats(stats) -> None:  # type: ignore[no-untyped-def]
+def _print_stats(stats: ChessStats) -> None:
     from rich.table import Table
 
     table = Table(title=f"Tokens per game, first {stats.n_games:,} games of {stats.source} (framing included)")

@@ -87,7 +87,7 @@ def prepare_command(
                            allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
                            **({} if min_frequency is None else {"min_frequency": min_frequency}),
                            **({} if vocab_sample_bytes is None else {"vocab_sample_bytes": vocab_sample_bytes}),
-                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
+                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,
                            progress=progress, validation=validation, test=test, out=out, separator=separator,
                            manifest=manifest)
     if as_json:
@@ -168,7 +168,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         return
     total = corpus.stat().st_size if corpus.is_file() else sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     with shard_progress(total, shards) as (on_done, on_progress):
-        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
+        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, separator=separator, manifest=manifest,  # type: ignore[arg-type]
                                   on_done=on_done, on_progress=on_progress)

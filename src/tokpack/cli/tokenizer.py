@@ -116,7 +116,7 @@ def train(
                         "DIR/prose/) and pass DIR, or train on the file itself with 'tokpack bpe train FILE -o OUT'")
     try:
         recipe = TrainingRecipe(
-            vocab_size=vocab_size, trainer=trainer.value, pattern=resolve_pattern(pattern),  # type: ignore[arg-type]
+            vocab_size=vocab_size, trainer=trainer.value, pattern=resolve_pattern(pattern),
             min_frequency=min_frequency, domain_weights=parse_domain_weights(domain_weights),
             phrase_merges=phrase_merges, phrase_pattern=resolve_pattern(phrase_pattern),
         )
