@@ -142,7 +142,7 @@ def test_a_bad_input_is_one_line_naming_the_file_and_exit_2(name: str, tmp_path:
 
 
 def test_a_bug_is_exit_1_and_says_so_without_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tokpack.cli.corpus as commands
+    import tokpack.store as commands  # inspect imports open_tokens from here when it runs
 
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("vocabulary")

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tokpack
-import tokpack.cli.corpus
+import tokpack.store
 from tokpack.cli import _console, app
 from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyMismatch, located
 from tokpack.serve.memory import pack_of_documents
@@ -60,7 +60,7 @@ def test_a_bug_says_so_and_exits_1_without_a_traceback(monkeypatch: pytest.Monke
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("shard_count")
 
-    monkeypatch.setattr(tokpack.cli.corpus, "open_tokens", broken)
+    monkeypatch.setattr(tokpack.store, "open_tokens", broken)  # the command imports it when it runs
     result = runner.invoke(app, ["inspect", str(tmp_path)])
     assert result.exit_code == 1
     lines = _lines(result.stderr)
@@ -72,7 +72,7 @@ def test_debug_lets_the_traceback_through(monkeypatch: pytest.MonkeyPatch, tmp_p
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("shard_count")
 
-    monkeypatch.setattr(tokpack.cli.corpus, "open_tokens", broken)
+    monkeypatch.setattr(tokpack.store, "open_tokens", broken)  # the command imports it when it runs
     monkeypatch.setattr(_console, "debug", False)
     result = runner.invoke(app, ["--debug", "inspect", str(tmp_path)])
     assert result.exit_code == 1

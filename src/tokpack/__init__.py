@@ -10,21 +10,50 @@ The public API, by layer:
   mixtures, exact resume; more in :mod:`tokpack.serve`), and the first seed's fixed step
   schedule :class:`TokenBatches`, kept as a contract;
 - interop: ``tokpack.export(source, fmt, out)`` (Megatron, nanoGPT, litdata, MDS, Parquet).
+
+Each name is imported from its module on first use (PEP 562), so ``import tokpack`` (and the
+command line, which imports ``tokpack.cli`` through it) loads numpy, pydantic and the encoders
+only when something asks for them.
 """
 
-import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
-from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
-from tokpack.serve import PackedBatches, TokenBatches
-from tokpack.store import Pack
-from tokpack.vocab import (
-    GPT2_PATTERN,
-    GPT4_PATTERN,
-    BpeTokenizer,
-    VocabIdentity,
-    load_vocabulary,
-    require_vocabulary,
-    tokenizer_for,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
+    from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
+    from tokpack.serve import PackedBatches, TokenBatches
+    from tokpack.store import Pack
+    from tokpack.vocab import (
+        GPT2_PATTERN,
+        GPT4_PATTERN,
+        BpeTokenizer,
+        VocabIdentity,
+        load_vocabulary,
+        require_vocabulary,
+        tokenizer_for,
+    )
+
+#: Where each public name lives: ``tokpack.NAME`` imports that module on first use.
+_HOMES = {
+    "GPT2_PATTERN": "tokpack.vocab",
+    "GPT4_PATTERN": "tokpack.vocab",
+    "BpeTokenizer": "tokpack.vocab",
+    "CorpusManifest": "tokpack.corpus",
+    "Pack": "tokpack.store",
+    "PackedBatches": "tokpack.serve",
+    "PrepareProgress": "tokpack.corpus",
+    "TokenBatches": "tokpack.serve",
+    "TokenizedCorpus": "tokpack.corpus",
+    "VocabIdentity": "tokpack.vocab",
+    "load_vocabulary": "tokpack.vocab",
+    "prepare": "tokpack.corpus",
+    "require_vocabulary": "tokpack.vocab",
+    "sample_corpus": "tokpack.corpus",
+    "tokenizer_for": "tokpack.vocab",
+}
 
 __all__ = [
     "GPT2_PATTERN",
@@ -43,3 +72,19 @@ __all__ = [
     "sample_corpus",
     "tokenizer_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``tokpack.NAME``: the public name from its module, imported now (then kept here)."""
+    if name == "export":  # the callable module: tokpack.export(source, "megatron", out)
+        return importlib.import_module("tokpack.export")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tokpack' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, "export"})

@@ -115,7 +115,7 @@ def run(state: MergeState, until: int, first_id: int, out: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def _grow(array, needed):  # type: ignore[no-untyped-def]
+def _grow(array, needed):
     """``array`` with at least ``needed`` rows: itself, or a copy a quarter larger (memory is the
     scarce resource here, so growth is by a small factor)."""
     if needed <= array.shape[0]:
@@ -127,7 +127,7 @@ def _grow(array, needed):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _hash(code, mask):  # type: ignore[no-untyped-def]
+def _hash(code, mask):
     h = code ^ (code >> 29)
     h *= -4658895280553007687  # 0xBF58476D1CE4E5B9 (splitmix64); int64 products wrap
     h ^= h >> 32
@@ -135,7 +135,7 @@ def _hash(code, mask):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _find(table, pairs, code):  # type: ignore[no-untyped-def]
+def _find(table, pairs, code):
     """The index of the pair with ``code``, or -1."""
     mask = table.shape[0] - 1
     slot = _hash(code, mask)
@@ -147,7 +147,7 @@ def _find(table, pairs, code):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _insert(table, pairs, pair):  # type: ignore[no-untyped-def]
+def _insert(table, pairs, pair):
     mask = table.shape[0] - 1
     slot = _hash(pairs[pair, _CODE], mask)
     while table[slot] >= 0:
@@ -156,7 +156,7 @@ def _insert(table, pairs, pair):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _rehash(pairs, n_pairs, size):  # type: ignore[no-untyped-def]
+def _rehash(pairs, n_pairs, size):
     table = np.full(size, -1, dtype=np.int32)
     for pair in range(n_pairs):
         _insert(table, pairs, pair)
@@ -164,7 +164,7 @@ def _rehash(pairs, n_pairs, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _new_pair(pairs, table, scalars, code):  # type: ignore[no-untyped-def]
+def _new_pair(pairs, table, scalars, code):
     """A new pair with count 0; returns its index (the caller has made room)."""
     pair = scalars[0]
     pairs[pair, _CODE] = code
@@ -177,7 +177,7 @@ def _new_pair(pairs, table, scalars, code):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _better(heap, a, b):  # type: ignore[no-untyped-def]
+def _better(heap, a, b):
     """Does heap row ``a`` win over row ``b``: a higher count, or the same and a smaller pair."""
     if heap[a, 0] != heap[b, 0]:
         return heap[a, 0] > heap[b, 0]
@@ -185,7 +185,7 @@ def _better(heap, a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _swap(heap, a, b):  # type: ignore[no-untyped-def]
+def _swap(heap, a, b):
     for column in range(2):
         value = heap[a, column]
         heap[a, column] = heap[b, column]
@@ -193,7 +193,7 @@ def _swap(heap, a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _push(heap, scalars, count, code):  # type: ignore[no-untyped-def]
+def _push(heap, scalars, count, code):
     """Push a row; the caller has made room (no array is reallocated inside the loop)."""
     size = scalars[2]
     heap[size, 0] = count
@@ -209,7 +209,7 @@ def _push(heap, scalars, count, code):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _pop(heap, scalars):  # type: ignore[no-untyped-def]
+def _pop(heap, scalars):
     """Remove the top row into the spare row past the end; return that row's index."""
     size = scalars[2] - 1
     _swap(heap, 0, size)
@@ -229,7 +229,7 @@ def _pop(heap, scalars):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _build(ids, pieces, scalars, min_frequency):  # type: ignore[no-untyped-def]
+def _build(ids, pieces, scalars, min_frequency):
     """The byte pairs with their counts, the hash table, the pool (each pair's pieces, each
     piece once, by a counting sort) and the heap; no array is larger than its final size."""
     n_pieces = pieces.shape[0]
@@ -293,7 +293,7 @@ def _build(ids, pieces, scalars, min_frequency):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _holds(ids, start, length, left, right):  # type: ignore[no-untyped-def]
+def _holds(ids, start, length, left, right):
     """The position in the piece of the first occurrence of ``(left, right)``, or -1."""
     for k in range(length - 1):
         if ids[start + k] == left and ids[start + k + 1] == right:
@@ -302,7 +302,7 @@ def _holds(ids, start, length, left, right):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _compact(pool, pairs, scalars, n_pairs, min_frequency):  # type: ignore[no-untyped-def]
+def _compact(pool, pairs, scalars, n_pairs, min_frequency):
     """Drop, in place, the segments of the pairs counted below ``min_frequency`` (merged, or
     destroyed in too many places: none can rise again, since a merge creates only pairs with the
     new id). Segments lie in pair order, so each moves down. The stale entries of live pairs
@@ -322,7 +322,7 @@ def _compact(pool, pairs, scalars, n_pairs, min_frequency):  # type: ignore[no-u
 
 
 @njit(cache=True)
-def _drop_hopeless(pairs, table, fresh, scalars, n_before, min_frequency):  # type: ignore[no-untyped-def]
+def _drop_hopeless(pairs, table, fresh, scalars, n_before, min_frequency):
     """Forget the pairs made in this step that are counted below ``min_frequency``: they can
     never win and no one asks for them (a lookup that misses means such a pair). Most pairs a
     merge makes occur once, so this keeps the pair table a fraction of the pairs ever made.
@@ -352,7 +352,7 @@ def _drop_hopeless(pairs, table, fresh, scalars, n_before, min_frequency):  # ty
 
 
 @njit(cache=True)
-def _created(pairs, table, side, scalars, x, y, new_id, step, self_pair):  # type: ignore[no-untyped-def]
+def _created(pairs, table, side, scalars, x, y, new_id, step, self_pair):
     """The pair of the created slot ``(x, y)`` (one of them is ``new_id``), made on first sight in
     this step; returns it and the (new, new) pair, which both sides can reach."""
     if x == new_id and y == new_id:
@@ -371,7 +371,7 @@ def _created(pairs, table, side, scalars, x, y, new_id, step, self_pair):  # typ
 
 
 @njit(cache=True)
-def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, scalars, until, first_id, min_frequency, out):  # type: ignore[no-untyped-def]
+def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, scalars, until, first_id, min_frequency, out):
     while scalars[3] < until and scalars[2] > 0:
         top = _pop(heap, scalars)
         claimed = heap[top, 0]

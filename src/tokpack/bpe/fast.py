@@ -695,7 +695,7 @@ def _flatten(pieces: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _glibc(name: str) -> Callable[..., int] | None:
     """glibc's allocator function ``name`` (``malloc_trim``, ``mallopt``), or ``None`` elsewhere."""
     try:
-        return getattr(ctypes.CDLL(None), name)  # type: ignore[no-any-return]
+        return getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError, TypeError):  # not glibc
         return None
 

@@ -24,6 +24,8 @@ when the checked king has no square to step to, that rare position is handed to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tokpack.chess._board import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
@@ -258,7 +260,7 @@ class _Boards:
         return san
 
     def _check_slides(self, rows: np.ndarray, piece: np.ndarray, start: np.ndarray, end: np.ndarray,
-                      distance: np.ndarray, refuse) -> None:  # type: ignore[no-untyped-def]
+                      distance: np.ndarray, refuse: Callable[[np.ndarray, str], None]) -> None:
         """Refuse a bishop, rook or queen move off its lines or through a piece."""
         sliding = np.flatnonzero((piece >= BISHOP) & (piece <= QUEEN))
         line = _T["direction"][start[sliding], end[sliding]]
@@ -321,7 +323,7 @@ class _Boards:
         return pinned & (_T["direction"][king, targets] != line)
 
     def _check_castling(self, castling: np.ndarray, start: np.ndarray, end: np.ndarray, side: int, me: int,
-                        refuse, rows: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+                        refuse: Callable[[np.ndarray, str], None], rows: np.ndarray) -> None:
         board = self.board
         short = end > start
         right = np.where(short, 1, 2) << (2 * me)

@@ -35,7 +35,7 @@ def pack(kind: int, piece: int, to: int, from_file: int, from_rank: int, promoti
     return kind | piece << 2 | to << 5 | (from_file + 1) << 11 | (from_rank + 1) << 15 | promotion << 19
 
 
-class SanCodes(dict):  # type: ignore[type-arg]
+class SanCodes(dict):
     """Codes of movetext *words* (whitespace-separated): a SAN token's packed fields, or a marker.
 
     A word holds at most one move in well-formed movetext (``12.Nf3``, ``e4!?``, ``Qxf7#``); its

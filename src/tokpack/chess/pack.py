@@ -30,6 +30,7 @@ from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: Games encoded per batch: large enough that per-batch costs vanish, small enough to stay flat.
 BATCH_GAMES = 16_384
@@ -128,7 +129,7 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
             reader.close()
 
 
-def _open_table(games: Path, rows: tuple[int, int] | None):  # type: ignore[no-untyped-def]
+def _open_table(games: Path, rows: tuple[int, int] | None) -> tuple[pq.ParquetFile, int, int]:
     """The parquet reader of ``games`` and the rows to read, checked."""
     import pyarrow.parquet as pq
 
@@ -150,7 +151,7 @@ def _open_table(games: Path, rows: tuple[int, int] | None):  # type: ignore[no-u
     return reader, first, last
 
 
-def _row_batches(reader, batch_games: int, first: int, last: int  # type: ignore[no-untyped-def]
+def _row_batches(reader: pq.ParquetFile, batch_games: int, first: int, last: int
                  ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """``(row, batch)`` covering rows ``[first, last)`` of the table: only the row groups that
     hold them are read, and the first and last batches are sliced to the range."""
@@ -176,7 +177,7 @@ def _row_batches(reader, batch_games: int, first: int, last: int  # type: ignore
 Parts = list[tuple[int, int, int]]
 
 
-def _table_batches(readers: Sequence, spans: Sequence[tuple[int, int]],  # type: ignore[type-arg]
+def _table_batches(readers: Sequence, spans: Sequence[tuple[int, int]],
                    batch_games: int) -> Iterator[tuple[Parts, pa.Table | pa.RecordBatch]]:
     """The rows of every table, in order, in batches of ``batch_games`` games: a batch may join
     the ends of several tables, so many small months cost as few encoder calls as one big one."""
@@ -218,7 +219,7 @@ def _part_of(parts: Parts, row: int) -> tuple[int, int]:
     raise AssertionError("a row past the batch")  # pragma: no cover - encoders report rows they were given
 
 
-def _encoded_batches(readers: Sequence, spans: Sequence[tuple[int, int]],  # type: ignore[type-arg]
+def _encoded_batches(readers: Sequence, spans: Sequence[tuple[int, int]],
                      encoder: GameEncoder, batch_games: int, workers: int
                      ) -> Iterator[tuple[Parts, EncodedGames | GameError]]:
     """``(parts, encoded batch)`` in order; a batch that fails yields its GameError, whose row is

@@ -105,7 +105,7 @@ def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
             raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
         except OSError as error:
             raise InputError(path, error.strerror or "cannot be read") from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     head = buffered.peek(4)[:4]
     for magic, kind in _MAGIC.items():
         if head.startswith(magic):
@@ -533,7 +533,7 @@ def resolve_games(movetexts: list[str], codes: SanCodes, *, clocks: bool = False
         first = np.concatenate([[0], np.cumsum(counts)]).tolist()
         for g in np.flatnonzero(resolved & ~clock_doubt).tolist():
             game_clocks = [None if value != value else value for value in move_clocks[first[g]:first[g + 1]]]  # NaN: none
-            lines[g] = lines[g]._replace(clocks=game_clocks)  # type: ignore[union-attr]
+            lines[g] = lines[g]._replace(clocks=game_clocks)
     return lines
 
 
@@ -607,7 +607,7 @@ def clock_movetext(movetext: str) -> str:
     return text
 
 
-class Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
+class Collector(chess.pgn.BaseVisitor):
     """A python-chess visitor that keeps only headers, mainline moves, their clocks, the result it
     reads in the movetext and errors."""
 
@@ -621,10 +621,10 @@ class Collector(chess.pgn.BaseVisitor):  # type: ignore[type-arg]
     def visit_header(self, tag: str, value: str) -> None:
         self.headers[tag] = value
 
-    def begin_variation(self):  # type: ignore[no-untyped-def]
+    def begin_variation(self) -> chess.pgn.SkipType:
         return chess.pgn.SKIP
 
-    def visit_move(self, board, move) -> None:  # type: ignore[no-untyped-def]
+    def visit_move(self, board: chess.Board, move: chess.Move) -> None:
         self.moves.append(move.uci())
         self.clocks.append(None)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from tokpack.cli import _console, corpus, interop, report
@@ -25,8 +23,10 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
-                                           help="Print the version and exit."),
+    # A plain bool (not Optional): typer validates any other type with pydantic, which every
+    # command's --help would then import.
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an internal error (a bug) instead of one line."),
 ) -> None:
     """Turn a raw corpus into training batches that are fast, exact and impossible to mix up.

@@ -8,24 +8,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.markup import escape
-from rich.text import Text
 from typer.core import TyperGroup
 
 try:  # typer 0.2x carries its own copy of click, whose exceptions its parser raises
@@ -34,27 +19,64 @@ except ImportError:  # older typer runs on click itself
     from click import exceptions as usage  # type: ignore[no-redef]
 
 from tokpack._extras import missing_extra
-from tokpack.corpus.preparation import PrepareProgress
 from tokpack.errors import InputError, TokpackError
 
+# rich, pydantic and the library are imported by what uses them, so that ``tokpack --help``
+# (and every command's --help) starts without loading them.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
 
-class _Console(Console):
+    from tokpack.corpus.preparation import PrepareProgress
+
+
+def _make_console(**options: Any) -> Console:
     """A rich console that takes its width from ``COLUMNS`` (or the terminal) each time it prints.
 
-    rich reads ``COLUMNS`` once, when the console is made, i.e. when this module is imported; a
-    caller that sets it later (a wrapper script, a test runner invoking the app in-process) would
-    be ignored and tables wrapped at the width of that moment.
+    rich reads ``COLUMNS`` once, when the console is made; a caller that sets it later (a wrapper
+    script, a test runner invoking the app in-process) would be ignored and tables wrapped at the
+    width of that moment.
     """
+    from rich.console import Console
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        # With no fixed size, rich's `size` asks the terminal and the environment on every call.
-        self._width = None
-        self._height = None
+    console = Console(**options)
+    # With no fixed size, rich's `size` asks the terminal and the environment on every call.
+    console._width = None
+    console._height = None
+    return console
 
 
-console = _Console()
-errors = _Console(stderr=True)
+def __getattr__(name: str) -> Any:
+    """``console`` (stdout) and ``errors`` (stderr): made on first use, then kept."""
+    if name not in ("console", "errors"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = globals()[name] = _make_console(stderr=name == "errors")
+    return made
+
+
+if TYPE_CHECKING:
+    console: Console
+    errors: Console
+
+
+def stdout() -> Console:
+    """The console on stdout (:data:`console`)."""
+    made: Console | None = globals().get("console")
+    return made if made is not None else __getattr__("console")
+
+
+def stderr() -> Console:
+    """The console on stderr (:data:`errors`): errors, warnings and progress bars."""
+    made: Console | None = globals().get("errors")
+    return made if made is not None else __getattr__("errors")
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
 
 #: A user's mistake (a :class:`~tokpack.errors.TokpackError` or a file-system error): one line, this code.
 EXIT_BAD_INPUT = 2
@@ -70,18 +92,23 @@ def report_failure(error: BaseException) -> int:
     A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2; anything
     else is a bug, reported as one and exit code 1.
     """
+    from pydantic import ValidationError
+    from rich.markup import escape
+
     if isinstance(error, ImportError):
         error = missing_extra(error) or error  # a missing optional dependency names its extra
     if isinstance(error, (TokpackError, OSError, ValidationError)):
-        errors.print(f"[bold red]error:[/] {escape(_first_line(error))}", highlight=False, soft_wrap=True)
+        stderr().print(f"[bold red]error:[/] {escape(_first_line(error))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
-    errors.print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
+    stderr().print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
                  f"{escape(_first_line(error))}; rerun with --debug for the traceback and please report it",
                  highlight=False, soft_wrap=True)
     return EXIT_BUG
 
 
 def _first_line(error: BaseException) -> str:
+    from pydantic import ValidationError
+
     if isinstance(error, ValidationError):
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -92,8 +119,12 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-_EXITS = (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
-          typer.Exit, typer.Abort, typer.exceptions.TyperException)
+def _exits() -> tuple[type[BaseException], ...]:
+    """The exits a command or click raises on purpose (click's own, and typer's copy of it)."""
+    import click
+
+    return (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+            typer.Exit, typer.Abort, typer.exceptions.TyperException)
 
 
 class ReportingGroup(TyperGroup):
@@ -103,10 +134,8 @@ class ReportingGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
             return super().invoke(ctx)
-        except _EXITS:  # the commands' own exits and click's usage errors keep their codes
-            raise
         except Exception as error:
-            if debug:
+            if debug or isinstance(error, _exits()):  # the commands' own exits and click's usage errors keep their codes
                 raise
             raise typer.Exit(report_failure(error)) from None
 
@@ -122,13 +151,13 @@ class ReportingGroup(TyperGroup):
         except usage.UsageError as error:
             command = error.ctx.command_path if error.ctx is not None else "tokpack"
             message = error.format_message().replace("Value error, ", "")  # pydantic's prefix on a bad choice
-            errors.print(f"[bold red]error:[/] {escape(message)} (see '{command} -h')", highlight=False, soft_wrap=True)
+            stderr().print(f"[bold red]error:[/] {_escape(message)} (see '{command} -h')", highlight=False, soft_wrap=True)
             sys.exit(EXIT_BAD_INPUT)
         except usage.ClickException as error:
-            errors.print(f"[bold red]error:[/] {escape(error.format_message())}", highlight=False, soft_wrap=True)
+            stderr().print(f"[bold red]error:[/] {_escape(error.format_message())}", highlight=False, soft_wrap=True)
             sys.exit(error.exit_code)
         except typer.Abort:
-            errors.print("aborted")
+            stderr().print("aborted")
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
 
@@ -188,19 +217,33 @@ class EngineName(str, Enum):
     array = "array"
 
 
-class _TokensPerSecond(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        elapsed = task.elapsed or 0.0
-        tokens = task.fields.get("tokens", 0)
-        rate = f"{tokens / elapsed / 1e6:.2f} M tok/s" if elapsed > 0 and tokens else "- tok/s"
-        return Text(rate, style="cyan")
+def _count_columns() -> tuple[ProgressColumn, ProgressColumn]:
+    """Two rich progress columns: tokens per second, and documents and shards done."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class TokensPerSecond(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            elapsed = task.elapsed or 0.0
+            tokens = task.fields.get("tokens", 0)
+            rate = f"{tokens / elapsed / 1e6:.2f} M tok/s" if elapsed > 0 and tokens else "- tok/s"
+            return Text(rate, style="cyan")
+
+    class Documents(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(f"{task.fields.get('docs', 0):,} docs, {task.fields.get('shards', '')}", style="magenta")
+
+    return TokensPerSecond(), Documents()
 
 
 @contextmanager
 def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    errors = stderr()
     columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-               _TokensPerSecond(), TimeRemainingColumn()]
+               _count_columns()[0], TimeRemainingColumn()]
     # Drawn only on a terminal: in a log file a redrawn bar is noise.
     with Progress(*columns, console=errors, transient=False, disable=not errors.is_terminal) as progress:
         tasks: dict[str, Any] = {}
@@ -213,17 +256,15 @@ def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
         yield update
 
 
-class _Documents(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        return Text(f"{task.fields.get('docs', 0):,} docs, {task.fields.get('shards', '')}", style="magenta")
-
-
 @contextmanager
 def shard_progress(total_bytes: int, shards: int) -> Iterator[tuple[Callable[[int], None], Callable[[int, int, int, int], None]]]:
     """One rich progress bar for a whole sharded job, fed by every worker: bytes, bytes/s,
     tokens/s, documents, shards done, ETA. Yields ``(on_done, on_progress)``."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    errors = stderr()
     columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-               _TokensPerSecond(), _Documents(), TimeRemainingColumn()]
+               *_count_columns(), TimeRemainingColumn()]
     with Progress(*columns, console=errors, disable=not errors.is_terminal) as progress:
         task = progress.add_task("encoding", total=max(total_bytes, 1), tokens=0, docs=0, shards=f"0/{shards} shards")
         latest: dict[int, tuple[int, int, int]] = {}

@@ -2,45 +2,52 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
 from tokpack.cli._console import command_group
 from tokpack.errors import InputError
 
-if TYPE_CHECKING:  # the BPE modules are imported by the commands that use them, not by every command
+if TYPE_CHECKING:  # rich and the BPE modules are imported by the commands that use them, not by every command
+    from rich.console import Console
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
     from tokpack.bpe.challenge import Excerpt, Limits, Verification
     from tokpack.bpe.fast import BpeProgress
     from tokpack.bpe.records import Challenge, Proof, TraceRow
 
 bpe_app = command_group("Exact BPE: make and check proofs for challenges, and explain merges step by step.")
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
 
 
-class _Rate(ProgressColumn):
-    """Merges a second (rich's speed column speaks of bytes)."""
+@cache
+def _out() -> Console:
+    from rich.console import Console
 
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.0f} merges/s" if speed else "- merges/s", style="cyan")
+    return Console(highlight=False)
+
+
+@cache
+def _err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _rate() -> ProgressColumn:
+    """A progress column of merges a second (rich's speed column speaks of bytes)."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} merges/s" if speed else "- merges/s", style="cyan")
+
+    return Rate()
 
 
 @bpe_app.command()
@@ -57,6 +64,16 @@ def train(
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+
     from tokpack.bpe.fast import train_from_files
     from tokpack.grading.training import resolve_pattern
 
@@ -65,9 +82,9 @@ def train(
     except ValueError as error:
         raise _fail(f"--pattern: {error}") from None
     counting = Progress(TextColumn("{task.description:>8}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                        TimeElapsedColumn(), console=_err, disable=not _err.is_terminal)
-    merging = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), _Rate(),
-                       TimeElapsedColumn(), console=_err, disable=not _err.is_terminal)
+                        TimeElapsedColumn(), console=_err(), disable=not _err().is_terminal)
+    merging = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), _rate(),
+                       TimeElapsedColumn(), console=_err(), disable=not _err().is_terminal)
     tasks: dict[str, object] = {}
 
     def report(event: BpeProgress) -> None:
@@ -96,14 +113,16 @@ def train(
             if bar.live.is_started:
                 bar.stop()
     seconds = result.training.seconds
-    _out.print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
+    _out().print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
                f"(count {seconds['split_count']:.1f} s, merge {seconds['merge']:.1f} s)"
                + (f", {result.skipped:,} records skipped" if result.skipped else ""))
-    _out.print(f"wrote {output}")
+    _out().print(f"wrote {output}")
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    _err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    from rich.markup import escape
+
+    _err().print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -111,7 +130,7 @@ def _read(model: type[Challenge | Proof], path: Path) -> Challenge | Proof:
     from tokpack.bpe.challenge import read_json_record
 
     try:
-        return read_json_record(model, path)  # type: ignore[no-any-return]
+        return read_json_record(model, path)
     except ValueError as error:
         raise _fail(str(error)) from None
 
@@ -158,7 +177,7 @@ def proof(
         write_proof(result, output)
     except OSError as error:
         raise _fail(f"{output}: cannot write ({error.strerror or error})") from None
-    _out.print(f"wrote {output}: {len(result.merges)} merges for challenge {result.challenge_id}")
+    _out().print(f"wrote {output}: {len(result.merges)} merges for challenge {result.challenge_id}")
 
 
 @bpe_app.command()
@@ -175,6 +194,8 @@ def verify(
     reference core and shown with both rows and the token sequences around each pair. Exit 2: an
     unreadable, altered, expired or over-limit input.
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from tokpack.bpe.challenge import ChallengeRefused, verify_proof
     from tokpack.bpe.records import Challenge, Proof
 
@@ -182,7 +203,7 @@ def verify(
     record = _read(Challenge, challenge)
     assert isinstance(claimed, Proof) and isinstance(record, Challenge)
     columns = [TextColumn("replaying with the reference"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=_err, transient=True) as bar:
+    with Progress(*columns, console=_err(), transient=True) as bar:
         task = bar.add_task("steps", total=None)
         try:
             outcome = verify_proof(
@@ -192,20 +213,24 @@ def verify(
         except (ChallengeRefused, ValueError) as error:
             raise _fail(f"{challenge}: {error}") from None
     if outcome.valid:
-        _out.print(f"valid: {len(claimed.merges)} merges match the reference for challenge {record.challenge_id}")
+        _out().print(f"valid: {len(claimed.merges)} merges match the reference for challenge {record.challenge_id}")
         return
     _show_divergence(outcome, proof_path)
     raise typer.Exit(1)
 
 
 def _show_divergence(outcome: Verification, proof_path: Path) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
     from tokpack.bpe.explain import describe
     from tokpack.bpe.reference import token_table
 
     if outcome.step is None:
-        _out.print(f"[red]divergence[/red]: {proof_path} does not answer this challenge: {outcome.problem}")
+        _out().print(f"[red]divergence[/red]: {proof_path} does not answer this challenge: {outcome.problem}")
         return
-    _out.print(f"[red]divergence at step {outcome.step}[/red] ({outcome.problem}); later steps may only follow from it")
+    _out().print(f"[red]divergence at step {outcome.step}[/red] ({outcome.problem}); later steps may only follow from it")
     table = token_table(outcome.agreed)
     rows = Table("", "left_id", "right_id", "result_id", "frequency", "actual count")
     for name, row, count in (
@@ -213,10 +238,10 @@ def _show_divergence(outcome: Verification, proof_path: Path) -> None:
         ("proof", outcome.claimed, outcome.claimed_count),
     ):
         rows.add_row(name, *_row_cells(row, count))
-    _out.print(rows)
+    _out().print(rows)
     for name, row in (("reference", outcome.expected), ("proof", outcome.claimed)):
         if row is not None:
-            _out.print(escape(f"{name} row joins {describe([row.left_id, row.right_id], table)}"))
+            _out().print(escape(f"{name} row joins {describe([row.left_id, row.right_id], table)}"))
     for name, row, excerpts in (
         ("reference", outcome.expected, outcome.expected_excerpts),
         ("proof", outcome.claimed, outcome.claimed_excerpts),
@@ -225,10 +250,10 @@ def _show_divergence(outcome: Verification, proof_path: Path) -> None:
             continue
         pair = f"({row.left_id}, {row.right_id})"
         if not excerpts:
-            _out.print(f"{name} pair {pair} does not occur in the sequences at step {outcome.step}")
+            _out().print(f"{name} pair {pair} does not occur in the sequences at step {outcome.step}")
         for excerpt in excerpts:
             where = f"{name} pair {pair} in document {excerpt.document} at position {excerpt.position}: "
-            _out.print(Text(where) + _excerpt_text(excerpt, table))
+            _out().print(Text(where) + _excerpt_text(excerpt, table))
 
 
 def _row_cells(row: TraceRow | None, count: int | None) -> list[str]:
@@ -238,6 +263,8 @@ def _row_cells(row: TraceRow | None, count: int | None) -> list[str]:
 
 
 def _excerpt_text(excerpt: Excerpt, table: list[bytes]) -> Text:
+    from rich.text import Text
+
     from tokpack.bpe.explain import describe
 
     return Text.assemble(
@@ -254,23 +281,26 @@ def explain(
     top: Annotated[int, typer.Option(min=1, help="How many pairs of the counts table to show.")] = 5,
 ) -> None:
     """Show each merge as on paper: the counts (tie rule applied), the winner, the sequences before and after."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from tokpack.bpe.explain import describe, label, walk
     from tokpack.bpe.reference import token_table
 
     steps = list(walk(texts, merges, top=top))
     for step in steps:
         table = token_table([s.winner for s in steps[: step.step]])
-        _out.rule(escape(f"step {step.step}: {step.winner} -> {step.new_id} = {label(step.new_id, table)}"))
+        _out().rule(escape(f"step {step.step}: {step.winner} -> {step.new_id} = {label(step.new_id, table)}"))
         counts = Table("pair", "tokens", "count", title="pair counts: highest first, ties to the smallest pair")
         for pair, count in step.ranked:
             mark = "  <- winner" if pair == step.winner else ""
             counts.add_row(str(pair), escape(describe(pair, table)), f"{count}{mark}")
-        _out.print(counts)
+        _out().print(counts)
         if len(step.tied) > 1:
-            _out.print(f"tie at count {step.frequency} between {len(step.tied)} pairs: the smallest, {step.winner}, wins")
-        _out.print(f"merge {step.winner} -> {step.new_id}: frequency {step.frequency}, replaced {step.replaced} times")
+            _out().print(f"tie at count {step.frequency} between {len(step.tied)} pairs: the smallest, {step.winner}, wins")
+        _out().print(f"merge {step.winner} -> {step.new_id}: frequency {step.frequency}, replaced {step.replaced} times")
         for number, (before, after) in enumerate(zip(step.before, step.after)):
-            _out.print(escape(f"  doc {number}: {before} -> {after}"))
+            _out().print(escape(f"  doc {number}: {before} -> {after}"))
     if len(steps) < merges:
-        _out.print(f"no pair left after {len(steps)} merges: training stops here")
+        _out().print(f"no pair left after {len(steps)} merges: training stops here")
 

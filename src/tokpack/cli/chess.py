@@ -5,20 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
-from tokpack.cli._console import EngineName, command_group, console, errors
+from tokpack.cli._console import EngineName, command_group, stderr, stdout
 from tokpack.errors import InputError
+
+if TYPE_CHECKING:
+    from tokpack.chess.stats import ChessStats
 
 chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
                           "statistics and the parity fixture.")
@@ -39,6 +34,8 @@ def convert_command(
     termination: str | None = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
 ) -> None:
     """Convert PGN games to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
+    from rich.table import Table
+
     from tokpack.chess.pgn import GameFilter, convert_pgn
 
     def listed(value: str | None) -> tuple[str, ...]:
@@ -58,7 +55,7 @@ def convert_command(
             table.add_row(f"skipped: {reason}", f"{count:,}  first: {report.first_skipped[reason]}")
     for name, count in report.filtered.items():
         table.add_row(f"filtered: {name}", f"{count:,}")
-    console.print(table)
+    stdout().print(table)
 
 
 @chess_app.command("tokenize")
@@ -96,41 +93,43 @@ def tokenize_command(
         bars.update(train=train_bar, val=val_bar)
         result = tokenize(cfg, scheme, pack=pack, stats=stats, export_fixture=export_fixture, games=games,
                           progress=lambda folder, done, total: bars[folder](done, total),
-                          status=lambda message: console.print(message, highlight=False))
+                          status=lambda message: stdout().print(message, highlight=False))
     if result.stats is not None:
         _print_stats(result.stats)
     for packed in result.packs:
         months = packed.months[0] if len(packed.months) == 1 else f"{packed.months[0]} .. {packed.months[-1]}, {len(packed.months)} months"
-        console.print(f"{scheme} {packed.folder} ({months}): {packed.n_games:,} games, {packed.n_tokens:,} ids ({packed.dtype}), "
+        stdout().print(f"{scheme} {packed.folder} ({months}): {packed.n_games:,} games, {packed.n_tokens:,} ids ({packed.dtype}), "
                       f"{packed.unknown_moves:,} unknown moves, {packed.n_shards:,} shard{'s' if packed.n_shards != 1 else ''} "
                       f"in {packed.path}", highlight=False)
     for job in result.jobs:
         from tokpack.engines.executors import task_of
 
         _, world_size = task_of(job)
-        console.print(f"job written to {job}; run its {world_size} shards as a job array, e.g. with Slurm:\n"
+        stdout().print(f"job written to {job}; run its {world_size} shards as a job array, e.g. with Slurm:\n"
                       f"  sbatch --array=0-{world_size - 1} --wrap 'tokpack shard run {job}'\n"
                       "the last shard to finish writes dataset.json", highlight=False)
     encoder = result.encoder
-    console.print(f"scheme:     {scheme}\nvocab_size: {encoder.vocab_size()}\nidentity:   {encoder.identity.sha256}")
+    stdout().print(f"scheme:     {scheme}\nvocab_size: {encoder.vocab_size()}\nidentity:   {encoder.identity.sha256}")
     for path in result.written:
-        console.print(f"wrote {path}", highlight=False)
+        stdout().print(f"wrote {path}", highlight=False)
 
 
-def _print_stats(stats) -> None:  # type: ignore[no-untyped-def]
+def _print_stats(stats: ChessStats) -> None:
+    from rich.table import Table
+
     table = Table(title=f"Tokens per game, first {stats.n_games:,} games of {stats.source} (framing included)")
     for column in ("scheme", "vocabulary", "mean", "p50", "p95", "max", f"% <= {stats.max_len}"):
         table.add_column(column, justify="left" if column == "scheme" else "right")
     for name, row in stats.schemes.items():
         table.add_row(name, f"{row.vocabulary.n_vocab:,}", f"{row.mean:.2f}", f"{row.p50:g}", f"{row.p95:g}",
                       f"{row.max:,}", f"{row.within_max_len:.2f}")
-    console.print(table)
+    stdout().print(table)
     longest = Table(title="Longest BPE tokens")
     for column in ("token", "chars", "moves"):
         longest.add_column(column)
     for token in stats.bpe_longest:
         longest.add_row(token.token, str(token.n_chars), f"{token.moves:g}")
-    console.print(longest)
+    stdout().print(longest)
 
 
 @contextmanager
@@ -139,9 +138,11 @@ def _progress(label: str, unit: str) -> Iterator[Callable[[int, int], None]]:
 
     Nothing is drawn for work refused before it starts, so such an error stays one line.
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     columns = [TextColumn(f"{label:>12}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
                TimeElapsedColumn(), TimeRemainingColumn()]
-    progress = Progress(*columns, console=errors, transient=False)
+    progress = Progress(*columns, console=stderr(), transient=False)
     task = progress.add_task(label, total=None, start=False)
 
     def update(done: int, total: int) -> None:
@@ -171,4 +172,4 @@ def export_web_command(
 
         trained = BpeEncoder.load(bpe)
     for path in export_web(out, trained):
-        console.print(f"wrote {path}", highlight=False)
+        stdout().print(f"wrote {path}", highlight=False)

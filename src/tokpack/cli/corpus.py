@@ -7,11 +7,9 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
 import typer
-from rich.table import Table
 
 from tokpack import _checks as checks
 from tokpack.cli._console import (
@@ -19,16 +17,18 @@ from tokpack.cli._console import (
     OnErrorName,
     TrainerName,
     command_group,
-    console,
-    errors,
     prepare_progress,
     StorageOptions,
     shard_progress,
+    stderr,
+    stdout,
     storage_options_from,
 )
-from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
 from tokpack.errors import InputError
-from tokpack.store import TokenSource, open_tokens
+
+if TYPE_CHECKING:  # the library is imported by the commands that use it, not by every --help
+    from tokpack.corpus import TokenizedCorpus
+    from tokpack.store import TokenSource
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json, vocabulary.json, or a pack folder (its vocabulary/). Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
@@ -70,6 +70,8 @@ def prepare_command(
         if not 0 <= share < 1:  # NaN fails this too
             raise InputError(None, f"{flag} {share:g} is not a share of the file's bytes",
                              fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
+    from tokpack.corpus import prepare
+
     if pattern is not None:
         from tokpack.grading.training import resolve_pattern
 
@@ -86,7 +88,7 @@ def prepare_command(
                            allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
                            **({} if min_frequency is None else {"min_frequency": min_frequency}),
                            **({} if vocab_sample_bytes is None else {"vocab_sample_bytes": vocab_sample_bytes}),
-                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,  # type: ignore[arg-type]
+                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,
                            progress=progress, validation=validation, test=test, out=out, separator=separator,
                            manifest=manifest)
     if as_json:
@@ -102,7 +104,7 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int) -> None:
     the last document, so evaluation on it would find nothing."""
     for name, span in prepared.manifest.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
-            errors.print(f"warning: the {name!r} range holds no document (its --{name} share is smaller than the "
+            stderr().print(f"warning: the {name!r} range holds no document (its --{name} share is smaller than the "
                          f"documents around it); a smaller --document-bytes (now {document_bytes:,}) cuts long "
                          f"documents finer, or raise --{name}", soft_wrap=True, highlight=False, markup=False)
 
@@ -160,13 +162,13 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
             typer.echo(json.dumps({"job": str(out), "shards": shards,
                                    "command": f"tokpack shard run {out}"}, indent=2))
             return
-        console.print(f"job written to {out}; run its {shards} shards as a job array, e.g. with Slurm:\n"
+        stdout().print(f"job written to {out}; run its {shards} shards as a job array, e.g. with Slurm:\n"
                       f"  sbatch --array=0-{shards - 1} --wrap 'tokpack shard run {out}'\n"
                       "the last shard to finish writes dataset.json")
         return
     total = corpus.stat().st_size if corpus.is_file() else sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     with shard_progress(total, shards) as (on_done, on_progress):
-        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,  # type: ignore[arg-type]
+        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,
                                   ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
                                   on_error=on_error, separator=separator, manifest=manifest,  # type: ignore[arg-type]
                                   on_done=on_done, on_progress=on_progress)
@@ -181,7 +183,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                                "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
                                "counts": meta.counts}, indent=2))
         return
-    console.print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
+    stdout().print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
                   f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
                   + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
 
@@ -194,7 +196,7 @@ def shard_run_command(
     from tokpack.engines import run_array_task
 
     rank, world_size, wrote = run_array_task(dataset, rank)
-    console.print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete"))
+    stdout().print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete"))
 
 
 def merge_command(
@@ -205,7 +207,7 @@ def merge_command(
     from tokpack.store import ShardedDataset, merge_dataset
 
     meta = merge_dataset(ShardedDataset(dataset, verify=True), out)
-    console.print(f"[green]merged[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids")
+    stdout().print(f"[green]merged[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids")
 
 
 def inspect_command(
@@ -218,6 +220,7 @@ def inspect_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    from tokpack.store import open_tokens
     from tokpack.store.remote import is_url, open_source
 
     opened: TokenSource
@@ -235,15 +238,17 @@ def inspect_command(
                                "vocabulary_dir": None if vocabulary_dir is None else str(vocabulary_dir)},
                               indent=2, sort_keys=True))
     else:
-        console.print_json(opened.meta.to_json())
+        stdout().print_json(opened.meta.to_json())
         # Say exactly what was checked: another framework's files carry no checksums of their own.
         checked = getattr(opened, "verified_what", "checksums verified")
-        console.print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
+        stdout().print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
                       + (f"({checked})" if verify else "(counts, sizes and seals checked; checksums not verified)"))
-        console.print("vocabulary: " + (f"{vocabulary_dir} (tokenizer.json, ranks.tiktoken, vocabulary.json)"
+        stdout().print("vocabulary: " + (f"{vocabulary_dir} (tokenizer.json, ranks.tiktoken, vocabulary.json)"
                                         if vocabulary_dir is not None else "not carried by this pack"),
                       soft_wrap=True, highlight=False, markup=False)
     if decode is not None:
+        import numpy as np
+
         from tokpack.vocab import load_vocabulary
 
         if not 0 <= decode < opened.n_docs:
@@ -276,8 +281,10 @@ def demo_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Prepare the bundled Polish sample: train a vocabulary, tokenize, pack, show a batch."""
+    from tokpack.corpus import prepare, sample_corpus
+
     corpus = sample_corpus()
-    console.print(f"[bold]tokpack demo[/]: the bundled sample {corpus.name} ({corpus.stat().st_size:,} bytes; "
+    stdout().print(f"[bold]tokpack demo[/]: the bundled sample {corpus.name} ({corpus.stat().st_size:,} bytes; "
                   f"sources and licence in {corpus.parent / 'SOURCES.md'})")
     with prepare_progress() as progress:
         prepared = prepare(corpus, cache_dir=cache_dir, vocab_size=2048, document_bytes=8192, progress=progress)
@@ -285,13 +292,15 @@ def demo_command(
     batches = prepared.batches(batch=2, length=32)
     ids = batches.ids(0)
     tokenizer = prepared.tokenizer()
-    console.print("\n[bold]First batch[/] (step 0, 2 rows of 32 inputs; tokens separated by '|'):")
+    stdout().print("\n[bold]First batch[/] (step 0, 2 rows of 32 inputs; tokens separated by '|'):")
     for row in ids:
         pieces = [tokenizer.decode([int(i)]) for i in row[:-1]]
-        console.print("  " + "|".join(pieces).replace("\n", "⏎"), highlight=False, markup=False)
+        stdout().print("  " + "|".join(pieces).replace("\n", "⏎"), highlight=False, markup=False)
 
 
 def _summary(prepared: TokenizedCorpus) -> None:
+    from rich.table import Table
+
     meta = prepared.manifest
     characters = meta.counts.get("characters")
     table = Table(title="Prepared corpus", show_header=False)
@@ -309,13 +318,13 @@ def _summary(prepared: TokenizedCorpus) -> None:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
     if meta.counts.get("skipped"):
         table.add_row("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)")
-    console.print(table)
+    stdout().print(table)
     # Paths on their own lines, never in a table cell that would cut them with "…".
-    console.print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
-    console.print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
+    stdout().print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
+    stdout().print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
     carried = _carried_vocabulary_dir(prepared.tokens_dir)
     if carried is not None:
-        console.print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
+        stdout().print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
 
 
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:

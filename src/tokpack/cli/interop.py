@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from tokpack.cli._console import StorageOptions, console, errors, storage_options_from
+from tokpack.cli._console import StorageOptions, stderr, stdout, storage_options_from
 
 FORMAT_HELP = ("megatron (OUT.bin/OUT.idx), nanogpt (OUT/train.bin, val.bin), litdata (OUT/RANGE/ chunks), "
                "mds (OUT/RANGE/ MosaicML shards), hf (OUT/RANGE/*.parquet)")
@@ -18,8 +17,10 @@ FORMAT_HELP = ("megatron (OUT.bin/OUT.idx), nanogpt (OUT/train.bin, val.bin), li
 
 @contextmanager
 def _token_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     columns = [TextColumn(f"{label:>9}"), BarColumn(), MofNCompleteColumn(), TextColumn("ids"), TimeRemainingColumn()]
-    with Progress(*columns, console=errors, disable=not errors.is_terminal) as progress:
+    with Progress(*columns, console=stderr(), disable=not stderr().is_terminal) as progress:
         task = progress.add_task(label, total=max(total, 1))
         yield lambda done: progress.advance(task, done)
 
@@ -47,7 +48,7 @@ def export_command(
         record = export(opened, fmt, out, append_eod=append_eod, eod_id=eod_id, range_name=range_name,
                         rows_per_file=rows_per_file, progress=progress, storage_options=options)
     parts = ", ".join(f"{name} ({p.documents[1] - p.documents[0]:,} documents)" for name, p in record.parts.items())
-    console.print(f"[green]exported[/] {fmt} to {out}: {parts}; ids {record.dtype}"
+    stdout().print(f"[green]exported[/] {fmt} to {out}: {parts}; ids {record.dtype}"
                   + (f", end-of-document id {record.eod_id}" if record.eod_id is not None else ""))
 
 
@@ -67,7 +68,7 @@ def import_command(
     with _token_progress(opened.n_tokens, "import") as progress:
         meta = import_pack(source, out, kind=kind, tokenizer=tokenizer, eod_id=eod_id,
                            strip_eod=False if keep_eod else None, progress=progress, opened=opened)
-    console.print(f"[green]imported[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids, "
+    stdout().print(f"[green]imported[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids, "
                   f"vocabulary {meta.vocabulary.short} (verified)")
 
 

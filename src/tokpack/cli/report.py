@@ -6,8 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tokpack._atomic import write_atomically
-from tokpack.cli._console import console
+from tokpack.cli._console import stdout
 
 
 def report_command(
@@ -43,8 +42,10 @@ def explore_command(
 
 
 def _write_page(output: Path, html: str, what: str) -> None:
+    from tokpack._atomic import write_atomically
+
     write_atomically(output, html)  # never a half-written page at ``output``
-    console.print(f"{what} written to {output} ({len(html):,} bytes)")
+    stdout().print(f"{what} written to {output} ({len(html):,} bytes)")
 
 
 def register(app: typer.Typer, bpe_app: typer.Typer) -> None:

@@ -5,46 +5,55 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
+from functools import cache
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from tokpack import _checks as checks
-from tokpack._atomic import write_atomically
 from tokpack.cli._console import TrainerName, command_group
 from tokpack.errors import InputError
-from tokpack.grading.grade import MIN_DOMAIN, MIN_GLOBAL, GradeReport, grade, load_counter
-from tokpack.grading.manifest import MANIFEST_FILE, UNKNOWN, build_manifest
-from tokpack.grading.split import plan_split, write_split
-from tokpack.grading.torture import TORTURE_SET, TortureCase, check_round_trip, file_cases, structure_report
-from tokpack.grading.training import (
-    TrainingRecipe,
-    parse_domain_weights,
-    resolve_pattern,
-    train_tokenizer,
-    weighted_documents,
-    write_tokenizer,
-)
+
+if TYPE_CHECKING:  # rich and the grading modules are imported by the commands that use them, not by every --help
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+    from tokpack.grading.grade import GradeReport
+    from tokpack.grading.torture import TortureCase
+
+#: ``tokpack.grading.grade.MIN_GLOBAL`` and ``MIN_DOMAIN``, written out so that ``--help`` shows them
+#: without importing the grader (tests/test_cli_startup.py holds them equal).
+MIN_GLOBAL = 3.30
+MIN_DOMAIN = 2.50
 
 app = command_group("Split a corpus, train a byte-level BPE tokenizer, check it is lossless, grade its compression per domain.")
-_out = Console()
-_err = Console(stderr=True)
+
+
+@cache
+def _out() -> Console:
+    from rich.console import Console
+
+    return Console()
+
+
+@cache
+def _err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 def _fail(message: str) -> typer.Exit:
     """Print a one-line error and return the exit to raise (code 2: bad input)."""
-    _err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    _err().print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
 
 def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=_err, transient=True)
+                    TimeElapsedColumn(), console=_err(), transient=True)
 
 
 @app.command()
@@ -56,6 +65,10 @@ def split(
     overwrite: bool = typer.Option(False, help="Replace OUT if it exists."),
 ) -> None:
     """Split DATA_DIR by document, per domain, removing exact and near duplicates across the parts."""
+    from rich.table import Table
+
+    from tokpack.grading.split import plan_split, write_split
+
     try:
         record = plan_split(data_dir, validation=validation, seed=seed)
         write_split(record, out, overwrite=overwrite)
@@ -66,9 +79,9 @@ def split(
     for domain, counts in record.domains.items():
         table.add_row(domain, *(str(v) for v in (counts.documents, counts.train, counts.validation,
                                                   counts.exact_duplicates, counts.near_duplicates)))
-    _out.print(table)
+    _out().print(table)
     for skipped in record.skipped:
-        _out.print(f"skipped {skipped.path}: {skipped.reason}", highlight=False)
+        _out().print(f"skipped {skipped.path}: {skipped.reason}", highlight=False)
 
 
 @app.command()
@@ -85,6 +98,17 @@ def train(
     phrase_pattern: str = typer.Option("polish-phrase", help="Pre-tokenizer of the phrase stage (named or a regex)."),
 ) -> None:
     """Train a byte-level BPE tokenizer of exactly --vocab-size ids and write it for both libraries."""
+    from tokpack._atomic import write_atomically
+    from tokpack.grading.manifest import MANIFEST_FILE, UNKNOWN, build_manifest
+    from tokpack.grading.training import (
+        TrainingRecipe,
+        parse_domain_weights,
+        resolve_pattern,
+        train_tokenizer,
+        weighted_documents,
+        write_tokenizer,
+    )
+
     for train_dir in train_dirs:
         if train_dir.is_file():
             raise _fail(f"{train_dir}: a file; tokenizer train reads folders of documents, one subfolder per domain "
@@ -92,7 +116,7 @@ def train(
                         "DIR/prose/) and pass DIR, or train on the file itself with 'tokpack bpe train FILE -o OUT'")
     try:
         recipe = TrainingRecipe(
-            vocab_size=vocab_size, trainer=trainer.value, pattern=resolve_pattern(pattern),  # type: ignore[arg-type]
+            vocab_size=vocab_size, trainer=trainer.value, pattern=resolve_pattern(pattern),
             min_frequency=min_frequency, domain_weights=parse_domain_weights(domain_weights),
             phrase_merges=phrase_merges, phrase_pattern=resolve_pattern(phrase_pattern),
         )
@@ -105,16 +129,18 @@ def train(
         written.append(write_atomically(output.parent / MANIFEST_FILE, manifest.to_json()))
     except ValueError as error:  # pydantic's ValidationError is one too: a bad --vocab-size...
         raise _fail(_one_line(error)) from None
-    _out.print(f"{tokenizer.n_vocab} ids ({len(tokenizer.ranks)} ranks + <|endoftext|>), identity {tokenizer.identity.short}")
+    _out().print(f"{tokenizer.n_vocab} ids ({len(tokenizer.ranks)} ranks + <|endoftext|>), identity {tokenizer.identity.short}")
     for path in written:
-        _out.print(f"wrote {path}", highlight=False)
+        _out().print(f"wrote {path}", highlight=False)
     unknown = [source.path for source in manifest.sources if source.licence == UNKNOWN]
     if unknown:
-        _err.print(f"[yellow]warning:[/yellow] {len(unknown)} training files have no known licence "
+        _err().print(f"[yellow]warning:[/yellow] {len(unknown)} training files have no known licence "
                    f"(first: {unknown[0]}); name them in {MANIFEST_FILE} before shipping", highlight=False)
 
 
 def _one_line(error: ValueError) -> str:
+    from pydantic import ValidationError
+
     if isinstance(error, ValidationError):
         first = error.errors()[0]
         return f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}"
@@ -129,6 +155,7 @@ def check(
 ) -> None:
     """Round-trip the torture set and PATHS; exit 1 naming the first differing character of any failure."""
     from tokpack.grading.files import corpus_files
+    from tokpack.grading.torture import TORTURE_SET, check_round_trip, file_cases, structure_report
 
     try:
         structure = structure_report(tokenizer_json)
@@ -138,7 +165,7 @@ def check(
                 listing = corpus_files(path)
                 files.extend(listing.files)
                 for skipped in listing.skipped:
-                    _err.print(f"skipped {skipped.path}: {skipped.reason}", highlight=False)
+                    _err().print(f"skipped {skipped.path}: {skipped.reason}", highlight=False)
             elif path.is_file():
                 files.append(path)
             else:
@@ -149,13 +176,13 @@ def check(
             report = check_round_trip(tokenizer_json, cases)
     except ValueError as error:
         raise _fail(str(error)) from None
-    _out.print(structure.summary, highlight=False)
+    _out().print(structure.summary, highlight=False)
     for problem in structure.problems:
-        _out.print(f"[red]FAIL[/red] {problem}", highlight=False, soft_wrap=True)
+        _out().print(f"[red]FAIL[/red] {problem}", highlight=False, soft_wrap=True)
     for failure in report.failures:
-        _out.print(f"[red]FAIL[/red] {failure.name} ({failure.engine}): {failure.detail}", highlight=False, soft_wrap=True)
+        _out().print(f"[red]FAIL[/red] {failure.name} ({failure.engine}): {failure.detail}", highlight=False, soft_wrap=True)
     verdict = "[green]PASS[/green]" if report.passed and not structure.problems else "[red]FAIL[/red]"
-    _out.print(f"{verdict} {report.texts} texts, {report.characters:,} characters, engines: "
+    _out().print(f"{verdict} {report.texts} texts, {report.characters:,} characters, engines: "
                f"{', '.join(report.engines)}; {len(report.failures)} failures", soft_wrap=True)
     if report.failures or structure.problems:
         raise typer.Exit(1)
@@ -177,6 +204,10 @@ def grade_command(
     pattern: Optional[str] = typer.Option(None, help="Pre-tokenizer of a rank file with no vocabulary.json beside it that is no published vocabulary (gpt2, gpt4, polish, polish-phrase, or a regex)."),
 ) -> None:
     """Characters per token of TOKENIZER on DATA_DIR, globally and per domain; exit 0 pass, 1 fail, 2 bad input."""
+    from tokpack import _checks as checks
+    from tokpack.grading.grade import grade, load_counter
+    from tokpack.grading.training import resolve_pattern
+
     try:
         for flag, value in (("--min-global", min_global), ("--min-domain", min_domain)):
             checks.finite_float(flag, value, low=0.0)
@@ -195,6 +226,8 @@ def grade_command(
 
 
 def _print_grade(report: GradeReport) -> None:
+    from rich.table import Table
+
     table = Table("domain", "documents", "characters", "tokens", "chars/token", "threshold", "",
                   title=f"{report.tokenizer}: {report.vocab_size} ids on {report.data_dir}")
     for domain in report.domains:
@@ -206,5 +239,5 @@ def _print_grade(report: GradeReport) -> None:
     mark = "ok" if report.chars_per_token >= report.min_global else "[red]FAIL[/red]"
     table.add_row("global", str(report.documents), f"{report.characters:,}", f"{report.tokens:,}",
                   f"{report.chars_per_token:.3f}", f">= {report.min_global:.2f}", mark, style="bold")
-    _out.print(table)
-    _out.print("[green]PASS[/green]" if report.passed else "[red]FAIL[/red]")
+    _out().print(table)
+    _out().print("[green]PASS[/green]" if report.passed else "[red]FAIL[/red]")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from tokpack.errors import MissingExtra
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
+def _pyplot() -> ModuleType:
     try:
         import matplotlib
     except ImportError:
@@ -22,7 +24,7 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
-def _svg(figure) -> str:  # type: ignore[no-untyped-def]
+def _svg(figure: Any) -> str:  # a matplotlib Figure (matplotlib is imported when a plot is drawn)
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     _pyplot().close(figure)
@@ -41,7 +43,7 @@ def spans_decades(values: np.ndarray, *, decades: float = 2.0) -> bool:
     return bool(len(positive)) and float(np.log10(positive.max() / positive.min())) >= decades
 
 
-def _legend_outside(axes) -> None:  # type: ignore[no-untyped-def]
+def _legend_outside(axes: Any) -> None:  # a matplotlib Axes
     # Beside the plot, never over it: a legend inside the axes hides whatever data lies under it.
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, framealpha=0.9)
 

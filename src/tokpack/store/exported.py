@@ -35,7 +35,7 @@ class LazyTokenFile(TokenFile):
         super().__init__(path, np.zeros(0, np.uint8), starts)
         self.n_tokens, self._load = n_tokens, load
 
-    @property  # type: ignore[override]
+    @property
     def tokens(self) -> np.ndarray:
         tokens = self._tokens
         if tokens is None:

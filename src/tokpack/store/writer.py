@@ -9,6 +9,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 import numpy as np
 
@@ -177,7 +178,7 @@ class PackWriter:
         meta = PackMeta(
             n_docs=self.n_docs,
             n_tokens=self.n_tokens,
-            dtype=self.dtype.name,  # type: ignore[arg-type]
+            dtype=self.dtype.name,
             vocabulary=self.vocabulary,
             source=source,
             cut=cut,
@@ -206,7 +207,7 @@ class PackWriter:
             self.abort()
 
 
-def _close_durably(handle) -> None:  # type: ignore[no-untyped-def]
+def _close_durably(handle: BinaryIO) -> None:
     handle.flush()
     os.fsync(handle.fileno())
     handle.close()

@@ -176,7 +176,7 @@ class BpeTokenizer:
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; special-token names in it are encoded as ordinary text."""
         if self._compiled is not None:
-            return self._compiled.encode([text])[0].tolist()  # type: ignore[no-any-return]
+            return self._compiled.encode([text])[0].tolist()
         return self._encoding.encode_ordinary(text)
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:

@@ -23,6 +23,7 @@ from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
     from tokpack.chess.bpe import BpeEncoder
+    from tokpack.chess.encoders import GameEncoder
 
 MODULE = "tokpack-chess.js"
 
@@ -46,7 +47,7 @@ class WebVocab(Record):
     elo: EloBins | None = None
 
 
-def web_vocab(encoder) -> WebVocab:  # type: ignore[no-untyped-def]
+def web_vocab(encoder: GameEncoder) -> WebVocab:
     """The vocab.json record of one encoder."""
     from tokpack.chess import uci
 
@@ -54,8 +55,9 @@ def web_vocab(encoder) -> WebVocab:  # type: ignore[no-untyped-def]
     if encoder.scheme == "uci":
         elo = EloBins(lowest_edge=uci.ELO_LOWEST_EDGE, width=uci.ELO_BIN_WIDTH, n_bins=uci.ELO_N_BINS,
                       tokens=[uci._elo_token(i) for i in range(uci.ELO_N_BINS + 1)])
+    listed: list[str] = encoder.tokens  # type: ignore[attr-defined]  # each scheme's encoder lists them; the protocol does not
     return WebVocab(scheme=encoder.scheme, identity=encoder.identity,
-                    tokens={token: i for i, token in enumerate(encoder.tokens)}, elo=elo)
+                    tokens={token: i for i, token in enumerate(listed)}, elo=elo)
 
 
 def export_web(out: Path, bpe: BpeEncoder | None = None) -> list[Path]:
