@@ -252,7 +252,7 @@ def test_extension_points_are_dicts_and_the_store_has_no_import_circle(tmp_path:
 
     import tokpack.cli.corpus as corpus_cli
     from tokpack.corpus.sources import FORMATS, JsonLines, TextFile
-    from tokpack.corpus.preparation import TRAINERS
+    from tokpack.preparing.preparation import TRAINERS
     from tokpack.engines import EXECUTORS, prepare_sharded, run_array_task
     from tokpack.errors import InputError
 

@@ -128,7 +128,7 @@ def test_beats_the_baseline_globally_and_in_the_weakest_domain(baseline: str, sp
 
 
 def test_prepare_packs_a_corpus_with_the_shipped_tokenizer(tmp_path: Path) -> None:
-    from tokpack.corpus.preparation import prepare
+    from tokpack.preparing.preparation import prepare
 
     require_data()
     folder = tmp_path / "corpus"

@@ -11,7 +11,8 @@ The public API, by layer:
 """
 
 import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
-from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
+from tokpack.corpus import CorpusManifest, sample_corpus
+from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
 from tokpack.serve import TokenBatches
 from tokpack.store import Pack
 from tokpack.vocab import (

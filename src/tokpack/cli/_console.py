@@ -34,7 +34,7 @@ except ImportError:  # older typer runs on click itself
     from click import exceptions as usage  # type: ignore[no-redef]
 
 from tokpack._extras import missing_extra
-from tokpack.corpus.preparation import PrepareProgress
+from tokpack._progress import PrepareProgress
 from tokpack.errors import InputError, TokpackError
 
 

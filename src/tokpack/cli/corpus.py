@@ -25,7 +25,8 @@ from tokpack.cli._console import (
     shard_progress,
     storage_options_from,
 )
-from tokpack.corpus import TokenizedCorpus, prepare, sample_corpus
+from tokpack.corpus import sample_corpus
+from tokpack.preparing import TokenizedCorpus, prepare
 from tokpack.errors import InputError
 from tokpack.store import TokenSource, open_tokens
 

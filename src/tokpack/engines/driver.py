@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tokpack import _checks as checks
 from tokpack._schema import write_record
-from tokpack.corpus.cache import locked
-from tokpack.corpus.preparation import check_output
+from tokpack._cache import locked
+from tokpack.preparing.preparation import check_output
 from tokpack.corpus.sources import OnError, open_source
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder

@@ -30,8 +30,9 @@ from pydantic import Field
 
 from tokpack._atomic import remove_abandoned
 from tokpack._schema import Record, SealedRecord, read_record, write_record
-from tokpack.corpus.cache import locked
-from tokpack.corpus.preparation import PrepareProgress, write_pack
+from tokpack._cache import locked
+from tokpack._progress import PrepareProgress
+from tokpack.preparing.preparation import write_pack
 from tokpack.corpus.sources import Format, OnError, open_source
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError

@@ -22,7 +22,8 @@ from typing import Any
 
 from tokpack import _checks as checks
 from tokpack.errors import InputError
-from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, check_options, read_sidecar
+from tokpack.export._stream import ExportOptions, Progress, check_options
+from tokpack.store.sidecar import SIDECAR, ExportRecord, read_sidecar
 from tokpack.store.source import TokenSource
 
 

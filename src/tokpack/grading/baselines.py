@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokpack._atomic import write_atomically
-from tokpack.corpus.cache import default_cache_dir
+from tokpack._cache import default_cache_dir
 from tokpack.errors import InputError
 from tokpack.grading.grade import TokenCounter, bpe_counter
 

@@ -49,7 +49,7 @@ class NanoGptData(PartsStream, RecordedStream):
             InputError: no ``.bin`` files, an odd file size, no end-of-text id to split on.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.export._stream import SIDECAR, read_sidecar
+        from tokpack.store.sidecar import SIDECAR, read_sidecar
 
         self.path = Path(path)
         folder = self.folder = self.path if self.path.is_dir() else self.path.parent

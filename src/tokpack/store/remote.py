@@ -412,7 +412,7 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
 def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
                   storage_options: dict[str, Any]) -> Any:
     """Export locally, verify, upload, the sidecar last (see :func:`tokpack.export.export`)."""
-    from tokpack.export._stream import SIDECAR
+    from tokpack.store.sidecar import SIDECAR
 
     fs, root = _filesystem(url, storage_options)
     name = root.rstrip("/").rsplit("/", 1)[-1]

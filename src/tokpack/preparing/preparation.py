@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tokpack._atomic import building, remove_abandoned
-from tokpack.corpus.cache import default_cache_dir, locked
+from tokpack._cache import default_cache_dir, locked
+from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_source
 from tokpack.errors import InputError, IntegrityError, TokpackError
@@ -24,29 +25,13 @@ from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack import _checks as checks
 from tokpack.vocab.loading import VocabularySpec
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.trainers import Trainer
 
 if TYPE_CHECKING:
     from tokpack.serve.schedule import TokenBatches
 
 #: Ids of the vocabulary ``prepare`` trains unless told (GPT-2's size).
 DEFAULT_VOCAB_SIZE = 50257
-
-Stage = Literal["hashing", "training", "encoding", "verifying"]
-Trainer = Literal["hf", "exact"]
-
-
-@dataclass(frozen=True)
-class PrepareProgress:
-    """What :func:`prepare` reports to its ``progress`` callback after each step of work."""
-
-    stage: Stage
-    done_bytes: int
-    total_bytes: int
-    n_tokens: int = 0
-    n_docs: int = 0
-
-
-ProgressCallback = Callable[[PrepareProgress], None]
 
 
 class TokenizedCorpus:
