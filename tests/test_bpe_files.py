@@ -80,7 +80,7 @@ def test_cli_trains_a_vocabulary_of_the_size_asked_for(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from tokpack.cli import app
-    from tokpack.vocab import load_vocabulary
+    from tokpack import load_vocabulary
 
     folder = tmp_path / "corpus"
     folder.mkdir()

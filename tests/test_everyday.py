@@ -154,7 +154,7 @@ def test_one_grammar_for_outputs_sizes_trainers_and_choices(tmp_path: Path) -> N
 def test_an_exported_tokenizer_loads_in_transformers_with_eos_and_pad(tmp_path: Path) -> None:
     import transformers
 
-    from tokpack.vocab import load_vocabulary
+    from tokpack import load_vocabulary
 
     corpus = tmp_path / "train" / "dialogue"
     corpus.mkdir(parents=True)

@@ -22,7 +22,8 @@ from tokpack.grading.manifest import UNKNOWN
 from tokpack.grading.split import TRAIN, VALIDATION, plan_split, write_split
 from tokpack.grading.torture import TORTURE_SET, check_round_trip, file_cases, structure_report
 from tokpack.grading.training import weighted_documents
-from tokpack.vocab import BpeTokenizer, load_vocabulary
+from tokpack import load_vocabulary
+from tokpack.vocab import BpeTokenizer
 
 TOKENIZER_JSON = ARTIFACT / "tokenizer.json"
 runner = CliRunner()

@@ -23,7 +23,8 @@ from tokpack.grading.training import (
     train_tokenizer,
     weighted_documents,
 )
-from tokpack.vocab import GPT4_PATTERN, BpeTokenizer, load_vocabulary
+from tokpack import load_vocabulary
+from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
 from tokpack.vocab.files import byte_to_unicode
 
 runner = CliRunner()

@@ -15,14 +15,13 @@ from tokpack.corpus import CorpusManifest, sample_corpus
 from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
 from tokpack.serve import TokenBatches
 from tokpack.store import Pack
+from tokpack.store.vocabulary import load_vocabulary, tokenizer_for
 from tokpack.vocab import (
     GPT2_PATTERN,
     GPT4_PATTERN,
     BpeTokenizer,
     VocabIdentity,
-    load_vocabulary,
     require_vocabulary,
-    tokenizer_for,
 )
 
 __all__ = [

@@ -139,7 +139,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         raise InputError(None, f"--shards must be at least 1, got {shards}")
     if workers is not None and workers < 1:
         raise InputError(None, f"--workers must be at least 1, got {workers}", fix="omit it for one per core")
-    from tokpack.vocab import load_vocabulary
+    from tokpack.store.vocabulary import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     check_separator(separator)
@@ -245,7 +245,7 @@ def inspect_command(
                                         if vocabulary_dir is not None else "not carried by this pack"),
                       soft_wrap=True, highlight=False, markup=False)
     if decode is not None:
-        from tokpack.vocab import load_vocabulary
+        from tokpack.store.vocabulary import load_vocabulary
 
         if not 0 <= decode < opened.n_docs:
             raise InputError(None, f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")

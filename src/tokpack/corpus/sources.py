@@ -25,9 +25,16 @@ import numpy as np
 
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
-from tokpack.corpus.manifest import MANIFEST_FILE, MANIFEST_SUFFIX, CorpusManifest, corpus_manifest, file_sha256, manifest_beside
+from tokpack.corpus.manifest import (
+    MANIFEST_FILE,
+    MANIFEST_SUFFIX,
+    CorpusManifest,
+    Source,
+    corpus_manifest,
+    file_sha256,
+    manifest_beside,
+)
 from tokpack.errors import InputError
-from tokpack.store.format import Source
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]

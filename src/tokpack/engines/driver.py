@@ -15,7 +15,8 @@ from tokpack.engines.encoders import ENCODER_FILE, write_encoder
 from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
 from tokpack.store.dataset import ShardedDataset
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 Engine = str  # a name in tokpack.engines.executors.EXECUTORS
 

@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -20,7 +19,8 @@ from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separat
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
-from tokpack.vocab import BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack import _checks as checks
 from tokpack.vocab.loading import VocabularySpec

@@ -29,7 +29,8 @@ from tokpack.store.reader import Pack
 from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 #: Kind → how to open it in place (``path``, ``tokenizer``, ``eod_id``).
 READERS: dict[str, Callable[..., TokenSource]] = {

@@ -18,7 +18,8 @@ from tokpack.store.dataset import PartsStream
 from tokpack.store.foreign import ForeignMeta, TokenFile, check_files, check_ids, resolve_vocabulary, verified_what
 from tokpack.store.format import Span
 from tokpack.store.source import RecordedStream
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 DTYPE = np.dtype("<u2")
 #: File name → range name, in stream order.
