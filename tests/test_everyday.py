@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from conftest import DATA, REPO
 from tokpack import prepare
 from tokpack.cli import app
-from tokpack.corpus.sources import open_source
+from tokpack.corpus.sources import open_corpus
 
 runner = CliRunner()
 
@@ -28,7 +28,7 @@ def _two_halves(folder: Path) -> Path:
 
 def test_the_vocabulary_sample_is_spread_over_the_whole_training_range(tmp_path: Path) -> None:
     corpus = _two_halves(tmp_path / "corpus")
-    with open_source(corpus, document_bytes=4096) as source:
+    with open_corpus(corpus, document_bytes=4096) as source:
         total = int(source.unit_bytes(0, source.n_units).sum())
         sample = source.training_sample(total // 3)
         texts = list(sample)

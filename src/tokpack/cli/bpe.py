@@ -58,7 +58,7 @@ def train(
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
     from tokpack.bpe.fast import train_from_files
-    from tokpack.grading.training import resolve_pattern
+    from tokpack.vocab.patterns import resolve_pattern
 
     try:
         regex = resolve_pattern(pattern)

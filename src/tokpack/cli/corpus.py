@@ -71,7 +71,7 @@ def prepare_command(
             raise InputError(None, f"{flag} {share:g} is not a share of the file's bytes",
                              fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
     if pattern is not None:
-        from tokpack.grading.training import resolve_pattern
+        from tokpack.vocab.patterns import resolve_pattern
 
         pattern = resolve_pattern(pattern)
     if shards is not None:
@@ -219,7 +219,7 @@ def inspect_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
-    from tokpack.store.remote import is_url, open_source
+    from tokpack.store.remote import is_url, open_local_or_remote
 
     opened: TokenSource
     if datatrove_tokenizer is not None:
@@ -227,7 +227,7 @@ def inspect_command(
 
         opened = open_foreign(Path(pack), tokenizer=datatrove_tokenizer, verify=verify)
     elif is_url(pack):
-        opened = open_source(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
+        opened = open_local_or_remote(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
     else:
         opened = open_tokens(Path(pack), verify=verify)
     vocabulary_dir = _carried_vocabulary_dir(Path(opened.path))  # None for a URL: its files are not here

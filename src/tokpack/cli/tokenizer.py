@@ -25,11 +25,11 @@ from tokpack.grading.torture import TORTURE_SET, TortureCase, check_round_trip, 
 from tokpack.grading.training import (
     TrainingRecipe,
     parse_domain_weights,
-    resolve_pattern,
     train_tokenizer,
     weighted_documents,
     write_tokenizer,
 )
+from tokpack.vocab.patterns import resolve_pattern
 
 app = command_group("Split a corpus, train a byte-level BPE tokenizer, check it is lossless, grade its compression per domain.")
 _out = Console()

@@ -33,7 +33,7 @@ from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack.preparing.preparation import write_pack
-from tokpack.corpus.sources import Format, OnError, open_source
+from tokpack.corpus.sources import Format, OnError, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
@@ -175,7 +175,7 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
 def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None,
                  report: Callable[[PrepareProgress], None] | None) -> None:
     tokenizer: BpeTokenizer = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
-    with open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
+    with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
         if source.record != job.source:
             raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")

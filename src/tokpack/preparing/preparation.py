@@ -15,7 +15,7 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_source
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_corpus
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
@@ -210,7 +210,7 @@ def prepare(
         split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=None if manifest is None else Path(manifest))
     report(PrepareProgress("hashing", 0, _size(path)))
-    with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
+    with open_corpus(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
         return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size,
                                allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
@@ -246,8 +246,8 @@ def _prepare_source(
     # to a run that asked to stop at them. So is the separator: it decides every document.
     policy = "-skip" if source.on_error == "skip" else ""
     # The ranges and the text field decide what the pack holds, as the file's bytes do.
-    layout = _digest([_layout_of(source), getattr(source, "text_field", None)])[:8]
-    pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}-r{layout}"
+    ranges_key = _digest([_ranges_of(source), getattr(source, "text_field", None)])[:8]
+    pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}-r{ranges_key}"
                                          f"{_separator_key(source)}{policy}")
     with locked(pack_dir):
         if pack_dir.exists():
@@ -343,7 +343,7 @@ def _trained_vocabulary(
     check_pattern(pattern)
     # Everything that decides the vocabulary is in its key (the exact training range included), so
     # the same request finds the same vocabulary whatever ran before, and another never does.
-    train_spans = [[first, last] for name, first, last in source.layout() if name == "train"]
+    train_spans = [[first, last] for name, first, last in source.unit_ranges() if name == "train"]
     settings = {"corpus": corpus_key, "vocab_size": vocab_size, "min_frequency": min_frequency,
                 "sample_bytes": sample_bytes, "cut": document_cut(source).model_dump(mode="json"), "trainer": trainer,
                 "pattern": pattern, "sample": "spread", "on_error": source.on_error,
@@ -396,8 +396,8 @@ def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _layout_of(source: DocumentSource) -> list[list[object]]:
-    return [[name, first, last, source.range_bytes(name)] for name, first, last in source.layout()]
+def _ranges_of(source: DocumentSource) -> list[list[object]]:
+    return [[name, first, last, source.range_bytes(name)] for name, first, last in source.unit_ranges()]
 
 
 def _published(directory: Path, write: Callable[[Path], object]) -> bool:
@@ -489,7 +489,7 @@ def write_pack(
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         writer.add_vocabulary_files(tokenizer.files())
         ranges = {}
-        for name, first, last in source.layout():
+        for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
             for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
@@ -526,5 +526,5 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
         if getattr(meta, field) != value:
             raise IntegrityError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
-    if ranges != {name: source.range_bytes(name) for name, _, _ in source.layout()}:
+    if ranges != {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()}:
         raise IntegrityError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")

@@ -15,7 +15,7 @@ from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_j
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
 from tokpack.vocab.published import PUBLISHED
 
-#: What ``--pattern`` / ``pattern=`` accept by name (see ``tokpack.grading.training.NAMED_PATTERNS``).
+#: What ``--pattern`` / ``pattern=`` accept by name (see :data:`tokpack.vocab.patterns.NAMED_PATTERNS`).
 PATTERN_CHOICES = "gpt2, gpt4, polish, polish-phrase, or a regex"
 
 PathLike = Union[str, "os.PathLike[str]"]
