@@ -227,3 +227,44 @@ def test_every_public_name_imports() -> None:
     namespace: dict[str, object] = {}
     exec(f"from tokpack import {', '.join(tokpack.__all__)}", namespace)  # noqa: S102
     assert all(namespace[name] is getattr(tokpack, name) for name in tokpack.__all__)
+
+
+def test_every_token_source_reads_a_span_itself(tmp_path: Path) -> None:
+    """``read_span`` is part of the token source contract (exports read whole documents through
+    it): a pack and a sharded dataset give the ids of any span, and a dataset still verifies a
+    shard before it first reads from it."""
+    import numpy as np
+
+    from tokpack.errors import IntegrityError
+    from tokpack.serve.memory import pack_of_documents
+    from tokpack.store import DocumentCut, Source, TokenSource, open_tokens, write_dataset
+    from tokpack.store.dataset import shard_name
+    from tokpack.store.source import chunks
+
+    folder = tmp_path / "dataset"
+    for rank, documents in enumerate(([[1, 2, 3], [4, 5, 6, 7]], [[8, 9, 10, 11], [12, 13]])):
+        pack_of_documents(documents, n_vocab=20, pad_id=0, directory=folder / shard_name(rank))
+    write_dataset(folder, [shard_name(0), shard_name(1)], source=Source(name="x", sha256="0" * 64, n_bytes=0),
+                  cut=DocumentCut(rule="list"))
+    for source in (open_tokens(folder), open_tokens(folder / shard_name(1))):
+        assert isinstance(source, TokenSource)
+        for start, end in ((0, source.n_tokens), (2, 9), (5, 5), (6, 7)):
+            if end <= source.n_tokens:
+                expected = source.take(np.arange(start, end, dtype=np.int64))
+                assert source.read_span(start, end).tolist() == expected.tolist()
+        assert [ids.tolist() for ids, _ in chunks(source, (0, source.n_docs), chunk_tokens=4)] == \
+            [source.take(np.arange(a, b)).tolist() for a, b in zip(source.starts, [*source.starts[1:], source.n_tokens])]
+
+    tokens = folder / shard_name(1) / "tokens.npy"
+    data = bytearray(tokens.read_bytes())
+    data[-1] ^= 1  # the last id of the second shard
+    tokens.write_bytes(bytes(data))
+    dataset = open_tokens(folder)  # verified shard by shard, on first read
+    assert dataset.read_span(0, 7).tolist() == [1, 2, 3, 4, 5, 6, 7]
+    with pytest.raises(IntegrityError):
+        dataset.read_span(6, 9)
+
+
+def test_exports_read_through_the_contract_not_a_private_hook() -> None:
+    stream = (SRC / "tokpack" / "export" / "_stream.py").read_text(encoding="utf-8")
+    assert "_reading" not in stream and "getattr(source" not in stream
