@@ -32,6 +32,7 @@ from tokpack._atomic import remove_abandoned
 from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
+from tokpack.preparing.options import Execution
 from tokpack.preparing.preparation import write_pack
 from tokpack.corpus.sources import Format, OnError, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
@@ -181,7 +182,7 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
             raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
         first, last = unit_span(rank, job.world_size, source.n_units)
         write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
-                   batch_documents=job.batch_documents, workers=workers, report=report)
+                   execution=Execution(batch_documents=job.batch_documents, workers=workers, report=report))
 
 
 def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None) -> bool:
