@@ -26,14 +26,13 @@ from tokpack.grading.files import corpus_files, read_document
 from tokpack.grading.grade import TokenCounter, chars_per_token, grade, load_counter
 from tokpack.grading.split import SPLIT_FILE, TRAIN, VALIDATION, normalize_text, plan_split, write_split
 from tokpack.grading.training import (
-    GPT4_PATTERN,
-    POLISH_PATTERN,
     TrainingRecipe,
     train_tokenizer,
     weighted_documents,
     write_tokenizer,
 )
 from tokpack.vocab import GPT2_PATTERN
+from tokpack.vocab.patterns import GPT4_PATTERN, POLISH_PATTERN
 
 _TAIL = r""" ?\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 SPACE_DIGITS = r"""[^\r\n\p{L}\p{N}]?+\p{L}++|""" + _TAIL

@@ -13,7 +13,7 @@ from test_bpe_data import real_texts
 
 from tokpack.bpe import BpeProgress, train_fast
 from tokpack.bpe.fast import train_from_files
-from tokpack.corpus.sources import open_source
+from tokpack.corpus.sources import open_corpus
 from tokpack.errors import InputError
 from tokpack.vocab import GPT4_PATTERN
 
@@ -45,7 +45,7 @@ def corpus(request: pytest.FixtureRequest, texts: list[str], tmp_path_factory: p
 
 def test_streamed_training_equals_in_memory_training(corpus: Path) -> None:
     field = "text" if corpus.is_dir() else "body"
-    with open_source(corpus, document_bytes=1 << 20, text_field=field) as source:
+    with open_corpus(corpus, document_bytes=1 << 20, text_field=field) as source:
         documents = [piece.text for piece in source.pieces()]
     in_memory = train_fast(documents, MERGES, pattern=GPT4_PATTERN, workers=1)
     reports: list[BpeProgress] = []
@@ -80,7 +80,7 @@ def test_cli_trains_a_vocabulary_of_the_size_asked_for(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from tokpack.cli import app
-    from tokpack.vocab import load_vocabulary
+    from tokpack import load_vocabulary
 
     folder = tmp_path / "corpus"
     folder.mkdir()

@@ -10,7 +10,8 @@ from tokenizers import Tokenizer
 
 from test_bpe_data import real_texts
 from tokpack.bpe import BpeTraining, train_bytelevel, train_fast
-from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, train_hf_bytelevel
+from tokpack import load_vocabulary
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
 
 @pytest.fixture(scope="module")
 def polish() -> list[str]:

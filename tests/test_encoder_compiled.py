@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from tokpack import GPT2_PATTERN, load_vocabulary, prepare
 from tokpack.cli import app
-from tokpack.grading.training import POLISH_PATTERN, POLISH_PHRASE_PATTERN
+from tokpack.vocab.patterns import POLISH_PATTERN, POLISH_PHRASE_PATTERN
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.compiled import COMPILED_PATTERNS
 from tokpack.vocab.patterns import CL100K_PATTERN, GPT4_PATTERN

@@ -18,17 +18,17 @@ import regex
 import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_tokenizer_fixtures import small_corpus
 from typer.testing import CliRunner
 
 from conftest import DATA
-from test_tokenizer_fixtures import small_corpus
 from tokpack import load_vocabulary, prepare
 from tokpack.bpe.pretokenize import PieceCounter
 from tokpack.cli import app
-from tokpack.grading.training import NAMED_PATTERNS, TrainingRecipe, train_tokenizer, weighted_documents
+from tokpack.grading.training import TrainingRecipe, train_tokenizer, weighted_documents
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.compiled import COMPILED_PATTERNS
-from tokpack.vocab.patterns import CL100K_PATTERN, POLISH_PATTERN, POLISH_PHRASE_PATTERN
+from tokpack.vocab.patterns import CL100K_PATTERN, NAMED_PATTERNS, POLISH_PATTERN, POLISH_PHRASE_PATTERN
 from tokpack.vocab.pretokenizer import LOWER_CLASS, UPPER_CLASS, split, tables, tiktoken_tables
 from tokpack.vocab.published import O200K_PATTERN
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from conftest import DATA, REPO
 from tokpack import prepare
 from tokpack.cli import app
-from tokpack.corpus.sources import open_source
+from tokpack.corpus.sources import open_corpus
 
 runner = CliRunner()
 
@@ -28,7 +28,7 @@ def _two_halves(folder: Path) -> Path:
 
 def test_the_vocabulary_sample_is_spread_over_the_whole_training_range(tmp_path: Path) -> None:
     corpus = _two_halves(tmp_path / "corpus")
-    with open_source(corpus, document_bytes=4096) as source:
+    with open_corpus(corpus, document_bytes=4096) as source:
         total = int(source.unit_bytes(0, source.n_units).sum())
         sample = source.training_sample(total // 3)
         texts = list(sample)
@@ -154,7 +154,7 @@ def test_one_grammar_for_outputs_sizes_trainers_and_choices(tmp_path: Path) -> N
 def test_an_exported_tokenizer_loads_in_transformers_with_eos_and_pad(tmp_path: Path) -> None:
     import transformers
 
-    from tokpack.vocab import load_vocabulary
+    from tokpack import load_vocabulary
 
     corpus = tmp_path / "train" / "dialogue"
     corpus.mkdir(parents=True)
@@ -252,7 +252,7 @@ def test_extension_points_are_dicts_and_the_store_has_no_import_circle(tmp_path:
 
     import tokpack.cli.corpus as corpus_cli
     from tokpack.corpus.sources import FORMATS, JsonLines, TextFile
-    from tokpack.corpus.preparation import TRAINERS
+    from tokpack.preparing.preparation import TRAINERS
     from tokpack.engines import EXECUTORS, prepare_sharded, run_array_task
     from tokpack.errors import InputError
 

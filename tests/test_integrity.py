@@ -428,7 +428,7 @@ executors.run_local({str(tmp_path)!r}, [0, 1], processes=2, task=record_pid_and_
 
 
 def test_a_shard_task_goes_on_when_the_progress_queue_process_is_gone() -> None:
-    from tokpack.corpus.preparation import PrepareProgress
+    from tokpack._progress import PrepareProgress
     from tokpack.engines.executors import ShardReporter
 
     class Gone:
@@ -439,7 +439,7 @@ def test_a_shard_task_goes_on_when_the_progress_queue_process_is_gone() -> None:
 
 
 def test_a_read_only_cache_that_holds_the_pack_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tokpack.corpus.cache as cache_module
+    import tokpack._cache as cache_module
 
     first = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
 
@@ -569,8 +569,8 @@ def test_prepare_uses_the_pack_another_node_published_first(tmp_path: Path, monk
     """Where flock is node-local, two nodes may build one pack at once: the loser uses the winner's."""
     import shutil
 
-    import tokpack.corpus.cache as cache_module
-    import tokpack.corpus.preparation as preparation
+    import tokpack._cache as cache_module
+    import tokpack.preparing.preparation as preparation
 
     reference = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "a", **SMALL)
     monkeypatch.setattr(cache_module.fcntl, "flock", lambda *args: None)  # a lock that locks nothing
@@ -611,7 +611,7 @@ def test_a_failed_validation_month_leaves_no_train_pack_behind(tmp_path: Path) -
 
 
 def test_a_padding_id_the_encoder_can_emit_is_refused_even_when_absent_from_the_stream(tmp_path: Path) -> None:
-    from tokpack.corpus import TokenizedCorpus
+    from tokpack.preparing import TokenizedCorpus
 
     prepared = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
     present = set(np.unique(prepared.pack().tokens).tolist())

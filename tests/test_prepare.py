@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tokpack import prepare
-from tokpack.corpus import TokenizedCorpus
+from tokpack.preparing import TokenizedCorpus
 from tokpack.store import Pack
 
 from conftest import SAMPLE
@@ -90,7 +90,7 @@ def test_rerun_reuses_the_verified_cache_without_retraining(cache_dir: Path, mon
     def no_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("retrained although the cache holds the vocabulary")
 
-    monkeypatch.setattr("tokpack.corpus.preparation._trainer", lambda name: no_training)
+    monkeypatch.setattr("tokpack.preparing.preparation._trainer", lambda name: no_training)
     second = prepare(SAMPLE / "polish.txt", cache_dir=cache_dir, **SMALL)
     assert (second.tokens_dir, second.vocabulary_path) == (first.tokens_dir, first.vocabulary_path)
     assert {p: p.stat().st_mtime_ns for p in second.tokens_dir.iterdir()} == stamps

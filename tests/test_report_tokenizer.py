@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tokpack.cli import app
 from tokpack.grading.split import VALIDATION, plan_split, write_split
 from tokpack.report.tokenizer import readable
-from tokpack.vocab import load_vocabulary
+from tokpack import load_vocabulary
 
 from browser import browser_page, embedded_data, screenshot
 from test_tokenizer_fixtures import ARTIFACT, POLISH, require_data

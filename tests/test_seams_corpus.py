@@ -271,7 +271,7 @@ def test_hugging_face_never_reads_the_special_token_from_text(trained: Path) -> 
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
-    from tokpack.vocab import load_vocabulary
+    from tokpack import load_vocabulary
 
     ours = BpeTokenizer.load_saved(trained / "vocabulary.json")
     hf = Tokenizer.from_file(str(trained / "tokenizer.json"))

@@ -22,7 +22,8 @@ from tokpack.grading.manifest import UNKNOWN
 from tokpack.grading.split import TRAIN, VALIDATION, plan_split, write_split
 from tokpack.grading.torture import TORTURE_SET, check_round_trip, file_cases, structure_report
 from tokpack.grading.training import weighted_documents
-from tokpack.vocab import BpeTokenizer, load_vocabulary
+from tokpack import load_vocabulary
+from tokpack.vocab import BpeTokenizer
 
 TOKENIZER_JSON = ARTIFACT / "tokenizer.json"
 runner = CliRunner()
@@ -128,7 +129,7 @@ def test_beats_the_baseline_globally_and_in_the_weakest_domain(baseline: str, sp
 
 
 def test_prepare_packs_a_corpus_with_the_shipped_tokenizer(tmp_path: Path) -> None:
-    from tokpack.corpus.preparation import prepare
+    from tokpack.preparing.preparation import prepare
 
     require_data()
     folder = tmp_path / "corpus"

@@ -17,14 +17,15 @@ from tokpack.cli import app
 from tokpack.grading.files import corpus_files, read_document
 from tokpack.grading.torture import TORTURE_SET, check_round_trip
 from tokpack.grading.training import (
-    NAMED_PATTERNS,
     TrainingRecipe,
     parse_domain_weights,
     train_tokenizer,
     weighted_documents,
 )
-from tokpack.vocab import GPT4_PATTERN, BpeTokenizer, load_vocabulary
+from tokpack import load_vocabulary
+from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
 from tokpack.vocab.files import byte_to_unicode
+from tokpack.vocab.patterns import NAMED_PATTERNS
 
 runner = CliRunner()
 

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
-    from tokpack.corpus import CorpusManifest, PrepareProgress, TokenizedCorpus, prepare, sample_corpus
+    from tokpack.corpus import CorpusManifest, sample_corpus
+    from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
     from tokpack.serve import PackedBatches, TokenBatches
     from tokpack.store import Pack
     from tokpack.vocab import (
@@ -31,10 +32,9 @@ if TYPE_CHECKING:
         GPT4_PATTERN,
         BpeTokenizer,
         VocabIdentity,
-        load_vocabulary,
         require_vocabulary,
-        tokenizer_for,
     )
+    from tokpack.store.vocabulary import load_vocabulary, tokenizer_for
 
 #: Where each public name lives: ``tokpack.NAME`` imports that module on first use.
 _HOMES = {
@@ -44,15 +44,15 @@ _HOMES = {
     "CorpusManifest": "tokpack.corpus",
     "Pack": "tokpack.store",
     "PackedBatches": "tokpack.serve",
-    "PrepareProgress": "tokpack.corpus",
+    "PrepareProgress": "tokpack.preparing",
     "TokenBatches": "tokpack.serve",
-    "TokenizedCorpus": "tokpack.corpus",
+    "TokenizedCorpus": "tokpack.preparing",
     "VocabIdentity": "tokpack.vocab",
-    "load_vocabulary": "tokpack.vocab",
-    "prepare": "tokpack.corpus",
+    "load_vocabulary": "tokpack.store.vocabulary",
+    "prepare": "tokpack.preparing",
     "require_vocabulary": "tokpack.vocab",
     "sample_corpus": "tokpack.corpus",
-    "tokenizer_for": "tokpack.vocab",
+    "tokenizer_for": "tokpack.store.vocabulary",
 }
 
 __all__ = [

@@ -475,9 +475,9 @@ class _SourceSpec:
     separator: str | None = None
 
     def open(self) -> Any:
-        from tokpack.corpus.sources import open_source
+        from tokpack.corpus.sources import open_corpus
 
-        return open_source(
+        return open_corpus(
             self.path, document_bytes=self.document_bytes, on_error=self.on_error,  # type: ignore[arg-type]
             text_field=self.text_field, separator=self.separator,
         )
@@ -512,7 +512,7 @@ def train_from_files(
     documents, and add up their counts, so memory grows with the number of distinct pre-tokens,
     not with the corpus.
 
-    The documents are those :func:`tokpack.corpus.sources.open_source` yields (every range: a
+    The documents are those :func:`tokpack.corpus.sources.open_corpus` yields (every range: a
     vocabulary's own corpus; cut at ``separator`` too, as ``prepare`` cuts them), so the merges
     equal ``train_fast(documents, ...)``'s.
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.progress import ProgressColumn, Task
     from rich.text import Text
 
-    from tokpack.corpus.preparation import PrepareProgress
+    from tokpack._progress import PrepareProgress
 
 
 def _make_console(**options: Any) -> Console:

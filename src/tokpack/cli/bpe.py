@@ -75,7 +75,7 @@ def train(
     )
 
     from tokpack.bpe.fast import train_from_files
-    from tokpack.grading.training import resolve_pattern
+    from tokpack.vocab.patterns import resolve_pattern
 
     try:
         regex = resolve_pattern(pattern)

@@ -27,7 +27,7 @@ from tokpack.cli._console import (
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:  # the library is imported by the commands that use it, not by every --help
-    from tokpack.corpus import TokenizedCorpus
+    from tokpack.preparing import TokenizedCorpus
     from tokpack.store import TokenSource
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json, vocabulary.json, or a pack folder (its vocabulary/). Omit it to train one on the training range.")
@@ -70,10 +70,10 @@ def prepare_command(
         if not 0 <= share < 1:  # NaN fails this too
             raise InputError(None, f"{flag} {share:g} is not a share of the file's bytes",
                              fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
-    from tokpack.corpus import prepare
+    from tokpack.preparing import prepare
 
     if pattern is not None:
-        from tokpack.grading.training import resolve_pattern
+        from tokpack.vocab.patterns import resolve_pattern
 
         pattern = resolve_pattern(pattern)
     if shards is not None:
@@ -140,7 +140,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     checks.positive_int("--shards", shards, what="at least 1")
     if workers is not None:
         checks.positive_int("--workers", workers, what="at least 1", fix="omit it for one per core")
-    from tokpack.vocab import load_vocabulary
+    from tokpack.store.vocabulary import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     check_separator(separator)
@@ -221,7 +221,7 @@ def inspect_command(
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
     from tokpack.store import open_tokens
-    from tokpack.store.remote import is_url, open_source
+    from tokpack.store.remote import is_url, open_local_or_remote
 
     opened: TokenSource
     if datatrove_tokenizer is not None:
@@ -229,7 +229,7 @@ def inspect_command(
 
         opened = open_foreign(Path(pack), tokenizer=datatrove_tokenizer, verify=verify)
     elif is_url(pack):
-        opened = open_source(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
+        opened = open_local_or_remote(pack, storage_options=storage_options_from(storage_options), verify=verify, cache_dir=cache_dir)
     else:
         opened = open_tokens(Path(pack), verify=verify)
     vocabulary_dir = _carried_vocabulary_dir(Path(opened.path))  # None for a URL: its files are not here
@@ -249,7 +249,7 @@ def inspect_command(
     if decode is not None:
         import numpy as np
 
-        from tokpack.vocab import load_vocabulary
+        from tokpack.store.vocabulary import load_vocabulary
 
         if not 0 <= decode < opened.n_docs:
             raise InputError(None, f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
@@ -281,7 +281,8 @@ def demo_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Prepare the bundled Polish sample: train a vocabulary, tokenize, pack, show a batch."""
-    from tokpack.corpus import prepare, sample_corpus
+    from tokpack.corpus import sample_corpus
+    from tokpack.preparing import prepare
 
     corpus = sample_corpus()
     stdout().print(f"[bold]tokpack demo[/]: the bundled sample {corpus.name} ({corpus.stat().st_size:,} bytes; "

@@ -39,11 +39,11 @@ def export_command(
 ) -> None:
     """Write a pack or sharded dataset in a format a training framework loads, with a sidecar naming its vocabulary."""
     from tokpack.export import ExportOptions, check_options, export
-    from tokpack.store.remote import open_source
+    from tokpack.store.remote import open_local_or_remote
 
     check_options(ExportOptions(rows_per_file=rows_per_file))
     options = storage_options_from(storage_options)
-    opened = open_source(source, storage_options=options, verify=None)
+    opened = open_local_or_remote(source, storage_options=options, verify=None)
     with _token_progress(opened.n_tokens, "export") as progress:
         record = export(opened, fmt, out, append_eod=append_eod, eod_id=eod_id, range_name=range_name,
                         rows_per_file=rows_per_file, progress=progress, storage_options=options)

@@ -103,11 +103,11 @@ def train(
     from tokpack.grading.training import (
         TrainingRecipe,
         parse_domain_weights,
-        resolve_pattern,
         train_tokenizer,
         weighted_documents,
         write_tokenizer,
     )
+    from tokpack.vocab.patterns import resolve_pattern
 
     for train_dir in train_dirs:
         if train_dir.is_file():
@@ -206,7 +206,7 @@ def grade_command(
     """Characters per token of TOKENIZER on DATA_DIR, globally and per domain; exit 0 pass, 1 fail, 2 bad input."""
     from tokpack import _checks as checks
     from tokpack.grading.grade import grade, load_counter
-    from tokpack.grading.training import resolve_pattern
+    from tokpack.vocab.patterns import resolve_pattern
 
     try:
         for flag, value in (("--min-global", min_global), ("--min-domain", min_domain)):

@@ -30,6 +30,14 @@ CORPUS_SCHEMA = "tokpack.corpus.v1"
 SplitName = Literal["train", "validation", "test"]
 
 
+class Source(Record):
+    """Where the documents came from: a file name (not a path: packs move) and its hash."""
+
+    name: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    n_bytes: int = Field(ge=0)
+
+
 class SplitRule(Record):
     """How ``prepare --validation F [--test F]`` cut a corpus: the shares asked for, and the
     document cut whose boundaries the ranges fall on."""

@@ -25,9 +25,16 @@ import numpy as np
 
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
-from tokpack.corpus.manifest import MANIFEST_FILE, MANIFEST_SUFFIX, CorpusManifest, corpus_manifest, file_sha256, manifest_beside
+from tokpack.corpus.manifest import (
+    MANIFEST_FILE,
+    MANIFEST_SUFFIX,
+    CorpusManifest,
+    Source,
+    corpus_manifest,
+    file_sha256,
+    manifest_beside,
+)
 from tokpack.errors import InputError
-from tokpack.store.format import Source
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]
@@ -98,7 +105,7 @@ class DocumentSource:
         """Documents of units ``[first, last)`` in order (all of them by default)."""
         raise NotImplementedError
 
-    def layout(self) -> list[tuple[str, int, int]]:
+    def unit_ranges(self) -> list[tuple[str, int, int]]:
         """The named ranges as ``(name, first unit, last unit)`` in order (all ``train`` but for a
         text file with a manifest)."""
         return [("train", 0, self.n_units)]
@@ -117,7 +124,7 @@ class DocumentSource:
         evenly over the whole training range (never validation or test text), so the order of the
         input does not decide what the vocabulary sees; the same input always gives the same sample.
         Iterate it once; it then knows how many documents and bytes it gave."""
-        spans = [(first, last) for name, first, last in self.layout() if name == "train"]
+        spans = [(first, last) for name, first, last in self.unit_ranges() if name == "train"]
         sizes = np.concatenate([self.unit_bytes(first, last) for first, last in spans]) if spans else np.zeros(0, np.int64)
         units = np.concatenate([np.arange(first, last, dtype=np.int64) for first, last in spans]) if spans else sizes
         chosen = units[spread_evenly(sizes, n_bytes)]
@@ -242,11 +249,11 @@ class TextFile(DocumentSource):
         self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []
-        self._layout: list[tuple[str, int, int]] = []
+        self._unit_ranges: list[tuple[str, int, int]] = []
         for name, start, stop in self.manifest.ordered_ranges():
             spans.append(_bounds(cut_documents(self._data, start, stop, document_bytes, self.separator_bytes)))
-            first = self._layout[-1][2] if self._layout else 0
-            self._layout.append((name, first, first + len(spans[-1])))
+            first = self._unit_ranges[-1][2] if self._unit_ranges else 0
+            self._unit_ranges.append((name, first, first + len(spans[-1])))
         self._bounds = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
 
     @cached_property
@@ -267,8 +274,8 @@ class TextFile(DocumentSource):
     def n_units(self) -> int:
         return len(self._bounds)
 
-    def layout(self) -> list[tuple[str, int, int]]:
-        return list(self._layout)
+    def unit_ranges(self) -> list[tuple[str, int, int]]:
+        return list(self._unit_ranges)
 
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
         bounds = self._bounds[first:last]
@@ -280,7 +287,7 @@ class TextFile(DocumentSource):
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         last = self.n_units if last is None else last
-        for name, low, high in self._layout:
+        for name, low, high in self._unit_ranges:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
                 yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin)
 
@@ -547,7 +554,7 @@ class ParquetTexts(DocumentSource):
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
 
-def open_source(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
+def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
                 format: Format | None = None, separator: str | None = None, manifest: str | Path | None = None) -> DocumentSource:
     """Open ``path`` in its format: a folder is a directory of text files, ``.jsonl``/``.ndjson``
     JSON Lines, ``.parquet`` parquet, anything else one text file (with its manifest: ``manifest``,
@@ -608,7 +615,7 @@ SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "
 
 
 def format_of(path: Path) -> str:
-    """The format :func:`open_source` reads ``path`` in: a folder is ``directory``, else by suffix.
+    """The format :func:`open_corpus` reads ``path`` in: a folder is ``directory``, else by suffix.
 
     >>> format_of(Path("a.ndjson")), format_of(Path("a.txt"))
     ('jsonl', 'text')

@@ -7,15 +7,16 @@ from pathlib import Path
 
 from tokpack import _checks as checks
 from tokpack._schema import write_record
-from tokpack.corpus.cache import locked
-from tokpack.corpus.preparation import check_output
-from tokpack.corpus.sources import OnError, open_source
+from tokpack._cache import locked
+from tokpack.preparing.preparation import check_output
+from tokpack.corpus.sources import OnError, open_corpus
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
 from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
 from tokpack.store.dataset import ShardedDataset
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 Engine = str  # a name in tokpack.engines.executors.EXECUTORS
 
@@ -35,7 +36,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     shards = checks.positive_int("shards", shards)
     check_output(dataset, Path(corpus), kind="dataset")
     tokenizer = load_vocabulary(vocab)
-    with open_source(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
+    with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
         kind, record, units = source.format, source.record, source.n_units
     # Shards are cut on input units (documents, lines, records); more shards than units only adds

@@ -21,7 +21,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from tokpack.corpus.preparation import PrepareProgress
+from tokpack._progress import PrepareProgress
 from tokpack.engines.shard_task import run_shard
 from tokpack.errors import InputError, MissingExtra, WorkerDied
 

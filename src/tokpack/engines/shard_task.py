@@ -30,9 +30,11 @@ from pydantic import Field
 
 from tokpack._atomic import remove_abandoned
 from tokpack._schema import Record, SealedRecord, read_record, write_record
-from tokpack.corpus.cache import locked
-from tokpack.corpus.preparation import PrepareProgress, write_pack
-from tokpack.corpus.sources import Format, OnError, open_source
+from tokpack._cache import locked
+from tokpack._progress import PrepareProgress
+from tokpack.preparing.options import Execution
+from tokpack.preparing.preparation import write_pack
+from tokpack.corpus.sources import Format, OnError, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
@@ -174,13 +176,13 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
 def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None,
                  report: Callable[[PrepareProgress], None] | None) -> None:
     tokenizer: BpeTokenizer = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
-    with open_source(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
+    with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
         if source.record != job.source:
             raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
         first, last = unit_span(rank, job.world_size, source.n_units)
         write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
-                   batch_documents=job.batch_documents, workers=workers, report=report)
+                   execution=Execution(batch_documents=job.batch_documents, workers=workers, report=report))
 
 
 def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None) -> bool:

@@ -22,7 +22,8 @@ from typing import Any
 
 from tokpack import _checks as checks
 from tokpack.errors import InputError
-from tokpack.export._stream import SIDECAR, ExportOptions, ExportRecord, Progress, check_options, read_sidecar
+from tokpack.export._stream import ExportOptions, Progress, check_options
+from tokpack.store.sidecar import SIDECAR, ExportRecord, read_sidecar
 from tokpack.store.source import TokenSource
 
 
@@ -86,9 +87,9 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
     options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
     check_options(options)
     if isinstance(source, (str, Path)):
-        from tokpack.store.remote import open_source
+        from tokpack.store.remote import open_local_or_remote
 
-        opened = open_source(source, storage_options=storage_options, verify=None)
+        opened = open_local_or_remote(source, storage_options=storage_options, verify=None)
     else:
         opened = source
     verified(opened)

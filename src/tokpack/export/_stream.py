@@ -1,5 +1,6 @@
-"""What every exporter shares: the parts to write, whole documents read in bounded chunks, the
-sidecar record, and outputs that appear whole or not at all."""
+"""What every exporter shares: the parts to write, the sidecar record of an export, and outputs
+that appear whole or not at all (whole documents are read in bounded chunks by
+:func:`tokpack.store.source.chunks`; the sidecar's record is :mod:`tokpack.store.sidecar`)."""
 
 from __future__ import annotations
 
@@ -7,84 +8,24 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import get_args
 
 import numpy as np
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack import _checks as checks
 from tokpack._atomic import write_atomically
-from tokpack._schema import Record, read_record
 from tokpack.corpus.manifest import SplitName
 from tokpack.errors import InputError
 from tokpack.store.format import DocumentCut, Source, Span
-from tokpack.store.source import TokenSource
-from tokpack.vocab.identity import VocabIdentity
+from tokpack.store.sidecar import ExportPart, ExportRecord, carried_vocabulary_files
+from tokpack.store.source import TokenSource, document_ends
 
 #: The ranges an export writes as its splits.
 SPLIT_NAMES: tuple[str, ...] = get_args(SplitName)
 
-#: Ids read per step: enough for fast writes, small enough that memory stays flat.
-CHUNK_TOKENS = 8 << 20
-#: The sidecar inside a folder export; a Megatron prefix ``OUT`` gets ``OUT.tokpack.json``.
-SIDECAR = "tokpack-export.json"
-EXPORT_SCHEMA = "tokpack.export.v1"
 
 Progress = Callable[[int], None]
 """Called with the number of ids just written (to drive a progress bar)."""
-
-
-class ExportPart(Record):
-    """One exported part (a named range of the source, or all of it) and its files."""
-
-    documents: tuple[int, int]
-    tokens: tuple[int, int]
-    files: list[str]
-
-
-class ExportRecord(Record):
-    """The sidecar (``"schema": "tokpack.export.v1"``) written beside every export, so tokpack
-    reopens the files knowing their vocabulary, and an import restores the pack exactly.
-
-    Fields:
-        format: the registry name (``megatron``, ``nanogpt``, ``litdata``, ``mds``, ``hf``).
-        vocabulary, pad_id, source, cut: the exported pack's.
-        source_tokens_sha256 / source_starts_sha256 / source_n_docs: the exported stream's checksums and size.
-        eod_id: the id appended after every document (``None``: documents written as they are).
-        dtype: the element type of the written ids.
-        ranges: the source's named ranges (an import of a whole export restores them).
-        parts: what was written, by name, as spans of the source.
-        files_sha256: SHA-256 of every written file, by its name in ``parts`` (what ``inspect``
-            and ``import`` check the files against; empty in exports written before it existed),
-            and of the vocabulary files carried (``VOCABULARY_DIR/NAME``).
-        vocabulary_dir: the folder, beside the sidecar, holding the source pack's vocabulary
-            files (``vocabulary`` in a folder export, ``OUT.vocabulary`` beside a Megatron
-            prefix), so the ids decode where they are copied; ``None`` when it carried none.
-    """
-
-    schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
-    format: str
-    vocabulary: VocabIdentity
-    pad_id: int | None = None
-    source: Source
-    cut: DocumentCut
-    source_tokens_sha256: str
-    source_starts_sha256: str
-    source_n_docs: int = Field(ge=0)
-    eod_id: int | None = None
-    dtype: str
-    ranges: dict[str, Span] = Field(default_factory=dict)
-    parts: dict[str, ExportPart]
-    files_sha256: dict[str, str] = Field(default_factory=dict)
-    vocabulary_dir: str | None = Field(default=None, pattern=r"^[^/\\]+$")
-
-    @model_serializer(mode="wrap")
-    def _no_vocabulary_dir_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Written only when set, so exports of packs without vocabulary files stay as they were.
-        data: dict[str, Any] = handler(self)
-        if data.get("vocabulary_dir") is None:
-            data.pop("vocabulary_dir", None)
-        return data
 
 
 @dataclass(frozen=True)
@@ -142,50 +83,6 @@ def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dic
     return {"train" if split else "all": (0, source.n_docs)}
 
 
-def document_ends(source: TokenSource) -> np.ndarray:
-    """Where each document ends in the stream (the next one's start, or the stream's end)."""
-    return np.append(np.asarray(source.starts[1:], dtype=np.int64), np.int64(source.n_tokens))
-
-
-def read_span(source: TokenSource, start: int, end: int) -> np.ndarray:
-    """The ids ``stream[start:end]`` as one array: slices of the parts, never a gather per id."""
-    shards = getattr(source, "shards", None)
-    offsets = getattr(source, "offsets", None)
-    if shards is not None and offsets is not None:
-        first = int(np.searchsorted(offsets, start, side="right")) - 1
-        pieces = []
-        index = first
-        reading = getattr(source, "_reading", None)  # a dataset verifies a shard before its first read
-        while index < len(shards) and offsets[index] < end:
-            lo, hi = max(start, int(offsets[index])), min(end, int(offsets[index + 1]))
-            if hi > lo:
-                if reading is not None:
-                    reading(index)
-                pieces.append(np.asarray(shards[index].tokens[lo - offsets[index] : hi - offsets[index]]))
-            index += 1
-        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.asarray(shards[0].tokens[:0]).dtype)
-    tokens = getattr(source, "tokens", None)
-    if tokens is not None:
-        return np.asarray(tokens[start:end])
-    return source.take(np.arange(start, end, dtype=np.int64))
-
-
-def chunks(source: TokenSource, documents: tuple[int, int], *,
-           chunk_tokens: int = CHUNK_TOKENS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Whole documents ``[d0, d1)`` in order, about ``chunk_tokens`` ids at a time: ``(ids,
-    lengths)`` with ``lengths.sum() == len(ids)``. A longer document comes alone."""
-    starts = np.asarray(source.starts, dtype=np.int64)
-    ends = document_ends(source)
-    first, stop = documents
-    while first < stop:
-        limit = starts[first] + chunk_tokens
-        last = int(np.searchsorted(ends, limit, side="right"))  # documents ending within the limit
-        last = min(max(last, first + 1), stop)
-        lengths = ends[first:last] - starts[first:last]
-        yield read_span(source, int(starts[first]), int(ends[last - 1])), lengths
-        first = last
-
-
 def with_separators(ids: np.ndarray, lengths: np.ndarray, eod_id: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``ids`` with ``eod_id`` after every document, and the new lengths (unchanged without one).
 
@@ -224,31 +121,6 @@ def default_eod(source: TokenSource, eod_id: int | None) -> int:
     return int(chosen)
 
 
-def carried_vocabulary(source: TokenSource) -> dict[str, bytes]:
-    """The vocabulary files ``source`` carries (a pack's ``vocabulary/``, a dataset's first
-    shard's, or a tokpack export's own), checked against their record; empty when it has none."""
-    from tokpack.store.dataset import ShardedDataset
-    from tokpack.store.reader import Pack
-
-    pack = source if isinstance(source, Pack) else source.shards[0] if isinstance(source, ShardedDataset) and source.shards else None
-    if isinstance(pack, Pack):
-        if pack.vocabulary_dir is None:
-            return {}
-        pack.verify_vocabulary_files()
-        return {Path(name).name: (pack.path / name).read_bytes() for name in sorted(pack.meta.vocabulary_files)}
-    sidecar = getattr(source, "sidecar", None)
-    folder = getattr(sidecar, "vocabulary_dir", None)
-    if sidecar is None or folder is None:
-        return {}
-    where = Path(source.path)
-    root = getattr(source, "folder", None) or (where if where.is_dir() else where.parent)
-    from tokpack.store.foreign import check_files
-
-    names = [name for name in sidecar.files_sha256 if name.startswith(f"{folder}/")]
-    check_files(sidecar, Path(root), names)
-    return {name.split("/", 1)[1]: (Path(root) / name).read_bytes() for name in sorted(names)}
-
-
 def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.dtype,
                parts: dict[str, ExportPart], root: Path, vocabulary_dir: str = "vocabulary") -> ExportRecord:
     """The sidecar record of an export of ``source``, with the SHA-256 of every part's file
@@ -256,7 +128,7 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
     source carries are written to ``root/vocabulary_dir`` and listed too."""
     from tokpack.store.foreign import file_sha256
 
-    vocabulary = carried_vocabulary(source)
+    vocabulary = carried_vocabulary_files(source)
     if vocabulary:
         (Path(root) / vocabulary_dir).mkdir()
         for name, data in vocabulary.items():
@@ -284,20 +156,10 @@ def part_span(source: TokenSource, documents: tuple[int, int], files: list[str])
     return ExportPart(documents=documents, tokens=tokens, files=files)
 
 
-def write_sidecar(record: ExportRecord, path: Path) -> Path:
-    """Write the sidecar atomically."""
-    return write_atomically(path, record.to_json())
-
-
-def read_sidecar(path: Path) -> ExportRecord | None:
-    """The sidecar at ``path``, or ``None`` when there is none."""
-    return read_record(ExportRecord, path) if Path(path).exists() else None
-
-
 def replace_into(partial: Path, final: Path) -> None:
     """Rename a finished ``partial`` file onto ``final`` (atomic on one file system)."""
     os.replace(partial, final)
 
 
-__all__ = ["CHUNK_TOKENS", "SIDECAR", "ExportOptions", "check_options", "split_rows", "ExportPart", "ExportRecord", "Progress", "chunks",
-           "parts_of", "read_sidecar", "read_span", "record_for", "with_separators", "write_sidecar"]
+__all__ = ["ExportOptions", "Progress", "check_fits", "check_options", "default_eod", "part_span", "parts_of", "record_for",
+           "replace_into", "split_rows", "with_separators"]

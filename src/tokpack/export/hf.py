@@ -13,20 +13,17 @@ import pyarrow.parquet as pq
 from tokpack._atomic import building
 from tokpack.errors import InputError
 from tokpack.export._stream import (
-    SIDECAR,
     ExportOptions,
-    ExportRecord,
     Progress,
-    chunks,
     default_eod,
     part_span,
     parts_of,
     record_for,
     with_separators,
-    write_sidecar,
 )
+from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
+from tokpack.store.source import TokenSource, chunks
 from tokpack.store.format import token_dtype
-from tokpack.store.source import TokenSource
 
 #: No dictionary pages or statistics for the ids (3x faster to write, and a vocabulary-sized
 #: dictionary buys little); zstd keeps the files near the dictionary-encoded size.

@@ -25,21 +25,18 @@ import numpy as np
 from tokpack._atomic import building
 from tokpack.errors import InputError
 from tokpack.export._stream import (
-    SIDECAR,
     ExportOptions,
-    ExportRecord,
     Progress,
-    chunks,
     default_eod,
     part_span,
     parts_of,
     record_for,
     split_rows,
     with_separators,
-    write_sidecar,
 )
+from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
+from tokpack.store.source import TokenSource, chunks
 from tokpack.store.format import token_dtype
-from tokpack.store.source import TokenSource
 
 #: Bytes of ids per chunk (a longer document makes a longer chunk).
 CHUNK_BYTES = 1 << 26

@@ -25,20 +25,17 @@ import numpy as np
 from tokpack._atomic import building
 from tokpack.errors import InputError
 from tokpack.export._stream import (
-    SIDECAR,
     ExportOptions,
-    ExportRecord,
     Progress,
-    chunks,
     default_eod,
     part_span,
     parts_of,
     record_for,
     with_separators,
-    write_sidecar,
 )
+from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
+from tokpack.store.source import TokenSource, chunks
 from tokpack.store.format import token_dtype
-from tokpack.store.source import TokenSource
 
 #: MDSWriter's default size limit: a new shard starts before one would pass 64 MiB.
 SHARD_BYTES = 1 << 26

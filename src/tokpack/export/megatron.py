@@ -26,20 +26,18 @@ import numpy as np
 from tokpack.errors import InputError
 from tokpack.export._stream import (
     ExportOptions,
-    ExportRecord,
     Progress,
     check_fits,
-    chunks,
     default_eod,
     part_span,
     parts_of,
     record_for,
     replace_into,
     with_separators,
-    write_sidecar,
 )
+from tokpack.store.sidecar import ExportRecord, write_sidecar
+from tokpack.store.source import TokenSource, chunks
 from tokpack.store.megatron import DTYPE_CODES, HEADER, MAGIC, VERSION, megatron_paths
-from tokpack.store.source import TokenSource
 
 def megatron_dtype(n_vocab: int) -> np.dtype:
     """The id type megatron-core picks for a vocabulary (its ``DType.optimal_dtype``).

@@ -10,20 +10,9 @@ import numpy as np
 
 from tokpack._atomic import building
 from tokpack.errors import InputError
-from tokpack.export._stream import (
-    SIDECAR,
-    ExportOptions,
-    ExportRecord,
-    Progress,
-    check_fits,
-    chunks,
-    default_eod,
-    part_span,
-    parts_of,
-    record_for,
-    write_sidecar,
-)
-from tokpack.store.source import TokenSource
+from tokpack.export._stream import ExportOptions, Progress, check_fits, default_eod, part_span, parts_of, record_for
+from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
+from tokpack.store.source import TokenSource, chunks
 
 DTYPE = np.dtype("<u2")
 #: The file each range goes to: nanoGPT's names.

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokpack._atomic import write_atomically
-from tokpack.corpus.cache import default_cache_dir
+from tokpack._cache import default_cache_dir
 from tokpack.errors import InputError
 from tokpack.grading.grade import TokenCounter, bpe_counter
 
@@ -61,7 +61,8 @@ def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
 
 def gpt2_counter(cache_dir: Path | None = None) -> TokenCounter:
     """GPT-2's vocabulary (50,256 ranks and ``<|endoftext|>``) with GPT-2's pattern."""
-    from tokpack.vocab import GPT2_PATTERN, load_vocabulary
+    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab import GPT2_PATTERN
 
     tokenizer = load_vocabulary(gpt2_rank_file(cache_dir), pattern=GPT2_PATTERN)
     return bpe_counter(tokenizer, name="gpt2")

@@ -130,7 +130,7 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
 
     ``tokenizer.json`` is encoded by Hugging Face ``tokenizers`` as a user would load it (no
     added special tokens); ``.model`` by sentencepiece; a ``.tiktoken`` rank file or tokpack
-    ``vocabulary.json`` by tiktoken (``pattern`` applies to rank files only; see :func:`~tokpack.vocab.load_vocabulary`).
+    ``vocabulary.json`` by tiktoken (``pattern`` applies to rank files only; see :func:`tokpack.load_vocabulary`).
 
     Raises:
         ValueError: a missing or unreadable file, or one of no known kind.
@@ -142,7 +142,7 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
         return _sentencepiece_counter(path)
     if path.suffix == ".json" and not is_tokpack_record(path):
         return _hf_counter(path)
-    from tokpack.vocab import load_vocabulary
+    from tokpack.store.vocabulary import load_vocabulary
 
     tokenizer = load_vocabulary(path, pattern=pattern)
     return bpe_counter(tokenizer, name=str(path))

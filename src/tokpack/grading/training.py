@@ -23,26 +23,16 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field
 
 from tokpack._schema import Record
 from tokpack.errors import InputError
 from tokpack.grading.files import corpus_files, read_document
-from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
+from tokpack.vocab import BpeTokenizer, train_hf_bytelevel
 from tokpack.vocab.bytelevel import RANKS_FILE
 from tokpack.vocab.patterns import DEFAULT_PATTERN, END_OF_TEXT, POLISH_PATTERN, POLISH_PHRASE_PATTERN
-
-Trainer = Literal["hf", "exact"]
-
-#: Patterns known by name on the command line.
-NAMED_PATTERNS = {
-    "gpt2": GPT2_PATTERN,
-    "gpt4": GPT4_PATTERN,
-    "polish": POLISH_PATTERN,
-    "polish-phrase": POLISH_PHRASE_PATTERN,
-}
+from tokpack.vocab.trainers import Trainer
 
 #: First private-use code point of plane 15: stage-two sequences spell token ``i`` as ``chr(_PUA + i)``.
 _PUA = 0xF0000
@@ -58,20 +48,6 @@ class TrainingRecipe(Record):
     domain_weights: dict[str, float] = Field(default_factory=dict)
     phrase_merges: int = Field(default=0, ge=0, description="ids learned by the phrase stage")
     phrase_pattern: str = POLISH_PHRASE_PATTERN
-
-
-def resolve_pattern(name_or_regex: str) -> str:
-    """A named pattern (``gpt2``, ``gpt4``, ``polish``, ``polish-phrase``) or the regex itself.
-
-    Raises:
-        ValueError: the regex does not compile.
-
-    >>> resolve_pattern("gpt2") == GPT2_PATTERN
-    True
-    """
-    from tokpack.vocab.patterns import check_pattern
-
-    return check_pattern(NAMED_PATTERNS.get(name_or_regex, name_or_regex))
 
 
 def parse_domain_weights(spec: str) -> dict[str, float]:

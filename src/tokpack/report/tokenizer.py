@@ -42,7 +42,7 @@ def readable(token: bytes) -> str:
 def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] = (), top: int = 20) -> dict[str, Any]:
     """Identity, grade (when ``data`` is given), baselines' grades, longest and most frequent tokens."""
     from tokpack.grading.grade import GradeReport, TokenCounter, grade
-    from tokpack.vocab import load_vocabulary
+    from tokpack.store.vocabulary import load_vocabulary
 
     tokenizer = load_vocabulary(path)
     by_length = sorted(tokenizer.ranks.items(), key=lambda item: (-len(item[0]), item[1]))[:top]

@@ -490,7 +490,7 @@ def _cache_path(fingerprint: dict[str, Any], cache: bool | str | Path) -> Path |
     if cache is False:
         return None
     if cache is True:
-        from tokpack.corpus.cache import default_cache_dir
+        from tokpack._cache import default_cache_dir
 
         root = default_cache_dir() / LAYOUT_CACHE
     else:

@@ -94,6 +94,19 @@ class PartsStream:
             out[row] = self.take(origins[row] + np.arange(width))
         return out
 
+    def read_span(self, start: int, end: int) -> np.ndarray:
+        """The ids ``stream[start:end]`` as one array: a slice of each part it covers."""
+        first = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        pieces = []
+        index = first
+        while index < len(self.shards) and self.offsets[index] < end:
+            lo, hi = max(start, int(self.offsets[index])), min(end, int(self.offsets[index + 1]))
+            if hi > lo:
+                self._reading(index)
+                pieces.append(np.asarray(self.shards[index].tokens[lo - self.offsets[index] : hi - self.offsets[index]]))
+            index += 1
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.asarray(self.shards[0].tokens[:0]).dtype)
+
     def take(self, positions: np.ndarray) -> np.ndarray:
         """The ids at arbitrary stream ``positions``."""
         positions = np.asarray(positions, dtype=np.int64)

@@ -19,7 +19,8 @@ from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.dataset import PartsStream, stream_hashes
 from tokpack.store.format import Span, token_dtype
 from tokpack.store.source import RecordedStream
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 
 class _TokenFile:

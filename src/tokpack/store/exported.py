@@ -136,7 +136,7 @@ class ExportedFolder(PartsStream, RecordedStream):
             IntegrityError: a data file that does not parse as the sidecar says.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar.
         """
-        from tokpack.export._stream import SIDECAR, read_sidecar
+        from tokpack.store.sidecar import SIDECAR, read_sidecar
 
         self.path = Path(path)
         sidecar = read_sidecar(self.path / SIDECAR)

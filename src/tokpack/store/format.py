@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tokpack._schema import Record, SealedRecord
+from tokpack.corpus.manifest import Source
 from tokpack.vocab.identity import VocabIdentity
 
 PACK_SCHEMA = "tokpack.pack.v1"
@@ -40,14 +41,6 @@ DATASET_FILE = "dataset.json"  # a sharded dataset's record
 #: Every tokpack ``.npy`` header is this long, whatever the length, so it can be rewritten in place.
 NPY_HEADER_BYTES = 128
 SHA256 = r"^[0-9a-f]{64}$"
-
-
-class Source(Record):
-    """Where the documents came from: a file name (not a path: packs move) and its hash."""
-
-    name: str
-    sha256: str = Field(pattern=SHA256)
-    n_bytes: int = Field(ge=0)
 
 
 class DocumentCut(Record):

@@ -29,7 +29,8 @@ from tokpack.store.reader import Pack
 from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 #: Kind → how to open it in place (``path``, ``tokenizer``, ``eod_id``).
 READERS: dict[str, Callable[..., TokenSource]] = {
@@ -48,7 +49,7 @@ def detect(path: Path) -> str:
     Raises:
         InputError: none of them.
     """
-    from tokpack.export._stream import SIDECAR, read_sidecar
+    from tokpack.store.sidecar import SIDECAR, read_sidecar
 
     path = Path(path)
     sidecar = read_sidecar(path / SIDECAR) if path.is_dir() else None
@@ -148,9 +149,9 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     carried = None if tokenizer is None else load_vocabulary(tokenizer)
     files = carried.files() if carried is not None and carried.identity == source.vocabulary else {}
     if not files:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
-        from tokpack.export._stream import carried_vocabulary
+        from tokpack.store.sidecar import carried_vocabulary_files
 
-        files = carried_vocabulary(source)
+        files = carried_vocabulary_files(source)
     scratch = temporary_sibling(out)
     try:
         meta = _import_into(source, scratch / out.name, kind=kind, eod_id=eod_id, strip_eod=strip_eod, progress=progress,
@@ -174,7 +175,7 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
         strip_eod = separator is not None
     if strip_eod and separator is None:
         raise InputError(source.path, "no end-of-document id to strip", fix="pass eod_id= (--eod-id)")
-    from tokpack.export._stream import chunks
+    from tokpack.store.source import chunks
 
     ranges: dict[str, Span] = {}
     found_separator = 0

@@ -118,7 +118,7 @@ class MegatronDataset(PartsStream, RecordedStream):
             InputError / IntegrityError: a header field, size or index that is wrong, by name.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.export._stream import read_sidecar
+        from tokpack.store.sidecar import read_sidecar
 
         bin_path, idx_path, sidecar_path = megatron_paths(path)
         self.path = bin_path.with_suffix("")

@@ -18,7 +18,8 @@ from tokpack.store.dataset import PartsStream
 from tokpack.store.foreign import ForeignMeta, TokenFile, check_files, check_ids, resolve_vocabulary, verified_what
 from tokpack.store.format import Span
 from tokpack.store.source import RecordedStream
-from tokpack.vocab.loading import VocabularySpec, load_vocabulary
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.loading import VocabularySpec
 
 DTYPE = np.dtype("<u2")
 #: File name → range name, in stream order.
@@ -49,7 +50,7 @@ class NanoGptData(PartsStream, RecordedStream):
             InputError: no ``.bin`` files, an odd file size, no end-of-text id to split on.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.export._stream import SIDECAR, read_sidecar
+        from tokpack.store.sidecar import SIDECAR, read_sidecar
 
         self.path = Path(path)
         folder = self.folder = self.path if self.path.is_dir() else self.path.parent

@@ -142,6 +142,10 @@ class Pack(RecordedStream):
         # of a batch's few thousand positions.
         return np.asarray(self.tokens)[positions]
 
+    def read_span(self, start: int, end: int) -> np.ndarray:
+        """The ids ``tokens[start:end]`` as one array."""
+        return np.asarray(self.tokens[start:end])
+
     def verify(self, *, stream_hash: Any = None) -> None:
         """Hash both payloads against ``meta.json``, check every id is below ``n_vocab`` and that
         the padding id never occurs.

@@ -351,7 +351,7 @@ def open_remote(url: str, *, storage_options: dict[str, Any] | None = None, cach
     return RemoteDataset(url, storage_options=storage_options, cache_dir=cache_dir, cache_bytes=cache_bytes, verify=verify)
 
 
-def open_source(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool | None = False,
+def open_local_or_remote(path: str | Path, *, storage_options: dict[str, Any] | None = None, verify: bool | None = False,
                 **cache: Any) -> TokenSource:
     """Open a pack or sharded dataset, local or at a URL (``verify``: as :func:`open_tokens`'s;
     a remote dataset checks each shard as it downloads, and ``True`` fetches and checks all now)."""
@@ -412,7 +412,7 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
 def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
                   storage_options: dict[str, Any]) -> Any:
     """Export locally, verify, upload, the sidecar last (see :func:`tokpack.export.export`)."""
-    from tokpack.export._stream import SIDECAR
+    from tokpack.store.sidecar import SIDECAR
 
     fs, root = _filesystem(url, storage_options)
     name = root.rstrip("/").rsplit("/", 1)[-1]
@@ -446,4 +446,4 @@ def _verify_export(folder: Path, record: Any) -> None:
 
 
 __all__ = ["DEFAULT_CACHE_BYTES", "RemoteDataset", "ShardCache", "export_to_url", "is_url", "open_remote",
-           "open_source", "upload", "upload_dataset"]
+           "open_local_or_remote", "upload", "upload_dataset"]

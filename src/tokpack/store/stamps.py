@@ -48,7 +48,7 @@ class VerificationStamp(Record):
 
 def stamp_file(directory: Path) -> Path:
     """Where the stamp of the pack at ``directory`` lives."""
-    from tokpack.corpus.cache import default_cache_dir
+    from tokpack._cache import default_cache_dir
 
     key = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:32]
     return default_cache_dir() / "verified" / f"{key}.json"

@@ -3,7 +3,7 @@
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.hf_trainer import train_hf_bytelevel
 from tokpack.vocab.identity import VocabIdentity, identity_of, require_vocabulary
-from tokpack.vocab.loading import load_vocabulary, tokenizer_for
+from tokpack.vocab.loading import read_vocabulary
 from tokpack.vocab.patterns import DEFAULT_PATTERN, END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN
 
 __all__ = [
@@ -14,8 +14,7 @@ __all__ = [
     "BpeTokenizer",
     "VocabIdentity",
     "identity_of",
-    "load_vocabulary",
+    "read_vocabulary",
     "require_vocabulary",
-    "tokenizer_for",
     "train_hf_bytelevel",
 ]

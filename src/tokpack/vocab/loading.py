@@ -1,4 +1,5 @@
-"""Turn whatever a user names as a vocabulary into a :class:`BpeTokenizer`."""
+"""Turn a vocabulary file (or a tokenizer object) a user names into a :class:`BpeTokenizer`; a
+pack's or dataset's carried vocabulary is read by :func:`tokpack.store.vocabulary.load_vocabulary`."""
 
 from __future__ import annotations
 
@@ -11,24 +12,23 @@ from typing import Any, Union
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
 from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
-from tokpack.vocab.identity import require_vocabulary
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
 from tokpack.vocab.published import PUBLISHED
 
-#: What ``--pattern`` / ``pattern=`` accept by name (see ``tokpack.grading.training.NAMED_PATTERNS``).
+#: What ``--pattern`` / ``pattern=`` accept by name (see :data:`tokpack.vocab.patterns.NAMED_PATTERNS`).
 PATTERN_CHOICES = "gpt2, gpt4, polish, polish-phrase, or a regex"
 
 PathLike = Union[str, "os.PathLike[str]"]
 VocabularySpec = Union[PathLike, tuple[PathLike, PathLike], BpeTokenizer, Any]
 
 
-def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeTokenizer:
-    """Load a byte-level BPE vocabulary.
+def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeTokenizer:
+    """Load a byte-level BPE vocabulary from a file or an object (a pack or dataset folder is
+    :func:`tokpack.load_vocabulary`'s: this one reads ``vocabulary.json`` in any folder).
 
     Args:
         spec: a tiktoken rank file; an ``(encoder.json, vocab.bpe)`` pair; a Hugging Face
             ``tokenizer.json``; a tokpack ``vocabulary.json`` or the directory holding one; a
-            pack or sharded dataset (the vocabulary it carries, checked against its record); a
             :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
             result).
         pattern: the pre-tokenizer for a rank file, which carries none. A rank file takes its
@@ -46,9 +46,9 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     if isinstance(spec, str) and spec == "bytes":
         raise InputError("'bytes' is not a vocabulary: byte-level training needs none")
     if isinstance(spec, BpeTokenizer):
-        return _with_pattern(spec, pattern, "the given tokenizer")
+        return same_pattern(spec, pattern, "the given tokenizer")
     if hasattr(spec, "as_tokenizer"):
-        return _with_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)  # type: ignore[union-attr]
+        return same_pattern(spec.as_tokenizer(), pattern, type(spec).__name__)  # type: ignore[union-attr]
     if isinstance(spec, (tuple, list)):
         if len(spec) != 2:
             raise InputError("a GPT-2 vocabulary is a pair (encoder.json, vocab.bpe)")
@@ -62,21 +62,17 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
                              "writes tokenizer.json with .save(path) or .save_pretrained(folder))")
     path = Path(spec)
     if path.is_dir():
-        from tokpack.store.format import DATASET_FILE, META_FILE
-
-        if (path / META_FILE).is_file() or (path / DATASET_FILE).is_file():
-            return _with_pattern(carried_vocabulary(path), pattern, str(path))
         path = path / VOCABULARY_FILE
     if not path.is_file():
         raise InputError(f"{path}: no such vocabulary file")
     if path.suffix == ".json":
         if is_tokpack_record(path):
-            return _with_pattern(BpeTokenizer.load_saved(path), pattern, str(path))
+            return same_pattern(BpeTokenizer.load_saved(path), pattern, str(path))
         ranks, file_pattern, specials = read_tokenizer_json(path)
         if END_OF_TEXT not in specials:
             specials[END_OF_TEXT] = max([*ranks.values(), *specials.values()]) + 1
         tokenizer = BpeTokenizer(ranks=ranks, pattern=file_pattern, special_tokens=specials)
-        return _with_pattern(tokenizer, pattern, str(path))
+        return same_pattern(tokenizer, pattern, str(path))
     return _rank_file_vocabulary(path, pattern)
 
 
@@ -89,7 +85,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
         if tokenizer.identity != record.identity:
             raise IntegrityError(path.parent / VOCABULARY_FILE, "recorded identity does not match the vocabulary",
                                  fix=f"restore {path.name} and {VOCABULARY_FILE} together")
-        return _with_pattern(tokenizer, pattern, str(path.parent / VOCABULARY_FILE))
+        return same_pattern(tokenizer, pattern, str(path.parent / VOCABULARY_FILE))
     published = PUBLISHED.get(digest)
     if published is not None:
         if pattern is not None and pattern != published.pattern:
@@ -125,54 +121,12 @@ def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:
     return None
 
 
-def carried_vocabulary(directory: Path) -> BpeTokenizer:
-    """The vocabulary a pack or a sharded dataset carries (see :mod:`tokpack.store.format`), its
-    files checked against the pack's ``meta.json`` and its identity against the ids'.
+def same_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> BpeTokenizer:
+    """``tokenizer``, unless ``pattern`` is given and is not its own.
 
     Raises:
-        IntegrityError: an altered or missing file, or a vocabulary that is not the ids'.
-        InputError: a pack written without its vocabulary (by tokpack before it kept one).
+        InputError: naming ``where``: the recorded pattern is the one its ids were made with.
     """
-    from tokpack._schema import read_record
-    from tokpack.store.dataset import DatasetRecord
-    from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR
-    from tokpack.store.reader import Pack
-
-    directory = Path(directory)
-    if not (directory / META_FILE).is_file():
-        dataset = read_record(DatasetRecord, directory / DATASET_FILE)
-        dataset.check_seal(directory / DATASET_FILE)
-        if not dataset.shards:
-            raise InputError(directory, "a dataset without shards carries no vocabulary")
-        tokenizer = carried_vocabulary(directory / dataset.shards[0].name)
-        if tokenizer.identity != dataset.vocabulary:
-            raise IntegrityError(directory / dataset.shards[0].name / VOCABULARY_DIR,
-                                 f"not the vocabulary {DATASET_FILE} records", fix="rebuild the dataset")
-        return tokenizer
-    pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are hashed below
-    if pack.vocabulary_dir is None:
-        raise InputError(directory, "this pack carries no vocabulary files (it was written by an older tokpack, or "
-                         "its vocabulary is not a byte-level BPE)",
-                         fix="pass the vocabulary file it was made with (its identity is checked), or prepare it again")
-    pack.verify_vocabulary_files()
-    tokenizer = BpeTokenizer.load_saved(pack.vocabulary_dir / VOCABULARY_FILE)
-    if tokenizer.identity != pack.vocabulary:
-        raise IntegrityError(pack.vocabulary_dir, f"not the vocabulary {META_FILE} records", fix="rebuild the pack")
-    return tokenizer
-
-
-def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
-    """Load ``vocabulary`` and return it only if it is the one ``model`` was trained on.
-
-    Raises:
-        ValueError: as :func:`load_vocabulary` and :func:`require_vocabulary`.
-    """
-    tokenizer = load_vocabulary(vocabulary)
-    require_vocabulary(model, tokenizer)
-    return tokenizer
-
-
-def _with_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> BpeTokenizer:
     if pattern is not None and pattern != tokenizer.pattern:
         raise InputError(where, "records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it",
                          fix="drop --pattern: the recorded pattern is the one its ids were made with")

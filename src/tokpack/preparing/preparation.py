@@ -7,46 +7,29 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tokpack._atomic import building, remove_abandoned
-from tokpack.corpus.cache import default_cache_dir, locked
+from tokpack._cache import default_cache_dir, locked
+from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, open_source
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
-from tokpack.vocab import BpeTokenizer, VocabIdentity, load_vocabulary, train_hf_bytelevel
+from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack import _checks as checks
 from tokpack.vocab.loading import VocabularySpec
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.trainers import Trainer
+from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 
 if TYPE_CHECKING:
     from tokpack.serve.fixed import TokenBatches
-
-#: Ids of the vocabulary ``prepare`` trains unless told (GPT-2's size).
-DEFAULT_VOCAB_SIZE = 50257
-
-Stage = Literal["hashing", "training", "encoding", "verifying"]
-Trainer = Literal["hf", "exact"]
-
-
-@dataclass(frozen=True)
-class PrepareProgress:
-    """What :func:`prepare` reports to its ``progress`` callback after each step of work."""
-
-    stage: Stage
-    done_bytes: int
-    total_bytes: int
-    n_tokens: int = 0
-    n_docs: int = 0
-
-
-ProgressCallback = Callable[[PrepareProgress], None]
 
 
 class TokenizedCorpus:
@@ -225,44 +208,42 @@ def prepare(
         split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=None if manifest is None else Path(manifest))
     report(PrepareProgress("hashing", 0, _size(path)))
-    with open_source(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
-                     separator=separator, manifest=manifest) as source:
-        return _prepare_source(source, cache, vocab=vocab, vocab_size=vocab_size,
-                               allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
-                               vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
-                               batch_documents=batch_documents, trainer=trainer, pattern=pattern, workers=workers,
-                               report=report, out=None if out is None else Path(out))
+    reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
+                            on_error=on_error, manifest=manifest)
+    request = VocabularyRequest(vocab=vocab, vocab_size=vocab_size, allow_smaller_vocab=allow_smaller_vocab,
+                                min_frequency=min_frequency, sample_bytes=vocab_sample_bytes, trainer=trainer,
+                                pattern=pattern)
+    execution = Execution(batch_documents=batch_documents, workers=workers, report=report)
+    with reading.open(path) as source:
+        return _prepare_source(source, cache, request, execution, out=None if out is None else Path(out))
 
 
-def _prepare_source(
-    source: DocumentSource, cache: Path, *, vocab: VocabularySpec | None, vocab_size: int, min_frequency: int,
-    vocab_sample_bytes: int, allow_smaller_vocab: bool = False, document_bytes: int, batch_documents: int, trainer: Trainer, pattern: str | None,
-    workers: int | None, report: ProgressCallback, out: Path | None = None,
-) -> TokenizedCorpus:
+def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequest, execution: Execution, *,
+                    out: Path | None = None) -> TokenizedCorpus:
+    """The pack of ``source`` (read by its own cut rule) with the vocabulary ``request`` names:
+    found in ``cache`` (or at ``out``) and checked, else written there."""
+    report = execution.reporter()
+    vocab, vocab_size, min_frequency = request.vocab, request.vocab_size, request.min_frequency
     record = source.record
     report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
     corpus_key = hashlib.sha256(f"{source.format}:{record.name}:{record.sha256}".encode()).hexdigest()
     if vocab is None:
-        tokenizer, vocabulary_json = _trained_vocabulary(
-            source, corpus_key, cache, vocab_size=vocab_size, min_frequency=min_frequency,
-            sample_bytes=vocab_sample_bytes, document_bytes=document_bytes, trainer=trainer,
-            pattern=pattern or DEFAULT_PATTERN, report=report,
-        )
-        if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
+        tokenizer, vocabulary_json = _trained_vocabulary(source, corpus_key, cache, request, report)
+        if tokenizer.n_vocab < vocab_size and not request.allow_smaller_vocab:
             raise InputError(source.path, f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
                              f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)",
                              fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text (or raise "
                                  "--vocab-sample-bytes), or accept fewer with --allow-smaller-vocab")
     else:
-        tokenizer = load_vocabulary(vocab, pattern=pattern)
+        tokenizer = load_vocabulary(vocab, pattern=request.pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     cut = document_cut(source)
     # The error policy is part of the key: a pack that skipped bad records must never be handed
     # to a run that asked to stop at them. So is the separator: it decides every document.
     policy = "-skip" if source.on_error == "skip" else ""
     # The ranges and the text field decide what the pack holds, as the file's bytes do.
-    layout = _digest([_layout_of(source), getattr(source, "text_field", None)])[:8]
-    pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{document_bytes}-r{layout}"
+    ranges_key = _digest([_ranges_of(source), getattr(source, "text_field", None)])[:8]
+    pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{source.document_bytes}-r{ranges_key}"
                                          f"{_separator_key(source)}{policy}")
     with locked(pack_dir):
         if pack_dir.exists():
@@ -271,7 +252,7 @@ def _prepare_source(
         else:
             remove_abandoned(pack_dir)
             try:
-                write_pack(source, tokenizer, pack_dir, batch_documents=batch_documents, workers=workers, report=report)
+                write_pack(source, tokenizer, pack_dir, execution=execution)
             except TokpackError:
                 # Where flock is node-local, another node may have published this pack meanwhile:
                 # its rename won. Use it once it checks out, as if it had been cached.
@@ -351,14 +332,16 @@ def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: objec
         raise InputError(None, f"progress must be a function, got {type(progress).__name__}")
 
 
-def _trained_vocabulary(
-    source: DocumentSource, corpus_key: str, cache: Path, *, vocab_size: int, min_frequency: int,
-    sample_bytes: int, document_bytes: int, trainer: Trainer, pattern: str, report: ProgressCallback,
-) -> tuple[BpeTokenizer, Path]:
+def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, request: VocabularyRequest,
+                        report: ProgressCallback) -> tuple[BpeTokenizer, Path]:
+    """The vocabulary ``request`` trains on ``source``'s training range: from the cache when its
+    key (everything that decides it) is there, else trained and published there."""
+    vocab_size, min_frequency, sample_bytes = request.vocab_size, request.min_frequency, request.sample_bytes
+    document_bytes, trainer, pattern = source.document_bytes, request.trainer, request.pattern or DEFAULT_PATTERN
     check_pattern(pattern)
     # Everything that decides the vocabulary is in its key (the exact training range included), so
     # the same request finds the same vocabulary whatever ran before, and another never does.
-    train_spans = [[first, last] for name, first, last in source.layout() if name == "train"]
+    train_spans = [[first, last] for name, first, last in source.unit_ranges() if name == "train"]
     settings = {"corpus": corpus_key, "vocab_size": vocab_size, "min_frequency": min_frequency,
                 "sample_bytes": sample_bytes, "cut": document_cut(source).model_dump(mode="json"), "trainer": trainer,
                 "pattern": pattern, "sample": "spread", "on_error": source.on_error,
@@ -411,8 +394,8 @@ def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _layout_of(source: DocumentSource) -> list[list[object]]:
-    return [[name, first, last, source.range_bytes(name)] for name, first, last in source.layout()]
+def _ranges_of(source: DocumentSource) -> list[list[object]]:
+    return [[name, first, last, source.range_bytes(name)] for name, first, last in source.unit_ranges()]
 
 
 def _published(directory: Path, write: Callable[[Path], object]) -> bool:
@@ -485,18 +468,17 @@ def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
 
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
-    last_unit: int | None = None, batch_documents: int = 16, workers: int | None = None,
-    report: ProgressCallback | None = None,
+    last_unit: int | None = None, execution: Execution = Execution(),
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
     with the vocabulary's files (which depend on the vocabulary alone, so a pack is the same
     whether its vocabulary was trained here or given).
 
-    Documents are encoded in batches of ``batch_documents`` on ``workers`` threads and written in
-    input order, so the bytes do not depend on ``workers``.
+    Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
+    threads and written in input order, so the bytes do not depend on the number of workers.
     """
     last_unit = source.n_units if last_unit is None else last_unit
-    record, report = source.record, report or (lambda _: None)
+    record, report = source.record, execution.reporter()
     done_bytes = characters = 0
     # Skips are counted for this pass only: the trainer's sample may have read (and skipped) the
     # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
@@ -504,13 +486,13 @@ def write_pack(
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         writer.add_vocabulary_files(tokenizer.files())
         ranges = {}
-        for name, first, last in source.layout():
+        for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
-            for batch in _batches(source.pieces(low, high), batch_documents) if low < high else ():
+            for batch in _batches(source.pieces(low, high), execution.batch_documents) if low < high else ():
                 if not writer.n_docs and batch:  # the first document shows a pattern that skips text
                     tokenizer.check_covers(batch[0].text, source.path)
-                writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=workers))
+                writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=execution.workers))
                 done_bytes += sum(piece.n_bytes for piece in batch)
                 characters += sum(len(piece.text) for piece in batch)
                 report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens, writer.n_docs))
@@ -541,5 +523,5 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
         if getattr(meta, field) != value:
             raise IntegrityError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
-    if ranges != {name: source.range_bytes(name) for name, _, _ in source.layout()}:
+    if ranges != {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()}:
         raise IntegrityError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")

@@ -1,0 +1,89 @@
+"""The vocabulary a user names, a pack's or dataset's included: :func:`load_vocabulary` reads
+the files a pack carries (checked against its record) and hands everything else to
+:func:`tokpack.vocab.loading.read_vocabulary`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR
+from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
+from tokpack.vocab.identity import require_vocabulary
+from tokpack.vocab.loading import VocabularySpec, read_vocabulary, same_pattern
+
+
+def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeTokenizer:
+    """Load a byte-level BPE vocabulary.
+
+    Args:
+        spec: a tiktoken rank file; an ``(encoder.json, vocab.bpe)`` pair; a Hugging Face
+            ``tokenizer.json``; a tokpack ``vocabulary.json`` or the directory holding one; a
+            pack or sharded dataset (the vocabulary it carries, checked against its record); a
+            :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
+            result).
+        pattern: the pre-tokenizer for a rank file, which carries none. A rank file takes its
+            pattern and special tokens from the ``vocabulary.json`` beside it that names it,
+            else from the published vocabulary it is byte for byte (r50k/GPT-2, p50k, cl100k,
+            o200k; see :mod:`tokpack.vocab.published`), else from ``pattern``: it is never
+            guessed. A GPT-2 pair is GPT-2's (its pattern by default). Formats that record
+            their pattern refuse a different one.
+
+    Raises:
+        ValueError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
+            inconsistent file, a rank file whose pattern is unknown and not given, or a
+            ``pattern`` that contradicts the file's own.
+    """
+    if isinstance(spec, (str, os.PathLike)) and not (isinstance(spec, str) and spec == "bytes"):
+        path = Path(spec)
+        if path.is_dir() and ((path / META_FILE).is_file() or (path / DATASET_FILE).is_file()):
+            return same_pattern(carried_vocabulary(path), pattern, str(path))
+    return read_vocabulary(spec, pattern=pattern)
+
+
+def carried_vocabulary(directory: Path) -> BpeTokenizer:
+    """The vocabulary a pack or a sharded dataset carries (see :mod:`tokpack.store.format`), its
+    files checked against the pack's ``meta.json`` and its identity against the ids'.
+
+    Raises:
+        IntegrityError: an altered or missing file, or a vocabulary that is not the ids'.
+        InputError: a pack written without its vocabulary (by tokpack before it kept one).
+    """
+    from tokpack._schema import read_record
+    from tokpack.store.dataset import DatasetRecord
+    from tokpack.store.reader import Pack
+
+    directory = Path(directory)
+    if not (directory / META_FILE).is_file():
+        dataset = read_record(DatasetRecord, directory / DATASET_FILE)
+        dataset.check_seal(directory / DATASET_FILE)
+        if not dataset.shards:
+            raise InputError(directory, "a dataset without shards carries no vocabulary")
+        tokenizer = carried_vocabulary(directory / dataset.shards[0].name)
+        if tokenizer.identity != dataset.vocabulary:
+            raise IntegrityError(directory / dataset.shards[0].name / VOCABULARY_DIR,
+                                 f"not the vocabulary {DATASET_FILE} records", fix="rebuild the dataset")
+        return tokenizer
+    pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are hashed below
+    if pack.vocabulary_dir is None:
+        raise InputError(directory, "this pack carries no vocabulary files (it was written by an older tokpack, or "
+                         "its vocabulary is not a byte-level BPE)",
+                         fix="pass the vocabulary file it was made with (its identity is checked), or prepare it again")
+    pack.verify_vocabulary_files()
+    tokenizer = BpeTokenizer.load_saved(pack.vocabulary_dir / VOCABULARY_FILE)
+    if tokenizer.identity != pack.vocabulary:
+        raise IntegrityError(pack.vocabulary_dir, f"not the vocabulary {META_FILE} records", fix="rebuild the pack")
+    return tokenizer
+
+
+def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
+    """Load ``vocabulary`` and return it only if it is the one ``model`` was trained on.
+
+    Raises:
+        ValueError: as :func:`load_vocabulary` and :func:`require_vocabulary`.
+    """
+    tokenizer = load_vocabulary(vocabulary)
+    require_vocabulary(model, tokenizer)
+    return tokenizer
