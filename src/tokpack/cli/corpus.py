@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from tokpack import _checks as checks
 from tokpack.cli._console import (
     EngineName,
     OnErrorName,
@@ -137,6 +136,8 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
     if vocab is None or out_text is None:
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    from tokpack import _checks as checks
+
     checks.positive_int("--shards", shards, what="at least 1")
     if workers is not None:
         checks.positive_int("--workers", workers, what="at least 1", fix="omit it for one per core")
