@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -152,6 +154,20 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     return ranks, specials
 
 
+def spell_tokens(tokens: list[bytes]) -> list[str]:
+    """Each token in GPT-2's byte alphabet (:func:`byte_to_unicode`), as ``encoder.json`` and
+    ``tokenizer.json`` write it: all of them decoded in one call, then cut apart.
+
+    >>> spell_tokens([b"a b", b"", b"\\n"])
+    ['aĠb', '', 'Ċ']
+    """
+    alphabet = byte_to_unicode()
+    table = "".join(alphabet[byte] for byte in range(256))
+    text = codecs.charmap_decode(b"".join(tokens), "strict", table)[0]
+    ends = list(itertools.accumulate(map(len, tokens)))
+    return [text[end - len(token) : end] for token, end in zip(tokens, ends)]
+
+
 def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     """The merge list implied by ranks: for each multi-byte token in rank order, the two parts
     that tiktoken's rank rule joins last when it encodes that token alone.
@@ -177,10 +193,8 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     left, bad = split_points(flat, offsets, order)
     if bad >= 0:
         raise InputError(f"token {tokens[bad]!r} (rank {ordered[bad][1]}) cannot be built from lower ranks")
-    # The byte alphabet by str.translate on the Latin-1 reading (one code point per byte): C speed.
-    table = byte_to_unicode()
-    return [(token[:cut].decode("latin-1").translate(table), token[cut:].decode("latin-1").translate(table))
-            for token, cut in zip(tokens, left.tolist()) if len(token) >= 2]
+    # One code point per byte: each part is a slice of its token's spelling.
+    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
 
 
 #: Vocabularies of at least this many tokens derive their merges compiled (below it, loading the
@@ -369,13 +383,12 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict
     the special tokens are in the model's vocabulary, so no text is ever encoded as one (as in tiktoken's
     ``encode_ordinary``).
     """
-    alphabet = byte_to_unicode()  # str.translate on the Latin-1 reading: one code point per byte
-    vocab = {token.decode("latin-1").translate(alphabet): rank for token, rank in ranks.items()}
+    vocab = dict(zip(spell_tokens(list(ranks)), ranks.values()))
     # Special tokens are model tokens that no merge makes, not added tokens: Hugging Face matches
     # an added token wherever its name appears in the text, tiktoken's encode_ordinary never does.
     # Written in the byte alphabet, they decode to their names; :func:`read_tokenizer_json` reads
     # them back as special tokens.
-    vocab |= {token.encode("utf-8").decode("latin-1").translate(alphabet): rank for token, rank in specials.items()}
+    vocab |= dict(zip(spell_tokens([token.encode("utf-8") for token in specials]), specials.values()))
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return {
         "version": "1.0",
