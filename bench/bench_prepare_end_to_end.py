@@ -16,6 +16,9 @@ user + system, worker processes included); wall is the parent's clock around the
 checkouts alternate (this, baseline, baseline, this, ...) so drift on a shared machine hits both;
 every figure is a median. The packs' ``tokens.npy`` and ``starts.npy`` must be equal.
 
+``--stages`` instead times, in a fresh process, each step ``prepare`` takes on "mixed" (CPU seconds
+of ``time.process_time``; run it with another checkout's ``src`` first on the path to compare).
+
 ``--warm`` adds rows where the cache is kept between runs (so what a vocabulary leaves in it is
 reused) and only the pack is new (``--out`` a new folder): preparing another corpus with a
 vocabulary used before.
@@ -39,8 +42,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-
-from registry import gpt2_rank_file  # noqa: E402
 
 
 def mixed_text(megabytes: float) -> str:
@@ -99,21 +100,80 @@ def run_prepare(src: Path, corpus: Path, ranks: Path, workers: int, cache: Path,
     return {"cpu": cpu, "wall": wall, "ids": digest.hexdigest()[:16]}
 
 
+def stages(corpus: Path, ranks: Path) -> None:
+    """CPU seconds of each step ``prepare`` takes, timed one after another in this process."""
+    marks: list[tuple[str, float]] = [("start", time.process_time())]
+
+    def mark(name: str) -> None:
+        marks.append((name, time.process_time()))
+
+    import tokpack.cli  # noqa: F401
+
+    mark("import tokpack.cli (all of the CLI's imports)")
+    from tokpack import GPT2_PATTERN
+    from tokpack.corpus.documents import cut_documents
+    from tokpack.vocab import BpeTokenizer, load_vocabulary
+
+    tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN)
+    _ = tokenizer.identity
+    mark("read the rank file, hash the vocabulary's identity")
+    import numba  # noqa: F401
+    from numba.core import entrypoints
+
+    mark("import numba")
+    entrypoints.init_all()
+    mark("numba's extensions' entry points")
+    tokenizer.files()
+    mark("the carried vocabulary files")
+    _ = tokenizer._compiled
+    mark("CompiledBpe(): its tables")
+    tokenizer.encode_arrays(["warm up"], num_threads=1)
+    mark("first encode call")
+    raw = corpus.read_bytes()
+    documents = [raw[a:b].decode("utf-8") for a, b in cut_documents(raw, 0, len(raw), 1_048_576)]
+    mark("read, cut, decode")
+    tokenizer.encode_arrays(documents, num_threads=2)
+    mark("encode (2 threads)")
+    with tempfile.TemporaryDirectory() as folder:
+        saved = tokenizer.save(Path(folder))
+        mark("save the vocabulary")
+        if hasattr(BpeTokenizer, "saved_as"):
+            assert BpeTokenizer.saved_as(saved, tokenizer.identity)
+        else:  # before saved_as: the parse
+            BpeTokenizer.load_saved(saved)
+        mark("a new pack's check of its carried vocabulary's identity")
+    print("| stage | CPU s |\n|---|---|")
+    for (_, before), (name, after) in zip(marks, marks[1:]):
+        print(f"| {name} | {after - before:.3f} |")
+    print(f"| total | {marks[-1][1] - marks[0][1]:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout's src")
+    parser.add_argument("--baseline", type=Path, help="the other checkout's src (needed but with --stages)")
     parser.add_argument("--runs", type=int, default=3, help="runs per row (medians are reported)")
     parser.add_argument("--copies", type=int, default=9, help="copies of the mixed file in the large corpus")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--only", choices=("small", "large"), help="only one of the two corpora")
     parser.add_argument("--warm", action="store_true", help="also runs that keep the cache (only the pack is new)")
+    parser.add_argument("--stages", action="store_true", help="only time each step, in a fresh process")
+    parser.add_argument("--stages-child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.stages_child:  # before anything imports tokpack, so its imports are timed
+        stages(*args.stages_child)
+        return
+    from registry import gpt2_rank_file
     scratch = Path(tempfile.gettempdir()) / "tokpack-bench-prepare-e2e"
     scratch.mkdir(exist_ok=True)
     ranks = gpt2_rank_file()
     found = corpora(scratch, args.copies)
+    if args.stages:
+        subprocess.run([sys.executable, __file__, "--stages-child", str(found["mixed"]), str(ranks)], check=True)
+        return
     if args.only:
         found = dict([list(found.items())[0 if args.only == "small" else 1]])
+    if args.baseline is None:
+        parser.error("--baseline is needed")
     checkouts = {"this checkout": REPO / "src", "baseline": args.baseline.resolve()}
     modes = ["cold", "warm"] if args.warm else ["cold"]
     results: dict[tuple[str, str, int, str], list[dict[str, float | str]]] = {}
