@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -29,6 +30,8 @@ from tokpack.vocab.trainers import Trainer
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tokpack.serve.fixed import TokenBatches
 
 
@@ -483,16 +486,31 @@ def write_pack(
     # Skips are counted for this pass only: the trainer's sample may have read (and skipped) the
     # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
     skipped_before = source.skipped
+
+    def encoded(batches: Iterator[list[Piece]]) -> Iterator[tuple[list[Piece], list[np.ndarray]]]:
+        # The next batch is read and encoded while this one is written and hashed: the encoder's
+        # threads never wait for the writer. Batches still come out in input order.
+        with ThreadPoolExecutor(1) as ahead:
+            waiting: tuple[list[Piece], Future[list[np.ndarray]]] | None = None
+            for batch in batches:
+                coming = (batch, ahead.submit(tokenizer.encode_arrays, [piece.text for piece in batch],
+                                              num_threads=execution.workers))
+                if waiting is not None:
+                    yield waiting[0], waiting[1].result()
+                waiting = coming
+            if waiting is not None:
+                yield waiting[0], waiting[1].result()
+
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         writer.add_vocabulary_files(tokenizer.files())
         ranges = {}
         for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
-            for batch in _batches(source.pieces(low, high), execution.batch_documents) if low < high else ():
+            for batch, ids in encoded(_batches(source.pieces(low, high), execution.batch_documents)) if low < high else ():
                 if not writer.n_docs and batch:  # the first document shows a pattern that skips text
                     tokenizer.check_covers(batch[0].text, source.path)
-                writer.add_documents(tokenizer.encode_arrays([piece.text for piece in batch], num_threads=execution.workers))
+                writer.add_documents(ids)
                 done_bytes += sum(piece.n_bytes for piece in batch)
                 characters += sum(len(piece.text) for piece in batch)
                 report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens, writer.n_docs))

@@ -100,6 +100,8 @@ class Pack(RecordedStream):
         if saved not in self.meta.vocabulary_files:
             return
 
+        if BpeTokenizer.saved_as(self.path / saved, self.meta.vocabulary):  # the bytes it hashes: no parse needed
+            return
         identity = BpeTokenizer.load_saved(self.path / saved).identity
         if identity != self.meta.vocabulary:
             def shown(vocabulary: Any) -> str:

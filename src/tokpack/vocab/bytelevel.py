@@ -145,12 +145,7 @@ class BpeTokenizer:
 
     def canonical_bytes(self) -> bytes:
         """The serialization the identity hashes: scheme, pattern, special tokens, ranks."""
-        header = json.dumps(
-            {"scheme": SCHEME, "pattern": self.pattern, "special_tokens": sorted(self.special_tokens.items())},
-            ensure_ascii=True,
-            separators=(",", ":"),
-        )
-        return header.encode("ascii") + b"\n" + self.rank_lines
+        return _canonical_header(self.pattern, self.special_tokens) + self.rank_lines
 
     @cached_property
     def rank_lines(self) -> bytes:
@@ -225,6 +220,12 @@ class BpeTokenizer:
 
     def to_tokenizer_json(self) -> str:
         """This vocabulary as a Hugging Face ``tokenizer.json`` document."""
+        return self._tokenizer_json
+
+    @cached_property
+    def _tokenizer_json(self) -> str:
+        # Built once: every pack (and shard) this tokenizer writes carries it, and it costs a
+        # noticeable part of a second for a 50k-rank vocabulary.
         return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens), ensure_ascii=False)
 
     def transformers_files(self) -> dict[str, str]:
@@ -299,8 +300,45 @@ class BpeTokenizer:
             raise InputError(f"{vocabulary_json}: recorded identity does not match the vocabulary")
         return tokenizer
 
+    @staticmethod
+    def saved_as(vocabulary_json: Path, identity: VocabIdentity) -> bool:
+        """Whether the directory :meth:`save` wrote holds the vocabulary ``identity`` names, told
+        from its files' bytes without parsing the ranks: true only when the record's pattern and
+        special tokens and the rank file's text are exactly what ``identity`` hashes (a rank file
+        in another order or spelling of the same ranks gives false; :meth:`load_saved` decides
+        such a one).
+
+        Raises:
+            ValueError: an unreadable or malformed ``vocabulary.json``.
+        """
+        vocabulary_json = Path(vocabulary_json)
+        record = read_record(VocabularyRecord, vocabulary_json)
+        try:
+            ranks_text = (vocabulary_json.parent / record.ranks_file).read_bytes()
+        except OSError:
+            return False
+        if record.identity != identity or hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
+            return False
+        digest = hashlib.sha256(_canonical_header(record.pattern, record.special_tokens))
+        digest.update(ranks_text)
+        if identity.scheme != SCHEME or digest.hexdigest() != identity.sha256:
+            return False
+        # The text is the canonical one (sorted by rank), so its last line holds the highest rank.
+        try:
+            last_rank = int(ranks_text.rstrip(b"\n").rsplit(b" ", 1)[-1])
+        except ValueError:
+            return False
+        return max([last_rank, *record.special_tokens.values()]) + 1 == identity.n_vocab
+
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def _canonical_header(pattern: str, special_tokens: Mapping[str, int]) -> bytes:
+    """The line before the rank text in :meth:`BpeTokenizer.canonical_bytes`."""
+    header = json.dumps({"scheme": SCHEME, "pattern": pattern, "special_tokens": sorted(special_tokens.items())},
+                        ensure_ascii=True, separators=(",", ":"))
+    return header.encode("ascii") + b"\n"
 
 
 def _encode_compiled(encoder: CompiledBpe, texts: list[str], threads: int) -> list[np.ndarray]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -152,23 +154,67 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     return ranks, specials
 
 
+def spell_tokens(tokens: list[bytes]) -> list[str]:
+    """Each token in GPT-2's byte alphabet (:func:`byte_to_unicode`), as ``encoder.json`` and
+    ``tokenizer.json`` write it: all of them decoded in one call, then cut apart.
+
+    >>> spell_tokens([b"a b", b"", b"\\n"])
+    ['aĠb', '', 'Ċ']
+    """
+    alphabet = byte_to_unicode()
+    table = "".join(alphabet[byte] for byte in range(256))
+    text = codecs.charmap_decode(b"".join(tokens), "strict", table)[0]
+    ends = list(itertools.accumulate(map(len, tokens)))
+    return [text[end - len(token) : end] for token, end in zip(tokens, ends)]
+
+
 def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     """The merge list implied by ranks: for each multi-byte token in rank order, the two parts
     that tiktoken's rank rule joins last when it encodes that token alone.
 
     >>> derive_merges({b"a": 0, b"b": 1, b"ab": 2, b"abb": 3})
     [('a', 'b'), ('ab', 'b')]
+
+    Raises:
+        InputError: a token that lower ranks cannot build.
     """
+    ordered = sorted(ranks.items(), key=lambda item: item[1])
+    if len(ordered) < _COMPILED_MERGES_FROM:
+        return _derive_merges_python(ranks, ordered)
+    import numpy as np
+
+    from tokpack.vocab._merges_compiled import split_points
+
+    tokens = [token for token, _ in ordered]
+    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)), out=offsets[1:])
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    order = np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered))
+    left, bad = split_points(flat, offsets, order)
+    if bad >= 0:
+        raise InputError(f"token {tokens[bad]!r} (rank {ordered[bad][1]}) cannot be built from lower ranks")
+    # One code point per byte: each part is a slice of its token's spelling.
+    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
+
+
+#: Vocabularies of at least this many tokens derive their merges compiled (below it, loading the
+#: compiled code costs more than the Python loop).
+_COMPILED_MERGES_FROM = 4096
+
+
+def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]]) -> list[tuple[str, str]]:
+    """:func:`derive_merges` over ``ordered`` (``ranks``' items in rank order), in Python."""
     alphabet = byte_to_unicode()
+    ranks_get = ranks.get
     merges = []
-    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+    for token, rank in ordered:
         if len(token) < 2:
             continue
         parts = [token[i : i + 1] for i in range(len(token))]
         while len(parts) > 2:
             # Join the adjacent pair whose concatenation has the lowest rank below this token.
             best = min(
-                (ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)
+                (ranks_get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)
             )
             if best[0] >= rank:
                 raise InputError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
@@ -337,13 +383,12 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict
     the special tokens are in the model's vocabulary, so no text is ever encoded as one (as in tiktoken's
     ``encode_ordinary``).
     """
-    alphabet = byte_to_unicode()
-    vocab = {"".join(alphabet[b] for b in token): rank for token, rank in ranks.items()}
+    vocab = dict(zip(spell_tokens(list(ranks)), ranks.values()))
     # Special tokens are model tokens that no merge makes, not added tokens: Hugging Face matches
     # an added token wherever its name appears in the text, tiktoken's encode_ordinary never does.
     # Written in the byte alphabet, they decode to their names; :func:`read_tokenizer_json` reads
     # them back as special tokens.
-    vocab |= {"".join(alphabet[b] for b in token.encode("utf-8")): rank for token, rank in specials.items()}
+    vocab |= dict(zip(spell_tokens([token.encode("utf-8") for token in specials]), specials.values()))
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return {
         "version": "1.0",
