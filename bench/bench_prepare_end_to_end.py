@@ -112,7 +112,8 @@ def stages(corpus: Path, ranks: Path) -> None:
     mark("import tokpack.cli (all of the CLI's imports)")
     from tokpack import GPT2_PATTERN
     from tokpack.corpus.documents import cut_documents
-    from tokpack.vocab import BpeTokenizer, load_vocabulary
+    from tokpack import load_vocabulary
+    from tokpack.vocab import BpeTokenizer
 
     tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN)
     _ = tokenizer.identity
