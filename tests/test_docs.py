@@ -294,3 +294,13 @@ def test_the_guides_the_source_points_to_exist() -> None:
     assert "docs/chess.md" in named  # the chess config's message names its guide
     for name in named:
         assert (REPO / name).is_file(), name
+
+
+def test_the_module_map_names_every_module_and_no_other() -> None:
+    # docs/architecture.md's map is the long Layout: a module added, moved or removed shows here.
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    mapped = set(re.findall(r"^\| `([\w/]+\.py)` \|", text.split("## Module map", 1)[1], flags=re.M))
+    source = REPO / "src" / "tokpack"
+    modules = {path.relative_to(source).as_posix() for path in source.rglob("*.py")}
+    assert not modules - mapped, f"docs/architecture.md's module map lacks {sorted(modules - mapped)}"
+    assert not mapped - modules, f"docs/architecture.md's module map names modules that are gone: {sorted(mapped - modules)}"
