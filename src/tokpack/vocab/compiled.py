@@ -60,6 +60,8 @@ CACHE_SLOTS = 1 << 16
 #: 32-bit words of a cache row: a piece of ``n`` code points and ``k`` ids is cached if
 #: ``1 + n + k <= CACHE_ROW``; longer ones are encoded each time.
 CACHE_ROW = 32
+#: Lines of the small cache of short ASCII pieces, per thread (a power of two).
+SMALL_SLOTS = 1 << 14
 
 _NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
 _NO_PAIR = np.uint32(0xFFFFFFFF)
@@ -569,6 +571,56 @@ def _build_unreachable(short_keys, short_ids, flat, offsets, ids, long_slots, by
     return unreachable
 
 
+@njit(cache=True)
+def _build_chars(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank, pair_table,  # type: ignore[no-untyped-def]
+                 unreachable):
+    """The ids of every character of the Basic Multilingual Plane (U+0080 to U+FFFF, no
+    surrogates) alone, packed in one word: ``count << 62`` and each of its (at most 3) ids in 20
+    bits; 0 where a character has none (an id of 20 bits or more, or a token that merging its
+    bytes does not give: its ids differ as a piece and as a part of one)."""
+    chars = np.zeros(0x10000, dtype=np.uint64)
+    piece = np.empty(4, dtype=np.uint8)
+    cp = np.empty(1, dtype=np.uint32)
+    rks = np.empty(5, dtype=np.int64)
+    toks = np.empty(5, dtype=np.int64)
+    scratch = np.empty((4, 5), dtype=np.int64)
+    heap = np.empty(16, dtype=np.int64)
+    out = np.empty(4, dtype=np.uint32)
+    for c in range(0x80, 0x10000):
+        if 0xD800 <= c < 0xE000:
+            continue
+        cp[0] = c
+        n = _utf8(cp, 0, 1, piece)
+        count = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
+                             pair_table, rks, toks, out, 0, scratch, heap, True)
+        if count == 1 and unreachable[out[0]]:
+            continue
+        word = np.uint64(count) << np.uint64(62)
+        fits = True
+        for k in range(count):
+            if out[k] >= (1 << 20):
+                fits = False
+            word |= np.uint64(out[k]) << np.uint64(20 * k)
+        if fits:
+            chars[c] = word
+    return chars
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _char_ids(chars, c, out, at):  # type: ignore[no-untyped-def]
+    """Write the ids of the character ``c`` alone from :func:`_build_chars`'s table; return the
+    new end, or -1 if the table has none."""
+    if c < 0x80 or c >= 0x10000:
+        return -1
+    word = chars[c]
+    if word == 0:
+        return -1
+    count = np.int64(word >> np.uint64(62))
+    for k in range(count):
+        out[at + k] = np.uint32((word >> np.uint64(20 * k)) & np.uint64(0xFFFFF))
+    return at + count
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
     """UTF-8 of ``cps[begin:end]`` (no surrogates) into ``piece``; returns the byte count."""
@@ -632,9 +684,25 @@ def _store(cps, i, j, cache, slot, out, first, at, unreachable):  # type: ignore
         cache[slot, 1 + length + k] = out[first + k]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _store_small(small, line, key, out, first, at):  # type: ignore[no-untyped-def]
+    """Write a short ASCII piece's key and its ids ``out[first:at]`` to the small cache's line
+    ``line`` if they fit in one word: at most 3 ids, each below 2**20."""
+    count = at - first
+    if count > 3:
+        return
+    word = np.uint64(count) << np.uint64(62)
+    for k in range(count):
+        if out[first + k] >= (1 << 20):
+            return
+        word |= np.uint64(out[first + k]) << np.uint64(20 * k)
+    small[line, 0] = key
+    small[line, 1] = word
+
+
 @njit(cache=True, nogil=True)
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
-            byte_rank, pair_rank, pair_table, cut_pairs, unreachable, cache, stats):
+            byte_rank, pair_rank, pair_table, cut_pairs, unreachable, chars, cache, small, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
     parts, misses of cut parts].
@@ -658,6 +726,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     scratch = np.empty((4, 257), dtype=np.int64)
     heap = np.empty(3 * 257 + 1, dtype=np.int64)
     cache_mask = np.uint64(cache.shape[0] - 1)
+    small_mask = np.uint64(small.shape[0] - 1)
+    line = 0
     row = cache.shape[1]
     at = 0
     begin = 0
@@ -671,15 +741,41 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 grown = np.empty(max(2 * out.size, at + 4 * length), dtype=np.uint32)
                 grown[:at] = out[:at]
                 out = grown
-            if length == 1 and cps[i] < 0x80:
-                out[at] = byte_rank[cps[i]]
-                at += 1
-                i = j
-                continue
+            if length == 1:
+                if cps[i] < 0x80:
+                    out[at] = byte_rank[cps[i]]
+                    at += 1
+                    i = j
+                    continue
+                done = _char_ids(chars, np.int64(cps[i]), out, at)
+                if done >= 0:
+                    at = done
+                    i = j
+                    continue
+            key = np.uint64(0)
+            if length <= 8:  # an ASCII piece of at most 8 characters: the small cache, by its bytes
+                key = np.uint64(length) << np.uint64(56)
+                for k in range(i, j):
+                    if cps[k] >= 0x80:
+                        key = np.uint64(0)
+                        break
+                    key |= np.uint64(cps[k]) << np.uint64(7 * (k - i))
+                if key != 0:
+                    line = np.int64(_mix(key) & small_mask)
+                    if small[line, 0] == key:
+                        word = small[line, 1]
+                        for k in range(np.int64(word >> np.uint64(62))):
+                            out[at] = np.uint32((word >> np.uint64(20 * k)) & np.uint64(0xFFFFF))
+                            at += 1
+                        stats[0] += 1
+                        i = j
+                        continue
             slot = -1
             if length <= row - 2:
                 slot, hit = _probe(cps, i, j, cache, cache_mask, out, at)
                 if hit >= 0:
+                    if key != 0:
+                        _store_small(small, line, key, out, at, hit)
                     at = hit
                     stats[0] += 1
                     i = j
@@ -702,11 +798,17 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                     if s == i and k == j:
                         break  # no cut: the whole piece below
                     # the part cps[s:k]
-                    if k - s == 1 and cps[s] < 0x80:
-                        out[at] = byte_rank[cps[s]]
-                        at += 1
-                        s = k
-                        continue
+                    if k - s == 1:
+                        if cps[s] < 0x80:
+                            out[at] = byte_rank[cps[s]]
+                            at += 1
+                            s = k
+                            continue
+                        done = _char_ids(chars, np.int64(cps[s]), out, at)
+                        if done >= 0:
+                            at = done
+                            s = k
+                            continue
                     part = -1
                     if k - s <= row - 2:
                         part, hit = _probe(cps, s, k, cache, cache_mask, out, at)
@@ -732,6 +834,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                                   pair_rank, pair_table, rks, toks, out, at, scratch, heap, True)
             if slot >= 0:
                 _store(cps, i, j, cache, slot, out, first, at, unreachable)
+            if key != 0:
+                _store_small(small, line, key, out, first, at)
             i = j
         doc_ends[d] = at
         begin = end
@@ -742,18 +846,23 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
 class PieceCache:
     """One thread's piece cache: a fixed array of rows, overwritten row by row. A row holds its
     piece's length and id count, the piece's code points, then its ids (a piece fits if
-    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line."""
+    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line. In
+    front of it, a small cache (:data:`SMALL_SLOTS` lines of two words, small enough to stay in
+    a core's L2) holds ASCII pieces of 2 to 8 characters by their packed bytes, with up to 3 ids
+    packed in one word."""
 
     rows: np.ndarray
+    small: np.ndarray
     stats: np.ndarray  # hits, misses, pieces too long to cache; hits and misses of cut-off parts
 
     @classmethod
-    def new(cls, slots: int | None = None) -> PieceCache:
-        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32), np.zeros(5, dtype=np.int64))
+    def new(cls, slots: int | None = None, small_slots: int | None = None) -> PieceCache:
+        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32),
+                   np.zeros((small_slots or SMALL_SLOTS, 2), dtype=np.uint64), np.zeros(5, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
-        return int(self.rows.nbytes)
+        return int(self.rows.nbytes + self.small.nbytes)
 
 
 @dataclass(frozen=True)
@@ -836,6 +945,8 @@ class CompiledBpe:
         self.cut_pairs = _build_cuts(self.flat, self.offsets)
         self.unreachable = _build_unreachable(self.short_keys, self.short_ids, self.flat, self.offsets, self.ids,
                                               self.long_slots, self.byte_rank, self.pair_rank, self.pair_table)
+        self.chars = _build_chars(self.short_keys, self.short_ids, self.flat, self.offsets, self.ids, self.long_slots,
+                                  self.byte_rank, self.pair_rank, self.pair_table, self.unreachable)
         self.tables = tiktoken_tables()
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
         self._caches: list[PieceCache] = []
@@ -861,7 +972,7 @@ class CompiledBpe:
         with self._cache() as cache:
             out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
                                     self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
-                                    self.pair_table, self.cut_pairs, self.unreachable, cache.rows,
+                                    self.pair_table, self.cut_pairs, self.unreachable, self.chars, cache.rows, cache.small,
                                     cache.stats)
         return np.split(out, doc_ends[:-1])
 
@@ -870,7 +981,8 @@ class CompiledBpe:
         caches = list(self._caches)
         stats = sum((cache.stats for cache in caches), np.zeros(5, dtype=np.int64))
         return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, row_words=CACHE_ROW,
-                           bytes_each=PieceCache.new(1).nbytes * CACHE_SLOTS,
-                           pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) for cache in caches)),
+                           bytes_each=CACHE_SLOTS * CACHE_ROW * 4 + SMALL_SLOTS * 16,
+                           pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) + int(np.count_nonzero(cache.small[:, 0]))
+                                               for cache in caches)),
                            hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]),
                            part_hits=int(stats[3]), part_misses=int(stats[4]))
