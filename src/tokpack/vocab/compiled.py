@@ -6,7 +6,11 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
 2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's scanner) cuts each text
    into pieces, with class tables read off tiktoken's own regex engine (:func:`tiktoken_tables`),
    so the Unicode version is the oracle's.
-3. A piece of one ASCII character is its byte's rank. Any other piece of at most
+3. A piece of one ASCII character is its byte's rank; a piece of one character of the Basic
+   Multilingual Plane reads its ids from a table built with the vocabulary
+   (:func:`_build_chars`). An ASCII piece of 2 to 8 characters is looked up first in a small
+   cache keyed by its packed bytes (up to 3 ids in one word, :data:`SMALL_SLOTS` lines, small
+   enough to stay in a core's L2). Any other piece of at most
    :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
    table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit
    copies the ids; a miss encodes the piece and overwrites the row, so the cache's size is fixed
@@ -18,6 +22,11 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
    65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a slot; pieces of more
    than 16 bytes merge by a heap (its scratch reused from piece to piece), in the same order.
+5. Before that, a piece that missed is **cut** wherever no token can span the boundary between
+   two of its characters (:func:`_cut_ok`, a bitmap built from every token's character
+   boundaries), and each part is encoded alone, through the same caches and tables: exactly the
+   piece's ids (the proof is :func:`_encode`'s). A long run of Han or kana letters, a piece
+   that rarely repeats, becomes parts that do (mostly single characters).
 
 Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
 from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
@@ -867,13 +876,19 @@ class PieceCache:
 
 @dataclass(frozen=True)
 class CacheReport:
-    """What the piece caches hold and did: their fixed size, and hit counts since they were made."""
+    """What the piece caches hold and did since they were made: their fixed size (``bytes_each``
+    counts both the rows and the small cache), the pieces each part holds, lookups of whole pieces
+    (``hits`` counts either part's; ``uncached``: pieces too long for a row) and of the parts of
+    cut pieces. Pieces of one ASCII character, and characters of the Basic Multilingual Plane
+    alone, are read from tables and counted nowhere."""
 
     caches: int
     slots_each: int
     row_words: int
     bytes_each: int
     pieces_held: int
+    small_slots_each: int
+    small_pieces_held: int
     hits: int
     misses: int
     uncached: int
@@ -982,7 +997,8 @@ class CompiledBpe:
         stats = sum((cache.stats for cache in caches), np.zeros(5, dtype=np.int64))
         return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, row_words=CACHE_ROW,
                            bytes_each=CACHE_SLOTS * CACHE_ROW * 4 + SMALL_SLOTS * 16,
-                           pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) + int(np.count_nonzero(cache.small[:, 0]))
-                                               for cache in caches)),
+                           pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) for cache in caches)),
+                           small_slots_each=SMALL_SLOTS,
+                           small_pieces_held=int(sum(int(np.count_nonzero(cache.small[:, 0])) for cache in caches)),
                            hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]),
                            part_hits=int(stats[3]), part_misses=int(stats[4]))
