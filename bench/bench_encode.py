@@ -154,7 +154,7 @@ def profile(megabytes: float) -> list[str]:
 
     import tokpack.vocab.compiled as compiled
     from tokpack import GPT2_PATTERN, load_vocabulary
-    from tokpack.bpe.pretokenize import GPT2, _split
+    from tokpack.vocab.pretokenizer import GPT2, split_all
 
     encoder = compiled.CompiledBpe(load_vocabulary(rank_file("gpt2", Path(tempfile.gettempdir()))).ranks, GPT2_PATTERN)
     encoder.encode(["warm up"])
@@ -173,8 +173,8 @@ def profile(megabytes: float) -> list[str]:
         convert = timed(lambda: compiled.code_points(docs))  # noqa: B023
         cps, ends = compiled.code_points(docs)
         out = np.empty(cps.size + 1, dtype=np.int64)
-        _split(cps[:0], ends[:0], GPT2, *encoder.tables, out)  # compiled before the clock starts
-        split = timed(lambda: _split(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
+        split_all(cps[:0], ends[:0], GPT2, *encoder.tables, out)  # compiled before the clock starts
+        split = timed(lambda: split_all(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
         tables = (cps, ends, GPT2, *encoder.tables, encoder.short_keys, encoder.short_ids, encoder.flat, encoder.offsets,  # noqa: B023
                   encoder.ids, encoder.long_slots, encoder.byte_rank, encoder.pair_rank, encoder.pair_table,
                   encoder.cut_pairs, encoder.unreachable, encoder.chars)

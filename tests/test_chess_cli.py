@@ -95,8 +95,7 @@ def test_the_readme_python_example_runs(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Chess games as a corpus\n", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parents[1] / "docs" / "chess.md").read_text(encoding="utf-8")
     code = "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.S))
     shutil.copy(FIXTURES / "chess_games.pgn", tmp_path / "games.pgn")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)

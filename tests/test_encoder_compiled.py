@@ -1,7 +1,8 @@
 """The compiled encoder gives tiktoken's ids exactly (tiktoken is the oracle), for GPT-2's ranks
 and cl100k's (shipped in the ``bpe-openai`` package), on the repository's data and on generated
 text over every Unicode plane; packs are byte-identical; patterns without a compiled
-pre-tokenizer fall back to tiktoken and say so."""
+pre-tokenizer fall back to tiktoken and say so (the named patterns, o200k's and the Polish ones
+included, are tested in test_encoder_patterns)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from tokpack import GPT2_PATTERN, load_vocabulary, prepare
 from tokpack.cli import app
 from tokpack.grading.training import POLISH_PATTERN, POLISH_PHRASE_PATTERN
 from tokpack.vocab import BpeTokenizer
-from tokpack.vocab.compiled import CL100K_PATTERN, COMPILED_PATTERNS
-from tokpack.vocab.patterns import GPT4_PATTERN
+from tokpack.vocab.compiled import COMPILED_PATTERNS
+from tokpack.vocab.patterns import CL100K_PATTERN, GPT4_PATTERN
+from tokpack.vocab.published import O200K_PATTERN
 
 #: Sample of each data file compared (characters): every file, its first 40,000 characters.
 SAMPLE_CHARS = 40_000
@@ -189,7 +191,7 @@ def test_prepare_json_names_the_engine_and_its_cache(gpt2_rank_file: Path, tmp_p
     assert cache["slots_each"] > 0 and cache["bytes_each"] > 0 and cache["hits"] > 0 and cache["pieces_held"] > 0
 
 
-@pytest.mark.parametrize("pattern", ["polish", "polish-phrase"])
+@pytest.mark.parametrize("pattern", [r"\p{L}+|\s+|[^\p{L}\s]+", r"""'s|\w+| ?[^\s\w]+|\s+"""])
 def test_a_pattern_without_a_compiled_pretokenizer_falls_back_to_tiktoken(pattern: str, gpt2_rank_file: Path,
                                                                            tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
@@ -204,23 +206,9 @@ def test_a_pattern_without_a_compiled_pretokenizer_falls_back_to_tiktoken(patter
     assert json.loads(result.output)["encoder"]["engine"] == "tiktoken"
 
 
-def test_o200k_falls_back_to_tiktoken_with_its_own_ids(tmp_path: Path) -> None:
-    o200k = load_vocabulary(_bpe_openai_ranks("o200k_base", tmp_path))  # published: its own pattern
-    assert o200k.pattern == O200K_PATTERN and o200k.engine == "tiktoken"
-    assert o200k.encode("Hello World's HTTPServer") == _oracle(o200k).encode_ordinary("Hello World's HTTPServer")
-
-
-#: tiktoken's ``o200k_base`` pattern (case-sensitive letter classes).
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
-])
-
-
 def test_the_compiled_patterns_are_the_named_ones() -> None:
-    assert set(COMPILED_PATTERNS) == {GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN}
-    assert POLISH_PATTERN not in COMPILED_PATTERNS and POLISH_PHRASE_PATTERN not in COMPILED_PATTERNS
+    assert set(COMPILED_PATTERNS) == {GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN, O200K_PATTERN, POLISH_PATTERN,
+                                      POLISH_PHRASE_PATTERN}
 
 
 def test_character_classes_are_tiktokens_own_over_every_code_point(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from tiktoken.load import load_tiktoken_bpe
 
 from tokpack import GPT2_PATTERN
-from tokpack.vocab.compiled import CL100K_PATTERN, SMALL_SLOTS, CompiledBpe, PieceCache
+from tokpack.vocab.compiled import SMALL_SLOTS, CompiledBpe, PieceCache
+from tokpack.vocab.patterns import CL100K_PATTERN
 
 
 def _encoders(ranks: dict[bytes, int], pattern: str) -> tuple[CompiledBpe, tiktoken.Encoding]:

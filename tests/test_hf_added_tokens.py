@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tokpack.cli import app
 from tokpack.store.reader import Pack
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PREPARING = Path(__file__).resolve().parents[1] / "docs" / "preparing.md"
 SPECIAL = "<|endoftext|>"
 TRAINING = [
     "The quick brown fox jumps over the lazy dog. It's 2024; we'll see 12,345 dogs!\n",
@@ -96,6 +96,6 @@ def test_an_added_token_that_is_not_special_is_refused(hub_style: tuple[Path, li
 
 
 def test_readme_names_the_setting_that_removes_the_difference() -> None:
-    text = " ".join(README.read_text(encoding="utf-8").split())
+    text = " ".join(PREPARING.read_text(encoding="utf-8").split())
     paragraph = next(p for p in text.split("**") if "added_tokens" in p and "encode_special_tokens" in p)
     assert re.search(r"encode_special_tokens = True", paragraph) and "split_special_tokens=True" in paragraph

@@ -190,7 +190,7 @@ def flip_a_byte(path: Path, offset: int = 130) -> None:
 
 
 def test_windows_refuse_a_flipped_byte_without_being_asked_to_verify(tmp_path: Path) -> None:
-    from tokpack.serve.windows import Windows
+    from tokpack.serve.fixed import Windows
 
     pack = small_pack(tmp_path / "pack")
     Windows(pack, block=4)  # verified once, stamped
@@ -200,7 +200,7 @@ def test_windows_refuse_a_flipped_byte_without_being_asked_to_verify(tmp_path: P
 
 
 def test_a_shifted_starts_file_is_refused_on_first_open(tmp_path: Path) -> None:
-    from tokpack.serve.schedule import TokenBatches
+    from tokpack.serve.fixed import TokenBatches
     from tokpack.store import open_tokens
 
     pack = small_pack(tmp_path / "pack")
@@ -234,7 +234,7 @@ def test_a_second_open_trusts_the_stamp_and_the_stamp_lives_in_the_cache(tmp_pat
 
 
 def test_an_id_outside_the_vocabulary_is_refused_on_open_and_in_every_served_batch(tmp_path: Path) -> None:
-    from tokpack.serve.windows import Windows
+    from tokpack.serve.fixed import Windows
     from tokpack.store import Pack
 
     pack = small_pack(tmp_path / "pack")  # ids up to 14
@@ -253,7 +253,7 @@ def test_an_id_outside_the_vocabulary_is_refused_on_open_and_in_every_served_bat
 
 def _batches_unverified(pack: object) -> object:
     """TokenBatches over a pack opened without verification (its constructor would verify)."""
-    from tokpack.serve.schedule import TokenBatches
+    from tokpack.serve.fixed import TokenBatches
 
     batches = TokenBatches.__new__(TokenBatches)
     batches.pack = pack  # type: ignore[attr-defined]
@@ -291,7 +291,7 @@ def sharded(directory: Path) -> Path:
 
 
 def test_shards_reordered_in_dataset_json_are_refused(tmp_path: Path) -> None:
-    from tokpack.serve.windows import Windows
+    from tokpack.serve.fixed import Windows
 
     dataset = sharded(tmp_path / "dataset")
     record = json.loads((dataset / "dataset.json").read_text())
@@ -301,7 +301,7 @@ def test_shards_reordered_in_dataset_json_are_refused(tmp_path: Path) -> None:
 
 
 def test_shards_renamed_into_another_order_are_refused(tmp_path: Path) -> None:
-    from tokpack.serve.windows import Windows
+    from tokpack.serve.fixed import Windows
 
     dataset = sharded(tmp_path / "dataset")
     record = json.loads((dataset / "dataset.json").read_text())
@@ -315,7 +315,7 @@ def test_shards_renamed_into_another_order_are_refused(tmp_path: Path) -> None:
 
 
 def test_a_dataset_verifies_each_shard_when_first_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tokpack.serve.windows import Windows
+    from tokpack.serve.fixed import Windows
 
     dataset = sharded(tmp_path / "dataset")
     flip_a_byte(dataset / "shard-00002" / "tokens.npy", 128)
@@ -513,8 +513,8 @@ def test_merge_removes_what_a_killed_merge_left_behind(tmp_path: Path) -> None:
 def test_loader_and_schedule_arguments_are_checked(tmp_path: Path) -> None:
     import torch  # noqa: F401  (the loader is torch's)
 
-    from tokpack.serve.schedule import TokenBatches
-    from tokpack.serve.windows import Windows
+    from tokpack.serve.fixed import TokenBatches
+    from tokpack.serve.fixed import Windows
     from tokpack.torch import WindowDataset, make_loader
 
     pack = small_pack(tmp_path / "pack")

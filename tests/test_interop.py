@@ -189,7 +189,7 @@ def test_litdata_streaming_dataset_serves_the_ids_in_blocks(pack: Pack, tmp_path
 
 
 def _torchvision_built_for_another_torch() -> str | None:
-    """Why torchvision cannot load here, when the reason is the one the README names (a CUDA
+    """Why torchvision cannot load here, when the reason is the one docs/interop.md names (a CUDA
     build of torchvision, as PyPI's Linux wheels are, beside a CPU build of torch); else ``None``."""
     import importlib.util
     import re
@@ -204,12 +204,12 @@ def _torchvision_built_for_another_torch() -> str | None:
     if built is None or "+cu" not in built.group(1):
         return None
     return (f"torchvision {built.group(1)} is built for CUDA torch, torch here is {torch.__version__}: "
-            "install the torchvision built for this torch (README, Interop, MosaicML)")
+            "install the torchvision built for this torch (docs/interop.md, MosaicML)")
 
 
 def _import_mosaic_streaming():  # type: ignore[no-untyped-def]
     """The real ``streaming`` (MosaicML), which imports torchvision on import. Only the mismatch
-    the README documents (a torchvision built for another torch) skips; any other failure fails."""
+    docs/interop.md documents (a torchvision built for another torch) skips; any other failure fails."""
     try:
         import streaming
     except (ImportError, RuntimeError, OSError) as error:
@@ -535,8 +535,7 @@ def test_the_readme_snippets_load_every_export(pack: Pack, tmp_path: Path, monke
     export(pack, "megatron", Path("data/polish_text_document"), append_eod=True)
     for fmt in ("nanogpt", "litdata", "mds", "hf"):
         export(pack, fmt, Path(fmt))
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Interop\n", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parents[1] / "docs" / "interop.md").read_text(encoding="utf-8")
     code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
     mosaic = "from streaming import" in code
     try:

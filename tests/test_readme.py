@@ -1,32 +1,34 @@
-"""The README's Python examples run as written."""
+"""The README is a front page: short, the quick start's two commands, every guide linked.
+
+Its Python runs, its command lines and links are checked with every guide's, in test_docs.py.
+"""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def section_code(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return "\n".join(re.findall(r"```python\n(.*?)```", section, flags=re.S))
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
 
 
-def test_train_on_it_snippet_runs(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
-    code = section_code("Train on it")
-    assert "make_batch_loader" in code and "load_state_dict" in code
-    # PYTHONPATH passes through, so a worktree's checkout is the one tested, not the installed one.
-    env = {"TOKPACK_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "loss" in done.stdout
+def test_the_readme_is_a_front_page_that_links_every_guide() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert len(readme.split("\n")) <= 250
+    # The quick start's two commands, exactly: the main job on bundled data, and the tests.
+    quick = readme.split("## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```\n(\./dev demo.*?)```", quick, flags=re.S | re.M)
+    assert [line.split()[:2] for line in block.strip().split("\n")] == [["./dev", "demo"], ["./dev", "test"]]
+    for guide in sorted((REPO / "docs").glob("*.md")):
+        assert f"](docs/{guide.name})" in readme, f"the README's guide table misses {guide.name}"
+
+
+def test_the_layout_names_every_package_of_the_tree() -> None:
+    """The README's Layout is the source of truth for what is built: every package is in it."""
+    readme = README.read_text(encoding="utf-8")
+    layout = readme.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    packages = {p.parent.name for p in (REPO / "src" / "tokpack").glob("*/__init__.py") if p.parent.name != "sample"}
+    named = {name for name in packages if f"`src/tokpack/{name}/`" in layout}
+    assert named == packages, f"missing from the Layout: {sorted(packages - named)}"
+    for folder in ("examples", "data", "docs", "bench"):
+        assert f"| `{folder}/` |" in layout and (REPO / folder).is_dir()

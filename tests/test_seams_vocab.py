@@ -27,7 +27,7 @@ from conftest import DATA, REPO
 
 runner = CliRunner()
 ARTIFACT = REPO / "artifacts" / "polish-8192"
-README = REPO / "README.md"
+FORMATS = REPO / "docs" / "formats.md"
 TEXT = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
 
 
@@ -208,7 +208,7 @@ def test_a_pack_written_before_packs_carried_vocabularies_still_opens(tmp_path: 
 
 
 def test_the_readme_loads_a_pack_vocabulary_in_tiktoken(tmp_path: Path) -> None:
-    text = README.read_text(encoding="utf-8").split("## The pack format\n", 1)[1].split("\n## ", 1)[0]
+    text = FORMATS.read_text(encoding="utf-8").split("## The pack format\n", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert "load_tiktoken_bpe" in code and 'Path("pack/vocabulary")' in code
     corpus = corpus_in(tmp_path / "a")

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokpack.serve import PackedBatches, make_layout
-from tokpack.serve.batches import assemble, assemble_segments
+from tokpack.serve.assembly import assemble, assemble_segments
 from tokpack.serve.layouts import BestFitLayout, Layout, _ContiguousLayout
 from tokpack.serve.memory import pack_of_documents
 from tokpack.store import Pack

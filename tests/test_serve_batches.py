@@ -350,7 +350,7 @@ def test_the_seed_readers_refuse_an_id_outside_the_vocabulary_too(tmp_path: Path
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_boundary_arrays_agree_with_each_other(data: st.DataObject) -> None:
-    from tokpack.serve.batches import assemble
+    from tokpack.serve.assembly import assemble
 
     rows, width = data.draw(st.integers(1, 5)), data.draw(st.integers(2, 12))
     starts = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=width, max_size=width),

@@ -73,9 +73,18 @@ def integer(name: str, value: Any, *, low: int | None = None, high: int | None =
     return number
 
 
-def positive_int(name: str, value: Any, *, high: int | None = None, fix: str | None = None) -> int:
-    """``value`` as an ``int`` of at least 1 (and at most ``high``)."""
-    what = "a positive integer" if high is None else f"an integer in [1, {high}]"
+def positive_int(name: str, value: Any, *, high: int | None = None, what: str | None = None,
+                 fix: str | None = None) -> int:
+    """``value`` as an ``int`` of at least 1 (and at most ``high``); ``what`` words the
+    requirement in the message (default ``"a positive integer"``).
+
+    >>> positive_int("--shards", 0, what="at least 1")
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: --shards must be at least 1, got 0
+    """
+    if what is None:
+        what = "a positive integer" if high is None else f"an integer in [1, {high}]"
     return integer(name, value, low=1, high=high, what=what, fix=fix)
 
 

@@ -4,7 +4,7 @@ corpus scale.
 Two phases, each keeping the rules exact:
 
 * **Split and count.** Documents (or, with a pattern, pre-tokens) are deduplicated into
-  ``(text, count)``: for the GPT-2 and GPT-4 patterns and for whole documents by the compiled
+  ``(text, count)``: for every named pattern and for whole documents by the compiled
   scanner and counter of :mod:`tokpack.bpe.pretokenize`, in threads (it releases the GIL); for
   any other pattern by ``regex`` in spawned worker processes, past about a million characters
   (measured at 10 MB, GPT-4 pattern: the compiled counter takes 0.27-0.29x the CPU time, and
@@ -37,13 +37,14 @@ from typing import Any, Literal
 import numpy as np
 import regex
 
-from tokpack.bpe import pretokenize
+from tokpack import _checks as checks
 from tokpack.bpe.pretokenize import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.pretokenizer import COMPILED
 
 Pair = tuple[int, int]
 
@@ -170,8 +171,7 @@ def train_fast(
         raise TypeError("texts must be an iterable of strings, not one string")
     if num_merges < 0:
         raise InputError(f"num_merges must be 0 or more, got {num_merges}")
-    if min_frequency < 1:
-        raise InputError(f"min_frequency must be at least 1, got {min_frequency}")
+    checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError("special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
@@ -232,7 +232,7 @@ def count_pieces(
     """How often each document (``pattern=None``) or each pre-token occurs in ``texts``.
 
     Past about a million characters, splitting and counting run in ``workers`` threads (the
-    patterns of :data:`tokpack.bpe.pretokenize.COMPILED`) or processes (any other pattern),
+    patterns of :data:`tokpack.vocab.pretokenizer.COMPILED`) or processes (any other pattern),
     default one per core, each keeping its own counts, added up at the end; the result does not
     depend on how the work was divided.
 
@@ -264,7 +264,7 @@ def _count(
     total: Counter[str] = Counter()
     size = sum(len(t) for t in texts if isinstance(t, str)) if isinstance(texts, Sequence) else None
     batches = _batches(texts, progress, size)
-    if pattern in pretokenize.COMPILED:
+    if pattern in COMPILED:
         # Threads: the compiled scan releases the GIL, so no second interpreter is needed.
         threads = 1 if size is not None and size < _PARALLEL_MIN_CHARS else max(1, processes)
         return _count_in_threads(splitter, pattern, threads, _shared(batches))
@@ -524,8 +524,7 @@ def train_from_files(
 
     if num_merges < 0:
         raise InputError(None, f"num_merges must be 0 or more, got {num_merges}")
-    if min_frequency < 1:
-        raise InputError(None, f"min_frequency must be at least 1, got {min_frequency}")
+    checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError(None, "special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
@@ -559,7 +558,7 @@ def train_from_files(
             progress(BpeProgress("count", done, disk_bytes, "bytes"))
 
     total: Counter[str] | PieceCounter
-    if pattern in pretokenize.COMPILED:
+    if pattern in COMPILED:
         total, skipped = _count_files_in_threads(splitter, spec, ranges, processes, counted)
     else:
         results, skipped = _count_in_workers(splitter, ranges, processes, source=spec, progress=counted)

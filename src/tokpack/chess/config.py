@@ -42,7 +42,7 @@ MONTH = r"^\d{4}-\d{2}$"
 DEFAULT_CONFIG = Path("tokpack-chess.toml")
 #: The smallest config, as a missing file's message shows it (one line).
 EXAMPLE = ('games_dir = "games"  out_dir = "tokens"  train_month = "2016-01"  val_month = "2016-02" '
-           "(one setting a line; see the README's chess section)")
+           "(one setting a line; see docs/chess.md)")
 
 
 class ChessPipelineConfig(Record):

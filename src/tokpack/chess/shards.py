@@ -126,10 +126,12 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     import numpy as np
     import pyarrow.parquet as pq
 
+    from tokpack import _checks as checks
     from tokpack.chess.pack import table_source
 
-    if shard_bytes < 1 or (shard_games is not None and shard_games < 1):
-        raise InputError(None, f"shard sizes must be positive, got {shard_bytes} bytes and {shard_games} games")
+    checks.positive_int("shard_bytes", shard_bytes)
+    if shard_games is not None:
+        checks.positive_int("shard_games", shard_games)
     seen = [Path(table).resolve() for table in tables]
     if len(set(seen)) < len(seen):  # its games would be packed twice, and its month range would not join
         twice = next(path for path in seen if seen.count(path) > 1)

@@ -13,6 +13,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from tokpack import _checks as checks
 from tokpack.cli._console import (
     EngineName,
     OnErrorName,
@@ -134,10 +135,9 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
     if vocab is None or out_text is None:
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
-    if isinstance(shards, bool) or shards < 1:
-        raise InputError(None, f"--shards must be at least 1, got {shards}")
-    if workers is not None and workers < 1:
-        raise InputError(None, f"--workers must be at least 1, got {workers}", fix="omit it for one per core")
+    checks.positive_int("--shards", shards, what="at least 1")
+    if workers is not None:
+        checks.positive_int("--workers", workers, what="at least 1", fix="omit it for one per core")
     from tokpack.vocab import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here

@@ -26,7 +26,7 @@ from tokpack.vocab.loading import VocabularySpec
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 
 if TYPE_CHECKING:
-    from tokpack.serve.schedule import TokenBatches
+    from tokpack.serve.fixed import TokenBatches
 
 #: Ids of the vocabulary ``prepare`` trains unless told (GPT-2's size).
 DEFAULT_VOCAB_SIZE = 50257
@@ -117,7 +117,7 @@ class TokenizedCorpus:
 
     def batches(self, batch: int, length: int) -> TokenBatches:
         """Training batches over this corpus's training range; see :class:`TokenBatches`."""
-        from tokpack.serve.schedule import TokenBatches
+        from tokpack.serve.fixed import TokenBatches
 
         return TokenBatches(self.tokens_dir, batch, length)
 

@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
+from tokpack import _checks as checks
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.corpus.manifest import SplitName
@@ -104,10 +105,8 @@ def check_options(options: ExportOptions) -> None:
     Raises:
         InputError: ``rows_per_file`` is not a positive integer.
     """
-    rows = options.rows_per_file
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
-        raise InputError(None, f"--rows-per-file {rows!r} must be a positive number of documents per file",
-                         fix="pass --rows-per-file 1 or more (default 1048576)")
+    checks.positive_int("--rows-per-file", options.rows_per_file, what="a positive number of documents per file",
+                        fix="pass --rows-per-file 1 or more (default 1048576)")
 
 
 def split_rows(ids: np.ndarray, lengths: np.ndarray, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

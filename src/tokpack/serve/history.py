@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field
 
+from tokpack import _checks as checks
 from tokpack._schema import Record
 from tokpack.errors import InputError
 
@@ -50,7 +51,7 @@ def batch_plan(global_batch: int | Sequence[tuple[int, int]]) -> list[tuple[int,
             increasing steps and positive rows.
     """
     if isinstance(global_batch, (int, np.integer)) and not isinstance(global_batch, bool):
-        plan = [(0, int(global_batch))]
+        plan = [(0, checks.positive_int("global_batch", global_batch))]
     else:
         try:
             plan = [(int(step), int(rows)) for step, rows in global_batch]  # type: ignore[union-attr]
@@ -64,8 +65,8 @@ def batch_plan(global_batch: int | Sequence[tuple[int, int]]) -> list[tuple[int,
     if plan[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(plan)):
         raise InputError(None, f"global_batch schedule must start at step 0 and increase, got {plan}",
                          fix="e.g. global_batch=[(0, 256), (2000, 512), (4000, 1024)]")
-    if any(rows < 1 for _, rows in plan):
-        raise InputError(None, f"global_batch must be a positive integer, got {[rows for _, rows in plan]}")
+    for step, rows in plan:
+        checks.positive_int(f"global_batch from step {step}" if step else "global_batch", rows)
     return plan
 
 
@@ -83,8 +84,7 @@ def batch_ramp(start: int, increment: int, ramp_samples: int, global_batch: int)
     """
     values = {"start": start, "increment": increment, "ramp_samples": ramp_samples, "global_batch": global_batch}
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise InputError(None, f"batch_ramp: {name} must be a positive integer, got {value!r}")
+        checks.positive_int(f"batch_ramp: {name}", value)
     if global_batch < start or (global_batch - start) % increment:
         raise InputError(None, f"batch_ramp: increment {increment} does not lead from {start} to {global_batch}")
     increments = (global_batch - start) // increment

@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from tokpack import _checks as checks
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.serve.batches import PackedBatches
-from tokpack.serve.windows import Windows
+from tokpack.serve.fixed import Windows
+from tokpack.serve.loader import PackedBatches
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 

@@ -115,8 +115,7 @@ class BpeTokenizer:
 
     @cached_property
     def _compiled(self) -> CompiledBpe | None:
-        # Imported here: the compiled encoder imports the BPE trainer's pre-tokenizer, which
-        # imports this package.
+        # Imported here: numba loads only when a compiled encoder is built.
         from tokpack.vocab.compiled import CompiledBpe
 
         return CompiledBpe(self.ranks, self.pattern) if self._compilable else None

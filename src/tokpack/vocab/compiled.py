@@ -3,9 +3,9 @@
 Algorithm, per batch of texts (one numba call that releases the GIL):
 
 1. The texts become one array of code points (``utf-32-le``, a C codec) with the end of each.
-2. The pre-tokenizer of :mod:`tokpack.bpe.pretokenize` (the trainer's scanner) cuts each text
-   into pieces, with class tables read off tiktoken's own regex engine (:func:`tiktoken_tables`),
-   so the Unicode version is the oracle's.
+2. The compiled pre-tokenizer (:mod:`tokpack.vocab.pretokenizer`) cuts each text into pieces,
+   with class tables read off tiktoken's own regex engine
+   (:func:`~tokpack.vocab.pretokenizer.tiktoken_tables`), so the Unicode version is the oracle's.
 3. A piece of one ASCII character is its byte's rank; a piece of one character of the Basic
    Multilingual Plane reads its ids from a table built with the vocabulary
    (:func:`_build_chars`). An ASCII piece of 2 to 8 characters is looked up first in a small
@@ -39,30 +39,22 @@ surrogate in a row become their astral character; any other becomes U+FFFD).
 
 from __future__ import annotations
 
-import functools
 import queue
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import tiktoken
 from numba import njit
 
-from tokpack._atomic import partial_sibling
-from tokpack.bpe.pretokenize import _LETTERS, GPT2, GPT4, _L, _N, _S, _mix, _piece_end
-from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
-
-#: tiktoken's own spelling of ``cl100k_base``'s pattern: digit groups ``{1,3}+`` (possessive),
-#: which cuts as :data:`GPT4_PATTERN`'s ``{1,3}`` since nothing follows the group.
-CL100K_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
+from tokpack.vocab.patterns import GPT2_PATTERN  # noqa: F401 - CompiledBpe's doctest
+from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
+from tokpack.vocab.pretokenizer import mix as _mix
+from tokpack.vocab.pretokenizer import piece_end as _piece_end
+from tokpack.vocab.pretokenizer import utf8 as _utf8
 
 #: Patterns with a compiled pre-tokenizer, and which one; any other falls back to tiktoken.
-COMPILED_PATTERNS: dict[str, int] = {GPT2_PATTERN: GPT2, GPT4_PATTERN: GPT4, CL100K_PATTERN: GPT4}
+COMPILED_PATTERNS: dict[str, int] = {pattern: mode for pattern, mode in COMPILED.items() if pattern is not None}
 
 #: Piece-cache slots per thread (a power of two).
 CACHE_SLOTS = 1 << 16
@@ -78,55 +70,6 @@ _PRIME = np.uint64(0x100000001B3)
 _OFFSET = np.uint64(0xCBF29CE484222325)
 _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(32)
-
-
-@functools.lru_cache(maxsize=None)
-def tiktoken_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pre-tokenizer's class tables (as :func:`tokpack.bpe.pretokenize.tables` lays them
-    out) as **tiktoken's** regex engine decides them, whose Unicode version may differ from the
-    ``regex`` module's (U+18D80, a letter since Unicode 14, is none to tiktoken 0.14): each class
-    is read off tiktoken itself, which encodes only what its pattern matches.
-
-    Built once per tiktoken version and kept in ``__pycache__`` beside this module; where that is
-    read-only, built per process."""
-    version = getattr(tiktoken, "__version__", "unknown")
-    cache = Path(__file__).parent / "__pycache__" / f"encoder-classes-tiktoken-{version}.npy"
-    try:
-        stacked = np.load(cache)
-        if stacked.shape == (3, 0x110000):
-            return stacked[0], stacked[1], stacked[2]
-    except (OSError, ValueError):
-        pass
-    every = np.arange(0x110000, dtype=np.uint32)
-    every = every[(every < 0xD800) | (every >= 0xE000)]  # no surrogates: tiktoken takes UTF-8 only
-    text = every.tobytes().decode("utf-32-le")
-    bytes_only = {bytes([b]): b for b in range(256)}
-
-    def members(pattern: str) -> np.ndarray:
-        encoding = tiktoken.Encoding(name="classes", pat_str=pattern, mergeable_ranks=bytes_only, special_tokens={})
-        matched = encoding.decode_bytes(encoding.encode_ordinary(text)).decode("utf-8")
-        return np.frombuffer(matched.encode("utf-32-le"), dtype=np.uint32)
-
-    classes = np.zeros(0x110000, dtype=np.uint8)
-    for bit, pattern in ((_L, r"\p{L}"), (_N, r"\p{N}"), (_S, r"\s")):
-        classes[members(pattern)] |= bit
-    fold = np.zeros(0x110000, dtype=np.uint8)
-    exact = np.zeros(0x110000, dtype=np.uint8)
-    for index, letter in enumerate(_LETTERS, start=1):
-        fold[members(f"(?i:{letter})")] = index
-        exact[members(letter)] = index
-    try:
-        cache.parent.mkdir(exist_ok=True)
-        partial = partial_sibling(cache)
-        try:
-            with partial.open("wb") as handle:
-                np.save(handle, np.stack((classes, fold, exact)))
-            partial.replace(cache)
-        finally:
-            partial.unlink(missing_ok=True)
-    except OSError:
-        pass
-    return classes, fold, exact
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -628,33 +571,6 @@ def _char_ids(chars, c, out, at):  # type: ignore[no-untyped-def]
     for k in range(count):
         out[at + k] = np.uint32((word >> np.uint64(20 * k)) & np.uint64(0xFFFFF))
     return at + count
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _utf8(cps, begin, end, piece):  # type: ignore[no-untyped-def]
-    """UTF-8 of ``cps[begin:end]`` (no surrogates) into ``piece``; returns the byte count."""
-    n = 0
-    for k in range(begin, end):
-        cp = cps[k]
-        if cp < 0x80:
-            piece[n] = cp
-            n += 1
-        elif cp < 0x800:
-            piece[n] = 0xC0 | (cp >> 6)
-            piece[n + 1] = 0x80 | (cp & 0x3F)
-            n += 2
-        elif cp < 0x10000:
-            piece[n] = 0xE0 | (cp >> 12)
-            piece[n + 1] = 0x80 | ((cp >> 6) & 0x3F)
-            piece[n + 2] = 0x80 | (cp & 0x3F)
-            n += 3
-        else:
-            piece[n] = 0xF0 | (cp >> 18)
-            piece[n + 1] = 0x80 | ((cp >> 12) & 0x3F)
-            piece[n + 2] = 0x80 | ((cp >> 6) & 0x3F)
-            piece[n + 3] = 0x80 | (cp & 0x3F)
-            n += 4
-    return n
 
 
 @njit(cache=True, nogil=True, inline="always")

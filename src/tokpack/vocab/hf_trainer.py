@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tokpack import _checks as checks
 from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.files import unicode_to_bytes
@@ -26,8 +27,7 @@ def train_hf_bytelevel(
 
     if vocab_size < 256:
         raise InputError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
-    if min_frequency < 1:
-        raise InputError(f"min_frequency must be at least 1, got {min_frequency}")
+    checks.positive_int("min_frequency", min_frequency, what="at least 1")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [

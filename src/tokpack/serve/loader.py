@@ -1,0 +1,480 @@
+"""The training path: step ``k`` → the global batch → this rank's rows → arrays a model takes.
+
+This is the one way to train on tokpack's data (``from tokpack import PackedBatches``); the
+seeds' fixed schedules (:mod:`tokpack.serve.fixed`) are kept as contracts, not as other paths.
+:class:`PackedBatches` serves a global batch of ``global_batch`` rows per step from one token
+source or a :class:`Mixture` of several. Each part walks its layout's rows in a seeded
+permutation per epoch and rolls into the next epoch inside a step, so no step is short. The
+position is the rows each part has served, and the settings are a history of ``(step,
+global_batch, weights)`` (:mod:`tokpack.serve.history`): the rows of step ``k`` depend only on
+that history, the data, the layout and the seed (never on the world size): rank ``r`` of ``W``
+takes rows ``[r*B/W, (r+1)*B/W)``. The global batch and the weights may change on a schedule
+given up front or at a resume, and every part continues its permutation where it stopped.
+:class:`~tokpack.serve.evaluation.EvalBatches` walks a validation range once, in order, every id
+a target exactly once across all ranks.
+
+The loader composes the serving modules: :mod:`~tokpack.serve.mixture` (the parts and their
+weights), :mod:`~tokpack.serve.allocation` (a step's rows per part under the history),
+:mod:`~tokpack.serve.assembly` (rows → the arrays a model takes) and :mod:`~tokpack.serve.state`
+(what a run keeps, and reading it back); this module adds the rank's slice, micro-batches and
+the state of a run.
+
+>>> from tokpack.serve.memory import pack_of_documents
+>>> pack = pack_of_documents([list(range(1, 30)), [40, 41, 42]], n_vocab=50, pad_id=0)
+>>> batches = PackedBatches(pack, length=4, global_batch=4, shuffle=False)
+>>> batch = batches.batch(0)
+>>> batch["input_ids"].tolist()[0], batch["labels"].tolist()[0]
+([1, 2, 3, 4], [2, 3, 4, 5])
+>>> PackedBatches(pack, length=4, global_batch=4, rank=1, world_size=2, shuffle=False).batch(0)["input_ids"].tolist()
+[[9, 10, 11, 12], [13, 14, 15, 16]]
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from tokpack import _checks as checks
+from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.serve.allocation import Allocation
+from tokpack.serve.assembly import assemble_segments, gather
+from tokpack.serve.common import DTYPES, Data, check_ids
+from tokpack.serve.history import History, Segment, batch_plan
+from tokpack.serve.layouts import LAYOUTS, Layout, data_identity, make_layout, open_source, start_mask
+from tokpack.serve.mixture import Mixture, check_one_vocabulary, default_names
+from tokpack.serve.state import (
+    SETTING,
+    LoaderState,
+    PartState,
+    ServeSchedule,
+    difference,
+    distinct_removed_names,
+    match_parts,
+    parse_state,
+    part_names,
+    same_future,
+)
+from tokpack.store import Pack, ShardedDataset
+from tokpack.vocab.identity import VocabIdentity
+
+
+class PackedBatches:
+    """Training batches for one rank of a data-parallel run (see the module docstring).
+
+    Args:
+        data: a token source, its directory, or a :class:`Mixture`.
+        layout: ``"stream"``, ``"documents"`` or ``"bestfit"`` (:data:`~tokpack.serve.layouts.LAYOUTS`).
+        length: input ids per row (each row holds ``length + 1`` ids).
+        global_batch: rows per step over all ranks; or a schedule ``[(0, 256), (2000, 512),
+            ...]``: from each step on, that many rows (a warm-up as Megatron's ramp does; see
+            :func:`~tokpack.serve.history.batch_ramp`).
+        seed: fixes the shuffle of every epoch.
+        rank, world_size: this process's share; ``world_size`` must divide every global batch.
+        micro_batches: gradient-accumulation steps; must divide the rank's rows.
+        split: the range to read.
+        dtype: ``"int64"`` (default) or ``"int32"`` for ids, labels and positions.
+        position_ids, cu_seqlens, document_ids: add these to each batch (see :meth:`batch`).
+        shuffle: ``False`` serves each layout's rows in order (for inspection).
+        layout_options: passed to the layout (``bestfit``: ``lookahead``, ``cache``).
+
+    Raises:
+        InputError: a bad argument; VocabularyMismatch: mixture parts of two vocabularies.
+    """
+
+    def __init__(self, data: Data | Mixture, *, layout: str = "stream", length: int,
+                 global_batch: int | Sequence[tuple[int, int]], seed: int = 0, rank: int = 0, world_size: int = 1,
+                 micro_batches: int = 1, split: str = "train", dtype: str = "int64", position_ids: bool = False,
+                 cu_seqlens: bool = False, document_ids: bool = False, shuffle: bool = True,
+                 layout_options: dict[str, Any] | None = None) -> None:
+        self._arguments = {"layout": layout, "length": length, "global_batch": global_batch, "seed": seed,
+                           "rank": rank, "world_size": world_size, "micro_batches": micro_batches, "split": split,
+                           "dtype": dtype, "position_ids": position_ids, "cu_seqlens": cu_seqlens,
+                           "document_ids": document_ids, "shuffle": shuffle, "layout_options": layout_options}
+        self._data = data
+        layout = checks.choice("layout", layout, LAYOUTS)
+        length = checks.positive_int("length", length)
+        world_size = checks.positive_int("world_size", world_size)
+        micro_batches = checks.positive_int("micro_batches", micro_batches)
+        seed = checks.non_negative_int("seed", seed)
+        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
+        split, dtype = checks.text("split", split), checks.choice("dtype", dtype, DTYPES)
+        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens),
+                            ("document_ids", document_ids), ("shuffle", shuffle)):
+            checks.boolean(flag, value)
+        options = {} if layout_options is None else checks.mapping("layout_options", layout_options)
+        self._batch_plan = batch_plan(global_batch)
+        # a step's plan holds global_batch entries; a rank's batch about five arrays of its rows
+        most = max(rows for _, rows in self._batch_plan)
+        checks.fits_in_memory(f"a step of global_batch {most:,} rows of length {length:,}",
+                              16 * most + 5 * 8 * (most // world_size) * (length + 1),
+                              fix="use a smaller global_batch or length")
+        for start, rows in self._batch_plan:
+            if rows % world_size:
+                raise InputError(None, f"world_size {world_size} does not divide global_batch {rows}"
+                                 + (f" (from step {start})" if start else ""),
+                                 fix=f"use a global_batch that is a multiple of {world_size} "
+                                     f"(e.g. {-(-rows // world_size) * world_size}), or a world_size that divides it")
+            if (rows // world_size) % micro_batches:
+                raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
+                                 + (f" (from step {start})" if start else ""))
+        if not 0 <= rank < world_size:
+            raise InputError(None, f"rank {rank} outside [0, {world_size})")
+        if dtype not in DTYPES:
+            raise InputError(None, f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        self.mixture = data if isinstance(data, Mixture) else None
+        parts = data.parts if isinstance(data, Mixture) else [(data, 1.0)]
+        self.sources = [open_source(part) for part, _ in parts]
+        check_one_vocabulary(self.sources)
+        self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **options)
+                                      for source in self.sources]
+        self.layout_name, self.length = layout, int(length)
+        self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
+        self.micro_batch_count, self.split, self.dtype = int(micro_batches), split, np.dtype(DTYPES[dtype])
+        self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
+        self.shuffle = shuffle
+        self.vocabulary: VocabIdentity = self.sources[0].vocabulary
+        self.n_vocab = self.vocabulary.n_vocab
+        self.ignore_index: int = self.layouts[0].ignore_index
+        given = self.mixture.names if self.mixture is not None else None
+        #: what a loader state calls each of this loader's parts
+        self.names: list[str] = given or default_names([str(data_identity(s)["name"]) for s in self.sources])
+        # Parts as the history numbers them (in the order they first appeared): this loader's own
+        # parts at first; a loaded state may add parts it no longer serves and renumber these.
+        self._slots: list[PartState] = [PartState(name=name, data=record, rows=0, rows_per_epoch=layout.n_rows)
+                                        for name, record, layout in zip(self.names, self._data_records(), self.layouts)]
+        local: list[int | None] = list(range(len(self.layouts)))  # slot -> this loader's part (None: removed)
+        self._allocation = Allocation([layout.n_rows for layout in self.layouts],
+                                      history=History(self._planned(0, local)), local=local,
+                                      names=[slot.name for slot in self._slots], seed=self.seed,
+                                      mixture_seed=self._mixture_seed, shuffle=self.shuffle,
+                                      mixed_from=0 if len(self._slots) > 1 else None)  # the first step that interleaves parts
+        self.step = 0
+
+    # -- the settings -------------------------------------------------------------------------
+    @property
+    def _history(self) -> History:
+        return self._allocation.history
+
+    @property
+    def _local(self) -> list[int | None]:
+        """Slot (a part as the history numbers it) -> this loader's part (``None``: removed)."""
+        return self._allocation.local
+
+    @property
+    def global_batch(self) -> int:
+        """Rows of the global batch at :attr:`step`."""
+        return self._history.global_batch(self.step)
+
+    def global_batch_at(self, step: int) -> int:
+        """Rows of the global batch of step ``step`` (over all ranks)."""
+        return self._history.global_batch(checks.non_negative_int("step", step))
+
+    def _planned(self, first: int, numbering: list[int | None]) -> list[Segment]:
+        """This loader's own settings (its global batch schedule and mixture stages) from step
+        ``first`` on, over the parts as numbered by ``numbering`` (slot -> this loader's part);
+        merged where nothing changes."""
+        stages = self.mixture.stages if self.mixture is not None else [(0, np.ones(1))]
+        points = sorted({first} | {s for s, _ in self._batch_plan if s > first} | {s for s, _ in stages if s > first})
+        segments: list[Segment] = []
+        for point in points:
+            rows = self._batch_plan[bisect.bisect_right([s for s, _ in self._batch_plan], point) - 1][1]
+            local = stages[bisect.bisect_right([s for s, _ in stages], point) - 1][1]
+            weights = [0.0 if part is None else float(local[part]) for part in numbering]
+            if segments and (segments[-1].global_batch, segments[-1].weights) == (rows, weights):
+                continue
+            segments.append(Segment(step=point, global_batch=rows, weights=weights))
+        return segments
+
+    # -- the schedule -----------------------------------------------------------------------
+    @property
+    def _mixture_seed(self) -> int:
+        return self.mixture.seed if self.mixture is not None else 0
+
+    def _plan(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Step ``step``'s global rows as (part, layout row) pairs, in global-batch order."""
+        return self._allocation.plan(checks.non_negative_int("step", step))
+
+    def _gather(self, part_of: np.ndarray, row_of: np.ndarray, *, starts: bool = True,
+                check: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        return gather(self.layouts, self.sources, part_of, row_of, starts=starts, check=check)
+
+    def global_rows(self, step: int) -> np.ndarray:
+        """All ``global_batch`` rows of step ``step`` (``(global_batch, length + 1)``, the source's
+        dtype), the same for every world size."""
+        return self._gather(*self._plan(step), starts=False)[0]
+
+    def _rank_segments(self, step: int, *, starts: bool, check: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        part_of, row_of = self._plan(step)
+        share, rest = divmod(len(part_of), self.world_size)
+        if rest or share % self.micro_batch_count:  # only a step from a loaded history can be
+            raise InputError(None, f"step {step}'s global batch of {len(part_of)} rows does not split into "
+                             f"{self.world_size} ranks of {self.micro_batch_count} micro-batches (it was served "
+                             "before a resume that changed them)", fix="serve it with the world size it had")
+        mine = slice(self.rank * share, (self.rank + 1) * share)
+        return self._gather(part_of[mine], row_of[mine], starts=starts, check=check)
+
+    def rank_rows(self, step: int, *, starts: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """This rank's rows of step ``step``, their segment-start mask (``None`` with
+        ``starts=False``) and real lengths (see :meth:`Layout.read`)."""
+        ids, segments, real = self._rank_segments(step, starts=starts)
+        return ids, None if segments is None else start_mask(ids.shape, segments), real
+
+    @property
+    def _want_boundaries(self) -> bool:
+        return bool(self.want_positions or self.want_cu_seqlens or self.want_documents)
+
+    # -- what a batch carries -----------------------------------------------------------------
+    def batch(self, step: int) -> dict[str, Any]:
+        """This rank's batch of step ``step``.
+
+        ``input_ids`` and ``labels`` (``(rows, length)``, contiguous, ``dtype``): labels are the
+        inputs moved one id on; padding is the pad id, which is :attr:`ignore_index`. On request:
+        ``position_ids`` (0 at every row and document start), ``document_ids`` (the segment of
+        each position within its row, from 0; padding is a segment of its own), ``cu_seqlens``
+        (``int32``: the segments' boundaries over the flattened rows, for varlen attention) and
+        ``max_seqlen`` (the longest segment).
+        """
+        single = len(self.layouts) == 1  # its ids are checked by the assembly's own pass
+        ids, segments, real = self._rank_segments(step, starts=self._want_boundaries, check=not single)
+        batch, largest = self._assemble(ids, segments, real)
+        if single and largest >= self.n_vocab:
+            check_ids(ids, self.sources[0])  # raises, naming the source
+        return batch
+
+    def micro_batches(self, step: int) -> list[dict[str, Any]]:
+        """This rank's batch of step ``step`` split into ``micro_batches`` equal parts, in order."""
+        ids, segments, real = self._rank_segments(step, starts=self._want_boundaries)
+        size = len(ids) // self.micro_batch_count
+        width = self.length + 1
+        out = []
+        for i in range(self.micro_batch_count):
+            part = slice(i * size, (i + 1) * size)
+            part_segments = None
+            if segments is not None:  # the part's segment starts, renumbered from its first row
+                lo, hi = np.searchsorted(segments, [i * size * width, (i + 1) * size * width])
+                part_segments = segments[lo:hi] - i * size * width
+            out.append(self._assemble(ids[part], part_segments, real[part])[0])
+        return out
+
+    def _assemble(self, ids: np.ndarray, segments: np.ndarray | None, real: np.ndarray) -> tuple[dict[str, Any], int]:
+        return assemble_segments(ids, segments, real, dtype=self.dtype, position_ids=self.want_positions,
+                                 cu_seqlens=self.want_cu_seqlens, document_ids=self.want_documents,
+                                 ignore_index=self.ignore_index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Batches from :attr:`step` on, forever; :attr:`step` counts the batches handed out."""
+        while True:
+            batch = self.batch(self.step)
+            self.step += 1
+            yield batch
+
+    # -- what a run keeps -------------------------------------------------------------------------
+    def repeats(self, step: int | None = None) -> list[dict[str, Any]]:
+        """Per part, before ``step`` (default: :attr:`step`): its ``name``, ``rows`` served, whole
+        ``epochs`` completed, ``rows_per_epoch``, ``tokens`` (targets: ids that were a label)
+        and ``weight`` (normalized, at ``step``), in the order of the state's ``parts`` and
+        ``history`` (the order the parts first appeared); a part the run served before and no
+        longer does is ``removed``."""
+        step = self.step if step is None else checks.non_negative_int("step", step)
+        before = self._history.before(step)
+        weights = self._history.weights(step)
+        out: list[dict[str, Any]] = []
+        for slot in range(len(self._slots)):
+            part, record, rows = self._local[slot], self._slots[slot], int(before[slot])
+            per_epoch = self.layouts[part].n_rows if part is not None else record.rows_per_epoch
+            entry: dict[str, Any] = {"name": record.name, "rows": rows, "rows_per_epoch": per_epoch,
+                                     "epochs": rows // per_epoch if per_epoch else None,
+                                     "tokens": self._tokens(slot, rows), "weight": float(weights[slot])}
+            if part is None:
+                entry["removed"] = True
+            out.append(entry)
+        return out
+
+    def _tokens(self, slot: int, rows: int) -> int | None:
+        """Targets in the first ``rows`` rows a part served (whole epochs, then its permutation's head)."""
+        part = self._local[slot]
+        if part is None:  # not served since the state that recorded it
+            return self._slots[slot].tokens
+        layout = self.layouts[part]
+        epochs, offset = divmod(rows, layout.n_rows)
+        total = epochs * layout.targets_per_epoch
+        if offset:
+            order = self._allocation.order(slot, epochs)
+            head = np.arange(offset, dtype=np.int64) if order is None else order[:offset]
+            total += int(layout.targets(head).sum())
+        return int(total)
+
+    def _layout_record(self) -> dict[str, Any]:
+        layout = self.layouts[0]
+        return {"layout": layout.name, "length": self.length, "split": self.split, "options": layout.options,
+                "shuffle": self.shuffle}
+
+    def _data_records(self) -> list[dict[str, Any]]:
+        return [{**data_identity(source), "range": [layout.lo, layout.hi]}
+                for source, layout in zip(self.sources, self.layouts)]
+
+    def _part_states(self, step: int) -> list[PartState]:
+        before = self._history.before(step)
+        return [record.model_copy(update={"rows": int(rows), "tokens": self._tokens(slot, int(rows))})
+                for slot, (record, rows) in enumerate(zip(self._slots, before))]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the next batch comes from (PyTorch's ``Stateful``): the step, the rows each part
+        served (and its data's identity and checksums), the history of settings (global batch
+        and weights), the seeds, the layout and the vocabulary's identity.
+
+        :func:`tokpack.require_vocabulary` accepts it (and a checkpoint holding it as ``"loader"``).
+        """
+        state = LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture.seed if self.mixture else None,
+                            global_batch=self.global_batch, layout=self._layout_record(),
+                            parts=self._part_states(self.step), history=self._history.segments,
+                            vocabulary=self.vocabulary)
+        return state.model_dump(mode="json", by_alias=True)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue at the step ``state`` was saved at (any rank count may have saved it), where
+        each part stopped in its permutation.
+
+        Settings may change here: this loader's global batch (or schedule) and weights (or
+        stages) take effect from the saved step on, when they differ from what the saved run
+        planned; a part of a new name is added (it starts its first epoch), a saved part whose
+        name this loader lacks is removed (kept in the state, so adding it back continues it).
+        A state saved by tokpack before the history of settings (``tokpack.loader.v2``) loads
+        exactly.
+
+        Raises:
+            VocabularyMismatch: ``state`` was saved over another vocabulary.
+            IntegrityError: ``state`` was saved over other data for a part that continues
+                (checksums or range differ).
+            InputError: not a loader state, or another seed, mixture seed, layout, length,
+                split or shuffle.
+        """
+        saved = parse_state(state)
+        if (saved.vocabulary.sha256, saved.vocabulary.n_vocab) != (self.vocabulary.sha256, self.vocabulary.n_vocab):
+            raise VocabularyMismatch(None, f"loader state was saved over vocabulary {saved.vocabulary.scheme}:"
+                                     f"{saved.vocabulary.short} (n_vocab {saved.vocabulary.n_vocab}); this loader serves "
+                                     f"{self.vocabulary.scheme}:{self.vocabulary.short} (n_vocab {self.n_vocab})")
+        mixture_seed = self.mixture.seed if self.mixture is not None else None
+        if saved.seed != self.seed:
+            raise InputError(None, f"loader state has seed {saved.seed}, this loader {self.seed}: another seed is "
+                             "another order of every epoch", fix="resume with the seed of the saved run")
+        if (saved.mixture_seed or 0) != (mixture_seed or 0):
+            raise InputError(None, f"loader state has mixture seed {saved.mixture_seed}, this loader {mixture_seed}",
+                             fix="resume with the Mixture(seed=...) of the saved run")
+        mine = self._layout_record()
+        for key in ("layout", "length", "split", "options", "shuffle"):
+            if saved.layout.get(key) != mine[key]:
+                raise InputError(None, f"loader state has {SETTING[key]} {saved.layout.get(key)!r}, this loader "
+                                 f"{mine[key]!r}: each part's position is a row of its layout, which another "
+                                 f"{key} numbers differently", fix=f"resume with the {key} of the saved run")
+        records = self._data_records()
+        keys = ("tokens_sha256", "starts_sha256", "range")
+        if self.mixture is None and saved.mixture_seed is None and len(saved.parts) == 1:
+            matched = {0: 0}  # one source continues another, whatever its folder is called
+        else:
+            matched = match_parts(saved.parts, self.names, records, keys)
+        for local, slot in matched.items():
+            theirs = saved.parts[slot]
+            if [theirs.data.get(k) for k in keys] != [records[local][k] for k in keys]:
+                raise IntegrityError(None, f"loader state was saved over other data for part {theirs.name!r}: "
+                                     + difference(theirs.data, records[local]),
+                                     fix="serve the same ids under that name, or give it another name (Mixture(names=...)) "
+                                         "to add it as a new part")
+        if not matched and self.mixture is None:
+            raise IntegrityError(None, f"loader state was saved over other data: {part_names([p.data for p in saved.parts])}; "
+                                 f"this loader serves {part_names(records)}")
+        # The parts as the saved history numbers them, then this loader's new ones.
+        slots = list(saved.parts)
+        local_of: list[int | None] = [None] * len(slots)
+        for local, slot in matched.items():
+            local_of[slot] = local
+            slots[slot] = slots[slot].model_copy(update={"name": self.names[local], "data": records[local],
+                                                         "rows_per_epoch": self.layouts[local].n_rows})
+        for local in range(len(self.layouts)):
+            if local not in matched:
+                local_of.append(local)
+                slots.append(PartState(name=self.names[local], data=records[local], rows=0,
+                                       rows_per_epoch=self.layouts[local].n_rows, since=saved.step))
+        added = len(slots) - len(saved.parts)
+        distinct_removed_names(slots, local_of)
+        step = saved.step
+        past = [segment.model_copy(update={"weights": segment.weights + [0.0] * added,
+                                           "anchor": None if segment.anchor is None else segment.anchor + [0] * added})
+                for segment in saved.history]
+        rows = [part.rows for part in saved.parts] + [0] * added
+        planned = self._planned(step, local_of)
+        if same_future(past, planned, step):
+            history = past
+        else:  # the settings change here: the shares count from the rows each part served
+            history = [segment for segment in past if segment.step < step]
+            history += [planned[0].model_copy(update={"anchor": rows}), *planned[1:]]
+        checked = History(history)
+        checked.remember(step, rows)
+        # nothing is changed before every check passed: a refused state leaves the loader as it was
+        joined = sorted(slot.since for slot in slots)
+        self._slots = slots
+        self._allocation = Allocation([layout.n_rows for layout in self.layouts], history=checked, local=local_of,
+                                      names=[slot.name for slot in slots], seed=self.seed,
+                                      mixture_seed=self._mixture_seed, shuffle=self.shuffle,
+                                      mixed_from=joined[1] if len(joined) > 1 else None)
+        self.step = step
+
+    def data_schedule(self, **extra: Any) -> dict[str, Any]:
+        """The record a run keeps with its checkpoints (``run=...`` and other keywords go under
+        ``extra``): every part with its weight and position, the history of settings, the
+        layout; :func:`tokpack.require_vocabulary` accepts it."""
+        given = [w for _, w in self.mixture.parts] if self.mixture is not None else [1.0]
+        served = {entry["name"]: entry for entry in self.repeats()}
+        parts = []
+        for slot, record in enumerate(self._slots):
+            part = self._local[slot]
+            entry = {**record.data, "name": record.name, "weight": given[part] if part is not None else 0.0,
+                     **{k: served[record.name][k] for k in ("rows", "epochs", "rows_per_epoch", "tokens")}}
+            if part is None:
+                entry["removed"] = True
+            parts.append(entry)
+        # The weights in force from each step of the history, in the parts' order (a resume's
+        # new weights from its step, not from 0).
+        stages: list[tuple[int, list[float]]] = []
+        for segment in self._history.segments:
+            total = sum(segment.weights) or 1.0
+            weights = [w / total for w in segment.weights]
+            if not stages or not np.allclose(stages[-1][1], weights, rtol=0, atol=1e-12):
+                stages.append((segment.step, weights))
+        schedule = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
+                                 step=self.step, seed=self.seed, shuffle=self.shuffle, layout=self._layout_record(),
+                                 global_batch=self.global_batch, length=self.length, stats=self.stats, extra=extra)
+        return schedule.model_dump(mode="json", by_alias=True)
+
+    @property
+    def stats(self) -> list[dict[str, float]]:
+        """Each part's layout statistics (repetition, padding, moved and cut shares) and, at
+        :attr:`step`, its ``rows`` served, ``epochs`` completed and ``tokens`` (targets) seen; in
+        this loader's order of parts (:attr:`names`)."""
+        served = {entry["name"]: entry for entry in self.repeats()}
+        return [{**layout.stats, **{k: float(served[self._slots[self._local.index(part)].name][k])
+                                    for k in ("rows", "epochs", "tokens")}}
+                for part, layout in enumerate(self.layouts)]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent to spawned loader workers: directories, not mapped streams, where the data has one;
+        # and the loader state, whose history the arguments alone may not give.
+        def portable(data: Any) -> Any:
+            return str(data.path) if isinstance(data, (Pack, ShardedDataset)) else data
+        data = self._data
+        if isinstance(data, Mixture):
+            data = Mixture([(portable(p), w) for p, w in data.parts], seed=data.seed,
+                           stages=[(s, ws.tolist()) for s, ws in data.stages], names=data.names)
+        else:
+            data = portable(data)
+        return {"data": data, "arguments": self._arguments, "state": self.state_dict()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["data"], **state["arguments"])  # type: ignore[misc]
+        self.load_state_dict(state["state"])
+
+
+__all__ = ["PackedBatches"]
