@@ -6,7 +6,11 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
 2. The compiled pre-tokenizer (:mod:`tokpack.vocab.pretokenizer`) cuts each text into pieces,
    with class tables read off tiktoken's own regex engine
    (:func:`~tokpack.vocab.pretokenizer.tiktoken_tables`), so the Unicode version is the oracle's.
-3. A piece of one ASCII character is its byte's rank. Any other piece of at most
+3. A piece of one ASCII character is its byte's rank; a piece of one character of the Basic
+   Multilingual Plane reads its ids from a table built with the vocabulary
+   (:func:`_build_chars`). An ASCII piece of 2 to 8 characters is looked up first in a small
+   cache keyed by its packed bytes (up to 3 ids in one word, :data:`SMALL_SLOTS` lines, small
+   enough to stay in a core's L2). Any other piece of at most
    :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
    table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit
    copies the ids; a miss encodes the piece and overwrites the row, so the cache's size is fixed
@@ -18,6 +22,11 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
    65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a slot; pieces of more
    than 16 bytes merge by a heap (its scratch reused from piece to piece), in the same order.
+5. Before that, a piece that missed is **cut** wherever no token can span the boundary between
+   two of its characters (:func:`_cut_ok`, a bitmap built from every token's character
+   boundaries), and each part is encoded alone, through the same caches and tables: exactly the
+   piece's ids (the proof is :func:`_encode`'s). A long run of Han or kana letters, a piece
+   that rarely repeats, becomes parts that do (mostly single characters).
 
 Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
 from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
@@ -52,6 +61,8 @@ CACHE_SLOTS = 1 << 16
 #: 32-bit words of a cache row: a piece of ``n`` code points and ``k`` ids is cached if
 #: ``1 + n + k <= CACHE_ROW``; longer ones are encoded each time.
 CACHE_ROW = 32
+#: Lines of the small cache of short ASCII pieces, per thread (a power of two).
+SMALL_SLOTS = 1 << 14
 
 _NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
 _NO_PAIR = np.uint32(0xFFFFFFFF)
@@ -315,18 +326,20 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, he
 
 @njit(cache=True, nogil=True, inline="always")
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
-                 pair_table, rks, toks, out, at, scratch, heap):
+                 pair_table, rks, toks, out, at, scratch, heap, shortcut=True):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
-    ``byte_pair_merge`` finds them; return the new end. ``rks`` and ``toks`` are scratch of at
-    least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it merged with the
-    next part."""
+    ``byte_pair_merge`` finds them (first, with ``shortcut``, the piece's own rank if it is a
+    token, as tiktoken's ``encode_ordinary`` does); return the new end. ``rks`` and ``toks`` are
+    scratch of at least ``n + 1``: part ``k`` is token ``toks[k]``, and ``rks[k]`` the rank of it
+    merged with the next part."""
     if n == 1:
         out[at] = byte_rank[piece[0]]
         return at + 1
-    whole = _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
-    if whole != _NONE:
-        out[at] = whole
-        return at + 1
+    if shortcut:
+        whole = _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
+        if whole != _NONE:
+            out[at] = whole
+            return at + 1
     if n > _LONG and n < (1 << 24):
         return _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap)
     best = _NONE
@@ -362,11 +375,273 @@ def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots
     return at
 
 
+#: Bits of the cut table (a bitmap over hashed pairs of sides, 512 KiB: it stays in a core's L2).
+_CUT_BITS = 22
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _side_bit(left, right):  # type: ignore[no-untyped-def]
+    """The cut table's bit of the two sides ``left`` and ``right`` of a boundary (see
+    :func:`_build_cuts`)."""
+    return _mix((np.uint64(left) << np.uint64(24)) | np.uint64(right)) >> np.uint64(64 - _CUT_BITS)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _left_key(value, count, whole):  # type: ignore[no-untyped-def]
+    """The key of a boundary's left side: a whole code point ``value``, or (``whole`` false) the
+    last ``count`` (1-3) bytes of a character, ``value`` their 6-bit payloads."""
+    if whole:
+        return value
+    return (1 << 21) | (count << 18) | value
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _right_key(value, count, whole):  # type: ignore[no-untyped-def]
+    """The key of a boundary's right side: a whole code point ``value``, or the first ``count``
+    (1-3) bytes of a character, ``value`` its lead byte then 6-bit payloads."""
+    if whole:
+        return value
+    return (1 << 23) | (count << 20) | value
+
+
+@njit(cache=True)
+def _build_cuts(flat, offsets):  # type: ignore[no-untyped-def]
+    """The cut table: a bitmap over the hashed (left side, right side) of every character
+    boundary inside every token. A token's bytes parse as UTF-8 does in any valid text that holds
+    them: a head of continuation bytes (the end of a character begun before the token), whole
+    characters, then maybe the beginning of a character; a side is a whole character, or that
+    head or that beginning. Tokens that no valid UTF-8 text holds (a continuation byte where a
+    character begins, a byte UTF-8 never uses, a lead byte inside a character) are left out:
+    they never equal a piece's bytes."""
+    bits = np.zeros((1 << _CUT_BITS) >> 6, dtype=np.uint64)
+    longest = 1
+    for t in range(offsets.size - 1):
+        longest = max(longest, offsets[t + 1] - offsets[t])
+    keys_left = np.empty(longest + 1, dtype=np.int64)
+    keys_right = np.empty(longest + 1, dtype=np.int64)
+    for t in range(offsets.size - 1):
+        b, e = offsets[t], offsets[t + 1]
+        k = b
+        while k < e and (flat[k] & 0xC0) == 0x80:
+            k += 1
+        head = k - b
+        if head > 3:
+            continue
+        m = 0  # sides: m characters (whole or not) after the head
+        if head > 0:
+            v = 0
+            for q in range(b, k):
+                v = (v << 6) | (flat[q] & 0x3F)
+            keys_left[0] = _left_key(v, head, False)
+        valid = True
+        while k < e:
+            x = np.int64(flat[k])
+            if x < 0x80:
+                size, cp = 1, x
+            elif 0xC2 <= x < 0xE0:
+                size, cp = 2, x & 0x1F
+            elif 0xE0 <= x < 0xF0:
+                size, cp = 3, x & 0x0F
+            elif 0xF0 <= x < 0xF5:
+                size, cp = 4, x & 0x07
+            else:
+                valid = False
+                break
+            stop = min(k + size, e)
+            v = x
+            for q in range(k + 1, stop):
+                if (flat[q] & 0xC0) != 0x80:
+                    valid = False
+                cp = (cp << 6) | (flat[q] & 0x3F)
+                v = (v << 6) | (flat[q] & 0x3F)
+            if not valid:
+                break
+            if k + size > e:
+                keys_right[m] = _right_key(v, e - k, False)
+            else:
+                keys_right[m] = _right_key(cp, size, True)
+                keys_left[m + 1] = _left_key(cp, size, True)
+            m += 1
+            k += size
+        if not valid:
+            continue
+        # boundaries: before character q (q >= 1), or before the first if a head precedes it
+        for q in range(0 if head > 0 else 1, m):
+            bit = _side_bit(keys_left[q], keys_right[q])
+            bits[bit >> np.uint64(6)] |= np.uint64(1) << (bit & np.uint64(63))
+    return bits
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cut_ok(a, b, cut_pairs):  # type: ignore[no-untyped-def]
+    """Whether no token can span the boundary between code points ``a`` and ``b`` (``False``
+    may be wrong, ``True`` never is). A token that spans it holds, just before it, ``a`` whole or
+    a proper end of ``a`` (where the token begins), and just after it ``b`` whole or a proper
+    beginning of ``b`` (where it ends): every such pair of sides is looked up."""
+    size_a = 1 if a < 0x80 else (2 if a < 0x800 else (3 if a < 0x10000 else 4))
+    size_b = 1 if b < 0x80 else (2 if b < 0x800 else (3 if b < 0x10000 else 4))
+    for s in range(size_a):  # s = 0: a whole; else its last s bytes
+        left = _left_key(a, 0, True) if s == 0 else _left_key(a & ((1 << (6 * s)) - 1), s, False)
+        for r in range(size_b):  # r = 0: b whole; else its first r bytes
+            if r == 0:
+                right = _right_key(b, 0, True)
+            else:
+                lead = (0xC0, 0xE0, 0xF0)[size_b - 2] | (b >> (6 * (size_b - 1)))
+                v = lead
+                for q in range(1, r):
+                    v = (v << 6) | ((b >> (6 * (size_b - 1 - q))) & 0x3F)
+                right = _right_key(v, r, False)
+            bit = _side_bit(left, right)
+            if (cut_pairs[bit >> np.uint64(6)] >> (bit & np.uint64(63))) & np.uint64(1):
+                return False
+    return True
+
+
+@njit(cache=True)
+def _build_unreachable(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
+                       pair_table):
+    """Per id, 1 if merging the token's own bytes does not give that token back (the piece
+    shortcut of :func:`_merge_piece` gives it; a cut-off part of a piece must not)."""
+    longest = 1
+    for t in range(offsets.size - 1):
+        longest = max(longest, offsets[t + 1] - offsets[t])
+    unreachable = np.zeros(ids.max() + 1 if ids.size else 1, dtype=np.uint8)
+    size = longest + 1
+    rks = np.empty(size, dtype=np.int64)
+    toks = np.empty(size, dtype=np.int64)
+    scratch = np.empty((4, size), dtype=np.int64)
+    heap = np.empty(3 * size + 1, dtype=np.int64)
+    out = np.empty(size, dtype=np.uint32)
+    for t in range(offsets.size - 1):
+        b, e = offsets[t], offsets[t + 1]
+        if e - b < 2:
+            continue
+        at = _merge_piece(flat[b:e], e - b, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
+                          pair_rank, pair_table, rks, toks, out, 0, scratch, heap, False)
+        if at != 1 or out[0] != ids[t]:
+            unreachable[ids[t]] = 1
+    return unreachable
+
+
+@njit(cache=True)
+def _build_chars(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank, pair_table,  # type: ignore[no-untyped-def]
+                 unreachable):
+    """The ids of every character of the Basic Multilingual Plane (U+0080 to U+FFFF, no
+    surrogates) alone, packed in one word: ``count << 62`` and each of its (at most 3) ids in 20
+    bits; 0 where a character has none (an id of 20 bits or more, or a token that merging its
+    bytes does not give: its ids differ as a piece and as a part of one)."""
+    chars = np.zeros(0x10000, dtype=np.uint64)
+    piece = np.empty(4, dtype=np.uint8)
+    cp = np.empty(1, dtype=np.uint32)
+    rks = np.empty(5, dtype=np.int64)
+    toks = np.empty(5, dtype=np.int64)
+    scratch = np.empty((4, 5), dtype=np.int64)
+    heap = np.empty(16, dtype=np.int64)
+    out = np.empty(4, dtype=np.uint32)
+    for c in range(0x80, 0x10000):
+        if 0xD800 <= c < 0xE000:
+            continue
+        cp[0] = c
+        n = _utf8(cp, 0, 1, piece)
+        count = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
+                             pair_table, rks, toks, out, 0, scratch, heap, True)
+        if count == 1 and unreachable[out[0]]:
+            continue
+        word = np.uint64(count) << np.uint64(62)
+        fits = True
+        for k in range(count):
+            if out[k] >= (1 << 20):
+                fits = False
+            word |= np.uint64(out[k]) << np.uint64(20 * k)
+        if fits:
+            chars[c] = word
+    return chars
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _char_ids(chars, c, out, at):  # type: ignore[no-untyped-def]
+    """Write the ids of the character ``c`` alone from :func:`_build_chars`'s table; return the
+    new end, or -1 if the table has none."""
+    if c < 0x80 or c >= 0x10000:
+        return -1
+    word = chars[c]
+    if word == 0:
+        return -1
+    count = np.int64(word >> np.uint64(62))
+    for k in range(count):
+        out[at + k] = np.uint32((word >> np.uint64(20 * k)) & np.uint64(0xFFFFF))
+    return at + count
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _probe(cps, i, j, cache, cache_mask, out, at):  # type: ignore[no-untyped-def]
+    """The cache row of the piece ``cps[i:j]``, and the end of its ids copied to ``out[at:]`` on a
+    hit (-1 on a miss). A row: its piece's length | its id count << 8, the code points, the ids."""
+    length = j - i
+    h = _OFFSET
+    for k in range(i, j):
+        h = (h ^ np.uint64(cps[k])) * _PRIME
+    slot = np.int64(_mix(h) & cache_mask)
+    if cache[slot, 0] & 0xFF == length:
+        for k in range(length):
+            if cache[slot, 1 + k] != cps[i + k]:
+                return slot, -1
+        count = np.int64(cache[slot, 0] >> 8)
+        for k in range(count):
+            out[at + k] = cache[slot, 1 + length + k]
+        return slot, at + count
+    return slot, -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store(cps, i, j, cache, slot, out, first, at, unreachable):  # type: ignore[no-untyped-def]
+    """Write the piece ``cps[i:j]`` and its ids ``out[first:at]`` to its cache row if they fit,
+    unless its ids are one token that merging its bytes does not give (a cut-off part of a
+    piece reads the cache too, and must get the merge's ids)."""
+    length = j - i
+    count = at - first
+    if 1 + length + count > cache.shape[1] or (count == 1 and unreachable[out[first]]):
+        return
+    cache[slot, 0] = length | (count << 8)
+    for k in range(length):
+        cache[slot, 1 + k] = cps[i + k]
+    for k in range(count):
+        cache[slot, 1 + length + k] = out[first + k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store_small(small, line, key, out, first, at):  # type: ignore[no-untyped-def]
+    """Write a short ASCII piece's key and its ids ``out[first:at]`` to the small cache's line
+    ``line`` if they fit in one word: at most 3 ids, each below 2**20."""
+    count = at - first
+    if count > 3:
+        return
+    word = np.uint64(count) << np.uint64(62)
+    for k in range(count):
+        if out[first + k] >= (1 << 20):
+            return
+        word |= np.uint64(out[first + k]) << np.uint64(20 * k)
+    small[line, 0] = key
+    small[line, 1] = word
+
+
 @njit(cache=True, nogil=True)
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
-            byte_rank, pair_rank, pair_table, cache, stats):
+            byte_rank, pair_rank, pair_table, cut_pairs, unreachable, chars, cache, small, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
-    of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces]."""
+    of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
+    parts, misses of cut parts].
+
+    A piece that misses the cache is cut where :func:`_cut_ok` proves that no token spans the
+    boundary, and each part is encoded alone (through the cache, parts repeat far more than
+    whole pieces do) with the merge alone, never the piece shortcut. That gives the piece's ids
+    exactly: every part that the merge ever holds is a token made of the piece's bytes, so no
+    part ever crosses a cut; the rank of a pair across a cut would be a token spanning it, so
+    such a pair never has one; the lowest-rank pair of the whole piece is therefore the
+    lowest-rank pair of the side it lies in (leftmost on ties, the left side's first), and each
+    side goes through the very merges, in the same order, that it goes through alone. A piece
+    with a cut is not a token (that token would span the cut), so the shortcut does not apply
+    to it either."""
     total = cps.size
     out = np.empty(max(64, total + total // 2), dtype=np.uint32)
     doc_ends = np.empty(ends.size, dtype=np.int64)
@@ -376,6 +651,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     scratch = np.empty((4, 257), dtype=np.int64)
     heap = np.empty(3 * 257 + 1, dtype=np.int64)
     cache_mask = np.uint64(cache.shape[0] - 1)
+    small_mask = np.uint64(small.shape[0] - 1)
+    line = 0
     row = cache.shape[1]
     at = 0
     begin = 0
@@ -389,32 +666,45 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 grown = np.empty(max(2 * out.size, at + 4 * length), dtype=np.uint32)
                 grown[:at] = out[:at]
                 out = grown
-            if length == 1 and cps[i] < 0x80:
-                out[at] = byte_rank[cps[i]]
-                at += 1
-                i = j
-                continue
-            slot = -1
-            if length <= row - 2:
-                h = np.uint64(0xCBF29CE484222325)
+            if length == 1:
+                if cps[i] < 0x80:
+                    out[at] = byte_rank[cps[i]]
+                    at += 1
+                    i = j
+                    continue
+                done = _char_ids(chars, np.int64(cps[i]), out, at)
+                if done >= 0:
+                    at = done
+                    i = j
+                    continue
+            key = np.uint64(0)
+            if length <= 8:  # an ASCII piece of at most 8 characters: the small cache, by its bytes
+                key = np.uint64(length) << np.uint64(56)
                 for k in range(i, j):
-                    h = (h ^ np.uint64(cps[k])) * np.uint64(0x100000001B3)
-                slot = np.int64(_mix(h) & cache_mask)
-                # A row: its piece's length | its id count << 8, the code points, the ids.
-                if cache[slot, 0] & 0xFF == length:
-                    same = True
-                    for k in range(length):
-                        if cache[slot, 1 + k] != cps[i + k]:
-                            same = False
-                            break
-                    if same:
-                        count = np.int64(cache[slot, 0] >> 8)
-                        for k in range(count):
-                            out[at + k] = cache[slot, 1 + length + k]
-                        at += count
+                    if cps[k] >= 0x80:
+                        key = np.uint64(0)
+                        break
+                    key |= np.uint64(cps[k]) << np.uint64(7 * (k - i))
+                if key != 0:
+                    line = np.int64(_mix(key) & small_mask)
+                    if small[line, 0] == key:
+                        word = small[line, 1]
+                        for k in range(np.int64(word >> np.uint64(62))):
+                            out[at] = np.uint32((word >> np.uint64(20 * k)) & np.uint64(0xFFFFF))
+                            at += 1
                         stats[0] += 1
                         i = j
                         continue
+            slot = -1
+            if length <= row - 2:
+                slot, hit = _probe(cps, i, j, cache, cache_mask, out, at)
+                if hit >= 0:
+                    if key != 0:
+                        _store_small(small, line, key, out, at, hit)
+                    at = hit
+                    stats[0] += 1
+                    i = j
+                    continue
                 stats[1] += 1
             else:
                 stats[2] += 1
@@ -424,16 +714,53 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 toks = np.empty(8 * length + 1, dtype=np.int64)
                 scratch = np.empty((4, 8 * length + 1), dtype=np.int64)
                 heap = np.empty(3 * (8 * length + 1) + 1, dtype=np.int64)
-            n = _utf8(cps, i, j, piece)
             first = at
-            at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
-                              pair_table, rks, toks, out, at, scratch, heap)
-            if slot >= 0 and 1 + length + at - first <= row:
-                cache[slot, 0] = length | ((at - first) << 8)
-                for k in range(length):
-                    cache[slot, 1 + k] = cps[i + k]
-                for k in range(at - first):
-                    cache[slot, 1 + length + k] = out[first + k]
+            s = i
+            if length >= 2:
+                for k in range(i + 1, j + 1):
+                    if k < j and not _cut_ok(np.int64(cps[k - 1]), np.int64(cps[k]), cut_pairs):
+                        continue
+                    if s == i and k == j:
+                        break  # no cut: the whole piece below
+                    # the part cps[s:k]
+                    if k - s == 1:
+                        if cps[s] < 0x80:
+                            out[at] = byte_rank[cps[s]]
+                            at += 1
+                            s = k
+                            continue
+                        done = _char_ids(chars, np.int64(cps[s]), out, at)
+                        if done >= 0:
+                            at = done
+                            s = k
+                            continue
+                    part = -1
+                    if k - s <= row - 2:
+                        part, hit = _probe(cps, s, k, cache, cache_mask, out, at)
+                        if hit >= 0:
+                            at = hit
+                            stats[3] += 1
+                            s = k
+                            continue
+                    stats[4] += 1
+                    n = _utf8(cps, s, k, piece)
+                    start = at
+                    at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
+                                      pair_rank, pair_table, rks, toks, out, at, scratch, heap, True)
+                    if at - start == 1 and unreachable[out[start]]:
+                        at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
+                                          pair_rank, pair_table, rks, toks, out, start, scratch, heap, False)
+                    elif part >= 0:
+                        _store(cps, s, k, cache, part, out, start, at, unreachable)
+                    s = k
+            if s == i:
+                n = _utf8(cps, i, j, piece)
+                at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
+                                  pair_rank, pair_table, rks, toks, out, at, scratch, heap, True)
+            if slot >= 0:
+                _store(cps, i, j, cache, slot, out, first, at, unreachable)
+            if key != 0:
+                _store_small(small, line, key, out, first, at)
             i = j
         doc_ends[d] = at
         begin = end
@@ -444,32 +771,45 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
 class PieceCache:
     """One thread's piece cache: a fixed array of rows, overwritten row by row. A row holds its
     piece's length and id count, the piece's code points, then its ids (a piece fits if
-    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line."""
+    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line. In
+    front of it, a small cache (:data:`SMALL_SLOTS` lines of two words, small enough to stay in
+    a core's L2) holds ASCII pieces of 2 to 8 characters by their packed bytes, with up to 3 ids
+    packed in one word."""
 
     rows: np.ndarray
-    stats: np.ndarray  # hits, misses, pieces too long to cache
+    small: np.ndarray
+    stats: np.ndarray  # hits, misses, pieces too long to cache; hits and misses of cut-off parts
 
     @classmethod
-    def new(cls, slots: int | None = None) -> PieceCache:
-        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32), np.zeros(3, dtype=np.int64))
+    def new(cls, slots: int | None = None, small_slots: int | None = None) -> PieceCache:
+        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32),
+                   np.zeros((small_slots or SMALL_SLOTS, 2), dtype=np.uint64), np.zeros(5, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
-        return int(self.rows.nbytes)
+        return int(self.rows.nbytes + self.small.nbytes)
 
 
 @dataclass(frozen=True)
 class CacheReport:
-    """What the piece caches hold and did: their fixed size, and hit counts since they were made."""
+    """What the piece caches hold and did since they were made: their fixed size (``bytes_each``
+    counts both the rows and the small cache), the pieces each part holds, lookups of whole pieces
+    (``hits`` counts either part's; ``uncached``: pieces too long for a row) and of the parts of
+    cut pieces. Pieces of one ASCII character, and characters of the Basic Multilingual Plane
+    alone, are read from tables and counted nowhere."""
 
     caches: int
     slots_each: int
     row_words: int
     bytes_each: int
     pieces_held: int
+    small_slots_each: int
+    small_pieces_held: int
     hits: int
     misses: int
     uncached: int
+    part_hits: int
+    part_misses: int
 
 
 def _table_size(n: int) -> int:
@@ -533,6 +873,11 @@ class CompiledBpe:
             self.pair_rank[pairs] = self.ids[two]
         self.pair_table = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys, self.short_ids,
                                        self.long_slots)
+        self.cut_pairs = _build_cuts(self.flat, self.offsets)
+        self.unreachable = _build_unreachable(self.short_keys, self.short_ids, self.flat, self.offsets, self.ids,
+                                              self.long_slots, self.byte_rank, self.pair_rank, self.pair_table)
+        self.chars = _build_chars(self.short_keys, self.short_ids, self.flat, self.offsets, self.ids, self.long_slots,
+                                  self.byte_rank, self.pair_rank, self.pair_table, self.unreachable)
         self.tables = tiktoken_tables()
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
         self._caches: list[PieceCache] = []
@@ -558,14 +903,18 @@ class CompiledBpe:
         with self._cache() as cache:
             out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
                                     self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
-                                    self.pair_table, cache.rows, cache.stats)
+                                    self.pair_table, self.cut_pairs, self.unreachable, self.chars, cache.rows, cache.small,
+                                    cache.stats)
         return np.split(out, doc_ends[:-1])
 
     def cache_report(self) -> CacheReport:
         """The piece caches' size and what they did so far."""
         caches = list(self._caches)
-        stats = sum((cache.stats for cache in caches), np.zeros(3, dtype=np.int64))
+        stats = sum((cache.stats for cache in caches), np.zeros(5, dtype=np.int64))
         return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, row_words=CACHE_ROW,
-                           bytes_each=PieceCache.new(1).nbytes * CACHE_SLOTS,
+                           bytes_each=CACHE_SLOTS * CACHE_ROW * 4 + SMALL_SLOTS * 16,
                            pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) for cache in caches)),
-                           hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]))
+                           small_slots_each=SMALL_SLOTS,
+                           small_pieces_held=int(sum(int(np.count_nonzero(cache.small[:, 0])) for cache in caches)),
+                           hits=int(stats[0]), misses=int(stats[1]), uncached=int(stats[2]),
+                           part_hits=int(stats[3]), part_misses=int(stats[4]))
