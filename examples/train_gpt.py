@@ -189,7 +189,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Read a checkpoint this script wrote (it holds plain records beside tensors)."""
     if not path.is_file():
-        raise InputError(path, "no such checkpoint", fix="pass the file --save wrote")
+        raise InputError("no such checkpoint", where=path, fix="pass the file --save wrote")
     # weights_only=False: the loader state and data schedule are plain records, not tensors,
     # and this is a file the user's own run wrote.
     return torch.load(path, map_location="cpu", weights_only=False)
@@ -340,29 +340,29 @@ def resolve_settings(args: argparse.Namespace, checkpoint: dict[str, Any] | None
         if checkpoint is None or given == before:
             continue
         if name in FIXED:
-            raise InputError(args.resume, f"{flag(name)} {given} differs from the checkpoint's {before}: "
+            raise InputError(f"{flag(name)} {given} differs from the checkpoint's {before}: "
                              + ("the model has another shape" if name in ("length", "layers", "width", "heads")
-                                else "each part's position is a row of the saved run's order"),
+                                else "each part's position is a row of the saved run's order"), where=args.resume,
                              fix=f"leave {flag(name)} out to keep {before}, or start a new run without --resume")
         if name == "mixture":
             continue  # printed per part by the loader's history, see mixture_changes()
         changes.append(f"{flag(name)} {_shown(before)} -> {_shown(given)}")
     if args.data is None:
-        raise InputError(args.resume, "the checkpoint does not record its --data", fix="pass --data")
+        raise InputError("the checkpoint does not record its --data", where=args.resume, fix="pass --data")
     if args.global_batch % world_size:
-        raise InputError(None, f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks "
+        raise InputError(f"--global-batch {args.global_batch} is not a multiple of the {world_size} ranks "
                          "(torchrun --nproc_per_node)", fix=f"pass a multiple of {world_size}, e.g. --global-batch "
                          f"{math.ceil(args.global_batch / world_size) * world_size}, or run on ranks that divide it")
     if (args.global_batch // world_size) % args.micro_batches:
-        raise InputError(None, f"--micro-batches {args.micro_batches} does not divide a rank's "
+        raise InputError(f"--micro-batches {args.micro_batches} does not divide a rank's "
                          f"{args.global_batch // world_size} rows (--global-batch {args.global_batch} / {world_size} ranks)",
                          fix="pass a --micro-batches that divides it")
     if args.width % args.heads:
-        raise InputError(None, f"--heads {args.heads} does not divide --width {args.width}",
+        raise InputError(f"--heads {args.heads} does not divide --width {args.width}",
                          fix="pick a --heads that divides the width")
     if checkpoint is not None and args.steps <= int(checkpoint["step"]):
-        raise InputError(args.resume, f"--steps {args.steps} is not past the checkpoint's step {checkpoint['step']}: "
-                         "there is nothing to train", fix=f"pass --steps above {checkpoint['step']}")
+        raise InputError(f"--steps {args.steps} is not past the checkpoint's step {checkpoint['step']}: "
+                         "there is nothing to train", where=args.resume, fix=f"pass --steps above {checkpoint['step']}")
     return changes
 
 
@@ -457,7 +457,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         except VocabularyMismatch:
             raise
         except ValueError as error:  # older tokpack raised a bare ValueError here
-            raise VocabularyMismatch(args.resume, str(error), fix="resume on the data it was trained on") from None
+            raise VocabularyMismatch(str(error), where=args.resume, fix="resume on the data it was trained on") from None
         # Each part continues where it stopped; a new --global-batch or --mixture takes effect from
         # here. Other data, vocabulary, layout, length or seed is refused, naming what differs,
         # before the model is touched.

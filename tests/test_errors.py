@@ -24,7 +24,7 @@ def _lines(text: str) -> list[str]:
 def test_every_error_is_a_value_error_where_the_seeds_promise_one() -> None:
     for kind in (InputError, IntegrityError, VocabularyMismatch):
         assert issubclass(kind, TokpackError) and issubclass(kind, ValueError)
-    assert str(InputError("c.jsonl", "no string field 'text'", byte=12, fix="use --text-field body")) == (
+    assert str(InputError("no string field 'text'", where="c.jsonl", byte=12, fix="use --text-field body")) == (
         "c.jsonl: byte 12: no string field 'text'; use --text-field body"
     )
     assert located("games.pgn", "illegal move", game=12_345) == "games.pgn: game 12,345: illegal move"

@@ -37,13 +37,13 @@ def publish(temporary: Path, destination: Path) -> None:
     """Rename ``temporary`` to ``destination`` and make the rename durable.
 
     Raises:
-        ValueError: ``destination`` exists already (``temporary`` is removed).
+        InputError: ``destination`` exists already (``temporary`` is removed).
     """
     try:
         os.rename(temporary, destination)
     except OSError:
         shutil.rmtree(temporary, ignore_errors=True)
-        raise InputError(f"{destination}: appeared while writing; not replaced") from None
+        raise InputError("appeared while writing; not replaced", where=destination) from None
     descriptor = os.open(destination.parent, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -41,7 +41,7 @@ def locked(target: Path) -> Iterator[None]:
             if target.exists():  # only reading a finished result: no lock needed
                 yield
                 return
-            raise InputError(lock_path, f"cannot create the lock ({error.strerror or error})",
+            raise InputError(f"cannot create the lock ({error.strerror or error})", where=lock_path,
                              fix="make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is") from None
         if fcntl is None or _still_there(handle, lock_path):
             break

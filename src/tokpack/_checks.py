@@ -66,10 +66,10 @@ def integer(name: str, value: Any, *, low: int | None = None, high: int | None =
     if low is not None and high is not None:
         what = f"an integer in [{low}, {high}]"
     if not _is_int(value):
-        raise InputError(None, f"{name} must be {what}, got {_shown(value)}", fix=fix)
+        raise InputError(f"{name} must be {what}, got {_shown(value)}", fix=fix)
     number = int(value)
     if (low is not None and number < low) or (high is not None and number > high):
-        raise InputError(None, f"{name} must be {what}, got {_shown(value)}", fix=fix)
+        raise InputError(f"{name} must be {what}, got {_shown(value)}", fix=fix)
     return number
 
 
@@ -111,14 +111,14 @@ def finite_float(name: str, value: Any, *, low: float | None = None, high: float
         bounds += f"{' and' if bounds else ''} at most {high:g}"
     message = f"{name} must be a finite number{bounds}, got {_shown(value)}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise InputError(None, message, fix=fix)
+        raise InputError(message, fix=fix)
     try:
         number = float(value)
     except (OverflowError, ValueError):  # an int too large for a float
-        raise InputError(None, message, fix=fix) from None
+        raise InputError(message, fix=fix) from None
     if not math.isfinite(number) or (low is not None and (number <= low if low_open else number < low)) or (
             high is not None and number > high):
-        raise InputError(None, message, fix=fix)
+        raise InputError(message, fix=fix)
     return number
 
 
@@ -130,7 +130,7 @@ def probability(name: str, value: Any, *, fix: str | None = None) -> float:
 def boolean(name: str, value: Any) -> bool:
     """``value`` as a ``bool`` (``True``/``False`` only: ``"no"`` is not false)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise InputError(None, f"{name} must be True or False, got {_shown(value)}")
+        raise InputError(f"{name} must be True or False, got {_shown(value)}")
     return bool(value)
 
 
@@ -143,14 +143,14 @@ def choice(name: str, value: Any, choices: Collection[str]) -> str:
     tokpack.errors.InputError: dtype must be one of int64, int32, got 'int16'
     """
     if not isinstance(value, str) or value not in choices:
-        raise InputError(None, f"{name} must be one of {', '.join(choices)}, got {_shown(value)}")
+        raise InputError(f"{name} must be one of {', '.join(choices)}, got {_shown(value)}")
     return value
 
 
 def text(name: str, value: Any) -> str:
     """``value`` if it is a string."""
     if not isinstance(value, str):
-        raise InputError(None, f"{name} must be a string, got {_shown(value)}")
+        raise InputError(f"{name} must be a string, got {_shown(value)}")
     return value
 
 
@@ -159,7 +159,7 @@ def mapping(name: str, value: Any) -> dict[str, Any]:
     from collections.abc import Mapping
 
     if not isinstance(value, Mapping):
-        raise InputError(None, f"{name} must be a dict, got {_shown(value)}")
+        raise InputError(f"{name} must be a dict, got {_shown(value)}")
     return dict(value)
 
 
@@ -167,16 +167,16 @@ def existing_path(name: str, value: Any, *, kind: str = "any") -> Path:
     """``value`` (a string or path) as a :class:`Path` that exists (``kind``: ``"file"``,
     ``"dir"`` or ``"any"``); a symlink loop or an unreadable parent is an ``InputError`` too."""
     if not isinstance(value, (str, os.PathLike)):
-        raise InputError(None, f"{name} must be a path, got {_shown(value)}")
+        raise InputError(f"{name} must be a path, got {_shown(value)}")
     path = Path(value)
     try:
         exists = path.is_dir() if kind == "dir" else path.is_file() if kind == "file" else path.exists()
         path.stat()
     except OSError as error:
-        raise InputError(path, f"{name}: cannot read ({error.strerror or error})") from None
+        raise InputError(f"{name}: cannot read ({error.strerror or error})", where=path) from None
     if not exists:
         wanted = {"dir": "a directory", "file": "a file"}.get(kind, "an existing path")
-        raise InputError(path, f"{name} must be {wanted}")
+        raise InputError(f"{name} must be {wanted}", where=path)
     return path
 
 
@@ -199,7 +199,7 @@ def fits_in_memory(what: str, n_bytes: int, *, fix: str | None = None) -> None:
     """
     total = memory_bytes()
     if n_bytes > total:
-        raise InputError(None, f"{what} needs {n_bytes:,} bytes, more than this machine's memory ({total:,})",
+        raise InputError(f"{what} needs {n_bytes:,} bytes, more than this machine's memory ({total:,})",
                          fix=fix)
 
 

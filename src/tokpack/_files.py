@@ -31,11 +31,11 @@ def regular_file(path: Path, what: str = "input") -> os.stat_result:
     try:
         status = os.stat(path)
     except FileNotFoundError:
-        raise InputError(path, "missing") from None
+        raise InputError("missing", where=path) from None
     except OSError as error:
-        raise InputError(path, f"cannot read ({error.strerror or error})") from None
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
     if not stat.S_ISREG(status.st_mode):
-        raise InputError(path, f"not a regular file ({_kind(status.st_mode)}); an {what} must be a file")
+        raise InputError(f"not a regular file ({_kind(status.st_mode)}); an {what} must be a file", where=path)
     return status
 
 
@@ -131,8 +131,8 @@ class FileBytes:
         while len(data) < length:  # pread may return less; only end-of-file returns nothing
             more = os.pread(self._descriptor, length - len(data), offset + len(data))
             if not more:
-                raise InputError(self.path, f"ends at byte {offset + len(data)}, but it had {self._size} bytes when "
-                                 "opened (truncated while being read)", fix="rerun once the file is complete")
+                raise InputError(f"ends at byte {offset + len(data)}, but it had {self._size} bytes when "
+                                 "opened (truncated while being read)", where=self.path, fix="rerun once the file is complete")
             data += more
         return data
 

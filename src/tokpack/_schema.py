@@ -41,17 +41,17 @@ class SealedRecord(Record):
 
     def check_seal(self, where: Path) -> None:
         """Raises:
-            ValueError: the record was edited after it was sealed.
+            IntegrityError: the record was edited after it was sealed.
         """
         if self.seal != self.computed_seal():
-            raise IntegrityError(f"{where}: edited after it was written (seal mismatch)")
+            raise IntegrityError("edited after it was written (seal mismatch)", where=where)
 
 
 def read_record(model: type[ModelT], path: Path) -> ModelT:
     """Read and validate ``path`` as ``model``.
 
     Raises:
-        ValueError: the file is missing or unreadable, is not UTF-8 or not JSON (with the byte
+        InputError: the file is missing or unreadable, is not UTF-8 or not JSON (with the byte
             offset), or does not match the model; the one-line message names the file.
     """
     from tokpack._files import regular_file
@@ -60,26 +60,26 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise InputError(f"{path}: missing") from None
+        raise InputError("missing", where=path) from None
     except OSError as error:
-        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: byte {error.start}: not UTF-8") from None
+        raise InputError(f"byte {error.start}: not UTF-8", where=path) from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         offset = len(text[: error.pos].encode("utf-8"))
-        raise InputError(f"{path}: byte {offset}: invalid JSON ({error.msg})") from None
+        raise InputError(f"byte {offset}: invalid JSON ({error.msg})", where=path) from None
     except RecursionError:  # thousands of nested brackets: no record of ours nests that deep
-        raise InputError(path, "JSON nested too deeply to be a tokpack record") from None
+        raise InputError("JSON nested too deeply to be a tokpack record", where=path) from None
     except ValueError as error:  # a number past Python's 4,300-digit limit
-        raise InputError(path, f"unreadable JSON ({str(error).split(':')[0]})") from None
+        raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=path) from None
     try:
         return model.model_validate(document)
     except ValidationError as error:
-        raise InputError(f"{path}: {first_problem(error)}") from None
+        raise InputError(first_problem(error), where=path) from None
 
 
 def first_problem(error: ValidationError) -> str:

@@ -14,7 +14,7 @@ promised ``ValueError`` for these failures and callers catch it:
 
 >>> issubclass(VocabularyMismatch, ValueError) and issubclass(InputError, TokpackError)
 True
->>> str(InputError("x.txt", "invalid UTF-8", byte=7))
+>>> str(InputError("invalid UTF-8", where="x.txt", byte=7))
 'x.txt: byte 7: invalid UTF-8'
 """
 
@@ -60,25 +60,28 @@ def located(
 class TokpackError(Exception):
     """Base of every error tokpack raises on purpose (never a bug).
 
+    ``what`` is what is wrong; the place (``where``: a file or an argument, then a ``byte``,
+    ``line`` or ``game`` in it) and the ``fix`` are keywords, joined by :func:`located`:
+
     >>> str(TokpackError("no training month left", fix="lower val_fraction"))
     'no training month left; lower val_fraction'
+    >>> str(InputError("not JSON", where="a.jsonl", line=3, fix="check the quoting"))
+    'a.jsonl: line 3: not JSON; check the quoting'
+    >>> str(IntegrityError("sha256 differs from meta.json", where="pack/tokens.npy"))
+    'pack/tokens.npy: sha256 differs from meta.json'
     """
 
     def __init__(
         self,
-        where: str | PathLike[str] | None,
-        what: str | None = None,
+        what: str,
         *,
+        where: str | PathLike[str] | None = None,
         byte: int | None = None,
         line: int | None = None,
         game: int | None = None,
         fix: str | None = None,
     ) -> None:
-        # TokpackError("whole message") also works, for messages built elsewhere (keeping any fix).
-        if what is None:
-            where, what = None, str(where)
-        message = located(where, what, byte=byte, line=line, game=game, fix=fix)
-        super().__init__(message)
+        super().__init__(located(where, what, byte=byte, line=line, game=game, fix=fix))
 
 
 class InputError(TokpackError, ValueError):

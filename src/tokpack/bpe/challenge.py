@@ -88,7 +88,7 @@ def read_json_record(model: type[Challenge | Proof], path: Path) -> Any:
     """Read ``path`` as ``model`` (see :func:`tokpack._schema.read_record`).
 
     Raises:
-        ValueError: a missing or unreadable file, invalid JSON (with its byte offset) or a field
+        InputError: a missing or unreadable file, invalid JSON (with its byte offset) or a field
             that does not match the format; the message names the file.
     """
     return read_record(model, Path(path))
@@ -99,7 +99,7 @@ def check_challenge(challenge: Challenge, *, now: datetime | None = None, ignore
 
     Raises:
         ChallengeRefused: the checksum names a different corpus, or the challenge has expired.
-        ValueError: the expiry field is not an ISO-8601 date.
+        InputError: the expiry field is not an ISO-8601 date.
     """
     actual = corpus_sha256(challenge.corpus)
     if actual != challenge.corpus_sha256.lower():
@@ -142,7 +142,7 @@ def write_proof(proof: Proof, path: Path) -> None:
     """Write ``proof`` to ``path`` through a temporary sibling, so no half-written file appears."""
     path = Path(path)
     if not path.parent.is_dir():  # a mistyped folder is the user's mistake, not a folder to create
-        raise InputError(str(path), "its folder does not exist", fix="create the folder or name another file")
+        raise InputError("its folder does not exist", where=str(path), fix="create the folder or name another file")
     write_atomically(path, proof.to_json())
 
 

@@ -54,7 +54,7 @@ def walk(texts: Sequence[str], num_merges: int, *, top: int = 5) -> Iterator[Exp
 
     Raises:
         TypeError: a text is not a ``str``.
-        ValueError: a negative ``num_merges`` or a ``top`` below 1.
+        InputError: a negative ``num_merges`` or a ``top`` below 1.
     """
     docs = []
     for index, text in enumerate(texts):
@@ -63,7 +63,7 @@ def walk(texts: Sequence[str], num_merges: int, *, top: int = 5) -> Iterator[Exp
         try:
             docs.append(list(text.encode("utf-8")))
         except UnicodeEncodeError as error:  # a command-line argument that was not UTF-8 arrives as surrogates
-            raise InputError(None, f"text {index} is not valid UTF-8 (byte {error.start})",
+            raise InputError(f"text {index} is not valid UTF-8 (byte {error.start})",
                              fix="pass each text as UTF-8") from None
     num_merges, top = checks.non_negative_int("num_merges", num_merges), checks.positive_int("top", top)
     for step in range(num_merges):

@@ -118,7 +118,7 @@ class BpeTraining:
         merge, unless that one repeated an earlier spelling).
 
         Raises:
-            ValueError: training ran without a pattern (a byte-level vocabulary needs one).
+            InputError: training ran without a pattern (a byte-level vocabulary needs one).
         """
         if self.pattern is None:
             raise InputError("a vocabulary needs the pre-tokenizer pattern it was trained with; train with pattern=")
@@ -160,7 +160,7 @@ def train_fast(
 
     Raises:
         TypeError: a text is not a ``str``.
-        ValueError: a negative ``num_merges``, ``min_frequency`` below 1, or a repeated or empty
+        InputError: a negative ``num_merges``, ``min_frequency`` below 1, or a repeated or empty
             special token.
 
     >>> training = train_fast(["abab", "abab", "baba", "aaaa"], 3)
@@ -177,7 +177,7 @@ def train_fast(
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     first_id = 256 + len(specials)
     if first_id + num_merges > _MAX_ID:
-        raise InputError(None, f"at most {_MAX_ID - first_id:,} merges fit in a pair code, {num_merges:,} asked")
+        raise InputError(f"at most {_MAX_ID - first_id:,} merges fit in a pair code, {num_merges:,} asked")
     _map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
@@ -212,7 +212,7 @@ def train_bytelevel(
     rank. Training stops early when no pair reaches ``min_frequency``.
 
     Raises:
-        ValueError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
+        InputError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
         TypeError: a text is not a ``str``.
     """
     if vocab_size < 256:
@@ -523,13 +523,13 @@ def train_from_files(
     """
 
     if num_merges < 0:
-        raise InputError(None, f"num_merges must be 0 or more, got {num_merges}")
+        raise InputError(f"num_merges must be 0 or more, got {num_merges}")
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
-        raise InputError(None, "special tokens must be distinct, non-empty strings")
+        raise InputError("special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     if 256 + len(specials) + num_merges > _MAX_ID:
-        raise InputError(None, f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
+        raise InputError(f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
     spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator)
     splitter = _Splitter(pattern, tuple(special_tokens))
     splitter.compile()  # a bad pattern fails here, not in a worker

@@ -226,7 +226,7 @@ class PieceCounter:
         """
         flat, lengths, counts, surrogate = _to_utf8(self.records, self.store, np.int64(len(self)))
         if surrogate >= 0:
-            raise InputError(None, f"the text holds a lone surrogate U+{surrogate:04X}, which has no UTF-8; "
+            raise InputError(f"the text holds a lone surrogate U+{surrogate:04X}, which has no UTF-8; "
                              "decode the input with errors='replace'")
         return flat, lengths, counts
 

@@ -72,7 +72,7 @@ class Challenge(Record):
         '2026-03-02T00:00:00+00:00'
 
         Raises:
-            ValueError: an expiry field that is not an ISO-8601 date or datetime.
+            InputError: an expiry field that is not an ISO-8601 date or datetime.
         """
         for key in _EXPIRY_FIELDS:
             value = self.extra_fields.get(key)
@@ -84,7 +84,7 @@ class Challenge(Record):
                     return datetime.combine(date.fromisoformat(text) + timedelta(days=1), time(0), timezone.utc)
                 moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError:
-                raise InputError(f"{key}: {value!r} is not an ISO-8601 date") from None
+                raise InputError(f"{value!r} is not an ISO-8601 date", where=key) from None
             return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
         return None
 

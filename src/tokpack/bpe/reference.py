@@ -50,7 +50,7 @@ def select_pair(counts: dict[Pair, int]) -> Pair:
     (98, 97)
 
     Raises:
-        ValueError: ``counts`` holds no pair (the training loop stops before this happens).
+        InputError: ``counts`` holds no pair (the training loop stops before this happens).
     """
     if not counts:
         raise InputError("select_pair needs at least one pair; there is nothing left to merge")
@@ -106,7 +106,7 @@ def train_bpe(texts: Sequence[str], num_merges: int) -> tuple[list[Pair], list[T
 
     Raises:
         TypeError: a text is not a ``str``.
-        ValueError: ``num_merges`` is negative.
+        InputError: ``num_merges`` is negative.
     """
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of strings, not one string")

@@ -57,7 +57,7 @@ def split_moves(text: str) -> list[str]:
     the 7th rank to the 8th, or from the 2nd to the 1st, takes the ``b``).
 
     Raises:
-        ValueError: ``text`` does not cut into UCI moves.
+        InputError: ``text`` does not cut into UCI moves.
 
     >>> split_moves("d2d3e7e6e1d2f8b4d2e3b4d2e3f3d2c1b2b4")[-2:]
     ['d2c1', 'b2b4']
@@ -101,7 +101,7 @@ def train_bpe(games: Iterable[str], vocab_size: int, min_frequency: int = 2) -> 
     the same order give the same merges.
 
     Raises:
-        ValueError: ``vocab_size`` too small to hold the specials and the alphabet.
+        InputError: ``vocab_size`` too small to hold the specials and the alphabet.
     """
     from tokenizers import Tokenizer, models, trainers
 
@@ -136,7 +136,7 @@ class BpeEncoder:
     """A trained BPE as a :class:`~tokpack.chess.encoders.GameEncoder`.
 
     Raises:
-        ValueError: (building it) the tokenizer is not a BPE, or a special token of the uci
+        InputError: (building it) the tokenizer is not a BPE, or a special token of the uci
             scheme is missing or has another id there.
     """
 
@@ -182,7 +182,7 @@ class BpeEncoder:
         try:
             return cls(make())
         except Exception as error:  # tokenizers raises its own exception types
-            raise InputError(f"{where}: not a chess BPE ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+            raise InputError(f"not a chess BPE ({str(error).splitlines()[0] if str(error) else type(error).__name__})", where=where) from None
 
     def save(self, path: Path) -> None:
         """Write the tokenizer as ``tokenizer.json`` text, atomically (a temporary sibling renamed)."""
@@ -205,7 +205,7 @@ class BpeEncoder:
         """``<bos>``, the BPE ids of the spaceless moves, the result, ``<eos>``; cut to ``max_len``.
 
         Raises:
-            ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
+            InputError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
         """
         outcome = result_id(result)
         body = self.tokenizer.encode(spaceless(uci), add_special_tokens=False).ids
@@ -234,7 +234,7 @@ class BpeEncoder:
         """The moves (boundaries restored by :func:`split_moves`) and result of one framed game.
 
         Raises:
-            ValueError: not ``<bos> ... result <eos>``, or a body id that is a special token.
+            InputError: not ``<bos> ... result <eos>``, or a body id that is a special token.
         """
         ids = [int(i) for i in ids]
         if len(ids) < FRAMING or ids[0] != BOS_ID or ids[-1] != EOS_ID or self.tokens[ids[-2]] not in RESULT_IDS:

@@ -90,18 +90,18 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
     """Read a TOML config; relative paths are taken from the file's folder.
 
     Raises:
-        ValueError: naming the file: missing, not TOML, or a field that is missing or invalid.
+        InputError: naming the file: missing, not TOML, or a field that is missing or invalid.
     """
     path = Path(path) if path is not None else DEFAULT_CONFIG
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(path, "no such config file", fix=f"write one, e.g. {EXAMPLE}, or name yours with "
+        raise InputError("no such config file", where=path, fix=f"write one, e.g. {EXAMPLE}, or name yours with "
                          "--config FILE") from None
     except OSError as error:  # a folder, no permission
-        raise InputError(path, f"cannot read the config file ({error.strerror or error})") from None
+        raise InputError(f"cannot read the config file ({error.strerror or error})", where=path) from None
     except (tomllib.TOMLDecodeError, ValueError) as error:  # ValueError: bad UTF-8, a 5,000-digit number
-        raise InputError(f"{path}: not TOML ({str(error).split(';')[0]})") from None
+        raise InputError(f"not TOML ({str(error).split(';')[0]})", where=path) from None
     base = path.resolve().parent
     for key in ("games_dir", "out_dir", "fixture_pgn"):
         if isinstance(data.get(key), str):
@@ -109,4 +109,4 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
     try:
         return ChessPipelineConfig.model_validate(data)
     except ValidationError as error:
-        raise InputError(f"{path}: {first_problem(error)}") from None
+        raise InputError(first_problem(error), where=path) from None

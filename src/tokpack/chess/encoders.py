@@ -182,7 +182,7 @@ def result_id(result: str) -> int:
     """The id of a result token (the same in every scheme that has them).
 
     Raises:
-        ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
+        InputError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
     """
     if result not in RESULT_IDS:
         raise InputError(f"result {result!r} is not one of {', '.join(RESULTS)}")

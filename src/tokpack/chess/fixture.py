@@ -56,7 +56,7 @@ def build_parity(pgn: Path, encoders: Sequence[GameEncoder]) -> ParityFixture:
     """Every game of ``pgn`` with the ids of each encoder.
 
     Raises:
-        ValueError: naming the file and byte offset of the first unusable game.
+        InputError: naming the file and byte offset of the first unusable game.
     """
     games = read_games_strictly(Path(pgn))
     entries = []
@@ -84,7 +84,7 @@ def read_parity(path: Path) -> ParityFixture:
     """Read and validate a parity fixture.
 
     Raises:
-        ValueError: naming the file and the first problem.
+        InputError: naming the file and the first problem.
     """
     return read_record(ParityFixture, Path(path))
 
@@ -120,7 +120,7 @@ def choose_parity_games(pgn: Path, n_games: int = 20) -> list[tuple[int, int]]:
     then the first games not yet picked; returned as ``(start, end)`` byte ranges, in file order.
 
     Raises:
-        ValueError: the file holds fewer than ``n_games`` usable games.
+        InputError: the file holds fewer than ``n_games`` usable games.
     """
     offsets: list[int] = []
     usable: list[tuple[int, PgnGame]] = []
@@ -130,7 +130,7 @@ def choose_parity_games(pgn: Path, n_games: int = 20) -> list[tuple[int, int]]:
             usable.append((len(offsets) - 1, game))
     offsets.append(Path(pgn).stat().st_size)
     if len(usable) < n_games:
-        raise InputError(f"{pgn}: {len(usable)} usable games, fewer than {n_games}")
+        raise InputError(f"{len(usable)} usable games, fewer than {n_games}", where=pgn)
     missing, chosen = set(FEATURES), []  # type: ignore[var-annotated]
     shown = [(index, features(game)) for index, game in usable]
     while missing and len(chosen) < n_games:

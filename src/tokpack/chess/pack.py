@@ -63,7 +63,7 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
     so a script calling this must guard its entry point with ``if __name__ == "__main__":``.
 
     Raises:
-        ValueError: ``destination`` exists, ``split`` is unknown, the parquet cannot be read or
+        InputError: ``destination`` exists, ``split`` is unknown, the parquet cannot be read or
             lacks a column, or a game cannot be encoded (naming the file and the row).
     """
     return pack_tables([TableRows(Path(games), rows, source)], encoder, destination, split=split,
@@ -81,14 +81,14 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
     (:func:`tokpack.chess.shards.joined_source` joins theirs); for one, its record by default.
 
     Raises:
-        ValueError: as :func:`pack_games`, for any of the tables.
+        InputError: as :func:`pack_games`, for any of the tables.
     """
     if split not in SPLITS:
         raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if not tables:
-        raise InputError(destination, "a pack needs at least one table of games")
+        raise InputError("a pack needs at least one table of games", where=destination)
     if source is None and len(tables) > 1:
-        raise InputError(destination, "a pack of several tables needs the record of its input (source=)")
+        raise InputError("a pack of several tables needs the record of its input (source=)", where=destination)
     opened, spans = [], []
     try:
         for table in tables:
@@ -138,16 +138,16 @@ def _open_table(games: Path, rows: tuple[int, int] | None) -> tuple[pq.ParquetFi
         # file is closed, and memory grows with the table.
         reader = pq.ParquetFile(games, pre_buffer=False)
     except (OSError, ValueError) as error:
-        raise InputError(f"{games}: not a readable parquet file ({error})") from None
+        raise InputError(f"not a readable parquet file ({error})", where=games) from None
     missing = [c for c in GAME_COLUMNS if c not in reader.schema_arrow.names]
     if missing:
         reader.close()
-        raise InputError(f"{games}: missing column(s) {', '.join(missing)}")
+        raise InputError(f"missing column(s) {', '.join(missing)}", where=games)
     n_rows = reader.metadata.num_rows
     first, last = (0, n_rows) if rows is None else rows
     if not 0 <= first <= last <= n_rows:
         reader.close()
-        raise InputError(games, f"rows {first}..{last} are outside its {n_rows} rows")
+        raise InputError(f"rows {first}..{last} are outside its {n_rows} rows", where=games)
     return reader, first, last
 
 

@@ -135,10 +135,10 @@ class GameFilter:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.speeds) - set(SPEEDS))
         if unknown:
-            raise InputError(None, f"unknown speed {unknown[0]!r}; use one of {', '.join(SPEEDS)}")
+            raise InputError(f"unknown speed {unknown[0]!r}; use one of {', '.join(SPEEDS)}")
         for control in self.time_controls:  # a typo would otherwise drop every game, silently
             if not _TIME_CONTROL.fullmatch(control):
-                raise InputError(None, f"--time-control: {control!r} is not a PGN TimeControl value",
+                raise InputError(f"--time-control: {control!r} is not a PGN TimeControl value",
                                  fix="use values such as 180+2, 300, 40/7200:3600, - or ?")
 
     @property
@@ -467,7 +467,7 @@ def read_games_strictly(path: Path) -> list[PgnGame]:
             raise InputError(f"{path}@{offset}: {game.reason}: {game.detail}")
         games.append(game)
     if not games:
-        raise InputError(path, "no games")
+        raise InputError("no games", where=path)
     return games
 
 
@@ -481,7 +481,7 @@ def month_parquet(root: Path, month: str) -> Path:
     'games/year=2016/month=03/games.parquet'
     """
     if not re.fullmatch(r"\d{4}-\d{2}", month):
-        raise InputError(None, f"month {month!r} is not YYYY-MM")
+        raise InputError(f"month {month!r} is not YYYY-MM")
     year, number = month.split("-")
     return Path(root) / f"year={year}" / f"month={number}" / GAMES_FILE
 
@@ -501,7 +501,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     """
     out = Path(out)
     if out.exists():
-        raise InputError(out, "already exists; a conversion never writes into an old one",
+        raise InputError("already exists; a conversion never writes into an old one", where=out,
                          fix="remove it or pick another --out")
     sizes = []
     for path in pgn_files:
@@ -509,7 +509,7 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
             sizes.append(0)
             continue
         if not Path(path).is_file():
-            raise InputError(path, "not a file")
+            raise InputError("not a file", where=path)
         sizes.append(Path(path).stat().st_size)
     total, done_before = sum(sizes), 0
     skipped = {reason: 0 for reason in SKIP_REASONS}
@@ -577,9 +577,9 @@ class _PgnSniff:
         where = "standard input" if str(path) == "-" else path
         fix = "check the file (download with curl -f so an error page is not saved as the file)"
         if not self._seen_text:
-            raise InputError(where, "is empty (no PGN game)", fix=fix)
+            raise InputError("is empty (no PGN game)", where=where, fix=fix)
         first = self._head.split(b"\n", 1)[0][:40].decode("utf-8", "replace").strip()
-        raise InputError(where, f"starts with {first!r}: not PGN (no tag line, no numbered moves)", fix=fix)
+        raise InputError(f"starts with {first!r}: not PGN (no tag line, no numbered moves)", where=where, fix=fix)
 
 
 def _position(raw: object, size: int) -> int:

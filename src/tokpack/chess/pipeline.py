@@ -98,13 +98,13 @@ def split_months(cfg: ChessPipelineConfig, *, check: bool = True) -> tuple[list[
         train = [m for m in train if m not in val]
     both = sorted(set(train) & set(val))
     if both and cfg.train_month is None:  # (train_month = val_month is allowed, as it always was)
-        raise InputError(None, f"month {both[0]} is in both the training and the validation months")
+        raise InputError(f"month {both[0]} is in both the training and the validation months")
     if not train:
-        raise InputError(cfg.games_dir, "no training month left", fix="name train_months or lower val_fraction")
+        raise InputError("no training month left", where=cfg.games_dir, fix="name train_months or lower val_fraction")
     for month in [*train, *val] if check else ():
         path = month_parquet(cfg.games_dir, month)
         if not path.is_file():
-            raise InputError(path, "no such file", fix=f"convert the games of {month} first (tokpack chess convert)")
+            raise InputError("no such file", where=path, fix=f"convert the games of {month} first (tokpack chess convert)")
     return train, val
 
 
@@ -147,7 +147,7 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
         EXECUTORS[cfg.engine](destination, ranks, options)
     dataset = finish_chess_job(destination)
     if dataset is None:
-        raise InputError(destination, "not every shard is complete", fix="rerun to resume")
+        raise InputError("not every shard is complete", where=destination, fix="rerun to resume")
     meta = dataset.meta
     return PackedSplit(destination.name, destination, months, meta.n_docs, meta.n_tokens, meta.dtype,
                        meta.counts.get("unknown_moves", 0), len(meta.shards))
@@ -163,7 +163,7 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         InputError: an unknown scheme, a missing month, an existing pack, or no fixture_pgn.
     """
     if scheme not in SCHEMES:
-        raise InputError(None, f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+        raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
     # Statistics or a BPE from --games need no converted month; packing (or reading the first
     # training month) does.
     train, val = split_months(cfg, check=pack or games is None)
@@ -173,10 +173,10 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         destination = cfg.out_dir / scheme / folder
         # Refused now, not after training a BPE; an unfinished job (job.json, no dataset.json) resumes.
         if destination.exists() and (not (destination / JOB_FILE).exists() or (destination / DATASET_FILE).exists()):
-            raise InputError(destination, "already exists; a pack is never overwritten",
+            raise InputError("already exists; a pack is never overwritten", where=destination,
                              fix="remove that folder to pack again, or set another out_dir in the config")
     if export_fixture and cfg.fixture_pgn is None:
-        raise InputError(None, "--export-fixture needs fixture_pgn in the config")
+        raise InputError("--export-fixture needs fixture_pgn in the config")
     written: list[Path] = []
     bpe = None
     if scheme == "bpe" or stats or export_fixture:

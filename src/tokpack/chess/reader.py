@@ -100,11 +100,11 @@ def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
     else:
         path = Path(path)
         if not path.is_file():
-            raise InputError(path, "not a file")
+            raise InputError("not a file", where=path)
         try:
             raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
         except OSError as error:
-            raise InputError(path, error.strerror or "cannot be read") from None
+            raise InputError(error.strerror or "cannot be read", where=path) from None
     buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     head = buffered.peek(4)[:4]
     for magic, kind in _MAGIC.items():
@@ -153,8 +153,8 @@ class _ZstdFrames:
         block = self._raw.read(1 << 20)
         if not block:
             if self._frame is not None:
-                raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte {self._frame_start} "
-                                 "is cut short (the file ends before the frame does)", byte=self._consumed,
+                raise InputError(f"not a readable zstd stream: the frame starting at byte {self._frame_start} "
+                                 "is cut short (the file ends before the frame does)", where=self._where, byte=self._consumed,
                                  fix=_TRUNCATED_FIX)
             return False
         while block:
@@ -166,8 +166,8 @@ class _ZstdFrames:
                 # zstd cannot say which byte is bad (a checksum fails at the frame's end): report the
                 # compressed offset where reading failed, and the frame that holds the damage.
                 failed_at = self._consumed + len(block)
-                raise InputError(self._where, f"not a readable zstd stream: the frame starting at byte "
-                                 f"{self._frame_start:,} is damaged before this byte ({error})",
+                raise InputError(f"not a readable zstd stream: the frame starting at byte "
+                                 f"{self._frame_start:,} is damaged before this byte ({error})", where=self._where,
                                  byte=failed_at, fix=_TRUNCATED_FIX) from None
             if not self._frame.eof:
                 self._consumed += len(block)
@@ -204,7 +204,7 @@ class _Checked:
             except (OSError, ValueError):
                 at = None
             what = "ends before its end-of-stream marker" if isinstance(error, EOFError) else f"is damaged ({error})"
-            raise InputError(self._where, f"cannot be read: the {self._kind} stream {what}", byte=at,
+            raise InputError(f"cannot be read: the {self._kind} stream {what}", where=self._where, byte=at,
                              fix=_TRUNCATED_FIX) from None
 
     def close(self) -> None:
@@ -231,7 +231,7 @@ def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> 
         except InputError:
             raise
         except (OSError, EOFError, ValueError) as error:  # a decompressor's own errors
-            raise InputError(where, f"byte {offset + len(pending)} of the decompressed text: cannot be read ({error})") from None
+            raise InputError(f"byte {offset + len(pending)} of the decompressed text: cannot be read ({error})", where=where) from None
         if not block:
             break
         pending += block

@@ -54,7 +54,7 @@ def san_moves(uci: str) -> list[str]:
     """The SAN of each move of a game from the standard start, by python-chess.
 
     Raises:
-        ValueError: a move that is malformed or illegal, naming its ply.
+        InputError: a move that is malformed or illegal, naming its ply.
 
     >>> san_moves("e2e4 e7e5 g1f3 b8c6 f1b5 a7a6")
     ['e4', 'e5', 'Nf3', 'Nc6', 'Bb5', 'a6']
@@ -112,7 +112,7 @@ class SanEncoder:
         """``<bos>``, the characters of the movetext, ``<eos>``, cut to ``max_len`` (ratings ignored).
 
         Raises:
-            ValueError: an illegal move, or a result that is not 1-0, 0-1, 1/2-1/2 or *.
+            InputError: an illegal move, or a result that is not 1-0, 0-1, 1/2-1/2 or *.
         """
         result_id(result)  # refuse an unknown result before replaying
         text = san_text(san_moves(uci), result)
@@ -164,7 +164,7 @@ class SanEncoder:
         """The UCI moves and result of one framed game, by replaying its SAN.
 
         Raises:
-            ValueError: not ``<bos> ... <eos>``, or movetext python-chess cannot replay.
+            InputError: not ``<bos> ... <eos>``, or movetext python-chess cannot replay.
         """
         import chess
 

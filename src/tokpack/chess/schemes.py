@@ -39,7 +39,7 @@ def _san(bpe: BpeEncoder | None) -> GameEncoder:
 
 def _bpe(bpe: BpeEncoder | None) -> GameEncoder:
     if bpe is None:
-        raise InputError(None, "the bpe scheme needs a trained BPE", fix="train one with `tokpack chess tokenize --scheme bpe`")
+        raise InputError("the bpe scheme needs a trained BPE", fix="train one with `tokpack chess tokenize --scheme bpe`")
     return bpe
 
 
@@ -61,7 +61,7 @@ def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
     """
     factory = FACTORIES.get(scheme)
     if factory is None:
-        raise InputError(None, f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+        raise InputError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
     return factory(bpe)
 
 
@@ -88,7 +88,7 @@ def encoder_from_spec(spec: dict[str, object]) -> GameEncoder:
     try:
         checked = ChessEncoderSpec.model_validate(spec)
     except ValidationError as error:
-        raise InputError(None, f"not a chess encoder's spec: {first_problem(error)}") from None
+        raise InputError(f"not a chess encoder's spec: {first_problem(error)}") from None
     if checked.tokenizer_json is None:
         return make_encoder(checked.scheme)
     os.environ.setdefault("RAYON_NUM_THREADS", "1")

@@ -135,7 +135,7 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     seen = [Path(table).resolve() for table in tables]
     if len(set(seen)) < len(seen):  # its games would be packed twice, and its month range would not join
         twice = next(path for path in seen if seen.count(path) > 1)
-        raise InputError(twice, "is listed twice", fix="name each month once")
+        raise InputError("is listed twice", where=twice, fix="name each month once")
     shards: list[ChessShard] = []
     pieces: list[TablePiece] = []
     have_bytes = have_games = 0  # of the shard being filled
@@ -143,9 +143,9 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
         try:
             reader = pq.ParquetFile(table)
         except (OSError, ValueError) as error:
-            raise InputError(f"{table}: not a readable parquet file ({error})") from None
+            raise InputError(f"not a readable parquet file ({error})", where=table) from None
         if "n_plies" not in reader.schema_arrow.names:
-            raise InputError(table, "has no n_plies column", fix="convert the games with tokpack chess convert")
+            raise InputError("has no n_plies column", where=table, fix="convert the games with tokpack chess convert")
         n_rows, source = reader.metadata.num_rows, table_source(Path(table))
         piece = {"games": str(Path(table).resolve()), "source": source, "n_rows": n_rows, "month": table_month(table)}
         first = row = 0  # the open piece's first row; the batch's first row
@@ -195,7 +195,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     if split not in SPLITS:
         raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if (dataset / DATASET_FILE).exists():
-        raise InputError(dataset, "already exists; a pack is never overwritten",
+        raise InputError("already exists; a pack is never overwritten", where=dataset,
                          fix="remove that folder to pack again, or write to another one")
     shards = plan_shards(tables, shard_games, shard_bytes)
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
@@ -208,7 +208,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
             except TokpackError:
                 existing = None
             if existing != job:
-                raise InputError(dataset / JOB_FILE, "another job is in this folder", fix="use a new one")
+                raise InputError("another job is in this folder", where=dataset / JOB_FILE, fix="use a new one")
             return job
         write_encoder(encoder, dataset / ENCODER_FILE)
         write_record(job, dataset / JOB_FILE)
@@ -256,7 +256,7 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
         except (OSError, ValueError):
             unchanged = False
         if not unchanged:
-            raise InputError(table, f"changed since the job began ({piece.source.sha256[:16]}…)", fix="start a new job")
+            raise InputError(f"changed since the job began ({piece.source.sha256[:16]}…)", where=table, fix="start a new job")
         tables.append(TableRows(table, piece.rows, piece.source, piece.month))
     source = joined_source([piece.source for piece in job.shards[rank].pieces])
 

@@ -57,7 +57,7 @@ def first_games(games: Path, n_games: int) -> pa.Table:
     """The first ``n_games`` rows of a games parquet (the encoders' columns), read batch by batch.
 
     Raises:
-        ValueError: the file cannot be read as a games table.
+        InputError: the file cannot be read as a games table.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -67,11 +67,11 @@ def first_games(games: Path, n_games: int) -> pa.Table:
         # file is closed, and memory grows with the table.
         reader = pq.ParquetFile(games, pre_buffer=False)
     except (OSError, ValueError) as error:
-        raise InputError(f"{games}: not a readable parquet file ({error})") from None
+        raise InputError(f"not a readable parquet file ({error})", where=games) from None
     columns = list(GAME_COLUMNS)
     missing = [c for c in columns if c not in reader.schema_arrow.names]
     if missing:
-        raise InputError(f"{games}: missing column(s) {', '.join(missing)}")
+        raise InputError(f"missing column(s) {', '.join(missing)}", where=games)
     batches, kept = [], 0
     with reader:
         for batch in reader.iter_batches(batch_size=min(max(n_games, 1), 65_536), columns=columns):
@@ -101,11 +101,11 @@ def compute_stats(games: Path, encoders: Sequence[GameEncoder], n_games: int, ma
     """Statistics of each encoder over the first ``n_games`` games of ``games``.
 
     Raises:
-        ValueError: the file is unreadable or empty, or a game cannot be encoded.
+        InputError: the file is unreadable or empty, or a game cannot be encoded.
     """
     table = first_games(Path(games), n_games)
     if table.num_rows == 0:
-        raise InputError(f"{games}: no games")
+        raise InputError("no games", where=games)
     schemes = {e.scheme: summarize(e.encode_batch(table).lengths, e.identity, max_len) for e in encoders}
     longest = []
     for encoder in encoders:

@@ -158,7 +158,7 @@ class UciEncoder:
         """``<bos>, white Elo, black Elo, one id per move, result, <eos>``, cut to ``max_len``.
 
         Raises:
-            ValueError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
+            InputError: ``result`` is not one of 1-0, 0-1, 1/2-1/2, *.
         """
         outcome = result_id(result)
         moves = [self.ids.get(move, UNK_ID) if len(move) in (4, 5) else UNK_ID for move in uci.split()]
@@ -170,7 +170,7 @@ class UciEncoder:
         """Every game of ``games`` (columns uci, white_elo, black_elo, result), vectorized.
 
         Raises:
-            ValueError: naming the row of a null game or an unknown result.
+            GameError: naming the row of a null game or an unknown result.
         """
         parsed = parse_moves(games.column("uci"))
         keys = parsed.keys
@@ -186,7 +186,7 @@ class UciEncoder:
         """Moves, result and the two rating bins of one framed game.
 
         Raises:
-            ValueError: ``ids`` is not ``<bos>, Elo, Elo, moves..., result, <eos>``.
+            InputError: ``ids`` is not ``<bos>, Elo, Elo, moves..., result, <eos>``.
         """
         ids = [int(i) for i in ids]
         if len(ids) < FRAMING or ids[0] != BOS_ID or ids[-1] != EOS_ID:

@@ -189,9 +189,9 @@ def storage_options_from(text: str | None) -> dict[str, Any]:
     try:
         options = json.loads(text)
     except json.JSONDecodeError as error:
-        raise InputError(None, f"--storage-options: not JSON ({error.msg})", fix='e.g. \'{"anon": true}\'') from None
+        raise InputError(f"--storage-options: not JSON ({error.msg})", fix='e.g. \'{"anon": true}\'') from None
     if not isinstance(options, dict):
-        raise InputError(None, "--storage-options must be a JSON object")
+        raise InputError("--storage-options must be a JSON object")
     return options
 
 

@@ -101,8 +101,8 @@ def train(
                                   text_field=text_field, workers=workers or None, progress=report, separator=separator)
         tokenizer = result.training.as_tokenizer()
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
-            raise InputError(corpus, f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
-                             f"(too few pairs occur --min-frequency {min_frequency} times)",
+            raise InputError(f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
+                             f"(too few pairs occur --min-frequency {min_frequency} times)", where=corpus,
                              fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text, or accept fewer with "
                                  "--allow-smaller-vocab")
         tokenizer.save(output)

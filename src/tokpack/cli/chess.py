@@ -82,7 +82,7 @@ def tokenize_command(
     from tokpack.chess.schemes import SCHEMES
 
     if scheme not in SCHEMES:  # before the config is even read
-        raise InputError(None, f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+        raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
     cfg = load_config(config)
     overrides = {"workers": workers, "engine": None if engine is None else engine.value, "ray_address": ray_address,

@@ -63,11 +63,11 @@ def prepare_command(
                 "--allow-smaller-vocab": allow_smaller_vocab or None}
     given = [name for name, value in training.items() if value is not None]
     if vocab is not None and given:  # before anything is read: they would be ignored
-        raise InputError(None, f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
+        raise InputError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
                          "--vocab gives one (with its own size)", fix=f"drop {' '.join(given)} or --vocab")
     for flag, share in (("--validation", validation), ("--test", test)):
         if not 0 <= share < 1:  # NaN fails this too
-            raise InputError(None, f"{flag} {share:g} is not a share of the file's bytes",
+            raise InputError(f"{flag} {share:g} is not a share of the file's bytes",
                              fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
     from tokpack.preparing import prepare
 
@@ -147,12 +147,12 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
         if format_of(corpus) != "text":
-            raise InputError(corpus, "--validation and --test cut one text file", fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
+            raise InputError("--validation and --test cut one text file", where=corpus, fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
         split_manifest(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=manifest)
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
-        raise InputError(None, "--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
+        raise InputError("--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
     out = Path(tempfile.mkdtemp(prefix="tokpack-shards-")) / "dataset" if url is not None else Path(out_text)
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
@@ -253,10 +253,10 @@ def inspect_command(
         from tokpack.store.vocabulary import load_vocabulary
 
         if not 0 <= decode < opened.n_docs:
-            raise InputError(None, f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
+            raise InputError(f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
         if vocabulary_dir is None:
-            raise InputError(pack, "carries no vocabulary to decode with here (written before packs carried theirs, "
-                             "another framework's files, or a URL)", fix="decode a local pack that carries one")
+            raise InputError("carries no vocabulary to decode with here (written before packs carried theirs, "
+                             "another framework's files, or a URL)", where=pack, fix="decode a local pack that carries one")
         tokenizer = load_vocabulary(Path(opened.path))
         end = int(opened.starts[decode + 1]) if decode + 1 < opened.n_docs else opened.n_tokens
         ids = opened.take(np.arange(int(opened.starts[decode]), end))

@@ -169,7 +169,7 @@ def check(
             elif path.is_file():
                 files.append(path)
             else:
-                raise InputError(f"{path}: no such file or folder")
+                raise InputError("no such file or folder", where=path)
         with _progress() as progress:
             task = progress.add_task("round-tripping", total=(len(TORTURE_SET) if torture else 0) + len(files))
             cases = _advancing(progress, task, (*(TORTURE_SET if torture else ()), *file_cases(files)))

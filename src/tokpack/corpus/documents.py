@@ -42,7 +42,7 @@ def cut_documents(data: bytes | memoryview | FileBytes, start: int, end: int, do
     [b'one', b'two']
 
     Raises:
-        ValueError: ``document_bytes`` below 4.
+        InputError: ``document_bytes`` below 4.
     """
     if document_bytes < MIN_DOCUMENT_BYTES:
         raise InputError(f"document_bytes must be at least {MIN_DOCUMENT_BYTES}, got {document_bytes}")

@@ -123,7 +123,7 @@ def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tu
     for path in candidates:
         if not path.exists():
             if manifest is not None:
-                raise InputError(path, "no such manifest", fix="write it with --validation/--test and --manifest, or drop --manifest")
+                raise InputError("no such manifest", where=path, fix="write it with --validation/--test and --manifest, or drop --manifest")
             continue
         if manifest is None and path.name == MANIFEST_FILE and _schema_of(path) not in (None, CORPUS_SCHEMA):
             continue  # another tool's manifest.json (a tokenizer's, say), not a corpus's
@@ -134,7 +134,7 @@ def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tu
             if record.file is not None and record.file != corpus.name:
                 continue
         elif record.file is not None and record.file != corpus.name:
-            raise InputError(path, f"is the manifest of {record.file}, not of {corpus.name}",
+            raise InputError(f"is the manifest of {record.file}, not of {corpus.name}", where=path,
                              fix=f"give {corpus.name}'s own manifest, or cut it again with --validation/--test")
         return path, record
     return None
@@ -178,7 +178,7 @@ def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
     made = " ".join(made for made, _ in differences)
     asked = " ".join(asked for _, asked in differences)
     again = " and ".join("drop --separator" if made == "no --separator" else f"pass {made}" for made, _ in differences)
-    return InputError(path, f"its ranges were cut with {made}, this run asks for {asked}",
+    return InputError(f"its ranges were cut with {made}, this run asks for {asked}", where=path,
                       fix=f"{again} as when it was made, or delete it to cut the corpus again")
 
 
@@ -195,7 +195,7 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
         document_bytes: the document size asked for.
 
     Raises:
-        ValueError: the manifest is malformed, or its hash or length differs from the file, or a
+        InputError: the manifest is malformed, or its hash or length differs from the file, or a
             range starts inside a character or a separator, or tokpack cut its ranges with another
             separator or document size than the one asked for (its documents would differ from
             the ones it was split on: it is refused, never recut, so a held-out range never moves).
@@ -206,9 +206,9 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
         return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
     path, manifest_record = found
     if manifest_record.n_bytes != n_bytes:
-        raise InputError(f"{corpus}: {n_bytes} bytes, but {path} says {manifest_record.n_bytes}")
+        raise InputError(f"{n_bytes} bytes, but {path} says {manifest_record.n_bytes}", where=corpus)
     if manifest_record.sha256 != sha256:
-        raise InputError(f"{corpus}: SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…)")
+        raise InputError(f"SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…)", where=corpus)
     if manifest_record.made_by is not None and (differences := cut_differences(
             manifest_record.made_by, document_bytes=document_bytes, separator=separator)):
         raise _cut_mismatch(path, differences)
@@ -219,10 +219,10 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
     try:
         for name, start, _ in manifest_record.ordered_ranges():
             if 0 < start < n_bytes and data[start] & 0xC0 == 0x80:
-                raise InputError(path, f"range {name!r} starts at byte {start}, inside a UTF-8 character of {corpus.name}",
+                raise InputError(f"range {name!r} starts at byte {start}, inside a UTF-8 character of {corpus.name}", where=path,
                                  fix="move the boundary to the start of a character")
             if separator and 0 < start < n_bytes and inside_separator(data, start, separator.encode("utf-8")):
-                raise InputError(path, f"range {name!r} starts at byte {start}, inside the separator {separator!r}",
+                raise InputError(f"range {name!r} starts at byte {start}, inside the separator {separator!r}", where=path,
                                  fix="move the boundary before or after the separator")
     finally:
         data.close()
@@ -253,7 +253,7 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
 
     rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes, separator=separator)  # checks the ranges
     if validation + test >= 1 or validation + test <= 0:
-        raise InputError(None, f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
+        raise InputError(f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
     data = corpus.read_bytes()
     marker = separator.encode("utf-8") if separator else None
     # A boundary may fall at any document's start or end (with a separator, on either side of it).
@@ -286,12 +286,12 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
                 raise _cut_mismatch(path, differences)
             shares = "" if existing.made_by is None else \
                 f" (made with --validation {existing.made_by.validation:g} --test {existing.made_by.test:g})"
-            raise InputError(path, f"already there with other ranges{shares}",
+            raise InputError(f"already there with other ranges{shares}", where=path,
                              fix="delete it to cut the corpus again, or drop --validation/--test to use it")
         return existing
     try:
         write_atomically(path, made.to_json())
     except OSError as error:
-        raise InputError(path, f"cannot write the split ({error.strerror or error})",
+        raise InputError(f"cannot write the split ({error.strerror or error})", where=path,
                          fix="give --manifest PATH (manifest= in Python) in a folder you can write") from None
     return made

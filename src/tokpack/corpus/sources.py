@@ -78,8 +78,8 @@ class DocumentSource:
             InputError: naming the file that changed (written, replaced, truncated or removed).
         """
         if (old := changed(self.fingerprint)) is not None:
-            raise InputError(old.path, "changed while it was being read (size, time or inode differ); nothing was "
-                             "published", fix="rerun once the file no longer changes")
+            raise InputError("changed while it was being read (size, time or inode differ); nothing was "
+                             "published", where=old.path, fix="rerun once the file no longer changes")
 
     @cached_property
     def record(self) -> Source:
@@ -330,7 +330,7 @@ class TextDirectory(DocumentSource):
             where = Path(error.filename) if error.filename else self.path
             problem = f"cannot read folder ({error.strerror or error})"
             if self.on_error != "skip":
-                raise InputError(where, problem, fix="fix its permissions, or use --on-error skip to leave it out")
+                raise InputError(problem, where=where, fix="fix its permissions, or use --on-error skip to leave it out")
             found.append((where, problem))
 
         for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
@@ -364,7 +364,7 @@ class TextDirectory(DocumentSource):
             return None
         except OSError as error:
             if self.on_error != "skip":
-                raise InputError(file, f"cannot read ({error.strerror or error})",
+                raise InputError(f"cannot read ({error.strerror or error})", where=file,
                                  fix="fix its permissions, or use --on-error skip to leave it out") from None
             self._unreadable[self.files.index(file)] = f"{file}: cannot read ({error.strerror or error})"
             return None
@@ -455,24 +455,24 @@ class JsonLines(DocumentSource):
             try:
                 decoded = line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise InputError(self.path, f"invalid UTF-8 at byte {offset + error.start}",
+                raise InputError(f"invalid UTF-8 at byte {offset + error.start}", where=self.path,
                                  fix="fix the record, or use --on-error skip to skip such records") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
-                raise InputError(f"{self.path}: invalid JSON at byte {offset} ({error.msg})") from None
+                raise InputError(f"invalid JSON at byte {offset} ({error.msg})", where=self.path) from None
             except RecursionError:
-                raise InputError(self.path, "JSON nested too deeply", byte=offset) from None
+                raise InputError("JSON nested too deeply", where=self.path, byte=offset) from None
             except ValueError as error:  # e.g. a number past Python's 4,300-digit limit
-                raise InputError(self.path, f"unreadable JSON ({str(error).split(':')[0]})", byte=offset) from None
+                raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self.path, byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
-                raise InputError(f"{self.path}: record at byte {offset} has no string field {self.text_field!r}")
+                raise InputError(f"record at byte {offset} has no string field {self.text_field!r}", where=self.path)
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
-                raise InputError(self.path, f"field {self.text_field!r} holds a lone surrogate "
-                                 f"(U+{ord(text[error.start]):04X}), which is not text", byte=offset) from None
+                raise InputError(f"field {self.text_field!r} holds a lone surrogate "
+                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self.path, byte=offset) from None
             return text
         except ValueError as error:
             if self.on_error == "skip":
@@ -496,9 +496,9 @@ class ParquetTexts(DocumentSource):
         try:
             self._file = pq.ParquetFile(self.path)
         except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
-            raise InputError(self.path, f"not a readable Parquet file ({str(error).splitlines()[0]})") from None
+            raise InputError(f"not a readable Parquet file ({str(error).splitlines()[0]})", where=self.path) from None
         if text_field not in self._file.schema_arrow.names:
-            raise InputError(f"{self.path}: no column {text_field!r} (has {self._file.schema_arrow.names})")
+            raise InputError(f"no column {text_field!r} (has {self._file.schema_arrow.names})", where=self.path)
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
 
@@ -550,7 +550,7 @@ class ParquetTexts(DocumentSource):
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
-                    raise InputError(None, problem, fix="fix the row, or use --on-error skip to skip such rows")
+                    raise InputError(problem, fix="fix the row, or use --on-error skip to skip such rows")
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
 
@@ -565,23 +565,23 @@ def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "r
 
     Raises:
         FileNotFoundError: no such file or folder.
-        ValueError: a bad option or a corpus that does not match its manifest.
+        InputError: a bad option or a corpus that does not match its manifest.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such corpus file or folder")
     if on_error not in ("raise", "skip"):
-        raise InputError(None, f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     check_separator(separator)
     if not path.is_dir():
         regular_file(path, "input")  # a FIFO or device (/dev/zero) would block or never end
     kind = format or format_of(path)
     if kind not in FORMATS:
-        raise InputError(None, f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
+        raise InputError(f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
     source_type = FORMATS[kind]
     if manifest is not None:
         if source_type is not TextFile:
-            raise InputError(None, f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
+            raise InputError(f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
         return TextFile(path, document_bytes=document_bytes, on_error=on_error, separator=separator, manifest=Path(manifest))
     if source_type.takes_text_field:
         return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,  # type: ignore[call-arg]
@@ -598,12 +598,12 @@ def check_separator(separator: str | None) -> None:
     if separator is None:
         return
     if not isinstance(separator, str) or not separator:
-        raise InputError("--separator", f"must be a non-empty string, got {separator!r}",
+        raise InputError(f"must be a non-empty string, got {separator!r}", where="--separator",
                          fix="e.g. --separator '<|endoftext|>', or --separator $'\\n\\n' for a blank line")
     try:
         separator.encode("utf-8")
     except UnicodeEncodeError:
-        raise InputError("--separator", f"{separator!r} is not valid text (a lone surrogate)") from None
+        raise InputError(f"{separator!r} is not valid text (a lone surrogate)", where="--separator") from None
 
 
 #: Every input format by name: adding one is a class above and a line here (and a suffix below).
@@ -640,12 +640,12 @@ def _decode(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str 
     """The text of bytes ``[begin, end)``.
 
     Raises:
-        ValueError: invalid UTF-8, naming ``where``, the byte offset and ``fix``.
+        InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``.
     """
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(where, f"invalid UTF-8 at byte {begin + error.start}", fix=fix) from None
+        raise InputError(f"invalid UTF-8 at byte {begin + error.start}", where=where, fix=fix) from None
 
 
 def _line_ends(path: Path) -> np.ndarray:

@@ -30,7 +30,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     the same rule, and a text file by the same manifest.
 
     Raises:
-        ValueError: ``dataset`` holds another job (other input, vocabulary or settings).
+        InputError: ``dataset`` holds another job (other input, vocabulary or settings).
     """
     dataset = Path(dataset)
     shards = checks.positive_int("shards", shards)
@@ -54,7 +54,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         if (dataset / JOB_FILE).exists():
             existing = read_job(ShardJob, dataset)
             if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
-                raise InputError(f"{dataset / JOB_FILE}: another job is in this folder; use a new one")
+                raise InputError("another job is in this folder; use a new one", where=dataset / JOB_FILE)
             return existing
         # Written before job.json, atomically: a node whose lock is node-local may write it too, and
         # both write the same bytes.
@@ -78,7 +78,7 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
     use the same one (train it first with :func:`tokpack.prepare` or ``tokpack tokenizer train``).
 
     Raises:
-        ValueError: bad input, or ``dataset`` holding another job.
+        InputError: bad input, or ``dataset`` holding another job.
         RuntimeError: a shard failing after its retries.
     """
     dataset = Path(dataset)

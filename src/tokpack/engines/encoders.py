@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
-from tokpack.errors import InputError, IntegrityError, located
+from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.identity import HasIdentity, VocabIdentity
 
 ENCODER_FILE = "encoder.json"
@@ -54,7 +54,7 @@ class EncoderRecord(Record):
 
 def _module(kind: str) -> Any:
     if kind not in KINDS:
-        raise InputError(None, f"unknown encoder kind {kind!r}; expected one of {', '.join(KINDS)}")
+        raise InputError(f"unknown encoder kind {kind!r}; expected one of {', '.join(KINDS)}")
     return import_module(KINDS[kind])
 
 
@@ -74,10 +74,10 @@ def rebuild(record: EncoderRecord, *, where: str | Path | None = None) -> Any:
     try:
         encoder = _module(record.kind).encoder_from_spec(record.spec)
     except InputError as error:
-        raise InputError(where, str(error)) from None
+        raise InputError(str(error), where=where) from None
     if encoder.identity != record.identity:
-        raise IntegrityError(located(where, f"rebuilds vocabulary {encoder.identity.short}, not the recorded "
-                                            f"{record.identity.short}", fix="the file was edited; restart the job"))
+        raise IntegrityError(f"rebuilds vocabulary {encoder.identity.short}, not the recorded "
+                             f"{record.identity.short}", where=where, fix="the file was edited; restart the job")
     return encoder
 
 
@@ -96,8 +96,7 @@ def read_encoder(path: Path, expected: VocabIdentity) -> Any:
     """
     encoder = rebuild(read_record(EncoderRecord, path), where=path)
     if encoder.identity != expected:
-        raise IntegrityError(located(path, f"holds vocabulary {encoder.identity.short}, not the job's {expected.short}",
-                                     fix="start a new job"))
+        raise IntegrityError(f"holds vocabulary {encoder.identity.short}, not the job's {expected.short}", where=path, fix="start a new job")
     return encoder
 
 

@@ -133,7 +133,7 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
             if not failed:
                 return
             pending = sorted(failed)
-    raise WorkerDied(None, f"shards {pending}: their worker process died {retries + 1} times (killed, or out of memory?)",
+    raise WorkerDied(f"shards {pending}: their worker process died {retries + 1} times (killed, or out of memory?)",
                      fix="rerun to resume; complete shards are kept")
 
 
@@ -147,7 +147,7 @@ def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple
     (4, 8)
 
     Raises:
-        ValueError: neither set of variables, or values that are not whole numbers.
+        InputError: neither set of variables, or values that are not whole numbers.
     """
     env = os.environ if environment is None else environment
     try:
@@ -247,10 +247,10 @@ def task_of(dataset: Path) -> tuple[ShardTask, int]:
         record = json.loads(path.read_text(encoding="utf-8"))
         kind, world_size = record["schema"], int(record["world_size"])
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise InputError(path, f"not a sharded job ({error.__class__.__name__}: {error})",
+        raise InputError(f"not a sharded job ({error.__class__.__name__}: {error})", where=path,
                          fix="start the job first (tokpack prepare --shards, or tokpack chess tokenize --engine array)") from None
     if kind not in JOB_TASKS:
-        raise InputError(path, f"unknown kind of job {kind!r}; expected one of {', '.join(JOB_TASKS)}")
+        raise InputError(f"unknown kind of job {kind!r}; expected one of {', '.join(JOB_TASKS)}", where=path)
     module, _, name = JOB_TASKS[kind].partition(":")
     task: ShardTask = getattr(importlib.import_module(module), name)
     return task, world_size

@@ -101,7 +101,7 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
         Whether this call wrote the shard (``False``: it was already complete).
 
     Raises:
-        ValueError: a rank outside the job, an input that changed since the job began, or any
+        InputError: a rank outside the job, an input that changed since the job began, or any
             input error (with its file and byte offset).
     """
     dataset = Path(dataset)
@@ -121,8 +121,8 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
     path = Path(dataset) / JOB_FILE
     job = read_record(model, path)
     if job.seal != job.computed_seal():
-        raise IntegrityError(path, "edited after the job began (seal mismatch): its shards were cut for the job "
-                             "as written", fix="start a new job in a new folder")
+        raise IntegrityError("edited after the job began (seal mismatch): its shards were cut for the job "
+                             "as written", where=path, fix="start a new job in a new folder")
     return job
 
 
@@ -179,7 +179,7 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
     with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
         if source.record != job.source:
-            raise InputError(f"{job.corpus}: changed since the job began ({job.source.sha256[:16]}…)")
+            raise InputError(f"changed since the job began ({job.source.sha256[:16]}…)", where=job.corpus)
         first, last = unit_span(rank, job.world_size, source.n_units)
         write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
                    execution=Execution(batch_documents=job.batch_documents, workers=workers, report=report))
@@ -192,8 +192,8 @@ def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None)
     done = read_record(ShardDone, marker)
     if job is not None and done.job is not None and done.job != job:
         # Its units were cut for another job.json: reusing it would duplicate or drop documents.
-        raise IntegrityError(marker, f"shard {rank} was made for another job (job {done.job[:16]}, world size "
-                             f"{done.world_size}); {JOB_FILE} is now job {job[:16]} (world size {world_size})",
+        raise IntegrityError(f"shard {rank} was made for another job (job {done.job[:16]}, world size "
+                             f"{done.world_size}); {JOB_FILE} is now job {job[:16]} (world size {world_size})", where=marker,
                              fix="job.json changed after shards were made; start a new job in a new folder")
     return done.world_size == world_size and done.seal == Pack(dataset / shard_name(rank), verify=False).meta.seal
 

@@ -76,14 +76,14 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
         IntegrityError: the source does not match its record.
     """
     if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise InputError(None, f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+        raise InputError(f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
     checks.boolean("append_eod", append_eod)
     if eod_id is not None:
         checks.non_negative_int("eod_id", eod_id)
     if range_name is not None:
         checks.text("range_name", range_name)
     if not isinstance(out, (str, os.PathLike)):
-        raise InputError(None, f"out must be a path or URL, got {type(out).__name__}")
+        raise InputError(f"out must be a path or URL, got {type(out).__name__}")
     options = ExportOptions(append_eod=append_eod, eod_id=eod_id, range_name=range_name, rows_per_file=rows_per_file)
     check_options(options)
     if isinstance(source, (str, Path)):

@@ -74,7 +74,7 @@ def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dic
     ranges: dict[str, Span] = dict(source.meta.ranges)
     if range_name is not None:
         if range_name not in ranges:
-            raise InputError(source.path, f"no range {range_name!r} (ranges: {', '.join(ranges) or 'none'})",
+            raise InputError(f"no range {range_name!r} (ranges: {', '.join(ranges) or 'none'})", where=source.path,
                              fix="omit --range to export everything")
         return {range_name: ranges[range_name].documents}
     splits = {name: span for name, span in ranges.items() if name in SPLIT_NAMES}
@@ -103,8 +103,8 @@ def check_fits(source: TokenSource, dtype: np.dtype, eod_id: int | None, fmt: st
     limit = int(np.iinfo(dtype).max)
     highest = max(source.vocabulary.n_vocab - 1, eod_id if eod_id is not None else -1)
     if highest > limit:
-        raise InputError(source.path, f"{fmt} stores ids as {dtype.name} (at most {limit:,}), the vocabulary "
-                         f"has {source.vocabulary.n_vocab:,} ids", fix="use --format megatron or hf")
+        raise InputError(f"{fmt} stores ids as {dtype.name} (at most {limit:,}), the vocabulary "
+                         f"has {source.vocabulary.n_vocab:,} ids", where=source.path, fix="use --format megatron or hf")
 
 
 def default_eod(source: TokenSource, eod_id: int | None) -> int:
@@ -115,9 +115,9 @@ def default_eod(source: TokenSource, eod_id: int | None) -> int:
     """
     chosen = source.meta.pad_id if eod_id is None else eod_id
     if chosen is None:
-        raise InputError(source.path, "the vocabulary has no end-of-text id to separate documents", fix="pass --eod-id")
+        raise InputError("the vocabulary has no end-of-text id to separate documents", where=source.path, fix="pass --eod-id")
     if not 0 <= chosen < source.vocabulary.n_vocab:
-        raise InputError(None, f"--eod-id {chosen} is outside the vocabulary (n_vocab {source.vocabulary.n_vocab})")
+        raise InputError(f"--eod-id {chosen} is outside the vocabulary (n_vocab {source.vocabulary.n_vocab})")
     return int(chosen)
 
 

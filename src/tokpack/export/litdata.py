@@ -55,7 +55,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     """
     out = Path(out)
     if out.exists():
-        raise InputError(out, "already exists; an export is never overwritten", fix="remove it or pick another OUT")
+        raise InputError("already exists; an export is never overwritten", where=out, fix="remove it or pick another OUT")
     dtype = token_dtype(source.vocabulary.n_vocab)
     eod = default_eod(source, options.eod_id) if options.append_eod else None
     parts = {}

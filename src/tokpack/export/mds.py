@@ -53,7 +53,7 @@ def _field_prefix(length: int) -> bytes:
     for bound, code, dtype in _SHAPE_TYPES:
         if length < bound:
             return bytes([(1 << 2) | code]) + np.array([length], dtype=dtype).tobytes()
-    raise InputError(None, f"a document of {length} ids is too long for MDS")
+    raise InputError(f"a document of {length} ids is too long for MDS")
 
 
 class _ShardWriter:
@@ -101,7 +101,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     """
     out = Path(out)
     if out.exists():
-        raise InputError(out, "already exists; an export is never overwritten", fix="remove it or pick another OUT")
+        raise InputError("already exists; an export is never overwritten", where=out, fix="remove it or pick another OUT")
     dtype = token_dtype(source.vocabulary.n_vocab)
     eod = default_eod(source, options.eod_id) if options.append_eod else None
     encoding = f"ndarray:{dtype.name}"

@@ -83,7 +83,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     vocabulary = Path(out).with_name(Path(out).name + ".vocabulary")  # the vocabulary files, beside the prefix
     for existing in [sidecar, vocabulary, *(path for prefix in prefixes.values() for path in megatron_paths(prefix)[:2])]:
         if existing.exists():
-            raise InputError(existing, "already exists; an export is never overwritten", fix="remove it or pick another OUT")
+            raise InputError("already exists; an export is never overwritten", where=existing, fix="remove it or pick another OUT")
     dtype = megatron_dtype(source.vocabulary.n_vocab)
     eod = default_eod(source, options.eod_id) if options.append_eod else None
     check_fits(source, dtype, eod, "Megatron")

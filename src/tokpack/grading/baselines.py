@@ -34,7 +34,7 @@ def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
     """The path of GPT-2's rank file, fetching it with pip the first time.
 
     Raises:
-        ValueError: pip cannot reach a package registry, or the file's hash is not GPT-2's.
+        InputError: pip cannot reach a package registry, or the file's hash is not GPT-2's.
     """
     cache_dir = Path(cache_dir or default_cache_dir())
     target = cache_dir / "gpt2.tiktoken"
@@ -52,7 +52,7 @@ def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
             member = next((m for m in archive.getmembers() if m.name.endswith("whisper/assets/gpt2.tiktoken")), None)
             handle = archive.extractfile(member) if member else None
             if handle is None:
-                raise InputError(f"{archives[0].name}: has no whisper/assets/gpt2.tiktoken")
+                raise InputError("has no whisper/assets/gpt2.tiktoken", where=archives[0].name)
             data = handle.read()
     if hashlib.sha256(data).hexdigest() != GPT2_RANKS_SHA256:
         raise InputError("the fetched gpt2.tiktoken does not have GPT-2's SHA-256")
@@ -85,7 +85,7 @@ def sentencepiece_counter(texts: Sequence[str], vocab_size: int, *, lossless: bo
     """sentencepiece BPE with byte fallback trained on the lines of ``texts``.
 
     Raises:
-        ValueError: sentencepiece is not installed.
+        InputError: sentencepiece is not installed.
     """
     try:
         import sentencepiece

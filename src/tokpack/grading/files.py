@@ -69,17 +69,17 @@ def read_document(path: Path) -> str:
     (``Path.read_text`` would turn ``\\r\\n`` into ``\\n``, which a lossless tokenizer must see.)
 
     Raises:
-        ValueError: the file is unreadable or not UTF-8; the message names the file and the byte
+        InputError: the file is unreadable or not UTF-8; the message names the file and the byte
             offset of the first invalid sequence.
     """
     try:
         data = Path(path).read_bytes()
     except OSError as error:
-        raise InputError(f"{path}: unreadable ({error.strerror or error})") from None
+        raise InputError(f"unreadable ({error.strerror or error})", where=path) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 (invalid byte at offset {error.start})") from None
+        raise InputError(f"not UTF-8 (invalid byte at offset {error.start})", where=path) from None
 
 
 def corpus_files(data_dir: Path) -> CorpusFiles:
@@ -99,12 +99,12 @@ def corpus_files(data_dir: Path) -> CorpusFiles:
     (['code/b.py'], ['not UTF-8 (invalid byte at offset 0)', 'empty'])
 
     Raises:
-        ValueError: ``data_dir`` is not a directory.
+        InputError: ``data_dir`` is not a directory.
     """
     root = Path(data_dir)
     if not root.is_dir():
         what = "a file" if root.is_file() else "no such folder"
-        raise InputError(root, f"not a directory ({what}); expected a folder of documents, one subfolder per domain",
+        raise InputError(f"not a directory ({what}); expected a folder of documents, one subfolder per domain", where=root,
                          fix=f"e.g. DIR/prose/{root.name if root.is_file() else 'a.txt'}, then pass DIR")
     files: list[Path] = []
     skipped: list[SkippedFile] = []

@@ -88,14 +88,14 @@ def grade(
     """Grade ``counter`` on every usable file of ``data_dir`` (see :func:`corpus_files`).
 
     Raises:
-        ValueError: ``data_dir`` is not a directory, has no usable file, or a file cannot be
+        InputError: ``data_dir`` is not a directory, has no usable file, or a file cannot be
             read.
     """
     min_global = checks.finite_float("min_global", min_global, low=0.0)
     min_domain = checks.finite_float("min_domain", min_domain, low=0.0)
     listing = corpus_files(Path(data_dir))
     if not listing.files:
-        raise InputError(f"{data_dir}: no usable text file")
+        raise InputError("no usable text file", where=data_dir)
     domains: list[DomainGrade] = []
     for domain, paths in listing.by_domain().items():
         texts = [read_document(path) for path in paths]
@@ -133,11 +133,11 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
     ``vocabulary.json`` by tiktoken (``pattern`` applies to rank files only; see :func:`tokpack.load_vocabulary`).
 
     Raises:
-        ValueError: a missing or unreadable file, or one of no known kind.
+        InputError: a missing or unreadable file, or one of no known kind.
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: no such file")
+        raise InputError("no such file", where=path)
     if path.suffix == ".model":
         return _sentencepiece_counter(path)
     if path.suffix == ".json" and not is_tokpack_record(path):
@@ -166,7 +166,7 @@ def _hf_counter(path: Path) -> TokenCounter:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises bare Exceptions for bad files
-        raise InputError(f"{path}: not a loadable tokenizer.json ({error})") from None
+        raise InputError(f"not a loadable tokenizer.json ({error})", where=path) from None
 
     def count(texts: Sequence[str]) -> list[int]:
         encodings = tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
@@ -179,9 +179,9 @@ def _sentencepiece_counter(path: Path) -> TokenCounter:
     try:
         import sentencepiece
     except ImportError:
-        raise InputError(f"{path}: grading a sentencepiece model needs the sentencepiece package") from None
+        raise InputError("grading a sentencepiece model needs the sentencepiece package", where=path) from None
     try:
         processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
     except (OSError, RuntimeError) as error:
-        raise InputError(f"{path}: not a sentencepiece model ({error})") from None
+        raise InputError(f"not a sentencepiece model ({error})", where=path) from None
     return TokenCounter(str(path), processor.get_piece_size(), lambda texts: [len(ids) for ids in processor.encode(list(texts))])

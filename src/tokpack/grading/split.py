@@ -109,14 +109,14 @@ def plan_split(
     """Decide the split of ``data_dir`` (see the module docstring); read-only.
 
     Raises:
-        ValueError: ``data_dir`` is not a directory or has no usable file, a fraction outside
+        InputError: ``data_dir`` is not a directory or has no usable file, a fraction outside
             ``[0, 1)``, or an unreadable file.
     """
     if not 0.0 <= validation < 1.0:
         raise InputError(f"validation fraction must be in [0, 1), got {validation}")
     listing = corpus_files(Path(data_dir))
     if not listing.files:
-        raise InputError(f"{data_dir}: no usable text file")
+        raise InputError("no usable text file", where=data_dir)
     counts: dict[str, dict[str, int]] = {}
     removed: list[RemovedDocument] = []
     kept_by_text: dict[str, str] = {}
@@ -198,11 +198,11 @@ def write_split(record: SplitRecord, out_dir: Path, *, overwrite: bool = False) 
     ``out_dir`` and renamed into place, so an interrupted run leaves no half-written split.
 
     Raises:
-        ValueError: ``out_dir`` exists and ``overwrite`` is false.
+        InputError: ``out_dir`` exists and ``overwrite`` is false.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
-        raise InputError(f"{out_dir}: already exists (pass overwrite to replace it)")
+        raise InputError("already exists (pass overwrite to replace it)", where=out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     source = Path(record.source)
     building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))

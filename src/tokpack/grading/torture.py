@@ -161,7 +161,7 @@ def check_round_trip(tokenizer_json: Path, texts: Iterable[TortureCase]) -> Roun
     ids must equal Hugging Face's for every text that spells no special token.
 
     Raises:
-        ValueError: the file is not a loadable ``tokenizer.json``.
+        InputError: the file is not a loadable ``tokenizer.json``.
     """
     from tokenizers import Tokenizer
 
@@ -170,7 +170,7 @@ def check_round_trip(tokenizer_json: Path, texts: Iterable[TortureCase]) -> Roun
     try:
         hf = Tokenizer.from_file(str(tokenizer_json))
     except Exception as error:  # tokenizers raises bare Exceptions for bad files
-        raise InputError(f"{tokenizer_json}: not a loadable tokenizer.json ({error})") from None
+        raise InputError(f"not a loadable tokenizer.json ({error})", where=tokenizer_json) from None
     try:
         tiktoken_side = load_vocabulary(tokenizer_json)
     except ValueError:
@@ -210,7 +210,7 @@ def file_cases(paths: Iterable[Path]) -> Iterator[TortureCase]:
     """One case per file (named by its path), read byte for byte as strict UTF-8.
 
     Raises:
-        ValueError: a file is unreadable or not UTF-8 (see :func:`~tokpack.grading.files.read_document`).
+        InputError: a file is unreadable or not UTF-8 (see :func:`~tokpack.grading.files.read_document`).
     """
     from tokpack.grading.files import read_document
 
@@ -233,7 +233,7 @@ def structure_report(tokenizer_json: Path) -> StructureReport:
     bytes in the vocabulary.
 
     Raises:
-        ValueError: not a loadable ``tokenizer.json``.
+        InputError: not a loadable ``tokenizer.json``.
     """
     import json
 
@@ -245,7 +245,7 @@ def structure_report(tokenizer_json: Path) -> StructureReport:
         document = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
         loaded = Tokenizer.from_file(str(tokenizer_json))
     except Exception as error:  # tokenizers raises bare Exceptions for bad files
-        raise InputError(f"{tokenizer_json}: not a loadable tokenizer.json ({error})") from None
+        raise InputError(f"not a loadable tokenizer.json ({error})", where=tokenizer_json) from None
     problems = []
     model = document.get("model") or {}
     if model.get("type") != "BPE":

@@ -57,7 +57,7 @@ def parse_domain_weights(spec: str) -> dict[str, float]:
     {'narrative': 2.0, 'technical': 0.5}
 
     Raises:
-        ValueError: a malformed entry or a negative weight.
+        InputError: a malformed entry or a negative weight.
     """
     weights: dict[str, float] = {}
     for entry in filter(None, (part.strip() for part in spec.split(","))):
@@ -83,7 +83,7 @@ def weighted_documents(
     Returns the texts and the distinct files used with their domains.
 
     Raises:
-        ValueError: no usable file, a weight for a domain no folder has, or an unreadable file.
+        InputError: no usable file, a weight for a domain no folder has, or an unreadable file.
     """
     groups: dict[str, list[Path]] = {}
     for train_dir in train_dirs:
@@ -117,13 +117,13 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
             then follows the ranks learned), as ``prepare(allow_smaller_vocab=True)`` does.
 
     Raises:
-        ValueError: the data cannot reach the size (too little or too uniform text) and
+        InputError: the data cannot reach the size (too little or too uniform text) and
             ``allow_smaller`` is false, or a phrase stage larger than the vocabulary.
     """
     if recipe.phrase_merges and recipe.phrase_pattern == POLISH_PHRASE_PATTERN and recipe.pattern != POLISH_PATTERN:
         # Its pieces are the Polish pattern's joined by spaces; over another pattern's, a phrase
         # token could not be built from the word ranks.
-        raise InputError(None, "--phrase-pattern polish-phrase extends --pattern polish, not the one given",
+        raise InputError("--phrase-pattern polish-phrase extends --pattern polish, not the one given",
                          fix="pass --pattern polish, or a --phrase-pattern of your own")
     ranks_wanted = recipe.vocab_size - 1
     word_ranks = ranks_wanted - recipe.phrase_merges
@@ -133,7 +133,7 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
     if len(base.ranks) < word_ranks and not (allow_smaller and not recipe.phrase_merges):
         reached = len(base.ranks) + 1 + recipe.phrase_merges
         raise InputError(
-            None, f"the data reaches only {reached:,} ids of the {recipe.vocab_size:,} asked for (too few pairs "
+            f"the data reaches only {reached:,} ids of the {recipe.vocab_size:,} asked for (too few pairs "
             f"occur --min-frequency {recipe.min_frequency} times)",
             fix=f"pass --vocab-size {reached} or less, add text"
             + (", or fewer --phrase-merges" if recipe.phrase_merges else ", or accept fewer with --allow-smaller-vocab"))

@@ -48,20 +48,20 @@ class TokenizedCorpus:
                 not parsed and hashed again; by default it is read from ``vocabulary_path``.
 
         Raises:
-            ValueError: the pack does not match its meta, or the vocabulary is not the pack's.
+            InputError / IntegrityError: the pack does not match its meta, or the vocabulary is not the pack's.
         """
         self.tokens_dir = Path(tokens_dir)
         self.vocabulary_path = Path(vocabulary_path)
         self._pack = Pack(self.tokens_dir)
         vocabulary = tokenizer if tokenizer is not None else BpeTokenizer.load_saved(self.vocabulary_path)
         if vocabulary.identity != self._pack.vocabulary:
-            raise InputError(f"{self.vocabulary_path}: not the vocabulary of {self.tokens_dir}")
+            raise InputError(f"not the vocabulary of {self.tokens_dir}", where=self.vocabulary_path)
         pad_id = self._pack.meta.pad_id
         if pad_id is not None and pad_id not in vocabulary.special_tokens.values():
             # A padding id the encoder can emit would make the loss ignore real tokens; the stream
             # may simply not hold it yet, so only the vocabulary can tell.
-            raise IntegrityError(self.tokens_dir / "meta.json", f"pad_id {pad_id} is an ordinary token of "
-                                 f"{self.vocabulary_path.name}, one its encoder emits", fix="rebuild the pack")
+            raise IntegrityError(f"pad_id {pad_id} is an ordinary token of "
+                                 f"{self.vocabulary_path.name}, one its encoder emits", where=self.tokens_dir / "meta.json", fix="rebuild the pack")
         self._tokenizer = vocabulary
 
     @property
@@ -183,16 +183,16 @@ def prepare(
         The :class:`TokenizedCorpus`.
 
     Raises:
-        ValueError: a non-positive size, a corpus that does not match its manifest, invalid
+        InputError / IntegrityError: a non-positive size, a corpus that does not match its manifest, invalid
             UTF-8 (with its file and byte offset), a bad vocabulary, or a cache that does not
             match what it should hold (delete it to rebuild; it is never rebuilt silently).
         FileNotFoundError: no corpus.
     """
     if vocab is not None and vocab_size is not None:
-        raise InputError(None, "--vocab-size trains a vocabulary; --vocab gives one (with its own size)",
+        raise InputError("--vocab-size trains a vocabulary; --vocab gives one (with its own size)",
                          fix="drop one of them")
     if vocab is not None and allow_smaller_vocab:
-        raise InputError(None, "--allow-smaller-vocab is for training; --vocab gives a vocabulary", fix="drop it")
+        raise InputError("--allow-smaller-vocab is for training; --vocab gives a vocabulary", fix="drop it")
     vocab_size = DEFAULT_VOCAB_SIZE if vocab_size is None else vocab_size
     _check_arguments(corpus=corpus, vocab_size=vocab_size, min_frequency=min_frequency,
                      vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
@@ -207,7 +207,7 @@ def prepare(
         check_output(Path(out), path, kind="pack")
     if validation or test:
         if format_of(path) != "text":
-            raise InputError(path, "--validation and --test cut one text file", fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
+            raise InputError("--validation and --test cut one text file", where=path, fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
         split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                        manifest=None if manifest is None else Path(manifest))
     report(PrepareProgress("hashing", 0, _size(path)))
@@ -233,8 +233,8 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     if vocab is None:
         tokenizer, vocabulary_json = _trained_vocabulary(source, corpus_key, cache, request, report)
         if tokenizer.n_vocab < vocab_size and not request.allow_smaller_vocab:
-            raise InputError(source.path, f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
-                             f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)",
+            raise InputError(f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
+                             f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)", where=source.path,
                              fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text (or raise "
                                  "--vocab-sample-bytes), or accept fewer with --allow-smaller-vocab")
     else:
@@ -277,17 +277,17 @@ def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -
     corpus_dir = corpus.resolve()
     target = out.resolve()
     if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents):
-        raise InputError(out, f"the output is inside the corpus folder {corpus}: its files would become "
-                         "training text", fix="choose an --out outside the corpus")
+        raise InputError(f"the output is inside the corpus folder {corpus}: its files would become "
+                         "training text", where=out, fix="choose an --out outside the corpus")
     if kind == "dataset" and (out / META_FILE).exists():
-        raise InputError(out, "already a pack; the output of --shards must be a new or empty folder",
+        raise InputError("already a pack; the output of --shards must be a new or empty folder", where=out,
                          fix="choose a new --out")
     if kind == "dataset" and (out / DATASET_FILE).exists() and not (out / "job.json").exists():
-        raise InputError(out, "already a dataset made otherwise; the output of --shards must be a new or empty "
-                         "folder (or this job's, to resume it)", fix="choose a new --out")
+        raise InputError("already a dataset made otherwise; the output of --shards must be a new or empty "
+                         "folder (or this job's, to resume it)", where=out, fix="choose a new --out")
     if kind == "pack" and (out / DATASET_FILE).exists():
-        raise InputError(out, "already a sharded dataset; the output of a pack must be a new folder or a pack "
-                         "of the same corpus", fix="choose a new --out")
+        raise InputError("already a sharded dataset; the output of a pack must be a new folder or a pack "
+                         "of the same corpus", where=out, fix="choose a new --out")
 
 
 def document_cut(source: DocumentSource) -> DocumentCut:
@@ -327,12 +327,12 @@ def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: objec
         checks.text("pattern", pattern)
     held_out = checks.probability("validation", validation) + checks.probability("test", test)
     if held_out >= 1:
-        raise InputError(None, f"validation + test must leave some training data, got {held_out:g}")
+        raise InputError(f"validation + test must leave some training data, got {held_out:g}")
     for name, value in (("corpus", corpus), ("out", out), ("cache_dir", cache_dir)):
         if (value is not None or name == "corpus") and not isinstance(value, (str, os.PathLike)):
-            raise InputError(None, f"{name} must be a path, got {type(value).__name__}")
+            raise InputError(f"{name} must be a path, got {type(value).__name__}")
     if progress is not None and not callable(progress):
-        raise InputError(None, f"progress must be a function, got {type(progress).__name__}")
+        raise InputError(f"progress must be a function, got {type(progress).__name__}")
 
 
 def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, request: VocabularyRequest,
@@ -366,7 +366,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
             saved = _saved_training(directory) or {}
             if tokenizer.pattern != pattern or {name: saved.get(name) for name in trained_on} != trained_on:
-                raise InputError(f"{directory}: cached vocabulary was trained differently; delete it to retrain")
+                raise InputError("cached vocabulary was trained differently; delete it to retrain", where=directory)
             return tokenizer, directory / VOCABULARY_FILE
         report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
@@ -376,8 +376,8 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
         if first is not None:  # before training: a pattern that skips text would train on a part of it
             check_covers(pattern, first[:65536], source.path)
         if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
-            raise InputError(source.path, f"no training text to learn {vocab_size - 257} merges from (the training range "
-                             "is empty)", fix="give a corpus with text, or a vocabulary with --vocab")
+            raise InputError(f"no training text to learn {vocab_size - 257} merges from (the training range "
+                             "is empty)", where=source.path, fix="give a corpus with text, or a vocabulary with --vocab")
         # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
         tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
                           min_frequency=min_frequency, pattern=pattern)
@@ -389,7 +389,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
         remove_abandoned(directory)
         if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
-                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
+                raise IntegrityError("another process published a different vocabulary here; delete it", where=directory)
     return tokenizer, directory / VOCABULARY_FILE
 
 
@@ -426,7 +426,7 @@ TRAINERS: dict[str, Callable[..., BpeTokenizer]] = {"exact": _train_exact, "hf":
 
 def _trainer(name: Trainer) -> Callable[..., BpeTokenizer]:
     if name not in TRAINERS:
-        raise InputError(None, f"trainer must be one of {', '.join(TRAINERS)}, got {name!r}")
+        raise InputError(f"trainer must be one of {', '.join(TRAINERS)}, got {name!r}")
     return TRAINERS[name]
 
 
@@ -441,7 +441,7 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     """Save ``tokenizer`` under ``directory`` once (atomically); return its ``vocabulary.json``.
 
     Raises:
-        ValueError: ``directory`` holds another vocabulary.
+        IntegrityError: ``directory`` holds another vocabulary.
     """
     with locked(directory):
         if directory.exists():
@@ -455,12 +455,12 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
             same = (record.identity == tokenizer.identity and record.pattern == tokenizer.pattern
                     and ranks.is_file() and ranks.read_bytes() == tokenizer.rank_lines)
             if not same:
-                raise IntegrityError(directory, "cached vocabulary differs from the one given", fix="delete it")
+                raise IntegrityError("cached vocabulary differs from the one given", where=directory, fix="delete it")
         else:
             remove_abandoned(directory)
             if _published(directory, tokenizer.save) and \
                     BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
-                raise IntegrityError(f"{directory}: another process published a different vocabulary here; delete it")
+                raise IntegrityError("another process published a different vocabulary here; delete it", where=directory)
     return directory / VOCABULARY_FILE
 
 
@@ -525,8 +525,8 @@ def write_pack(
         if skipped and not writer.n_docs and first_unit == 0 and last_unit == source.n_units:
             # A pack of nothing but skips is never what was asked for: refuse instead of exit 0.
             first_problem = source.problems[0] if source.problems else "unreadable"
-            raise InputError(source.path, f"--on-error skip skipped every file or record ({skipped:,}), "
-                             f"leaving no document; the first: {first_problem}",
+            raise InputError(f"--on-error skip skipped every file or record ({skipped:,}), "
+                             f"leaving no document; the first: {first_problem}", where=source.path,
                              fix="convert or fix the inputs (e.g. decompress .gz files) before preparing them")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         writer.commit(source=record, cut=document_cut(source),
@@ -539,7 +539,7 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
     expected = {"vocabulary": identity, "source": record, "cut": cut}
     for field, value in expected.items():
         if getattr(meta, field) != value:
-            raise IntegrityError(f"{pack_dir}: cached pack's {field} does not match this corpus; delete it to rebuild")
+            raise IntegrityError(f"cached pack's {field} does not match this corpus; delete it to rebuild", where=pack_dir)
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
     if ranges != {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()}:
-        raise IntegrityError(f"{pack_dir}: cached pack's ranges differ from the corpus's; delete it to rebuild")
+        raise IntegrityError("cached pack's ranges differ from the corpus's; delete it to rebuild", where=pack_dir)

@@ -12,7 +12,7 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
     """The report page for ``target``, chosen by what it is.
 
     Raises:
-        ValueError: a target of no known kind, or one that cannot be opened.
+        InputError / IntegrityError: a target of no known kind, or one that cannot be opened.
     """
     target = Path(target)
     if target.is_dir():
@@ -27,7 +27,7 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
         from tokpack.report.tokenizer import tokenizer_report
 
         return tokenizer_report(target, data=data, baselines=baselines)
-    raise InputError(f"{target}: not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')")
+    raise InputError("not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')", where=target)
 
 
 __all__ = ["report_for"]

@@ -410,9 +410,9 @@ def explorer_page(texts: Sequence[str], num_merges: int, *, challenge: Challenge
     if challenge is not None:
         texts, num_merges = challenge.corpus, challenge.num_merges
     elif not texts:
-        raise InputError(None, "the explorer needs at least one text or a challenge")
+        raise InputError("the explorer needs at least one text or a challenge")
     if num_merges < 0:
-        raise InputError(None, f"--merges must be 0 or more, got {num_merges}")
+        raise InputError(f"--merges must be 0 or more, got {num_merges}")
     data: dict[str, Any] = {
         "texts": list(texts), "merges": num_merges, "shown": COUNTS_SHOWN,
         "challenge": challenge.model_dump(mode="json") if challenge is not None else None,

@@ -123,7 +123,7 @@ def pack_report(path: str | Path, *, block: int = 1024) -> str:
     """A self-contained HTML report of the pack or sharded dataset at ``path``.
 
     Raises:
-        ValueError: ``path`` cannot be opened (a failed checksum is shown, not raised).
+        InputError: ``path`` cannot be opened (a failed checksum is shown, not raised).
     """
     source = open_tokens(Path(path), verify=False)  # verified below, so a failure is reported, not raised
     lengths = document_lengths(source)

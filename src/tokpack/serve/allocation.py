@@ -70,7 +70,7 @@ class Allocation:
                 continue
             part = self.local[slot]
             if part is None:  # only a step before the resume that removed it
-                raise InputError(None, f"step {step} served part {self.names[slot]!r}, which this loader does "
+                raise InputError(f"step {step} served part {self.names[slot]!r}, which this loader does "
                                  "not serve (it was removed at a resume)", fix="add it back to serve that step")
             n_rows = self.rows_per_epoch[part]
             epoch = first // n_rows

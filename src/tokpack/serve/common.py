@@ -24,7 +24,7 @@ def check_ids(ids: np.ndarray, source: TokenSource) -> None:
     """
     n_vocab = source.vocabulary.n_vocab
     if ids.size and int(ids.max()) >= n_vocab:
-        raise IntegrityError(source.path, f"id {int(ids.max())} outside the vocabulary (n_vocab {n_vocab})",
+        raise IntegrityError(f"id {int(ids.max())} outside the vocabulary (n_vocab {n_vocab})", where=source.path,
                              fix="the data is corrupt; verify it with tokpack inspect --verify")
 
 

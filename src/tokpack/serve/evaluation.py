@@ -64,7 +64,7 @@ class EvalBatches:
         step = checks.non_negative_int("step", step)
         count = len(self)
         if step >= count:
-            raise InputError(None, f"step {step} is past the end: there are {count} batches",
+            raise InputError(f"step {step} is past the end: there are {count} batches",
                              fix=f"use a step from 0 to {count - 1}, or iterate over the EvalBatches" if count
                              else "the range is empty; nothing to evaluate")
         first = (step * self.world_size + self.rank) * self.batch_size

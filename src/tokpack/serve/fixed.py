@@ -84,7 +84,7 @@ class TokenBatches:
             length: inputs per row, at least 1 (each row holds ``length + 1`` ids).
 
         Raises:
-            ValueError: the pack does not match its meta, it has no ``train`` range, or that
+            InputError / IntegrityError: the pack does not match its meta, it has no ``train`` range, or that
                 range has fewer than ``length + 2`` ids.
         """
         batch, length = checks.positive_int("batch", batch), checks.positive_int("length", length)
@@ -93,26 +93,26 @@ class TokenBatches:
 
             self.pack = open_source(tokens_dir, name="tokens_dir")  # verified on first open, stamped after
         elif not all(hasattr(tokens_dir, attribute) for attribute in ("meta", "verify", "path")):
-            raise InputError(None, f"tokens_dir must be a pack directory or an opened token source, "
+            raise InputError(f"tokens_dir must be a pack directory or an opened token source, "
                              f"got {type(tokens_dir).__name__}")
         else:  # an opened source (e.g. a datatrove folder): verified here all the same
             self.pack = tokens_dir
             self.pack.verify()
         if "train" not in self.pack.meta.ranges:
-            raise InputError(f"{self.pack.path}: no training range")
+            raise InputError("no training range", where=self.pack.path)
         self.lo, self.hi = self.pack.meta.ranges["train"].tokens
         self.batch, self.length = batch, length
         self._modulus = self.hi - self.lo - length - 1
         if self._modulus < 1:
             raise InputError(
-                f"{self.pack.path}: training range has {self.hi - self.lo} ids, shorter than one row "
-                f"(needs at least length + 2 = {length + 2})"
+                f"training range has {self.hi - self.lo} ids, shorter than one row "
+                f"(needs at least length + 2 = {length + 2})", where=self.pack.path
             )
         if batch * length > self.hi - self.lo:
             # Refused before anything is allocated: such a batch repeats the range within one step,
             # and batch=10**9 would otherwise allocate until the process is killed.
-            raise InputError(self.pack.path, f"a batch of {batch:,} rows of {length:,} ids is larger than the training "
-                             f"range ({self.hi - self.lo:,} ids)", fix="use a smaller batch or length")
+            raise InputError(f"a batch of {batch:,} rows of {length:,} ids is larger than the training "
+                             f"range ({self.hi - self.lo:,} ids)", where=self.pack.path, fix="use a smaller batch or length")
         self._row_steps = np.arange(batch, dtype=np.int64) * length
 
     @property
@@ -146,7 +146,7 @@ class TokenBatches:
         is made.
 
         Raises:
-            ValueError: ``start_step`` or ``steps`` below 0, or ``depth`` below 1.
+            InputError: ``start_step`` or ``steps`` below 0, or ``depth`` below 1.
         """
         start_step, steps = checks.non_negative_int("start_step", start_step), checks.non_negative_int("steps", steps)
         depth = checks.positive_int("depth", depth)
@@ -237,7 +237,7 @@ class Windows:
             split: the pack range to read (``train`` unless you evaluate).
 
         Raises:
-            ValueError: ``block`` below 2, no ``split`` range, or a vocabulary with no padding
+            InputError: ``block`` below 2, no ``split`` range, or a vocabulary with no padding
                 id (one the encoder never emits), so padding would collide with a real token.
         """
         block = checks.integer("block", block, low=2, what="an integer of at least 2")
@@ -249,9 +249,9 @@ class Windows:
         if split not in self.pack.meta.ranges:
             from tokpack.serve.layouts import missing_range
 
-            raise InputError(self.pack.path, missing_range(split, self.pack.meta.ranges, self.pack.path))
+            raise InputError(missing_range(split, self.pack.meta.ranges, self.pack.path), where=self.pack.path)
         if self.pack.meta.pad_id is None:
-            raise InputError(f"{self.pack.path}: its vocabulary records no padding id distinct from real tokens")
+            raise InputError("its vocabulary records no padding id distinct from real tokens", where=self.pack.path)
         self.block, self.aligned, self.split = block, aligned, split
         self.pad_id: int = self.pack.meta.pad_id
         span = self.pack.meta.ranges[split]

@@ -60,10 +60,10 @@ def batch_plan(global_batch: int | Sequence[tuple[int, int]]) -> list[tuple[int,
         except (TypeError, ValueError):
             ok, plan = False, []
         if not ok or not plan:
-            raise InputError(None, f"global_batch must be a positive integer or a list of (step, rows), got {global_batch!r}",
+            raise InputError(f"global_batch must be a positive integer or a list of (step, rows), got {global_batch!r}",
                              fix="e.g. global_batch=256 or global_batch=[(0, 256), (2000, 512), (4000, 1024)]")
     if plan[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(plan)):
-        raise InputError(None, f"global_batch schedule must start at step 0 and increase, got {plan}",
+        raise InputError(f"global_batch schedule must start at step 0 and increase, got {plan}",
                          fix="e.g. global_batch=[(0, 256), (2000, 512), (4000, 1024)]")
     for step, rows in plan:
         checks.positive_int(f"global_batch from step {step}" if step else "global_batch", rows)
@@ -86,7 +86,7 @@ def batch_ramp(start: int, increment: int, ramp_samples: int, global_batch: int)
     for name, value in values.items():
         checks.positive_int(f"batch_ramp: {name}", value)
     if global_batch < start or (global_batch - start) % increment:
-        raise InputError(None, f"batch_ramp: increment {increment} does not lead from {start} to {global_batch}")
+        raise InputError(f"batch_ramp: increment {increment} does not lead from {start} to {global_batch}")
     increments = (global_batch - start) // increment
     per_increment = ramp_samples / increments if increments else 0.0
     plan: list[tuple[int, int]] = []
@@ -119,14 +119,14 @@ class History:
 
     def __init__(self, segments: Sequence[Segment]) -> None:
         if not segments or segments[0].step != 0 or any(b.step <= a.step for a, b in itertools.pairwise(segments)):
-            raise InputError(None, "a history of settings must start at step 0 and increase")
+            raise InputError("a history of settings must start at step 0 and increase")
         self.segments = list(segments)
         self.n_parts = len(self.segments[0].weights)
         if any(len(s.weights) != self.n_parts or (s.anchor is not None and len(s.anchor) != self.n_parts)
                for s in self.segments):
-            raise InputError(None, "a history of settings names another number of parts in some segment")
+            raise InputError("a history of settings names another number of parts in some segment")
         if any(not all(math.isfinite(w) and w >= 0 for w in s.weights) or sum(s.weights) <= 0 for s in self.segments):
-            raise InputError(None, "a history of settings has a weight that is negative or none positive")
+            raise InputError("a history of settings has a weight that is negative or none positive")
         self.starts = [s.step for s in self.segments]
         # weights already normalized are kept bit for bit (normalizing again may move the last bit)
         self._weights = [np.asarray(s.weights, dtype=np.float64) for s in self.segments]
@@ -143,7 +143,7 @@ class History:
                 continued = np.zeros(self.n_parts)
             if segment.anchor is not None:
                 if sum(segment.anchor) != self._rows_before[-1] or min(segment.anchor) < 0:
-                    raise InputError(None, f"a history's rows {segment.anchor} before step {segment.step} do not add "
+                    raise InputError(f"a history's rows {segment.anchor} before step {segment.step} do not add "
                                      f"up to the {self._rows_before[-1]} rows its global batches served")
                 continued = np.asarray(segment.anchor, dtype=np.float64)
             self._base.append(continued)
@@ -227,7 +227,7 @@ class History:
         exact = self.exact(step)
         if len(totals) != self.n_parts or sum(totals) != self.rows_before(step) or any(
                 abs(t - e) > 1 + 1e-6 for t, e in zip(totals, exact)):
-            raise InputError(None, f"loader state's rows per part {totals} do not fit step {step} of its history")
+            raise InputError(f"loader state's rows per part {totals} do not fit step {step} of its history")
         self._checkpoints[step] = list(totals)
         self._last = (step, list(totals))
 

@@ -84,9 +84,9 @@ def open_source(data: TokenSource | str | Path, *, name: str = "data") -> TokenS
             return open_tokens(path)
         except OSError as error:  # a loop of symlinks, a permission: the user's files, not a bug
             where = Path(error.filename) if error.filename else path
-            raise InputError(where, f"cannot read {name} ({error.strerror or error})") from None
+            raise InputError(f"cannot read {name} ({error.strerror or error})", where=where) from None
     if not all(hasattr(data, attribute) for attribute in ("meta", "starts", "path")):
-        raise InputError(None, f"{name} must be a pack or dataset directory or an opened token source, "
+        raise InputError(f"{name} must be a pack or dataset directory or an opened token source, "
                          f"got {type(data).__name__}")
     return data
 
@@ -148,7 +148,7 @@ class Layout:
         self.source, self.length, self.split = source, length, split
         meta = source.meta
         if split not in meta.ranges:
-            raise InputError(source.path, missing_range(split, meta.ranges, source.path))
+            raise InputError(missing_range(split, meta.ranges, source.path), where=source.path)
         #: the source's padding id (never a real token), or None (e.g. a datatrove folder)
         self.pad_id: int | None = None if meta.pad_id is None else int(meta.pad_id)
         #: what padding positions hold in ``ids``: the padding id, else 0 (their labels are ignored)
@@ -159,7 +159,7 @@ class Layout:
         self.lo, self.hi = (int(v) for v in span.tokens)
         self.first_doc, self.last_doc = (int(v) for v in span.documents)
         if self.hi - self.lo < 2:
-            raise InputError(source.path, f"the {split!r} range has {self.hi - self.lo} ids; a row needs at least 2")
+            raise InputError(f"the {split!r} range has {self.hi - self.lo} ids; a row needs at least 2", where=source.path)
         self.n_rows: int = 0
 
     # -- what callers use -------------------------------------------------------------------
@@ -358,7 +358,7 @@ class BestFitLayout(Layout):
         super().__init__(source, length=length, split=split)
         self.lookahead = positive_int("lookahead", lookahead)
         if not isinstance(cache, (bool, str, os.PathLike)):
-            raise InputError(None, f"cache must be True, False or a folder, got {type(cache).__name__}")
+            raise InputError(f"cache must be True, False or a folder, got {type(cache).__name__}")
         path = _cache_path(self.fingerprint, cache)
         if path is not None and path.exists():
             self._load(path)
@@ -405,9 +405,9 @@ class BestFitLayout(Layout):
                 self._piece_start, self._piece_len = stored["piece_start"], stored["piece_len"]
                 self._row_ptr, (self._cut, self._moved) = stored["row_ptr"], stored["counts"].tolist()
         except (OSError, ValueError, KeyError) as error:
-            raise IntegrityError(path, f"unreadable layout index ({error})", fix="delete it to rebuild") from None
+            raise IntegrityError(f"unreadable layout index ({error})", where=path, fix="delete it to rebuild") from None
         if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
-            raise IntegrityError(path, "layout index does not cover its range", fix="delete it to rebuild")
+            raise IntegrityError("layout index does not cover its range", where=path, fix="delete it to rebuild")
 
     def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         # Each row's pieces are copied as contiguous runs (one compiled loop) where the source is
@@ -514,11 +514,11 @@ def make_layout(name: str, source: TokenSource | str | Path, *, length: int, spl
         InputError: an unknown layout or option, a bad length, or no such range.
     """
     if not isinstance(name, str) or name not in LAYOUTS:
-        raise InputError(None, f"unknown layout {name!r}", fix=f"use one of {', '.join(LAYOUTS)}")
+        raise InputError(f"unknown layout {name!r}", fix=f"use one of {', '.join(LAYOUTS)}")
     try:
         return LAYOUTS[name](open_source(source), length=length, split=split, **options)
     except TypeError as error:
-        raise InputError(None, f"layout {name!r}: {error}") from None
+        raise InputError(f"layout {name!r}: {error}") from None
 
 
 __all__ = ["LAYOUTS", "BestFitLayout", "DocumentsLayout", "Layout", "StreamLayout", "data_identity", "make_layout",

@@ -113,17 +113,17 @@ class PackedBatches:
                               fix="use a smaller global_batch or length")
         for start, rows in self._batch_plan:
             if rows % world_size:
-                raise InputError(None, f"world_size {world_size} does not divide global_batch {rows}"
+                raise InputError(f"world_size {world_size} does not divide global_batch {rows}"
                                  + (f" (from step {start})" if start else ""),
                                  fix=f"use a global_batch that is a multiple of {world_size} "
                                      f"(e.g. {-(-rows // world_size) * world_size}), or a world_size that divides it")
             if (rows // world_size) % micro_batches:
-                raise InputError(None, f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
+                raise InputError(f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
                                  + (f" (from step {start})" if start else ""))
         if not 0 <= rank < world_size:
-            raise InputError(None, f"rank {rank} outside [0, {world_size})")
+            raise InputError(f"rank {rank} outside [0, {world_size})")
         if dtype not in DTYPES:
-            raise InputError(None, f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.mixture = data if isinstance(data, Mixture) else None
         parts = data.parts if isinstance(data, Mixture) else [(data, 1.0)]
         self.sources = [open_source(part) for part, _ in parts]
@@ -210,7 +210,7 @@ class PackedBatches:
         part_of, row_of = self._plan(step)
         share, rest = divmod(len(part_of), self.world_size)
         if rest or share % self.micro_batch_count:  # only a step from a loaded history can be
-            raise InputError(None, f"step {step}'s global batch of {len(part_of)} rows does not split into "
+            raise InputError(f"step {step}'s global batch of {len(part_of)} rows does not split into "
                              f"{self.world_size} ranks of {self.micro_batch_count} micro-batches (it was served "
                              "before a resume that changed them)", fix="serve it with the world size it had")
         mine = slice(self.rank * share, (self.rank + 1) * share)
@@ -354,20 +354,20 @@ class PackedBatches:
         """
         saved = parse_state(state)
         if (saved.vocabulary.sha256, saved.vocabulary.n_vocab) != (self.vocabulary.sha256, self.vocabulary.n_vocab):
-            raise VocabularyMismatch(None, f"loader state was saved over vocabulary {saved.vocabulary.scheme}:"
+            raise VocabularyMismatch(f"loader state was saved over vocabulary {saved.vocabulary.scheme}:"
                                      f"{saved.vocabulary.short} (n_vocab {saved.vocabulary.n_vocab}); this loader serves "
                                      f"{self.vocabulary.scheme}:{self.vocabulary.short} (n_vocab {self.n_vocab})")
         mixture_seed = self.mixture.seed if self.mixture is not None else None
         if saved.seed != self.seed:
-            raise InputError(None, f"loader state has seed {saved.seed}, this loader {self.seed}: another seed is "
+            raise InputError(f"loader state has seed {saved.seed}, this loader {self.seed}: another seed is "
                              "another order of every epoch", fix="resume with the seed of the saved run")
         if (saved.mixture_seed or 0) != (mixture_seed or 0):
-            raise InputError(None, f"loader state has mixture seed {saved.mixture_seed}, this loader {mixture_seed}",
+            raise InputError(f"loader state has mixture seed {saved.mixture_seed}, this loader {mixture_seed}",
                              fix="resume with the Mixture(seed=...) of the saved run")
         mine = self._layout_record()
         for key in ("layout", "length", "split", "options", "shuffle"):
             if saved.layout.get(key) != mine[key]:
-                raise InputError(None, f"loader state has {SETTING[key]} {saved.layout.get(key)!r}, this loader "
+                raise InputError(f"loader state has {SETTING[key]} {saved.layout.get(key)!r}, this loader "
                                  f"{mine[key]!r}: each part's position is a row of its layout, which another "
                                  f"{key} numbers differently", fix=f"resume with the {key} of the saved run")
         records = self._data_records()
@@ -379,12 +379,12 @@ class PackedBatches:
         for local, slot in matched.items():
             theirs = saved.parts[slot]
             if [theirs.data.get(k) for k in keys] != [records[local][k] for k in keys]:
-                raise IntegrityError(None, f"loader state was saved over other data for part {theirs.name!r}: "
+                raise IntegrityError(f"loader state was saved over other data for part {theirs.name!r}: "
                                      + difference(theirs.data, records[local]),
                                      fix="serve the same ids under that name, or give it another name (Mixture(names=...)) "
                                          "to add it as a new part")
         if not matched and self.mixture is None:
-            raise IntegrityError(None, f"loader state was saved over other data: {part_names([p.data for p in saved.parts])}; "
+            raise IntegrityError(f"loader state was saved over other data: {part_names([p.data for p in saved.parts])}; "
                                  f"this loader serves {part_names(records)}")
         # The parts as the saved history numbers them, then this loader's new ones.
         slots = list(saved.parts)

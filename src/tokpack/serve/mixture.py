@@ -48,10 +48,10 @@ class Mixture:
                  stages: Sequence[tuple[int, Sequence[float]]] | None = None,
                  names: Sequence[str] | None = None) -> None:
         if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
-            raise InputError(None, "a mixture needs at least one part: parts=[(data, weight), ...]")
+            raise InputError("a mixture needs at least one part: parts=[(data, weight), ...]")
         for index, part in enumerate(parts):
             if not isinstance(part, (tuple, list)) or len(part) != 2:
-                raise InputError(None, f"mixture part {index} must be a (data, weight) pair, got {type(part).__name__}")
+                raise InputError(f"mixture part {index} must be a (data, weight) pair, got {type(part).__name__}")
         self.parts = [(data, checks.finite_float(f"mixture weight {index}", weight))
                       for index, (data, weight) in enumerate(parts)]
         self.seed = checks.non_negative_int("seed", seed)
@@ -61,26 +61,26 @@ class Mixture:
             stage_list = []
             for index, stage in enumerate(stages):
                 if not isinstance(stage, (tuple, list)) or len(stage) != 2 or not isinstance(stage[1], Sequence):
-                    raise InputError(None, f"mixture stage {index} must be (start_step, [weight, ...])")
+                    raise InputError(f"mixture stage {index} must be (start_step, [weight, ...])")
                 start = checks.non_negative_int(f"mixture stage {index}'s start step", stage[0])
                 stage_list.append((start, [checks.finite_float(f"mixture stage {index}'s weight {i}", w)
                                            for i, w in enumerate(stage[1])]))
         if stage_list[0][0] != 0 or any(b[0] <= a[0] for a, b in itertools.pairwise(stage_list)):
-            raise InputError(None, "mixture stages must start at step 0 and increase",
+            raise InputError("mixture stages must start at step 0 and increase",
                              fix="e.g. stages=[(0, [0.9, 0.1]), (1000, [0.5, 0.5])]")
         for start, stage_weights in stage_list:
             if len(stage_weights) != len(self.parts):
-                raise InputError(None, f"mixture stage at step {start} has {len(stage_weights)} weights for {len(self.parts)} parts")
+                raise InputError(f"mixture stage at step {start} has {len(stage_weights)} weights for {len(self.parts)} parts")
             if any(not math.isfinite(w) or w < 0 for w in stage_weights) or sum(stage_weights) <= 0:
-                raise InputError(None, f"mixture weights must be non-negative with a positive sum, got {stage_weights}")
+                raise InputError(f"mixture weights must be non-negative with a positive sum, got {stage_weights}")
         if any(weight <= 0 for weight in weights) and not stages:
-            raise InputError(None, f"mixture weights must be positive, got {weights}")
+            raise InputError(f"mixture weights must be positive, got {weights}")
         # scaled by the largest weight first, so weights near the float limit (1e308) sum finitely
         self.stages = [(start, normalized(ws)) for start, ws in stage_list]
         if names is not None:
             self.names: list[str] | None = [str(name) for name in names]
             if len(self.names) != len(self.parts) or len(set(self.names)) != len(self.names):
-                raise InputError(None, f"mixture names {self.names} must be one distinct name a part")
+                raise InputError(f"mixture names {self.names} must be one distinct name a part")
         else:
             self.names = None
 
@@ -119,10 +119,10 @@ def check_one_vocabulary(sources: list[TokenSource]) -> None:
     for other in sources[1:]:
         a, b = first.vocabulary, other.vocabulary
         if (a.sha256, a.n_vocab) != (b.sha256, b.n_vocab):
-            raise VocabularyMismatch(None, f"mixture parts use two vocabularies: {first.path} has {a.scheme}:{a.short} "
+            raise VocabularyMismatch(f"mixture parts use two vocabularies: {first.path} has {a.scheme}:{a.short} "
                                      f"(n_vocab {a.n_vocab}), {other.path} has {b.scheme}:{b.short} (n_vocab {b.n_vocab})")
         if first.meta.pad_id != other.meta.pad_id:
-            raise VocabularyMismatch(None, f"mixture parts pad with two ids: {first.path} with {first.meta.pad_id}, "
+            raise VocabularyMismatch(f"mixture parts pad with two ids: {first.path} with {first.meta.pad_id}, "
                                      f"{other.path} with {other.meta.pad_id}")
 
 

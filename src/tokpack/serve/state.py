@@ -72,13 +72,13 @@ class LoaderStateV2(Record):
         names = default_names([str(record.get("name")) for record in self.data])
         rows = self.part_rows if self.part_rows is not None else [self.step * self.global_batch]
         if len(rows) != len(self.data):
-            raise InputError(None, "not a tokpack loader state (part_rows do not match its data)")
+            raise InputError("not a tokpack loader state (part_rows do not match its data)")
         stages: list[Any] = self.mixture["stages"] if self.mixture else [[0, [1.0]]]
         try:
             history = [Segment(step=int(start), global_batch=self.global_batch, weights=[float(w) for w in weights])
                        for start, weights in stages]
         except (TypeError, ValueError) as error:
-            raise InputError(None, f"not a tokpack loader state (its mixture stages: {error})") from None
+            raise InputError(f"not a tokpack loader state (its mixture stages: {error})") from None
         return LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture["seed"] if self.mixture else None,
                            global_batch=self.global_batch, layout=self.layout, vocabulary=self.vocabulary,
                            parts=[PartState(name=name, data=record, rows=count)
@@ -154,7 +154,7 @@ def distinct_removed_names(slots: list[PartState], local_of: list[int | None]) -
 def parse_state(state: Any) -> LoaderState:
     """A loader state of this version, or one of ``tokpack.loader.v2`` converted exactly."""
     if not isinstance(state, Mapping):
-        raise InputError(None, f"state must be the dict state_dict() returned, got {type(state).__name__}")
+        raise InputError(f"state must be the dict state_dict() returned, got {type(state).__name__}")
     try:
         record = dict(state)
         if record.get("schema") == "tokpack.loader.v2":
@@ -162,17 +162,17 @@ def parse_state(state: Any) -> LoaderState:
         else:
             saved = LoaderState.model_validate(record)
     except (ValidationError, TypeError) as error:
-        raise InputError(None, f"not a tokpack loader state ({str(error).splitlines()[0]})") from None
+        raise InputError(f"not a tokpack loader state ({str(error).splitlines()[0]})") from None
     n_parts = len(saved.parts)
     names = [part.name for part in saved.parts]
     for name in names:
         if names.count(name) > 1:
-            raise InputError(None, f"not a tokpack loader state (it names part {name!r} twice)")
+            raise InputError(f"not a tokpack loader state (it names part {name!r} twice)")
     if any(len(s.weights) != n_parts or (s.anchor is not None and len(s.anchor) != n_parts) for s in saved.history):
-        raise InputError(None, f"not a tokpack loader state (its history does not name its {n_parts} parts)")
+        raise InputError(f"not a tokpack loader state (its history does not name its {n_parts} parts)")
     in_force = [s for s in saved.history if s.step <= saved.step]
     if in_force and in_force[-1].global_batch != saved.global_batch:
-        raise InputError(None, f"not a tokpack loader state (global_batch {saved.global_batch}, but its history has "
+        raise InputError(f"not a tokpack loader state (global_batch {saved.global_batch}, but its history has "
                          f"{in_force[-1].global_batch} at its step {saved.step})")
     return saved
 

@@ -30,7 +30,7 @@ class WindowDataset(Dataset[Batch]):
 
     def __init__(self, windows: Windows) -> None:
         if not isinstance(windows, Windows):
-            raise InputError(None, f"windows must be a tokpack.serve.Windows, got {type(windows).__name__}")
+            raise InputError(f"windows must be a tokpack.serve.Windows, got {type(windows).__name__}")
         self.windows = windows
 
     @property
@@ -84,12 +84,12 @@ class WindowLoader:
     def __init__(self, dataset: WindowDataset, batch_size: int, *, seed: int = 0, workers: int = 0,
                  shuffle: bool = True, drop_last: bool = True) -> None:
         if not isinstance(dataset, WindowDataset):
-            raise InputError(None, f"dataset must be a WindowDataset, got {type(dataset).__name__}")
+            raise InputError(f"dataset must be a WindowDataset, got {type(dataset).__name__}")
         batch_size, workers = checks.positive_int("batch_size", batch_size), checks.non_negative_int("workers", workers)
         seed = checks.non_negative_int("seed", seed)
         shuffle, drop_last = checks.boolean("shuffle", shuffle), checks.boolean("drop_last", drop_last)
         if drop_last and batch_size > len(dataset):
-            raise InputError(None, f"batch_size {batch_size} is larger than the dataset's {len(dataset)} windows, so an "
+            raise InputError(f"batch_size {batch_size} is larger than the dataset's {len(dataset)} windows, so an "
                              "epoch would have no batch", fix="use a smaller batch_size, or drop_last=False")
         self.dataset = dataset
         self._batches = _EpochBatches(len(dataset), batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
@@ -137,12 +137,12 @@ class WindowLoader:
         meta = self.dataset.windows.pack.meta
         saved = state.get("vocabulary")
         if isinstance(saved, dict) and (saved.get("sha256"), saved.get("n_vocab")) != (meta.vocabulary.sha256, meta.vocabulary.n_vocab):
-            raise VocabularyMismatch(None, f"loader state was saved over vocabulary {str(saved.get('sha256'))[:16]} "
+            raise VocabularyMismatch(f"loader state was saved over vocabulary {str(saved.get('sha256'))[:16]} "
                                      f"(n_vocab {saved.get('n_vocab')}); this loader serves {meta.vocabulary.short} "
                                      f"(n_vocab {meta.vocabulary.n_vocab})")
         if "tokens_sha256" in state and (state["tokens_sha256"], state.get("starts_sha256")) != (
                 meta.tokens_sha256, meta.starts_sha256):
-            raise IntegrityError(None, f"loader state was saved over other data (ids {str(state['tokens_sha256'])[:16]}); "
+            raise IntegrityError(f"loader state was saved over other data (ids {str(state['tokens_sha256'])[:16]}); "
                                  f"this loader serves {self.dataset.windows.pack.path} (ids {meta.tokens_sha256[:16]})")
         mine = {"seed": sampler.seed, "batch_size": sampler.batch_size, "shuffle": sampler.shuffle,
                 "drop_last": sampler.drop_last, "n_items": sampler.n_items}
@@ -207,7 +207,7 @@ class BatchLoader:
 
     def __init__(self, batches: PackedBatches, *, num_workers: int = 0, prefetch_factor: int | None = None) -> None:
         if not isinstance(batches, PackedBatches):
-            raise InputError(None, f"batches must be a PackedBatches, got {type(batches).__name__}")
+            raise InputError(f"batches must be a PackedBatches, got {type(batches).__name__}")
         num_workers = checks.non_negative_int("num_workers", num_workers)
         if prefetch_factor is not None:
             prefetch_factor = checks.positive_int("prefetch_factor", prefetch_factor)

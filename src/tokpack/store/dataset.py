@@ -138,12 +138,12 @@ class ShardedDataset(PartsStream, RecordedStream):
         listed = [entry.name for entry in self.meta.shards]
         present = sorted(p.name for p in self.path.iterdir() if p.is_dir() and p.name.startswith(SHARD_PREFIX))
         if extra := sorted(set(present) - set(listed)):
-            raise IntegrityError(f"{self.path}: shard {extra[0]} is not listed in {DATASET_FILE}")
+            raise IntegrityError(f"shard {extra[0]} is not listed in {DATASET_FILE}", where=self.path)
         if missing := [name for name in listed if name not in present]:
-            raise IntegrityError(f"{self.path}: shard {missing[0]} listed in {DATASET_FILE} is missing")
+            raise IntegrityError(f"shard {missing[0]} listed in {DATASET_FILE} is missing", where=self.path)
         if listed != sorted(listed) or len(set(listed)) != len(listed):
-            raise IntegrityError(self.path / DATASET_FILE, "shards are not listed once each in shard order "
-                                 f"({', '.join(listed[:4])}{', …' if len(listed) > 4 else ''})",
+            raise IntegrityError("shards are not listed once each in shard order "
+                                 f"({', '.join(listed[:4])}{', …' if len(listed) > 4 else ''})", where=self.path / DATASET_FILE,
                                  fix="the record was reordered; rebuild it")
         self.shards = [Pack(self.path / entry.name, verify=False) for entry in self.meta.shards]
         self._verified = [verify is False] * len(self.shards)
@@ -152,12 +152,12 @@ class ShardedDataset(PartsStream, RecordedStream):
         token_counts = np.array([s.n_tokens for s in self.shards], dtype=np.int64)
         self.offsets = np.concatenate(([0], np.cumsum(token_counts)))
         if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
-            raise IntegrityError(f"{self.path / DATASET_FILE}: shard counts do not add up to the dataset's")
+            raise IntegrityError("shard counts do not add up to the dataset's", where=self.path / DATASET_FILE)
         self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
         self.dtype = np.dtype(self.meta.dtype)
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
-            raise IntegrityError(self.path / DATASET_FILE, "the shards' documents, in the listed order, differ from "
-                                 "the record's starts", fix="shards were reordered or replaced; rebuild the dataset")
+            raise IntegrityError("the shards' documents, in the listed order, differ from "
+                                 "the record's starts", where=self.path / DATASET_FILE, fix="shards were reordered or replaced; rebuild the dataset")
         check_against_shards(self.path / DATASET_FILE, self.meta, [s.meta for s in self.shards], self.starts)
         if verify:
             self.verify()
@@ -173,11 +173,11 @@ class ShardedDataset(PartsStream, RecordedStream):
         """Verify every shard, then hash the whole stream and its starts against the record.
 
         Raises:
-            ValueError: naming the shard or file that does not match.
+            IntegrityError: naming the shard or file that does not match.
         """
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
-            raise IntegrityError(self.path / DATASET_FILE, "the stream's checksums differ from the record",
+            raise IntegrityError("the stream's checksums differ from the record", where=self.path / DATASET_FILE,
                                  fix="shards were reordered or replaced; rebuild the dataset")
         self._verified = [True] * len(self.shards)
 
@@ -198,10 +198,10 @@ def check_against_shards(where: Path | str, record: DatasetRecord, shard_metas: 
     for index, meta in enumerate(shard_metas):
         name = record.shards[index].name if index < len(record.shards) else str(index)
         if meta.pad_id != record.pad_id:
-            raise IntegrityError(where, f"pad_id {record.pad_id} differs from shard {name}'s {meta.pad_id}",
+            raise IntegrityError(f"pad_id {record.pad_id} differs from shard {name}'s {meta.pad_id}", where=where,
                                  fix="the record was edited; rebuild the dataset")
         if meta.dtype != record.dtype:
-            raise IntegrityError(where, f"dtype {record.dtype} differs from shard {name}'s {meta.dtype}",
+            raise IntegrityError(f"dtype {record.dtype} differs from shard {name}'s {meta.dtype}", where=where,
                                  fix="the record was edited; rebuild the dataset")
     check_ranges(where, record.ranges, starts, record.n_tokens)
 
@@ -214,11 +214,11 @@ def _pieces(tokens: np.ndarray) -> Iterator[np.ndarray]:
 
 def _check_shard(entry: ShardEntry, shard: Pack, vocabulary: VocabIdentity) -> None:
     if shard.vocabulary != vocabulary:
-        raise VocabularyMismatch(f"{shard.path}: vocabulary {shard.vocabulary.short} differs from the dataset's {vocabulary.short}")
+        raise VocabularyMismatch(f"vocabulary {shard.vocabulary.short} differs from the dataset's {vocabulary.short}", where=shard.path)
     meta = shard.meta
     if (meta.n_docs, meta.n_tokens, meta.tokens_sha256, meta.starts_sha256) != (
         entry.n_docs, entry.n_tokens, entry.tokens_sha256, entry.starts_sha256):
-        raise IntegrityError(f"{shard.path}: does not match its entry in {DATASET_FILE} (altered or replaced)")
+        raise IntegrityError(f"does not match its entry in {DATASET_FILE} (altered or replaced)", where=shard.path)
 
 
 def stream_hashes(shards: Sequence[Any], *, verify: bool = False) -> tuple[str, str]:
@@ -227,7 +227,7 @@ def stream_hashes(shards: Sequence[Any], *, verify: bool = False) -> tuple[str, 
     is verified in the same single read of its ids.
 
     Raises:
-        ValueError: with ``verify``, a shard that does not match its ``meta.json``.
+        IntegrityError: with ``verify``, a shard that does not match its ``meta.json``.
     """
     tokens_hash, starts_hash, offset = hashlib.sha256(), hashlib.sha256(), 0
     for shard in shards:
@@ -248,16 +248,16 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
     are not contiguous across shards is refused.
 
     Raises:
-        ValueError: shards of two vocabularies or padding ids, or ranges that do not join.
+        InputError / IntegrityError: shards of two vocabularies or padding ids, or ranges that do not join.
     """
     path = Path(path)
     shards = [Pack(path / name, verify=False) for name in shard_names]  # verified below, in the pass that hashes the stream
     if not shards:
-        raise InputError(f"{path}: a dataset needs at least one shard")
+        raise InputError("a dataset needs at least one shard", where=path)
     first: PackMeta = shards[0].meta
     for shard in shards[1:]:
         if shard.vocabulary != first.vocabulary or shard.meta.pad_id != first.pad_id:
-            raise IntegrityError(f"{shard.path}: vocabulary or padding id differs from {shards[0].path.name}'s")
+            raise IntegrityError(f"vocabulary or padding id differs from {shards[0].path.name}'s", where=shard.path)
     ranges: dict[str, Span] = {}
     docs = tokens = 0
     counts: dict[str, int] = {}
@@ -267,7 +267,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
                          tokens=(span.tokens[0] + tokens, span.tokens[1] + tokens))
             if name in ranges:
                 if ranges[name].tokens[1] != moved.tokens[0] or ranges[name].documents[1] != moved.documents[0]:
-                    raise IntegrityError(f"{shard.path}: range {name!r} is not contiguous across shards")
+                    raise IntegrityError(f"range {name!r} is not contiguous across shards", where=shard.path)
                 moved = Span(documents=(ranges[name].documents[0], moved.documents[1]),
                              tokens=(ranges[name].tokens[0], moved.tokens[1]))
             ranges[name] = moved

@@ -30,20 +30,20 @@ class _TokenFile:
         self.path = path
         size = path.stat().st_size
         if size % dtype.itemsize:
-            raise IntegrityError(f"{path}: {size} bytes is not a whole number of {dtype.itemsize}-byte ids")
+            raise IntegrityError(f"{size} bytes is not a whole number of {dtype.itemsize}-byte ids", where=path)
         self.tokens = np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r") if size else np.zeros(0, dtype)
         self.n_tokens = len(self.tokens)
         index = path.with_name(path.name + ".index")
         if not index.exists():
-            raise IntegrityError(f"{index}: missing (datatrove writes one beside each .ds file)")
+            raise IntegrityError("missing (datatrove writes one beside each .ds file)", where=index)
         if index.stat().st_size % 8:  # np.fromfile would drop the tail silently
-            raise IntegrityError(index, f"{index.stat().st_size} bytes is not a whole number of 8-byte document ends",
+            raise IntegrityError(f"{index.stat().st_size} bytes is not a whole number of 8-byte document ends", where=index,
                                  fix="the index is truncated or padded; regenerate it with datatrove")
         ends = np.fromfile(index, dtype="<u8").astype(np.int64)
         if len(ends) and (np.any(np.diff(ends) < 0) or ends[0] < 0):
-            raise IntegrityError(f"{index}: document ends are not in order")
+            raise IntegrityError("document ends are not in order", where=index)
         if (ends[-1] if len(ends) else 0) != self.n_tokens:
-            raise IntegrityError(f"{index}: last document ends at {ends[-1] if len(ends) else 0}, the file has {self.n_tokens} ids")
+            raise IntegrityError(f"last document ends at {ends[-1] if len(ends) else 0}, the file has {self.n_tokens} ids", where=index)
         begins = np.concatenate(([0], ends[:-1]))
         self.starts = begins[ends > begins]  # empty documents have no first id to point at
         self._rows: dict[int, np.ndarray] = {}
@@ -82,7 +82,7 @@ class DatatroveFolder(PartsStream, RecordedStream):
 
     def __init__(self, path: str | Path, *, tokenizer: VocabularySpec, verify: bool = False) -> None:
         """Raises:
-            ValueError: no ``.ds`` files, a missing or inconsistent index, or (with ``verify``)
+            InputError / IntegrityError / VocabularyMismatch: no ``.ds`` files, a missing or inconsistent index, or (with ``verify``)
                 an id outside the tokenizer's vocabulary.
         """
         self.path = Path(path)
@@ -90,7 +90,7 @@ class DatatroveFolder(PartsStream, RecordedStream):
         self.dtype = token_dtype(vocabulary.n_vocab)
         files = sorted(self.path.rglob("*.ds"))
         if not files:
-            raise InputError(f"{self.path}: no datatrove .ds files")
+            raise InputError("no datatrove .ds files", where=self.path)
         self.shards = [_TokenFile(file, self.dtype) for file in files]
         self.offsets = np.concatenate(([0], np.cumsum([f.n_tokens for f in self.shards]))).astype(np.int64)
         self.starts = np.concatenate([f.starts + o for f, o in zip(self.shards, self.offsets)])
@@ -114,12 +114,12 @@ class DatatroveFolder(PartsStream, RecordedStream):
         """Check every id is inside the named tokenizer's vocabulary.
 
         Raises:
-            ValueError: naming the file with an id the tokenizer does not have.
+            VocabularyMismatch: naming the file with an id the tokenizer does not have.
         """
         for part in self.shards:
             if part.n_tokens and int(part.tokens.max()) >= self.vocabulary.n_vocab:
-                raise VocabularyMismatch(f"{part.path}: ids reach {int(part.tokens.max())}, past the tokenizer's "
-                                 f"{self.vocabulary.n_vocab}; is it the tokenizer that made them?")
+                raise VocabularyMismatch(f"ids reach {int(part.tokens.max())}, past the tokenizer's "
+                                 f"{self.vocabulary.n_vocab}; is it the tokenizer that made them?", where=part.path)
 
     def __repr__(self) -> str:
         return f"DatatroveFolder({str(self.path)!r}, files={len(self.shards)}, n_tokens={self.n_tokens})"

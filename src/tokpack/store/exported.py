@@ -41,7 +41,7 @@ class LazyTokenFile(TokenFile):
         if tokens is None:
             tokens = self._load()
             if len(tokens) != self.n_tokens:
-                raise IntegrityError(self.path, f"holds {len(tokens):,} ids, its header said {self.n_tokens:,}")
+                raise IntegrityError(f"holds {len(tokens):,} ids, its header said {self.n_tokens:,}", where=self.path)
             self._tokens = tokens
         return tokens
 
@@ -58,12 +58,12 @@ def _litdata_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
     """A litdata chunk: ``uint32 n``, ``uint32[n + 1]`` byte offsets of the items, the ids."""
     head = np.fromfile(path, dtype="<u4", count=1)
     if len(head) != 1:
-        raise IntegrityError(path, "shorter than a litdata chunk header")
+        raise IntegrityError("shorter than a litdata chunk header", where=path)
     offsets = np.fromfile(path, dtype="<u4", count=int(head[0]) + 1, offset=4).astype(np.int64)
     size = path.stat().st_size
     if len(offsets) != int(head[0]) + 1 or offsets[-1] != size or np.any(np.diff(offsets) % dtype.itemsize) \
             or np.any(np.diff(offsets) <= 0) or offsets[0] != 4 * (len(offsets) + 1):
-        raise IntegrityError(path, "its item offsets do not describe the file", fix="export it again")
+        raise IntegrityError("its item offsets do not describe the file", where=path, fix="export it again")
     lengths = np.diff(offsets) // dtype.itemsize
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     n_tokens = int(lengths.sum())
@@ -75,20 +75,20 @@ def _mds_layout(path: Path, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np
     """An MDS shard's raw bytes, and each sample's first id byte and id count."""
     raw = np.fromfile(path, dtype=np.uint8)
     if len(raw) < 4:
-        raise IntegrityError(path, "shorter than an MDS shard header")
+        raise IntegrityError("shorter than an MDS shard header", where=path)
     count = int(raw[:4].view("<u4")[0])
     if len(raw) < 4 * (count + 2):
-        raise IntegrityError(path, f"too short for its {count:,} samples' offsets")
+        raise IntegrityError(f"too short for its {count:,} samples' offsets", where=path)
     offsets = raw[4 : 4 * (count + 2)].view("<u4").astype(np.int64)
     if offsets[-1] != len(raw) or np.any(np.diff(offsets) < 6):
-        raise IntegrityError(path, "its sample offsets do not describe the file", fix="export it again")
+        raise IntegrityError("its sample offsets do not describe the file", where=path, fix="export it again")
     kinds = raw[offsets[:-1] + 4]  # per sample: a uint32 size, then (ndim << 2 | shape type), shape, ids
     if np.any(kinds >> 2 != 1):
-        raise IntegrityError(path, "a sample is not a 1-D array of ids")
+        raise IntegrityError("a sample is not a 1-D array of ids", where=path)
     begins = offsets[:-1] + 5 + (1 << (kinds & 3).astype(np.int64))
     id_bytes = offsets[1:] - begins
     if np.any(id_bytes < 0) or np.any(id_bytes % dtype.itemsize):
-        raise IntegrityError(path, "a sample's size is not a whole number of ids")
+        raise IntegrityError("a sample's size is not a whole number of ids", where=path)
     return raw, begins, id_bytes // dtype.itemsize
 
 
@@ -111,7 +111,7 @@ def _parquet_ids(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         column = pq.read_table(path, columns=["input_ids"]).column("input_ids").combine_chunks()
     except (OSError, KeyError, ValueError) as error:
-        raise IntegrityError(path, f"not a Parquet file with an 'input_ids' column ({error})") from None
+        raise IntegrityError(f"not a Parquet file with an 'input_ids' column ({error})", where=path) from None
     offsets = column.offsets.to_numpy().astype(np.int64)
     values = column.values.to_numpy(zero_copy_only=False)
     return values[offsets[0] : offsets[-1]], np.diff(offsets)
@@ -141,7 +141,7 @@ class ExportedFolder(PartsStream, RecordedStream):
         self.path = Path(path)
         sidecar = read_sidecar(self.path / SIDECAR)
         if sidecar is None or sidecar.format not in KINDS:
-            raise InputError(self.path, f"not a tokpack litdata, mds or hf export (no {SIDECAR} naming one)",
+            raise InputError(f"not a tokpack litdata, mds or hf export (no {SIDECAR} naming one)", where=self.path,
                              fix="these folders are read through the sidecar tokpack wrote beside them")
         self.sidecar = sidecar
         vocabulary = resolve_vocabulary(self.path, tokenizer, sidecar.vocabulary)

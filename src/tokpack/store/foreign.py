@@ -36,11 +36,11 @@ def resolve_vocabulary(where: Path, tokenizer: VocabularySpec | None, recorded: 
     """
     if tokenizer is None:
         if recorded is None:
-            raise InputError(where, "records no vocabulary", fix="name the tokenizer that made it (tokenizer=, --tokenizer)")
+            raise InputError("records no vocabulary", where=where, fix="name the tokenizer that made it (tokenizer=, --tokenizer)")
         return recorded
     identity = load_vocabulary(tokenizer).identity
     if recorded is not None and identity != recorded:
-        raise VocabularyMismatch(where, f"was exported with vocabulary {recorded.short}, not {identity.short}",
+        raise VocabularyMismatch(f"was exported with vocabulary {recorded.short}, not {identity.short}", where=where,
                                  fix="name the tokenizer it was made with")
     return identity
 
@@ -107,8 +107,8 @@ def check_ids(parts: Sequence[TokenFile], n_vocab: int) -> None:
             chunk = part.tokens[offset : offset + step]
             low, high = int(chunk.min()), int(chunk.max())
             if low < 0 or high >= n_vocab:
-                raise VocabularyMismatch(part.path, f"id {low if low < 0 else high} is outside the vocabulary "
-                                         f"(n_vocab {n_vocab})", fix="is it the tokenizer that made them?")
+                raise VocabularyMismatch(f"id {low if low < 0 else high} is outside the vocabulary "
+                                         f"(n_vocab {n_vocab})", where=part.path, fix="is it the tokenizer that made them?")
 
 
 def check_files(sidecar: Any, root: Path, names: Sequence[str] | None = None) -> bool:
@@ -126,9 +126,9 @@ def check_files(sidecar: Any, root: Path, names: Sequence[str] | None = None) ->
     for name, expected in recorded.items():
         path = Path(root) / name
         if not path.is_file():
-            raise InputError(path, "missing, though the export's sidecar lists it", fix="copy the whole export")
+            raise InputError("missing, though the export's sidecar lists it", where=path, fix="copy the whole export")
         if file_sha256(path) != expected:
-            raise IntegrityError(path, "SHA-256 differs from the export's sidecar (the file was altered)",
+            raise IntegrityError("SHA-256 differs from the export's sidecar (the file was altered)", where=path,
                                  fix="export it again from the pack")
     return bool(recorded)
 
@@ -156,9 +156,9 @@ def require_size(path: Path, expected: int, what: str) -> None:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise InputError(path, "missing") from None
+        raise InputError("missing", where=path) from None
     if size != expected:
-        raise IntegrityError(path, f"{size:,} bytes, but {what} says {expected:,}", fix="the file is truncated or not this index's")
+        raise IntegrityError(f"{size:,} bytes, but {what} says {expected:,}", where=path, fix="the file is truncated or not this index's")
 
 
 __all__ = ["ForeignMeta", "TokenFile", "check_files", "check_ids", "file_sha256", "require_size", "resolve_vocabulary",

@@ -63,8 +63,8 @@ def detect(path: Path) -> str:
         return "nanogpt"
     if sidecar is not None and sidecar.format == "nanogpt":  # an export of other ranges (NAME.bin): its sidecar lists them
         return "nanogpt"
-    raise InputError(path, "neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder), a datatrove folder (.ds) "
-                     "nor a tokpack litdata, mds or hf export (tokpack-export.json)")
+    raise InputError("neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder), a datatrove folder (.ds) "
+                     "nor a tokpack litdata, mds or hf export (tokpack-export.json)", where=path)
 
 
 def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
@@ -79,7 +79,7 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
         InputError: ``kind`` names another format than ``path``'s files are.
     """
     if kind is not None and kind not in READERS:
-        raise InputError(None, f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
+        raise InputError(f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
     try:
         found: str | None = detect(Path(path))
     except InputError:
@@ -87,7 +87,7 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
             raise
         found = None
     if kind is not None and found is not None and found != kind:
-        raise InputError(path, f"is a {found} export, not {kind}", fix=f"use --kind {found}, or leave --kind out")
+        raise InputError(f"is a {found} export, not {kind}", where=path, fix=f"use --kind {found}, or leave --kind out")
     kind = kind or found
     assert kind is not None
     source = READERS[kind](Path(path), tokenizer, eod_id)
@@ -140,7 +140,7 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     """
     out = Path(out)
     if out.exists():
-        raise InputError(out, "already exists; a pack is never overwritten", fix="remove it or pick another OUT")
+        raise InputError("already exists; a pack is never overwritten", where=out, fix="remove it or pick another OUT")
     kind = kind or detect(Path(path))
     source = opened or open_foreign(path, kind=kind, tokenizer=tokenizer, eod_id=eod_id)
     source.verify()
@@ -174,7 +174,7 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
     if strip_eod is None:
         strip_eod = separator is not None
     if strip_eod and separator is None:
-        raise InputError(source.path, "no end-of-document id to strip", fix="pass eod_id= (--eod-id)")
+        raise InputError("no end-of-document id to strip", where=source.path, fix="pass eod_id= (--eod-id)")
     from tokpack.store.source import chunks
 
     ranges: dict[str, Span] = {}
@@ -194,7 +194,7 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                         fix = ("import with strip_eod=False (--keep-eod)" if kind != "nanogpt" else
                                f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
                                "vocabulary that made these ids (--tokenizer), or name the separator (--eod-id)")
-                        raise IntegrityError(source.path, f"a document does not end with the id {separator}", fix=fix)
+                        raise IntegrityError(f"a document does not end with the id {separator}", where=source.path, fix=fix)
                     ids, lengths = np.delete(ids, ends), lengths - 1
                 if separator is not None:
                     found_separator += int(np.count_nonzero(ids == separator))
@@ -215,7 +215,7 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
         meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts={})
     Pack(Path(out), verify=True)
     if whole and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
-        raise IntegrityError(source.path, "the imported ids differ from the pack that was exported; nothing imported",
+        raise IntegrityError("the imported ids differ from the pack that was exported; nothing imported", where=source.path,
                              fix="the export was altered: export it again from the pack")
     return meta
 

@@ -72,33 +72,33 @@ class MegatronIndex:
             with open(path, "rb") as handle:
                 head = handle.read(HEADER.size)
         except FileNotFoundError:
-            raise InputError(path, "missing", fix="a Megatron dataset is PREFIX.bin and PREFIX.idx") from None
+            raise InputError("missing", where=path, fix="a Megatron dataset is PREFIX.bin and PREFIX.idx") from None
         if len(head) < HEADER.size:
-            raise InputError(path, f"{len(head)} bytes is shorter than a Megatron index header ({HEADER.size})")
+            raise InputError(f"{len(head)} bytes is shorter than a Megatron index header ({HEADER.size})", where=path)
         magic, version, code, sequences, documents = HEADER.unpack(head)
         if magic != MAGIC:
-            raise InputError(path, f"byte 0: magic {magic!r} is not Megatron's {MAGIC!r}", fix="is it a Megatron .idx file?")
+            raise InputError(f"byte 0: magic {magic!r} is not Megatron's {MAGIC!r}", where=path, fix="is it a Megatron .idx file?")
         if version != VERSION:
-            raise InputError(path, f"byte 9: version {version}, only version {VERSION} is known")
+            raise InputError(f"byte 9: version {version}, only version {VERSION} is known", where=path)
         if code not in DTYPE_CODES:
-            raise InputError(path, f"byte 17: dtype code {code} is not an integer id type ({sorted(DTYPE_CODES)})")
+            raise InputError(f"byte 17: dtype code {code} is not an integer id type ({sorted(DTYPE_CODES)})", where=path)
         if documents < 1:
-            raise IntegrityError(path, "byte 26: the document index is empty (it always holds a final entry)")
+            raise IntegrityError("byte 26: the document index is empty (it always holds a final entry)", where=path)
         self.dtype = DTYPE_CODES[code]
         require_size(path, HEADER.size + sequences * 12 + documents * 8, f"its header ({sequences} sequences, {documents - 1} documents)")
         self.lengths = np.fromfile(path, dtype="<i4", count=sequences, offset=HEADER.size).astype(np.int64)
         self.pointers = np.fromfile(path, dtype="<i8", count=sequences, offset=HEADER.size + 4 * sequences)
         self.document_index = np.fromfile(path, dtype="<i8", count=documents, offset=HEADER.size + 12 * sequences)
         if len(self.lengths) and self.lengths.min() < 0:
-            raise IntegrityError(path, "a sequence length is negative")
+            raise IntegrityError("a sequence length is negative", where=path)
         expected = np.concatenate(([0], np.cumsum(self.lengths)[:-1])) * self.dtype.itemsize
         if not np.array_equal(self.pointers, expected[: len(self.pointers)]):
             bad = int(np.flatnonzero(self.pointers != expected)[0])
-            raise IntegrityError(path, f"sequence {bad} starts at byte {int(self.pointers[bad])} of the .bin, "
-                                 f"not {int(expected[bad])}: sequences are not stored back to back")
+            raise IntegrityError(f"sequence {bad} starts at byte {int(self.pointers[bad])} of the .bin, "
+                                 f"not {int(expected[bad])}: sequences are not stored back to back", where=path)
         index = self.document_index
         if index[0] != 0 or index[-1] != sequences or (len(index) > 1 and np.any(np.diff(index) < 0)):
-            raise IntegrityError(path, f"the document index must rise from 0 to {sequences} (the sequence count)")
+            raise IntegrityError(f"the document index must rise from 0 to {sequences} (the sequence count)", where=path)
         self.n_tokens = int(self.lengths.sum())
 
 
@@ -139,7 +139,7 @@ class MegatronDataset(PartsStream, RecordedStream):
         self.index = MegatronIndex(idx_path)
         dtypes = {part.tokens.dtype.newbyteorder("<") for part in self.shards}
         if len(dtypes) > 1:
-            raise IntegrityError(self.path, f"its parts hold different id types ({', '.join(sorted(d.name for d in dtypes))})")
+            raise IntegrityError(f"its parts hold different id types ({', '.join(sorted(d.name for d in dtypes))})", where=self.path)
         self.dtype = self.index.dtype
         self.offsets = np.concatenate(([0], np.cumsum([p.n_tokens for p in self.shards]))).astype(np.int64)
         self.starts = np.concatenate([p.starts + o for p, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])

@@ -61,20 +61,20 @@ class NanoGptData(PartsStream, RecordedStream):
         if eod_id is None and tokenizer is not None:
             eod_id = load_vocabulary(tokenizer).eot_id
         if eod_id is None:
-            raise InputError(self.path, "no end-of-text id to find documents by", fix="pass eod_id= (--eod-id)")
+            raise InputError("no end-of-text id to find documents by", where=self.path, fix="pass eod_id= (--eod-id)")
         self.eod_id = eod_id
         if self.path.is_dir():
             named = self._files_in(self.path)
         elif self.path.exists():
             named = [(self.path, RANGE_OF_FILE.get(self.path.name, "train"))]
         else:
-            raise InputError(self.path, "missing")
+            raise InputError("missing", where=self.path)
         self.dtype = DTYPE
         self.shards, ranges, docs, tokens = [], {}, 0, 0
         for file, name in named:
             size = file.stat().st_size
             if size % DTYPE.itemsize:
-                raise InputError(file, f"{size:,} bytes is not a whole number of uint16 ids")
+                raise InputError(f"{size:,} bytes is not a whole number of uint16 ids", where=file)
             ids = np.memmap(file, dtype=DTYPE, mode="r") if size else np.zeros(0, DTYPE)
             part = TokenFile(file, ids, _document_starts(ids, eod_id))
             self.shards.append(part)
@@ -94,7 +94,7 @@ class NanoGptData(PartsStream, RecordedStream):
         else:
             named = [(folder / file, name) for file, name in RANGE_OF_FILE.items() if (folder / file).exists()]
         if not named:
-            raise InputError(folder, "no nanoGPT files (train.bin, val.bin, test.bin)")
+            raise InputError("no nanoGPT files (train.bin, val.bin, test.bin)", where=folder)
         return named
 
     @property

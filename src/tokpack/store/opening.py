@@ -24,12 +24,12 @@ def open_tokens(path: Path, *, verify: bool | None = None) -> TokenSource:
     ``False`` checks counts, sizes and seals only.
 
     Raises:
-        ValueError: neither, or anything that does not match its record.
+        InputError / IntegrityError: neither, or anything that does not match its record.
     """
     if not isinstance(path, (str, os.PathLike)):
-        raise InputError(None, f"path must be a pack or dataset directory, got {type(path).__name__}")
+        raise InputError(f"path must be a pack or dataset directory, got {type(path).__name__}")
     if verify is not None and not isinstance(verify, bool):
-        raise InputError(None, f"verify must be True, False or None, got {verify!r}")
+        raise InputError(f"verify must be True, False or None, got {verify!r}")
     path = Path(path)
     if (path / DATASET_FILE).exists():
         return ShardedDataset(path, verify=verify)
@@ -46,4 +46,4 @@ def open_tokens(path: Path, *, verify: bool | None = None) -> TokenSource:
             return open_foreign(path, kind=kind, verify=verify)
     if (path / META_FILE).exists() or not path.is_dir():
         return Pack(path, verify=verify)
-    raise InputError(f"{path}: neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
+    raise InputError(f"neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})", where=path)

@@ -46,13 +46,13 @@ class Pack(RecordedStream):
         """
         self.path = Path(path)
         if not self.path.is_dir():
-            raise InputError(f"{self.path}: not a pack directory")
+            raise InputError("not a pack directory", where=self.path)
         self.meta: PackMeta = read_record(PackMeta, self.path / META_FILE)
         self.meta.check_seal(self.path / META_FILE)
         for name in self.meta.vocabulary_files:
             parts = name.split("/")
             if len(parts) != 2 or parts[0] != VOCABULARY_DIR or parts[1] in ("", ".", ".."):
-                raise IntegrityError(self.path / META_FILE, f"vocabulary file {name!r} is not inside {VOCABULARY_DIR}/")
+                raise IntegrityError(f"vocabulary file {name!r} is not inside {VOCABULARY_DIR}/", where=self.path / META_FILE)
         self.tokens: np.ndarray = _open_array(self.path / TOKENS_FILE, np.dtype(self.meta.dtype), self.meta.n_tokens)
         self.starts: np.ndarray = np.array(_open_array(self.path / STARTS_FILE, np.dtype(np.int64), self.meta.n_docs))
         self._check_starts()
@@ -84,10 +84,10 @@ class Pack(RecordedStream):
             try:
                 actual = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
             except FileNotFoundError:
-                raise IntegrityError(self.path / name, "missing; the pack's vocabulary is incomplete",
+                raise IntegrityError("missing; the pack's vocabulary is incomplete", where=self.path / name,
                                      fix="copy the whole pack folder, or rebuild it") from None
             if actual != expected:
-                raise IntegrityError(self.path / name, f"SHA-256 differs from {META_FILE}",
+                raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / name,
                                      fix="the pack's vocabulary was altered; restore it or rebuild the pack")
         self._check_vocabulary_identity()
 
@@ -107,9 +107,9 @@ class Pack(RecordedStream):
             def shown(vocabulary: Any) -> str:
                 return f"{vocabulary.scheme} {vocabulary.short} of {vocabulary.n_vocab:,} ids"
 
-            raise IntegrityError(self.path / META_FILE,
-                                 f"records the vocabulary {shown(self.meta.vocabulary)}, but the one it carries in "
+            raise IntegrityError(f"records the vocabulary {shown(self.meta.vocabulary)}, but the one it carries in "
                                  f"{VOCABULARY_DIR}/ is {shown(identity)}",
+                                 where=self.path / META_FILE,
                                  fix="the record was edited; restore it or rebuild the pack")
 
     def document_bounds(self) -> np.ndarray:
@@ -157,7 +157,7 @@ class Pack(RecordedStream):
                 whole stream in the same pass that verifies each shard.
 
         Raises:
-            ValueError: naming the file whose checksum or ids do not match.
+            IntegrityError: naming the file whose checksum or ids do not match.
         """
         tokens_hash, highest, pads = hashlib.sha256(), -1, 0
         step = max(1, _VERIFY_CHUNK // self.tokens.itemsize)
@@ -171,13 +171,13 @@ class Pack(RecordedStream):
             if self.meta.pad_id is not None:
                 pads += int(np.count_nonzero(chunk == self.meta.pad_id))
         if tokens_hash.hexdigest() != self.meta.tokens_sha256:
-            raise IntegrityError(f"{self.path / TOKENS_FILE}: SHA-256 differs from {META_FILE}")
+            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / TOKENS_FILE)
         if highest >= self.vocabulary.n_vocab:
-            raise IntegrityError(f"{self.path / TOKENS_FILE}: id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+            raise IntegrityError(f"id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})", where=self.path / TOKENS_FILE)
         if pads:
-            raise IntegrityError(f"{self.path / TOKENS_FILE}: the padding id {self.meta.pad_id} occurs {pads} times as a real token")
+            raise IntegrityError(f"the padding id {self.meta.pad_id} occurs {pads} times as a real token", where=self.path / TOKENS_FILE)
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
-            raise IntegrityError(self.path / STARTS_FILE, f"SHA-256 differs from {META_FILE}",
+            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / STARTS_FILE,
                                  fix="the pack was altered; delete it to rebuild")
         self.verify_vocabulary_files()
         stamp(self.path, self.meta.seal, self._files())
@@ -187,11 +187,11 @@ class Pack(RecordedStream):
         starts = self.starts
         if len(starts):
             if starts[0] != 0:
-                raise IntegrityError(f"{where}: first start is {starts[0]}, not 0")
+                raise IntegrityError(f"first start is {starts[0]}, not 0", where=where)
             if len(starts) > 1 and not bool(np.all(np.diff(starts) > 0)):
-                raise IntegrityError(f"{where}: starts are not strictly increasing")
+                raise IntegrityError("starts are not strictly increasing", where=where)
             if starts[-1] >= self.n_tokens:
-                raise IntegrityError(f"{where}: start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)")
+                raise IntegrityError(f"start {starts[-1]} is past the end of the stream ({self.n_tokens} ids)", where=where)
         check_ranges(self.path / META_FILE, self.meta.ranges, starts, self.n_tokens)
 
     def __repr__(self) -> str:
@@ -210,10 +210,10 @@ def check_ranges(where: Path | str, ranges: dict[str, Any], starts: np.ndarray, 
     for name, span in ranges.items():
         (d0, d1), (t0, t1) = span.documents, span.tokens
         if not (0 <= d0 <= d1 <= n_docs and 0 <= t0 <= t1 <= n_tokens):
-            raise IntegrityError(where, f"range {name!r} lies outside the stream")
+            raise IntegrityError(f"range {name!r} lies outside the stream", where=where)
         if (t0, t1) != (int(bounds[d0]), int(bounds[d1])):
-            raise IntegrityError(where, f"range {name!r} says ids [{t0}, {t1}) but its documents "
-                                 f"[{d0}, {d1}) hold ids [{int(bounds[d0])}, {int(bounds[d1])}) in {STARTS_FILE}")
+            raise IntegrityError(f"range {name!r} says ids [{t0}, {t1}) but its documents "
+                                 f"[{d0}, {d1}) hold ids [{int(bounds[d0])}, {int(bounds[d1])}) in {STARTS_FILE}", where=where)
 
 
 def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
@@ -221,18 +221,18 @@ def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise IntegrityError(f"{path}: missing") from None
+        raise IntegrityError("missing", where=path) from None
     except OSError as error:  # a loop of symlinks, no permission: the user's files, not a bug
-        raise InputError(path, f"cannot read ({error.strerror or error})") from None
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
     expected = NPY_HEADER_BYTES + length * dtype.itemsize
     if size != expected:
-        raise IntegrityError(f"{path}: {size} bytes, expected {expected} ({length} {dtype.name} ids after the header)")
+        raise IntegrityError(f"{size} bytes, expected {expected} ({length} {dtype.name} ids after the header)", where=path)
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:
-        raise IntegrityError(f"{path}: unreadable .npy header ({error})") from None
+        raise IntegrityError(f"unreadable .npy header ({error})", where=path) from None
     except OSError as error:
-        raise InputError(path, f"cannot read ({error.strerror or error})") from None
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
     if array.dtype != dtype.newbyteorder("<") or array.shape != (length,):
-        raise IntegrityError(f"{path}: holds {array.dtype} {array.shape}, meta.json says {dtype.name} ({length},)")
+        raise IntegrityError(f"holds {array.dtype} {array.shape}, meta.json says {dtype.name} ({length},)", where=path)
     return array

@@ -63,15 +63,15 @@ def _filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, 
     try:
         from fsspec.core import url_to_fs
     except ImportError:
-        raise InputError(url, "reading URLs needs fsspec", fix="pip install fsspec (and s3fs for s3://)") from None
+        raise InputError("reading URLs needs fsspec", where=url, fix="pip install fsspec (and s3fs for s3://)") from None
     if storage_options is not None and not isinstance(storage_options, dict):
-        raise InputError(url, f"storage_options must be a dict, got {type(storage_options).__name__}")
+        raise InputError(f"storage_options must be a dict, got {type(storage_options).__name__}", where=url)
     try:
         return url_to_fs(url, **(storage_options or {}))
     except ImportError as error:  # fsspec knows the protocol, but its package is not installed
-        raise InputError(url, f"no file system for this URL ({error})") from None
+        raise InputError(f"no file system for this URL ({error})", where=url) from None
     except (ValueError, TypeError) as error:  # "Protocol not known", an option the file system does not take
-        raise InputError(url, f"cannot open ({_first_line(error)})",
+        raise InputError(f"cannot open ({_first_line(error)})", where=url,
                          fix="check the URL's protocol and --storage-options") from None
 
 
@@ -100,7 +100,7 @@ def _storage_errors(url_argument: int) -> Callable[[F], F]:
                         or (isinstance(error, TypeError) and "unexpected keyword argument" in str(error))):
                     raise
                 url = args[url_argument] if len(args) > url_argument else kwargs.get("url")
-                raise InputError(url, f"cannot reach the store ({type(error).__name__}: {_first_line(error)})",
+                raise InputError(f"cannot reach the store ({type(error).__name__}: {_first_line(error)})", where=url,
                                  fix="check the endpoint, the credentials and --storage-options") from None
         return cast(F, wrapper)
 
@@ -155,19 +155,19 @@ class RemoteShard:
         self.meta: PackMeta = read_record(PackMeta, meta_file)
         _check_seal(self.meta, owner.url_of(self._remote(META_FILE)))
         if self.meta.vocabulary != owner.meta.vocabulary:
-            raise VocabularyMismatch(owner.url_of(self.folder), f"vocabulary {self.meta.vocabulary.short} differs from "
-                                     f"the dataset's {owner.meta.vocabulary.short}")
+            raise VocabularyMismatch(f"vocabulary {self.meta.vocabulary.short} differs from "
+                                     f"the dataset's {owner.meta.vocabulary.short}", where=owner.url_of(self.folder))
         meta = self.meta
         if (meta.n_docs, meta.n_tokens, meta.tokens_sha256, meta.starts_sha256) != (
                 entry.n_docs, entry.n_tokens, entry.tokens_sha256, entry.starts_sha256):
-            raise IntegrityError(owner.url_of(self._remote(META_FILE)), f"does not match its entry in {DATASET_FILE}",
+            raise IntegrityError(f"does not match its entry in {DATASET_FILE}", where=owner.url_of(self._remote(META_FILE)),
                                  fix="the remote shard was altered or replaced")
         starts_file = owner.fetch_small(self._remote(STARTS_FILE), local / STARTS_FILE)
         starts = np.load(starts_file, allow_pickle=False)
         if starts.dtype != np.dtype("<i8") or starts.shape != (entry.n_docs,) or \
                 hashlib.sha256(starts.tobytes()).hexdigest() != entry.starts_sha256:
             starts_file.unlink(missing_ok=True)
-            raise IntegrityError(owner.url_of(self._remote(STARTS_FILE)), "SHA-256 differs from the record",
+            raise IntegrityError("SHA-256 differs from the record", where=owner.url_of(self._remote(STARTS_FILE)),
                                  fix="the remote shard was altered")
         self.starts = starts.astype(np.int64)
         self._tokens: np.ndarray | None = None
@@ -228,7 +228,7 @@ class RemoteDataset(PartsStream, RecordedStream):
             entries = [(ShardEntry(name="pack", n_docs=self.meta.n_docs, n_tokens=self.meta.n_tokens,
                                    tokens_sha256=self.meta.tokens_sha256, starts_sha256=self.meta.starts_sha256), "")]
         else:
-            raise InputError(self.url, f"neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})")
+            raise InputError(f"neither a pack ({META_FILE}) nor a sharded dataset ({DATASET_FILE})", where=self.url)
         _check_seal(self.meta, self.url_of(record_file.name))
         shutil.rmtree(record_file.parent, ignore_errors=True)
         # The seal names the content: copies of another version never mix with this one's.
@@ -237,7 +237,7 @@ class RemoteDataset(PartsStream, RecordedStream):
                        for index, (entry, folder) in enumerate(entries)]
         self.offsets = np.concatenate(([0], np.cumsum([s.n_tokens for s in self.shards]))).astype(np.int64)
         if self.offsets[-1] != self.meta.n_tokens or sum(s.n_docs for s in self.shards) != self.meta.n_docs:
-            raise IntegrityError(self.url_of(DATASET_FILE), "shard counts do not add up to the dataset's")
+            raise IntegrityError("shard counts do not add up to the dataset's", where=self.url_of(DATASET_FILE))
         self.starts = np.concatenate([s.starts + o for s, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
         if isinstance(self.meta, DatasetRecord):
             check_against_shards(self.url_of(DATASET_FILE), self.meta, [s.meta for s in self.shards], self.starts)
@@ -256,7 +256,7 @@ class RemoteDataset(PartsStream, RecordedStream):
         try:
             self.fs.get_file(f"{self.root}/{relative}", str(local))
         except FileNotFoundError:
-            raise IntegrityError(self.url_of(relative), "missing", fix="the remote dataset is incomplete") from None
+            raise IntegrityError("missing", where=self.url_of(relative), fix="the remote dataset is incomplete") from None
         return local
 
     def fetch_tokens(self, shard: RemoteShard, *, fresh: bool = False) -> np.ndarray:
@@ -279,13 +279,13 @@ class RemoteDataset(PartsStream, RecordedStream):
                         sink.write(block)
             except FileNotFoundError:
                 partial.unlink(missing_ok=True)
-                raise IntegrityError(remote, "missing", fix="the remote dataset is incomplete") from None
+                raise IntegrityError("missing", where=remote, fix="the remote dataset is incomplete") from None
             except BaseException:  # a dropped connection or an interrupt leaves no partial behind
                 partial.unlink(missing_ok=True)
                 raise
             if partial.stat().st_size != size or digest.hexdigest() != entry.tokens_sha256:
                 partial.unlink(missing_ok=True)
-                raise IntegrityError(remote, f"SHA-256 or size differs from {DATASET_FILE}; refused",
+                raise IntegrityError(f"SHA-256 or size differs from {DATASET_FILE}; refused", where=remote,
                                      fix="the remote shard was altered or truncated")
             try:
                 self._check_ids(np.load(partial, mmap_mode="r", allow_pickle=False), shard.meta.pad_id, remote)
@@ -295,8 +295,8 @@ class RemoteDataset(PartsStream, RecordedStream):
             os.replace(partial, target)
         tokens = np.load(target, mmap_mode="r", allow_pickle=False)
         if tokens.dtype != self.dtype.newbyteorder("<") or tokens.shape != (entry.n_tokens,):
-            raise IntegrityError(self.url_of(shard._remote(TOKENS_FILE)), f"holds {tokens.dtype} {tokens.shape}, "
-                                 f"the record says {self.dtype.name} ({entry.n_tokens},)")
+            raise IntegrityError(f"holds {tokens.dtype} {tokens.shape}, "
+                                 f"the record says {self.dtype.name} ({entry.n_tokens},)", where=self.url_of(shard._remote(TOKENS_FILE)))
         self.cache.hold(shard.index, size, shard.release)
         return tokens
 
@@ -306,9 +306,9 @@ class RemoteDataset(PartsStream, RecordedStream):
         for offset in range(0, len(tokens), step):
             chunk = tokens[offset : offset + step]
             if len(chunk) and int(chunk.max()) >= self.vocabulary.n_vocab:
-                raise IntegrityError(where, f"id {int(chunk.max())} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+                raise IntegrityError(f"id {int(chunk.max())} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})", where=where)
             if pad_id is not None and bool(np.any(chunk == pad_id)):
-                raise IntegrityError(where, f"the padding id {pad_id} occurs as a real token")
+                raise IntegrityError(f"the padding id {pad_id} occurs as a real token", where=where)
 
     def verify(self) -> None:
         """Download every shard again (one at a time, within the cache; a cached copy is not
@@ -319,7 +319,7 @@ class RemoteDataset(PartsStream, RecordedStream):
         """
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
-            raise IntegrityError(self.url_of(DATASET_FILE), "the stream's checksums differ from the record")
+            raise IntegrityError("the stream's checksums differ from the record", where=self.url_of(DATASET_FILE))
 
     @property
     def verified_what(self) -> str:
@@ -332,7 +332,7 @@ class RemoteDataset(PartsStream, RecordedStream):
 
 def _check_seal(record: Any, where: str) -> None:
     if record.seal != record.computed_seal():
-        raise IntegrityError(where, "edited after it was written (seal mismatch)", fix="the remote record was altered")
+        raise IntegrityError("edited after it was written (seal mismatch)", where=where, fix="the remote record was altered")
 
 
 def _payload_sha256(path: Path) -> str:
@@ -380,7 +380,7 @@ def upload(local: Path, url: str, *, storage_options: dict[str, Any] | None = No
         fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         fs.put_file(str(file), target)
         if fs.info(target)["size"] != file.stat().st_size:
-            raise IntegrityError(f"{url}/{relative}", "uploaded size differs from the local file", fix="upload again")
+            raise IntegrityError("uploaded size differs from the local file", where=f"{url}/{relative}", fix="upload again")
 
 
 @_storage_errors(1)
@@ -397,7 +397,7 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
     record = DATASET_FILE if isinstance(opened, ShardedDataset) else META_FILE
     fs, root = _filesystem(url, storage_options)
     if fs.exists(f"{root}/{record}"):
-        raise InputError(url, f"already holds a {record}; a dataset is never overwritten")
+        raise InputError(f"already holds a {record}; a dataset is never overwritten", where=url)
     url = url.rstrip("/")
     if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
         for entry in opened.meta.shards:
@@ -417,7 +417,7 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
     fs, root = _filesystem(url, storage_options)
     name = root.rstrip("/").rsplit("/", 1)[-1]
     if fs.exists(root) or fs.exists(root + ".idx") or fs.exists(root + ".tokpack.json"):
-        raise InputError(url, "already exists; an export is never overwritten")
+        raise InputError("already exists; an export is never overwritten", where=url)
     with tempfile.TemporaryDirectory(prefix="tokpack-export-") as scratch:
         local = Path(scratch) / name
         record = write(source, local, options, progress)
@@ -441,7 +441,7 @@ def _verify_export(folder: Path, record: Any) -> None:
     for part in record.parts.values():
         for file in part.files:
             if not (folder / file).exists():
-                raise IntegrityError(folder / file, "missing after export")
+                raise IntegrityError("missing after export", where=folder / file)
     check_files(record, folder)
 
 

@@ -32,7 +32,7 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             their pattern refuse a different one.
 
     Raises:
-        ValueError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
+        InputError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
             inconsistent file, a rank file whose pattern is unknown and not given, or a
             ``pattern`` that contradicts the file's own.
     """
@@ -60,21 +60,21 @@ def carried_vocabulary(directory: Path) -> BpeTokenizer:
         dataset = read_record(DatasetRecord, directory / DATASET_FILE)
         dataset.check_seal(directory / DATASET_FILE)
         if not dataset.shards:
-            raise InputError(directory, "a dataset without shards carries no vocabulary")
+            raise InputError("a dataset without shards carries no vocabulary", where=directory)
         tokenizer = carried_vocabulary(directory / dataset.shards[0].name)
         if tokenizer.identity != dataset.vocabulary:
-            raise IntegrityError(directory / dataset.shards[0].name / VOCABULARY_DIR,
-                                 f"not the vocabulary {DATASET_FILE} records", fix="rebuild the dataset")
+            raise IntegrityError(f"not the vocabulary {DATASET_FILE} records",
+                                 where=directory / dataset.shards[0].name / VOCABULARY_DIR, fix="rebuild the dataset")
         return tokenizer
     pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are hashed below
     if pack.vocabulary_dir is None:
-        raise InputError(directory, "this pack carries no vocabulary files (it was written by an older tokpack, or "
-                         "its vocabulary is not a byte-level BPE)",
+        raise InputError("this pack carries no vocabulary files (it was written by an older tokpack, or "
+                         "its vocabulary is not a byte-level BPE)", where=directory,
                          fix="pass the vocabulary file it was made with (its identity is checked), or prepare it again")
     pack.verify_vocabulary_files()
     tokenizer = BpeTokenizer.load_saved(pack.vocabulary_dir / VOCABULARY_FILE)
     if tokenizer.identity != pack.vocabulary:
-        raise IntegrityError(pack.vocabulary_dir, f"not the vocabulary {META_FILE} records", fix="rebuild the pack")
+        raise IntegrityError(f"not the vocabulary {META_FILE} records", where=pack.vocabulary_dir, fix="rebuild the pack")
     return tokenizer
 
 
@@ -82,7 +82,7 @@ def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
     """Load ``vocabulary`` and return it only if it is the one ``model`` was trained on.
 
     Raises:
-        ValueError: as :func:`load_vocabulary` and :func:`require_vocabulary`.
+        InputError / VocabularyMismatch: as :func:`load_vocabulary` and :func:`require_vocabulary`.
     """
     tokenizer = load_vocabulary(vocabulary)
     require_vocabulary(model, tokenizer)

@@ -56,11 +56,11 @@ class PackWriter:
         """Open a temporary sibling of ``destination`` for writing.
 
         Raises:
-            ValueError: ``destination`` already exists.
+            InputError: ``destination`` already exists.
         """
         self.destination = Path(destination)
         if self.destination.exists():
-            raise InputError(f"{self.destination}: already exists; a pack is never overwritten")
+            raise InputError("already exists; a pack is never overwritten", where=self.destination)
         self.vocabulary = vocabulary
         self.dtype = token_dtype(vocabulary.n_vocab)
         self._temporary = temporary_sibling(self.destination)
@@ -80,7 +80,7 @@ class PackWriter:
         """Append documents' ids, in order, with one write for the whole batch.
 
         Raises:
-            ValueError: an id outside ``[0, n_vocab)``.
+            InputError: an id outside ``[0, n_vocab)``.
         """
         arrays = [np.asarray(document) for document in documents]
         lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
@@ -92,7 +92,7 @@ class PackWriter:
         batch encoders: no per-document arrays). Empty documents are skipped.
 
         Raises:
-            ValueError: an id outside ``[0, n_vocab)``, or lengths that do not add up to ``ids``.
+            InputError: an id outside ``[0, n_vocab)``, or lengths that do not add up to ``ids``.
         """
         ids, lengths = np.asarray(ids), np.asarray(lengths, dtype=np.int64)  # ids stay in the encoder's dtype
         if int(lengths.sum()) != len(ids) or (len(lengths) and lengths.min() < 0):
@@ -118,7 +118,7 @@ class PackWriter:
         with them or not at all, and a reader refuses an altered one.
 
         Raises:
-            ValueError: a name that is not a plain file name.
+            InputError: a name that is not a plain file name.
         """
         folder = self._temporary / VOCABULARY_DIR
         folder.mkdir(exist_ok=True)
@@ -134,10 +134,10 @@ class PackWriter:
         """Append every document of ``pack`` (same vocabulary), copying in bounded pieces.
 
         Raises:
-            ValueError: ``pack`` has another vocabulary.
+            VocabularyMismatch: ``pack`` has another vocabulary.
         """
         if pack.vocabulary != self.vocabulary:
-            raise VocabularyMismatch(f"{pack.path}: vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}")
+            raise VocabularyMismatch(f"vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}", where=pack.path)
         self._starts.extend((pack.starts + self.n_tokens).tolist())
         step = max(1, _COPY_CHUNK // pack.tokens.itemsize)
         for offset in range(0, pack.n_tokens, step):
@@ -162,7 +162,7 @@ class PackWriter:
             pad_id: the vocabulary's padding id; it must be one the stream never holds.
 
         Raises:
-            ValueError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
+            InputError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
         """
         if pad_id is not None and not 0 <= pad_id < self.vocabulary.n_vocab:
             raise InputError(f"pad_id {pad_id} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")

@@ -89,7 +89,7 @@ class BpeTokenizer:
                 highest rank. Special tokens are never produced from corpus text.
 
         Raises:
-            ValueError: a missing single byte, or an id used twice.
+            InputError: a missing single byte, or an id used twice.
         """
         self.ranks: Ranks = dict(ranks)
         missing = [b for b in range(256) if bytes([b]) not in self.ranks]
@@ -284,7 +284,7 @@ class BpeTokenizer:
         """Read a directory written by :meth:`save`, checking the rank file and the identity.
 
         Raises:
-            ValueError: a missing or altered rank file, or an identity that no longer matches.
+            InputError: a missing or altered rank file, or an identity that no longer matches.
         """
         vocabulary_json = Path(vocabulary_json)
         record = read_record(VocabularyRecord, vocabulary_json)
@@ -292,12 +292,12 @@ class BpeTokenizer:
         try:
             ranks_text = ranks_path.read_bytes()
         except FileNotFoundError:
-            raise InputError(f"{ranks_path}: missing") from None
+            raise InputError("missing", where=ranks_path) from None
         if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
-            raise InputError(f"{ranks_path}: SHA-256 differs from {vocabulary_json.name}")
+            raise InputError(f"SHA-256 differs from {vocabulary_json.name}", where=ranks_path)
         tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens)
         if tokenizer.identity != record.identity:
-            raise InputError(f"{vocabulary_json}: recorded identity does not match the vocabulary")
+            raise InputError("recorded identity does not match the vocabulary", where=vocabulary_json)
         return tokenizer
 
     @staticmethod
@@ -309,7 +309,7 @@ class BpeTokenizer:
         such a one).
 
         Raises:
-            ValueError: an unreadable or malformed ``vocabulary.json``.
+            InputError: an unreadable or malformed ``vocabulary.json``.
         """
         vocabulary_json = Path(vocabulary_json)
         record = read_record(VocabularyRecord, vocabulary_json)
@@ -372,6 +372,6 @@ def encoder_from_spec(spec: dict[str, object]) -> BpeTokenizer:
     try:
         checked = TextEncoderSpec.model_validate(spec)
     except ValidationError as error:
-        raise InputError(None, f"not a text encoder's spec: {first_problem(error)}") from None
+        raise InputError(f"not a text encoder's spec: {first_problem(error)}") from None
     ranks = parse_rank_lines(checked.ranks.encode("utf-8"), where="its ranks")  # base64: anything else is refused
     return BpeTokenizer(ranks=ranks, pattern=checked.pattern, special_tokens=checked.special_tokens)

@@ -56,20 +56,20 @@ def unicode_to_bytes(token: str, *, where: str) -> bytes:
     """Undo :func:`byte_to_unicode` for one vocabulary entry.
 
     Raises:
-        ValueError: the entry holds a character outside GPT-2's byte alphabet.
+        InputError: the entry holds a character outside GPT-2's byte alphabet.
     """
     table = _unicode_to_byte()
     try:
         return bytes(table[char] for char in token)
     except KeyError as error:
-        raise InputError(f"{where}: token {token!r} is not in the byte-level alphabet ({error})") from None
+        raise InputError(f"token {token!r} is not in the byte-level alphabet ({error})", where=where) from None
 
 
 def read_rank_file(path: Path) -> Ranks:
     """Read a tiktoken rank file: one ``base64-token rank`` per line.
 
     Raises:
-        ValueError: a malformed line (named by number), a repeated token or a repeated rank.
+        InputError: a malformed line (named by number), a repeated token or a repeated rank.
     """
     with open(path, "rb") as handle:
         return parse_rank_lines(handle.read(), where=path)
@@ -92,7 +92,7 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
         except (ValueError, binascii.Error):
             raise InputError(f"{where}:{number}: expected 'base64-token rank'") from None
         if not 0 <= rank < _MAX_ID:
-            raise InputError(where, f"rank {rank} is outside [0, 2**32)", line=number)
+            raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number)
         if token in ranks:
             raise InputError(f"{where}:{number}: repeated token or rank {rank}")
         ranks[token] = rank
@@ -100,7 +100,7 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
         seen: set[int] = set()
         for rank in ranks.values():
             if rank in seen:
-                raise InputError(f"{where}: repeated token or rank {rank}")
+                raise InputError(f"repeated token or rank {rank}", where=where)
             seen.add(rank)
     return ranks
 
@@ -124,15 +124,15 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     agree and tiktoken's rank rule gives GPT-2's merges).
 
     Raises:
-        ValueError: unreadable files, or merges that disagree with the ids.
+        InputError: unreadable files, or merges that disagree with the ids.
     """
     try:
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as error:  # ValueError: bad JSON, UTF-8 or a 5,000-digit number
-        raise InputError(f"{encoder_json}: {str(error).split(';')[0]}") from None
+        raise InputError(str(error).split(';')[0], where=encoder_json) from None
     if not isinstance(encoder, dict) or not all(_is_id(rank) for rank in encoder.values()):
-        raise InputError(encoder_json, "not GPT-2's encoder.json: it must map each token (a string) to an id in "
-                         "[0, 2**32)", fix="pass (encoder.json, vocab.bpe) in this order")
+        raise InputError("not GPT-2's encoder.json: it must map each token (a string) to an id in "
+                         "[0, 2**32)", where=encoder_json, fix="pass (encoder.json, vocab.bpe) in this order")
     specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
     ranks = {
         unicode_to_bytes(token, where=str(encoder_json)): rank
@@ -142,15 +142,15 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     try:
         merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
     except OSError as error:
-        raise InputError(vocab_bpe, f"cannot read ({error.strerror or error})") from None
+        raise InputError(f"cannot read ({error.strerror or error})", where=vocab_bpe) from None
     except UnicodeDecodeError as error:
-        raise InputError(vocab_bpe, "not GPT-2's vocab.bpe (not UTF-8)", byte=error.start) from None
+        raise InputError("not GPT-2's vocab.bpe (not UTF-8)", where=vocab_bpe, byte=error.start) from None
     merges = [line for line in merges if line and not line.startswith("#version")]
     for index, line in enumerate(merges):
         parts = line.split(" ")
         merged = "".join(parts)
         if len(parts) != 2 or encoder.get(merged) != 256 + index:
-            raise InputError(f"{vocab_bpe}: merge {index + 1} ({line!r}) does not make id {256 + index}")
+            raise InputError(f"merge {index + 1} ({line!r}) does not make id {256 + index}", where=vocab_bpe)
     return ranks, specials
 
 
@@ -237,7 +237,7 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     Hugging Face reads it from text even then.
 
     Raises:
-        ValueError: not a byte-level BPE, a normalizer or a prefix space (which tiktoken's rules
+        InputError: not a byte-level BPE, a normalizer or a prefix space (which tiktoken's rules
             cannot reproduce), merges that contradict the ids, an added token that is not special,
             or an unreadable file.
     """
@@ -245,24 +245,24 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
         model = document["model"]
     except (OSError, ValueError, RecursionError, KeyError, TypeError) as error:  # ValueError: JSON, UTF-8, digits
-        raise InputError(f"{path}: not a tokenizer.json ({str(error).split(';')[0]})") from None
+        raise InputError(f"not a tokenizer.json ({str(error).split(';')[0]})", where=path) from None
     if not isinstance(document, dict) or not isinstance(model, dict):
-        raise InputError(path, "not a tokenizer.json ('model' is not an object)")
+        raise InputError("not a tokenizer.json ('model' is not an object)", where=path)
     if model.get("type") != "BPE":
-        raise InputError(f"{path}: model is {model.get('type')!r}, not a BPE")
+        raise InputError(f"model is {model.get('type')!r}, not a BPE", where=path)
     if document.get("normalizer") is not None:
-        raise InputError(f"{path}: has a normalizer; tokpack encodes raw text only")
+        raise InputError("has a normalizer; tokpack encodes raw text only", where=path)
     _refuse_what_ranks_cannot_reproduce(document, model, path)
     vocab, added = model.get("vocab"), document.get("added_tokens") or []
     if not isinstance(vocab, dict) or not all(isinstance(token, str) and _is_id(rank) for token, rank in vocab.items()):
-        raise InputError(path, "model.vocab must map each token (a string) to an id in [0, 2**32)")
+        raise InputError("model.vocab must map each token (a string) to an id in [0, 2**32)", where=path)
     if not isinstance(added, list) or not all(isinstance(entry, dict) and isinstance(entry.get("content"), str)
                                               and _is_id(entry.get("id")) for entry in added):
-        raise InputError(path, "added_tokens must be objects with a string 'content' and an id in [0, 2**32)")
+        raise InputError("added_tokens must be objects with a string 'content' and an id in [0, 2**32)", where=path)
     plain = next((entry for entry in added if entry.get("special") is not True), None)
     if plain is not None:  # Hugging Face reads these from text whatever encode_special_tokens says
-        raise InputError(path, f"added token {plain['content']!r} (id {plain['id']}) is not special: Hugging Face "
-                         "reads it from text in every setting, tokpack never does, so their ids would differ",
+        raise InputError(f"added token {plain['content']!r} (id {plain['id']}) is not special: Hugging Face "
+                         "reads it from text in every setting, tokpack never does, so their ids would differ", where=path,
                          fix='mark it "special": true, or remove it from added_tokens')
     specials = {entry["content"]: entry["id"] for entry in added}
     made = _merged_tokens(model.get("merges"), vocab, path)
@@ -277,7 +277,7 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     try:
         pattern = _pattern_of(document.get("pre_tokenizer"), path)
     except (AttributeError, KeyError, TypeError) as error:  # a field of the wrong shape
-        raise InputError(path, f"malformed pre_tokenizer ({type(error).__name__}: {error})") from None
+        raise InputError(f"malformed pre_tokenizer ({type(error).__name__}: {error})", where=path) from None
     return ranks, pattern, specials
 
 
@@ -294,19 +294,19 @@ def _refuse_what_ranks_cannot_reproduce(document: dict[str, Any], model: dict[st
     """
     fix = "remove the field from the file (tokpack encodes as tiktoken does), or use another vocabulary"
     if model.get("dropout") not in (None, 0, 0.0):
-        raise InputError(path, f"model.dropout is {model['dropout']!r}: Hugging Face skips merges at random",
+        raise InputError(f"model.dropout is {model['dropout']!r}: Hugging Face skips merges at random", where=path,
                          fix=fix)
     for field in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(field):
-            raise InputError(path, f"model.{field} is {model[field]!r}: Hugging Face marks subwords with it", fix=fix)
+            raise InputError(f"model.{field} is {model[field]!r}: Hugging Face marks subwords with it", where=path, fix=fix)
     post = document.get("post_processor")
     steps = [] if post is None else [post]
     if steps and isinstance(post, dict) and post.get("type") == "Sequence":
         steps = post.get("processors") or []
     kinds = [step.get("type") if isinstance(step, dict) else step for step in steps]
     if any(kind not in _IDLE_POST_PROCESSORS for kind in kinds):
-        raise InputError(path, f"post_processor {kinds} adds tokens to what Hugging Face encodes; tokpack's "
-                         "ids are the text's alone", fix=fix)
+        raise InputError(f"post_processor {kinds} adds tokens to what Hugging Face encodes; tokpack's "
+                         "ids are the text's alone", where=path, fix=fix)
 
 
 def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str]:
@@ -322,18 +322,18 @@ def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str
     if merges is None:
         return set()
     if not isinstance(merges, list):
-        raise InputError(path, "model.merges must be a list")
+        raise InputError("model.merges must be a list", where=path)
     pairs: list[tuple[str, str]] = []
     for index, merge in enumerate(merges):
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(part, str) for part in parts):
-            raise InputError(path, f"merge {index + 1} ({merge!r}) is not two tokens")
+            raise InputError(f"merge {index + 1} ({merge!r}) is not two tokens", where=path)
         pairs.append((parts[0], parts[1]))
     results = [left + right for left, right in pairs]
     unknown = next((index for index, token in enumerate(results) if token not in vocab), None)
     if unknown is not None:
-        raise InputError(path, f"merge {unknown + 1} ({' '.join(pairs[unknown])!r}) makes {results[unknown]!r}, "
-                         "which is not in model.vocab")
+        raise InputError(f"merge {unknown + 1} ({' '.join(pairs[unknown])!r}) makes {results[unknown]!r}, "
+                         "which is not in model.vocab", where=path)
     ids = np.fromiter((vocab[token] for token in results), np.int64, count=len(results))
     _, first = np.unique(np.asarray(results, dtype=object), return_index=True)
     order = np.sort(first)  # each token where a merge first makes it, in merge order
@@ -343,9 +343,9 @@ def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str
     if len(bad):
         at = int(order[bad[0]])
         then = int(order[bad[0] + 1 + int(np.argmin(ranked[bad[0] + 1 :]))])
-        raise InputError(path, f"merge {at + 1} ({' '.join(pairs[at])!r}) makes id {ids[at]}, above the id {ids[then]} of "
+        raise InputError(f"merge {at + 1} ({' '.join(pairs[at])!r}) makes id {ids[at]}, above the id {ids[then]} of "
                          f"merge {then + 1} ({' '.join(pairs[then])!r}): its merges contradict its vocabulary, so "
-                         "Hugging Face and tiktoken would encode differently",
+                         "Hugging Face and tiktoken would encode differently", where=path,
                          fix="use the tokenizer.json the vocabulary was trained with")
     return set(results)
 
@@ -368,12 +368,12 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
     elif kinds == ["Split", "ByteLevel"] and not steps[1].get("use_regex", True):
         split = steps[0]
         if split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split["pattern"]:
-            raise InputError(f"{path}: only an isolated, non-inverted regex Split is supported")
+            raise InputError("only an isolated, non-inverted regex Split is supported", where=path)
         pattern = check_pattern(split["pattern"]["Regex"], path)
     else:
-        raise InputError(f"{path}: unsupported pre-tokenizer {kinds}; expected a byte-level one")
+        raise InputError(f"unsupported pre-tokenizer {kinds}; expected a byte-level one", where=path)
     if steps[-1].get("add_prefix_space"):
-        raise InputError(f"{path}: add_prefix_space changes the text; tokpack refuses it")
+        raise InputError("add_prefix_space changes the text; tokpack refuses it", where=path)
     return pattern
 
 

@@ -21,7 +21,7 @@ def train_hf_bytelevel(
     reaches ``min_frequency``; the result's ``n_vocab`` says how many ids there are.
 
     Raises:
-        ValueError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
+        InputError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
     """
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 

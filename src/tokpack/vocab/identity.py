@@ -55,7 +55,7 @@ def identity_of(model: Any) -> VocabIdentity:
     :meth:`tokpack.serve.PackedBatches.state_dict`), or the identity fields themselves.
 
     Raises:
-        ValueError: nothing in ``model`` records a vocabulary identity.
+        InputError: nothing in ``model`` records a vocabulary identity.
     """
     return _identity_of(model, depth=0)
 
@@ -64,7 +64,7 @@ def _identity_of(model: Any, *, depth: int) -> VocabIdentity:
     if isinstance(model, VocabIdentity):
         return model
     if depth > 4:  # a record nests its identity two levels deep at most; deeper is a cycle
-        raise InputError(f"{type(model).__name__}: no vocabulary identity within {depth} levels")
+        raise InputError(f"no vocabulary identity within {depth} levels", where=type(model).__name__)
     if isinstance(model, Mapping):
         if "sha256" in model and "n_vocab" in model:
             try:
@@ -75,7 +75,7 @@ def _identity_of(model: Any, *, depth: int) -> VocabIdentity:
             if key in model and model[key] is not None:
                 return _identity_of(model[key], depth=depth + 1)
         keys = ", ".join(sorted(str(key) for key in model)[:4]) + (", …" if len(model) > 4 else "")
-        raise InputError(None, f"a mapping with keys ({keys}) records no vocabulary identity",
+        raise InputError(f"a mapping with keys ({keys}) records no vocabulary identity",
                          fix="pass the checkpoint's 'data_schedule' (TokenBatches.data_schedule()), not the bare "
                              "state_dict")
     for attribute in ("identity", "vocabulary", "data_schedule"):
@@ -84,7 +84,7 @@ def _identity_of(model: Any, *, depth: int) -> VocabIdentity:
             value = value()
         if value is not None and not callable(value):
             return _identity_of(value, depth=depth + 1)
-    raise InputError(None, f"{type(model).__name__} carries no vocabulary identity",
+    raise InputError(f"{type(model).__name__} carries no vocabulary identity",
                      fix="pass a tokpack encoder, a data schedule, a checkpoint holding one, or a pack's meta")
 
 
@@ -98,7 +98,7 @@ def encoder_identity(tokenizer: Any) -> VocabIdentity:
     identity = getattr(tokenizer, "identity", None)
     if isinstance(identity, VocabIdentity):
         return identity
-    raise InputError(None, f"a {type(tokenizer).__name__} is not a tokpack encoder (it has no vocabulary identity)",
+    raise InputError(f"a {type(tokenizer).__name__} is not a tokpack encoder (it has no vocabulary identity)",
                      fix="load the vocabulary with tokpack.load_vocabulary(path), e.g. the tokenizer.json that "
                          "tokenizer.save(...) or save_pretrained(...) writes")
 

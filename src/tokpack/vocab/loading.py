@@ -39,7 +39,7 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             their pattern refuse a different one.
 
     Raises:
-        ValueError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
+        InputError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
             inconsistent file, a rank file whose pattern is unknown and not given, or a
             ``pattern`` that contradicts the file's own.
     """
@@ -57,14 +57,14 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             specials[END_OF_TEXT] = max(ranks.values()) + 1
         return BpeTokenizer(ranks=ranks, pattern=pattern or GPT2_PATTERN, special_tokens=specials)
     if not isinstance(spec, (str, os.PathLike)):  # a tokenizers.Tokenizer, a transformers tokenizer, a dict…
-        raise InputError(None, f"cannot read a vocabulary from a {type(spec).__name__}",
+        raise InputError(f"cannot read a vocabulary from a {type(spec).__name__}",
                          fix="give a file: a rank file, tokenizer.json or vocabulary.json (a Hugging Face tokenizer "
                              "writes tokenizer.json with .save(path) or .save_pretrained(folder))")
     path = Path(spec)
     if path.is_dir():
         path = path / VOCABULARY_FILE
     if not path.is_file():
-        raise InputError(f"{path}: no such vocabulary file")
+        raise InputError("no such vocabulary file", where=path)
     if path.suffix == ".json":
         if is_tokpack_record(path):
             return same_pattern(BpeTokenizer.load_saved(path), pattern, str(path))
@@ -83,19 +83,19 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
     if record is not None:
         tokenizer = BpeTokenizer(ranks=ranks, pattern=record.pattern, special_tokens=record.special_tokens)
         if tokenizer.identity != record.identity:
-            raise IntegrityError(path.parent / VOCABULARY_FILE, "recorded identity does not match the vocabulary",
+            raise IntegrityError("recorded identity does not match the vocabulary", where=path.parent / VOCABULARY_FILE,
                                  fix=f"restore {path.name} and {VOCABULARY_FILE} together")
         return same_pattern(tokenizer, pattern, str(path.parent / VOCABULARY_FILE))
     published = PUBLISHED.get(digest)
     if published is not None:
         if pattern is not None and pattern != published.pattern:
-            raise InputError(path, f"is {published.name}, whose pre-tokenizer pattern is published; the pattern "
-                             "given contradicts it", fix="omit --pattern (pattern=)")
+            raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; the pattern "
+                             "given contradicts it", where=path, fix="omit --pattern (pattern=)")
         return BpeTokenizer(ranks=ranks, pattern=published.pattern, special_tokens=published.special_tokens)
     if pattern is None:
         names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
-        raise InputError(path, f"a rank file records no pre-tokenizer pattern, and this one has no {VOCABULARY_FILE} "
-                         f"beside it and is no published vocabulary ({names})",
+        raise InputError(f"a rank file records no pre-tokenizer pattern, and this one has no {VOCABULARY_FILE} "
+                         f"beside it and is no published vocabulary ({names})", where=path,
                          fix=f"name its pattern with --pattern ({PATTERN_CHOICES}), or give the tokenizer.json or "
                              f"{VOCABULARY_FILE} it came with")
     return BpeTokenizer(ranks=ranks, pattern=pattern)
@@ -116,7 +116,7 @@ def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:
     if record.ranks_sha256 == digest:
         return record
     if record.ranks_file == path.name:
-        raise IntegrityError(path, f"SHA-256 differs from the one {VOCABULARY_FILE} beside it records",
+        raise IntegrityError(f"SHA-256 differs from the one {VOCABULARY_FILE} beside it records", where=path,
                              fix="restore the rank file, or remove the stale vocabulary.json and pass --pattern")
     return None
 
@@ -128,7 +128,7 @@ def same_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> Bp
         InputError: naming ``where``: the recorded pattern is the one its ids were made with.
     """
     if pattern is not None and pattern != tokenizer.pattern:
-        raise InputError(where, "records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it",
+        raise InputError("records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it", where=where,
                          fix="drop --pattern: the recorded pattern is the one its ids were made with")
     return tokenizer
 
@@ -143,5 +143,5 @@ def is_tokpack_record(path: Path) -> bool:
         with open(path, "rb") as handle:
             head = json.loads(handle.read())
     except (OSError, ValueError, RecursionError) as error:  # ValueError: JSON, UTF-8, a 5,000-digit number
-        raise InputError(f"{path}: not JSON ({str(error).split(';')[0]})") from None
+        raise InputError(f"not JSON ({str(error).split(';')[0]})", where=path) from None
     return isinstance(head, dict) and str(head.get("schema", "")).startswith("tokpack.")

@@ -91,7 +91,7 @@ def resolve_pattern(name_or_regex: str) -> str:
     """A named pattern (``gpt2``, ``gpt4``, ``polish``, ``polish-phrase``) or the regex itself.
 
     Raises:
-        ValueError: the regex does not compile.
+        InputError: the regex does not compile.
 
     >>> resolve_pattern("gpt2") == GPT2_PATTERN
     True
@@ -113,14 +113,14 @@ def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str
     from tokpack.errors import InputError
 
     if not isinstance(pattern, str):
-        raise InputError(where, f"pre-tokenizer pattern must be a string, got {type(pattern).__name__}")
+        raise InputError(f"pre-tokenizer pattern must be a string, got {type(pattern).__name__}", where=where)
     try:
         compiled = regex.compile(pattern)
     except (regex.error, RecursionError) as error:
-        raise InputError(where, f"pre-tokenizer pattern '{pattern}' does not compile ({error})") from None
+        raise InputError(f"pre-tokenizer pattern '{pattern}' does not compile ({error})", where=where) from None
     if compiled.match("") is not None:
-        raise InputError(where, f"pre-tokenizer pattern '{pattern}' matches the empty string; every piece must hold "
-                         "at least one character")
+        raise InputError(f"pre-tokenizer pattern '{pattern}' matches the empty string; every piece must hold "
+                         "at least one character", where=where)
     return pattern
 
 
@@ -147,5 +147,5 @@ def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = No
         return
     skipped = text[position:gap_end]
     shown = repr(skipped if len(skipped) <= 40 else skipped[:37] + "...")
-    raise InputError(where, f"pre-tokenizer pattern '{pattern}' skips {shown} at character {position} of the first "
-                     "document; a pattern must match every character (tokpack's default is gpt2)")
+    raise InputError(f"pre-tokenizer pattern '{pattern}' skips {shown} at character {position} of the first "
+                     "document; a pattern must match every character (tokpack's default is gpt2)", where=where)

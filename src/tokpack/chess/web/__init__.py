@@ -68,7 +68,7 @@ def export_web(out: Path, bpe: BpeEncoder | None = None) -> list[Path]:
     """
     out = Path(out)
     if out.exists():
-        raise InputError(out, "already exists; choose a new folder")
+        raise InputError("already exists; choose a new folder", where=out)
     encoders = [make_encoder("uci"), make_encoder("san")] + ([make_encoder("bpe", bpe)] if bpe is not None else [])
     with building(out) as staging:
         (staging / MODULE).write_text(files(__package__).joinpath(MODULE).read_text(encoding="utf-8"), encoding="utf-8")
