@@ -37,10 +37,10 @@ import chess.pgn
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from lichess_games import lichess_pgn
-
 from tokpack.chess import reader
 from tokpack.chess.pgn import ReadOptions, _Collector, chunk_games, convert_pgn
+
+from lichess_games import lichess_pgn
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "chess" / "games.pgn.zst"
 

@@ -52,8 +52,8 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
 
     from tokpack.chess.bpe import BpeEncoder
     from tokpack.chess.encoders import GAME_COLUMNS
-    from tokpack.chess.schemes import make_encoder
     from tokpack.chess.pack import pack_games
+    from tokpack.chess.schemes import make_encoder
     from tokpack.store import DocumentCut, PackWriter, Source
 
     encoder = make_encoder(scheme, BpeEncoder.load(Path(bpe_file)) if scheme == "bpe" else None)

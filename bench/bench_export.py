@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus as bench_corpus  # noqa: E402
+
 from registry import gpt2_rank_file  # noqa: E402
 
 FORMATS = ("megatron", "nanogpt", "litdata", "mds", "hf")

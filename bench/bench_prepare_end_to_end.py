@@ -110,9 +110,8 @@ def stages(corpus: Path, ranks: Path) -> None:
     import tokpack.cli  # noqa: F401
 
     mark("import tokpack.cli (all of the CLI's imports)")
-    from tokpack import GPT2_PATTERN
+    from tokpack import GPT2_PATTERN, load_vocabulary
     from tokpack.corpus.documents import cut_documents
-    from tokpack import load_vocabulary
     from tokpack.vocab import BpeTokenizer
 
     tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN)

@@ -26,9 +26,9 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="tokpack-bench-"))
     os.environ["TOKPACK_CACHE"] = str(folder / "cache")
+    from tokpack.serve.memory import pack_of_documents
     from tokpack.store import Pack
     from tokpack.store.stamps import stamp_file
-    from tokpack.serve.memory import pack_of_documents
 
     rng = np.random.default_rng(0)
     ids = rng.integers(1, 50_000, args.tokens, dtype=np.uint16)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-import registry
+# The tests' helpers (tests/support/) import by their plain names, in test files of every folder
+# and in the worker processes those start (which inherit sys.path).
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+import registry  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"

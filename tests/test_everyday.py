@@ -7,10 +7,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from conftest import DATA, REPO
 from tokpack import prepare
 from tokpack.cli import app
 from tokpack.corpus.sources import open_corpus
+
+from conftest import DATA, REPO
 
 runner = CliRunner()
 
@@ -252,9 +253,9 @@ def test_extension_points_are_dicts_and_the_store_has_no_import_circle(tmp_path:
 
     import tokpack.cli.corpus as corpus_cli
     from tokpack.corpus.sources import FORMATS, JsonLines, TextFile
-    from tokpack.preparing.preparation import TRAINERS
     from tokpack.engines import EXECUTORS, prepare_sharded, run_array_task
     from tokpack.errors import InputError
+    from tokpack.preparing.preparation import TRAINERS
 
     assert FORMATS["text"] is TextFile and FORMATS["jsonl"] is JsonLines and set(TRAINERS) == {"exact", "hf"}
     assert set(EXECUTORS) == {"local", "ray"}

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import DATA
 from tokpack.cli import app
 from tokpack.vocab import BpeTokenizer
+
+from conftest import DATA
 
 runner = CliRunner()
 EOT = "<|endoftext|>"

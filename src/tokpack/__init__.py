@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
     from tokpack.serve import PackedBatches, TokenBatches
     from tokpack.store import Pack
+    from tokpack.store.vocabulary import load_vocabulary, tokenizer_for
     from tokpack.vocab import (
         GPT2_PATTERN,
         GPT4_PATTERN,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
         VocabIdentity,
         require_vocabulary,
     )
-    from tokpack.store.vocabulary import load_vocabulary, tokenizer_for
 
 #: Where each public name lives: ``tokpack.NAME`` imports that module on first use.
 _HOMES = {

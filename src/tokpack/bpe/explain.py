@@ -7,9 +7,9 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from tokpack import _checks as checks
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import Pair, count_pairs, merge_pair, select_pair, token_table  # noqa: F401 (the doctests use it)
-from tokpack import _checks as checks
 from tokpack.errors import InputError
 
 

@@ -33,7 +33,7 @@ _OFFSET = np.uint64(0xCBF29CE484222325)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _hash(cps, begin, end):  # type: ignore[no-untyped-def]
+def _hash(cps, begin, end):
     """FNV-1a over the code points (64 bits)."""
     h = _OFFSET
     for k in range(begin, end):
@@ -46,7 +46,7 @@ _HIGH = np.uint64(32)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _insert(cps, begin, end, h, count, slots, records, store, scalars):  # type: ignore[no-untyped-def]
+def _insert(cps, begin, end, h, count, slots, records, store, scalars):
     """Add ``count`` occurrences of the piece ``cps[begin:end]`` (hash ``h``).
 
     A slot holds the hash's high 32 bits beside the piece's number + 1 (0: empty), and a piece's
@@ -86,7 +86,7 @@ def _insert(cps, begin, end, h, count, slots, records, store, scalars):  # type:
 
 
 @njit(cache=True, nogil=True)
-def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, records, store, scalars):  # type: ignore[no-untyped-def]
+def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, records, store, scalars):
     """Split the parts of ``cps`` from part ``part``, position ``i`` on, and count their pieces into
     the table. Returns -1 when done, or the part (and in ``scalars[2]`` the position) where the
     table ran out of room: the caller grows it and calls again from there (a table sized for the
@@ -111,7 +111,7 @@ def _count(cps, part_ends, part, i, mode, classes, fold, exact, slots, records, 
 
 
 @njit(cache=True, nogil=True)
-def _rehash(slots, records, store, n):  # type: ignore[no-untyped-def]
+def _rehash(slots, records, store, n):
     """Put pieces ``0..n`` into the empty ``slots`` (their hashes recomputed: cheaper than
     keeping 8 bytes a piece)."""
     mask = np.uint64(slots.size - 1)
@@ -124,7 +124,7 @@ def _rehash(slots, records, store, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _to_utf8(records, store, n):  # type: ignore[no-untyped-def]
+def _to_utf8(records, store, n):
     """The pieces of two UTF-8 bytes or more: concatenated bytes, byte lengths, counts; and the
     first lone surrogate met (or -1)."""
     sizes = np.zeros(n, dtype=np.int64)
@@ -232,7 +232,7 @@ class PieceCounter:
 
 
 @njit(cache=True, nogil=True)
-def _merge(other_store, other_records, n, slots, records, store, scalars):  # type: ignore[no-untyped-def]
+def _merge(other_store, other_records, n, slots, records, store, scalars):
     for index in range(n):
         begin = other_records[index, 0]
         end = begin + other_records[index, 1]

@@ -32,9 +32,9 @@ import hashlib
 import re
 from array import array
 from collections import Counter, deque
-from contextlib import ExitStack
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal

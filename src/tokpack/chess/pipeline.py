@@ -118,8 +118,8 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
     (returns ``None``): a scheduler's job array runs ``tokpack shard run DESTINATION``. An
     interrupted job resumes: the shards already complete are kept.
     """
-    from tokpack.chess.shards import finish_chess_job, run_chess_shard, start_chess_job
     from tokpack._progress import PrepareProgress
+    from tokpack.chess.shards import finish_chess_job, run_chess_shard, start_chess_job
     from tokpack.engines.executors import EXECUTORS, RunOptions
 
     tables = [month_parquet(cfg.games_dir, month) for month in months]

@@ -396,7 +396,7 @@ def _comment_left_open(movetext: str) -> bool:
         # The common case, Lichess's "{ [%clk 0:03:00] }" included: the last '{' decides.
         return movetext.rfind("{") > movetext.rfind("}")
     last = None
-    for last in _COMMENTS.finditer(movetext):
+    for last in _COMMENTS.finditer(movetext):  # noqa: B007 (the loop keeps the last match)
         pass
     return last is not None and last.group().startswith("{") and not last.group().endswith("}")
 

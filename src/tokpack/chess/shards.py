@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from tokpack._schema import Record, SealedRecord, write_record
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
+from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
 from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job
 from tokpack.errors import InputError, TokpackError

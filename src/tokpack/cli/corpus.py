@@ -14,10 +14,10 @@ import typer
 from tokpack.cli._console import (
     EngineName,
     OnErrorName,
+    StorageOptions,
     TrainerName,
     command_group,
     prepare_progress,
-    StorageOptions,
     shard_progress,
     stderr,
     stdout,

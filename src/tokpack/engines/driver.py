@@ -6,14 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokpack import _checks as checks
-from tokpack._schema import write_record
 from tokpack._cache import locked
-from tokpack.preparing.preparation import check_output
+from tokpack._schema import write_record
 from tokpack.corpus.sources import OnError, open_corpus
-from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
+from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
+from tokpack.preparing.preparation import check_output
 from tokpack.store.dataset import ShardedDataset
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab.loading import VocabularySpec

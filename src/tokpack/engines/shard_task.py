@@ -29,18 +29,17 @@ from typing import Literal, TypeVar
 from pydantic import Field
 
 from tokpack._atomic import remove_abandoned
-from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
-from tokpack.preparing.options import Execution
-from tokpack.preparing.preparation import write_pack
+from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.corpus.sources import Format, OnError, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
+from tokpack.preparing.options import Execution
+from tokpack.preparing.preparation import write_pack
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
-from tokpack.store.format import DocumentCut, Source
+from tokpack.store.format import DATASET_FILE, DocumentCut, Source
 from tokpack.store.reader import Pack
-from tokpack.store.format import DATASET_FILE
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
 

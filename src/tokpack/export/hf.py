@@ -21,9 +21,9 @@ from tokpack.export._stream import (
     record_for,
     with_separators,
 )
+from tokpack.store.format import token_dtype
 from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
-from tokpack.store.format import token_dtype
 
 #: No dictionary pages or statistics for the ids (3x faster to write, and a vocabulary-sized
 #: dictionary buys little); zstd keeps the files near the dictionary-encoded size.

@@ -34,9 +34,9 @@ from tokpack.export._stream import (
     split_rows,
     with_separators,
 )
+from tokpack.store.format import token_dtype
 from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
-from tokpack.store.format import token_dtype
 
 #: Bytes of ids per chunk (a longer document makes a longer chunk).
 CHUNK_BYTES = 1 << 26

@@ -33,9 +33,9 @@ from tokpack.export._stream import (
     record_for,
     with_separators,
 )
+from tokpack.store.format import token_dtype
 from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
-from tokpack.store.format import token_dtype
 
 #: MDSWriter's default size limit: a new shard starts before one would pass 64 MiB.
 SHARD_BYTES = 1 << 26

@@ -35,9 +35,10 @@ from tokpack.export._stream import (
     replace_into,
     with_separators,
 )
+from tokpack.store.megatron import DTYPE_CODES, HEADER, MAGIC, VERSION, megatron_paths
 from tokpack.store.sidecar import ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
-from tokpack.store.megatron import DTYPE_CODES, HEADER, MAGIC, VERSION, megatron_paths
+
 
 def megatron_dtype(n_vocab: int) -> np.dtype:
     """The id type megatron-core picks for a vocabulary (its ``DType.optimal_dtype``).

@@ -12,22 +12,22 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from tokpack import _checks as checks
 from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of
 from tokpack.errors import InputError, IntegrityError, TokpackError
-from tokpack.store.format import DATASET_FILE, META_FILE
+from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
+from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
-from tokpack import _checks as checks
 from tokpack.vocab.loading import VocabularySpec
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 from tokpack.vocab.trainers import Trainer
-from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 
 if TYPE_CHECKING:
     import numpy as np

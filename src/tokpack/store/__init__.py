@@ -1,11 +1,11 @@
 """The pack store: the on-disk format, its streaming writer, its verifying reader, and sharded
 datasets read as one stream."""
 
-from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.dataset import DatasetRecord, ShardedDataset, merge_dataset, write_dataset
+from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span, token_dtype
-from tokpack.store.reader import Pack
 from tokpack.store.opening import open_tokens
+from tokpack.store.reader import Pack
 from tokpack.store.source import TokenSource
 from tokpack.store.writer import PackWriter
 

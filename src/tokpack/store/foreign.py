@@ -20,8 +20,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.format import Span
-from tokpack.vocab.identity import VocabIdentity
 from tokpack.store.vocabulary import load_vocabulary
+from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.loading import VocabularySpec
 
 _HASH_CHUNK = 32 << 20

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from tokpack.errors import InputError, IntegrityError
 from tokpack._atomic import publish, temporary_sibling
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.exported import KINDS as EXPORTED_KINDS
 from tokpack.store.exported import ExportedFolder
@@ -26,10 +26,10 @@ from tokpack.store.format import DocumentCut, PackMeta, Source, Span
 from tokpack.store.megatron import MegatronDataset, megatron_paths
 from tokpack.store.nanogpt import NanoGptData
 from tokpack.store.reader import Pack
-from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.source import TokenSource
-from tokpack.store.writer import PackWriter
+from tokpack.store.stamps import is_stamped, stamp
 from tokpack.store.vocabulary import load_vocabulary
+from tokpack.store.writer import PackWriter
 from tokpack.vocab.loading import VocabularySpec
 
 #: Kind → how to open it in place (``path``, ``tokenizer``, ``eod_id``).

@@ -34,15 +34,14 @@ from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyM
 from tokpack.store.dataset import (
     DatasetRecord,
     PartsStream,
-    ShardEntry,
     ShardedDataset,
+    ShardEntry,
     check_against_shards,
     stream_hashes,
 )
-from tokpack.store.reader import check_ranges
-from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
-from tokpack.store.format import DATASET_FILE
+from tokpack.store.format import DATASET_FILE, META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
 from tokpack.store.opening import open_tokens
+from tokpack.store.reader import check_ranges
 from tokpack.store.source import RecordedStream, TokenSource
 
 #: The cache's default bound: 8 GiB.

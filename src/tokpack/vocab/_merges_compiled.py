@@ -17,7 +17,7 @@ _OFFSET = np.uint64(0xCBF29CE484222325)
 
 
 @njit(cache=True, inline="always")
-def _hash(data, begin, end):  # type: ignore[no-untyped-def]
+def _hash(data, begin, end):
     h = _OFFSET
     for k in range(begin, end):
         h = (h ^ np.uint64(data[k])) * _PRIME
@@ -25,7 +25,7 @@ def _hash(data, begin, end):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _lookup(data, begin, end, flat, offsets, slots, mask):  # type: ignore[no-untyped-def]
+def _lookup(data, begin, end, flat, offsets, slots, mask):
     """The index (rank order) of the token whose bytes are ``data[begin:end]``, or -1."""
     position = _hash(data, begin, end) & mask
     length = end - begin
@@ -45,7 +45,7 @@ def _lookup(data, begin, end, flat, offsets, slots, mask):  # type: ignore[no-un
 
 
 @njit(cache=True)
-def split_points(flat, offsets, ranks):  # type: ignore[no-untyped-def]
+def split_points(flat, offsets, ranks):
     """For each token (``flat[offsets[t]:offsets[t + 1]]``, in rank order, ``ranks`` ascending),
     the length of the left part of its last merge (0 for a single byte), and the index of the
     first token that lower ranks cannot build (-1: none)."""

@@ -28,7 +28,7 @@ from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
 from tokpack.vocab.identity import VocabIdentity
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_pattern, check_covers
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, check_pattern
 
 if TYPE_CHECKING:
     from tokpack.vocab.compiled import CompiledBpe

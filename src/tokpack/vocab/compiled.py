@@ -73,7 +73,7 @@ _HIGH = np.uint64(32)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _byte_hash(data, begin, end):  # type: ignore[no-untyped-def]
+def _byte_hash(data, begin, end):
     """FNV-1a over ``data[begin:end]``, then splitmix64's finalizer (64 bits)."""
     h = _OFFSET
     for k in range(begin, end):
@@ -85,7 +85,7 @@ _SHORT = 7  # tokens of at most this many bytes are keyed by their bytes themsel
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _short_key(data, begin, end):  # type: ignore[no-untyped-def]
+def _short_key(data, begin, end):
     """Bytes ``data[begin:end]`` (at most 7) packed into 64 bits, their count in the top byte: the
     key is the bytes, so a match needs no comparison and no key is 0."""
     key = np.uint64(end - begin) << np.uint64(56)
@@ -95,7 +95,7 @@ def _short_key(data, begin, end):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _build_tables(flat, offsets, ids, short_size, long_size):  # type: ignore[no-untyped-def]
+def _build_tables(flat, offsets, ids, short_size, long_size):
     """Two open-addressing tables of the tokens: those of at most 7 bytes by their packed bytes
     (``short_keys`` beside ``short_ids``), longer ones by a slot holding their hash's high 32 bits
     beside their number + 1 (0: empty), verified against ``flat`` on a match."""
@@ -123,7 +123,7 @@ def _build_tables(flat, offsets, ids, short_size, long_size):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_slots):  # type: ignore[no-untyped-def]
+def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_slots):
     """The rank of the bytes ``piece[begin:end]``, or ``_NONE``."""
     length = end - begin
     if length <= _SHORT:
@@ -167,7 +167,7 @@ MAX_ID = 1 << 21
 
 
 @njit(cache=True)
-def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type: ignore[no-untyped-def]
+def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):
     """The merge table: for every token and every cut of its bytes into two tokens ``left`` and
     ``right``, one word ``(left + 1) << 42 | right << 21 | token's id`` (never 0; ids below
     :data:`MAX_ID`), placed by the hash of its upper 42 bits. Every part of tiktoken's merge is a
@@ -202,14 +202,14 @@ def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):  # type
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _byte_pair(pair_rank, first, second):  # type: ignore[no-untyped-def]
+def _byte_pair(pair_rank, first, second):
     """The id of the two-byte token ``first second``, or ``_NONE``."""
     found = pair_rank[(np.int64(first) << 8) | np.int64(second)]
     return _NONE if found == _NO_PAIR else np.int64(found)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pair(table, left, right):  # type: ignore[no-untyped-def]
+def _pair(table, left, right):
     """The id of the token made of tokens ``left`` and ``right``, or ``_NONE``."""
     key = (np.uint64(left + 1) << _ID_BITS) | np.uint64(right)
     mask = np.uint64(table.size - 1)
@@ -231,7 +231,7 @@ _POSITION_MASK = (np.int64(1) << _POSITION_BITS) - 1
 
 
 @njit(cache=True, nogil=True)
-def _heap_push(heap, size, key):  # type: ignore[no-untyped-def]
+def _heap_push(heap, size, key):
     heap[size] = key
     child = size
     while child > 0:
@@ -244,7 +244,7 @@ def _heap_push(heap, size, key):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
+def _heap_pop(heap, size):
     """Remove the smallest key into ``heap[size - 1]``; return the new size."""
     size -= 1
     heap[0], heap[size] = heap[size], heap[0]
@@ -263,7 +263,7 @@ def _heap_pop(heap, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap):  # type: ignore[no-untyped-def]
+def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, heap):
     """:func:`_merge_piece`'s merges for a long piece (not a token itself), in the same order: the
     parts form a linked list over their first bytes, and a heap holds ``rank << 24 | first byte``
     of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
@@ -325,7 +325,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, he
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
+def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
                  pair_table, rks, toks, out, at, scratch, heap, shortcut=True):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
     ``byte_pair_merge`` finds them (first, with ``shortcut``, the piece's own rank if it is a
@@ -380,14 +380,14 @@ _CUT_BITS = 22
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _side_bit(left, right):  # type: ignore[no-untyped-def]
+def _side_bit(left, right):
     """The cut table's bit of the two sides ``left`` and ``right`` of a boundary (see
     :func:`_build_cuts`)."""
     return _mix((np.uint64(left) << np.uint64(24)) | np.uint64(right)) >> np.uint64(64 - _CUT_BITS)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _left_key(value, count, whole):  # type: ignore[no-untyped-def]
+def _left_key(value, count, whole):
     """The key of a boundary's left side: a whole code point ``value``, or (``whole`` false) the
     last ``count`` (1-3) bytes of a character, ``value`` their 6-bit payloads."""
     if whole:
@@ -396,7 +396,7 @@ def _left_key(value, count, whole):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _right_key(value, count, whole):  # type: ignore[no-untyped-def]
+def _right_key(value, count, whole):
     """The key of a boundary's right side: a whole code point ``value``, or the first ``count``
     (1-3) bytes of a character, ``value`` its lead byte then 6-bit payloads."""
     if whole:
@@ -405,7 +405,7 @@ def _right_key(value, count, whole):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _build_cuts(flat, offsets):  # type: ignore[no-untyped-def]
+def _build_cuts(flat, offsets):
     """The cut table: a bitmap over the hashed (left side, right side) of every character
     boundary inside every token. A token's bytes parse as UTF-8 does in any valid text that holds
     them: a head of continuation bytes (the end of a character begun before the token), whole
@@ -473,7 +473,7 @@ def _build_cuts(flat, offsets):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _cut_ok(a, b, cut_pairs):  # type: ignore[no-untyped-def]
+def _cut_ok(a, b, cut_pairs):
     """Whether no token can span the boundary between code points ``a`` and ``b`` (``False``
     may be wrong, ``True`` never is). A token that spans it holds, just before it, ``a`` whole or
     a proper end of ``a`` (where the token begins), and just after it ``b`` whole or a proper
@@ -498,7 +498,7 @@ def _cut_ok(a, b, cut_pairs):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _build_unreachable(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,  # type: ignore[no-untyped-def]
+def _build_unreachable(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
                        pair_table):
     """Per id, 1 if merging the token's own bytes does not give that token back (the piece
     shortcut of :func:`_merge_piece` gives it; a cut-off part of a piece must not)."""
@@ -524,7 +524,7 @@ def _build_unreachable(short_keys, short_ids, flat, offsets, ids, long_slots, by
 
 
 @njit(cache=True)
-def _build_chars(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank, pair_table,  # type: ignore[no-untyped-def]
+def _build_chars(short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank, pair_table,
                  unreachable):
     """The ids of every character of the Basic Multilingual Plane (U+0080 to U+FFFF, no
     surrogates) alone, packed in one word: ``count << 62`` and each of its (at most 3) ids in 20
@@ -559,7 +559,7 @@ def _build_chars(short_keys, short_ids, flat, offsets, ids, long_slots, byte_ran
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _char_ids(chars, c, out, at):  # type: ignore[no-untyped-def]
+def _char_ids(chars, c, out, at):
     """Write the ids of the character ``c`` alone from :func:`_build_chars`'s table; return the
     new end, or -1 if the table has none."""
     if c < 0x80 or c >= 0x10000:
@@ -574,7 +574,7 @@ def _char_ids(chars, c, out, at):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _probe(cps, i, j, cache, cache_mask, out, at):  # type: ignore[no-untyped-def]
+def _probe(cps, i, j, cache, cache_mask, out, at):
     """The cache row of the piece ``cps[i:j]``, and the end of its ids copied to ``out[at:]`` on a
     hit (-1 on a miss). A row: its piece's length | its id count << 8, the code points, the ids."""
     length = j - i
@@ -594,7 +594,7 @@ def _probe(cps, i, j, cache, cache_mask, out, at):  # type: ignore[no-untyped-de
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _store(cps, i, j, cache, slot, out, first, at, unreachable):  # type: ignore[no-untyped-def]
+def _store(cps, i, j, cache, slot, out, first, at, unreachable):
     """Write the piece ``cps[i:j]`` and its ids ``out[first:at]`` to its cache row if they fit,
     unless its ids are one token that merging its bytes does not give (a cut-off part of a
     piece reads the cache too, and must get the merge's ids)."""
@@ -610,7 +610,7 @@ def _store(cps, i, j, cache, slot, out, first, at, unreachable):  # type: ignore
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _store_small(small, line, key, out, first, at):  # type: ignore[no-untyped-def]
+def _store_small(small, line, key, out, first, at):
     """Write a short ASCII piece's key and its ids ``out[first:at]`` to the small cache's line
     ``line`` if they fit in one word: at most 3 ids, each below 2**20."""
     count = at - first
@@ -626,7 +626,7 @@ def _store_small(small, line, key, out, first, at):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True, nogil=True)
-def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,  # type: ignore[no-untyped-def]
+def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,
             byte_rank, pair_rank, pair_table, cut_pairs, unreachable, chars, cache, small, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut

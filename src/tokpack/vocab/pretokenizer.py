@@ -159,7 +159,7 @@ def tiktoken_tables() -> Tables:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _run(cps, i, end, classes, bits):  # type: ignore[no-untyped-def]
+def _run(cps, i, end, classes, bits):
     """The end of the run of characters in class ``bits`` starting at ``i``."""
     while i < end and classes[cps[i]] & bits:
         i += 1
@@ -167,7 +167,7 @@ def _run(cps, i, end, classes, bits):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _other_run(cps, i, end, classes):  # type: ignore[no-untyped-def]
+def _other_run(cps, i, end, classes):
     """The end of the run of ``[^\\s\\p{L}\\p{N}]`` starting at ``i``."""
     while i < end and classes[cps[i]] & _LNS == 0:
         i += 1
@@ -175,13 +175,13 @@ def _other_run(cps, i, end, classes):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _lead(classes, cp):  # type: ignore[no-untyped-def]
+def _lead(classes, cp):
     """``[^\\r\\n\\p{L}\\p{N}]``."""
     return classes[cp] & (_L | _N) == 0 and cp != _CR and cp != _LF
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _contraction(cps, i, end, letters):  # type: ignore[no-untyped-def]
+def _contraction(cps, i, end, letters):
     """The end of ``'(?:[sdmt]|ll|ve|re)`` at ``i`` (letters by ``letters``), or ``i``."""
     if i + 1 >= end or cps[i] != _APOSTROPHE:
         return i
@@ -196,7 +196,7 @@ def _contraction(cps, i, end, letters):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _whitespace(cps, i, end, classes, newline_rule, end_first):  # type: ignore[no-untyped-def]
+def _whitespace(cps, i, end, classes, newline_rule, end_first):
     """At ``i``, which holds whitespace: ``\\s++$`` (when ``end_first``) | ``\\s*[\\r\\n]+``
     (when ``newline_rule``) | ``\\s+(?!\\S)`` | ``\\s``."""
     j = _run(cps, i, end, classes, _S)
@@ -217,7 +217,7 @@ def _whitespace(cps, i, end, classes, newline_rule, end_first):  # type: ignore[
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _digits(cps, i, end, classes):  # type: ignore[no-untyped-def]
+def _digits(cps, i, end, classes):
     """``\\p{N}{1,3}`` at ``i``, which holds a digit."""
     j = i + 1
     while j < end and j < i + 3 and classes[cps[j]] & _N:
@@ -226,7 +226,7 @@ def _digits(cps, i, end, classes):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gpt4_piece(cps, i, end, classes, fold):  # type: ignore[no-untyped-def]
+def _gpt4_piece(cps, i, end, classes, fold):
     """The end of the GPT-4 piece starting at ``i``: the first alternative that matches."""
     # '(?i:[sdmt]|ll|ve|re)
     j = _contraction(cps, i, end, fold)
@@ -256,7 +256,7 @@ def _gpt4_piece(cps, i, end, classes, fold):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gpt2_piece(cps, i, end, classes, exact):  # type: ignore[no-untyped-def]
+def _gpt2_piece(cps, i, end, classes, exact):
     """The end of the GPT-2 piece starting at ``i``: the first alternative that matches."""
     # '(?:[sdmt]|ll|ve|re)
     j = _contraction(cps, i, end, exact)
@@ -279,7 +279,7 @@ def _gpt2_piece(cps, i, end, classes, exact):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _upper_lower(cps, s, end, classes):  # type: ignore[no-untyped-def]
+def _upper_lower(cps, s, end, classes):
     """The end of o200k's ``[UPPER]*[LOWER]+`` at ``s`` (greedy, backtracking), or -1."""
     a = _run(cps, s, end, classes, _UPPER)
     if a < end and classes[cps[a]] & _LOWER:
@@ -295,7 +295,7 @@ def _upper_lower(cps, s, end, classes):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _o200k_piece(cps, i, end, classes, fold):  # type: ignore[no-untyped-def]
+def _o200k_piece(cps, i, end, classes, fold):
     """The end of the o200k piece starting at ``i``: the first alternative that matches."""
     c = cps[i]
     kind = classes[c]
@@ -333,7 +333,7 @@ def _o200k_piece(cps, i, end, classes, fold):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _polish_piece(cps, i, end, classes, phrase):  # type: ignore[no-untyped-def]
+def _polish_piece(cps, i, end, classes, phrase):
     """The end of the piece of the Polish pattern (``phrase``: the phrase pattern) at ``i``."""
     # [\r\n]*+[ \t]*+ leads the first two alternatives.
     b = i
@@ -374,7 +374,7 @@ def _polish_piece(cps, i, end, classes, phrase):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def piece_end(cps, i, end, mode, classes, fold, exact):  # type: ignore[no-untyped-def]
+def piece_end(cps, i, end, mode, classes, fold, exact):
     """The end of the piece of pattern ``mode`` that starts at ``i`` (``i < end``) in the text
     ``cps[:end]``; the whole rest for :data:`WHOLE`."""
     if mode == GPT4:
@@ -391,7 +391,7 @@ def piece_end(cps, i, end, mode, classes, fold, exact):  # type: ignore[no-untyp
 
 
 @njit(cache=True, nogil=True)
-def split_all(cps, part_ends, mode, classes, fold, exact, out):  # type: ignore[no-untyped-def]
+def split_all(cps, part_ends, mode, classes, fold, exact, out):
     """Write the end of every piece of every part (parts end at ``part_ends``) into ``out``;
     return how many. A whole part is one piece, even an empty one."""
     n = 0
@@ -411,7 +411,7 @@ def split_all(cps, part_ends, mode, classes, fold, exact, out):  # type: ignore[
 
 
 @njit(cache=True, nogil=True, inline="always")
-def utf8_size(cp):  # type: ignore[no-untyped-def]
+def utf8_size(cp):
     """The UTF-8 bytes of code point ``cp``."""
     if cp < 0x80:
         return 1
@@ -423,7 +423,7 @@ def utf8_size(cp):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def utf8(cps, begin, end, out):  # type: ignore[no-untyped-def]
+def utf8(cps, begin, end, out):
     """UTF-8 of ``cps[begin:end]`` into ``out`` from its start; returns the byte count. (A lone
     surrogate is written as its three bytes, which no UTF-8 decoder takes: callers refuse or
     replace surrogates first.)"""
@@ -452,7 +452,7 @@ def utf8(cps, begin, end, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def mix(h):  # type: ignore[no-untyped-def]
+def mix(h):
     """splitmix64's finalizer, the hash of the compiled tables of pieces and tokens (FNV's low
     bits alone probe badly)."""
     h ^= h >> np.uint64(30)

@@ -1,0 +1,228 @@
+"""The compiled encoder gives tiktoken's ids exactly (tiktoken is the oracle), for GPT-2's ranks
+and cl100k's (shipped in the ``bpe-openai`` package), on the repository's data and on generated
+text over every Unicode plane; packs are byte-identical; patterns without a compiled
+pre-tokenizer fall back to tiktoken and say so (the named patterns, o200k's and the Polish ones
+included, are tested in test_encoder_patterns)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from tokpack import GPT2_PATTERN, load_vocabulary, prepare
+from tokpack.cli import app
+from tokpack.vocab import BpeTokenizer
+from tokpack.vocab.compiled import COMPILED_PATTERNS
+from tokpack.vocab.patterns import CL100K_PATTERN, GPT4_PATTERN, POLISH_PATTERN, POLISH_PHRASE_PATTERN
+from tokpack.vocab.published import O200K_PATTERN
+
+#: Sample of each data file compared (characters): every file, its first 40,000 characters.
+SAMPLE_CHARS = 40_000
+
+
+_ORACLES: dict[str, tiktoken.Encoding] = {}
+
+
+def _oracle(tokenizer: BpeTokenizer) -> tiktoken.Encoding:
+    """tiktoken's encoding of ``tokenizer``'s vocabulary (built once per tokenizer)."""
+    key = tokenizer.identity.sha256
+    if key not in _ORACLES:
+        _ORACLES[key] = tiktoken.Encoding(name="oracle", pat_str=tokenizer.pattern,
+                                                    mergeable_ranks=tokenizer.ranks,
+                                                    special_tokens=tokenizer.special_tokens)
+    return _ORACLES[key]
+
+
+def _bpe_openai_ranks(name: str, folder: Path) -> Path:
+    """A rank file that the ``bpe-openai`` package ships (gzipped) as a plain rank file."""
+    packed = resources.files("bpe_openai.data").joinpath(f"{name}.tiktoken.gz").read_bytes()
+    path = folder / f"{name}.tiktoken"
+    path.write_bytes(gzip.decompress(packed))
+    return path
+
+
+@pytest.fixture(scope="session")
+def gpt2(gpt2_rank_file: Path) -> BpeTokenizer:
+    return load_vocabulary(gpt2_rank_file)
+
+
+@pytest.fixture(scope="session")
+def cl100k(tmp_path_factory: pytest.TempPathFactory) -> BpeTokenizer:
+    # The published cl100k loads with tokpack's GPT-4 spelling; the same ranks under tiktoken's own
+    # (possessive) spelling of that pattern must encode alike, so both are tested.
+    published = load_vocabulary(_bpe_openai_ranks("cl100k_base", tmp_path_factory.mktemp("cl100k")))
+    assert published.pattern == GPT4_PATTERN
+    return BpeTokenizer(ranks=published.ranks, pattern=CL100K_PATTERN, special_tokens=published.special_tokens)
+
+
+@pytest.fixture(scope="session")
+def data_texts(shared_data: Path) -> list[str]:
+    texts = []
+    for path in sorted(p for p in shared_data.rglob("*") if p.is_file()):
+        try:
+            texts.append(path.read_text(encoding="utf-8")[:SAMPLE_CHARS])
+        except UnicodeDecodeError:  # no such file today; a binary one would not be text to encode
+            continue
+    assert len(texts) > 2000
+    return texts
+
+
+@pytest.fixture(scope="session", params=["gpt2", "cl100k", "gpt4"])
+def vocabulary(request: pytest.FixtureRequest, gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> BpeTokenizer:
+    if request.param == "gpt2":
+        return gpt2
+    if request.param == "cl100k":
+        return cl100k
+    # cl100k's ranks under tokpack's spelling of the GPT-4 pattern
+    return BpeTokenizer(ranks=cl100k.ranks, pattern=GPT4_PATTERN, special_tokens=cl100k.special_tokens)
+
+
+def test_the_rank_files_are_the_real_ones(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:
+    assert len(gpt2.ranks) == 50256 and len(cl100k.ranks) == 100256
+    assert gpt2.engine == cl100k.engine == "compiled"
+    assert cl100k.encode("hello world") == [15339, 1917]  # cl100k's published ids
+
+
+def test_ids_equal_tiktoken_on_every_data_file(vocabulary: BpeTokenizer, data_texts: list[str]) -> None:
+    oracle = _oracle(vocabulary)
+    ours = vocabulary.encode_arrays(data_texts, num_threads=1)
+    assert all(ids.dtype == np.uint32 for ids in ours)
+    for index, (text, ids) in enumerate(zip(data_texts, ours)):
+        assert ids.tolist() == oracle.encode_ordinary(text), f"data file {index} differs"
+
+
+def test_threads_do_not_change_the_ids(gpt2: BpeTokenizer, data_texts: list[str]) -> None:
+    texts = data_texts[::7]
+    one = gpt2.encode_arrays(texts, num_threads=1)
+    two = gpt2.encode_arrays(texts, num_threads=2)
+    assert [a.tolist() for a in one] == [b.tolist() for b in two]
+    assert gpt2.encode_batch(texts[:5], num_threads=2) == [a.tolist() for a in one[:5]]
+
+
+#: Characters where pre-tokenizers go wrong: whitespace of several kinds, apostrophes and the
+#: letters of contractions (``ſ`` folds to ``s``, ``K`` (Kelvin) to ``k``), digits of several
+#: scripts, letters of several cases and scripts, marks, emoji, and lone surrogates.
+TRICKY = list(" \t\n\r\x0b\x0c\x85\xa0\u1680\u2028\u2029\u3000'’sSſdDmMtTlLvVeErR"
+              "09٣۴३৯๓１²½ⅫaéłŁǅ中ｶ한あ\u0301\u200d😀🇵🇱.,;:!?-_/\\\"()<>\U0001F600\U000E0001\U0010FFFD") + [
+    "\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00"]
+TEXTS = st.text(st.one_of(st.sampled_from(TRICKY), st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
+                                                                 categories=None)), max_size=60)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=TEXTS)
+def test_ids_equal_tiktoken_on_any_text(vocabulary: BpeTokenizer, text: str) -> None:
+    oracle = _oracle(vocabulary)
+    assert vocabulary.encode(text) == oracle.encode_ordinary(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(TEXTS, max_size=6))
+def test_batches_equal_tiktoken_text_by_text(gpt2: BpeTokenizer, texts: list[str]) -> None:
+    oracle = _oracle(gpt2)
+    assert [ids.tolist() for ids in gpt2.encode_arrays(texts, num_threads=2)] == [
+        oracle.encode_ordinary(text) for text in texts]
+
+
+def test_a_lone_surrogate_is_encoded_as_tiktoken_encode_ordinary_does(gpt2: BpeTokenizer) -> None:
+    oracle = _oracle(gpt2)
+    for text in ["a\ud800b", "\ud83d\ude00 x", "x\udfff", "\ude00\ud83d"]:
+        assert [ids.tolist() for ids in gpt2.encode_arrays([text, "ok"])] == [oracle.encode_ordinary(text),
+                                                                             oracle.encode_ordinary("ok")]
+
+
+def test_long_pieces_and_runs(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:
+    texts = ["x" * 5000, " " * 3000 + "a", "\n" * 100 + " \t" * 50, "ą" * 2000, "1234567890" * 300,
+             "ab" * 4000 + "ſ't 'LL 'Ve", "😀" * 500]
+    for vocabulary in (gpt2, cl100k):
+        oracle = _oracle(vocabulary)
+        assert [ids.tolist() for ids in vocabulary.encode_arrays(texts)] == [oracle.encode_ordinary(t) for t in texts]
+
+
+def test_the_piece_cache_is_bounded(gpt2: BpeTokenizer) -> None:
+    tokenizer = BpeTokenizer(ranks=gpt2.ranks)  # fresh caches
+    words = [" w" + "".join(chr(0x61 + (n >> (4 * k)) % 16) for k in range(5)) for n in range(150_000)]
+    tokenizer.encode_arrays(["".join(words)], num_threads=1)
+    report = tokenizer.encoder_report()["piece_cache"]
+    assert isinstance(report, dict)
+    assert report["caches"] == 1 and report["misses"] >= len(set(words)) - report["hits"]
+    assert 0 < report["pieces_held"] <= report["slots_each"] < len(set(words))
+
+
+def _pack_files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_corpus_packs_byte_identically_with_tiktoken(gpt2_rank_file: Path, shared_data: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    parts = [p.read_text(encoding="utf-8") for p in sorted((shared_data / "polish" / "technical").glob("*"))[:40]]
+    corpus.write_text("\n".join(parts + [(shared_data / "other" / "english").iterdir().__next__().read_text()[:50_000]]),
+                      encoding="utf-8")
+    compiled = load_vocabulary(gpt2_rank_file)
+    by_tiktoken = load_vocabulary(gpt2_rank_file)
+    by_tiktoken.__dict__["_compiled"] = None  # this one encodes with tiktoken (the engine a pattern falls back to)
+    packs = []
+    for name, tokenizer in (("compiled", compiled), ("tiktoken", by_tiktoken)):
+        packs.append(prepare(corpus, vocab=tokenizer, cache_dir=tmp_path / name, document_bytes=4096, workers=2))
+    assert packs[0].manifest.n_tokens > 10_000
+    assert _pack_files(packs[0].tokens_dir) == _pack_files(packs[1].tokens_dir)
+    assert compiled.encoder_report()["engine"] == "compiled"
+
+
+def test_prepare_json_names_the_engine_and_its_cache(gpt2_rank_file: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Zażółć gęślą jaźń.\nThe quick brown fox.\n" * 50, encoding="utf-8")
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(gpt2_rank_file), "--cache-dir",
+                                      str(tmp_path / "c"), "--json"])
+    assert result.exit_code == 0, result.output
+    encoder = json.loads(result.output)["encoder"]
+    assert encoder["engine"] == "compiled"
+    cache = encoder["piece_cache"]
+    assert cache["slots_each"] > 0 and cache["bytes_each"] > 0 and cache["hits"] > 0 and cache["pieces_held"] > 0
+
+
+@pytest.mark.parametrize("pattern", [r"\p{L}+|\s+|[^\p{L}\s]+", r"""'s|\w+| ?[^\s\w]+|\s+"""])
+def test_a_pattern_without_a_compiled_pretokenizer_falls_back_to_tiktoken(pattern: str, gpt2_rank_file: Path,
+                                                                           tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Zażółć gęślą jaźń.\n  Kod: x = 1\n" * 20, encoding="utf-8")
+    # GPT-2's ranks less the last: no published vocabulary, so the pattern given is the one used
+    # (a published rank file refuses a pattern other than its own).
+    ranks = tmp_path / "ranks.tiktoken"
+    ranks.write_bytes(b"".join(gpt2_rank_file.read_bytes().splitlines(keepends=True)[:-1]))
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(ranks), "--pattern", pattern,
+                                      "--cache-dir", str(tmp_path / "c"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["encoder"]["engine"] == "tiktoken"
+
+
+def test_the_compiled_patterns_are_the_named_ones() -> None:
+    assert set(COMPILED_PATTERNS) == {GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN, O200K_PATTERN, POLISH_PATTERN,
+                                      POLISH_PHRASE_PATTERN}
+
+
+def test_character_classes_are_tiktokens_own_over_every_code_point(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:
+    """tiktoken's regex engine has its own Unicode version (U+18D80 is a letter to the ``regex``
+    module, not to tiktoken 0.14): every code point, in letter, digit, space and apostrophe
+    company, cuts as tiktoken cuts it."""
+    every = np.arange(0x110000, dtype=np.uint32)
+    every = every[(every < 0xD800) | (every >= 0xE000)]
+    chars = every.tobytes().decode("utf-32-le")
+    contexts = [":A", " 1", "'S", "  ", "\n"]
+    texts = ["".join(f"{chars[k]}{contexts[k % 5]}{chars[k + 1: k + 3]}" for k in range(start, min(start + 20_000, len(chars)), 3))
+             for start in range(0, len(chars), 20_000)]
+    texts.append("\U00018d80:A")
+    for vocabulary in (gpt2, cl100k):
+        oracle = _oracle(vocabulary)
+        ours = vocabulary.encode_arrays(texts, num_threads=1)
+        for text, ids in zip(texts, ours):
+            assert ids.tolist() == oracle.encode_ordinary(text)
