@@ -304,3 +304,34 @@ def test_the_module_map_names_every_module_and_no_other() -> None:
     modules = {path.relative_to(source).as_posix() for path in source.rglob("*.py")}
     assert not modules - mapped, f"docs/architecture.md's module map lacks {sorted(modules - mapped)}"
     assert not mapped - modules, f"docs/architecture.md's module map names modules that are gone: {sorted(mapped - modules)}"
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                value = getattr(value, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def _is_schema_tag(name: str) -> bool:
+    """A JSON file's ``schema`` value (``tokpack.job.v1``): a name, not a module."""
+    return re.search(r"\.v\d+$", name) is not None
+
+
+def test_every_python_name_the_pages_mention_exists() -> None:
+    # Names quoted in the text (`tokpack.serve.batch_ramp(...)`), not only the code blocks that run.
+    missing = sorted({f"{page.name}: {name}" for page in PAGES
+                      for name in re.findall(r"`(tokpack(?:\.[A-Za-z_]\w*)+)(?![\w-])", page.read_text(encoding="utf-8"))
+                      if not _resolves(name) and not _is_schema_tag(name)})
+    assert not missing, f"these names do not import: {missing}"

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +53,14 @@ SAME_LAYER: set[tuple[str, str]] = {
 #: Upward imports allowed for a while (an entry goes when its import does:
 #: ``test_pending_exceptions_still_needed`` says so). None today.
 PENDING: set[tuple[str, str]] = set()
+
+#: Registries that name a higher layer's module by string, to import it only when a record of that
+#: kind is met: a job of chess games (whose task and encoder live in ``chess/``) runs on the same
+#: engines as a text job. The engines import nothing of chess otherwise; a new kind adds one entry.
+REGISTRIES: set[tuple[str, str]] = {
+    ("tokpack.engines.encoders", "tokpack.chess.schemes"),
+    ("tokpack.engines.executors", "tokpack.chess.shards"),
+}
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
@@ -102,8 +113,25 @@ def _run_at_import(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom
         elif isinstance(node, ast.Try):
             for block in (node.body, *(handler.body for handler in node.handlers), node.orelse, node.finalbody):
                 yield from _run_at_import(block)
-        elif isinstance(node, (ast.With, ast.ClassDef)):
+        elif isinstance(node, (ast.With, ast.AsyncWith, ast.ClassDef)):
             yield from _run_at_import(node.body)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            yield from _run_at_import(node.body)
+            yield from _run_at_import(node.orelse)
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                yield from _run_at_import(case.body)
+
+
+def _named_modules(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """Modules named by a string (``importlib.import_module("tokpack.x")``, a registry's entry):
+    an import all the same, made later."""
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            module = node.value.split(":", 1)[0]  # "module:function" names a function to import
+            if module.startswith("tokpack.") and module in MODULES:
+                yield module, node.lineno
 
 
 def imports(*, at_import_only: bool) -> dict[str, set[tuple[str, int]]]:
@@ -115,6 +143,8 @@ def imports(*, at_import_only: bool) -> dict[str, set[tuple[str, int]]]:
         nodes = _run_at_import(tree.body) if at_import_only else (
             node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
         graph[name] = {(target, node.lineno) for node in nodes for target in _targets(node, name)}
+        if not at_import_only:
+            graph[name] |= set(_named_modules(tree))
     return graph
 
 
@@ -139,7 +169,7 @@ def upward_imports() -> list[str]:
         top, level = layer_of(importer)
         for target, line in sorted(targets):
             target_top, target_level = layer_of(target)
-            if (importer, target) in PENDING or target_top == top:
+            if (importer, target) in PENDING | REGISTRIES or target_top == top:
                 continue
             if target_level > level or (target_level == level and (top, target_top) not in SAME_LAYER):
                 found.append(f"{importer}:{line} (layer {level}) imports {target} (layer {target_level})")
@@ -268,3 +298,27 @@ def test_every_token_source_reads_a_span_itself(tmp_path: Path) -> None:
 def test_exports_read_through_the_contract_not_a_private_hook() -> None:
     stream = (SRC / "tokpack" / "export" / "_stream.py").read_text(encoding="utf-8")
     assert "_reading" not in stream and "getattr(source" not in stream
+
+
+def test_the_scan_sees_imports_by_name_and_inside_loops() -> None:
+    # An upward import hidden in importlib or a registry string, or a circle made inside a loop at
+    # module level, must not slip past the two tests above.
+    tree = ast.parse('"""tokpack.serve.loader is named in a docstring, which imports nothing."""\n'
+                     'import importlib\n'
+                     'def f():\n    return importlib.import_module("tokpack.serve.loader")\n'
+                     'TASKS = {"x": "tokpack.chess.shards:run_chess_shard"}\n')
+    assert sorted(_named_modules(tree)) == [("tokpack.chess.shards", 5), ("tokpack.serve.loader", 4)]
+    looped = ast.parse("for _ in range(1):\n    import tokpack.store.reader\nwhile False:\n    import tokpack.serve\n")
+    assert [node.names[0].name for node in _run_at_import(looped.body)] == ["tokpack.store.reader", "tokpack.serve"]
+
+
+def test_the_packages_are_attributes_of_tokpack_after_a_plain_import() -> None:
+    # `import tokpack; tokpack.serve.Windows(...)`, as the guides write it, in a fresh interpreter
+    # (the lazy package loads them on first use).
+    code = ("import tokpack; names = [tokpack.serve.Windows, tokpack.store.Pack, tokpack.vocab.BpeTokenizer, "
+            "tokpack.corpus.CorpusManifest, tokpack.preparing.prepare, tokpack.errors.InputError, tokpack.bpe, "
+            "tokpack.engines, tokpack.export]; "
+            "assert callable(tokpack.export); print(len(names))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert done.returncode == 0 and done.stdout.strip() == "9", done.stderr

@@ -74,10 +74,15 @@ __all__ = [
 ]
 
 
+#: The packages a user reaches as attributes (``tokpack.serve.Windows``), imported on first use.
+_PACKAGES = ("bpe", "chess", "corpus", "engines", "errors", "export", "grading", "preparing", "report", "serve",
+             "store", "vocab")
+
+
 def __getattr__(name: str) -> Any:
-    """``tokpack.NAME``: the public name from its module, imported now (then kept here)."""
-    if name == "export":  # the callable module: tokpack.export(source, "megatron", out)
-        return importlib.import_module("tokpack.export")
+    """``tokpack.NAME``: the public name from its module, or the package, imported now (then kept here)."""
+    if name in _PACKAGES:  # tokpack.export is also callable: tokpack.export(source, "megatron", out)
+        return importlib.import_module(f"tokpack.{name}")
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'tokpack' has no attribute {name!r}")
@@ -87,4 +92,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, "export"})
+    return sorted({*__all__, *_PACKAGES, *(name for name in globals() if name.startswith("__"))})
