@@ -36,7 +36,7 @@ from pathlib import Path
 import chess.pgn
 import zstandard
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from tokpack.chess import reader
 from tokpack.chess.pgn import ReadOptions, _Collector, chunk_games, convert_pgn
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 ENCODERS = ("tokpack", "tiktoken", "gigatoken")
 VOCABS = ("gpt2", "cl100k")
