@@ -265,17 +265,19 @@ def inspect_command(
 
 
 def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
-    """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them."""
+    """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them, or
+    those of a tokpack export (checked against its sidecar)."""
     from tokpack._schema import read_record
     from tokpack.store.dataset import DatasetRecord
     from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
+    from tokpack.store.sidecar import export_vocabulary_dir
 
     if (path / META_FILE).is_file():
         return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None
     if (path / DATASET_FILE).is_file():
         shards = read_record(DatasetRecord, path / DATASET_FILE).shards
         return _carried_vocabulary_dir(path / shards[0].name) if shards else None
-    return None
+    return export_vocabulary_dir(path)
 
 
 def demo_command(
