@@ -82,6 +82,8 @@ class TokpackError(Exception):
         fix: str | None = None,
     ) -> None:
         super().__init__(located(where, what, byte=byte, line=line, game=game, fix=fix))
+        # Kept apart too, so a caller can say the fix in its own terms (a command line's flags).
+        self.what, self.where, self.fix = what, where, fix
 
 
 class InputError(TokpackError, ValueError):
