@@ -55,7 +55,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import tokpack
-from tokpack.errors import InputError, TokpackError, VocabularyMismatch
+from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyMismatch
 from tokpack.serve import EvalBatches, Mixture, PackedBatches
 from tokpack.store import open_tokens
 from tokpack.torch import make_batch_loader
@@ -462,7 +462,13 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         # here. Other data, vocabulary, layout, length or seed is refused, naming what differs,
         # before the model is touched.
         step = int(checkpoint["step"])
-        loader.load_state_dict(checkpoint["loader"])
+        try:
+            loader.load_state_dict(checkpoint["loader"])
+        except IntegrityError as error:  # its fix names the Python API; say it in this script's flags
+            raise IntegrityError(error.what, where=args.resume,
+                                 fix="pass the --data (or the --mixture parts) the run was trained on; other data "
+                                     "joins a run only as a new part: --mixture DIR=WEIGHT, DIR a folder name the "
+                                     "run has not used") from None
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         saved_batch = checkpoint["loader"].get("global_batch")

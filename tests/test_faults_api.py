@@ -370,5 +370,5 @@ def test_resuming_over_other_ids_names_what_differs(pack: Path, tmp_path: Path) 
     other = pack_of_documents([list(range(2, 41)), [4, 5, 6] * 10, [7, 8, 9] * 5], n_vocab=50, pad_id=0,
                               directory=tmp_path / "other", train_documents=2)
     state = batches(pack).state_dict()
-    with pytest.raises(IntegrityError, match=r"its ids \(tokens sha256\) \w+ was saved, this loader has \w+"):
+    with pytest.raises(IntegrityError, match=r"ids \(tokens sha256\) \w+ when it was saved, \w+ in this loader"):
         batches(other).load_state_dict(state)

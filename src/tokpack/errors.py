@@ -82,6 +82,8 @@ class TokpackError(Exception):
         fix: str | None = None,
     ) -> None:
         super().__init__(located(where, what, byte=byte, line=line, game=game, fix=fix))
+        # Kept apart too, so a caller can say the fix in its own terms (a command line's flags).
+        self.what, self.fix = what, fix
 
 
 class InputError(TokpackError, ValueError):

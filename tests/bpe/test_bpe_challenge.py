@@ -131,7 +131,7 @@ def test_expired_challenge_is_refused_with_its_date(tmp_path: Path, corpus: list
     challenge = new_challenge(corpus[:5], 10, challenge_id="old", expires_at="2020-05-01T12:00:00Z")
     path = _write(tmp_path / "challenge.json", challenge.model_dump(mode="json"))
     result = runner.invoke(app, ["bpe", "proof", str(path), "-o", str(tmp_path / "p.json")])
-    assert result.exit_code == 2 and "expired on 2020-05-01T12:00:00+00:00" in result.output
+    assert result.exit_code == 2 and "expired at 2020-05-01T12:00:00+00:00" in result.output
     # An old proof can still be audited against it on request.
     proof = make_proof(challenge.model_copy(update={"expires_at": None}))
     (tmp_path / "p.json").write_text(proof.to_json(), encoding="utf-8")

@@ -13,7 +13,7 @@ import pytest
 import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tiktoken.load import load_tiktoken_bpe
+from rank_files import read_ranks
 
 from tokpack import GPT2_PATTERN
 from tokpack.vocab.compiled import SMALL_SLOTS, CompiledBpe, PieceCache
@@ -44,7 +44,7 @@ def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         path = tmp_path_factory.mktemp("cl100k") / "cl100k_base.tiktoken"
         path.write_bytes(gzip.decompress(packed))
         pattern = CL100K_PATTERN
-    ranks = load_tiktoken_bpe(str(path))
+    ranks = read_ranks(path)
     return (*_encoders(ranks, pattern), ranks, pattern)
 
 

@@ -210,7 +210,7 @@ def test_a_pack_written_before_packs_carried_vocabularies_still_opens(tmp_path: 
 def test_the_readme_loads_a_pack_vocabulary_in_tiktoken(tmp_path: Path) -> None:
     text = FORMATS.read_text(encoding="utf-8").split("## The pack format\n", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert "load_tiktoken_bpe" in code and 'Path("pack/vocabulary")' in code
+    assert "ranks.tiktoken" in code and 'Path("pack/vocabulary")' in code
     corpus = corpus_in(tmp_path / "a")
     cli("prepare", str(corpus), "--vocab-size", "300", "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c"))
     check = ("\nimport numpy\nfrom tokpack.store import Pack\npack = Pack(Path('pack'))\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from tiktoken.load import load_tiktoken_bpe
+from rank_files import read_ranks
 from tiktoken_ext.openai_public import r50k_pat_str
 from tokenizers import Tokenizer
 from tokenizers.models import BPE
@@ -119,7 +119,7 @@ def test_gpt2_ids_equal_tiktoken_through_rank_file_and_encoder_pair(
     tmp_path: Path, gpt2_rank_file: Path, shared_data: Path
 ) -> None:
     reference = tiktoken.Encoding(
-        name="gpt2-from-whisper", pat_str=r50k_pat_str, mergeable_ranks=load_tiktoken_bpe(str(gpt2_rank_file)),
+        name="gpt2-from-whisper", pat_str=r50k_pat_str, mergeable_ranks=read_ranks(gpt2_rank_file),
         special_tokens={"<|endoftext|>": 50256},
     )
     text = real_text(shared_data) + "  trailing spaces   \n\n<|endoftext|> 🙂"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, time, timedelta, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -108,7 +108,16 @@ def check_challenge(challenge: Challenge, *, now: datetime | None = None, ignore
         )
     expiry = challenge.expiry()
     if expiry is not None and not ignore_expiry and (now or datetime.now(timezone.utc)) >= expiry:
-        raise ChallengeRefused(f"challenge {challenge.challenge_id} expired on {expiry.isoformat()}")
+        raise ChallengeRefused(f"challenge {challenge.challenge_id} expired {_expired_when(expiry)}",
+                               fix="tokpack bpe verify --ignore-expiry (ignore_expiry=True) checks an old proof against it")
+
+
+def _expired_when(expiry: datetime) -> str:
+    """When the challenge expired, in words: a date-only expiry is valid through that whole day,
+    so its moment is the next midnight (UTC), said as the end of the day it names."""
+    if expiry.utcoffset() == timedelta(0) and expiry.time() == time(0):
+        return f"at the end of {(expiry - timedelta(days=1)).date().isoformat()} (UTC)"
+    return f"at {expiry.isoformat()}"
 
 
 def implementation_name() -> str:

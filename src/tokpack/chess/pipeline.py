@@ -199,11 +199,11 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
                 destination = cfg.out_dir / scheme / folder
                 made.append(destination)
                 packed = pack_months(cfg, months, result.encoder, destination, split, _bar(progress, folder))
-                if packed is None:
+                if packed is None:  # only its job is written: the dataset is the job array's to write
                     result.jobs.append(destination)
                 else:
                     result.packs.append(packed)
-                written.append(destination)
+                    written.append(destination)
         except BaseException:
             for path in made:  # a failed split leaves no half of the pair behind
                 shutil.rmtree(path, ignore_errors=True)

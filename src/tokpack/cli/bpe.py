@@ -58,7 +58,7 @@ def train(
     pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex (gpt4 by default, as in every trainer).")] = "gpt4",
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
-    workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4) or processes (other patterns) that split and count (0: one per core).")] = 0,
+    workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4, polish, polish-phrase, and the cl100k and o200k patterns: the compiled splitter) or processes (any other regex) that split and count (0: one per core).")] = 0,
     allow_smaller_vocab: Annotated[bool, typer.Option("--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the corpus cannot reach it.")] = False,
     separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it.")] = None,
 ) -> None:

@@ -105,7 +105,7 @@ def tokenize_command(
         from tokpack.engines.executors import task_of
 
         _, world_size = task_of(job)
-        stdout().print(f"job written to {job}; run its {world_size} shards as a job array, e.g. with Slurm:\n"
+        stdout().print(f"job written to {job}; run its {world_size} shard{'s' if world_size != 1 else ''} as a job array, e.g. with Slurm:\n"
                       f"  sbatch --array=0-{world_size - 1} --wrap 'tokpack shard run {job}'\n"
                       "the last shard to finish writes dataset.json", highlight=False)
     encoder = result.encoder

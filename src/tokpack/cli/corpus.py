@@ -41,7 +41,7 @@ def prepare_command(
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
     min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
     vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary (default 10,000,000). Not with --vocab."),
-    document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document; cut at the last newline before it."),
+    document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character)."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
@@ -163,7 +163,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
             typer.echo(json.dumps({"job": str(out), "shards": shards,
                                    "command": f"tokpack shard run {out}"}, indent=2))
             return
-        stdout().print(f"job written to {out}; run its {shards} shards as a job array, e.g. with Slurm:\n"
+        stdout().print(f"job written to {out}; run its {shards} shard{'s' if shards != 1 else ''} as a job array, e.g. with Slurm:\n"
                       f"  sbatch --array=0-{shards - 1} --wrap 'tokpack shard run {out}'\n"
                       "the last shard to finish writes dataset.json")
         return
@@ -265,17 +265,19 @@ def inspect_command(
 
 
 def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
-    """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them."""
+    """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them, or
+    those of a tokpack export (checked against its sidecar)."""
     from tokpack._schema import read_record
     from tokpack.store.dataset import DatasetRecord
     from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
+    from tokpack.store.sidecar import export_vocabulary_dir
 
     if (path / META_FILE).is_file():
         return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None
     if (path / DATASET_FILE).is_file():
         shards = read_record(DatasetRecord, path / DATASET_FILE).shards
         return _carried_vocabulary_dir(path / shards[0].name) if shards else None
-    return None
+    return export_vocabulary_dir(path)
 
 
 def demo_command(

@@ -193,7 +193,7 @@ def difference(saved: dict[str, Any], mine: dict[str, Any]) -> str:
               ("range", "range of ids"))
     for key, label in labels:
         if saved.get(key) != mine.get(key):
-            return f"its {label} {_shown(saved.get(key))} was saved, this loader has {_shown(mine.get(key))}"
+            return f"{label} {_shown(saved.get(key))} when it was saved, {_shown(mine.get(key))} in this loader"
     return "the data records differ"
 
 

@@ -11,6 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
+from tokpack.errors import IntegrityError
 from tokpack.store.format import DocumentCut, Source, Span
 from tokpack.store.source import TokenSource
 from tokpack.vocab.identity import VocabIdentity
@@ -106,3 +107,45 @@ def write_sidecar(record: ExportRecord, path: Path) -> Path:
 def read_sidecar(path: Path) -> ExportRecord | None:
     """The sidecar at ``path``, or ``None`` when there is none."""
     return read_record(ExportRecord, path) if Path(path).exists() else None
+
+
+def export_sidecar(path: Path) -> tuple[ExportRecord, Path] | None:
+    """The sidecar of the tokpack export at ``path`` (a folder holding :data:`SIDECAR`, or a
+    Megatron prefix, or its ``.bin``/``.idx``, with ``PREFIX.tokpack.json`` beside it) and the
+    folder its file names are relative to; ``None`` when ``path`` is no tokpack export."""
+    from tokpack.store.megatron import megatron_paths
+
+    path = Path(path)
+    if path.is_dir():
+        return None if (record := read_sidecar(path / SIDECAR)) is None else (record, path)
+    bin_path, _, sidecar_path = megatron_paths(path)
+    return None if (record := read_sidecar(sidecar_path)) is None else (record, bin_path.parent)
+
+
+def export_vocabulary_dir(path: Path) -> Path | None:
+    """The folder of vocabulary files the tokpack export at ``path`` carries (``vocabulary/`` in a
+    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), every file checked against
+    the SHA-256 its sidecar records; ``None`` when ``path`` is no tokpack export or carries none.
+
+    Raises:
+        InputError: a carried file is missing.
+        IntegrityError: a carried file was altered, added, or is not recorded in the sidecar.
+    """
+    found = export_sidecar(path)
+    if found is None or found[0].vocabulary_dir is None:
+        return None
+    sidecar, root = found
+    folder = root / str(sidecar.vocabulary_dir)
+    names = [name for name in sidecar.files_sha256 if name.startswith(f"{sidecar.vocabulary_dir}/")]
+    if not names:
+        raise IntegrityError("the export's sidecar records no checksums of its vocabulary files", where=folder,
+                             fix="export it again from the pack")
+    from tokpack.store.foreign import check_files
+
+    check_files(sidecar, root, names)
+    # A file put beside the recorded ones would be read as if the export carried it.
+    present = {f"{sidecar.vocabulary_dir}/{entry.name}" for entry in folder.iterdir()} if folder.is_dir() else set()
+    if extra := sorted(present - set(names)):
+        raise IntegrityError(f"{extra[0]} is not one of the vocabulary files the export's sidecar records",
+                             where=root / extra[0], fix="remove it, or export again from the pack")
+    return folder

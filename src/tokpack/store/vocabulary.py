@@ -10,6 +10,7 @@ from typing import Any
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR
+from tokpack.store.sidecar import export_sidecar, export_vocabulary_dir
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
 from tokpack.vocab.identity import require_vocabulary
 from tokpack.vocab.loading import VocabularySpec, read_vocabulary, same_pattern
@@ -22,6 +23,8 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
         spec: a tiktoken rank file; an ``(encoder.json, vocab.bpe)`` pair; a Hugging Face
             ``tokenizer.json``; a tokpack ``vocabulary.json`` or the directory holding one; a
             pack or sharded dataset (the vocabulary it carries, checked against its record); a
+            tokpack export (a folder export, or a Megatron prefix: the vocabulary it carries,
+            checked against its sidecar); a
             :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
             result).
         pattern: the pre-tokenizer for a rank file, which carries none. A rank file takes its
@@ -40,7 +43,30 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
         path = Path(spec)
         if path.is_dir() and ((path / META_FILE).is_file() or (path / DATASET_FILE).is_file()):
             return same_pattern(carried_vocabulary(path), pattern, str(path))
+        if export_sidecar(path) is not None:
+            return same_pattern(exported_vocabulary(path), pattern, str(path))
     return read_vocabulary(spec, pattern=pattern)
+
+
+def exported_vocabulary(path: Path) -> BpeTokenizer:
+    """The vocabulary a tokpack export carries (see :func:`tokpack.store.sidecar.export_vocabulary_dir`),
+    its files checked against the export's sidecar and its identity against the ids'.
+
+    Raises:
+        IntegrityError: an altered, missing or unrecorded file, or a vocabulary that is not the ids'.
+        InputError: an export that carries no vocabulary (written before exports carried one).
+    """
+    found = export_sidecar(path)
+    folder = export_vocabulary_dir(path)
+    if found is None or folder is None:
+        raise InputError("this export carries no vocabulary files (it was written by an older tokpack, or its "
+                         "pack carried none)", where=path,
+                         fix="pass the vocabulary file it was made with (its identity is checked), or export it again")
+    tokenizer = BpeTokenizer.load_saved(folder / VOCABULARY_FILE)
+    if tokenizer.identity != found[0].vocabulary:
+        raise IntegrityError("not the vocabulary the export's sidecar records", where=folder,
+                             fix="export it again from the pack")
+    return tokenizer
 
 
 def carried_vocabulary(directory: Path) -> BpeTokenizer:
