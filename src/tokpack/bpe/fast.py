@@ -43,7 +43,7 @@ from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
-from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, covering, resolve_pattern
 from tokpack.vocab.pretokenizer import COMPILED
 
 Pair = tuple[int, int]
@@ -141,9 +141,11 @@ def train_fast(
     Args:
         texts: the documents (any iterable of ``str``; read once, in batches).
         num_merges: how many merges to learn at most.
-        pattern: a pre-tokenizer regex (``regex`` syntax, e.g. :data:`~tokpack.vocab.GPT2_PATTERN`);
-            its pieces act as the documents, so merges never cross them. ``None``: each text is
-            one document, as in :func:`~tokpack.bpe.reference.train_bpe`.
+        pattern: a pre-tokenizer: a name (``gpt4``, ``gpt2``, ``polish``, ``polish-phrase``) or a
+            regex (``regex`` syntax, e.g. :data:`~tokpack.vocab.GPT4_PATTERN`); its pieces act as
+            the documents, so merges never cross them, and it must match every character of the
+            first non-empty text. ``None``: each text is one document, as in
+            :func:`~tokpack.bpe.reference.train_bpe`.
         min_frequency: stop when the best pair occurs fewer times than this.
         special_tokens: names that take ids 256, 257, … before the first merge; their occurrences
             in the texts are cut out and never trained on.
@@ -160,8 +162,8 @@ def train_fast(
 
     Raises:
         TypeError: a text is not a ``str``.
-        InputError: a negative ``num_merges``, ``min_frequency`` below 1, or a repeated or empty
-            special token.
+        InputError: a negative ``num_merges``, ``min_frequency`` below 1, a repeated or empty
+            special token, or a pattern that does not compile or skips text.
 
     >>> training = train_fast(["abab", "abab", "baba", "aaaa"], 3)
     >>> training.merges, [row.frequency for row in training.trace]
@@ -178,6 +180,9 @@ def train_fast(
     first_id = 256 + len(specials)
     if first_id + num_merges > _MAX_ID:
         raise InputError(f"at most {_MAX_ID - first_id:,} merges fit in a pair code, {num_merges:,} asked")
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")
+        texts = covering(texts, pattern, "pattern")
     _map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
@@ -205,7 +210,10 @@ def _train_counted(
 def train_bytelevel(
     texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = DEFAULT_PATTERN
 ) -> BpeTokenizer:
-    """Train a byte-level vocabulary of ``vocab_size`` ranks (the 256 bytes included) exactly.
+    """Train a byte-level vocabulary of ``vocab_size`` ranks (the 256 bytes included) exactly:
+    ``vocab_size - 256`` merges, and ``<|endoftext|>`` after them, so its ``n_vocab`` is
+    ``vocab_size + 1`` (the CLI's ``--vocab-size`` counts ``<|endoftext|>`` too, and passes one
+    less here). ``pattern`` is a name or a regex, as in :func:`train_fast`.
 
     The counterpart of :func:`tokpack.vocab.train_hf_bytelevel` with the same signature: byte
     ``b`` has rank ``b`` and merge ``i`` rank ``256 + i``; ``<|endoftext|>`` follows the last
@@ -524,6 +532,8 @@ def train_from_files(
 
     if num_merges < 0:
         raise InputError(f"num_merges must be 0 or more, got {num_merges}")
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError("special tokens must be distinct, non-empty strings")

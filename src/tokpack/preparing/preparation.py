@@ -26,7 +26,7 @@ from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec
-from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, resolve_pattern
 from tokpack.vocab.trainers import Trainer
 
 if TYPE_CHECKING:
@@ -199,6 +199,8 @@ def prepare(
                      batch_documents=batch_documents, workers=workers, trainer=trainer, pattern=pattern,
                      text_field=text_field, on_error=on_error, validation=validation, test=test, out=out,
                      cache_dir=cache_dir, progress=progress)
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")  # a name means what it means on the command line
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
