@@ -481,13 +481,14 @@ class _SourceSpec:
     on_error: str
     text_field: str
     separator: str | None = None
+    manifest: Path | None = None
 
     def open(self) -> Any:
         from tokpack.corpus.sources import open_corpus
 
         return open_corpus(
             self.path, document_bytes=self.document_bytes, on_error=self.on_error,  # type: ignore[arg-type]
-            text_field=self.text_field, separator=self.separator,
+            text_field=self.text_field, separator=self.separator, manifest=self.manifest,
         )
 
 
@@ -508,11 +509,12 @@ def train_from_files(
     min_frequency: int = 1,
     special_tokens: Sequence[str] = (),
     text_field: str = "text",
-    document_bytes: int = 1 << 20,
+    document_bytes: int | None = None,
     on_error: Literal["raise", "skip"] = "raise",
     workers: int | None = None,
     progress: Callable[[BpeProgress], None] | None = None,
     separator: str | None = None,
+    manifest: str | Path | None = None,
 ) -> FileTraining:
     """Train on a corpus on disk (a text file, a folder of them, JSON Lines or Parquet: the
     sources of ``prepare``) without ever holding its text: ``workers`` threads (compiled
@@ -522,7 +524,9 @@ def train_from_files(
 
     The documents are those :func:`tokpack.corpus.sources.open_corpus` yields (every range: a
     vocabulary's own corpus; cut at ``separator`` too, as ``prepare`` cuts them), so the merges
-    equal ``train_fast(documents, ...)``'s.
+    equal ``train_fast(documents, ...)``'s. ``document_bytes`` and ``separator`` left ``None``
+    are those a text file's manifest (``manifest``, else the one beside it) was cut with, else
+    1 MiB and none; ``num_merges`` counts merges, not ids (see :func:`train_bytelevel`).
 
     Raises:
         FileNotFoundError: ``corpus`` does not exist.
@@ -540,7 +544,12 @@ def train_from_files(
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     if 256 + len(specials) + num_merges > _MAX_ID:
         raise InputError(f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
-    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator)
+    from tokpack.corpus.sources import reading_cut
+
+    document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
+                                            manifest=manifest)
+    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator,
+                       None if manifest is None else Path(manifest))
     splitter = _Splitter(pattern, tuple(special_tokens))
     splitter.compile()  # a bad pattern fails here, not in a worker
     _map_large_allocations()

@@ -26,6 +26,7 @@ import numpy as np
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
+    DEFAULT_DOCUMENT_BYTES,
     MANIFEST_FILE,
     MANIFEST_SUFFIX,
     CorpusManifest,
@@ -33,6 +34,7 @@ from tokpack.corpus.manifest import (
     corpus_manifest,
     file_sha256,
     manifest_beside,
+    recorded_cut,
 )
 from tokpack.errors import InputError
 
@@ -554,14 +556,17 @@ class ParquetTexts(DocumentSource):
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
 
-def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
+def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error: OnError = "raise", text_field: str = "text",
                 format: Format | None = None, separator: str | None = None, manifest: str | Path | None = None) -> DocumentSource:
     """Open ``path`` in its format: a folder is a directory of text files, ``.jsonl``/``.ndjson``
     JSON Lines, ``.parquet`` parquet, anything else one text file (with its manifest: ``manifest``,
     else the one found beside it).
 
     Args:
-        separator: text that ends a document and belongs to none (see :mod:`tokpack.corpus.documents`).
+        document_bytes: the longest document; ``None``: a text file's manifest's (see
+            :func:`reading_cut`), else 1 MiB.
+        separator: text that ends a document and belongs to none (see :mod:`tokpack.corpus.documents`);
+            ``None``: a text file's manifest's, else none.
 
     Raises:
         FileNotFoundError: no such file or folder.
@@ -579,6 +584,11 @@ def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "r
     if kind not in FORMATS:
         raise InputError(f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
     source_type = FORMATS[kind]
+    if source_type is TextFile:
+        document_bytes, separator = recorded_cut(path, document_bytes=document_bytes, separator=separator,
+                                                 manifest=None if manifest is None else Path(manifest))
+    elif document_bytes is None:
+        document_bytes = DEFAULT_DOCUMENT_BYTES
     if manifest is not None:
         if source_type is not TextFile:
             raise InputError(f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
@@ -587,6 +597,22 @@ def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "r
         return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,  # type: ignore[call-arg]
                            separator=separator)
     return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
+
+
+def reading_cut(path: str | Path, *, document_bytes: int | None, separator: str | None,
+                manifest: str | Path | None = None) -> tuple[int, str | None]:
+    """The ``(document_bytes, separator)`` :func:`open_corpus` reads ``path`` by: those given; for a
+    text file, what is ``None`` comes from the rule its manifest recorded (see
+    :func:`tokpack.corpus.manifest.recorded_cut`); else 1 MiB and no separator.
+
+    Raises:
+        InputError: a manifest given that is missing, unreadable or names another file.
+    """
+    path = Path(path)
+    if path.exists() and format_of(path) == "text":
+        return recorded_cut(path, document_bytes=document_bytes, separator=separator,
+                            manifest=None if manifest is None else Path(manifest))
+    return (DEFAULT_DOCUMENT_BYTES if document_bytes is None else document_bytes), separator
 
 
 def check_separator(separator: str | None) -> None:

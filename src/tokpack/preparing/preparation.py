@@ -17,7 +17,7 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, reading_cut
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
@@ -121,7 +121,7 @@ def prepare(
     allow_smaller_vocab: bool = False,
     min_frequency: int = 2,
     vocab_sample_bytes: int = 10_000_000,
-    document_bytes: int = 1_048_576,
+    document_bytes: int | None = None,
     batch_documents: int = 16,
     trainer: Trainer = "exact",
     pattern: str | None = None,
@@ -157,7 +157,8 @@ def prepare(
             error naming the reachable count.
         min_frequency: a merge needs a pair seen at least this often.
         vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
-        document_bytes: the longest document (at least 4).
+        document_bytes: the longest document (at least 4); ``None``: the size a text file's
+            manifest was cut with (see :func:`~tokpack.corpus.sources.reading_cut`), else 1 MiB.
         batch_documents: documents encoded together (in parallel).
         trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trained faster
             and leaner than Hugging Face's at equal compression in ``bench/bench_bpe_train.py``)
@@ -205,6 +206,9 @@ def prepare(
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
     check_separator(separator)
+    # What was not asked for is read as the corpus's manifest was cut (another size is refused).
+    document_bytes, separator = reading_cut(path, document_bytes=document_bytes, separator=separator,
+                                            manifest=manifest)
     if out is not None:
         check_output(Path(out), path, kind="pack")
     if validation or test:
@@ -318,7 +322,8 @@ def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: objec
                    what="an integer of at least 257 (the 256 bytes and <|endoftext|>)")
     checks.positive_int("min_frequency", min_frequency)
     checks.positive_int("vocab_sample_bytes", vocab_sample_bytes)
-    checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
+    if document_bytes is not None:
+        checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
     checks.positive_int("batch_documents", batch_documents, high=1 << 20)
     if workers is not None:
         checks.positive_int("workers", workers, fix="omit it for one per core")
