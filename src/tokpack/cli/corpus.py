@@ -105,9 +105,9 @@ def prepare_command(
 
 
 def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path) -> None:
-    """Say (on stderr) that a held-out range holds no document (a manifest's range with bytes but
-    no document in them; a range ``--validation``/``--test`` would cut empty is refused before
-    any manifest is written), so evaluation on it would find nothing."""
+    """Say (on stderr) that a held-out range holds no document (its share fell inside the last
+    document), so evaluation on it would find nothing; the manifest pins that cut, so the fix
+    starts by deleting it."""
     for name, span in prepared.manifest.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
             stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "

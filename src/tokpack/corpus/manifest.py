@@ -276,9 +276,8 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
     ['c.txt', 'c.txt.manifest.json']
 
     Raises:
-        InputError: a share out of range, a share that falls inside one document (its range
-            would be empty; nothing is written), a manifest already there with other ranges, or
-            one that cannot be written there.
+        InputError: a share out of range, a corpus too small to hold out anything, a manifest
+            already there with other ranges, or one that cannot be written there.
     """
     from tokpack.corpus.documents import cut_documents, inside_separator
 
@@ -306,14 +305,6 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
         ranges["test"] = (b, len(data))
     if not validation:
         ranges["train"] = (0, b)
-    for name, share in (("validation", validation), ("test", test)):
-        if share and ranges[name][0] == ranges[name][1]:  # type: ignore[index]
-            # Refused before any manifest is written: a manifest pins its cut, so one written with
-            # an empty range would have to be deleted before the fix could be tried.
-            raise InputError(f"--{name} {share:g} holds no document: the boundary falls at the end of a document "
-                             f"longer than {share:g} of the file", where=corpus,
-                             fix=f"pass a smaller --document-bytes (now {document_bytes:,}; document_bytes= in "
-                                 f"Python) to cut long documents finer, or a larger --{name}")
     made = CorpusManifest(file=corpus.name, sha256=hashlib.sha256(data).hexdigest(), n_bytes=len(data), ranges=ranges,
                           made_by=rule)
     path = manifest or manifest_beside(corpus)
