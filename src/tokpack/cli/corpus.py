@@ -198,7 +198,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
 def shard_run_command(
     dataset: Path = typer.Argument(..., help="A sharded job's folder (made by 'tokpack prepare --shards N --out DIR --engine array' or 'tokpack chess tokenize --pack --engine array')."),
-    rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID or TOKPACK_RANK)."),
+    rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, or TOKPACK_RANK and TOKPACK_WORLD_SIZE)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
     from tokpack.engines import run_array_task

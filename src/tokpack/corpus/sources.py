@@ -452,6 +452,21 @@ class JsonLines(DocumentSource):
                 if text is not None:
                     yield from self._cut_text(text, f"{self.path} record at byte {start}")
 
+    def _no_text_field(self, value: object, offset: int) -> InputError:
+        """The error of a record without a string ``text_field``: what it holds, and the fix (the
+        first record names the field to read; a later one is a bad record, to fix or skip)."""
+        if isinstance(value, dict):
+            names = [repr(name) for name in list(value)[:8]] + (["…"] if len(value) > 8 else [])
+            holds = f"its fields: {', '.join(names)}" if names else "it has no fields"
+        else:
+            holds = f"it is a JSON {type(value).__name__}, not an object"
+        if offset == 0:
+            fix = "name the field with --text-field NAME (text_field= in Python)"
+        else:
+            fix = "fix the record, or skip such records with --on-error skip (on_error='skip' in Python)"
+        return InputError(f"record at byte {offset} has no string field {self.text_field!r} ({holds})",
+                          where=self.path, fix=fix)
+
     def _text_of(self, line: bytes, offset: int) -> str | None:
         try:
             try:
@@ -469,7 +484,7 @@ class JsonLines(DocumentSource):
                 raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self.path, byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
-                raise InputError(f"record at byte {offset} has no string field {self.text_field!r}", where=self.path)
+                raise self._no_text_field(value, offset)
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it

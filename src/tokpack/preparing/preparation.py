@@ -257,7 +257,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
-            _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
+            _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
         else:
             remove_abandoned(pack_dir)
             try:
@@ -267,7 +267,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
                 # its rename won. Use it once it checks out, as if it had been cached.
                 if not pack_dir.exists():
                     raise
-                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
+                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
     return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
 
 
@@ -541,12 +541,30 @@ def write_pack(
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
-                       source: DocumentSource) -> None:
+                       source: DocumentSource, *, out: bool = False) -> None:
+    """Refuse a pack already at ``pack_dir`` that is not the one this run would write: in the
+    cache, an integrity error; at the ``out`` folder the user named, a pack made with other
+    settings (which ones, said), to delete or write elsewhere."""
     meta = Pack(pack_dir).meta  # verified on its first open, and again whenever a file of it changed
-    expected = {"vocabulary": identity, "source": record, "cut": cut}
-    for field, value in expected.items():
-        if getattr(meta, field) != value:
-            raise IntegrityError(f"cached pack's {field} does not match this corpus; delete it to rebuild", where=pack_dir)
+    differences = []
+    if meta.vocabulary != identity:
+        differences.append(f"vocabulary {meta.vocabulary.sha256[:12]}… ({meta.vocabulary.n_vocab:,} ids), "
+                           f"this run's {identity.sha256[:12]}… ({identity.n_vocab:,} ids)")
+    if meta.source != record:
+        differences.append(f"corpus {meta.source.name} ({meta.source.sha256[:12]}…), "
+                           f"this run's {record.name} ({record.sha256[:12]}…)")
+    if meta.cut != cut:
+        made = meta.cut
+        differences.append(f"document cut {made.document_bytes} bytes{'' if made.separator is None else ' at ' + repr(made.separator)}, "
+                           f"this run's {cut.document_bytes}{'' if cut.separator is None else ' at ' + repr(cut.separator)}")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
     if ranges != {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()}:
-        raise IntegrityError("cached pack's ranges differ from the corpus's; delete it to rebuild", where=pack_dir)
+        differences.append(f"ranges {ranges}, this run's "
+                           f"{ {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()} }")
+    if not differences:
+        return
+    if out:
+        raise InputError(f"holds a pack made with other settings ({'; '.join(differences)})", where=pack_dir,
+                         fix="delete it, or choose another -o (out= in Python)")
+    raise IntegrityError(f"cached pack does not match this corpus ({'; '.join(differences)}); delete it to rebuild",
+                         where=pack_dir)
