@@ -43,7 +43,7 @@ from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
-from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, covering, resolve_pattern
 from tokpack.vocab.pretokenizer import COMPILED
 
 Pair = tuple[int, int]
@@ -141,9 +141,11 @@ def train_fast(
     Args:
         texts: the documents (any iterable of ``str``; read once, in batches).
         num_merges: how many merges to learn at most.
-        pattern: a pre-tokenizer regex (``regex`` syntax, e.g. :data:`~tokpack.vocab.GPT2_PATTERN`);
-            its pieces act as the documents, so merges never cross them. ``None``: each text is
-            one document, as in :func:`~tokpack.bpe.reference.train_bpe`.
+        pattern: a pre-tokenizer: a name (``gpt4``, ``gpt2``, ``polish``, ``polish-phrase``) or a
+            regex (``regex`` syntax, e.g. :data:`~tokpack.vocab.GPT4_PATTERN`); its pieces act as
+            the documents, so merges never cross them, and it must match every character of the
+            first non-empty text. ``None``: each text is one document, as in
+            :func:`~tokpack.bpe.reference.train_bpe`.
         min_frequency: stop when the best pair occurs fewer times than this.
         special_tokens: names that take ids 256, 257, … before the first merge; their occurrences
             in the texts are cut out and never trained on.
@@ -160,8 +162,8 @@ def train_fast(
 
     Raises:
         TypeError: a text is not a ``str``.
-        InputError: a negative ``num_merges``, ``min_frequency`` below 1, or a repeated or empty
-            special token.
+        InputError: a negative ``num_merges``, ``min_frequency`` below 1, a repeated or empty
+            special token, or a pattern that does not compile or skips text.
 
     >>> training = train_fast(["abab", "abab", "baba", "aaaa"], 3)
     >>> training.merges, [row.frequency for row in training.trace]
@@ -178,6 +180,9 @@ def train_fast(
     first_id = 256 + len(specials)
     if first_id + num_merges > _MAX_ID:
         raise InputError(f"at most {_MAX_ID - first_id:,} merges fit in a pair code, {num_merges:,} asked")
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")
+        texts = covering(texts, pattern, "pattern")
     _map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
@@ -205,7 +210,10 @@ def _train_counted(
 def train_bytelevel(
     texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = DEFAULT_PATTERN
 ) -> BpeTokenizer:
-    """Train a byte-level vocabulary of ``vocab_size`` ranks (the 256 bytes included) exactly.
+    """Train a byte-level vocabulary of ``vocab_size`` ranks (the 256 bytes included) exactly:
+    ``vocab_size - 256`` merges, and ``<|endoftext|>`` after them, so its ``n_vocab`` is
+    ``vocab_size + 1`` (the CLI's ``--vocab-size`` counts ``<|endoftext|>`` too, and passes one
+    less here). ``pattern`` is a name or a regex, as in :func:`train_fast`.
 
     The counterpart of :func:`tokpack.vocab.train_hf_bytelevel` with the same signature: byte
     ``b`` has rank ``b`` and merge ``i`` rank ``256 + i``; ``<|endoftext|>`` follows the last
@@ -473,13 +481,14 @@ class _SourceSpec:
     on_error: str
     text_field: str
     separator: str | None = None
+    manifest: Path | None = None
 
     def open(self) -> Any:
         from tokpack.corpus.sources import open_corpus
 
         return open_corpus(
             self.path, document_bytes=self.document_bytes, on_error=self.on_error,  # type: ignore[arg-type]
-            text_field=self.text_field, separator=self.separator,
+            text_field=self.text_field, separator=self.separator, manifest=self.manifest,
         )
 
 
@@ -500,11 +509,12 @@ def train_from_files(
     min_frequency: int = 1,
     special_tokens: Sequence[str] = (),
     text_field: str = "text",
-    document_bytes: int = 1 << 20,
+    document_bytes: int | None = None,
     on_error: Literal["raise", "skip"] = "raise",
     workers: int | None = None,
     progress: Callable[[BpeProgress], None] | None = None,
     separator: str | None = None,
+    manifest: str | Path | None = None,
 ) -> FileTraining:
     """Train on a corpus on disk (a text file, a folder of them, JSON Lines or Parquet: the
     sources of ``prepare``) without ever holding its text: ``workers`` threads (compiled
@@ -514,7 +524,9 @@ def train_from_files(
 
     The documents are those :func:`tokpack.corpus.sources.open_corpus` yields (every range: a
     vocabulary's own corpus; cut at ``separator`` too, as ``prepare`` cuts them), so the merges
-    equal ``train_fast(documents, ...)``'s.
+    equal ``train_fast(documents, ...)``'s. ``document_bytes`` and ``separator`` left ``None``
+    are those a text file's manifest (``manifest``, else the one beside it) was cut with, else
+    1 MiB and none; ``num_merges`` counts merges, not ids (see :func:`train_bytelevel`).
 
     Raises:
         FileNotFoundError: ``corpus`` does not exist.
@@ -524,13 +536,20 @@ def train_from_files(
 
     if num_merges < 0:
         raise InputError(f"num_merges must be 0 or more, got {num_merges}")
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError("special tokens must be distinct, non-empty strings")
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     if 256 + len(specials) + num_merges > _MAX_ID:
         raise InputError(f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
-    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator)
+    from tokpack.corpus.sources import reading_cut
+
+    document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
+                                            manifest=manifest)
+    spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator,
+                       None if manifest is None else Path(manifest))
     splitter = _Splitter(pattern, tuple(special_tokens))
     splitter.compile()  # a bad pattern fails here, not in a worker
     _map_large_allocations()

@@ -10,6 +10,7 @@ Example (paths are relative to the file's folder)::
     #   train_months = ["2016-01", "2016-02"]   or   train_months = "all"
     #   val_months = ["2016-03"]                or   val_fraction = 0.05 (the latest months)
     bpe_vocab_size = 4096        # ids of the bpe scheme, specials and alphabet included
+    bpe_allow_smaller_vocab = false  # accept fewer ids when the games cannot reach bpe_vocab_size
     bpe_train_games = 100000     # the BPE learns from the first games of the training month
     stats_games = 20000          # statistics use the first games of the same table
     max_len = 200                # the context the statistics measure against
@@ -57,6 +58,7 @@ class ChessPipelineConfig(Record):
     val_months: list[Annotated[str, Field(pattern=MONTH)]] | None = None
     val_fraction: float | None = Field(default=None, gt=0, lt=1)
     bpe_vocab_size: int = Field(default=4096, ge=28, le=65_536)
+    bpe_allow_smaller_vocab: bool = False
     bpe_train_games: int = Field(default=100_000, ge=1)
     stats_games: int = Field(default=20_000, ge=1)
     max_len: int = Field(default=200, ge=1)

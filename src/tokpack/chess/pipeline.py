@@ -229,6 +229,13 @@ def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list
     if status is not None:
         status(f"training a {cfg.bpe_vocab_size}-id BPE on the first {cfg.bpe_train_games:,} games of {source}")
     bpe = train_bpe_from_parquet(source, cfg.bpe_vocab_size, cfg.bpe_train_games)
+    reached = bpe.vocab_size()
+    if reached < cfg.bpe_vocab_size and not cfg.bpe_allow_smaller_vocab:  # as the text trainers refuse it
+        raise InputError(f"the BPE's training games reach only {reached:,} ids of the {cfg.bpe_vocab_size:,} "
+                         "asked for (too few pairs occur twice)", where=source,
+                         fix=f"set bpe_vocab_size = {reached} or less in the config, train on more games "
+                             "(bpe_train_games, --games), or accept fewer with --allow-smaller-vocab "
+                             "(bpe_allow_smaller_vocab = true)")
     bpe.save(cfg.bpe_file)
     written.append(cfg.bpe_file)
     return bpe

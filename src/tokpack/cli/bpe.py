@@ -60,7 +60,9 @@ def train(
     text_field: Annotated[str, typer.Option(help="The field (JSON Lines) or column (Parquet) holding the text.")] = "text",
     workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4, polish, polish-phrase, and the cl100k and o200k patterns: the compiled splitter) or processes (any other regex) that split and count (0: one per core).")] = 0,
     allow_smaller_vocab: Annotated[bool, typer.Option("--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the corpus cannot reach it.")] = False,
-    separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it.")] = None,
+    separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it (default: the one a text file's manifest was cut with, else none).")] = None,
+    document_bytes: Annotated[Optional[int], typer.Option(min=4, help="Longest document, as prepare --document-bytes (default: the size a text file's manifest was cut with, else 1048576).")] = None,
+    manifest: Annotated[Optional[Path], typer.Option(help="A text file's manifest, as prepare --manifest (default: CORPUS.manifest.json beside it).")] = None,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
@@ -98,7 +100,8 @@ def train(
 
     try:
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
-                                  text_field=text_field, workers=workers or None, progress=report, separator=separator)
+                                  text_field=text_field, workers=workers or None, progress=report, separator=separator,
+                                  document_bytes=document_bytes, manifest=manifest)
         tokenizer = result.training.as_tokenizer()
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "

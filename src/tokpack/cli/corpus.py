@@ -41,7 +41,7 @@ def prepare_command(
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
     min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
     vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary (default 10,000,000). Not with --vocab."),
-    document_bytes: int = typer.Option(1_048_576, "--document-bytes", help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character)."),
+    document_bytes: Optional[int] = typer.Option(None, "--document-bytes", help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character). Default: the size a text file's manifest was cut with, else 1048576."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
@@ -75,6 +75,12 @@ def prepare_command(
         from tokpack.vocab.patterns import resolve_pattern
 
         pattern = resolve_pattern(pattern)
+    from tokpack.corpus.sources import check_separator, reading_cut
+
+    check_separator(separator)
+    # What was not asked for is read as the corpus's manifest was cut (another size is refused).
+    document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
+                                            manifest=manifest)
     if shards is not None:
         _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
                          workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
@@ -94,18 +100,19 @@ def prepare_command(
         typer.echo(json.dumps(summary_record(prepared), indent=2))
     else:
         _summary(prepared)
-    _warn_empty_ranges(prepared, document_bytes)
+    _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"))
     _note_added_tokens(vocab)
 
 
-def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int) -> None:
-    """Say (on stderr) that a held-out range asked for holds no document: its share fell inside
-    the last document, so evaluation on it would find nothing."""
+def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path) -> None:
+    """Say (on stderr) that a held-out range holds no document (its share fell inside the last
+    document), so evaluation on it would find nothing; the manifest pins that cut, so the fix
+    starts by deleting it."""
     for name, span in prepared.manifest.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
-            stderr().print(f"warning: the {name!r} range holds no document (its --{name} share is smaller than the "
-                         f"documents around it); a smaller --document-bytes (now {document_bytes:,}) cuts long "
-                         f"documents finer, or raise --{name}", soft_wrap=True, highlight=False, markup=False)
+            stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "
+                           f"cut again with a smaller --document-bytes (now {document_bytes:,}) or a larger "
+                           f"--{name}", soft_wrap=True, highlight=False, markup=False)
 
 
 def _note_added_tokens(vocab: Optional[Path]) -> None:
@@ -191,7 +198,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
 
 def shard_run_command(
     dataset: Path = typer.Argument(..., help="A sharded job's folder (made by 'tokpack prepare --shards N --out DIR --engine array' or 'tokpack chess tokenize --pack --engine array')."),
-    rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID or TOKPACK_RANK)."),
+    rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, or TOKPACK_RANK and TOKPACK_WORLD_SIZE)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
     from tokpack.engines import run_array_task

@@ -109,12 +109,13 @@ def manifest_beside(corpus: Path) -> Path:
     return corpus.with_name(corpus.name + MANIFEST_SUFFIX)
 
 
-def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tuple[Path, CorpusManifest] | None:
+def find_manifest(corpus: Path, sha256: str | None, manifest: Path | None = None) -> tuple[Path, CorpusManifest] | None:
     """The manifest that applies to ``corpus``, and where it is; ``None`` when none does.
 
     ``manifest`` when given (it must exist); else ``CORPUS.manifest.json`` beside the file; else
     the folder's ``manifest.json`` when it names this file (its ``file``, or, written without one,
-    its hash and length: a manifest of another file in the folder never applies here).
+    its hash and length: a manifest of another file in the folder never applies here). ``sha256``
+    is the file's, or ``None`` to hash it only if that last case needs it.
 
     Raises:
         InputError: a manifest given that is missing, unreadable or names another file.
@@ -129,7 +130,8 @@ def find_manifest(corpus: Path, sha256: str, manifest: Path | None = None) -> tu
             continue  # another tool's manifest.json (a tokenizer's, say), not a corpus's
         record = read_record(CorpusManifest, path)
         if path.name == MANIFEST_FILE and manifest is None:  # the folder's: only for the file it names
-            if record.file is None and (record.sha256 != sha256 or record.n_bytes != corpus.stat().st_size):
+            if record.file is None and (record.n_bytes != corpus.stat().st_size
+                                        or record.sha256 != (sha256 or file_sha256(corpus))):
                 continue
             if record.file is not None and record.file != corpus.name:
                 continue
@@ -172,6 +174,34 @@ def cut_differences(rule: SplitRule, *, document_bytes: int | None, separator: s
     if document_bytes is not None and rule.document_bytes != document_bytes:
         differences.append((f"--document-bytes {rule.document_bytes}", f"--document-bytes {document_bytes}"))
     return differences
+
+
+#: The longest document when neither the caller nor a manifest says otherwise.
+DEFAULT_DOCUMENT_BYTES = 1 << 20
+
+
+def recorded_cut(corpus: Path, *, document_bytes: int | None, separator: str | None,
+                 manifest: Path | None = None) -> tuple[int, str | None]:
+    """The document cut to read the text file ``corpus`` by: what the caller asked for, and, for
+    what it left unsaid (``None``), the rule its manifest's ranges were cut with (see
+    :func:`find_manifest`), else :data:`DEFAULT_DOCUMENT_BYTES` and no separator. So a corpus cut
+    with ``--document-bytes 4096`` is read that way by every later run that does not ask for
+    another size (which :func:`corpus_manifest` refuses).
+
+    Raises:
+        InputError: a manifest given that is unreadable or names another file.
+    """
+    rule = None
+    # A manifest given but not there yet is about to be written (--validation); its absence is
+    # reported by whatever reads it.
+    if (document_bytes is None or separator is None) and corpus.is_file() and (manifest is None or manifest.exists()):
+        found = find_manifest(corpus, None, manifest)
+        rule = None if found is None else found[1].made_by
+    if document_bytes is None:
+        document_bytes = DEFAULT_DOCUMENT_BYTES if rule is None else rule.document_bytes
+    if separator is None and rule is not None:
+        separator = rule.separator
+    return document_bytes, separator
 
 
 def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:

@@ -26,6 +26,7 @@ import numpy as np
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
+    DEFAULT_DOCUMENT_BYTES,
     MANIFEST_FILE,
     MANIFEST_SUFFIX,
     CorpusManifest,
@@ -33,6 +34,7 @@ from tokpack.corpus.manifest import (
     corpus_manifest,
     file_sha256,
     manifest_beside,
+    recorded_cut,
 )
 from tokpack.errors import InputError
 
@@ -450,6 +452,21 @@ class JsonLines(DocumentSource):
                 if text is not None:
                     yield from self._cut_text(text, f"{self.path} record at byte {start}")
 
+    def _no_text_field(self, value: object, offset: int) -> InputError:
+        """The error of a record without a string ``text_field``: what it holds, and the fix (the
+        first record names the field to read; a later one is a bad record, to fix or skip)."""
+        if isinstance(value, dict):
+            names = [repr(name) for name in list(value)[:8]] + (["…"] if len(value) > 8 else [])
+            holds = f"its fields: {', '.join(names)}" if names else "it has no fields"
+        else:
+            holds = f"it is a JSON {type(value).__name__}, not an object"
+        if offset == 0:
+            fix = "name the field with --text-field NAME (text_field= in Python)"
+        else:
+            fix = "fix the record, or skip such records with --on-error skip (on_error='skip' in Python)"
+        return InputError(f"record at byte {offset} has no string field {self.text_field!r} ({holds})",
+                          where=self.path, fix=fix)
+
     def _text_of(self, line: bytes, offset: int) -> str | None:
         try:
             try:
@@ -467,7 +484,7 @@ class JsonLines(DocumentSource):
                 raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self.path, byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
-                raise InputError(f"record at byte {offset} has no string field {self.text_field!r}", where=self.path)
+                raise self._no_text_field(value, offset)
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
@@ -554,14 +571,17 @@ class ParquetTexts(DocumentSource):
                 yield from self._cut_text(value, f"{self.path} row {row}")
 
 
-def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
+def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error: OnError = "raise", text_field: str = "text",
                 format: Format | None = None, separator: str | None = None, manifest: str | Path | None = None) -> DocumentSource:
     """Open ``path`` in its format: a folder is a directory of text files, ``.jsonl``/``.ndjson``
     JSON Lines, ``.parquet`` parquet, anything else one text file (with its manifest: ``manifest``,
     else the one found beside it).
 
     Args:
-        separator: text that ends a document and belongs to none (see :mod:`tokpack.corpus.documents`).
+        document_bytes: the longest document; ``None``: a text file's manifest's (see
+            :func:`reading_cut`), else 1 MiB.
+        separator: text that ends a document and belongs to none (see :mod:`tokpack.corpus.documents`);
+            ``None``: a text file's manifest's, else none.
 
     Raises:
         FileNotFoundError: no such file or folder.
@@ -579,6 +599,11 @@ def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "r
     if kind not in FORMATS:
         raise InputError(f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
     source_type = FORMATS[kind]
+    if source_type is TextFile:
+        document_bytes, separator = recorded_cut(path, document_bytes=document_bytes, separator=separator,
+                                                 manifest=None if manifest is None else Path(manifest))
+    elif document_bytes is None:
+        document_bytes = DEFAULT_DOCUMENT_BYTES
     if manifest is not None:
         if source_type is not TextFile:
             raise InputError(f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
@@ -587,6 +612,22 @@ def open_corpus(path: str | Path, *, document_bytes: int, on_error: OnError = "r
         return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,  # type: ignore[call-arg]
                            separator=separator)
     return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
+
+
+def reading_cut(path: str | Path, *, document_bytes: int | None, separator: str | None,
+                manifest: str | Path | None = None) -> tuple[int, str | None]:
+    """The ``(document_bytes, separator)`` :func:`open_corpus` reads ``path`` by: those given; for a
+    text file, what is ``None`` comes from the rule its manifest recorded (see
+    :func:`tokpack.corpus.manifest.recorded_cut`); else 1 MiB and no separator.
+
+    Raises:
+        InputError: a manifest given that is missing, unreadable or names another file.
+    """
+    path = Path(path)
+    if path.exists() and format_of(path) == "text":
+        return recorded_cut(path, document_bytes=document_bytes, separator=separator,
+                            manifest=None if manifest is None else Path(manifest))
+    return (DEFAULT_DOCUMENT_BYTES if document_bytes is None else document_bytes), separator
 
 
 def check_separator(separator: str | None) -> None:

@@ -157,8 +157,12 @@ def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple
         if "TOKPACK_RANK" in env:
             return int(env["TOKPACK_RANK"]), int(env["TOKPACK_WORLD_SIZE"])
     except (KeyError, ValueError) as error:
-        raise InputError(f"job array variables are incomplete or not numbers ({error})") from None
-    raise InputError("no rank: set SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or TOKPACK_RANK/TOKPACK_WORLD_SIZE")
+        raise InputError(f"job array variables are incomplete or not numbers ({error})",
+                         fix="set both SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (or TOKPACK_RANK and "
+                             "TOKPACK_WORLD_SIZE) to whole numbers, or pass --rank N (rank= in Python)") from None
+    raise InputError("no rank: no job array variables are set",
+                     fix="pass --rank N (rank= in Python), or set SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT "
+                         "(or TOKPACK_RANK and TOKPACK_WORLD_SIZE)")
 
 
 def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, retries: int = 2,

@@ -17,7 +17,7 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of
+from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, reading_cut
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
@@ -26,7 +26,7 @@ from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec
-from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, resolve_pattern
 from tokpack.vocab.trainers import Trainer
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def prepare(
     allow_smaller_vocab: bool = False,
     min_frequency: int = 2,
     vocab_sample_bytes: int = 10_000_000,
-    document_bytes: int = 1_048_576,
+    document_bytes: int | None = None,
     batch_documents: int = 16,
     trainer: Trainer = "exact",
     pattern: str | None = None,
@@ -157,7 +157,8 @@ def prepare(
             error naming the reachable count.
         min_frequency: a merge needs a pair seen at least this often.
         vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
-        document_bytes: the longest document (at least 4).
+        document_bytes: the longest document (at least 4); ``None``: the size a text file's
+            manifest was cut with (see :func:`~tokpack.corpus.sources.reading_cut`), else 1 MiB.
         batch_documents: documents encoded together (in parallel).
         trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trained faster
             and leaner than Hugging Face's at equal compression in ``bench/bench_bpe_train.py``)
@@ -199,10 +200,15 @@ def prepare(
                      batch_documents=batch_documents, workers=workers, trainer=trainer, pattern=pattern,
                      text_field=text_field, on_error=on_error, validation=validation, test=test, out=out,
                      cache_dir=cache_dir, progress=progress)
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")  # a name means what it means on the command line
     report = progress or (lambda _: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
     check_separator(separator)
+    # What was not asked for is read as the corpus's manifest was cut (another size is refused).
+    document_bytes, separator = reading_cut(path, document_bytes=document_bytes, separator=separator,
+                                            manifest=manifest)
     if out is not None:
         check_output(Path(out), path, kind="pack")
     if validation or test:
@@ -251,7 +257,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     with locked(pack_dir):
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
-            _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
+            _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
         else:
             remove_abandoned(pack_dir)
             try:
@@ -261,7 +267,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
                 # its rename won. Use it once it checks out, as if it had been cached.
                 if not pack_dir.exists():
                     raise
-                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source)
+                _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
     return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
 
 
@@ -316,7 +322,8 @@ def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: objec
                    what="an integer of at least 257 (the 256 bytes and <|endoftext|>)")
     checks.positive_int("min_frequency", min_frequency)
     checks.positive_int("vocab_sample_bytes", vocab_sample_bytes)
-    checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
+    if document_bytes is not None:
+        checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
     checks.positive_int("batch_documents", batch_documents, high=1 << 20)
     if workers is not None:
         checks.positive_int("workers", workers, fix="omit it for one per core")
@@ -534,12 +541,30 @@ def write_pack(
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
-                       source: DocumentSource) -> None:
+                       source: DocumentSource, *, out: bool = False) -> None:
+    """Refuse a pack already at ``pack_dir`` that is not the one this run would write: in the
+    cache, an integrity error; at the ``out`` folder the user named, a pack made with other
+    settings (which ones, said), to delete or write elsewhere."""
     meta = Pack(pack_dir).meta  # verified on its first open, and again whenever a file of it changed
-    expected = {"vocabulary": identity, "source": record, "cut": cut}
-    for field, value in expected.items():
-        if getattr(meta, field) != value:
-            raise IntegrityError(f"cached pack's {field} does not match this corpus; delete it to rebuild", where=pack_dir)
+    differences = []
+    if meta.vocabulary != identity:
+        differences.append(f"vocabulary {meta.vocabulary.sha256[:12]}… ({meta.vocabulary.n_vocab:,} ids), "
+                           f"this run's {identity.sha256[:12]}… ({identity.n_vocab:,} ids)")
+    if meta.source != record:
+        differences.append(f"corpus {meta.source.name} ({meta.source.sha256[:12]}…), "
+                           f"this run's {record.name} ({record.sha256[:12]}…)")
+    if meta.cut != cut:
+        made = meta.cut
+        differences.append(f"document cut {made.document_bytes} bytes{'' if made.separator is None else ' at ' + repr(made.separator)}, "
+                           f"this run's {cut.document_bytes}{'' if cut.separator is None else ' at ' + repr(cut.separator)}")
     ranges = {name: span.source_bytes for name, span in meta.ranges.items()}
     if ranges != {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()}:
-        raise IntegrityError("cached pack's ranges differ from the corpus's; delete it to rebuild", where=pack_dir)
+        differences.append(f"ranges {ranges}, this run's "
+                           f"{ {name: source.range_bytes(name) for name, _, _ in source.unit_ranges()} }")
+    if not differences:
+        return
+    if out:
+        raise InputError(f"holds a pack made with other settings ({'; '.join(differences)})", where=pack_dir,
+                         fix="delete it, or choose another -o (out= in Python)")
+    raise IntegrityError(f"cached pack does not match this corpus ({'; '.join(differences)}); delete it to rebuild",
+                         where=pack_dir)

@@ -28,7 +28,7 @@ from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
 from tokpack.vocab.identity import VocabIdentity
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, check_pattern
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
 
 if TYPE_CHECKING:
     from tokpack.vocab.compiled import CompiledBpe
@@ -84,7 +84,8 @@ class BpeTokenizer:
 
         Args:
             ranks: token bytes to id; every single byte must be present (so any UTF-8 encodes).
-            pattern: the pre-tokenizer regex; GPT-2's unless given (see ``patterns``).
+            pattern: the pre-tokenizer: a name (``gpt2``, ``gpt4``, ``polish``,
+                ``polish-phrase``) or a regex; GPT-2's unless given (see ``patterns``).
             special_tokens: name to id; by default ``<|endoftext|>`` takes the id after the
                 highest rank. Special tokens are never produced from corpus text.
 
@@ -101,7 +102,7 @@ class BpeTokenizer:
         ids = [*self.ranks.values(), *self.special_tokens.values()]
         if len(set(ids)) != len(ids) or min(ids) < 0:
             raise InputError("ranks and special tokens must use distinct non-negative ids")
-        self.pattern = check_pattern(pattern)
+        self.pattern = resolve_pattern(pattern, "pattern")
         self.n_vocab = max(ids) + 1
 
     @cached_property

@@ -8,26 +8,31 @@ from tokpack import _checks as checks
 from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.files import unicode_to_bytes
-from tokpack.vocab.patterns import DEFAULT_PATTERN
+from tokpack.vocab.patterns import DEFAULT_PATTERN, covering, resolve_pattern
 
 
 def train_hf_bytelevel(
     texts: Iterable[str], *, vocab_size: int, min_frequency: int = 2, pattern: str = DEFAULT_PATTERN
 ) -> BpeTokenizer:
-    """Train ``vocab_size`` ranks (the 256 bytes included) on ``texts``.
+    """Train ``vocab_size`` ranks (the 256 bytes included; ``<|endoftext|>`` follows them, so
+    ``n_vocab`` is at most ``vocab_size + 1``) on ``texts``, pre-tokenized by ``pattern``: a name
+    (``gpt4``, ``gpt2``, ``polish``, ``polish-phrase``) or a regex that matches every character.
 
     The trainer pre-tokenizes with ``pattern`` exactly as the encoder will, and every byte is in
     the alphabet, so any UTF-8 text encodes. It may stop short of ``vocab_size`` when no pair
     reaches ``min_frequency``; the result's ``n_vocab`` says how many ids there are.
 
     Raises:
-        InputError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
+        InputError: ``vocab_size`` below 256, ``min_frequency`` below 1, or a pattern that does
+            not compile or skips text.
     """
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     if vocab_size < 256:
         raise InputError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
+    pattern = resolve_pattern(pattern, "pattern")
+    texts = covering(texts, pattern, "pattern")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [

@@ -12,7 +12,7 @@ from typing import Any, Union
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
 from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, resolve_pattern
 from tokpack.vocab.published import PUBLISHED
 
 #: What ``--pattern`` / ``pattern=`` accept by name (see :data:`tokpack.vocab.patterns.NAMED_PATTERNS`).
@@ -45,6 +45,8 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
     """
     if isinstance(spec, str) and spec == "bytes":
         raise InputError("'bytes' is not a vocabulary: byte-level training needs none")
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")
     if isinstance(spec, BpeTokenizer):
         return same_pattern(spec, pattern, "the given tokenizer")
     if hasattr(spec, "as_tokenizer"):
@@ -127,6 +129,8 @@ def same_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> Bp
     Raises:
         InputError: naming ``where``: the recorded pattern is the one its ids were made with.
     """
+    if pattern is not None:
+        pattern = resolve_pattern(pattern, "pattern")
     if pattern is not None and pattern != tokenizer.pattern:
         raise InputError("records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it", where=where,
                          fix="drop --pattern: the recorded pattern is the one its ids were made with")

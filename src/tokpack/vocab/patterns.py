@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Sequence
 from os import PathLike
 
 #: GPT-2's pattern, as tiktoken writes it (the default of a rank file or a GPT-2 pair, which
@@ -87,8 +89,12 @@ NAMED_PATTERNS = {
     "polish-phrase": POLISH_PHRASE_PATTERN,
 }
 
-def resolve_pattern(name_or_regex: str) -> str:
+def resolve_pattern(name_or_regex: str, where: str | PathLike[str] | None = None) -> str:
     """A named pattern (``gpt2``, ``gpt4``, ``polish``, ``polish-phrase``) or the regex itself.
+
+    Every public entry point that takes a pattern (the CLI's ``--pattern`` and the APIs'
+    ``pattern=``) reads it through here, so a name means the same everywhere; a full regex comes
+    back unchanged.
 
     Raises:
         InputError: the regex does not compile.
@@ -96,7 +102,9 @@ def resolve_pattern(name_or_regex: str) -> str:
     >>> resolve_pattern("gpt2") == GPT2_PATTERN
     True
     """
-    return check_pattern(NAMED_PATTERNS.get(name_or_regex, name_or_regex))
+    if isinstance(name_or_regex, str):
+        name_or_regex = NAMED_PATTERNS.get(name_or_regex, name_or_regex)
+    return check_pattern(name_or_regex, where)
 
 
 def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str:
@@ -131,7 +139,7 @@ def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = No
     >>> check_covers(r"\\d+", "12 apples")
     Traceback (most recent call last):
     ...
-    tokpack.errors.InputError: pre-tokenizer pattern '\\d+' skips ' apples' at character 2 of the first document; a pattern must match every character (tokpack's default is gpt2)
+    tokpack.errors.InputError: pre-tokenizer pattern '\\d+' skips ' apples' at character 2 of the first document; use a pattern that matches every character, e.g. a named one: gpt4 (the default), gpt2, polish or polish-phrase
     """
     import regex
 
@@ -148,4 +156,25 @@ def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = No
     skipped = text[position:gap_end]
     shown = repr(skipped if len(skipped) <= 40 else skipped[:37] + "...")
     raise InputError(f"pre-tokenizer pattern '{pattern}' skips {shown} at character {position} of the first "
-                     "document; a pattern must match every character (tokpack's default is gpt2)", where=where)
+                     "document", where=where,
+                     fix="use a pattern that matches every character, e.g. a named one: gpt4 (the default), "
+                         "gpt2, polish or polish-phrase")
+
+
+def covering(texts: Iterable[str], pattern: str, where: str | PathLike[str] | None = None) -> Iterable[str]:
+    """``texts``, once :func:`check_covers` passed on the first non-empty one (a trainer given a
+    pattern that skips text would train on part of it); an iterator is read only as far as that
+    text and handed back whole."""
+    if isinstance(texts, Sequence):
+        first = next((text for text in texts if isinstance(text, str) and text), None)
+        if first is not None:
+            check_covers(pattern, first[:65536], where)
+        return texts
+    iterator = iter(texts)
+    seen: list[str] = []
+    for text in iterator:
+        seen.append(text)
+        if isinstance(text, str) and text:
+            check_covers(pattern, text[:65536], where)
+            break
+    return itertools.chain(seen, iterator)

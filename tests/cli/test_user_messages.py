@@ -1,0 +1,74 @@
+"""Each refusal a new user meets says what is wrong and the fix, on one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tokpack.cli import app
+from tokpack.errors import InputError
+from tokpack.preparing import prepare
+from tokpack.vocab import BpeTokenizer
+
+runner = CliRunner()
+
+
+def one_line_error(args: list[str], env: dict[str, str] | None = None) -> str:
+    result = runner.invoke(app, args, env=env)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), result.output
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def byte_vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return BpeTokenizer(ranks={bytes([b]): b for b in range(256)}).save(tmp_path_factory.mktemp("vocab"))
+
+
+def test_a_missing_text_field_names_the_fields_and_the_flag(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"body": "hello", "id": 1}\n{"body": "world", "id": 2}\n', encoding="utf-8")
+    line = one_line_error(["prepare", str(docs), "--vocab", str(byte_vocab), "--cache-dir", str(tmp_path / "c")])
+    assert "record at byte 0 has no string field 'text' (its fields: 'body', 'id')" in line
+    assert "--text-field NAME" in line
+
+
+def test_a_later_bad_record_names_on_error_skip(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"body": "hello"}\n{"title": "no body"}\n', encoding="utf-8")
+    line = one_line_error(["prepare", str(docs), "--vocab", str(byte_vocab), "--text-field", "body",
+                           "--cache-dir", str(tmp_path / "c")])
+    assert "record at byte 18 has no string field 'body' (its fields: 'title')" in line
+    assert "--on-error skip" in line
+
+
+@pytest.mark.parametrize("env", [{"SLURM_ARRAY_TASK_ID": "0"}, {}])
+def test_a_shard_without_a_rank_names_the_flag(tmp_path: Path, byte_vocab: Path, env: dict[str, str]) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    made = runner.invoke(app, ["prepare", str(corpus), "--vocab", str(byte_vocab), "--shards", "2", "--engine", "array",
+                               "--out", str(tmp_path / "adata")])
+    assert made.exit_code == 0, made.output
+    clean = {name: None for name in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
+                                     "TOKPACK_RANK", "TOKPACK_WORLD_SIZE")}
+    line = one_line_error(["shard", "run", str(tmp_path / "adata")], env={**clean, **env})  # type: ignore[dict-item]
+    assert "--rank N" in line and "SLURM_ARRAY_TASK_ID" in line and "SLURM_ARRAY_TASK_COUNT" in line
+
+
+def test_rank_help_names_both_slurm_variables() -> None:
+    shown = " ".join(runner.invoke(app, ["shard", "run", "--help"], terminal_width=300).output.split())
+    assert "SLURM_ARRAY_TASK_ID" in shown and "SLURM_ARRAY_TASK_COUNT" in shown
+
+
+def test_an_output_folder_of_other_settings_says_so(tmp_path: Path) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\n" * 200, encoding="utf-8")
+    common = ["prepare", str(corpus), "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "cache")]
+    assert runner.invoke(app, [*common, "--vocab-size", "260"]).exit_code == 0
+    line = one_line_error([*common, "--vocab-size", "262"])
+    assert "pack: holds a pack made with other settings (vocabulary" in line and "ids)" in line
+    assert "delete it, or choose another -o" in line and "cached" not in line
+    with pytest.raises(InputError, match="out= in Python"):
+        prepare(corpus, vocab_size=262, out=tmp_path / "pack", cache_dir=tmp_path / "cache")
