@@ -32,7 +32,7 @@ def test_tests_and_benchmarks_never_look_beside_the_repository() -> None:
             text = path.read_text(encoding="utf-8")
             assert not beside.search(text), path
             # Path(__file__).parents[k] past the repository's root is the folder beside it.
-            deepest = len(path.relative_to(REPO).parts) - 2
+            deepest = len(path.relative_to(REPO).parts) - 1  # parents[deepest] is the root
             assert all(int(k) <= deepest for k in re.findall(r"__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\]", text)), path
     beside_data = "/".join(("shared", "data"))  # the folder beside the repository the data came from
     assert beside_data not in (REPO / "README.md").read_text(encoding="utf-8")
