@@ -27,17 +27,14 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             checked against its sidecar); a
             :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
             result).
-        pattern: the pre-tokenizer for a rank file, which carries none. A rank file takes its
-            pattern and special tokens from the ``vocabulary.json`` beside it that names it,
-            else from the published vocabulary it is byte for byte (r50k/GPT-2, p50k, cl100k,
-            o200k; see :mod:`tokpack.vocab.published`), else from ``pattern``: it is never
-            guessed. A GPT-2 pair is GPT-2's (its pattern by default). Formats that record
-            their pattern refuse a different one.
+        pattern: the pre-tokenizer for a rank file, which carries none, as in
+            :func:`tokpack.vocab.loading.read_vocabulary` (never guessed; a format that records
+            its pattern refuses a different one).
 
     Raises:
-        InputError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
-            inconsistent file, a rank file whose pattern is unknown and not given, or a
-            ``pattern`` that contradicts the file's own.
+        InputError: as :func:`~tokpack.vocab.loading.read_vocabulary`, and a pack, dataset or
+            export that carries no vocabulary.
+        IntegrityError: carried files that do not match the record of the pack, dataset or export.
     """
     if isinstance(spec, (str, os.PathLike)) and not (isinstance(spec, str) and spec == "bytes"):
         path = Path(spec)
