@@ -23,22 +23,12 @@ import numpy as np
 from numba import njit
 
 from tokpack.errors import InputError
-from tokpack.vocab.pretokenizer import COMPILED, WHOLE, code_points, mix, piece_end, tables, utf8, utf8_size
+from tokpack.vocab.pretokenizer import COMPILED, WHOLE, code_points, fnv1a, mix, piece_end, tables, utf8, utf8_size
 
 _NO_TABLE = np.zeros(1, dtype=np.uint8)
 
 
-_PRIME = np.uint64(0x100000001B3)
-_OFFSET = np.uint64(0xCBF29CE484222325)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _hash(cps, begin, end):
-    """FNV-1a over the code points (64 bits)."""
-    h = _OFFSET
-    for k in range(begin, end):
-        h = (h ^ np.uint64(cps[k])) * _PRIME
-    return h
+_hash = fnv1a  # the pieces' table is keyed by FNV-1a over their code points
 
 
 _LOW = np.uint64(0xFFFFFFFF)

@@ -12,15 +12,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_PRIME = np.uint64(0x100000001B3)
-_OFFSET = np.uint64(0xCBF29CE484222325)
+from tokpack.vocab.pretokenizer import fnv1a
 
 
 @njit(cache=True, inline="always")
 def _hash(data, begin, end):
-    h = _OFFSET
-    for k in range(begin, end):
-        h = (h ^ np.uint64(data[k])) * _PRIME
+    h = fnv1a(data, begin, end)
     return h ^ (h >> np.uint64(29))
 
 

@@ -49,6 +49,7 @@ from numba import njit
 
 from tokpack.vocab.patterns import GPT2_PATTERN  # noqa: F401 - CompiledBpe's doctest
 from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
+from tokpack.vocab.pretokenizer import fnv1a as _fnv1a
 from tokpack.vocab.pretokenizer import mix as _mix
 from tokpack.vocab.pretokenizer import piece_end as _piece_end
 from tokpack.vocab.pretokenizer import utf8 as _utf8
@@ -66,8 +67,6 @@ SMALL_SLOTS = 1 << 14
 
 _NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
 _NO_PAIR = np.uint32(0xFFFFFFFF)
-_PRIME = np.uint64(0x100000001B3)
-_OFFSET = np.uint64(0xCBF29CE484222325)
 _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(32)
 
@@ -75,10 +74,7 @@ _HIGH = np.uint64(32)
 @njit(cache=True, nogil=True, inline="always")
 def _byte_hash(data, begin, end):
     """FNV-1a over ``data[begin:end]``, then splitmix64's finalizer (64 bits)."""
-    h = _OFFSET
-    for k in range(begin, end):
-        h = (h ^ np.uint64(data[k])) * _PRIME
-    return _mix(h)
+    return _mix(_fnv1a(data, begin, end))
 
 
 _SHORT = 7  # tokens of at most this many bytes are keyed by their bytes themselves
@@ -574,14 +570,21 @@ def _char_ids(chars, c, out, at):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _one_character(c, byte_rank, chars, out, at):
+    """Write the ids of a piece (or a cut piece's part) that is the one character ``c``, from the
+    byte ranks (ASCII) or :func:`_build_chars`'s table; return the new end, or -1 if neither has it."""
+    if c < 0x80:
+        out[at] = byte_rank[c]
+        return at + 1
+    return _char_ids(chars, np.int64(c), out, at)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _probe(cps, i, j, cache, cache_mask, out, at):
     """The cache row of the piece ``cps[i:j]``, and the end of its ids copied to ``out[at:]`` on a
     hit (-1 on a miss). A row: its piece's length | its id count << 8, the code points, the ids."""
     length = j - i
-    h = _OFFSET
-    for k in range(i, j):
-        h = (h ^ np.uint64(cps[k])) * _PRIME
-    slot = np.int64(_mix(h) & cache_mask)
+    slot = np.int64(_mix(_fnv1a(cps, i, j)) & cache_mask)
     if cache[slot, 0] & 0xFF == length:
         for k in range(length):
             if cache[slot, 1 + k] != cps[i + k]:
@@ -667,12 +670,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 grown[:at] = out[:at]
                 out = grown
             if length == 1:
-                if cps[i] < 0x80:
-                    out[at] = byte_rank[cps[i]]
-                    at += 1
-                    i = j
-                    continue
-                done = _char_ids(chars, np.int64(cps[i]), out, at)
+                done = _one_character(cps[i], byte_rank, chars, out, at)
                 if done >= 0:
                     at = done
                     i = j
@@ -724,12 +722,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                         break  # no cut: the whole piece below
                     # the part cps[s:k]
                     if k - s == 1:
-                        if cps[s] < 0x80:
-                            out[at] = byte_rank[cps[s]]
-                            at += 1
-                            s = k
-                            continue
-                        done = _char_ids(chars, np.int64(cps[s]), out, at)
+                        done = _one_character(cps[s], byte_rank, chars, out, at)
                         if done >= 0:
                             at = done
                             s = k

@@ -452,6 +452,16 @@ def utf8(cps, begin, end, out):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def fnv1a(data, begin, end):
+    """FNV-1a (64 bits) over ``data[begin:end]``, bytes or code points: the one hash every compiled
+    table of pieces and tokens starts from."""
+    h = np.uint64(0xCBF29CE484222325)
+    for k in range(begin, end):
+        h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
+    return h
+
+
+@njit(cache=True, nogil=True, inline="always")
 def mix(h):
     """splitmix64's finalizer, the hash of the compiled tables of pieces and tokens (FNV's low
     bits alone probe badly)."""
