@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import tokpack
+
 # The tests' helpers (tests/support/) import by their plain names, in test files of every folder
 # and in the worker processes those start (which inherit sys.path).
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
@@ -34,6 +36,14 @@ def gpt2_rank_file() -> Path:
         return registry.gpt2_rank_file()
     except RuntimeError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> tokpack.TokenizedCorpus:
+    """The bundled sample, prepared once per test module (300 ids, documents of at most 4 KiB): a
+    module may damage its files, so modules never share one."""
+    return tokpack.prepare(SAMPLE / "polish.txt", cache_dir=tmp_path_factory.mktemp("cache"), vocab_size=300,
+                           document_bytes=4096)
 
 
 @pytest.fixture()

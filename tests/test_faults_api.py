@@ -34,12 +34,6 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
                              directory=folder / "pack", train_documents=2)
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> tokpack.TokenizedCorpus:
-    return tokpack.prepare(SAMPLE / "polish.txt", cache_dir=tmp_path_factory.mktemp("cache"), vocab_size=300,
-                           document_bytes=4096)
-
-
 def batches(pack: Path, **arguments: Any) -> PackedBatches:
     return PackedBatches(pack, **({"length": 4, "global_batch": 2} | arguments))
 

@@ -27,12 +27,6 @@ NOWHERE = "http://127.0.0.1:9"
 SHORT = {"connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts": 1}}
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> tokpack.TokenizedCorpus:
-    return tokpack.prepare(SAMPLE / "polish.txt", cache_dir=tmp_path_factory.mktemp("cache"), vocab_size=300,
-                           document_bytes=4096)
-
-
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOKPACK_CACHE", str(tmp_path / "cache"))

@@ -190,21 +190,6 @@ def test_prepare_json_names_the_engine_and_its_cache(gpt2_rank_file: Path, tmp_p
     assert cache["slots_each"] > 0 and cache["bytes_each"] > 0 and cache["hits"] > 0 and cache["pieces_held"] > 0
 
 
-@pytest.mark.parametrize("pattern", [r"\p{L}+|\s+|[^\p{L}\s]+", r"""'s|\w+| ?[^\s\w]+|\s+"""])
-def test_a_pattern_without_a_compiled_pretokenizer_falls_back_to_tiktoken(pattern: str, gpt2_rank_file: Path,
-                                                                           tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("Zażółć gęślą jaźń.\n  Kod: x = 1\n" * 20, encoding="utf-8")
-    # GPT-2's ranks less the last: no published vocabulary, so the pattern given is the one used
-    # (a published rank file refuses a pattern other than its own).
-    ranks = tmp_path / "ranks.tiktoken"
-    ranks.write_bytes(b"".join(gpt2_rank_file.read_bytes().splitlines(keepends=True)[:-1]))
-    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(ranks), "--pattern", pattern,
-                                      "--cache-dir", str(tmp_path / "c"), "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["encoder"]["engine"] == "tiktoken"
-
-
 def test_the_compiled_patterns_are_the_named_ones() -> None:
     assert set(COMPILED_PATTERNS) == {GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN, O200K_PATTERN, POLISH_PATTERN,
                                       POLISH_PHRASE_PATTERN}

@@ -228,7 +228,8 @@ def test_a_corpus_packs_byte_identically_with_the_polish_pattern(polish: BpeToke
 
 
 @pytest.mark.parametrize(("pattern", "engine"), [("polish", "compiled"), ("polish-phrase", "compiled"),
-                                                  (r"\p{L}+|\s+|[^\p{L}\s]+", "tiktoken")])
+                                                  (r"\p{L}+|\s+|[^\p{L}\s]+", "tiktoken"),
+                                                  (r"""'s|\w+| ?[^\s\w]+|\s+""", "tiktoken")])
 def test_prepare_reports_the_engine_of_the_pattern(pattern: str, engine: str, gpt2_rank_file: Path,
                                                    tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
