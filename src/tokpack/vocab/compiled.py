@@ -82,16 +82,16 @@ _AHEAD = 16
 
 
 @intrinsic
-def _prefetch(typingctx: Any, rows: Any, row: Any) -> Any:
-    """Ask the CPU to bring the first cache line of ``rows[row]`` in (a hint: it changes no
+def _prefetch(typingctx: Any, rows: Any, row: Any, column: Any) -> Any:
+    """Ask the CPU to bring the cache line of ``rows[row, column]`` in (a hint: it changes no
     result). A piece cache of 8 MiB is beyond what the caches hold, and its rows are read in no
     order: without it every look-up waits for memory."""
-    signature = types.void(rows, row)
+    signature = types.void(rows, row, column)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         array_type = signature.args[0]
         array = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], ir.Constant(ir.IntType(64), 0)],
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], args[2]],
                                            wraparound=False, boundscheck=False)
         byte_pointer = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
@@ -776,7 +776,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                     # not one character (a table) nor, likely, a short ASCII piece (the small cache)
                     if 2 <= e - k <= row - 2 and not (e - k <= 8 and cps[k] < 0x80 and cps[e - 1] < 0x80):
                         ahead_slot[found] = np.int64(_mix(_fnv1a(cps, k, e)) & cache_mask)
-                        _prefetch(cache, ahead_slot[found])
+                        _prefetch(cache, ahead_slot[found], 0)  # a row is two cache lines
+                        _prefetch(cache, ahead_slot[found], row // 2)
                     found += 1
                     k = e
             j = ahead_end[taken]
@@ -883,11 +884,20 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     return out[:at].copy(), doc_ends
 
 
+def _aligned_zeros(rows: int, words: int) -> np.ndarray:
+    """A zeroed ``uint32`` array of ``rows`` rows, each beginning on a 128-byte boundary (a large
+    array from ``numpy`` begins 16 bytes into a page: a row of 128 bytes would span three cache
+    lines, not two)."""
+    buffer = np.zeros(rows * words + 32, dtype=np.uint32)
+    skip = (-buffer.ctypes.data % 128) // 4
+    return buffer[skip:skip + rows * words].reshape(rows, words)
+
+
 @dataclass
 class PieceCache:
     """One thread's piece cache: a fixed array of rows, overwritten row by row. A row holds its
     piece's length and id count, the piece's code points, then its ids (a piece fits if
-    ``1 + length + ids <= CACHE_ROW``): a typical piece and its ids share one cache line. In
+    ``1 + length + ids <= CACHE_ROW``): each row is two aligned cache lines. In
     front of it, a small cache (:data:`SMALL_SLOTS` lines of two words, small enough to stay in
     a core's L2) holds ASCII pieces of 2 to 8 characters by their packed bytes, with up to 3 ids
     packed in one word."""
@@ -898,7 +908,7 @@ class PieceCache:
 
     @classmethod
     def new(cls, slots: int | None = None, small_slots: int | None = None) -> PieceCache:
-        return cls(np.zeros((slots or CACHE_SLOTS, CACHE_ROW), dtype=np.uint32),
+        return cls(_aligned_zeros(slots or CACHE_SLOTS, CACHE_ROW),
                    np.zeros((small_slots or SMALL_SLOTS, 2), dtype=np.uint64), np.zeros(5, dtype=np.int64))
 
     @property
