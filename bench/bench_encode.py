@@ -175,9 +175,8 @@ def profile(megabytes: float) -> list[str]:
         out = np.empty(cps.size + 1, dtype=np.int64)
         split_all(cps[:0], ends[:0], GPT2, *encoder.tables, out)  # compiled before the clock starts
         split = timed(lambda: split_all(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
-        tables = (cps, ends, GPT2, *encoder.tables, encoder.short_keys, encoder.short_ids, encoder.flat, encoder.offsets,  # noqa: B023
-                  encoder.ids, encoder.long_slots, encoder.byte_rank, encoder.pair_rank, encoder.pair_table,
-                  encoder.cut_pairs, encoder.unreachable, encoder.chars)
+        tables = (cps, ends, GPT2, *encoder.tables, *encoder.odd_tokens, encoder.byte_rank, encoder.pair_rank,
+                  encoder.pair_table, encoder.cut_pairs, encoder.cut_sides, encoder.unreachable, encoder.chars)
         fresh = compiled.PieceCache.new()
         whole = timed(lambda: compiled._encode(*tables, fresh.rows, fresh.small, fresh.stats))  # noqa: B023
         before = fresh.stats.copy()
@@ -190,6 +189,48 @@ def profile(megabytes: float) -> list[str]:
         per_miss = (every - split) / max(1, int(blind.stats[1] + blind.stats[2]))
         lines.append(f"| {name} | {mb:.1f} | {convert:.3f} | {split:.3f} | {whole + convert:.3f} | {hits} / "
                      f"{misses + uncached} | {part_hits} / {part_misses} | {per_miss * 1e6:.2f} | {warm:.3f}, {warm_misses} | {every:.3f} |")
+    return lines
+
+
+def by_file() -> list[str]:
+    """tokpack (one thread, a fresh cache per group) against tiktoken on each group of ``data/``'s
+    files, GPT-2 ranks, in this process, interleaved, best of 3: which text is slow, and why (the
+    piece cache's misses per MB)."""
+    import queue
+
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from tokpack import GPT2_PATTERN, load_vocabulary
+
+    ranks = rank_file("gpt2", Path(tempfile.gettempdir()))
+    tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN)
+    encoder = tokenizer._compiled  # noqa: SLF001 - its cache counters
+    oracle = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(ranks)),
+                               special_tokens={})
+    data = REPO / "data"
+    groups = [p for p in sorted((data / "other" / "scripts").iterdir())] + [
+        data / "other" / "english", data / "other" / "emoji", *sorted(p for p in (data / "polish").iterdir() if p.is_dir())]
+    lines = ["| text | MB | tokpack MB per CPU-s | tiktoken MB per CPU-s | × tiktoken | tokpack's misses per MB (pieces / cut parts) |",
+             "|---|---|---|---|---|---|"]
+    tokenizer.encode_arrays(["warm up"], num_threads=1)
+    for group in groups:
+        docs = [p.read_text(encoding="utf-8") for p in sorted(group.rglob("*")) if p.is_file()] if group.is_dir() \
+            else [group.read_text(encoding="utf-8")]
+        mb = sum(len(d.encode()) for d in docs) / 1e6
+        best = {"tokpack": float("inf"), "tiktoken": float("inf")}
+        for _ in range(3):
+            encoder._pool, encoder._caches = queue.SimpleQueue(), []  # noqa: SLF001 - a fresh cache
+            start = time.process_time()
+            tokenizer.encode_arrays(docs, num_threads=1)
+            best["tokpack"] = min(best["tokpack"], time.process_time() - start)
+            start = time.process_time()
+            oracle.encode_ordinary_batch(docs, num_threads=1)
+            best["tiktoken"] = min(best["tiktoken"], time.process_time() - start)
+        report = encoder.cache_report()
+        lines.append(f"| {group.relative_to(data)} | {mb:.2f} | {mb / best['tokpack']:.1f} | {mb / best['tiktoken']:.1f} | "
+                     f"{best['tiktoken'] / best['tokpack']:.2f} | {(report.misses + report.uncached) / mb:,.0f} / "
+                     f"{report.part_misses / mb:,.0f} |")
     return lines
 
 
@@ -210,6 +251,7 @@ def main() -> None:
     parser.add_argument("--skip-prepare", action="store_true")
     parser.add_argument("--only-vocab", choices=VOCABS)
     parser.add_argument("--profile", action="store_true", help="only print where tokpack's time goes")
+    parser.add_argument("--by-file", action="store_true", help="only compare tokpack and tiktoken on each group of data/'s files")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     scratch = Path(tempfile.gettempdir()) / "tokpack-bench-encode"
@@ -224,6 +266,9 @@ def main() -> None:
         return
     if args.profile:
         print("\n".join(profile(args.megabytes)))
+        return
+    if args.by_file:
+        print("\n".join(by_file()))
         return
     cores = os.cpu_count() or 1
     ours = str(REPO / "src")

@@ -158,6 +158,14 @@ def test_the_piece_cache_is_bounded(gpt2: BpeTokenizer) -> None:
     assert 0 < report["pieces_held"] <= report["slots_each"] < len(set(words))
 
 
+def test_each_piece_cache_row_is_two_aligned_cache_lines() -> None:
+    # a row straddling three lines costs a third memory access on every look-up
+    from tokpack.vocab.compiled import CACHE_ROW, PieceCache
+
+    rows = PieceCache.new().rows
+    assert CACHE_ROW * rows.itemsize == 128 and rows.ctypes.data % 128 == 0 and rows.flags.c_contiguous
+
+
 def _pack_files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
