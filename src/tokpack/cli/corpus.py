@@ -71,6 +71,7 @@ def prepare_command(
                              fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
     from tokpack.preparing import prepare
 
+    _without_numba_extensions()
     if pattern is not None:
         from tokpack.vocab.patterns import resolve_pattern
 
@@ -102,6 +103,20 @@ def prepare_command(
         _summary(prepared)
     _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"))
     _note_added_tokens(vocab)
+
+
+def _without_numba_extensions() -> None:
+    """Keep numba from loading the ``numba_extensions`` entry points of every installed package
+    at this process's first compiled call: tokpack's kernels take numpy arrays and numbers only,
+    and this command runs no other compiled code, while a package that registers one (awkward,
+    which gigatoken pulls in) costs about half a CPU second to import. Only the command line does
+    this, in its own process: a program that calls tokpack's Python API keeps numba's rule."""
+    try:
+        from numba.core import entrypoints
+    except ImportError:  # no numba: nothing is compiled
+        return
+    if hasattr(entrypoints, "_already_initialized"):  # numba's own once-only flag, set as it would set it
+        entrypoints._already_initialized = True
 
 
 def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path) -> None:

@@ -16,7 +16,7 @@ from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
 
 #: The files a verification stamp covers.
-_PACK_FILES = (META_FILE, TOKENS_FILE, STARTS_FILE)
+PACK_FILES = (META_FILE, TOKENS_FILE, STARTS_FILE)
 
 #: Bytes hashed per step by :meth:`Pack.verify`: large enough to be fast, small enough to stay flat.
 _VERIFY_CHUNK = 64 << 20
@@ -65,7 +65,7 @@ class Pack(RecordedStream):
         return is_stamped(self.path, self.meta.seal, self._files())
 
     def _files(self) -> tuple[str, ...]:
-        return (*_PACK_FILES, *self.meta.vocabulary_files)
+        return (*PACK_FILES, *self.meta.vocabulary_files)
 
     @property
     def vocabulary_dir(self) -> Path | None:
