@@ -127,3 +127,17 @@ def test_a_token_that_begins_inside_a_character_forbids_the_cut() -> None:
     text = "éaéaéa"
     assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text) == [0xC3, 256] * 3
     assert np.array_equal(ours.encode(["é"])[0], [0xC3, 0xA9])
+
+
+def test_a_long_token_the_merges_cannot_reach_is_a_whole_piece_s_id() -> None:
+    # "abcdefghi" (9 bytes: found by its hash, not its packed bytes) merges to a|bc|de|fg|hi
+    # and no further; tiktoken takes the piece "abcdefghi" whole, and so must the encoder, which
+    # merges first and looks the piece up only among such tokens.
+    ranks = {bytes([b]): b for b in range(256)} | {b"bc": 256, b"de": 257, b"fg": 258, b"hi": 259,
+                                                   b"abcdefghi": 260}
+    ours, oracle = _encoders(ranks, GPT2_PATTERN)
+    texts = ["abcdefghi", "abcdefghi abcdefghi", "abcdefghiabcdefghi", "xabcdefghi"]
+    expected = [oracle.encode_ordinary(text) for text in texts]
+    assert expected[0] == [260] and expected[2] != [260, 260]
+    for _ in range(2):  # the second time from the cache
+        assert [ids.tolist() for ids in ours.encode(texts)] == expected

@@ -15,18 +15,25 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit
    copies the ids; a miss encodes the piece and overwrites the row, so the cache's size is fixed
    whatever the corpus (a cache that grows on a terabyte is a bug). Hits compare the code
-   points, never only the hash.
-4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: the piece's UTF-8 bytes, if they are
-   a token, are that token (tokens of up to 7 bytes are keyed by their packed bytes, longer ones
-   by a 64-bit hash verified against the bytes); otherwise adjacent parts are merged lowest rank
-   first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
-   65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a slot; pieces of more
-   than 16 bytes merge by a heap (its scratch reused from piece to piece), in the same order.
+   points, never only the hash. The pre-tokenizer runs :data:`_AHEAD` pieces ahead of the
+   encoding, and the rows of those pieces are prefetched: the cache is larger than the CPU's
+   caches, and a look-up would otherwise wait for memory.
+4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: adjacent parts are merged lowest
+   rank first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
+   65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a
+   slot; pieces of more than 16 bytes merge by a heap (its scratch reused from piece to piece),
+   in the same order. tiktoken first takes a piece that is a token as that token; merging a
+   token's bytes gives that token back for all but a few tokens (:func:`_build_unreachable`;
+   none of GPT-2's or cl100k's), so only when the merge gives more than one id is the piece
+   looked up, among those few (tokens of up to 7 bytes keyed by their packed bytes, longer ones
+   by a 64-bit hash verified against the bytes). The look-up of every piece in the whole
+   vocabulary, a table of megabytes, is what this saves.
 5. Before that, a piece that missed is **cut** wherever no token can span the boundary between
-   two of its characters (:func:`_cut_ok`, a bitmap built from every token's character
-   boundaries), and each part is encoded alone, through the same caches and tables: exactly the
-   piece's ids (the proof is :func:`_encode`'s). A long run of Han or kana letters, a piece
-   that rarely repeats, becomes parts that do (mostly single characters).
+   two of its characters (:func:`_cut_ok`: a bitmap built from every token's character
+   boundaries, behind a per-character table of which of its sides any token's boundary has),
+   and each part is encoded alone, through the same caches and tables: exactly the piece's ids
+   (the proof is :func:`_encode`'s). A long run of Han or kana letters, a piece that rarely
+   repeats, becomes parts that do (mostly single characters).
 
 Ids are ranks (tiktoken's convention), written as ``uint32``. Each thread owns its cache (taken
 from a pool), so threads never share mutable state. A pattern without a compiled pre-tokenizer is
@@ -43,9 +50,13 @@ import queue
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from tokpack.vocab.patterns import GPT2_PATTERN  # noqa: F401 - CompiledBpe's doctest
 from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
@@ -64,6 +75,35 @@ CACHE_SLOTS = 1 << 16
 CACHE_ROW = 32
 #: Lines of the small cache of short ASCII pieces, per thread (a power of two).
 SMALL_SLOTS = 1 << 14
+
+#: Pieces whose ends and cache rows are found ahead of their encoding: the rows' memory is
+#: asked for (prefetched) while the pieces before them are encoded.
+_AHEAD = 16
+
+
+@intrinsic
+def _prefetch(typingctx: Any, rows: Any, row: Any) -> Any:
+    """Ask the CPU to bring the first cache line of ``rows[row]`` in (a hint: it changes no
+    result). A piece cache of 8 MiB is beyond what the caches hold, and its rows are read in no
+    order: without it every look-up waits for memory."""
+    signature = types.void(rows, row)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, [args[1], ir.Constant(ir.IntType(64), 0)],
+                                           wraparound=False, boundscheck=False)
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]), "llvm.prefetch.p0i8")
+        # read (0), keep in every cache level (3), data (1)
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                                ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return signature, codegen
+
 
 _NONE = np.int64(1) << np.int64(40)  # "no rank": above every id
 _NO_PAIR = np.uint32(0xFFFFFFFF)
@@ -400,6 +440,25 @@ def _right_key(value, count, whole):
     return (1 << 23) | (count << 20) | value
 
 
+_RIGHT_SIDE = 1 << 40  # right sides' keys are told from left sides' in the bitmaps of sides
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _side_hash(key):
+    """A side's bit in :func:`_build_cuts`' bitmaps of the left and right sides seen."""
+    return _mix(np.uint64(key)) >> np.uint64(64 - _CUT_BITS)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lead_part(b, size_b, r):
+    """The first ``r`` bytes of the character ``b`` of ``size_b`` bytes: its lead byte then 6-bit
+    payloads, as :func:`_right_key` takes them."""
+    v = (0xC0, 0xE0, 0xF0)[size_b - 2] | (b >> (6 * (size_b - 1)))
+    for q in range(1, r):
+        v = (v << 6) | ((b >> (6 * (size_b - 1 - q))) & 0x3F)
+    return v
+
+
 @njit(cache=True)
 def _build_cuts(flat, offsets):
     """The cut table: a bitmap over the hashed (left side, right side) of every character
@@ -408,8 +467,16 @@ def _build_cuts(flat, offsets):
     characters, then maybe the beginning of a character; a side is a whole character, or that
     head or that beginning. Tokens that no valid UTF-8 text holds (a continuation byte where a
     character begins, a byte UTF-8 never uses, a lead byte inside a character) are left out:
-    they never equal a piece's bytes."""
+    they never equal a piece's bytes.
+
+    Also returns, per character of the Basic Multilingual Plane, which of its sides some token's
+    boundary has on its left (bit ``s``: the whole character if ``s`` is 0, else its last ``s``
+    bytes) or on its right (bit ``4 + r``: the whole character, or its first ``r`` bytes): a
+    boundary with no such side on either hand needs no pair look-up (most boundaries between
+    Han characters)."""
     bits = np.zeros((1 << _CUT_BITS) >> 6, dtype=np.uint64)
+    left_sides = np.zeros((1 << _CUT_BITS) >> 6, dtype=np.uint64)
+    right_sides = np.zeros((1 << _CUT_BITS) >> 6, dtype=np.uint64)
     longest = 1
     for t in range(offsets.size - 1):
         longest = max(longest, offsets[t + 1] - offsets[t])
@@ -465,28 +532,51 @@ def _build_cuts(flat, offsets):
         for q in range(0 if head > 0 else 1, m):
             bit = _side_bit(keys_left[q], keys_right[q])
             bits[bit >> np.uint64(6)] |= np.uint64(1) << (bit & np.uint64(63))
-    return bits
+            lk = _side_hash(keys_left[q])
+            left_sides[lk >> np.uint64(6)] |= np.uint64(1) << (lk & np.uint64(63))
+            rk = _side_hash(keys_right[q] | _RIGHT_SIDE)
+            right_sides[rk >> np.uint64(6)] |= np.uint64(1) << (rk & np.uint64(63))
+    sides = np.zeros(0x10000, dtype=np.uint8)
+    for c in range(0x10000):
+        size_c = 1 if c < 0x80 else (2 if c < 0x800 else 3)
+        flags = 0
+        for s in range(size_c):
+            left = _left_key(c, 0, True) if s == 0 else _left_key(c & ((1 << (6 * s)) - 1), s, False)
+            lk = _side_hash(left)
+            if (left_sides[lk >> np.uint64(6)] >> (lk & np.uint64(63))) & np.uint64(1):
+                flags |= 1 << s
+            right = _right_key(c, 0, True) if s == 0 else _right_key(_lead_part(c, size_c, s), s, False)
+            rk = _side_hash(right | _RIGHT_SIDE)
+            if (right_sides[rk >> np.uint64(6)] >> (rk & np.uint64(63))) & np.uint64(1):
+                flags |= 16 << s
+        sides[c] = flags
+    return bits, sides
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _cut_ok(a, b, cut_pairs):
+def _cut_ok(a, b, cut_pairs, sides):
     """Whether no token can span the boundary between code points ``a`` and ``b`` (``False``
     may be wrong, ``True`` never is). A token that spans it holds, just before it, ``a`` whole or
     a proper end of ``a`` (where the token begins), and just after it ``b`` whole or a proper
-    beginning of ``b`` (where it ends): every such pair of sides is looked up."""
+    beginning of ``b`` (where it ends): every such pair of sides that ``sides`` (see
+    :func:`_build_cuts`) does not rule out is looked up."""
     size_a = 1 if a < 0x80 else (2 if a < 0x800 else (3 if a < 0x10000 else 4))
     size_b = 1 if b < 0x80 else (2 if b < 0x800 else (3 if b < 0x10000 else 4))
+    left_flags = 15
+    right_flags = 15
+    if a < 0x10000 and b < 0x10000:
+        left_flags = np.int64(sides[a]) & 15
+        right_flags = np.int64(sides[b]) >> 4
+        if left_flags == 0 or right_flags == 0:
+            return True
     for s in range(size_a):  # s = 0: a whole; else its last s bytes
+        if not (left_flags >> s) & 1:
+            continue
         left = _left_key(a, 0, True) if s == 0 else _left_key(a & ((1 << (6 * s)) - 1), s, False)
         for r in range(size_b):  # r = 0: b whole; else its first r bytes
-            if r == 0:
-                right = _right_key(b, 0, True)
-            else:
-                lead = (0xC0, 0xE0, 0xF0)[size_b - 2] | (b >> (6 * (size_b - 1)))
-                v = lead
-                for q in range(1, r):
-                    v = (v << 6) | ((b >> (6 * (size_b - 1 - q))) & 0x3F)
-                right = _right_key(v, r, False)
+            if not (right_flags >> r) & 1:
+                continue
+            right = _right_key(b, 0, True) if r == 0 else _right_key(_lead_part(b, size_b, r), r, False)
             bit = _side_bit(left, right)
             if (cut_pairs[bit >> np.uint64(6)] >> (bit & np.uint64(63))) & np.uint64(1):
                 return False
@@ -580,11 +670,13 @@ def _one_character(c, byte_rank, chars, out, at):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _probe(cps, i, j, cache, cache_mask, out, at):
-    """The cache row of the piece ``cps[i:j]``, and the end of its ids copied to ``out[at:]`` on a
-    hit (-1 on a miss). A row: its piece's length | its id count << 8, the code points, the ids."""
+def _probe(cps, i, j, cache, cache_mask, out, at, slot=-1):
+    """The cache row of the piece ``cps[i:j]`` (``slot``, if the caller hashed it already), and the
+    end of its ids copied to ``out[at:]`` on a hit (-1 on a miss). A row: its piece's length | its
+    id count << 8, the code points, the ids."""
     length = j - i
-    slot = np.int64(_mix(_fnv1a(cps, i, j)) & cache_mask)
+    if slot < 0:
+        slot = np.int64(_mix(_fnv1a(cps, i, j)) & cache_mask)
     if cache[slot, 0] & 0xFF == length:
         for k in range(length):
             if cache[slot, 1 + k] != cps[i + k]:
@@ -630,10 +722,16 @@ def _store_small(small, line, key, out, first, at):
 
 @njit(cache=True, nogil=True)
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,
-            byte_rank, pair_rank, pair_table, cut_pairs, unreachable, chars, cache, small, stats):
+            byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars, cache, small, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
-    parts, misses of cut parts].
+    parts, misses of cut parts]. The token tables (``short_keys`` to ``long_slots``) hold only the
+    tokens that merging their own bytes does not give (:func:`_build_unreachable`): a whole piece
+    is merged, and looked up there only if the merge gives more than one id. That is tiktoken's
+    order (the piece's own rank first, if it is a token) with the same ids: a piece that is a
+    token merges to that token unless the token is one of those. A part of a cut piece whose
+    bytes are one of those tokens keeps the merge's ids, and is not written to the cache, which
+    whole pieces read too.
 
     A piece that misses the cache is cut where :func:`_cut_ok` proves that no token spans the
     boundary, and each part is encoded alone (through the cache, parts repeat far more than
@@ -657,13 +755,33 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     small_mask = np.uint64(small.shape[0] - 1)
     line = 0
     row = cache.shape[1]
+    ahead_end = np.empty(_AHEAD, dtype=np.int64)
+    ahead_slot = np.empty(_AHEAD, dtype=np.int64)
     at = 0
     begin = 0
     for d in range(ends.size):
         end = ends[d]
         i = begin
+        found = 0  # pieces found ahead
+        taken = 0  # of which encoded
         while i < end:
-            j = _piece_end(cps, i, end, mode, classes, fold, exact)
+            if taken == found:  # the next pieces' ends, and the rows of those the rows may hold
+                found = 0
+                taken = 0
+                k = i
+                while found < _AHEAD and k < end:
+                    e = _piece_end(cps, k, end, mode, classes, fold, exact)
+                    ahead_end[found] = e
+                    ahead_slot[found] = -1
+                    # not one character (a table) nor, likely, a short ASCII piece (the small cache)
+                    if 2 <= e - k <= row - 2 and not (e - k <= 8 and cps[k] < 0x80 and cps[e - 1] < 0x80):
+                        ahead_slot[found] = np.int64(_mix(_fnv1a(cps, k, e)) & cache_mask)
+                        _prefetch(cache, ahead_slot[found])
+                    found += 1
+                    k = e
+            j = ahead_end[taken]
+            slot_ahead = ahead_slot[taken]
+            taken += 1
             length = j - i
             if at + 4 * length > out.size:
                 grown = np.empty(max(2 * out.size, at + 4 * length), dtype=np.uint32)
@@ -695,7 +813,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                         continue
             slot = -1
             if length <= row - 2:
-                slot, hit = _probe(cps, i, j, cache, cache_mask, out, at)
+                slot, hit = _probe(cps, i, j, cache, cache_mask, out, at, slot_ahead)
                 if hit >= 0:
                     if key != 0:
                         _store_small(small, line, key, out, at, hit)
@@ -716,7 +834,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
             s = i
             if length >= 2:
                 for k in range(i + 1, j + 1):
-                    if k < j and not _cut_ok(np.int64(cps[k - 1]), np.int64(cps[k]), cut_pairs):
+                    if k < j and not _cut_ok(np.int64(cps[k - 1]), np.int64(cps[k]), cut_pairs, cut_sides):
                         continue
                     if s == i and k == j:
                         break  # no cut: the whole piece below
@@ -739,17 +857,22 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                     n = _utf8(cps, s, k, piece)
                     start = at
                     at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
-                                      pair_rank, pair_table, rks, toks, out, at, scratch, heap, True)
-                    if at - start == 1 and unreachable[out[start]]:
-                        at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
-                                          pair_rank, pair_table, rks, toks, out, start, scratch, heap, False)
-                    elif part >= 0:
+                                      pair_rank, pair_table, rks, toks, out, at, scratch, heap, False)
+                    # a part keeps the merge's ids even if its bytes are a token the merge does not
+                    # reach, but then the row is not written: a whole piece of those bytes is that token
+                    if part >= 0 and not (ids.size > 0 and at - start > 1 and _rank_of(
+                            piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE):
                         _store(cps, s, k, cache, part, out, start, at, unreachable)
                     s = k
             if s == i:
                 n = _utf8(cps, i, j, piece)
                 at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
-                                  pair_rank, pair_table, rks, toks, out, at, scratch, heap, True)
+                                  pair_rank, pair_table, rks, toks, out, at, scratch, heap, False)
+                if ids.size > 0 and at - first > 1:  # maybe a token that its own bytes do not merge to
+                    whole = _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
+                    if whole != _NONE:
+                        out[first] = whole
+                        at = first + 1
             if slot >= 0:
                 _store(cps, i, j, cache, slot, out, first, at, unreachable)
             if key != 0:
@@ -813,6 +936,23 @@ def _table_size(n: int) -> int:
     return size
 
 
+_TokenTables = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _token_tables(tokens: list[bytes], ids: np.ndarray) -> _TokenTables:
+    """:func:`_build_tables`' look-up of ``tokens`` (their ids ``ids``), in the order
+    :func:`_rank_of` takes it: short keys, short ids, all tokens' bytes, each one's offset in them,
+    ids, long slots."""
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8).copy()
+    short = int(np.count_nonzero(lengths <= _SHORT))
+    short_keys, short_ids, long_slots = _build_tables(flat, offsets, ids, _table_size(short),
+                                                      _table_size(len(tokens) - short))
+    return short_keys, short_ids, flat, offsets, ids, long_slots
+
+
 def _fix_surrogates(text: str) -> str:
     """What tiktoken's ``encode_ordinary`` encodes for a text with lone surrogates."""
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
@@ -847,16 +987,12 @@ class CompiledBpe:
         """
         self.mode = COMPILED_PATTERNS[pattern]
         tokens = list(ranks)
-        self.ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
-        if self.ids.size and int(self.ids.max()) >= MAX_ID:
+        ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
+        if ids.size and int(ids.max()) >= MAX_ID:
             raise KeyError(f"ids of at least {MAX_ID} have no compiled encoder")
         lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-        self.offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=self.offsets[1:])
-        self.flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-        short = int(np.count_nonzero(lengths <= _SHORT))
-        self.short_keys, self.short_ids, self.long_slots = _build_tables(
-            self.flat, self.offsets, self.ids, _table_size(short), _table_size(len(tokens) - short))
+        (self.short_keys, self.short_ids, self.flat, self.offsets, self.ids,
+         self.long_slots) = _token_tables(tokens, ids)
         self.byte_rank = np.array([ranks[bytes([b])] for b in range(256)], dtype=np.uint32)
         # uint32 (``_NO_PAIR``: none) so the 65,536 byte pairs fit in 256 KiB, in a core's L2
         self.pair_rank = np.full(1 << 16, _NO_PAIR, dtype=np.uint32)
@@ -866,11 +1002,13 @@ class CompiledBpe:
             self.pair_rank[pairs] = self.ids[two]
         self.pair_table = _build_pairs(self.flat, self.offsets, self.ids, self.short_keys, self.short_ids,
                                        self.long_slots)
-        self.cut_pairs = _build_cuts(self.flat, self.offsets)
+        self.cut_pairs, self.cut_sides = _build_cuts(self.flat, self.offsets)
         self.unreachable = _build_unreachable(self.short_keys, self.short_ids, self.flat, self.offsets, self.ids,
                                               self.long_slots, self.byte_rank, self.pair_rank, self.pair_table)
         self.chars = _build_chars(self.short_keys, self.short_ids, self.flat, self.offsets, self.ids, self.long_slots,
                                   self.byte_rank, self.pair_rank, self.pair_table, self.unreachable)
+        self.odd_tokens = _token_tables([tokens[t] for t in np.flatnonzero(self.unreachable[self.ids]).tolist()],
+                                        self.ids[self.unreachable[self.ids] == 1])
         self.tables = tiktoken_tables()
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
         self._caches: list[PieceCache] = []
@@ -894,10 +1032,9 @@ class CompiledBpe:
         cps, ends = code_points(texts)
         classes, fold, exact = self.tables
         with self._cache() as cache:
-            out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, self.short_keys, self.short_ids,
-                                    self.flat, self.offsets, self.ids, self.long_slots, self.byte_rank, self.pair_rank,
-                                    self.pair_table, self.cut_pairs, self.unreachable, self.chars, cache.rows, cache.small,
-                                    cache.stats)
+            out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, *self.odd_tokens, self.byte_rank,
+                                    self.pair_rank, self.pair_table, self.cut_pairs, self.cut_sides, self.unreachable,
+                                    self.chars, cache.rows, cache.small, cache.stats)
         return np.split(out, doc_ends[:-1])
 
     def cache_report(self) -> CacheReport:
