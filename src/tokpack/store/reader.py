@@ -161,15 +161,17 @@ class Pack(RecordedStream):
         """
         tokens_hash, highest, pads = hashlib.sha256(), -1, 0
         step = max(1, _VERIFY_CHUNK // self.tokens.itemsize)
+        pad_id = self.meta.pad_id
         for offset in range(0, self.n_tokens, step):
-            chunk = self.tokens[offset : offset + step]
-            payload = chunk.tobytes()
+            chunk = np.asarray(self.tokens[offset : offset + step])  # a contiguous view of the map: no copy
+            payload = memoryview(chunk)
             tokens_hash.update(payload)
             if stream_hash is not None:
                 stream_hash.update(payload)
-            highest = max(highest, int(chunk.max()))
-            if self.meta.pad_id is not None:
-                pads += int(np.count_nonzero(chunk == self.meta.pad_id))
+            chunk_highest = int(chunk.max())
+            highest = max(highest, chunk_highest)
+            if pad_id is not None and pad_id <= chunk_highest:  # above every id of the chunk: none is it
+                pads += int(np.count_nonzero(chunk == pad_id))
         if tokens_hash.hexdigest() != self.meta.tokens_sha256:
             raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / TOKENS_FILE)
         if highest >= self.vocabulary.n_vocab:
