@@ -164,7 +164,7 @@ class Pack(RecordedStream):
         pad_id = self.meta.pad_id
         for offset in range(0, self.n_tokens, step):
             chunk = np.asarray(self.tokens[offset : offset + step])  # a contiguous view of the map: no copy
-            payload = memoryview(chunk)
+            payload = memoryview(chunk)  # type: ignore[arg-type]
             tokens_hash.update(payload)
             if stream_hash is not None:
                 stream_hash.update(payload)
