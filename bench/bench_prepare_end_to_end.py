@@ -17,7 +17,8 @@ checkouts alternate (this, baseline, baseline, this, ...) so drift on a shared m
 every figure is a median. The packs' ``tokens.npy`` and ``starts.npy`` must be equal.
 
 ``--stages`` instead times, in a fresh process, each step ``prepare`` takes on "mixed" (CPU seconds
-of ``time.process_time``; run it with another checkout's ``src`` first on the path to compare).
+of ``time.process_time``, with the ``prepare`` command's process settings where the checkout has
+them; run it with another checkout's ``src`` first on the path to compare).
 
 ``--warm`` adds rows where the cache is kept between runs (so what a vocabulary leaves in it is
 reused) and only the pack is new (``--out`` a new folder): preparing another corpus with a
@@ -101,7 +102,9 @@ def run_prepare(src: Path, corpus: Path, ranks: Path, workers: int, cache: Path,
 
 
 def stages(corpus: Path, ranks: Path) -> None:
-    """CPU seconds of each step ``prepare`` takes, timed one after another in this process."""
+    """CPU seconds of each step ``prepare`` takes, timed one after another in this process, with
+    the command line's process settings where the checkout has them."""
+    os.environ["TOKPACK_CACHE"] = tempfile.mkdtemp(prefix="tokpack-stages-")  # verification stamps
     marks: list[tuple[str, float]] = [("start", time.process_time())]
 
     def mark(name: str) -> None:
@@ -110,8 +113,17 @@ def stages(corpus: Path, ranks: Path) -> None:
     import tokpack.cli  # noqa: F401
 
     mark("import tokpack.cli (all of the CLI's imports)")
+    try:
+        from tokpack.cli.corpus import _as_a_batch_process  # the prepare command's process settings
+    except ImportError:  # an older checkout: numba's defaults, the collector's defaults
+        settings = None
+    else:
+        settings = _as_a_batch_process
+        settings()
+    mark("the command's process settings (collector, numba extensions; imports numba)")
     from tokpack import GPT2_PATTERN, load_vocabulary
     from tokpack.corpus.documents import cut_documents
+    from tokpack.store import DocumentCut, Pack, PackWriter, Source
     from tokpack.vocab import BpeTokenizer
 
     tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN)
@@ -121,10 +133,12 @@ def stages(corpus: Path, ranks: Path) -> None:
     from numba.core import entrypoints
 
     mark("import numba")
-    entrypoints.init_all()
-    mark("numba's extensions' entry points")
+    if settings is None:
+        entrypoints.init_all()
+    mark("numba's extensions' entry points (none: the command line skips them)" if settings else
+         "numba's extensions' entry points")
     tokenizer.files()
-    mark("the carried vocabulary files")
+    mark("the carried vocabulary files (with numba's first dispatch)")
     _ = tokenizer._compiled
     mark("CompiledBpe(): its tables")
     tokenizer.encode_arrays(["warm up"], num_threads=1)
@@ -132,16 +146,27 @@ def stages(corpus: Path, ranks: Path) -> None:
     raw = corpus.read_bytes()
     documents = [raw[a:b].decode("utf-8") for a, b in cut_documents(raw, 0, len(raw), 1_048_576)]
     mark("read, cut, decode")
-    tokenizer.encode_arrays(documents, num_threads=2)
+    ids = tokenizer.encode_arrays(documents, num_threads=2)
     mark("encode (2 threads)")
     with tempfile.TemporaryDirectory() as folder:
         saved = tokenizer.save(Path(folder))
         mark("save the vocabulary")
+        target = Path(folder) / "pack"
+        vouch = {"stamp_verified": True} if "stamp_verified" in PackWriter.commit.__code__.co_varnames else {}
+        with PackWriter(target, vocabulary=tokenizer.identity) as writer:
+            writer.add_vocabulary_files(tokenizer.files())
+            writer.add_documents(ids)
+            writer.commit(source=Source(name=corpus.name, sha256="0" * 64, n_bytes=len(raw)),
+                          cut=DocumentCut(rule="newline", document_bytes=1_048_576), pad_id=tokenizer.eot_id, **vouch)
+        mark("write the pack (uint16, SHA-256 as written, fsync, publish)")
+        Pack(target)
+        mark("its first open (a verification unless the writer stamped it)")
         if hasattr(BpeTokenizer, "saved_as"):
             assert BpeTokenizer.saved_as(saved, tokenizer.identity)
         else:  # before saved_as: the parse
             BpeTokenizer.load_saved(saved)
         mark("a new pack's check of its carried vocabulary's identity")
+    shutil.rmtree(os.environ["TOKPACK_CACHE"], ignore_errors=True)
     print("| stage | CPU s |\n|---|---|")
     for (_, before), (name, after) in zip(marks, marks[1:]):
         print(f"| {name} | {after - before:.3f} |")

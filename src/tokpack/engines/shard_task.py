@@ -172,9 +172,24 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
     return ShardedDataset(dataset)
 
 
+#: The encoder the last shard of this process was written with (a worker process writes many).
+_last_encoder: list[BpeTokenizer] = []
+
+
+def _reused(tokenizer: BpeTokenizer) -> BpeTokenizer:
+    """``tokenizer``, or the equal one (same identity: the same ranks, pattern and special tokens)
+    this process wrote its last shard with, so a worker builds the compiled encoder's tables and
+    the carried vocabulary files once, not once per shard. Its piece caches are exact, so the ids
+    are the same either way. Only the last one is kept."""
+    if _last_encoder and _last_encoder[0].identity == tokenizer.identity:
+        return _last_encoder[0]
+    _last_encoder[:] = [tokenizer]
+    return tokenizer
+
+
 def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None,
                  report: Callable[[PrepareProgress], None] | None) -> None:
-    tokenizer: BpeTokenizer = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
+    tokenizer = _reused(read_encoder(dataset / ENCODER_FILE, job.vocabulary))
     with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
         if source.record != job.source:

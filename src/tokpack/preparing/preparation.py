@@ -536,8 +536,10 @@ def write_pack(
                              f"leaving no document; the first: {first_problem}", where=source.path,
                              fix="convert or fix the inputs (e.g. decompress .gz files) before preparing them")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
+        # Stamped as verified: the checksums are of the bytes just written, so the pack's first
+        # open (prepare's own, next) does not read and hash them again.
         writer.commit(source=record, cut=document_cut(source),
-                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id)
+                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,

@@ -16,7 +16,7 @@ from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
 
 #: The files a verification stamp covers.
-_PACK_FILES = (META_FILE, TOKENS_FILE, STARTS_FILE)
+PACK_FILES = (META_FILE, TOKENS_FILE, STARTS_FILE)
 
 #: Bytes hashed per step by :meth:`Pack.verify`: large enough to be fast, small enough to stay flat.
 _VERIFY_CHUNK = 64 << 20
@@ -65,7 +65,7 @@ class Pack(RecordedStream):
         return is_stamped(self.path, self.meta.seal, self._files())
 
     def _files(self) -> tuple[str, ...]:
-        return (*_PACK_FILES, *self.meta.vocabulary_files)
+        return (*PACK_FILES, *self.meta.vocabulary_files)
 
     @property
     def vocabulary_dir(self) -> Path | None:
@@ -161,15 +161,17 @@ class Pack(RecordedStream):
         """
         tokens_hash, highest, pads = hashlib.sha256(), -1, 0
         step = max(1, _VERIFY_CHUNK // self.tokens.itemsize)
+        pad_id = self.meta.pad_id
         for offset in range(0, self.n_tokens, step):
-            chunk = self.tokens[offset : offset + step]
-            payload = chunk.tobytes()
+            chunk = np.asarray(self.tokens[offset : offset + step])  # a contiguous view of the map: no copy
+            payload = memoryview(chunk)  # type: ignore[arg-type]
             tokens_hash.update(payload)
             if stream_hash is not None:
                 stream_hash.update(payload)
-            highest = max(highest, int(chunk.max()))
-            if self.meta.pad_id is not None:
-                pads += int(np.count_nonzero(chunk == self.meta.pad_id))
+            chunk_highest = int(chunk.max())
+            highest = max(highest, chunk_highest)
+            if pad_id is not None and pad_id <= chunk_highest:  # above every id of the chunk: none is it
+                pads += int(np.count_nonzero(chunk == pad_id))
         if tokens_hash.hexdigest() != self.meta.tokens_sha256:
             raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / TOKENS_FILE)
         if highest >= self.vocabulary.n_vocab:

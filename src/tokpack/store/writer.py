@@ -28,7 +28,8 @@ from tokpack.store.format import (
     npy_header,
     token_dtype,
 )
-from tokpack.store.reader import Pack
+from tokpack.store.reader import PACK_FILES, Pack
+from tokpack.store.stamps import stamp
 from tokpack.vocab.identity import VocabIdentity
 
 _COPY_CHUNK = 32 << 20  # bytes per copy when appending a whole pack
@@ -70,6 +71,9 @@ class PackWriter:
         self._starts = array("q")
         self._files: dict[str, str] = {}
         self.n_tokens = 0
+        # The highest id written, each one checked on the way in (None once a whole pack was
+        # appended unchecked): what lets commit() vouch for the ids without reading them again.
+        self._highest: int | None = -1
 
     @property
     def n_docs(self) -> int:
@@ -84,8 +88,17 @@ class PackWriter:
         """
         arrays = [np.asarray(document) for document in documents]
         lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
-        if lengths.any():
-            self.add_flat(np.concatenate([a for a in arrays if len(a)]), lengths)
+        kept = [a for a in arrays if len(a)]
+        if not kept:
+            return
+        if any(a.dtype.kind not in "iu" or a.ndim != 1 for a in kept) or len({a.dtype for a in kept}) > 1:
+            self.add_flat(np.concatenate(kept), lengths)  # add_flat refuses or promotes as it always did
+            return
+        # Checked array by array, then joined straight into the pack's dtype: no joined copy in the
+        # encoder's wider dtype is ever made (the ids of a batch are hundreds of MB at scale).
+        self._check_range(min(int(a.min()) for a in kept) if kept[0].dtype.kind == "i" else 0,
+                          max(int(a.max()) for a in kept))
+        self._append(np.concatenate(kept, dtype=self.dtype.newbyteorder("<"), casting="unsafe"), lengths)
 
     def add_flat(self, ids: np.ndarray, lengths: np.ndarray) -> None:
         """Append documents given as one flat array of ids and their lengths (the fast path for
@@ -101,16 +114,24 @@ class PackWriter:
             return
         if ids.dtype.kind not in "iu":
             raise InputError(f"ids must be integers, got {ids.dtype}")
-        low, high = int(ids.min()), int(ids.max())
+        self._check_range(int(ids.min()) if ids.dtype.kind == "i" else 0, int(ids.max()))
+        self._append(ids.astype(self.dtype.newbyteorder("<"), copy=False), lengths)
+
+    def _check_range(self, low: int, high: int) -> None:
+        """Refuse ids outside ``[0, n_vocab)``; remember the highest id written."""
         if low < 0 or high >= self.vocabulary.n_vocab:
             bad = low if low < 0 else high
             raise InputError(f"id {bad} is outside the vocabulary (n_vocab {self.vocabulary.n_vocab})")
+        if self._highest is not None:
+            self._highest = max(self._highest, high)
+
+    def _append(self, payload: np.ndarray, lengths: np.ndarray) -> None:
+        """Write ``payload`` (checked ids, in the pack's dtype) and the starts of ``lengths``."""
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
-        payload = ids.astype(self.dtype.newbyteorder("<"), copy=False)
         self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
         self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
-        self.n_tokens += len(ids)
+        self.n_tokens += len(payload)
 
     def add_vocabulary_files(self, files: dict[str, bytes]) -> None:
         """Store the vocabulary's files (by name, e.g. ``tokenizer.json``) in the pack's
@@ -138,6 +159,7 @@ class PackWriter:
         """
         if pack.vocabulary != self.vocabulary:
             raise VocabularyMismatch(f"vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}", where=pack.path)
+        self._highest = None  # its ids are copied, not checked: commit() cannot vouch for them
         self._starts.extend((pack.starts + self.n_tokens).tolist())
         step = max(1, _COPY_CHUNK // pack.tokens.itemsize)
         for offset in range(0, pack.n_tokens, step):
@@ -154,12 +176,20 @@ class PackWriter:
         ranges: dict[str, Span] | None = None,
         counts: dict[str, int] | None = None,
         pad_id: int | None = None,
+        stamp_verified: bool = False,
     ) -> PackMeta:
         """Finish the files, write ``meta.json`` and rename the pack into place.
 
         Args:
             source, cut, ranges, counts: recorded as given (see :class:`PackMeta`).
             pad_id: the vocabulary's padding id; it must be one the stream never holds.
+            stamp_verified: leave the verification stamp (:mod:`tokpack.store.stamps`) a first
+                :class:`Pack` open would leave, so that open does not hash the files again, when
+                the writer can vouch for every check of :meth:`Pack.verify`: the checksums are of
+                the bytes it wrote, each id was checked below ``n_vocab`` as it was added, and
+                every id is below ``pad_id`` (so the padding id never occurs). The carried
+                vocabulary's identity is checked as an open checks it. Otherwise (a pack appended
+                whole, a padding id among the ids' range) the first open verifies as usual.
 
         Raises:
             InputError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
@@ -191,6 +221,11 @@ class PackWriter:
         ).sealed()
         write_record(meta, self._temporary / META_FILE)
         publish(self._temporary, self.destination)
+        highest = self._highest
+        if stamp_verified and highest is not None and (pad_id is None or highest < pad_id):
+            published = Pack(self.destination, verify=False)  # the seal, headers, sizes and starts
+            published.verify_vocabulary_files()
+            stamp(self.destination, meta.seal, (*PACK_FILES, *meta.vocabulary_files))
         return meta
 
     def abort(self) -> None:

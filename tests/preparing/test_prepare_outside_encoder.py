@@ -1,0 +1,86 @@
+"""What ``prepare`` spends outside the encoder, asserted as behaviour (no timings): the pack it
+writes is stamped as verified by the writer (its checksums are of the bytes written), so its own
+first open does not read and hash them again, while a later change is still refused; and the
+command line's process collects garbage rarely (the vocabulary's tables and files and numba's
+first call make hundreds of thousands of lasting objects) and does not load the numba extensions of
+unrelated packages (awkward's)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tokpack
+from tokpack import prepare
+from tokpack.errors import IntegrityError
+from tokpack.store import Pack
+
+TEXT = "Ala ma kota, a kot ma Alę. The cat sat on the mat; 12345 + 678 = 13023.\n" * 200
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verification stamps go to this test's own cache."""
+    monkeypatch.setenv("TOKPACK_CACHE", str(tmp_path / "stamps"))
+
+
+def test_prepare_does_not_hash_the_pack_it_just_wrote_again(tmp_path: Path, gpt2_rank_file: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    monkeypatch.setattr(Pack, "verify", lambda self, **_: pytest.fail("the new pack was hashed again"))
+    prepared = prepare(corpus, vocab=gpt2_rank_file, pattern="gpt2", cache_dir=tmp_path / "cache", document_bytes=512)
+    assert prepared.manifest.n_tokens > 0 and prepared.pack().stamped()
+    monkeypatch.undo()
+    monkeypatch.setenv("TOKPACK_CACHE", str(tmp_path / "stamps"))
+    tokens = prepared.tokens_dir / "tokens.npy"
+    data = bytearray(tokens.read_bytes())
+    data[-2] ^= 0x01
+    tokens.write_bytes(bytes(data))
+    status = tokens.stat()
+    os.utime(tokens, ns=(status.st_atime_ns, status.st_mtime_ns + 1_000_000_000))  # unlike the stamp's, whatever the tick
+    with pytest.raises(IntegrityError, match=r"tokens\.npy: SHA-256 differs"):
+        Pack(prepared.tokens_dir)
+
+
+LOADED = """
+import gc
+import sys
+default = gc.get_threshold()[0]
+from pathlib import Path
+corpus, ranks, cache, how = sys.argv[1:5]
+if how == "cli":
+    from tokpack.cli import main
+    sys.argv = ["tokpack", "prepare", corpus, "--vocab", ranks, "--pattern", "gpt2", "--cache-dir", cache, "--json"]
+    try:
+        main()
+    except SystemExit as stop:
+        assert not stop.code, stop.code
+else:
+    from tokpack import prepare
+    assert prepare(corpus, vocab=Path(ranks), pattern="gpt2", cache_dir=cache).manifest.n_tokens > 0
+print("awkward" in sys.modules, gc.get_threshold()[0] == default and "default" or gc.get_threshold()[0], file=sys.stderr)
+"""
+
+
+def test_the_command_line_collects_garbage_rarely_and_loads_no_unrelated_numba_extension_but_the_api_does(
+        tmp_path: Path, gpt2_rank_file: Path) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    environment = dict(os.environ, PYTHONPATH=str(Path(tokpack.__file__).parents[1]), TOKPACK_CACHE=str(tmp_path / "stamps"))
+    loaded = {}
+    for how in ("cli", "api"):
+        done = subprocess.run([sys.executable, "-c", LOADED, str(corpus), str(gpt2_rank_file), str(tmp_path / how), how],
+                              capture_output=True, text=True, env=environment, check=False, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        loaded[how] = done.stderr.strip().splitlines()[-1]
+    # The command's process runs tokpack's kernels only; a program using the API keeps numba's
+    # rule (extensions load before its first compiled call), as its own compiled code may need
+    # them, and its own garbage collector's settings.
+    registers = importlib.util.find_spec("awkward") is not None  # a package that registers a numba extension
+    assert loaded == {"cli": "False 50000", "api": f"{registers} default"}
