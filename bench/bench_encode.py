@@ -33,7 +33,6 @@ import hashlib
 import json
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))
+from corpus import mixed_documents  # noqa: E402
 
 ENCODERS = ("tokpack", "tiktoken", "gigatoken")
 VOCABS = ("gpt2", "cl100k")
@@ -58,16 +58,7 @@ CL100K_PATTERN = (
 def texts(megabytes: float) -> dict[str, list[str]]:
     """The three slices, as lists of documents."""
     data = REPO / "data"
-    mixed_files = sorted(p for folder in ("polish", "other") for p in (data / folder).rglob("*") if p.is_file())
-    random.Random(0).shuffle(mixed_files)
-    mixed: list[str] = []
-    size = 0
-    for path in mixed_files:
-        if size >= megabytes * 1e6:
-            break
-        text = path.read_text(encoding="utf-8")
-        mixed.append(text)
-        size += len(text.encode())
+    mixed = mixed_documents(megabytes)
     english = [p.read_text(encoding="utf-8") for p in sorted((data / "other" / "english").iterdir())]
     code = [p.read_text(encoding="utf-8") for p in sorted((data / "polish" / "code").iterdir())]
     return {"mixed": mixed, "english": english, "code": code}

@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import os
 import platform
-import random
 import resource
 import shutil
 import statistics
@@ -43,21 +42,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))
+from corpus import mixed_documents  # noqa: E402
 
 
 def mixed_text(megabytes: float) -> str:
-    """Whole files of ``data/polish`` and ``data/other``, shuffled, until ``megabytes``."""
-    files = sorted(p for folder in ("polish", "other") for p in (REPO / "data" / folder).rglob("*") if p.is_file())
-    random.Random(0).shuffle(files)
-    texts: list[str] = []
-    size = 0
-    for path in files:
-        if size >= megabytes * 1e6:
-            break
-        text = path.read_text(encoding="utf-8")
-        texts.append(text)
-        size += len(text.encode())
-    return "\n".join(texts)
+    """Whole files of ``data/polish`` and ``data/other``, shuffled, until ``megabytes``, as one text."""
+    return "\n".join(mixed_documents(megabytes))
 
 
 def corpora(scratch: Path, copies: int) -> dict[str, Path]:

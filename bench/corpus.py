@@ -39,3 +39,19 @@ def synthetic_corpus(megabytes: int, *, seed: int = 0) -> Path:
                     break
     partial.rename(target)
     return target
+
+
+def mixed_documents(megabytes: float) -> list[str]:
+    """Whole files of ``data/polish`` and ``data/other`` (each a document), in a fixed shuffled
+    order, until ``megabytes`` MB of UTF-8: the encoder benchmarks' "mixed" text."""
+    files = sorted(p for folder in ("polish", "other") for p in (SHARED_DATA / folder).rglob("*") if p.is_file())
+    random.Random(0).shuffle(files)
+    documents: list[str] = []
+    size = 0
+    for path in files:
+        if size >= megabytes * 1e6:
+            break
+        text = path.read_text(encoding="utf-8")
+        documents.append(text)
+        size += len(text.encode())
+    return documents

@@ -196,7 +196,9 @@ def storage_options_from(text: str | None) -> dict[str, Any]:
 
 
 class TrainerName(str, Enum):
-    """Vocabulary trainers, the same default (``exact``) for every command."""
+    """Vocabulary trainers, the same default (``exact``) for every command: the names of
+    :data:`tokpack.vocab.trainers.Trainer`, spelled again here because importing that module loads
+    the whole vocabulary package, which ``tokpack --help`` must not (a test holds them equal)."""
 
     exact = "exact"
     hf = "hf"

@@ -59,28 +59,6 @@ DEFAULT_PATTERN = GPT4_PATTERN
 END_OF_TEXT = "<|endoftext|>"
 
 
-#: Digits in groups of up to three, as GPT-4 does, but written ``{1,3}`` rather than GPT-4's
-#: possessive ``{1,3}+``: Hugging Face's regex engine (Oniguruma) reads ``{1,3}+`` as "one or
-#: more groups of one to three", so the same pattern would cut digits differently in the two
-#: libraries. Nothing follows the group inside its alternative, so greedy equals possessive.
-_TAIL = r""" ?\p{N}{1,3}|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-
-#: What may lead a piece: newlines, then spaces or tabs (indentation), as one prefix.
-_LEAD = r"""[\r\n]*+[ \t]*+"""
-
-#: The word pattern tuned on the Polish split (see EXPERIMENTS.md): GPT-4's, except that a
-#: letter or punctuation run may be led by newlines and indentation and a digit group by a space.
-POLISH_PATTERN = _LEAD + r"""[^\r\n\p{L}\p{N}]?+\p{L}++|""" + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
-
-#: The phrase pattern of the second stage: like :data:`POLISH_PATTERN`, but a letter piece goes on
-#: over further words, each led by one space and optionally by one of ``,.:;`` before it (and by
-#: one opening mark such as ``(`` or ``"`` after it), so phrases such as `` nie jest`` or
-#: ``, a następnie`` can become single tokens.
-POLISH_PHRASE_PATTERN = (
-    _LEAD + r"""[^\r\n\p{L}\p{N}]?+\p{L}++(?:[,.:;]?+ [^\r\n\p{L}\p{N}]?+\p{L}++)*+|"""
-    + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
-)
-
 #: Patterns known by name on the command line.
 NAMED_PATTERNS = {
     "gpt2": GPT2_PATTERN,
@@ -88,6 +66,7 @@ NAMED_PATTERNS = {
     "polish": POLISH_PATTERN,
     "polish-phrase": POLISH_PHRASE_PATTERN,
 }
+
 
 def resolve_pattern(name_or_regex: str, where: str | PathLike[str] | None = None) -> str:
     """A named pattern (``gpt2``, ``gpt4``, ``polish``, ``polish-phrase``) or the regex itself.
