@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -70,7 +72,6 @@ def prepare_command(
         if not 0 <= share < 1:  # NaN fails this too
             raise InputError(f"{flag} {share:g} is not a share of the file's bytes",
                              fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
-    _as_a_batch_process()
     from tokpack.preparing import prepare
 
     if pattern is not None:
@@ -106,9 +107,11 @@ def prepare_command(
     _note_added_tokens(vocab)
 
 
-def _as_a_batch_process() -> None:
-    """Settings for this command's own process (the command line's; a program that calls
-    tokpack's Python API keeps its own):
+def _as_a_batch_process() -> Callable[[], None]:
+    """Settings for the ``prepare`` command's process (the command line's; a program that calls
+    tokpack's Python API keeps its own); returns what undoes them (:func:`_run_as_a_batch_process`
+    calls it when the command returns, so a program that runs the command in its own process,
+    ``tokpack.cli.main`` or a test runner, gets its process back):
 
     - The cyclic garbage collector runs after 50,000 new objects instead of 700: building the
       vocabulary's tables and files and numba's first call make hundreds of thousands of objects
@@ -118,15 +121,41 @@ def _as_a_batch_process() -> None:
       first compiled call: tokpack's kernels take numpy arrays and numbers only and this command
       runs no other compiled code, while a package that registers one (awkward, which gigatoken
       pulls in) costs about half a CPU second to import. ``prepare`` imports numba anyway (the
-      compiled encoder, the merges of the carried ``tokenizer.json``).
+      compiled encoder, the merges of the carried ``tokenizer.json``). Once undone, numba loads
+      them at its next compiled call, as it would have: the program's own code may need them.
     """
-    gc.set_threshold(50_000, *gc.get_threshold()[1:])
+    threshold = gc.get_threshold()
+    gc.set_threshold(50_000, *threshold[1:])
+    flagged: Any = None  # numba's module of entry points, if its flag was set here
     try:
         from numba.core import entrypoints
     except ImportError:  # no numba: nothing is compiled
-        return
-    if hasattr(entrypoints, "_already_initialized"):  # numba's own once-only flag, set as it would set it
-        entrypoints._already_initialized = True
+        pass
+    else:
+        if getattr(entrypoints, "_already_initialized", True) is False:  # numba's own once-only flag
+            entrypoints._already_initialized = True  # set as it would set it
+            flagged = entrypoints
+
+    def undo() -> None:
+        gc.set_threshold(*threshold)
+        if flagged is not None:
+            flagged._already_initialized = False
+
+    return undo
+
+
+def _run_as_a_batch_process(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` run with :func:`_as_a_batch_process`'s settings, undone when it returns or fails."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        undo = _as_a_batch_process()
+        try:
+            command(*args, **kwargs)
+        finally:
+            undo()
+
+    return run
 
 
 def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path) -> None:
@@ -383,7 +412,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add these commands to the top-level app."""
-    app.command("prepare")(prepare_command)
+    app.command("prepare")(_run_as_a_batch_process(prepare_command))
     app.command("inspect")(inspect_command)
     app.command("demo")(demo_command)
     app.command("merge")(merge_command)

@@ -84,9 +84,14 @@ class PackWriter:
         """Append documents' ids, in order, with one write for the whole batch.
 
         Raises:
-            InputError: an id outside ``[0, n_vocab)``.
+            InputError: an id outside ``[0, n_vocab)``, or a document that is not one flat
+                sequence of ids.
         """
         arrays = [np.asarray(document) for document in documents]
+        for number, array_ in enumerate(arrays):
+            if array_.ndim != 1:  # len() of a 2-D array is its rows: its ids would be miscounted
+                raise InputError(f"document {number} of the batch is a {array_.ndim}-D array, not a flat sequence of ids",
+                                 fix="give each document as one flat sequence of ids")
         lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
         kept = [a for a in arrays if len(a)]
         if not kept:
@@ -105,9 +110,13 @@ class PackWriter:
         batch encoders: no per-document arrays). Empty documents are skipped.
 
         Raises:
-            InputError: an id outside ``[0, n_vocab)``, or lengths that do not add up to ``ids``.
+            InputError: an id outside ``[0, n_vocab)``, ``ids`` not one flat array, or lengths that
+                do not add up to ``ids``.
         """
         ids, lengths = np.asarray(ids), np.asarray(lengths, dtype=np.int64)  # ids stay in the encoder's dtype
+        if ids.ndim != 1:  # len() of a 2-D array is its rows: its ids would be miscounted
+            raise InputError(f"ids must be one flat array, got a {ids.ndim}-D array",
+                             fix="pass the documents' ids joined end to end, and their lengths")
         if int(lengths.sum()) != len(ids) or (len(lengths) and lengths.min() < 0):
             raise InputError(f"document lengths add up to {int(lengths.sum())}, not to the {len(ids)} ids given")
         if not len(ids):
