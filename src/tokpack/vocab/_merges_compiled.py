@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokpack.vocab.pretokenizer import fnv1a
+from tokpack.vocab.pretokenizer import fnv1a, same_bytes
 
 
 @njit(cache=True, inline="always")
@@ -29,14 +29,8 @@ def _lookup(data, begin, end, flat, offsets, slots, mask):
     while slots[position] >= 0:
         token = slots[position]
         first = offsets[token]
-        if offsets[token + 1] - first == length:
-            same = True
-            for k in range(length):
-                if flat[first + k] != data[begin + k]:
-                    same = False
-                    break
-            if same:
-                return token
+        if offsets[token + 1] - first == length and same_bytes(flat, first, data, begin, length):
+            return token
         position = (position + np.uint64(1)) & mask
     return -1
 

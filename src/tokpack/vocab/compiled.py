@@ -64,6 +64,7 @@ from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
 from tokpack.vocab.pretokenizer import fnv1a as _fnv1a
 from tokpack.vocab.pretokenizer import mix as _mix
 from tokpack.vocab.pretokenizer import piece_end as _piece_end
+from tokpack.vocab.pretokenizer import same_bytes as _same_bytes
 from tokpack.vocab.pretokenizer import utf8 as _utf8
 
 #: Patterns with a compiled pre-tokenizer, and which one; any other falls back to tiktoken.
@@ -185,14 +186,8 @@ def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_
         if (slot >> _HIGH) == tag:
             token = np.int64(slot & _LOW) - 1
             at = offsets[token]
-            if offsets[token + 1] - at == length:
-                same = True
-                for k in range(length):
-                    if flat[at + k] != piece[begin + k]:
-                        same = False
-                        break
-                if same:
-                    return np.int64(ids[token])
+            if offsets[token + 1] - at == length and _same_bytes(flat, at, piece, begin, length):
+                return np.int64(ids[token])
         position = (position + np.uint64(1)) & mask
 
 
@@ -458,13 +453,21 @@ def _side_hash(key):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _lead_part(b, size_b, r):
-    """The first ``r`` bytes of the character ``b`` of ``size_b`` bytes: its lead byte then 6-bit
-    payloads, as :func:`_right_key` takes them."""
-    v = (0xC0, 0xE0, 0xF0)[size_b - 2] | (b >> (6 * (size_b - 1)))
+def _left_side(c, s):
+    """The key of the code point ``c`` on a boundary's left: whole (``s`` 0) or its last ``s`` bytes."""
+    return _left_key(c, 0, True) if s == 0 else _left_key(c & ((1 << (6 * s)) - 1), s, False)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _right_side(c, size_c, r):
+    """The key of the code point ``c`` (of ``size_c`` bytes) on a boundary's right: whole (``r``
+    0) or its first ``r`` bytes (its lead byte, then 6-bit payloads)."""
+    if r == 0:
+        return _right_key(c, 0, True)
+    v = (0xC0, 0xE0, 0xF0)[size_c - 2] | (c >> (6 * (size_c - 1)))
     for q in range(1, r):
-        v = (v << 6) | ((b >> (6 * (size_b - 1 - q))) & 0x3F)
-    return v
+        v = (v << 6) | ((c >> (6 * (size_c - 1 - q))) & 0x3F)
+    return _right_key(v, r, False)
 
 
 @njit(cache=True)
@@ -549,12 +552,10 @@ def _build_cuts(flat, offsets):
         size_c = 1 if c < 0x80 else (2 if c < 0x800 else 3)
         flags = 0
         for s in range(size_c):
-            left = _left_key(c, 0, True) if s == 0 else _left_key(c & ((1 << (6 * s)) - 1), s, False)
-            lk = _side_hash(left)
+            lk = _side_hash(_left_side(c, s))
             if (left_sides[lk >> np.uint64(6)] >> (lk & np.uint64(63))) & np.uint64(1):
                 flags |= 1 << s
-            right = _right_key(c, 0, True) if s == 0 else _right_key(_lead_part(c, size_c, s), s, False)
-            rk = _side_hash(right | _RIGHT_SIDE)
+            rk = _side_hash(_right_side(c, size_c, s) | _RIGHT_SIDE)
             if (right_sides[rk >> np.uint64(6)] >> (rk & np.uint64(63))) & np.uint64(1):
                 flags |= 16 << s
         sides[c] = flags
@@ -580,11 +581,11 @@ def _cut_ok(a, b, cut_pairs, sides):
     for s in range(size_a):  # s = 0: a whole; else its last s bytes
         if not (left_flags >> s) & 1:
             continue
-        left = _left_key(a, 0, True) if s == 0 else _left_key(a & ((1 << (6 * s)) - 1), s, False)
+        left = _left_side(a, s)
         for r in range(size_b):  # r = 0: b whole; else its first r bytes
             if not (right_flags >> r) & 1:
                 continue
-            right = _right_key(b, 0, True) if r == 0 else _right_key(_lead_part(b, size_b, r), r, False)
+            right = _right_side(b, size_b, r)
             bit = _side_bit(left, right)
             if (cut_pairs[bit >> np.uint64(6)] >> (bit & np.uint64(63))) & np.uint64(1):
                 return False
@@ -710,6 +711,15 @@ def _store(cps, i, j, cache, slot, out, first, at, unreachable):
         cache[slot, 1 + k] = cps[i + k]
     for k in range(count):
         cache[slot, 1 + length + k] = out[first + k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unreachable_token(piece, n, count, short_keys, short_ids, flat, offsets, ids, long_slots):
+    """The id of the token whose bytes are ``piece[:n]`` if it is one that merging does not give
+    (the tables hold only those) and the merge gave ``count`` ids; else ``_NONE``."""
+    if ids.size == 0 or count < 2:
+        return _NONE
+    return _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -876,19 +886,18 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                                       pair_rank, pair_table, rks, toks, out, at, scratch, heap, False)
                     # a part keeps the merge's ids even if its bytes are a token the merge does not
                     # reach, but then the row is not written: a whole piece of those bytes is that token
-                    if part >= 0 and not (ids.size > 0 and at - start > 1 and _rank_of(
-                            piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots) != _NONE):
+                    if part >= 0 and _unreachable_token(piece, n, at - start, short_keys, short_ids, flat, offsets,
+                                                        ids, long_slots) == _NONE:
                         _store(cps, s, k, cache, part, out, start, at, unreachable)
                     s = k
             if s == i:
                 n = _utf8(cps, i, j, piece)
                 at = _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank,
                                   pair_rank, pair_table, rks, toks, out, at, scratch, heap, False)
-                if ids.size > 0 and at - first > 1:  # maybe a token that its own bytes do not merge to
-                    whole = _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
-                    if whole != _NONE:
-                        out[first] = whole
-                        at = first + 1
+                whole = _unreachable_token(piece, n, at - first, short_keys, short_ids, flat, offsets, ids, long_slots)
+                if whole != _NONE:
+                    out[first] = whole
+                    at = first + 1
             if slot >= 0:
                 _store(cps, i, j, cache, slot, out, first, at, unreachable)
             if key != 0:

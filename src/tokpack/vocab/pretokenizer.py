@@ -462,6 +462,16 @@ def fnv1a(data, begin, end):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def same_bytes(x, x_at, y, y_at, length):
+    """Whether ``x[x_at:x_at + length]`` equals ``y[y_at:y_at + length]``: how every compiled
+    table of tokens confirms a hash match."""
+    for k in range(length):
+        if x[x_at + k] != y[y_at + k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
 def mix(h):
     """splitmix64's finalizer, the hash of the compiled tables of pieces and tokens (FNV's low
     bits alone probe badly)."""
