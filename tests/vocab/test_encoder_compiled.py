@@ -133,6 +133,22 @@ def test_batches_equal_tiktoken_text_by_text(gpt2: BpeTokenizer, texts: list[str
         oracle.encode_ordinary(text) for text in texts]
 
 
+def test_a_batch_encoded_call_by_call_keeps_each_texts_ids(gpt2: BpeTokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The encoder takes a batch in runs of at most GROUP_CODE_POINTS code points (a longer text
+    # alone): made tiny here, every run boundary falls between texts of every kind.
+    import tokpack.vocab.compiled as compiled
+
+    monkeypatch.setattr(compiled, "GROUP_CODE_POINTS", 7)
+    oracle = _oracle(gpt2)
+    texts = ["Ala ma kota", "", "", "x", "日本語のテキスト", "a\ud800b", "", "It's 12345 words", "y", "😀 z", ""]
+    tokenizer = BpeTokenizer(ranks=gpt2.ranks)
+    assert [ids.tolist() for ids in tokenizer.encode_arrays(texts, num_threads=1)] == [
+        oracle.encode_ordinary(text) for text in texts]
+    groups = list(compiled._groups(texts))
+    assert [text for group in groups for text in group] == texts and len(groups) >= 5
+    assert all(len(group) == 1 or sum(map(len, group)) <= 7 for group in groups)
+
+
 def test_a_lone_surrogate_is_encoded_as_tiktoken_encode_ordinary_does(gpt2: BpeTokenizer) -> None:
     oracle = _oracle(gpt2)
     for text in ["a\ud800b", "\ud83d\ude00 x", "x\udfff", "\ude00\ud83d"]:
