@@ -18,6 +18,7 @@ from rank_files import read_ranks
 from tokpack import GPT2_PATTERN
 from tokpack.vocab.compiled import SMALL_SLOTS, CompiledBpe, PieceCache
 from tokpack.vocab.patterns import CL100K_PATTERN
+from tokpack.vocab.pretokenizer import split
 
 
 def _encoders(ranks: dict[bytes, int], pattern: str) -> tuple[CompiledBpe, tiktoken.Encoding]:
@@ -85,11 +86,28 @@ def test_a_part_that_is_a_token_the_merges_cannot_reach_gets_the_merges_ids() ->
     # " abcd中abcd", cut around 中, it is a, bc, d.
     ranks = {bytes([b]): b for b in range(256)} | {b"bc": 256, b"ab": 257, b"cd": 258, b"abcd": 259}
     ours, oracle = _encoders(ranks, GPT2_PATTERN)
+    han = list("中".encode())
+    # first, from a new cache (filled with the tokens the merges reach, so not with "abcd")
+    assert ours.encode(["abcd中abcd"])[0].tolist() == [ord("a"), 256, ord("d")] + han + [ord("a"), 256, ord("d")]
     texts = ["abcd abcd中abcd", "abcd中abcd abcd", "abcd"]
     for _ in range(2):  # the second time from the cache
         assert [ids.tolist() for ids in ours.encode(texts)] == [oracle.encode_ordinary(text) for text in texts]
-    han = list("中".encode())
     assert ours.encode(["abcd中abcd"])[0].tolist() == [ord("a"), 256, ord("d")] + han + [ord("a"), 256, ord("d")]
+
+
+def test_a_new_cache_holds_the_tokens_so_a_piece_that_is_one_is_a_hit_at_once(real: Real) -> None:
+    _, oracle, ranks, pattern = real
+    encoder = CompiledBpe(ranks, pattern)  # fresh caches
+    text = (" the of and to in is that for it was on with as be at by this had not are but from or have an they"
+            " which one you were all we her she there would their; każdy żółty kot")
+    new = [piece for piece in dict.fromkeys(split(text, pattern)) if len(piece) >= 2]  # 1 character: a table
+    tokens = [piece for piece in new if piece.encode() in ranks]
+    assert [ids.tolist() for ids in encoder.encode([text])] == [oracle.encode_ordinary(text)]
+    report = encoder.cache_report()
+    # every piece is new to the text, yet most that are tokens are hits (the rest lost their row
+    # to a token of a lower id: a row holds one piece)
+    assert len(new) - len(tokens) <= report.misses <= len(new) - len(tokens) + len(tokens) // 4
+    assert report.pieces_held > len(ranks) // 2  # the tokens fill the rows before any text
 
 
 #: Characters of 1 to 4 UTF-8 bytes, sharing bytes (so random byte spans make tokens that begin
