@@ -1021,7 +1021,8 @@ class PieceCache:
 @dataclass(frozen=True)
 class CacheReport:
     """What the piece caches hold and did since they were made: their fixed size (``bytes_each``
-    counts both the rows and the small cache), the pieces each part holds, lookups of whole pieces
+    counts both the rows and the small cache), the pieces each part holds (the vocabulary's tokens
+    it started with among them), lookups of whole pieces
     (``hits`` counts either part's; ``uncached``: pieces too long for a row) and of the parts of
     cut pieces. Pieces of one ASCII character, and characters of the Basic Multilingual Plane
     alone, are read from tables and counted nowhere."""
