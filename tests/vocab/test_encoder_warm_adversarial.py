@@ -135,7 +135,7 @@ def _oracle(ranks: dict[bytes, int], pattern: str) -> tiktoken.Encoding:
 
 
 def _warmable(ranks: dict[bytes, int]) -> list[tuple[int, str]]:
-    """The tokens a new cache may start with, in the vocabulary's order: strict UTF-8 of 1 to
+    """The tokens a new cache may start with, in id order: strict UTF-8 of 1 to
     ``CACHE_ROW - 2`` code points, that merging their own bytes gives."""
     held = []
     for token, rank in ranks.items():
@@ -145,7 +145,7 @@ def _warmable(ranks: dict[bytes, int]) -> list[tuple[int, str]]:
             continue
         if 1 <= len(text) <= CACHE_ROW - 2 and _merge(ranks, token) == [rank]:
             held.append((rank, text))
-    return held
+    return sorted(held)
 
 
 def _held(encoder: CompiledBpe) -> list[tuple[int, str]]:
