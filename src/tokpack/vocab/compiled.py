@@ -922,17 +922,17 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
 @njit(cache=True)
 def _token_code_points(flat, offsets, ids, unreachable, longest):
     """The tokens whose bytes are a text's (strict UTF-8: what decoding and encoding again gives
-    back, no surrogate) of at most ``longest`` code points, and that merging their own bytes gives:
-    their code points (one array), the end of each token's, and their ids."""
+    back, no surrogate) of 1 to ``longest`` code points, and that merging their own bytes gives:
+    their code points (one array), the end of each token's, and their ids, in id order."""
     cps = np.empty(flat.size, dtype=np.uint32)
     ends = np.empty(offsets.size, dtype=np.int64)
     taken = np.empty(offsets.size, dtype=np.int64)
     again = np.empty(4 * longest + 4, dtype=np.uint8)
     n = 0  # code points written
     count = 0
-    for t in range(offsets.size - 1):
+    for t in np.argsort(ids):  # the vocabulary's order need not be the ids'
         b, e = offsets[t], offsets[t + 1]
-        if unreachable[ids[t]]:
+        if unreachable[ids[t]] or e == b:  # an empty token is no piece
             continue
         start = n
         k = b
@@ -1149,7 +1149,7 @@ class CompiledBpe:
         self.odd_tokens = _token_tables([tokens[t] for t in np.flatnonzero(self.unreachable[self.ids]).tolist()],
                                         self.ids[self.unreachable[self.ids] == 1])
         self.tables = tiktoken_tables()
-        #: the tokens a new cache starts with: their code points, the end of each, their ids
+        #: the tokens a new cache starts with (in id order): their code points, the end of each, their ids
         self.warm_tokens: tuple[np.ndarray, np.ndarray, np.ndarray] = _token_code_points(
             self.flat, self.offsets, self.ids, self.unreachable, CACHE_ROW - 2)
         self._pool: queue.SimpleQueue[PieceCache] = queue.SimpleQueue()
