@@ -1176,7 +1176,7 @@ class CompiledBpe:
             self._pool.put(cache)
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """The ids of each text, as ``uint32`` arrays (views of one buffer)."""
+        """The ids of each text, as ``uint32`` arrays (views of one buffer per run of texts, see :func:`_groups`)."""
         classes, fold, exact = self.tables
         ids: list[np.ndarray] = []
         with self._cache() as cache:
