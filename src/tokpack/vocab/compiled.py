@@ -18,9 +18,10 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    whatever the corpus (a cache that grows on a terabyte is a bug). Hits compare the code
    points, never only the hash. A new cache starts filled with the vocabulary's tokens
    (:func:`_warm`), so a piece that is a token is a hit the first time it is seen (two thirds
-   of an English text's new pieces; a few milliseconds per thread, once). The pre-tokenizer runs :data:`_AHEAD` pieces ahead of the
-   encoding, and the rows of those pieces are prefetched: the cache is larger than the CPU's
-   caches, and a look-up would otherwise wait for memory.
+   of an English text's new pieces; a few milliseconds per thread, once). The pre-tokenizer
+   runs :data:`_AHEAD` pieces ahead of the encoding, and the rows of those pieces are
+   prefetched: the cache is larger than the CPU's caches, and a look-up would otherwise wait
+   for memory.
 4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: adjacent parts are merged lowest
    rank first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
    65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a
@@ -982,7 +983,7 @@ def _warm(cache, small, token_cps, token_ends, token_ids, unreachable):
             _store(token_cps, i, j, cache, np.int64(_mix(_fnv1a(token_cps, i, j)) & cache_mask), one, 0, 1,
                    unreachable)
         key = _small_key(token_cps, i, j)
-        if key != 0 and one[0] < (1 << 20):
+        if key != 0:  # (an id of 20 bits or more is not written: _store_small's rule)
             _store_small(small, np.int64(_mix(key) & small_mask), key, one, 0, 1)
 
 
@@ -1176,7 +1177,8 @@ class CompiledBpe:
             self._pool.put(cache)
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """The ids of each text, as ``uint32`` arrays (views of one buffer per run of texts, see :func:`_groups`)."""
+        """The ids of each text, as ``uint32`` arrays (views of one buffer per run of texts:
+        :func:`_groups`)."""
         classes, fold, exact = self.tables
         ids: list[np.ndarray] = []
         with self._cache() as cache:
