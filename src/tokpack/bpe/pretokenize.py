@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 from numba import njit
 
+from tokpack._kernels import inlined
 from tokpack.errors import InputError
 from tokpack.vocab.pretokenizer import COMPILED, WHOLE, code_points, fnv1a, mix, piece_end, tables, utf8, utf8_size
 
@@ -35,7 +36,7 @@ _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _insert(cps, begin, end, h, count, slots, records, store, scalars):
     """Add ``count`` occurrences of the piece ``cps[begin:end]`` (hash ``h``).
 

@@ -12,16 +12,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokpack._kernels import inlined
 from tokpack.vocab.pretokenizer import fnv1a, same_bytes
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _hash(data, begin, end):
     h = fnv1a(data, begin, end)
     return h ^ (h >> np.uint64(29))
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _lookup(data, begin, end, flat, offsets, slots, mask):
     """The index (rank order) of the token whose bytes are ``data[begin:end]``, or -1."""
     position = _hash(data, begin, end) & mask

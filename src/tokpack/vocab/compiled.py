@@ -63,6 +63,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from tokpack._kernels import inlined
 from tokpack.vocab.patterns import GPT2_PATTERN  # noqa: F401 - CompiledBpe's doctest
 from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
 from tokpack.vocab.pretokenizer import fnv1a as _fnv1a
@@ -117,7 +118,7 @@ _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _byte_hash(data, begin, end):
     """FNV-1a over ``data[begin:end]``, then splitmix64's finalizer (64 bits)."""
     return _mix(_fnv1a(data, begin, end))
@@ -126,7 +127,7 @@ def _byte_hash(data, begin, end):
 _SHORT = 7  # tokens of at most this many bytes are keyed by their bytes themselves
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _short_key(data, begin, end):
     """Bytes ``data[begin:end]`` (at most 7) packed into 64 bits, their count in the top byte: the
     key is the bytes, so a match needs no comparison and no key is 0."""
@@ -164,7 +165,7 @@ def _build_tables(flat, offsets, ids, short_size, long_size):
     return short_keys, short_ids, long_slots
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _rank_of(piece, begin, end, short_keys, short_ids, flat, offsets, ids, long_slots):
     """The rank of the bytes ``piece[begin:end]``, or ``_NONE``."""
     length = end - begin
@@ -237,14 +238,14 @@ def _build_pairs(flat, offsets, ids, short_keys, short_ids, long_slots):
     return table
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _byte_pair(pair_rank, first, second):
     """The id of the two-byte token ``first second``, or ``_NONE``."""
     found = pair_rank[(np.int64(first) << 8) | np.int64(second)]
     return _NONE if found == _NO_PAIR else np.int64(found)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _pair(table, left, right):
     """The id of the token made of tokens ``left`` and ``right``, or ``_NONE``."""
     key = (np.uint64(left + 1) << _ID_BITS) | np.uint64(right)
@@ -305,7 +306,8 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, he
     of every adjacent pair, so the smallest key is the lowest rank, leftmost on ties. An entry is
     current when its part still has that rank with its next part (a rank names one token, so
     one byte span: an equal rank is the same pair). ``scratch`` (4 rows of at least ``n``) and
-    ``heap`` (at least ``3 n + 1``) are the caller's, reused from piece to piece."""
+    ``heap`` (at least ``2 n``: it starts with at most ``n - 1`` entries, and each of the at most
+    ``n - 1`` merges pops one and pushes at most two) are the caller's, reused from piece to piece."""
     tok = scratch[0]
     rank = scratch[1]
     following = scratch[2]
@@ -336,10 +338,6 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, he
             previous[after] = first
             rank[first] = _pair(pair_table, tok[first], tok[after])
             if rank[first] != _NONE:
-                if size + 2 > heap.size:
-                    grown = np.empty(2 * heap.size, dtype=np.int64)
-                    grown[:size] = heap[:size]
-                    heap = grown
                 size = _heap_push(heap, size, (rank[first] << _POSITION_BITS) | first)
         else:
             rank[first] = _NONE
@@ -347,10 +345,6 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, he
         if before >= 0:
             rank[before] = _pair(pair_table, tok[before], tok[first])
             if rank[before] != _NONE:
-                if size + 2 > heap.size:
-                    grown = np.empty(2 * heap.size, dtype=np.int64)
-                    grown[:size] = heap[:size]
-                    heap = grown
                 size = _heap_push(heap, size, (rank[before] << _POSITION_BITS) | before)
     k = 0
     while k < n:
@@ -360,7 +354,7 @@ def _merge_long(piece, n, byte_rank, pair_rank, pair_table, out, at, scratch, he
     return at
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _merge_piece(piece, n, short_keys, short_ids, flat, offsets, ids, long_slots, byte_rank, pair_rank,
                  pair_table, rks, toks, out, at, scratch, heap, shortcut=True):
     """Write the ids of the ``n`` bytes ``piece[:n]`` to ``out[at:]`` as tiktoken's
@@ -422,14 +416,14 @@ _CUT_FROM = 0x2E80
 _CUT_BITS = 22
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _side_bit(left, right):
     """The cut table's bit of the two sides ``left`` and ``right`` of a boundary (see
     :func:`_build_cuts`)."""
     return _mix((np.uint64(left) << np.uint64(24)) | np.uint64(right)) >> np.uint64(64 - _CUT_BITS)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _left_key(value, count, whole):
     """The key of a boundary's left side: a whole code point ``value``, or (``whole`` false) the
     last ``count`` (1-3) bytes of a character, ``value`` their 6-bit payloads."""
@@ -438,7 +432,7 @@ def _left_key(value, count, whole):
     return (1 << 21) | (count << 18) | value
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _right_key(value, count, whole):
     """The key of a boundary's right side: a whole code point ``value``, or the first ``count``
     (1-3) bytes of a character, ``value`` its lead byte then 6-bit payloads."""
@@ -450,19 +444,19 @@ def _right_key(value, count, whole):
 _RIGHT_SIDE = 1 << 40  # right sides' keys are told from left sides' in the bitmaps of sides
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _side_hash(key):
     """A side's bit in :func:`_build_cuts`' bitmaps of the left and right sides seen."""
     return _mix(np.uint64(key)) >> np.uint64(64 - _CUT_BITS)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _left_side(c, s):
     """The key of the code point ``c`` on a boundary's left: whole (``s`` 0) or its last ``s`` bytes."""
     return _left_key(c, 0, True) if s == 0 else _left_key(c & ((1 << (6 * s)) - 1), s, False)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _right_side(c, size_c, r):
     """The key of the code point ``c`` (of ``size_c`` bytes) on a boundary's right: whole (``r``
     0) or its first ``r`` bytes (its lead byte, then 6-bit payloads)."""
@@ -566,7 +560,7 @@ def _build_cuts(flat, offsets):
     return bits, sides
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _cut_ok(a, b, cut_pairs, sides):
     """Whether no token can span the boundary between code points ``a`` and ``b`` (``False``
     may be wrong, ``True`` never is). A token that spans it holds, just before it, ``a`` whole or
@@ -657,7 +651,7 @@ def _build_chars(short_keys, short_ids, flat, offsets, ids, long_slots, byte_ran
     return chars
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _char_ids(chars, c, out, at):
     """Write the ids of the character ``c`` alone from :func:`_build_chars`'s table; return the
     new end, or -1 if the table has none."""
@@ -672,7 +666,7 @@ def _char_ids(chars, c, out, at):
     return at + count
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _one_character(c, byte_rank, chars, out, at):
     """Write the ids of a piece (or a cut piece's part) that is the one character ``c``, from the
     byte ranks (ASCII) or :func:`_build_chars`'s table; return the new end, or -1 if neither has it."""
@@ -682,7 +676,7 @@ def _one_character(c, byte_rank, chars, out, at):
     return _char_ids(chars, np.int64(c), out, at)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _probe(cps, i, j, cache, cache_mask, out, at, slot=-1):
     """The cache row of the piece ``cps[i:j]`` (``slot``, if the caller hashed it already), and the
     end of its ids copied to ``out[at:]`` on a hit (-1 on a miss). A row: its piece's length | its
@@ -701,7 +695,7 @@ def _probe(cps, i, j, cache, cache_mask, out, at, slot=-1):
     return slot, -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _store(cps, i, j, cache, slot, out, first, at, unreachable):
     """Write the piece ``cps[i:j]`` and its ids ``out[first:at]`` to its cache row if they fit,
     unless its ids are one token that merging its bytes does not give (a cut-off part of a
@@ -717,7 +711,7 @@ def _store(cps, i, j, cache, slot, out, first, at, unreachable):
         cache[slot, 1 + length + k] = out[first + k]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _unreachable_token(piece, n, count, short_keys, short_ids, flat, offsets, ids, long_slots):
     """The id of the token whose bytes are ``piece[:n]`` if it is one that merging does not give
     (the tables hold only those) and the merge gave ``count`` ids; else ``_NONE``."""
@@ -726,7 +720,7 @@ def _unreachable_token(piece, n, count, short_keys, short_ids, flat, offsets, id
     return _rank_of(piece, 0, n, short_keys, short_ids, flat, offsets, ids, long_slots)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _small_key(cps, i, j):
     """The small cache's key of the piece ``cps[i:j]``: its length and its characters' 7 bits
     packed, if it is 2 to 8 ASCII characters; else 0 (the small cache does not hold it)."""
@@ -741,7 +735,7 @@ def _small_key(cps, i, j):
     return key
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _store_small(small, line, key, out, first, at):
     """Write a short ASCII piece's key and its ids ``out[first:at]`` to the small cache's line
     ``line`` if they fit in one word: at most 3 ids, each below 2**20."""

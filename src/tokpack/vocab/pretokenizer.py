@@ -16,8 +16,9 @@ tiktoken 0.14). A table gives each code point its class bits (``\\p{L}``, ``\\p{
 o200k's two case classes) and the contraction letter it matches case-insensitively (``fold``:
 ``ſ`` U+017F folds to ``s``) and case-sensitively (``exact``).
 
-The scanners' helpers are inlined by numba itself (``inline="always"``): left to LLVM, each
-stayed a call per piece and per run, and the scan ran at half the speed.
+The scanners' helpers are :func:`~tokpack._kernels.inlined`: LLVM inlines them (as a plain call
+per piece and per run, the scan ran at half the speed), and they count no references to the
+arrays they take (with numba's own inlining, those counts were most of the scan's time).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import regex
 from numba import njit
 
 from tokpack._atomic import partial_sibling
+from tokpack._kernels import inlined
 from tokpack.vocab.patterns import (
     CL100K_PATTERN,
     GPT2_PATTERN,
@@ -158,7 +160,7 @@ def tiktoken_tables() -> Tables:
     return _cached(f"pretokenizer-classes-tiktoken-{version}", build_tiktoken_tables)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _run(cps, i, end, classes, bits):
     """The end of the run of characters in class ``bits`` starting at ``i``."""
     while i < end and classes[cps[i]] & bits:
@@ -166,7 +168,7 @@ def _run(cps, i, end, classes, bits):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _other_run(cps, i, end, classes):
     """The end of the run of ``[^\\s\\p{L}\\p{N}]`` starting at ``i``."""
     while i < end and classes[cps[i]] & _LNS == 0:
@@ -174,13 +176,13 @@ def _other_run(cps, i, end, classes):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _lead(classes, cp):
     """``[^\\r\\n\\p{L}\\p{N}]``."""
     return classes[cp] & (_L | _N) == 0 and cp != _CR and cp != _LF
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _contraction(cps, i, end, letters):
     """The end of ``'(?:[sdmt]|ll|ve|re)`` at ``i`` (letters by ``letters``), or ``i``."""
     if i + 1 >= end or cps[i] != _APOSTROPHE:
@@ -195,7 +197,7 @@ def _contraction(cps, i, end, letters):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _whitespace(cps, i, end, classes, newline_rule, end_first):
     """At ``i``, which holds whitespace: ``\\s++$`` (when ``end_first``) | ``\\s*[\\r\\n]+``
     (when ``newline_rule``) | ``\\s+(?!\\S)`` | ``\\s``."""
@@ -216,7 +218,7 @@ def _whitespace(cps, i, end, classes, newline_rule, end_first):
     return i + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _digits(cps, i, end, classes):
     """``\\p{N}{1,3}`` at ``i``, which holds a digit."""
     j = i + 1
@@ -225,7 +227,7 @@ def _digits(cps, i, end, classes):
     return j
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _gpt4_piece(cps, i, end, classes, fold):
     """The end of the GPT-4 piece starting at ``i``: the first alternative that matches."""
     # '(?i:[sdmt]|ll|ve|re)
@@ -255,7 +257,7 @@ def _gpt4_piece(cps, i, end, classes, fold):
     return _whitespace(cps, i, end, classes, True, True)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _gpt2_piece(cps, i, end, classes, exact):
     """The end of the GPT-2 piece starting at ``i``: the first alternative that matches."""
     # '(?:[sdmt]|ll|ve|re)
@@ -278,7 +280,7 @@ def _gpt2_piece(cps, i, end, classes, exact):
     return _whitespace(cps, i, end, classes, False, True)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _upper_lower(cps, s, end, classes):
     """The end of o200k's ``[UPPER]*[LOWER]+`` at ``s`` (greedy, backtracking), or -1."""
     a = _run(cps, s, end, classes, _UPPER)
@@ -294,7 +296,7 @@ def _upper_lower(cps, s, end, classes):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _o200k_piece(cps, i, end, classes, fold):
     """The end of the o200k piece starting at ``i``: the first alternative that matches."""
     c = cps[i]
@@ -332,7 +334,7 @@ def _o200k_piece(cps, i, end, classes, fold):
     return _whitespace(cps, i, end, classes, True, False)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def _polish_piece(cps, i, end, classes, phrase):
     """The end of the piece of the Polish pattern (``phrase``: the phrase pattern) at ``i``."""
     # [\r\n]*+[ \t]*+ leads the first two alternatives.
@@ -373,7 +375,7 @@ def _polish_piece(cps, i, end, classes, phrase):
     return _whitespace(cps, i, end, classes, True, True)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def piece_end(cps, i, end, mode, classes, fold, exact):
     """The end of the piece of pattern ``mode`` that starts at ``i`` (``i < end``) in the text
     ``cps[:end]``; the whole rest for :data:`WHOLE`."""
@@ -410,7 +412,7 @@ def split_all(cps, part_ends, mode, classes, fold, exact, out):
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def utf8_size(cp):
     """The UTF-8 bytes of code point ``cp``."""
     if cp < 0x80:
@@ -422,7 +424,7 @@ def utf8_size(cp):
     return 4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def utf8(cps, begin, end, out):
     """UTF-8 of ``cps[begin:end]`` into ``out`` from its start; returns the byte count. (A lone
     surrogate is written as its three bytes, which no UTF-8 decoder takes: callers refuse or
@@ -451,7 +453,7 @@ def utf8(cps, begin, end, out):
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def fnv1a(data, begin, end):
     """FNV-1a (64 bits) over ``data[begin:end]``, bytes or code points: the one hash every compiled
     table of pieces and tokens starts from."""
@@ -461,7 +463,7 @@ def fnv1a(data, begin, end):
     return h
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def same_bytes(x, x_at, y, y_at, length):
     """Whether ``x[x_at:x_at + length]`` equals ``y[y_at:y_at + length]``: how every compiled
     table of tokens confirms a hash match."""
@@ -471,7 +473,7 @@ def same_bytes(x, x_at, y, y_at, length):
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
+@inlined
 def mix(h):
     """splitmix64's finalizer, the hash of the compiled tables of pieces and tokens (FNV's low
     bits alone probe badly)."""
