@@ -1,4 +1,5 @@
-"""How kernels' helpers are compiled: inlined by LLVM, with no reference counts in their callers' loops."""
+"""How kernels avoid counting references: helpers inlined by LLVM add no counts to their callers' loops, and a
+borrowing kernel cannot allocate (so it never holds an array nobody counted)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import re
 from typing import Any
 
 import numpy as np
+import pytest
 from numba import njit
+from numba.core.errors import TypingError
 
-from tokpack._kernels import inlined
+from tokpack._kernels import borrowing, inlined
 
 from conftest import REPO
 
@@ -90,3 +93,16 @@ def test_no_kernel_helper_is_inlined_by_numba() -> None:
     users = [path.relative_to(REPO).as_posix() for path in sorted((REPO / "src" / "tokpack").rglob("*.py"))
              if 'inline="always"' in path.read_text(encoding="utf-8") and path.name != "_kernels.py"]
     assert users == []
+
+
+def _grows(buffer, n):
+    if n > buffer.size:
+        buffer = np.empty(2 * n, dtype=buffer.dtype)
+    buffer[:n] = 1
+    return n
+
+
+def test_a_borrowing_kernel_cannot_allocate() -> None:
+    # a buffer grown inside it would be an array no one counts: numba refuses to compile that
+    with pytest.raises(TypingError):
+        borrowing(_grows)(np.zeros(2), 3)

@@ -164,6 +164,20 @@ def test_long_pieces_and_runs(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:
         assert [ids.tolist() for ids in vocabulary.encode_arrays(texts)] == [oracle.encode_ordinary(t) for t in texts]
 
 
+def test_a_long_piece_mid_text_resumes_the_run_where_it_stopped(gpt2: BpeTokenizer) -> None:
+    # The kernel's loop allocates nothing: a piece longer than its merge scratch (64 code points
+    # at first) stops the run, which resumes there with larger scratch; twice here in one text
+    # (after and before short pieces), at a text's start and in the middle of a batch.
+    texts = ["Ala ma kota " + "x" * 100 + " i psa " + "ż" * 3000 + " koniec", "y" * 70, "", "ok, " + "1" * 80]
+    tokenizer = BpeTokenizer(ranks=gpt2.ranks)  # fresh caches, counted from zero
+    oracle = _oracle(gpt2)
+    assert [ids.tolist() for ids in tokenizer.encode_arrays(texts, num_threads=1)] == [
+        oracle.encode_ordinary(text) for text in texts]
+    report = tokenizer.encoder_report()["piece_cache"]
+    assert isinstance(report, dict)
+    assert report["uncached"] == 4  # each long piece counted once, not again when the run resumes
+
+
 def test_the_piece_cache_is_bounded(gpt2: BpeTokenizer) -> None:
     tokenizer = BpeTokenizer(ranks=gpt2.ranks)  # fresh caches
     words = [" w" + "".join(chr(0x61 + (n >> (4 * k)) % 16) for k in range(5)) for n in range(150_000)]

@@ -63,7 +63,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from tokpack._kernels import inlined
+from tokpack._kernels import borrowing, inlined
 from tokpack.vocab.patterns import GPT2_PATTERN  # noqa: F401 - CompiledBpe's doctest
 from tokpack.vocab.pretokenizer import COMPILED, tiktoken_tables
 from tokpack.vocab.pretokenizer import fnv1a as _fnv1a
@@ -755,7 +755,39 @@ def _store_small(small, line, key, out, first, at):
 def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,
             byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars, cache, small, stats):
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
-    of each text's ids in it. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
+    of each text's ids in it (:func:`_encode_run`'s, which this allocates for: numba counts
+    references to an array that a loop may replace at every turn of the loop, which cost
+    1.2x when the buffers were grown inside it). The ids' buffer holds the most there can be: a
+    code point's UTF-8 is at most 4 bytes and each byte at most one id. The merge's scratch is
+    grown, and the run resumed, when a piece needs more."""
+    out = np.empty(4 * cps.size + 1, dtype=np.uint32)
+    doc_ends = np.empty(ends.size, dtype=np.int64)
+    state = np.zeros(3, dtype=np.int64)
+    ahead_end = np.empty(_AHEAD, dtype=np.int64)
+    ahead_slot = np.empty(_AHEAD, dtype=np.int64)
+    size = 257
+    while size > 0:
+        piece = np.empty(size, dtype=np.uint8)
+        rks = np.empty(size, dtype=np.int64)
+        toks = np.empty(size, dtype=np.int64)
+        scratch = np.empty((4, size), dtype=np.int64)
+        heap = np.empty(2 * size, dtype=np.int64)
+        size = _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids,
+                           long_slots, byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars,
+                           cache, small, stats, out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end,
+                           ahead_slot)
+    return out[:state[2]].copy(), doc_ends
+
+
+@borrowing
+def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,
+                byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars, cache, small, stats,
+                out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end, ahead_slot):
+    """Encode the texts of :func:`_encode` from the text ``state[0]``, position ``state[1]``, ids'
+    end ``state[2]`` on, writing the ids to ``out`` and each text's end to ``doc_ends``: return
+    0 when done, or, where a piece needs more scratch than ``piece`` (a byte each, and ``rks``,
+    ``toks``, ``scratch``'s rows and half ``heap`` an entry each) has, that size, and ``state``
+    is where to resume. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
     parts, misses of cut parts]. The token tables (``short_keys`` to ``long_slots``) hold only the
     tokens that merging their own bytes does not give (:func:`_build_unreachable`): a whole piece
     is merged, and looked up there only if the merge gives more than one id. That is tiktoken's
@@ -775,25 +807,15 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     side goes through the very merges, in the same order, that it goes through alone. A piece
     with a cut is not a token (that token would span the cut), so the shortcut does not apply
     to it either."""
-    total = cps.size
-    out = np.empty(max(64, total + total // 2), dtype=np.uint32)
-    doc_ends = np.empty(ends.size, dtype=np.int64)
-    piece = np.empty(256, dtype=np.uint8)
-    rks = np.empty(257, dtype=np.int64)
-    toks = np.empty(257, dtype=np.int64)
-    scratch = np.empty((4, 257), dtype=np.int64)
-    heap = np.empty(3 * 257 + 1, dtype=np.int64)
     cache_mask = np.uint64(cache.shape[0] - 1)
     small_mask = np.uint64(small.shape[0] - 1)
     line = 0
     row = cache.shape[1]
-    ahead_end = np.empty(_AHEAD, dtype=np.int64)
-    ahead_slot = np.empty(_AHEAD, dtype=np.int64)
-    at = 0
-    begin = 0
-    for d in range(ends.size):
+    at = state[2]
+    begin = ends[state[0] - 1] if state[0] > 0 else 0
+    for d in range(state[0], ends.size):
         end = ends[d]
-        i = begin
+        i = state[1] if d == state[0] and state[1] > begin else begin
         found = 0  # pieces found ahead
         taken = 0  # of which encoded
         while i < end:
@@ -816,10 +838,11 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
             slot_ahead = ahead_slot[taken]
             taken += 1
             length = j - i
-            if at + 4 * length > out.size:
-                grown = np.empty(max(2 * out.size, at + 4 * length), dtype=np.uint32)
-                grown[:at] = out[:at]
-                out = grown
+            if 4 * length + 1 > piece.size:  # the merge's scratch is too small: the caller grows it
+                state[0] = d
+                state[1] = i
+                state[2] = at
+                return 8 * length + 1
             if length == 1:
                 done = _one_character(cps[i], byte_rank, chars, out, at)
                 if done >= 0:
@@ -850,12 +873,6 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
                 stats[1] += 1
             else:
                 stats[2] += 1
-            if 4 * length + 1 > piece.size:
-                piece = np.empty(8 * length + 1, dtype=np.uint8)
-                rks = np.empty(8 * length + 1, dtype=np.int64)
-                toks = np.empty(8 * length + 1, dtype=np.int64)
-                scratch = np.empty((4, 8 * length + 1), dtype=np.int64)
-                heap = np.empty(3 * (8 * length + 1) + 1, dtype=np.int64)
             first = at
             s = i
             cut = False  # only pieces with a character of the East Asian scripts are worth cutting
@@ -911,7 +928,8 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
             i = j
         doc_ends[d] = at
         begin = end
-    return out[:at].copy(), doc_ends
+    state[2] = at
+    return 0
 
 
 @njit(cache=True)
