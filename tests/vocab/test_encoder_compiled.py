@@ -180,7 +180,10 @@ def test_a_long_piece_mid_text_resumes_the_run_where_it_stopped(gpt2: BpeTokeniz
 
 def test_the_piece_cache_is_bounded(gpt2: BpeTokenizer) -> None:
     tokenizer = BpeTokenizer(ranks=gpt2.ranks)  # fresh caches
-    words = [" w" + "".join(chr(0x61 + (n >> (4 * k)) % 16) for k in range(5)) for n in range(150_000)]
+    from tokpack.vocab.compiled import CACHE_SLOTS
+
+    # more distinct pieces than the cache has rows
+    words = [" w" + "".join(chr(0x61 + (n >> (4 * k)) % 16) for k in range(5)) for n in range(CACHE_SLOTS * 3 // 2)]
     tokenizer.encode_arrays(["".join(words)], num_threads=1)
     report = tokenizer.encoder_report()["piece_cache"]
     assert isinstance(report, dict)
