@@ -761,26 +761,39 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     """The ids of every text of ``cps`` (texts end at ``ends``): one ``uint32`` array, and the end
     of each text's ids in it (:func:`_encode_run`'s, which this allocates for: numba counts
     references to an array that a loop may replace at every turn of the loop, which cost
-    1.2x when the buffers were grown inside it). The ids' buffer holds the most there can be: a
-    code point's UTF-8 is at most 4 bytes and each byte at most one id. The merge's scratch is
-    grown, and the run resumed, when a piece needs more."""
-    out = np.empty(4 * cps.size + 1, dtype=np.uint32)
+    1.2x when the buffers were grown inside it). When the run stops because a piece needs more
+    room (a piece of ``n`` code points writes at most ``4 n`` ids, one a UTF-8 byte, and its merge
+    needs a scratch entry a byte), the ids' buffer or the merge's scratch grows and the run
+    resumes where it stopped."""
+    out = np.empty(max(64, cps.size + cps.size // 2), dtype=np.uint32)
     doc_ends = np.empty(ends.size, dtype=np.int64)
     state = np.zeros(3, dtype=np.int64)
     ahead_end = np.empty(_AHEAD, dtype=np.int64)
     ahead_slot = np.empty(_AHEAD, dtype=np.int64)
     size = 257
-    while size > 0:
-        piece = np.empty(size, dtype=np.uint8)
-        rks = np.empty(size, dtype=np.int64)
-        toks = np.empty(size, dtype=np.int64)
-        scratch = np.empty((4, size), dtype=np.int64)
-        heap = np.empty(2 * size, dtype=np.int64)
+    piece = np.empty(size, dtype=np.uint8)
+    rks = np.empty(size, dtype=np.int64)
+    toks = np.empty(size, dtype=np.int64)
+    scratch = np.empty((4, size), dtype=np.int64)
+    heap = np.empty(2 * size, dtype=np.int64)
+    while True:
         size = _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids,
                            long_slots, byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars,
                            cache, small, stats, out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end,
                            ahead_slot)
-    return out[:state[2]].copy(), doc_ends
+        if size == 0:
+            return out[:state[2]].copy(), doc_ends
+        at = state[2]
+        if at + size > out.size:
+            grown = np.empty(max(2 * out.size, at + size), dtype=np.uint32)
+            grown[:at] = out[:at]
+            out = grown
+        if size > piece.size:
+            piece = np.empty(size, dtype=np.uint8)
+            rks = np.empty(size, dtype=np.int64)
+            toks = np.empty(size, dtype=np.int64)
+            scratch = np.empty((4, size), dtype=np.int64)
+            heap = np.empty(2 * size, dtype=np.int64)
 
 
 @borrowing
@@ -789,9 +802,9 @@ def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, fl
                 out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end, ahead_slot):
     """Encode the texts of :func:`_encode` from the text ``state[0]``, position ``state[1]``, ids'
     end ``state[2]`` on, writing the ids to ``out`` and each text's end to ``doc_ends``: return
-    0 when done, or, where a piece needs more scratch than ``piece`` (a byte each, and ``rks``,
-    ``toks``, ``scratch``'s rows and half ``heap`` an entry each) has, that size, and ``state``
-    is where to resume. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
+    0 when done; or, where a piece of ``n`` code points would not fit (``4 n`` more ids than
+    ``out`` holds, or more bytes than ``piece`` holds: ``rks``, ``toks``, ``scratch``'s rows and
+    half ``heap`` have an entry a byte of it), ``8 n + 1``, with ``state`` where to resume. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
     parts, misses of cut parts]. The token tables (``short_keys`` to ``long_slots``) hold only the
     tokens that merging their own bytes does not give (:func:`_build_unreachable`): a whole piece
     is merged, and looked up there only if the merge gives more than one id. That is tiktoken's
@@ -842,7 +855,7 @@ def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, fl
             slot_ahead = ahead_slot[taken]
             taken += 1
             length = j - i
-            if 4 * length + 1 > piece.size:  # the merge's scratch is too small: the caller grows it
+            if at + 4 * length > out.size or 4 * length + 1 > piece.size:  # the caller grows them
                 state[0] = d
                 state[1] = i
                 state[2] = at
