@@ -804,8 +804,10 @@ def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, fl
     end ``state[2]`` on, writing the ids to ``out`` and each text's end to ``doc_ends``: return
     0 when done; or, where a piece of ``n`` code points would not fit (``4 n`` more ids than
     ``out`` holds, or more bytes than ``piece`` holds: ``rks``, ``toks``, ``scratch``'s rows and
-    half ``heap`` have an entry a byte of it), ``8 n + 1``, with ``state`` where to resume. ``stats`` counts [cache hits, misses, uncached pieces, hits of cut
-    parts, misses of cut parts]. The token tables (``short_keys`` to ``long_slots``) hold only the
+    half ``heap`` have an entry a byte of it), ``8 n + 1``, with ``state`` where to resume.
+
+    ``stats`` counts [cache hits, misses, uncached pieces, hits of cut parts, misses of cut
+    parts]. The token tables (``short_keys`` to ``long_slots``) hold only the
     tokens that merging their own bytes does not give (:func:`_build_unreachable`): a whole piece
     is merged, and looked up there only if the merge gives more than one id. That is tiktoken's
     order (the piece's own rank first, if it is a token) with the same ids: a piece that is a
