@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from tokpack import GPT2_PATTERN, load_vocabulary, prepare
 from tokpack.cli import app
 from tokpack.vocab import BpeTokenizer
-from tokpack.vocab.compiled import COMPILED_PATTERNS
+from tokpack.vocab.compiled import COMPILED_PATTERNS, code_points
 from tokpack.vocab.patterns import CL100K_PATTERN, GPT4_PATTERN, POLISH_PATTERN, POLISH_PHRASE_PATTERN
 from tokpack.vocab.published import O200K_PATTERN
 
@@ -154,6 +154,24 @@ def test_a_lone_surrogate_is_encoded_as_tiktoken_encode_ordinary_does(gpt2: BpeT
     for text in ["a\ud800b", "\ud83d\ude00 x", "x\udfff", "\ude00\ud83d"]:
         assert [ids.tolist() for ids in gpt2.encode_arrays([text, "ok"])] == [oracle.encode_ordinary(text),
                                                                              oracle.encode_ordinary("ok")]
+
+
+def test_code_points_go_to_the_threads_buffer_only_when_it_has_room() -> None:
+    # The encoder copies each run's code points into its thread's buffer (no new bytes object a
+    # run); lone surrogates are fixed as tiktoken does, and a run the buffer cannot hold gets its own.
+    texts = ["Ala ma kota", "", "日本語", "a\ud800b", "\ud83d\ude00 😀", "\udfff"]
+    fixed = [text.encode("utf-16", "surrogatepass").decode("utf-16", "replace") for text in texts]
+    expected = [ord(c) for c in "".join(fixed)]
+    expected_ends = np.cumsum([len(text) for text in fixed]).tolist()
+    buffer = np.zeros(64, dtype=np.uint32)
+    cps, ends = code_points(texts, buffer)
+    assert np.shares_memory(cps, buffer)
+    assert (cps.tolist(), ends.tolist()) == (expected, expected_ends)
+    narrow = np.zeros(len(expected) - 1, dtype=np.uint32)
+    cps, ends = code_points(texts, narrow)
+    assert not np.shares_memory(cps, narrow) and not narrow.any()
+    assert (cps.tolist(), ends.tolist()) == (expected, expected_ends)
+    assert code_points(["", ""], buffer)[0].size == 0
 
 
 def test_long_pieces_and_runs(gpt2: BpeTokenizer, cl100k: BpeTokenizer) -> None:

@@ -78,6 +78,8 @@ def test_cut_parts_are_encoded_and_cached(real: Real) -> None:
     report = encoder.cache_report()
     assert report.uncached == 2 * len(texts) and report.part_hits >= report.part_misses > 0
     assert report.bytes_each == PieceCache.new().nbytes and SMALL_SLOTS * 16 < report.bytes_each
+    fresh = PieceCache.new()
+    assert report.buffer_bytes_each == fresh.text.nbytes
 
 
 def test_a_part_that_is_a_token_the_merges_cannot_reach_gets_the_merges_ids() -> None:

@@ -10,8 +10,8 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
 3. A piece of one ASCII character is its byte's rank; a piece of one character of the Basic
    Multilingual Plane reads its ids from a table built with the vocabulary
    (:func:`_build_chars`). An ASCII piece of 2 to 8 characters is looked up first in a small
-   cache keyed by its packed bytes (up to 3 ids in one word, :data:`SMALL_SLOTS` lines, small
-   enough to stay in a core's L2). Any other piece of at most
+   cache keyed by its packed bytes (up to 3 ids in one word, :data:`SMALL_SLOTS` lines, a core's
+   L2 at most). Any other piece of at most
    :data:`CACHE_ROW` ``- 2`` code points is looked up in a **piece cache**: a direct-mapped
    table of :data:`CACHE_SLOTS` rows, each holding a piece's code points and its ids. A hit
    copies the ids; a miss encodes the piece and overwrites the row, so the cache's size is fixed
@@ -19,9 +19,10 @@ Algorithm, per batch of texts (one numba call that releases the GIL):
    points, never only the hash. A new cache starts filled with the vocabulary's tokens
    (:func:`_warm`), so a piece that is a token is a hit the first time it is seen (two thirds
    of an English text's new pieces; a few milliseconds per thread, once). The pre-tokenizer
-   runs :data:`_AHEAD` pieces ahead of the encoding, and the rows of those pieces are
-   prefetched: the cache is larger than the CPU's caches, and a look-up would otherwise wait
-   for memory.
+   runs :data:`_AHEAD` pieces ahead of the encoding, and the rows of those pieces (or their
+   small cache's lines) are prefetched: the cache is larger than the CPU's caches, and even the
+   small cache's line is out of the core's as often as not (a profile of English text had a
+   fifth of the encoder's samples on that one load before it was prefetched).
 4. A miss is encoded as tiktoken's ``byte_pair_merge`` does: adjacent parts are merged lowest
    rank first (leftmost on ties) until no adjacent pair is a token. Byte pairs come from a
    65,536-entry array, later pairs from a table of (left id, right id) -> id, packed in one word a
@@ -51,6 +52,7 @@ surrogate in a row become their astral character; any other becomes U+FFFD).
 
 from __future__ import annotations
 
+import ctypes
 import queue
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -84,8 +86,10 @@ CACHE_SLOTS = 1 << 18
 #: 32-bit words of a cache row: a piece of ``n`` code points and ``k`` ids is cached if
 #: ``1 + n + k <= CACHE_ROW``; longer ones are encoded each time.
 CACHE_ROW = 32
-#: Lines of the small cache of short ASCII pieces, per thread (a power of two).
-SMALL_SLOTS = 1 << 14
+#: Lines of the small cache of short ASCII pieces, per thread (a power of two): 1 MiB. With its
+#: lines prefetched, 65,536 lines ran 1.02-1.03x on mixed text, 1.16x on English and 1.12x on code
+#: against 16,384 (fewer short pieces thrown out by others, each then looked up in the piece cache).
+SMALL_SLOTS = 1 << 16
 
 #: Pieces whose ends and cache rows are found ahead of their encoding: the rows' memory is
 #: asked for (prefetched) while the pieces before them are encoded.
@@ -770,6 +774,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
     state = np.zeros(3, dtype=np.int64)
     ahead_end = np.empty(_AHEAD, dtype=np.int64)
     ahead_slot = np.empty(_AHEAD, dtype=np.int64)
+    ahead_key = np.empty(_AHEAD, dtype=np.uint64)
     size = 257
     piece = np.empty(size, dtype=np.uint8)
     rks = np.empty(size, dtype=np.int64)
@@ -780,7 +785,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
         size = _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids,
                            long_slots, byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars,
                            cache, small, stats, out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end,
-                           ahead_slot)
+                           ahead_slot, ahead_key)
         if size == 0:
             return out[:state[2]].copy(), doc_ends
         at = state[2]
@@ -799,7 +804,7 @@ def _encode(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, 
 @borrowing
 def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, flat, offsets, ids, long_slots,
                 byte_rank, pair_rank, pair_table, cut_pairs, cut_sides, unreachable, chars, cache, small, stats,
-                out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end, ahead_slot):
+                out, doc_ends, state, piece, rks, toks, scratch, heap, ahead_end, ahead_slot, ahead_key):
     """Encode the texts of :func:`_encode` from the text ``state[0]``, position ``state[1]``, ids'
     end ``state[2]`` on, writing the ids to ``out`` and each text's end to ``doc_ends``: return
     0 when done; or, where a piece of ``n`` code points would not fit (``4 n`` more ids than
@@ -846,8 +851,11 @@ def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, fl
                     e = _piece_end(cps, k, end, mode, classes, fold, exact)
                     ahead_end[found] = e
                     ahead_slot[found] = -1
-                    # not one character (a table) nor, likely, a short ASCII piece (the small cache)
-                    if 2 <= e - k <= row - 2 and not (e - k <= 8 and cps[k] < 0x80 and cps[e - 1] < 0x80):
+                    key = _small_key(cps, k, e)
+                    ahead_key[found] = key
+                    if key != 0:  # the small cache's line: out of the core's caches as often as not
+                        _prefetch(small, np.int64(_mix(key) & small_mask), 0)
+                    elif 2 <= e - k <= row - 2:  # not one character (a table): the piece cache's row
                         ahead_slot[found] = np.int64(_mix(_fnv1a(cps, k, e)) & cache_mask)
                         _prefetch(cache, ahead_slot[found], 0)  # a row is two cache lines
                         _prefetch(cache, ahead_slot[found], row // 2)
@@ -855,6 +863,7 @@ def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, fl
                     k = e
             j = ahead_end[taken]
             slot_ahead = ahead_slot[taken]
+            key = ahead_key[taken]
             taken += 1
             length = j - i
             if at + 4 * length > out.size or 4 * length + 1 > piece.size:  # the caller grows them
@@ -868,7 +877,6 @@ def _encode_run(cps, ends, mode, classes, fold, exact, short_keys, short_ids, fl
                     at = done
                     i = j
                     continue
-            key = _small_key(cps, i, j)
             if key != 0:  # an ASCII piece of 2 to 8 characters: the small cache, by its bytes
                 line = np.int64(_mix(key) & small_mask)
                 if small[line, 0] == key:
@@ -1032,18 +1040,22 @@ class PieceCache:
     """One thread's piece cache: a fixed array of rows, overwritten row by row. A row holds its
     piece's length and id count, the piece's code points, then its ids (a piece fits if
     ``1 + length + ids <= CACHE_ROW``): each row is two aligned cache lines. In
-    front of it, a small cache (:data:`SMALL_SLOTS` lines of two words, small enough to stay in
-    a core's L2) holds ASCII pieces of 2 to 8 characters by their packed bytes, with up to 3 ids
-    packed in one word."""
+    front of it, a small cache (:data:`SMALL_SLOTS` lines of two words, a core's L2 at most)
+    holds ASCII pieces of 2 to 8 characters by their packed bytes, with up to 3 ids
+    packed in one word. Its thread also keeps the code points of the run of texts it encodes in
+    ``text`` (:func:`code_points`; a run longer than :data:`GROUP_CODE_POINTS`, one long text,
+    gets an array of its own)."""
 
     rows: np.ndarray
     small: np.ndarray
     stats: np.ndarray  # hits, misses, pieces too long to cache; hits and misses of cut-off parts
+    text: np.ndarray
 
     @classmethod
     def new(cls, slots: int | None = None, small_slots: int | None = None) -> PieceCache:
         return cls(_aligned_zeros(slots or CACHE_SLOTS, CACHE_ROW),
-                   np.zeros((small_slots or SMALL_SLOTS, 2), dtype=np.uint64), np.zeros(5, dtype=np.int64))
+                   np.zeros((small_slots or SMALL_SLOTS, 2), dtype=np.uint64), np.zeros(5, dtype=np.int64),
+                   np.empty(GROUP_CODE_POINTS, dtype=np.uint32))
 
     @property
     def nbytes(self) -> int:
@@ -1053,7 +1065,8 @@ class PieceCache:
 @dataclass(frozen=True)
 class CacheReport:
     """What the piece caches hold and did since they were made: their fixed size (``bytes_each``
-    counts both the rows and the small cache), the pieces each part holds (the vocabulary's tokens
+    counts both the rows and the small cache; ``buffer_bytes_each``, the code points' buffer the
+    same thread keeps), the pieces each part holds (the vocabulary's tokens
     it started with among them), lookups of whole pieces
     (``hits`` counts either part's; ``uncached``: pieces too long for a row) and of the parts of
     cut pieces. Pieces of one ASCII character, and characters of the Basic Multilingual Plane
@@ -1063,6 +1076,7 @@ class CacheReport:
     slots_each: int
     row_words: int
     bytes_each: int
+    buffer_bytes_each: int
     pieces_held: int
     small_slots_each: int
     small_pieces_held: int
@@ -1099,9 +1113,9 @@ def _token_tables(tokens: list[bytes], ids: np.ndarray) -> _TokenTables:
 
 
 #: Code points encoded by one call of the kernel (a text longer than this is one call alone): the
-#: buffers of a call (4 bytes a code point, then its ids) stay a few MiB, which the allocator
-#: reuses from call to call; one buffer for a whole batch of 10 MB of text was allocated afresh
-#: by the system every time, and its page faults cost 1.10-1.17x on mixed text.
+#: buffers of a call (4 bytes a code point, then its ids) stay a few MiB: the code points' buffer
+#: each thread keeps (:class:`PieceCache`); one buffer for a whole batch of 10 MB of text was
+#: allocated afresh by the system every time, and its page faults cost 1.10-1.17x on mixed text.
 GROUP_CODE_POINTS = 1 << 20
 
 
@@ -1129,15 +1143,41 @@ def _fix_surrogates(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+#: CPython's own copy of a ``str``'s code points into memory of ours (``PyUnicode_AsUCS4``; the
+#: GIL held, an error raised as such): the code points of a run of texts go to a buffer its
+#: thread reuses. Going through ``str.encode("utf-32-le")`` made a new ``bytes`` object a run,
+#: whose fresh pages cost more than the copy itself (11 MB of mixed text: ~5,500 page faults and
+#: 24 ms, against none and 4 ms).
+_AS_UCS4 = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)(
+    ("PyUnicode_AsUCS4", ctypes.pythonapi))
+
+
+@njit(cache=True, nogil=True)
+def _has_surrogates(cps):
+    """Whether ``cps`` holds a code point from U+D800 to U+DFFF (a ``str`` holds one only as a lone
+    surrogate, or as half of a pair written as two)."""
+    count = 0
+    for k in range(cps.size):
+        count += (cps[k] >= 0xD800) & (cps[k] < 0xE000)
+    return count > 0
+
+
+def code_points(texts: Sequence[str], buffer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``texts`` as one ``uint32`` array of code points (lone surrogates fixed as tiktoken does, per
-    text) and the end of each text in it."""
-    try:
-        joined = "".join(texts).encode("utf-32-le")
-    except UnicodeEncodeError:
-        texts = [_fix_surrogates(text) for text in texts]
-        joined = "".join(texts).encode("utf-32-le")
-    cps = np.frombuffer(joined, dtype=np.uint32)
+    text) and the end of each text in it. The code points are the start of ``buffer`` (``uint32``)
+    if it is long enough, else a new array.
+
+    >>> cps, ends = code_points(["ab", "", "\\ud800\\U0001F600"])
+    >>> [hex(cp) for cp in cps], ends.tolist()
+    (['0x61', '0x62', '0xfffd', '0x1f600'], [2, 2, 4])
+    """
+    joined = "".join(texts)
+    n = len(joined)
+    cps = buffer[:n] if buffer is not None and buffer.size >= n else np.empty(n, dtype=np.uint32)
+    if n:
+        _AS_UCS4(joined, cps.ctypes.data, n, 0)
+        if _has_surrogates(cps):  # (none is left after the fix: a second call does not recurse)
+            return code_points([_fix_surrogates(text) for text in texts], buffer)
     ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
     return cps, ends
 
@@ -1214,7 +1254,7 @@ class CompiledBpe:
         ids: list[np.ndarray] = []
         with self._cache() as cache:
             for group in _groups(texts):
-                cps, ends = code_points(group)
+                cps, ends = code_points(group, cache.text)
                 out, doc_ends = _encode(cps, ends, self.mode, classes, fold, exact, *self.odd_tokens, self.byte_rank,
                                         self.pair_rank, self.pair_table, self.cut_pairs, self.cut_sides,
                                         self.unreachable, self.chars, cache.rows, cache.small, cache.stats)
@@ -1227,6 +1267,7 @@ class CompiledBpe:
         stats = sum((cache.stats for cache in caches), np.zeros(5, dtype=np.int64))
         return CacheReport(caches=len(caches), slots_each=CACHE_SLOTS, row_words=CACHE_ROW,
                            bytes_each=CACHE_SLOTS * CACHE_ROW * 4 + SMALL_SLOTS * 16,
+                           buffer_bytes_each=GROUP_CODE_POINTS * 4,
                            pieces_held=int(sum(int(np.count_nonzero(cache.rows[:, 0])) for cache in caches)),
                            small_slots_each=SMALL_SLOTS,
                            small_pieces_held=int(sum(int(np.count_nonzero(cache.small[:, 0])) for cache in caches)),
