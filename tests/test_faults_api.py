@@ -255,6 +255,37 @@ def test_a_pattern_that_skips_text_is_refused_on_the_first_document(prepared: to
     assert not trained, trained  # refused before training
 
 
+def test_a_pattern_that_skips_text_past_the_first_document_is_refused_there(prepared: tokpack.TokenizedCorpus,
+                                                                            tmp_path: Path) -> None:
+    # A pattern with no compiled pre-tokenizer (tiktoken encodes) that covers the first document
+    # but not a later one: the ids of every document must spell all of its bytes.
+    ranks = _bare_rank_file(prepared, tmp_path)
+    corpus = tmp_path / "late.txt"
+    corpus.write_text("hello world\n" * 2000 + "price: 5€ ok\n" + "bye\n" * 10, encoding="utf-8")
+    with pytest.raises(InputError, match=r"late.txt: .*skips '€' at character \d+ of document [1-9][\d,]* "
+                                         r"\(counting from 0\)"):
+        tokpack.prepare(corpus, vocab=ranks, pattern=r"[\x00-\x7f]+", cache_dir=tmp_path, document_bytes=4096)
+    assert not list(tmp_path.rglob("meta.json"))  # no pack published
+    prepared_ascii = tokpack.prepare(corpus, vocab=ranks, pattern=r"[\x00-\x7f]+|[^\x00-\x7f]+",
+                                     cache_dir=tmp_path, document_bytes=4096)
+    assert prepared_ascii.pack().n_tokens > 0
+
+
+def test_a_regex_that_tiktoken_gives_up_on_is_an_input_error(prepared: tokpack.TokenizedCorpus,
+                                                              tmp_path: Path) -> None:
+    # polish-phrase wrapped in a group is no named pattern: tiktoken's regex engine encodes it, and
+    # its backtracking stack overflows on one long line (the compiled polish-phrase never does).
+    from tokpack.vocab.patterns import POLISH_PHRASE_PATTERN
+
+    tokenizer = tokpack.load_vocabulary(_bare_rank_file(prepared, tmp_path), pattern=f"(?:{POLISH_PHRASE_PATTERN})")
+    assert tokenizer.engine == "tiktoken"
+    line = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 150_000
+    for encode in (lambda: tokenizer.encode_arrays([line]), lambda: tokenizer.encode(line),
+                   lambda: tokenizer.encode_batch([line])):
+        with pytest.raises(InputError, match=r"regex engine gave up on the pattern .*; use a named pattern"):
+            encode()
+
+
 def _bare_rank_file(prepared: tokpack.TokenizedCorpus, folder: Path) -> Path:
     """The rank file alone (no vocabulary.json beside it), so pattern= says its pattern."""
     ranks = folder / "bare" / "ranks.tiktoken"

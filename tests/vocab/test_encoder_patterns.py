@@ -237,7 +237,17 @@ def test_prepare_reports_the_engine_of_the_pattern(pattern: str, engine: str, gp
     # GPT-2's ranks less the last: no published vocabulary, so the pattern given is the one used.
     ranks = tmp_path / "ranks.tiktoken"
     ranks.write_bytes(b"".join(gpt2_rank_file.read_bytes().splitlines(keepends=True)[:-1]))
-    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(ranks), "--pattern", pattern,
-                                      "--cache-dir", str(tmp_path / "c"), "--json"])
+    command = ["prepare", str(corpus), "--vocab", str(ranks), "--pattern", pattern, "--cache-dir", str(tmp_path / "c")]
+    result = CliRunner().invoke(app, [*command, "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["encoder"]["engine"] == engine
+    assert json.loads(result.stdout)["encoder"]["engine"] == engine
+    # The fallback is said on stderr too (and in the table), with its reason.
+    noted = "note: tiktoken encoded (the pattern has no compiled pre-tokenizer)"
+    assert (noted in result.stderr) == (engine == "tiktoken")
+    table = CliRunner().invoke(app, command)
+    assert table.exit_code == 0, table.output
+    assert ("tiktoken: the pattern has no compiled pre-tokenizer" if engine == "tiktoken"
+            else "compiled (tiktoken's ids)") in table.stdout
+    sharded = CliRunner().invoke(app, [*command, "--shards", "2", "--out", str(tmp_path / "sharded"), "--json"])
+    assert sharded.exit_code == 0, sharded.output
+    assert json.loads(sharded.stdout)["encoder"]["engine"] == engine

@@ -31,6 +31,7 @@ from tokpack.errors import InputError
 if TYPE_CHECKING:  # the library is imported by the commands that use it, not by every --help
     from tokpack.preparing import TokenizedCorpus
     from tokpack.store import TokenSource
+    from tokpack.vocab import BpeTokenizer
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json, vocabulary.json, or a pack folder (its vocabulary/). Omit it to train one on the training range.")
 CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TOKPACK_CACHE, else ~/.cache/tokpack).")
@@ -61,7 +62,13 @@ def prepare_command(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
-    """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is."""
+    """Tokenize a corpus once into a cached pack (or a sharded dataset) and print where it is.
+
+    The ids are tiktoken's (encode_ordinary), from tokpack's compiled encoder for the named
+    patterns (gpt2, gpt4, polish, polish-phrase) and those of the published vocabularies (GPT-2's,
+    cl100k's, o200k's); a regex of your own is encoded by tiktoken itself (the same ids, several
+    times slower), and every document's ids are checked to spell all of its bytes (a regex that
+    skips characters is refused). The output says which encoder ran."""
     training = {"--vocab-size": vocab_size, "--min-frequency": min_frequency, "--vocab-sample-bytes": vocab_sample_bytes,
                 "--allow-smaller-vocab": allow_smaller_vocab or None}
     given = [name for name, value in training.items() if value is not None]
@@ -105,6 +112,7 @@ def prepare_command(
         _summary(prepared)
     _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"))
     _note_added_tokens(vocab)
+    _note_fallback(prepared.tokenizer())
 
 
 def _as_a_batch_process() -> Callable[[], None]:
@@ -185,6 +193,14 @@ def _note_added_tokens(vocab: Optional[Path]) -> None:
                    "encode_special_tokens = True", err=True)
 
 
+def _note_fallback(tokenizer: BpeTokenizer) -> None:
+    """Say on stderr (stdout may be JSON) that tiktoken encoded, and why: the same ids, slower."""
+    if tokenizer.fallback_reason is not None:
+        typer.echo(f"note: tiktoken encoded ({tokenizer.fallback_reason}): the same ids as tokpack's compiled "
+                   "encoder, which is several times faster and has the named patterns (gpt2, gpt4, polish, "
+                   "polish-phrase) and the published vocabularies' own", err=True)
+
+
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,
                      ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
@@ -243,11 +259,14 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                                "n_docs": meta.n_docs, "n_tokens": meta.n_tokens,
                                "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
                                "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
-                               "counts": meta.counts}, indent=2))
+                               "counts": meta.counts,
+                               "encoder": {"engine": tokenizer.engine, "reason": tokenizer.fallback_reason}}, indent=2))
+        _note_fallback(tokenizer)
         return
     stdout().print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
                   f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
                   + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
+    _note_fallback(tokenizer)
 
 
 def shard_run_command(
@@ -377,6 +396,9 @@ def _summary(prepared: TokenizedCorpus) -> None:
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
+    tokenizer = prepared.tokenizer()
+    table.add_row("encoder", "compiled (tiktoken's ids)" if tokenizer.fallback_reason is None
+                  else f"tiktoken: {tokenizer.fallback_reason}")
     if prepared.vocabulary_sample:
         table.add_row("vocabulary sample", prepared.vocabulary_sample)
     if characters is not None and meta.n_tokens:

@@ -515,8 +515,8 @@ def write_pack(
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
             for batch, ids in encoded(_batches(source.pieces(low, high), execution.batch_documents)) if low < high else ():
-                if not writer.n_docs and batch:  # the first document shows a pattern that skips text
-                    tokenizer.check_covers(batch[0].text, source.path)
+                tokenizer.check_spelled([piece.text for piece in batch], ids, [piece.n_bytes for piece in batch],
+                                        where=source.path, first_document=writer.n_docs)
                 writer.add_documents(ids)
                 done_bytes += sum(piece.n_bytes for piece in batch)
                 characters += sum(len(piece.text) for piece in batch)

@@ -9,12 +9,13 @@ compiled pre-tokenizer, by tiktoken otherwise (:attr:`BpeTokenizer.engine` says 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
@@ -133,10 +134,21 @@ class BpeTokenizer:
         no compiled pre-tokenizer or ids past the compiled encoder's limit (same ids either way)."""
         return "compiled" if self._compilable else "tiktoken"
 
+    @property
+    def fallback_reason(self) -> str | None:
+        """Why tiktoken encodes this vocabulary, or ``None`` if the compiled encoder does."""
+        from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID
+
+        if self.pattern not in COMPILED_PATTERNS:
+            return "the pattern has no compiled pre-tokenizer"
+        if not self._compilable:
+            return f"ids of {MAX_ID:,} and more have no compiled encoder"
+        return None
+
     def encoder_report(self) -> dict[str, object]:
         """Which engine encodes, and (compiled) what its bounded piece caches hold and did."""
         if self._compiled is None:
-            return {"engine": "tiktoken", "reason": "the pattern has no compiled pre-tokenizer"}
+            return {"engine": "tiktoken", "reason": self.fallback_reason}
         return {"engine": "compiled", "piece_cache": dataclasses.asdict(self._compiled.cache_report())}
 
     @property
@@ -169,18 +181,52 @@ class BpeTokenizer:
         """
         check_covers(self.pattern, text[:65536], where)
 
+    def check_spelled(self, texts: Sequence[str], ids: Sequence[np.ndarray], n_bytes: Sequence[int], *,
+                      where: str | os.PathLike[str] | None = None, first_document: int = 0) -> None:
+        """Refuse ids that leave out part of their text: each text's ids must spell all of its
+        ``n_bytes`` bytes of UTF-8. A pattern with no compiled pre-tokenizer (which falls back to
+        tiktoken) may skip characters anywhere, not only where :meth:`check_covers` looked; the
+        compiled pre-tokenizers match every character, so their ids are not checked.
+
+        Raises:
+            InputError: naming ``where``, the document (counted from ``first_document``) and the
+                characters skipped.
+        """
+        if self._compilable:
+            return
+        lengths = self._token_lengths
+        for number, (text, one, size) in enumerate(zip(texts, ids, n_bytes)):
+            spelled = int(lengths[np.asarray(one, dtype=np.int64)].sum()) if len(one) else 0
+            if spelled != size:
+                at = first_document + number
+                document = "the first document" if at == 0 else f"document {at:,} (counting from 0)"
+                check_covers(self.pattern, text, where, document=document)
+                raise InputError(f"the ids of {document} spell {spelled:,} of its {size:,} bytes", where=where)
+
+    @cached_property
+    def _token_lengths(self) -> np.ndarray:
+        """The length in bytes of each id's token (special tokens: their names')."""
+        lengths = np.zeros(self.n_vocab, dtype=np.int64)
+        for token, rank in self.ranks.items():
+            lengths[rank] = len(token)
+        for name, rank in self.special_tokens.items():
+            lengths[rank] = len(name.encode("utf-8"))
+        return lengths
+
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; special-token names in it are encoded as ordinary text."""
         if self._compiled is not None:
             return self._compiled.encode([text])[0].tolist()
-        return self._encoding.encode_ordinary(text)
+        with _regex_failures(self.pattern):
+            return self._encoding.encode_ordinary(text)
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Ids of many texts at once, on ``num_threads`` threads (default: every core)."""
         if self._compiled is not None:
             return [ids.tolist() for ids in self.encode_arrays(texts, num_threads=num_threads)]
         threads = num_threads or os.cpu_count() or 1
-        return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
+        with _regex_failures(self.pattern):
+            return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
 
     def encode_arrays(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[np.ndarray]:
         """Ids of many texts as ``uint32`` arrays, on ``num_threads`` threads (default: every core).
@@ -199,12 +245,13 @@ class BpeTokenizer:
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
 
         def encode(text: str) -> np.ndarray:
-            try:
-                return raw(text)
-            except UnicodeEncodeError:
-                # What tiktoken's encode() does with a lone surrogate (U+FFFD in its place), so
-                # both paths give the same ids for any str.
-                return raw(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+            with _regex_failures(self.pattern):
+                try:
+                    return raw(text)
+                except UnicodeEncodeError:
+                    # What tiktoken's encode() does with a lone surrogate (U+FFFD in its place), so
+                    # both paths give the same ids for any str.
+                    return raw(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
 
         if threads == 1 or len(texts) < 2:
             return [encode(text) for text in texts]
@@ -376,3 +423,26 @@ def encoder_from_spec(spec: dict[str, object]) -> BpeTokenizer:
         raise InputError(f"not a text encoder's spec: {first_problem(error)}") from None
     ranks = parse_rank_lines(checked.ranks.encode("utf-8"), where="its ranks")  # base64: anything else is refused
     return BpeTokenizer(ranks=ranks, pattern=checked.pattern, special_tokens=checked.special_tokens)
+
+
+@contextlib.contextmanager
+def _regex_failures(pattern: str) -> Iterator[None]:
+    """tiktoken's regex engine gives up on some patterns over long texts (its backtracking stack
+    overflows): a pattern and input to change, not a bug in tokpack.
+
+    Raises:
+        InputError: for that failure (a ``ValueError`` from ``encode_to_numpy``, a panic from
+            ``encode_ordinary``); anything else goes through unchanged.
+    """
+    try:
+        yield
+    except BaseException as error:  # pyo3's PanicException derives from BaseException
+        said = str(error)
+        given_up = (isinstance(error, ValueError) and said.startswith("Regex error")) or (
+            type(error).__name__ == "PanicException" and "StackOverflow" in said)
+        if not given_up:
+            raise
+        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+        raise InputError(f"tiktoken's regex engine gave up on the pattern '{shown}' ({said.splitlines()[0][:160]})",
+                         fix="use a named pattern (compiled: gpt4, gpt2, polish, polish-phrase) or a simpler "
+                             "regex, or cut shorter documents (--document-bytes)") from None

@@ -111,8 +111,9 @@ def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str
     return pattern
 
 
-def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = None) -> None:
-    """Refuse a pattern that skips part of ``text`` (a document): BPE encodes only the pattern's
+def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = None,
+                 document: str = "the first document") -> None:
+    """Refuse a pattern that skips part of ``text`` (``document``): BPE encodes only the pattern's
     matches, so anything between them would vanish from the ids without a word.
 
     >>> check_covers(r"\\d+", "12 apples")
@@ -134,8 +135,8 @@ def check_covers(pattern: str, text: str, where: str | PathLike[str] | None = No
         return
     skipped = text[position:gap_end]
     shown = repr(skipped if len(skipped) <= 40 else skipped[:37] + "...")
-    raise InputError(f"pre-tokenizer pattern '{pattern}' skips {shown} at character {position} of the first "
-                     "document", where=where,
+    raise InputError(f"pre-tokenizer pattern '{pattern}' skips {shown} at character {position} of {document}",
+                     where=where,
                      fix="use a pattern that matches every character, e.g. a named one: gpt4 (the default), "
                          "gpt2, polish or polish-phrase")
 
