@@ -14,6 +14,7 @@ from tokenizers.models import BPE
 from tokenizers.pre_tokenizers import ByteLevel
 
 from tokpack import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, require_vocabulary, tokenizer_for
+from tokpack.errors import InputError
 from tokpack.vocab.files import byte_to_unicode, derive_merges, rank_file_lines
 
 BYTES = {bytes([b]): b for b in range(256)}
@@ -88,6 +89,25 @@ def test_a_bare_rank_file_needs_its_pattern_named(tmp_path: Path) -> None:
         load_vocabulary(path)
     assert load_vocabulary(path, pattern=GPT2_PATTERN).identity == small_vocabulary().identity
     assert load_vocabulary(path, pattern=GPT4_PATTERN).identity == small_vocabulary(GPT4_PATTERN).identity
+
+
+def rank_file_error(path: Path, text: bytes) -> str:
+    """The message of loading a rank file of ``text`` (with a pattern: it would be refused without one)."""
+    path.write_bytes(text)
+    with pytest.raises(InputError) as caught:
+        load_vocabulary(path, pattern=GPT2_PATTERN)
+    return str(caught.value)
+
+
+def test_a_bad_rank_line_names_the_file_and_line_in_one_style_with_a_fix(tmp_path: Path) -> None:
+    path, good = tmp_path / "bad.tiktoken", rank_file_lines(BYTES)  # lines 1-256
+    assert rank_file_error(path, good + b"YWI=\n") == (
+        f"{path}: line 257: expected 'base64-token rank'; "
+        "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)")
+    assert rank_file_error(path, good + b"YWI= -5\n").startswith(f"{path}: line 257: rank -5 is outside [0, 2**32); ")
+    assert rank_file_error(path, good + b"YQ== 256\n") == (
+        f"{path}: line 257: repeated token (rank 97 and rank 256); each token may appear once")
+    assert rank_file_error(path, good + b"YWI= 5\n") == f"{path}: repeated rank 5; each rank may appear once"
 
 
 def test_tokenizer_for_returns_only_the_matching_vocabulary(tmp_path: Path) -> None:

@@ -75,6 +75,10 @@ def read_rank_file(path: Path) -> Ranks:
         return parse_rank_lines(handle.read(), where=path)
 
 
+#: The fix of a malformed line of a rank file.
+_RANK_LINE_FIX = "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)"
+
+
 def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
     """Parse the text of a tiktoken rank file (errors name ``where`` and the line).
 
@@ -90,17 +94,19 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
             token_b64, rank_text = line.split()
             token, rank = _decode_b64(token_b64), int(rank_text)
         except (ValueError, binascii.Error):
-            raise InputError(f"{where}:{number}: expected 'base64-token rank'") from None
+            raise InputError("expected 'base64-token rank'", where=where, line=number, fix=_RANK_LINE_FIX) from None
         if not 0 <= rank < _MAX_ID:
-            raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number)
+            raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number,
+                             fix="ranks are whole numbers counting up from 0, as in tiktoken's files")
         if token in ranks:
-            raise InputError(f"{where}:{number}: repeated token or rank {rank}")
+            raise InputError(f"repeated token (rank {ranks[token]} and rank {rank})", where=where, line=number,
+                             fix="each token may appear once")
         ranks[token] = rank
     if len(set(ranks.values())) != len(ranks):  # one set at the end, not one insertion a line
         seen: set[int] = set()
         for rank in ranks.values():
             if rank in seen:
-                raise InputError(f"repeated token or rank {rank}", where=where)
+                raise InputError(f"repeated rank {rank}", where=where, fix="each rank may appear once")
             seen.add(rank)
     return ranks
 
