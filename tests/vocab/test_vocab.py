@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -108,6 +109,12 @@ def test_a_bad_rank_line_names_the_file_and_line_in_one_style_with_a_fix(tmp_pat
     assert rank_file_error(path, good + b"YQ== 256\n") == (
         f"{path}: line 257: repeated token (rank 97 and rank 256); each token may appear once")
     assert rank_file_error(path, good + b"YWI= 5\n") == f"{path}: repeated rank 5; each rank may appear once"
+
+
+def test_a_gzip_compressed_rank_file_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "cl100k_base.tiktoken.gz"  # as bpe-openai ships it
+    assert rank_file_error(path, gzip.compress(rank_file_lines(BYTES))) == (
+        f"{path}: is gzip-compressed, not a rank file's text; decompress it first (e.g. gunzip) and give the decompressed file")
 
 
 def test_tokenizer_for_returns_only_the_matching_vocabulary(tmp_path: Path) -> None:

@@ -69,7 +69,8 @@ def read_rank_file(path: Path) -> Ranks:
     """Read a tiktoken rank file: one ``base64-token rank`` per line.
 
     Raises:
-        InputError: a malformed line (named by number), a repeated token or a repeated rank.
+        InputError: a malformed line (named by number), a repeated token or a repeated rank, or a
+            gzip-compressed file.
     """
     with open(path, "rb") as handle:
         return parse_rank_lines(handle.read(), where=path)
@@ -85,6 +86,9 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
     >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
     {b'a': 0, b'b': 1}
     """
+    if text[:2] == b"\x1f\x8b":
+        raise InputError("is gzip-compressed, not a rank file's text", where=where,
+                         fix="decompress it first (e.g. gunzip) and give the decompressed file")
     ranks: Ranks = {}
     lines = text.split(b"\n")
     for number, line in enumerate(lines, start=1):
