@@ -117,6 +117,14 @@ def test_a_gzip_compressed_rank_file_is_named_as_such(tmp_path: Path) -> None:
         f"{path}: is gzip-compressed, not a rank file's text; decompress it first (e.g. gunzip) and give the decompressed file")
 
 
+def test_a_rank_file_cut_inside_its_last_line_looks_truncated(tmp_path: Path) -> None:
+    path, good = tmp_path / "cut.tiktoken", rank_file_lines(BYTES)
+    assert rank_file_error(path, good + b"YWI") == (
+        f"{path}: line 257: the file looks truncated: its last line is incomplete; get the whole file again")
+    # A malformed last line that a newline ends is a bad line, not a cut.
+    assert "expected 'base64-token rank'" in rank_file_error(path, good + b"YWI\n")
+
+
 def test_tokenizer_for_returns_only_the_matching_vocabulary(tmp_path: Path) -> None:
     tokenizer = small_vocabulary()
     schedule = {"vocabulary": tokenizer.identity.model_dump(by_alias=True), "batch": 4}

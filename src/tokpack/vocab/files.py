@@ -69,8 +69,8 @@ def read_rank_file(path: Path) -> Ranks:
     """Read a tiktoken rank file: one ``base64-token rank`` per line.
 
     Raises:
-        InputError: a malformed line (named by number), a repeated token or a repeated rank, or a
-            gzip-compressed file.
+        InputError: a malformed line (named by number), a repeated token or a repeated rank, a
+            gzip-compressed file, or a file cut short.
     """
     with open(path, "rb") as handle:
         return parse_rank_lines(handle.read(), where=path)
@@ -85,6 +85,10 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
 
     >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
     {b'a': 0, b'b': 1}
+    >>> parse_rank_lines(b"YQ== 0\\nYg=", where="ranks")
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: ranks: line 2: the file looks truncated: its last line is incomplete; get the whole file again
     """
     if text[:2] == b"\x1f\x8b":
         raise InputError("is gzip-compressed, not a rank file's text", where=where,
@@ -98,6 +102,9 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
             token_b64, rank_text = line.split()
             token, rank = _decode_b64(token_b64), int(rank_text)
         except (ValueError, binascii.Error):
+            if number == len(lines) > 1:  # the last line, no newline ends it, and lines before it parsed
+                raise InputError("the file looks truncated: its last line is incomplete", where=where, line=number,
+                                 fix="get the whole file again") from None
             raise InputError("expected 'base64-token rank'", where=where, line=number, fix=_RANK_LINE_FIX) from None
         if not 0 <= rank < _MAX_ID:
             raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number,
