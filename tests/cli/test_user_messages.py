@@ -72,3 +72,15 @@ def test_an_output_folder_of_other_settings_says_so(tmp_path: Path) -> None:
     assert "delete it, or choose another -o" in line and "cached" not in line
     with pytest.raises(InputError, match="out= in Python"):
         prepare(corpus, vocab_size=262, out=tmp_path / "pack", cache_dir=tmp_path / "cache")
+
+
+def test_a_rank_file_whose_merges_cannot_be_derived_is_named(tmp_path: Path) -> None:
+    from tokpack.vocab.files import rank_file_lines
+
+    corpus, ranks = tmp_path / "c.txt", tmp_path / "odd.tiktoken"
+    corpus.write_text("the cat sat on the mat\n" * 20, encoding="utf-8")
+    ranks.write_bytes(rank_file_lines({bytes([b]): b for b in range(256)} | {b"zzz": 256}))
+    line = one_line_error(["prepare", str(corpus), "--vocab", str(ranks), "--pattern", "gpt2",
+                           "--cache-dir", str(tmp_path / "cache")])
+    assert f"error: {ranks}: token b'zzz' (rank 256) cannot be built from lower ranks; " in line
+    assert "was a line deleted or a rank changed?" in line

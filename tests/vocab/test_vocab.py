@@ -125,6 +125,21 @@ def test_a_rank_file_cut_inside_its_last_line_looks_truncated(tmp_path: Path) ->
     assert "expected 'base64-token rank'" in rank_file_error(path, good + b"YWI\n")
 
 
+def test_ranks_that_are_no_byte_level_vocabulary_name_their_file_and_a_fix(tmp_path: Path) -> None:
+    path = tmp_path / "odd.tiktoken"
+    without_b = {token: rank for token, rank in BYTES.items() if token != b"b"}
+    assert rank_file_error(path, rank_file_lines(without_b)) == (
+        f"{path}: ranks lack 1 of the 256 single bytes (first: 98); "
+        "a byte-level vocabulary needs every single byte as a token: is this file complete?")
+    path.write_bytes(rank_file_lines(BYTES | {b"zzz": 256}))  # no "zz" to make it from
+    tokenizer = load_vocabulary(path, pattern=GPT2_PATTERN)
+    with pytest.raises(InputError) as caught:
+        tokenizer.to_tokenizer_json()  # the merges are derived when tokenizer.json is written
+    assert str(caught.value) == (
+        f"{path}: token b'zzz' (rank 256) cannot be built from lower ranks; every token of two or more bytes must be "
+        "the join of two lower-ranked tokens, as in tiktoken's rank files: was a line deleted or a rank changed?")
+
+
 def test_tokenizer_for_returns_only_the_matching_vocabulary(tmp_path: Path) -> None:
     tokenizer = small_vocabulary()
     schedule = {"vocabulary": tokenizer.identity.model_dump(by_alias=True), "batch": 4}

@@ -79,6 +79,7 @@ class BpeTokenizer:
         ranks: Mapping[bytes, int],
         pattern: str = GPT2_PATTERN,
         special_tokens: Mapping[str, int] | None = None,
+        source: str | os.PathLike[str] | None = None,
     ) -> None:
         """Build a tokenizer.
 
@@ -88,14 +89,19 @@ class BpeTokenizer:
                 ``polish-phrase``) or a regex; GPT-2's unless given (see ``patterns``).
             special_tokens: name to id; by default ``<|endoftext|>`` takes the id after the
                 highest rank. Special tokens are never produced from corpus text.
+            source: the file the ranks were read from, if any: errors about the ranks name it
+                (here, and when :meth:`to_tokenizer_json` finds a token lower ranks cannot build).
 
         Raises:
             InputError: a missing single byte, or an id used twice.
         """
         self.ranks: Ranks = dict(ranks)
+        self.source = source
         missing = [b for b in range(256) if bytes([b]) not in self.ranks]
         if missing:
-            raise InputError(f"ranks lack {len(missing)} single bytes (first: {missing[0]}); byte-level BPE needs all 256")
+            raise InputError(f"ranks lack {len(missing)} of the 256 single bytes (first: {missing[0]})", where=source,
+                             fix="a byte-level vocabulary needs every single byte as a token"
+                                 + (": is this file complete?" if source is not None else ""))
         if special_tokens is None:
             special_tokens = {END_OF_TEXT: max(self.ranks.values()) + 1}
         self.special_tokens: dict[str, int] = dict(special_tokens)
@@ -227,7 +233,8 @@ class BpeTokenizer:
     def _tokenizer_json(self) -> str:
         # Built once: every pack (and shard) this tokenizer writes carries it, and it costs a
         # noticeable part of a second for a 50k-rank vocabulary.
-        return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens), ensure_ascii=False)
+        return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens, where=self.source),
+                          ensure_ascii=False)
 
     def transformers_files(self) -> dict[str, str]:
         """``tokenizer_config.json`` and ``special_tokens_map.json`` for beside ``tokenizer.json``,
@@ -296,7 +303,8 @@ class BpeTokenizer:
             raise InputError("missing", where=ranks_path) from None
         if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
             raise InputError(f"SHA-256 differs from {vocabulary_json.name}", where=ranks_path)
-        tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens)
+        tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens,
+                        source=ranks_path)
         if tokenizer.identity != record.identity:
             raise InputError("recorded identity does not match the vocabulary", where=vocabulary_json)
         return tokenizer

@@ -11,6 +11,7 @@ import binascii
 import codecs
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import lru_cache, partial
@@ -185,7 +186,7 @@ def spell_tokens(tokens: list[bytes]) -> list[str]:
     return [text[end - len(token) : end] for token, end in zip(tokens, ends)]
 
 
-def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
+def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
     """The merge list implied by ranks: for each multi-byte token in rank order, the two parts
     that tiktoken's rank rule joins last when it encodes that token alone.
 
@@ -193,11 +194,12 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     [('a', 'b'), ('ab', 'b')]
 
     Raises:
-        InputError: a token that lower ranks cannot build.
+        InputError: a token that lower ranks cannot build (naming ``where``, the file the ranks
+            came from, if given).
     """
     ordered = sorted(ranks.items(), key=lambda item: item[1])
     if len(ordered) < _COMPILED_MERGES_FROM:
-        return _derive_merges_python(ranks, ordered)
+        return _derive_merges_python(ranks, ordered, where)
     import numpy as np
 
     from tokpack.vocab._merges_compiled import split_points
@@ -209,7 +211,7 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     order = np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered))
     left, bad = split_points(flat, offsets, order)
     if bad >= 0:
-        raise InputError(f"token {tokens[bad]!r} (rank {ordered[bad][1]}) cannot be built from lower ranks")
+        raise _unbuildable(tokens[bad], ordered[bad][1], where)
     # One code point per byte: each part is a slice of its token's spelling.
     return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
 
@@ -219,7 +221,16 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
 _COMPILED_MERGES_FROM = 4096
 
 
-def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]]) -> list[tuple[str, str]]:
+def _unbuildable(token: bytes, rank: int, where: str | os.PathLike[str] | None) -> InputError:
+    """The error of a token that lower ranks cannot build."""
+    fix = "every token of two or more bytes must be the join of two lower-ranked tokens, as in tiktoken's rank files"
+    if where is not None:
+        fix += ": was a line deleted or a rank changed?"
+    return InputError(f"token {token!r} (rank {rank}) cannot be built from lower ranks", where=where, fix=fix)
+
+
+def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]],
+                          where: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
     """:func:`derive_merges` over ``ordered`` (``ranks``' items in rank order), in Python."""
     alphabet = byte_to_unicode()
     ranks_get = ranks.get
@@ -234,7 +245,7 @@ def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]]) -> lis
                 (ranks_get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)
             )
             if best[0] >= rank:
-                raise InputError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
+                raise _unbuildable(token, rank, where)
             i = best[1]
             parts[i : i + 2] = [parts[i] + parts[i + 1]]
         merges.append(tuple("".join(alphabet[b] for b in part) for part in parts))
@@ -394,11 +405,12 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
     return pattern
 
 
-def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict[str, Any]:
+def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
+                   where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """A self-contained Hugging Face ``tokenizer.json`` (as a dict) for a byte-level vocabulary:
     a regex ``Split``, ``ByteLevel`` pre-tokenizer and decoder, and merges from :func:`derive_merges`;
     the special tokens are in the model's vocabulary, so no text is ever encoded as one (as in tiktoken's
-    ``encode_ordinary``).
+    ``encode_ordinary``). ``where`` is the file the ranks came from, named by an error about them.
     """
     vocab = dict(zip(spell_tokens(list(ranks)), ranks.values()))
     # Special tokens are model tokens that no merge makes, not added tokens: Hugging Face matches
@@ -426,6 +438,6 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
             "vocab": dict(sorted(vocab.items(), key=lambda item: item[1])),
-            "merges": [list(pair) for pair in derive_merges(ranks)],
+            "merges": [list(pair) for pair in derive_merges(ranks, where=where)],
         },
     }
