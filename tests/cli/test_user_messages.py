@@ -104,3 +104,11 @@ def test_a_rank_file_whose_merges_cannot_be_derived_is_named(tmp_path: Path) -> 
                            "--cache-dir", str(tmp_path / "cache")])
     assert f"error: {ranks}: token b'zzz' (rank 256) cannot be built from lower ranks; " in line
     assert "was a line deleted or a rank changed?" in line
+
+
+def test_a_too_small_document_bytes_names_the_flag(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"text": "hello"}\n', encoding="utf-8")
+    line = one_line_error(["prepare", str(docs), "--vocab", str(byte_vocab), "--document-bytes", "2",
+                           "--cache-dir", str(tmp_path / "c")])
+    assert "'--document-bytes'" in line and "greater than or equal to 4" in line and "document_bytes" not in line
