@@ -24,6 +24,7 @@ import numpy as np
 import tiktoken
 from pydantic import Field, ValidationError
 
+from tokpack import _checks as checks
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
@@ -183,9 +184,9 @@ class BpeTokenizer:
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Ids of many texts at once, on ``num_threads`` threads (default: every core)."""
+        threads = _threads(num_threads)
         if self._compiled is not None:
-            return [ids.tolist() for ids in self.encode_arrays(texts, num_threads=num_threads)]
-        threads = num_threads or os.cpu_count() or 1
+            return [ids.tolist() for ids in self.encode_arrays(texts, num_threads=threads)]
         return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
 
     def encode_arrays(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[np.ndarray]:
@@ -198,8 +199,11 @@ class BpeTokenizer:
         >>> ranks = {bytes([b]): b for b in range(256)}
         >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", "", "a\\ud800"])]
         [[104, 105], [], [97, 239, 191, 189]]
+
+        Raises:
+            InputError: ``num_threads`` is not a positive integer (or ``None``).
         """
-        threads = num_threads or os.cpu_count() or 1
+        threads = _threads(num_threads)
         if self._compiled is not None:
             return _encode_compiled(self._compiled, list(texts), threads)
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
@@ -341,6 +345,17 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def _threads(num_threads: object) -> int:
+    """``num_threads`` checked, or every core for ``None``.
+
+    Raises:
+        InputError: not a positive integer.
+    """
+    if num_threads is None:
+        return os.cpu_count() or 1
+    return checks.positive_int("num_threads", num_threads, fix="omit it for one per core")
 
 
 def _canonical_header(pattern: str, special_tokens: Mapping[str, int]) -> bytes:
