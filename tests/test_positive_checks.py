@@ -17,7 +17,10 @@ from tokpack.cli import app
 from tokpack.errors import InputError
 from tokpack.export._stream import ExportOptions, check_options
 from tokpack.serve.history import batch_plan, batch_ramp
+from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.hf_trainer import train_hf_bytelevel
+
+BYTES_ONLY = BpeTokenizer(ranks={bytes([b]): b for b in range(256)})
 
 CASES: list[tuple[str, Callable[[], Any], str]] = [
     ("ramp", lambda: batch_ramp(0, 4, 24, 12), "batch_ramp: start must be a positive integer, got 0"),
@@ -35,6 +38,14 @@ CASES: list[tuple[str, Callable[[], Any], str]] = [
      "min_frequency must be at least 1, got True"),
     ("shard-bytes", lambda: plan_shards([], shard_bytes=0), "shard_bytes must be a positive integer, got 0"),
     ("shard-games", lambda: plan_shards([], shard_games=0), "shard_games must be a positive integer, got 0"),
+    ("encode-arrays-threads", lambda: BYTES_ONLY.encode_arrays(["a", "b"], num_threads=-1),
+     "num_threads must be a positive integer, got -1; omit it for one per core"),
+    ("encode-arrays-threads-zero", lambda: BYTES_ONLY.encode_arrays(["a"], num_threads=0),
+     "num_threads must be a positive integer, got 0; omit it for one per core"),
+    ("encode-arrays-threads-fraction", lambda: BYTES_ONLY.encode_arrays(["a"], num_threads=1.5),  # type: ignore[arg-type]
+     "num_threads must be a positive integer, got 1.5; omit it for one per core"),
+    ("encode-batch-threads", lambda: BYTES_ONLY.encode_batch(["a", "b"], num_threads=-1),
+     "num_threads must be a positive integer, got -1; omit it for one per core"),
 ]
 
 

@@ -44,6 +44,26 @@ def test_a_later_bad_record_names_on_error_skip(tmp_path: Path, byte_vocab: Path
     assert "--on-error skip" in line
 
 
+def test_a_text_field_that_is_no_string_says_what_it_is(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"text": 5}\n', encoding="utf-8")
+    args = ["prepare", str(docs), "--vocab", str(byte_vocab), "--cache-dir", str(tmp_path / "c")]
+    assert one_line_error(args) == (f"error: {docs}: field 'text' of the record at byte 0 is a number (int), not a string; "
+                                    "make it a string, or skip such records with --on-error skip (on_error='skip' in Python)")
+    docs.write_text('{"text": "kept"}\n{"text": null}\n', encoding="utf-8")
+    assert "field 'text' of the record at byte 17 is null, not a string" in one_line_error(args)
+    assert runner.invoke(app, [*args, "--on-error", "skip"]).exit_code == 0  # the fix it names works
+
+
+def test_a_lone_surrogate_in_a_record_names_on_error_skip(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"text": "fine"}\n{"text": "lone \\ud800"}\n', encoding="utf-8")
+    args = ["prepare", str(docs), "--vocab", str(byte_vocab), "--cache-dir", str(tmp_path / "c")]
+    assert one_line_error(args) == (f"error: {docs}: byte 17: field 'text' holds a lone surrogate (U+D800), which is not text; "
+                                    "fix the record, or skip such records with --on-error skip (on_error='skip' in Python)")
+    assert runner.invoke(app, [*args, "--on-error", "skip"]).exit_code == 0
+
+
 @pytest.mark.parametrize("env", [{"SLURM_ARRAY_TASK_ID": "0"}, {}])
 def test_a_shard_without_a_rank_names_the_flag(tmp_path: Path, byte_vocab: Path, env: dict[str, str]) -> None:
     corpus = tmp_path / "c.txt"
@@ -72,3 +92,23 @@ def test_an_output_folder_of_other_settings_says_so(tmp_path: Path) -> None:
     assert "delete it, or choose another -o" in line and "cached" not in line
     with pytest.raises(InputError, match="out= in Python"):
         prepare(corpus, vocab_size=262, out=tmp_path / "pack", cache_dir=tmp_path / "cache")
+
+
+def test_a_rank_file_whose_merges_cannot_be_derived_is_named(tmp_path: Path) -> None:
+    from tokpack.vocab.files import rank_file_lines
+
+    corpus, ranks = tmp_path / "c.txt", tmp_path / "odd.tiktoken"
+    corpus.write_text("the cat sat on the mat\n" * 20, encoding="utf-8")
+    ranks.write_bytes(rank_file_lines({bytes([b]): b for b in range(256)} | {b"zzz": 256}))
+    line = one_line_error(["prepare", str(corpus), "--vocab", str(ranks), "--pattern", "gpt2",
+                           "--cache-dir", str(tmp_path / "cache")])
+    assert f"error: {ranks}: token b'zzz' (rank 256) cannot be built from lower ranks; " in line
+    assert "was a line deleted or a rank changed?" in line
+
+
+def test_a_too_small_document_bytes_names_the_flag(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"text": "hello"}\n', encoding="utf-8")
+    line = one_line_error(["prepare", str(docs), "--vocab", str(byte_vocab), "--document-bytes", "2",
+                           "--cache-dir", str(tmp_path / "c")])
+    assert "'--document-bytes'" in line and "greater than or equal to 4" in line and "document_bytes" not in line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tokenizers.models import BPE
 from tokenizers.pre_tokenizers import ByteLevel
 
 from tokpack import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, require_vocabulary, tokenizer_for
+from tokpack.errors import InputError
 from tokpack.vocab.files import byte_to_unicode, derive_merges, rank_file_lines
 
 BYTES = {bytes([b]): b for b in range(256)}
@@ -88,6 +90,54 @@ def test_a_bare_rank_file_needs_its_pattern_named(tmp_path: Path) -> None:
         load_vocabulary(path)
     assert load_vocabulary(path, pattern=GPT2_PATTERN).identity == small_vocabulary().identity
     assert load_vocabulary(path, pattern=GPT4_PATTERN).identity == small_vocabulary(GPT4_PATTERN).identity
+
+
+def rank_file_error(path: Path, text: bytes) -> str:
+    """The message of loading a rank file of ``text`` (with a pattern: it would be refused without one)."""
+    path.write_bytes(text)
+    with pytest.raises(InputError) as caught:
+        load_vocabulary(path, pattern=GPT2_PATTERN)
+    return str(caught.value)
+
+
+def test_a_bad_rank_line_names_the_file_and_line_in_one_style_with_a_fix(tmp_path: Path) -> None:
+    path, good = tmp_path / "bad.tiktoken", rank_file_lines(BYTES)  # lines 1-256
+    assert rank_file_error(path, good + b"YWI=\n") == (
+        f"{path}: line 257: expected 'base64-token rank'; "
+        "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)")
+    assert rank_file_error(path, good + b"YWI= -5\n").startswith(f"{path}: line 257: rank -5 is outside [0, 2**32); ")
+    assert rank_file_error(path, good + b"YQ== 256\n") == (
+        f"{path}: line 257: repeated token (rank 97 and rank 256); each token may appear once")
+    assert rank_file_error(path, good + b"YWI= 5\n") == f"{path}: repeated rank 5; each rank may appear once"
+
+
+def test_a_gzip_compressed_rank_file_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "cl100k_base.tiktoken.gz"  # as bpe-openai ships it
+    assert rank_file_error(path, gzip.compress(rank_file_lines(BYTES))) == (
+        f"{path}: is gzip-compressed, not a rank file's text; decompress it first (e.g. gunzip) and give the decompressed file")
+
+
+def test_a_rank_file_cut_inside_its_last_line_looks_truncated(tmp_path: Path) -> None:
+    path, good = tmp_path / "cut.tiktoken", rank_file_lines(BYTES)
+    assert rank_file_error(path, good + b"YWI") == (
+        f"{path}: line 257: the file looks truncated: its last line is incomplete; get the whole file again")
+    # A malformed last line that a newline ends is a bad line, not a cut.
+    assert "expected 'base64-token rank'" in rank_file_error(path, good + b"YWI\n")
+
+
+def test_ranks_that_are_no_byte_level_vocabulary_name_their_file_and_a_fix(tmp_path: Path) -> None:
+    path = tmp_path / "odd.tiktoken"
+    without_b = {token: rank for token, rank in BYTES.items() if token != b"b"}
+    assert rank_file_error(path, rank_file_lines(without_b)) == (
+        f"{path}: ranks lack 1 of the 256 single bytes (first: 98); "
+        "a byte-level vocabulary needs every single byte as a token: is this file complete?")
+    path.write_bytes(rank_file_lines(BYTES | {b"zzz": 256}))  # no "zz" to make it from
+    tokenizer = load_vocabulary(path, pattern=GPT2_PATTERN)
+    with pytest.raises(InputError) as caught:
+        tokenizer.to_tokenizer_json()  # the merges are derived when tokenizer.json is written
+    assert str(caught.value) == (
+        f"{path}: token b'zzz' (rank 256) cannot be built from lower ranks; every token of two or more bytes must be "
+        "the join of two lower-ranked tokens, as in tiktoken's rank files: was a line deleted or a rank changed?")
 
 
 def test_tokenizer_for_returns_only_the_matching_vocabulary(tmp_path: Path) -> None:

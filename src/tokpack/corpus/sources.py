@@ -418,6 +418,25 @@ class TextDirectory(DocumentSource):
                 data.close()
 
 
+#: The fix that leaves a bad record out.
+_SKIP_RECORDS = "skip such records with --on-error skip (on_error='skip' in Python)"
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words.
+
+    >>> _json_kind(5), _json_kind(None), _json_kind(["a"])
+    ('a number (int)', 'null', 'an array')
+    """
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, (int, float)):
+        return f"a number ({type(value).__name__})"
+    if value is None:
+        return "null"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 class JsonLines(DocumentSource):
     """JSON Lines: one record a line, its ``text_field`` the document (cut if longer than the limit)."""
 
@@ -454,7 +473,12 @@ class JsonLines(DocumentSource):
 
     def _no_text_field(self, value: object, offset: int) -> InputError:
         """The error of a record without a string ``text_field``: what it holds, and the fix (the
-        first record names the field to read; a later one is a bad record, to fix or skip)."""
+        first record names the field to read; a later one is a bad record, to fix or skip; a field
+        that is there but no string is to make one, or skip)."""
+        if isinstance(value, dict) and self.text_field in value:
+            return InputError(f"field {self.text_field!r} of the record at byte {offset} is "
+                              f"{_json_kind(value[self.text_field])}, not a string", where=self.path,
+                              fix=f"make it a string, or {_SKIP_RECORDS}")
         if isinstance(value, dict):
             names = [repr(name) for name in list(value)[:8]] + (["…"] if len(value) > 8 else [])
             holds = f"its fields: {', '.join(names)}" if names else "it has no fields"
@@ -463,7 +487,7 @@ class JsonLines(DocumentSource):
         if offset == 0:
             fix = "name the field with --text-field NAME (text_field= in Python)"
         else:
-            fix = "fix the record, or skip such records with --on-error skip (on_error='skip' in Python)"
+            fix = f"fix the record, or {_SKIP_RECORDS}"
         return InputError(f"record at byte {offset} has no string field {self.text_field!r} ({holds})",
                           where=self.path, fix=fix)
 
@@ -489,7 +513,8 @@ class JsonLines(DocumentSource):
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
                 raise InputError(f"field {self.text_field!r} holds a lone surrogate "
-                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self.path, byte=offset) from None
+                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self.path, byte=offset,
+                                 fix=f"fix the record, or {_SKIP_RECORDS}") from None
             return text
         except ValueError as error:
             if self.on_error == "skip":

@@ -25,6 +25,7 @@ import numpy as np
 import tiktoken
 from pydantic import Field, ValidationError
 
+from tokpack import _checks as checks
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
@@ -80,6 +81,7 @@ class BpeTokenizer:
         ranks: Mapping[bytes, int],
         pattern: str = GPT2_PATTERN,
         special_tokens: Mapping[str, int] | None = None,
+        source: str | os.PathLike[str] | None = None,
     ) -> None:
         """Build a tokenizer.
 
@@ -89,14 +91,19 @@ class BpeTokenizer:
                 ``polish-phrase``) or a regex; GPT-2's unless given (see ``patterns``).
             special_tokens: name to id; by default ``<|endoftext|>`` takes the id after the
                 highest rank. Special tokens are never produced from corpus text.
+            source: the file the ranks were read from, if any: errors about the ranks name it
+                (here, and when :meth:`to_tokenizer_json` finds a token lower ranks cannot build).
 
         Raises:
             InputError: a missing single byte, or an id used twice.
         """
         self.ranks: Ranks = dict(ranks)
+        self.source = source
         missing = [b for b in range(256) if bytes([b]) not in self.ranks]
         if missing:
-            raise InputError(f"ranks lack {len(missing)} single bytes (first: {missing[0]}); byte-level BPE needs all 256")
+            raise InputError(f"ranks lack {len(missing)} of the 256 single bytes (first: {missing[0]})", where=source,
+                             fix="a byte-level vocabulary needs every single byte as a token"
+                                 + (": is this file complete?" if source is not None else ""))
         if special_tokens is None:
             special_tokens = {END_OF_TEXT: max(self.ranks.values()) + 1}
         self.special_tokens: dict[str, int] = dict(special_tokens)
@@ -222,9 +229,9 @@ class BpeTokenizer:
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
         """Ids of many texts at once, on ``num_threads`` threads (default: every core)."""
+        threads = _threads(num_threads)
         if self._compiled is not None:
-            return [ids.tolist() for ids in self.encode_arrays(texts, num_threads=num_threads)]
-        threads = num_threads or os.cpu_count() or 1
+            return [ids.tolist() for ids in self.encode_arrays(texts, num_threads=threads)]
         with _regex_failures(self.pattern):
             return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
 
@@ -238,8 +245,11 @@ class BpeTokenizer:
         >>> ranks = {bytes([b]): b for b in range(256)}
         >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", "", "a\\ud800"])]
         [[104, 105], [], [97, 239, 191, 189]]
+
+        Raises:
+            InputError: ``num_threads`` is not a positive integer (or ``None``).
         """
-        threads = num_threads or os.cpu_count() or 1
+        threads = _threads(num_threads)
         if self._compiled is not None:
             return _encode_compiled(self._compiled, list(texts), threads)
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
@@ -274,7 +284,8 @@ class BpeTokenizer:
     def _tokenizer_json(self) -> str:
         # Built once: every pack (and shard) this tokenizer writes carries it, and it costs a
         # noticeable part of a second for a 50k-rank vocabulary.
-        return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens), ensure_ascii=False)
+        return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens, where=self.source),
+                          ensure_ascii=False)
 
     def transformers_files(self) -> dict[str, str]:
         """``tokenizer_config.json`` and ``special_tokens_map.json`` for beside ``tokenizer.json``,
@@ -343,7 +354,8 @@ class BpeTokenizer:
             raise InputError("missing", where=ranks_path) from None
         if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
             raise InputError(f"SHA-256 differs from {vocabulary_json.name}", where=ranks_path)
-        tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens)
+        tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens,
+                        source=ranks_path)
         if tokenizer.identity != record.identity:
             raise InputError("recorded identity does not match the vocabulary", where=vocabulary_json)
         return tokenizer
@@ -380,6 +392,17 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def _threads(num_threads: object) -> int:
+    """``num_threads`` checked, or every core for ``None``.
+
+    Raises:
+        InputError: not a positive integer.
+    """
+    if num_threads is None:
+        return os.cpu_count() or 1
+    return checks.positive_int("num_threads", num_threads, fix="omit it for one per core")
 
 
 def _canonical_header(pattern: str, special_tokens: Mapping[str, int]) -> bytes:

@@ -11,6 +11,7 @@ import binascii
 import codecs
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import lru_cache, partial
@@ -69,10 +70,15 @@ def read_rank_file(path: Path) -> Ranks:
     """Read a tiktoken rank file: one ``base64-token rank`` per line.
 
     Raises:
-        InputError: a malformed line (named by number), a repeated token or a repeated rank.
+        InputError: a malformed line (named by number), a repeated token or a repeated rank, a
+            gzip-compressed file, or a file cut short.
     """
     with open(path, "rb") as handle:
         return parse_rank_lines(handle.read(), where=path)
+
+
+#: The fix of a malformed line of a rank file.
+_RANK_LINE_FIX = "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)"
 
 
 def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
@@ -80,7 +86,14 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
 
     >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
     {b'a': 0, b'b': 1}
+    >>> parse_rank_lines(b"YQ== 0\\nYg=", where="ranks")
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: ranks: line 2: the file looks truncated: its last line is incomplete; get the whole file again
     """
+    if text[:2] == b"\x1f\x8b":
+        raise InputError("is gzip-compressed, not a rank file's text", where=where,
+                         fix="decompress it first (e.g. gunzip) and give the decompressed file")
     ranks: Ranks = {}
     lines = text.split(b"\n")
     for number, line in enumerate(lines, start=1):
@@ -90,17 +103,22 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
             token_b64, rank_text = line.split()
             token, rank = _decode_b64(token_b64), int(rank_text)
         except (ValueError, binascii.Error):
-            raise InputError(f"{where}:{number}: expected 'base64-token rank'") from None
+            if number == len(lines) > 1:  # the last line, no newline ends it, and lines before it parsed
+                raise InputError("the file looks truncated: its last line is incomplete", where=where, line=number,
+                                 fix="get the whole file again") from None
+            raise InputError("expected 'base64-token rank'", where=where, line=number, fix=_RANK_LINE_FIX) from None
         if not 0 <= rank < _MAX_ID:
-            raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number)
+            raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number,
+                             fix="ranks are whole numbers counting up from 0, as in tiktoken's files")
         if token in ranks:
-            raise InputError(f"{where}:{number}: repeated token or rank {rank}")
+            raise InputError(f"repeated token (rank {ranks[token]} and rank {rank})", where=where, line=number,
+                             fix="each token may appear once")
         ranks[token] = rank
     if len(set(ranks.values())) != len(ranks):  # one set at the end, not one insertion a line
         seen: set[int] = set()
         for rank in ranks.values():
             if rank in seen:
-                raise InputError(f"repeated token or rank {rank}", where=where)
+                raise InputError(f"repeated rank {rank}", where=where, fix="each rank may appear once")
             seen.add(rank)
     return ranks
 
@@ -168,7 +186,7 @@ def spell_tokens(tokens: list[bytes]) -> list[str]:
     return [text[end - len(token) : end] for token, end in zip(tokens, ends)]
 
 
-def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
+def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
     """The merge list implied by ranks: for each multi-byte token in rank order, the two parts
     that tiktoken's rank rule joins last when it encodes that token alone.
 
@@ -176,11 +194,12 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     [('a', 'b'), ('ab', 'b')]
 
     Raises:
-        InputError: a token that lower ranks cannot build.
+        InputError: a token that lower ranks cannot build (naming ``where``, the file the ranks
+            came from, if given).
     """
     ordered = sorted(ranks.items(), key=lambda item: item[1])
     if len(ordered) < _COMPILED_MERGES_FROM:
-        return _derive_merges_python(ranks, ordered)
+        return _derive_merges_python(ranks, ordered, where)
     import numpy as np
 
     from tokpack.vocab._merges_compiled import split_points
@@ -192,7 +211,7 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
     order = np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered))
     left, bad = split_points(flat, offsets, order)
     if bad >= 0:
-        raise InputError(f"token {tokens[bad]!r} (rank {ordered[bad][1]}) cannot be built from lower ranks")
+        raise _unbuildable(tokens[bad], ordered[bad][1], where)
     # One code point per byte: each part is a slice of its token's spelling.
     return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
 
@@ -202,7 +221,16 @@ def derive_merges(ranks: Ranks) -> list[tuple[str, str]]:
 _COMPILED_MERGES_FROM = 4096
 
 
-def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]]) -> list[tuple[str, str]]:
+def _unbuildable(token: bytes, rank: int, where: str | os.PathLike[str] | None) -> InputError:
+    """The error of a token that lower ranks cannot build."""
+    fix = "every token of two or more bytes must be the join of two lower-ranked tokens, as in tiktoken's rank files"
+    if where is not None:
+        fix += ": was a line deleted or a rank changed?"
+    return InputError(f"token {token!r} (rank {rank}) cannot be built from lower ranks", where=where, fix=fix)
+
+
+def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]],
+                          where: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
     """:func:`derive_merges` over ``ordered`` (``ranks``' items in rank order), in Python."""
     alphabet = byte_to_unicode()
     ranks_get = ranks.get
@@ -217,7 +245,7 @@ def _derive_merges_python(ranks: Ranks, ordered: list[tuple[bytes, int]]) -> lis
                 (ranks_get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)
             )
             if best[0] >= rank:
-                raise InputError(f"token {token!r} (rank {rank}) cannot be built from lower ranks")
+                raise _unbuildable(token, rank, where)
             i = best[1]
             parts[i : i + 2] = [parts[i] + parts[i + 1]]
         merges.append(tuple("".join(alphabet[b] for b in part) for part in parts))
@@ -377,11 +405,12 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
     return pattern
 
 
-def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict[str, Any]:
+def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
+                   where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """A self-contained Hugging Face ``tokenizer.json`` (as a dict) for a byte-level vocabulary:
     a regex ``Split``, ``ByteLevel`` pre-tokenizer and decoder, and merges from :func:`derive_merges`;
     the special tokens are in the model's vocabulary, so no text is ever encoded as one (as in tiktoken's
-    ``encode_ordinary``).
+    ``encode_ordinary``). ``where`` is the file the ranks came from, named by an error about them.
     """
     vocab = dict(zip(spell_tokens(list(ranks)), ranks.values()))
     # Special tokens are model tokens that no merge makes, not added tokens: Hugging Face matches
@@ -409,6 +438,6 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int]) -> dict
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
             "vocab": dict(sorted(vocab.items(), key=lambda item: item[1])),
-            "merges": [list(pair) for pair in derive_merges(ranks)],
+            "merges": [list(pair) for pair in derive_merges(ranks, where=where)],
         },
     }

@@ -73,7 +73,7 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
         ranks, file_pattern, specials = read_tokenizer_json(path)
         if END_OF_TEXT not in specials:
             specials[END_OF_TEXT] = max([*ranks.values(), *specials.values()]) + 1
-        tokenizer = BpeTokenizer(ranks=ranks, pattern=file_pattern, special_tokens=specials)
+        tokenizer = BpeTokenizer(ranks=ranks, pattern=file_pattern, special_tokens=specials, source=path)
         return same_pattern(tokenizer, pattern, str(path))
     return _rank_file_vocabulary(path, pattern)
 
@@ -83,7 +83,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()  # what tiktoken publishes: the file's hash
     record = _record_beside(path, digest)
     if record is not None:
-        tokenizer = BpeTokenizer(ranks=ranks, pattern=record.pattern, special_tokens=record.special_tokens)
+        tokenizer = BpeTokenizer(ranks=ranks, pattern=record.pattern, special_tokens=record.special_tokens, source=path)
         if tokenizer.identity != record.identity:
             raise IntegrityError("recorded identity does not match the vocabulary", where=path.parent / VOCABULARY_FILE,
                                  fix=f"restore {path.name} and {VOCABULARY_FILE} together")
@@ -93,14 +93,14 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
         if pattern is not None and pattern != published.pattern:
             raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; the pattern "
                              "given contradicts it", where=path, fix="omit --pattern (pattern=)")
-        return BpeTokenizer(ranks=ranks, pattern=published.pattern, special_tokens=published.special_tokens)
+        return BpeTokenizer(ranks=ranks, pattern=published.pattern, special_tokens=published.special_tokens, source=path)
     if pattern is None:
         names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
         raise InputError(f"a rank file records no pre-tokenizer pattern, and this one has no {VOCABULARY_FILE} "
                          f"beside it and is no published vocabulary ({names})", where=path,
                          fix=f"name its pattern with --pattern ({PATTERN_CHOICES}), or give the tokenizer.json or "
                              f"{VOCABULARY_FILE} it came with")
-    return BpeTokenizer(ranks=ranks, pattern=pattern)
+    return BpeTokenizer(ranks=ranks, pattern=pattern, source=path)
 
 
 def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:
