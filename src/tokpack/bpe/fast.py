@@ -20,8 +20,6 @@ Two phases, each keeping the rules exact:
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import itertools
 import multiprocessing
 import os
@@ -38,6 +36,7 @@ import numpy as np
 import regex
 
 from tokpack import _checks as checks
+from tokpack._memory import map_large_allocations, return_freed_memory
 from tokpack.bpe.pretokenize import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
@@ -158,7 +157,7 @@ def train_fast(
         :func:`~tokpack.bpe.reference.train_bpe`'s.
 
     On glibc, the first training call pins the process's mmap threshold at 128 KiB, so the large
-    arrays training frees go back to the system (see :func:`_map_large_allocations`).
+    arrays training frees go back to the system (see :func:`tokpack._memory.map_large_allocations`).
 
     Raises:
         TypeError: a text is not a ``str``.
@@ -183,7 +182,7 @@ def train_fast(
     if pattern is not None:
         pattern = resolve_pattern(pattern, "pattern")
         texts = covering(texts, pattern, "pattern")
-    _map_large_allocations()
+    map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     pieces = _count(texts, pattern=pattern, special_tokens=special_tokens, workers=workers, progress=progress)
@@ -552,7 +551,7 @@ def train_from_files(
                        None if manifest is None else Path(manifest))
     splitter = _Splitter(pattern, tuple(special_tokens))
     splitter.compile()  # a bad pattern fails here, not in a worker
-    _map_large_allocations()
+    map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     if pattern is not None:
@@ -710,50 +709,6 @@ def _flatten(pieces: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return flat, lengths[keep], counts[keep]
 
 
-@functools.cache
-def _glibc(name: str) -> Callable[..., int] | None:
-    """glibc's allocator function ``name`` (``malloc_trim``, ``mallopt``), or ``None`` elsewhere."""
-    try:
-        return getattr(ctypes.CDLL(None), name)
-    except (AttributeError, OSError, TypeError):  # not glibc
-        return None
-
-
-@functools.cache
-def _map_large_allocations() -> None:
-    """Keep glibc's mmap threshold at its start-up value (128 KiB) for the rest of the process.
-
-    glibc raises the threshold each time a mapped block is freed, up to 32 MiB, so after the
-    first few large arrays are freed the counting tables and the merge state's arrays come from
-    the heap, and the copies a growing array leaves behind stay resident there (``malloc_trim``
-    returns only some of it). Pinned, every block over 128 KiB is mapped and unmapped on its own:
-    peak memory 16 MiB lower at 10 MB / 8,192 merges and 21 MiB at 32,768 (measured, anonymous
-    PSS). The setting is process-wide and stays (glibc cannot be told to adapt again); it changes
-    nothing for blocks under 128 KiB, and larger ones are then handled as in a fresh process.
-    Elsewhere than glibc, nothing is done.
-    """
-    mallopt = _glibc("mallopt")
-    if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
-
-
-#: glibc's ``mallopt`` parameter number for the mmap threshold (``malloc.h``).
-_M_MMAP_THRESHOLD = -3
-
-
-def _return_freed_memory() -> None:
-    """Hand the free pages of every malloc arena back to the system (glibc; elsewhere nothing).
-
-    glibc keeps what its arenas free for reuse: the counting threads' tables (freed before the
-    merge state is built) and the arrays the merge loop outgrows stay resident otherwise. At
-    10 MB / 8,192 merges this lowers the peak by about 30 MiB; a call takes well under a
-    millisecond when there is little to return.
-    """
-    trim = _glibc("malloc_trim")
-    if trim is not None:
-        trim(0)
-
-
 def _merge_loop(
     pieces: Counter[str] | PieceCounter,
     num_merges: int,
@@ -775,10 +730,10 @@ def _merge_loop(
     else:
         flat, lengths, counts = _flatten(pieces)
         pieces.clear()  # the caller's counts are no longer needed: free them before the arrays grow
-    _return_freed_memory()
+    return_freed_memory()
     state = compiled.build(flat, lengths, counts, first_id + num_merges, min_frequency)
     del flat, lengths, counts
-    _return_freed_memory()
+    return_freed_memory()
     seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
     out = np.zeros((num_merges, 3), dtype=np.int64)
@@ -787,7 +742,7 @@ def _merge_loop(
         # In chunks only so that progress can be reported; the loop itself never leaves numba.
         until = min(num_merges, done + _MERGES_PER_REPORT)
         done = compiled.run(state, until, first_id, out)
-        _return_freed_memory()  # what the loop's growing arrays left behind
+        return_freed_memory()  # what the loop's growing arrays left behind
         if progress is not None:
             progress(BpeProgress("merge", done, num_merges, "merges"))
         if done < until:

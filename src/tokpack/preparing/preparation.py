@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from tokpack import _checks as checks
 from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
+from tokpack._memory import return_freed_memory
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, reading_cut
@@ -476,6 +477,13 @@ def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
         yield batch
 
 
+#: Text encoded between two returns of freed memory to the system (:func:`return_freed_memory`):
+#: without them glibc's main arena grew with the corpus (peak RSS 509 -> 643 MB from 150 to
+#: 650 MB of Python sources, two workers; 494 -> 509 MB with a return every 64 MiB, for 1% more
+#: CPU in page faults; after every batch of 16 documents, 471 -> 485 MB for 6%).
+_TRIM_BYTES = 64 << 20
+
+
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
     last_unit: int | None = None, execution: Execution = Execution(),
@@ -518,7 +526,10 @@ def write_pack(
                 tokenizer.check_spelled([piece.text for piece in batch], ids, [piece.n_bytes for piece in batch],
                                         where=source.path, first_document=writer.n_docs)
                 writer.add_documents(ids)
-                done_bytes += sum(piece.n_bytes for piece in batch)
+                batch_bytes = sum(piece.n_bytes for piece in batch)
+                if (done_bytes + batch_bytes) // _TRIM_BYTES > done_bytes // _TRIM_BYTES:
+                    return_freed_memory()
+                done_bytes += batch_bytes
                 characters += sum(len(piece.text) for piece in batch)
                 report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens, writer.n_docs))
             whole = first_unit <= first and last <= last_unit
