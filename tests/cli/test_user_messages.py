@@ -112,3 +112,19 @@ def test_a_too_small_document_bytes_names_the_flag(tmp_path: Path, byte_vocab: P
     line = one_line_error(["prepare", str(docs), "--vocab", str(byte_vocab), "--document-bytes", "2",
                            "--cache-dir", str(tmp_path / "c")])
     assert "'--document-bytes'" in line and "greater than or equal to 4" in line and "document_bytes" not in line
+
+
+def test_an_empty_corpus_makes_an_empty_pack_with_a_warning(tmp_path: Path, byte_vocab: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    result = runner.invoke(app, ["prepare", str(empty), "--vocab", str(byte_vocab), "--cache-dir", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    assert "warning: the corpus holds no text" in result.stderr and "documents" in result.stdout
+
+
+def test_a_published_vocabulary_given_another_pattern_says_to_drop_it(tmp_path: Path, gpt2_rank_file: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Ala ma kota.\n", encoding="utf-8")
+    line = one_line_error(["prepare", str(corpus), "--vocab", str(gpt2_rank_file), "--pattern", "gpt4",
+                           "--cache-dir", str(tmp_path / "c")])
+    assert "--pattern (pattern= in Python) contradicts it; drop --pattern" in line

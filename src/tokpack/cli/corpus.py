@@ -167,9 +167,13 @@ def _run_as_a_batch_process(command: Callable[..., None]) -> Callable[..., None]
 
 
 def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path) -> None:
-    """Say (on stderr) that a held-out range holds no document (its share fell inside the last
-    document), so evaluation on it would find nothing; the manifest pins that cut, so the fix
-    starts by deleting it."""
+    """Say (on stderr) that the pack holds no document at all (an empty corpus), or that a
+    held-out range holds none (its share fell inside the last document), so evaluation on it would
+    find nothing; the manifest pins that cut, so the fix starts by deleting it."""
+    if not prepared.manifest.n_docs:
+        stderr().print(f"warning: the corpus holds no text, so the pack {prepared.tokens_dir} holds no document",
+                       soft_wrap=True, highlight=False, markup=False)
+        return
     for name, span in prepared.manifest.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
             stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "

@@ -91,8 +91,9 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
     published = PUBLISHED.get(digest)
     if published is not None:
         if pattern is not None and pattern != published.pattern:
-            raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; the pattern "
-                             "given contradicts it", where=path, fix="omit --pattern (pattern=)")
+            raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; --pattern "
+                             "(pattern= in Python) contradicts it", where=path,
+                             fix="drop --pattern: the published pattern is the one these ranks were made with")
         return BpeTokenizer(ranks=ranks, pattern=published.pattern, special_tokens=published.special_tokens, source=path)
     if pattern is None:
         names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
