@@ -4,6 +4,7 @@ builtin or third-party exception, a ``MemoryError`` or a silent coercion."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import multiprocessing
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import tokpack
+from tokpack.engines.driver import prepare_sharded
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.serve import EvalBatches, Mixture, PackedBatches, TokenBatches, Windows, make_layout
 from tokpack.serve.memory import pack_of_documents
@@ -284,6 +286,54 @@ def test_a_regex_that_tiktoken_gives_up_on_is_an_input_error(prepared: tokpack.T
                    lambda: tokenizer.encode_batch([line])):
         with pytest.raises(InputError, match=r"regex engine gave up on the pattern .*; use a named pattern"):
             encode()
+
+
+def test_tiktokens_other_failures_on_a_regex_are_input_errors(prepared: tokpack.TokenizedCorpus,
+                                                              tmp_path: Path) -> None:
+    ranks = _bare_rank_file(prepared, tmp_path)
+    # An empty match in context (after a word boundary): tiktoken panics slicing past it.
+    boundary = tokpack.load_vocabulary(ranks, pattern=r"\b|[\s\S]")
+    # A backtracking limit in encode_ordinary (a panic there, a ValueError in encode_to_numpy).
+    backtracking = tokpack.load_vocabulary(ranks, pattern=r"(?:a|a)*(?=b)|[\s\S]")
+    for tokenizer, text in ((boundary, "Ala ma kota.\n"), (backtracking, "a" * 5000 + " x")):
+        for encode, given in ((tokenizer.encode, text), (tokenizer.encode_batch, [text, "b"]),
+                              (tokenizer.encode_arrays, [text, "b"])):
+            with pytest.raises(InputError, match=r"regex engine gave up on the pattern .*; use a named pattern"):
+                encode(given)  # type: ignore[operator]
+
+
+def test_an_empty_match_that_drops_a_character_names_the_pattern_and_a_fix(prepared: tokpack.TokenizedCorpus,
+                                                                         tmp_path: Path) -> None:
+    # tiktoken skips the character after an empty match; the regex module's finditer does not, so
+    # no gap is found there: the ids' byte count is what tells.
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("abc def\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"pre-tokenizer pattern '\(\?=b\)\|\[\\s\\S\]' leaves 1 of the 8 bytes of "
+                                         r"the first document out of its ids .*; use a pattern that matches every"):
+        tokpack.prepare(corpus, vocab=_bare_rank_file(prepared, tmp_path), pattern=r"(?=b)|[\s\S]", cache_dir=tmp_path)
+
+
+def test_a_vocabulary_with_ids_up_to_2_to_the_32_prepares_with_tiktoken(tmp_path: Path) -> None:
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 4_000_000_000}
+    path = tmp_path / "huge.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello ab world\n", encoding="utf-8")
+    prepared = tokpack.prepare(corpus, vocab=path, pattern="gpt2", cache_dir=tmp_path / "cache")
+    assert prepared.tokenizer().engine == "tiktoken"
+    assert 4_000_000_000 in np.load(prepared.tokens_dir / "tokens.npy").tolist()
+
+
+def test_a_shard_names_a_skipping_patterns_document_within_the_shard(prepared: tokpack.TokenizedCorpus,
+                                                                      tmp_path: Path) -> None:
+    records = ["clean text number %d here\n" % i for i in range(40)]
+    records[37] += "bad \x00 nul"
+    docs = tmp_path / "late.jsonl"
+    docs.write_text("".join(json.dumps({"text": text}) + "\n" for text in records), encoding="utf-8")
+    with pytest.raises(InputError, match=r"skips '\\x00' at character \d+ of document \d+ \(counting from 0\) of the "
+                                         r"shard of units \d+ to \d+ \(files, records or rows"):
+        prepare_sharded(docs, tmp_path / "sharded", shards=3, processes=1,
+                        vocab=tokpack.load_vocabulary(_bare_rank_file(prepared, tmp_path), pattern=r"[^\x00]+"))
 
 
 def _bare_rank_file(prepared: tokpack.TokenizedCorpus, folder: Path) -> Path:

@@ -242,7 +242,7 @@ def test_prepare_reports_the_engine_of_the_pattern(pattern: str, engine: str, gp
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["encoder"]["engine"] == engine
     # The fallback is said on stderr too (and in the table), with its reason.
-    noted = "note: tiktoken encoded (the pattern has no compiled pre-tokenizer)"
+    noted = "note: tiktoken encodes this vocabulary (the pattern has no compiled pre-tokenizer)"
     assert (noted in result.stderr) == (engine == "tiktoken")
     table = CliRunner().invoke(app, command)
     assert table.exit_code == 0, table.output

@@ -108,7 +108,8 @@ def test_a_bad_rank_line_names_the_file_and_line_in_one_style_with_a_fix(tmp_pat
     assert rank_file_error(path, good + b"YWI= -5\n").startswith(f"{path}: line 257: rank -5 is outside [0, 2**32); ")
     assert rank_file_error(path, good + b"YQ== 256\n") == (
         f"{path}: line 257: repeated token (rank 97 and rank 256); each token may appear once")
-    assert rank_file_error(path, good + b"YWI= 5\n") == f"{path}: repeated rank 5; each rank may appear once"
+    assert rank_file_error(path, good + b"YWI= 5\n") == (
+        f"{path}: line 257: repeated rank 5 (first on line 6); each rank may appear once")
 
 
 def test_a_gzip_compressed_rank_file_is_named_as_such(tmp_path: Path) -> None:
@@ -119,10 +120,23 @@ def test_a_gzip_compressed_rank_file_is_named_as_such(tmp_path: Path) -> None:
 
 def test_a_rank_file_cut_inside_its_last_line_looks_truncated(tmp_path: Path) -> None:
     path, good = tmp_path / "cut.tiktoken", rank_file_lines(BYTES)
-    assert rank_file_error(path, good + b"YWI") == (
-        f"{path}: line 257: the file looks truncated: its last line is incomplete; get the whole file again")
+    truncated = f"{path}: line 257: the file looks truncated: its last line is malformed and no line end follows it; " \
+                "get the whole file again"
+    assert rank_file_error(path, good + b"YWI") == truncated
+    # Cut inside the last line's rank, which then repeats an earlier rank (as a cut tiktoken file does).
+    assert rank_file_error(path, good + b"YWI= 2") == truncated
     # A malformed last line that a newline ends is a bad line, not a cut.
     assert "expected 'base64-token rank'" in rank_file_error(path, good + b"YWI\n")
+
+
+def test_a_rank_file_is_read_as_tiktoken_reads_it(tmp_path: Path) -> None:
+    # tiktoken's load_tiktoken_bpe splits lines on any line end and its base64 ignores a BOM.
+    good = rank_file_lines(BYTES)
+    for name, text in (("bom", b"\xef\xbb\xbf" + good), ("cr", good.replace(b"\n", b"\r")),
+                       ("crlf", good.replace(b"\n", b"\r\n")), ("no-end", good.rstrip(b"\n"))):
+        path = tmp_path / f"{name}.tiktoken"
+        path.write_bytes(text)
+        assert load_vocabulary(path, pattern=GPT2_PATTERN).ranks == BYTES, name
 
 
 def test_ranks_that_are_no_byte_level_vocabulary_name_their_file_and_a_fix(tmp_path: Path) -> None:

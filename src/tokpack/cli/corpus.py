@@ -198,10 +198,10 @@ def _note_added_tokens(vocab: Optional[Path]) -> None:
 
 
 def _note_fallback(tokenizer: BpeTokenizer) -> None:
-    """Say on stderr (stdout may be JSON) that tiktoken encoded, and why: the same ids, slower."""
+    """Say on stderr (stdout may be JSON) that tiktoken encodes this vocabulary, and why."""
     if tokenizer.fallback_reason is not None:
-        typer.echo(f"note: tiktoken encoded ({tokenizer.fallback_reason}): the same ids as tokpack's compiled "
-                   "encoder, which is several times faster and has the named patterns (gpt2, gpt4, polish, "
+        typer.echo(f"note: tiktoken encodes this vocabulary ({tokenizer.fallback_reason}), several times slower "
+                   "than tokpack's compiled encoder, which has the named patterns (gpt2, gpt4, polish, "
                    "polish-phrase) and the published vocabularies' own", err=True)
 
 

@@ -434,6 +434,8 @@ def _json_kind(value: object) -> str:
         return f"a number ({type(value).__name__})"
     if value is None:
         return "null"
+    if isinstance(value, str):
+        return "a string"
     return "an array" if isinstance(value, list) else "an object"
 
 
@@ -483,7 +485,7 @@ class JsonLines(DocumentSource):
             names = [repr(name) for name in list(value)[:8]] + (["…"] if len(value) > 8 else [])
             holds = f"its fields: {', '.join(names)}" if names else "it has no fields"
         else:
-            holds = f"it is a JSON {type(value).__name__}, not an object"
+            holds = f"it is {_json_kind(value)}, not an object"
         if offset == 0:
             fix = "name the field with --text-field NAME (text_field= in Python)"
         else:

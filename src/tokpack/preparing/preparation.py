@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -516,6 +517,12 @@ def write_pack(
             if waiting is not None:
                 yield waiting[0], waiting[1].result()
 
+    whole_input = first_unit == 0 and last_unit == source.n_units
+
+    def shard_document(before: int, number: int) -> str:  # a shard counts its own documents
+        return (f"document {before + number:,} (counting from 0) of the shard of units {first_unit:,} to "
+                f"{last_unit - 1:,} (files, records or rows, as the format counts them)")
+
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         writer.add_vocabulary_files(tokenizer.files())
         ranges = {}
@@ -524,7 +531,8 @@ def write_pack(
             low, high = max(first, first_unit), min(last, last_unit)
             for batch, ids in encoded(_batches(source.pieces(low, high), execution.batch_documents)) if low < high else ():
                 tokenizer.check_spelled([piece.text for piece in batch], ids, [piece.n_bytes for piece in batch],
-                                        where=source.path, first_document=writer.n_docs)
+                                        where=source.path, first_document=writer.n_docs,
+                                        document_name=None if whole_input else partial(shard_document, writer.n_docs))
                 writer.add_documents(ids)
                 batch_bytes = sum(piece.n_bytes for piece in batch)
                 if (done_bytes + batch_bytes) // _TRIM_BYTES > done_bytes // _TRIM_BYTES:

@@ -89,13 +89,23 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
     >>> parse_rank_lines(b"YQ== 0\\nYg=", where="ranks")
     Traceback (most recent call last):
     ...
-    tokpack.errors.InputError: ranks: line 2: the file looks truncated: its last line is incomplete; get the whole file again
+    tokpack.errors.InputError: ranks: line 2: the file looks truncated: its last line is malformed and no line end follows it; get the whole file again
     """
     if text[:2] == b"\x1f\x8b":
         raise InputError("is gzip-compressed, not a rank file's text", where=where,
                          fix="decompress it first (e.g. gunzip) and give the decompressed file")
     ranks: Ranks = {}
-    lines = text.split(b"\n")
+    # As tiktoken reads them: any line ends (\n, \r\n or \r alone), a UTF-8 byte order mark ignored.
+    lines = text.removeprefix(b"\xef\xbb\xbf").splitlines()
+    unfinished = bool(lines) and not text.endswith((b"\n", b"\r"))  # no line end after the last line
+
+    def truncated(number: int) -> InputError | None:
+        """The error for line ``number``, if it is the last, with no line end, after lines that parsed."""
+        if unfinished and number == len(lines) > 1:
+            return InputError("the file looks truncated: its last line is malformed and no line end follows it",
+                              where=where, line=number, fix="get the whole file again")
+        return None
+
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -103,23 +113,24 @@ def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
             token_b64, rank_text = line.split()
             token, rank = _decode_b64(token_b64), int(rank_text)
         except (ValueError, binascii.Error):
-            if number == len(lines) > 1:  # the last line, no newline ends it, and lines before it parsed
-                raise InputError("the file looks truncated: its last line is incomplete", where=where, line=number,
-                                 fix="get the whole file again") from None
-            raise InputError("expected 'base64-token rank'", where=where, line=number, fix=_RANK_LINE_FIX) from None
+            raise truncated(number) or InputError("expected 'base64-token rank'", where=where, line=number,
+                                                  fix=_RANK_LINE_FIX) from None
         if not 0 <= rank < _MAX_ID:
             raise InputError(f"rank {rank} is outside [0, 2**32)", where=where, line=number,
                              fix="ranks are whole numbers counting up from 0, as in tiktoken's files")
         if token in ranks:
-            raise InputError(f"repeated token (rank {ranks[token]} and rank {rank})", where=where, line=number,
-                             fix="each token may appear once")
+            raise truncated(number) or InputError(f"repeated token (rank {ranks[token]} and rank {rank})",
+                                                  where=where, line=number, fix="each token may appear once")
         ranks[token] = rank
     if len(set(ranks.values())) != len(ranks):  # one set at the end, not one insertion a line
-        seen: set[int] = set()
-        for rank in ranks.values():
-            if rank in seen:
-                raise InputError(f"repeated rank {rank}", where=where, fix="each rank may appear once")
-            seen.add(rank)
+        seen: dict[int, int] = {}
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                rank = int(line.split()[1])
+                if rank in seen:
+                    raise truncated(number) or InputError(f"repeated rank {rank} (first on line {seen[rank]})",
+                                                          where=where, line=number, fix="each rank may appear once")
+                seen[rank] = number
     return ranks
 
 
