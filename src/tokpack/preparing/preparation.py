@@ -517,11 +517,13 @@ def write_pack(
             if waiting is not None:
                 yield waiting[0], waiting[1].result()
 
-    whole_input = first_unit == 0 and last_unit == source.n_units
-
-    def shard_document(before: int, number: int) -> str:  # a shard counts its own documents
-        return (f"document {before + number:,} (counting from 0) of the shard of units {first_unit:,} to "
-                f"{last_unit - 1:,} (files, records or rows, as the format counts them)")
+    def document_name(before: int, number: int) -> str:
+        """How an error names document ``before + number`` of this pack (a shard counts its own)."""
+        at = before + number
+        if first_unit == 0 and last_unit == source.n_units:
+            return "the first document" if at == 0 else f"document {at:,} (counting from 0)"
+        return (f"document {at:,} (counting from 0) of the shard of units {first_unit:,} to {last_unit - 1:,} "
+                "(files, records or rows, as the format counts them)")
 
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
         writer.add_vocabulary_files(tokenizer.files())
@@ -530,11 +532,11 @@ def write_pack(
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
             for batch, ids in encoded(_batches(source.pieces(low, high), execution.batch_documents)) if low < high else ():
-                tokenizer.check_spelled([piece.text for piece in batch], ids, [piece.n_bytes for piece in batch],
-                                        where=source.path, first_document=writer.n_docs,
-                                        document_name=None if whole_input else partial(shard_document, writer.n_docs))
+                sizes = [piece.n_bytes for piece in batch]
+                tokenizer.check_spelled([piece.text for piece in batch], ids, sizes, where=source.path,
+                                        document_name=partial(document_name, writer.n_docs))
                 writer.add_documents(ids)
-                batch_bytes = sum(piece.n_bytes for piece in batch)
+                batch_bytes = sum(sizes)
                 if (done_bytes + batch_bytes) // _TRIM_BYTES > done_bytes // _TRIM_BYTES:
                     return_freed_memory()
                 done_bytes += batch_bytes

@@ -146,11 +146,11 @@ class BpeTokenizer:
         """Why tiktoken encodes this vocabulary, or ``None`` if the compiled encoder does."""
         from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID
 
+        if self._compilable:
+            return None
         if self.pattern not in COMPILED_PATTERNS:
             return "the pattern has no compiled pre-tokenizer"
-        if not self._compilable:
-            return f"ids of {MAX_ID:,} and more have no compiled encoder"
-        return None
+        return f"ids of {MAX_ID:,} and more have no compiled encoder"
 
     def encoder_report(self) -> dict[str, object]:
         """Which engine encodes, and (compiled) what its bounded piece caches hold and did."""
@@ -189,16 +189,17 @@ class BpeTokenizer:
         check_covers(self.pattern, text[:65536], where)
 
     def check_spelled(self, texts: Sequence[str], ids: Sequence[np.ndarray], n_bytes: Sequence[int], *,
-                      where: str | os.PathLike[str] | None = None, first_document: int = 0,
-                      document_name: Callable[[int], str] | None = None) -> None:
+                      where: str | os.PathLike[str] | None = None,
+                      document_name: Callable[[int], str] = lambda number: f"text {number:,} (counting from 0)",
+                      ) -> None:
         """Refuse ids that leave out part of their text: each text's ids must spell all of its
         ``n_bytes`` bytes of UTF-8. A pattern with no compiled pre-tokenizer (which falls back to
         tiktoken) may skip characters anywhere, not only where :meth:`check_covers` looked; the
         compiled pre-tokenizers match every character, so their ids are not checked.
 
         Raises:
-            InputError: naming ``where``, the document (counted from ``first_document``, or named
-                by ``document_name`` from its place in ``texts``) and the characters skipped.
+            InputError: naming ``where``, the document (``document_name`` of its place in
+                ``texts``) and the characters skipped.
         """
         if self._compilable:
             return
@@ -206,15 +207,11 @@ class BpeTokenizer:
         for number, (text, one, size) in enumerate(zip(texts, ids, n_bytes)):
             spelled = int(lengths[np.searchsorted(token_ids, one)].sum()) if len(one) else 0
             if spelled != size:
-                at = first_document + number
-                document = "the first document" if at == 0 else f"document {at:,} (counting from 0)"
-                if document_name is not None:
-                    document = document_name(number)
+                document = document_name(number)
                 check_covers(self.pattern, text, where, document=document)
-                shown = self.pattern if len(self.pattern) <= 60 else self.pattern[:57] + "..."
-                raise InputError(f"pre-tokenizer pattern '{shown}' leaves {size - spelled:,} of the {size:,} bytes "
-                                 f"of {document} out of its ids (tiktoken's regex engine skips the character "
-                                 "after an empty match)", where=where,
+                raise InputError(f"pre-tokenizer pattern '{_shown(self.pattern)}' leaves {size - spelled:,} of the "
+                                 f"{size:,} bytes of {document} out of its ids (tiktoken's regex engine skips the "
+                                 "character after an empty match)", where=where,
                                  fix="use a pattern that matches every character and never the empty string, e.g. "
                                      "a named one: gpt4 (the default), gpt2, polish or polish-phrase")
 
@@ -475,7 +472,12 @@ def _regex_failures(pattern: str) -> Iterator[None]:
             type(error).__name__ == "PanicException")
         if not given_up:
             raise
-        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
-        raise InputError(f"tiktoken's regex engine gave up on the pattern '{shown}' ({said.splitlines()[0][:160]})",
+        raise InputError(f"tiktoken's regex engine gave up on the pattern '{_shown(pattern)}' "
+                         f"({said.splitlines()[0][:160]})",
                          fix="use a named pattern (compiled: gpt4, gpt2, polish, polish-phrase) or a simpler "
                              "regex, or cut shorter documents (--document-bytes)") from None
+
+
+def _shown(pattern: str) -> str:
+    """A pattern as an error message quotes it: its first 57 characters and "..." if longer."""
+    return pattern if len(pattern) <= 60 else pattern[:57] + "..."
