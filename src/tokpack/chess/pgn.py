@@ -326,18 +326,22 @@ def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[
 def _results(games: list[reader.Game], kept: list[int], tags: list[str | None],
              their_results: dict[int, str | None]) -> list[str]:
     """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
-    its movetext gives, as python-chess's game reads it (``*`` if none)."""
+    its movetext gives, as python-chess's game reads it (``*`` if none). A movetext with a
+    variation is read by python-chess entering the variations (:func:`tokpack.chess.reader.game_result`),
+    as its game builder does: an illegal move inside one keeps it there, reading no result after."""
     results = []
     for g in kept:
         result = tags[g]
         if result is None or result == "*":
             movetext = games[g].movetext
-            if g in their_results:
-                result = their_results[g] or "*"
-            elif "1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext:  # else surely "*": no regex
-                result = reader.movetext_result(movetext) or "*"
-            else:
+            if not ("1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext):  # surely "*": no regex
                 result = "*"
+            elif "(" in movetext:
+                result = reader.game_result(games[g]) or "*"
+            elif g in their_results:
+                result = their_results[g] or "*"
+            else:
+                result = reader.movetext_result(movetext) or "*"
         results.append(result)
     return results
 
