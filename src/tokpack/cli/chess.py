@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tokpack.cli._console import EngineName, command_group, stderr, stdout
+from tokpack.cli._console import EngineName, StorageOptions, command_group, stderr, stdout, storage_options_from
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
@@ -21,7 +21,9 @@ chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci,
 
 @chess_app.command("convert")
 def convert_command(
-    pgn: list[Path] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz), read in this order; - reads standard input."),
+    pgn: list[str] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz; - reads standard input) or Parquet games "
+                                              "(Lichess's Hugging Face shards: .parquet files or a folder of them, local or at an fsspec URL such as "
+                                              "hf://datasets/Lichess/standard-chess-games/data/year=2016/month=01), read in this order."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
     flush_games: int = typer.Option(25_000, "--flush-games", min=1,
                                     help="Games held in memory before they are spilled to part files."),
@@ -32,8 +34,9 @@ def convert_command(
     time_control: str | None = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
     speed: str | None = typer.Option(None, "--speed", help="Keep these Lichess speeds, comma-separated: ultrabullet, bullet, blitz, rapid, classical."),
     termination: str | None = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
+    storage_options: str | None = StorageOptions,
 ) -> None:
-    """Convert PGN games to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
+    """Convert PGN games (or Lichess's Parquet games) to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
     from rich.table import Table
 
     from tokpack.chess.pgn import GameFilter, convert_pgn
@@ -45,7 +48,7 @@ def convert_command(
                          speeds=tuple(s.lower() for s in listed(speed)), terminations=listed(termination))
     with _progress("reading", "bytes") as update:
         report = convert_pgn(pgn, out, flush_games=flush_games, progress=update, filters=filters, clocks=clocks,
-                             workers=workers)
+                             workers=workers, storage_options=storage_options_from(storage_options))
     table = Table(title=f"Converted into {out}", show_header=False)
     table.add_row("games read", f"{report.games_read:,}")
     table.add_row("games written", f"{report.games_written:,}")
