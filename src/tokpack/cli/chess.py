@@ -15,8 +15,8 @@ from tokpack.errors import InputError
 if TYPE_CHECKING:
     from tokpack.chess.stats import ChessStats
 
-chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
-                          "statistics and the parity fixture.")
+chess_app = command_group("Chess games as a corpus: PGN or Lichess's Parquet to monthly parquet; uci, san, bpe, char "
+                          "and position schemes; packs, statistics, the parity fixture and Karvonen's blocks.")
 
 
 @chess_app.command("convert")
@@ -63,7 +63,7 @@ def convert_command(
 
 @chess_app.command("tokenize")
 def tokenize_command(
-    scheme: str = typer.Option(..., "--scheme", help="Tokenization scheme: uci, san or bpe (bpe (re)trains its BPE first)."),
+    scheme: str = typer.Option(..., "--scheme", help="Tokenization scheme: uci, san, bpe (which (re)trains its BPE first), char (Karvonen's characters) or position (ChessBench's positions and moves)."),
     pack: bool = typer.Option(False, "--pack", help="Pack the train and validation months into out_dir/<scheme>/{train,val}."),
     stats: bool = typer.Option(False, "--stats", help="Compare the three schemes on the first stats_games games; write out_dir/stats.json."),
     export_fixture: bool = typer.Option(False, "--export-fixture", help="Encode fixture_pgn with every scheme into out_dir/parity.json."),
@@ -178,3 +178,17 @@ def export_web_command(
         trained = BpeEncoder.load(bpe)
     for path in export_web(out, trained):
         stdout().print(f"wrote {path}", highlight=False)
+
+
+@chess_app.command("blocks")
+def blocks_command(
+    packed: Path = typer.Argument(..., help="The char scheme's packs (out_dir/char, holding train/ and val/), or one char pack."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for train.bin, val.bin and meta.pkl."),
+) -> None:
+    """Write char packs as Adam Karvonen's nanoGPT data: blocks of 1,024 characters, uint8, and his meta.pkl."""
+    from tokpack.chess.char import export_blocks
+
+    written = export_blocks(packed, out)
+    for name, blocks in written.items():
+        stdout().print(f"wrote {out / (name + '.bin')}: {blocks:,} blocks of 1,024 characters", highlight=False)
+    stdout().print(f"wrote {out / 'meta.pkl'}", highlight=False)
