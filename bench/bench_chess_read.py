@@ -132,8 +132,9 @@ def stage_times(path: Path) -> Counter[str]:
                          (reader, "main_line_words"), (_resolve_compiled, "scan_movetexts"),
                          (_resolve_compiled, "resolve_games_compiled"), (reader, "resolve_games"), (pgn, "_table")]:
         original = getattr(module, name)
+        label = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
 
-        def timed(*args, _original=original, _label=f"{module.__name__.rsplit('.', 1)[-1]}.{name}", **kwargs):  # type: ignore[no-untyped-def]
+        def timed(*args, _original=original, _label=label, **kwargs):  # type: ignore[no-untyped-def]
             start = time.process_time()
             try:
                 return _original(*args, **kwargs)
