@@ -199,7 +199,7 @@ def test_a_header_value_across_lines_and_blank_lines_in_movetext_stay_one_game(t
                       "Clocks": [[1.0, 2.0], None],  # lists are no header: left out
                       "WhiteElo": [1500, 1600], "BlackElo": [1700, 1800], "Result": ["1-0", "0-1"],
                       "UTCDate": [datetime.date(2016, 1, 2)] * 2,
-                      "movetext": ["1. e4 e5\n\n\n2. Nf3 1-0", "1. d4 d5 0-1"]})
+                      "movetext": pa.array(["1. e4 e5\n\n\n2. Nf3 1-0", "1. d4 d5 0-1"], pa.large_string())})
     pq.write_table(table, tmp_path / "odd.parquet")
     result = convert_pgn([tmp_path / "odd.parquet"], tmp_path / "out")
     assert result.games_read == result.games_written == 2

@@ -189,8 +189,7 @@ def parquet_chunks(file: ParquetFile, chunk_bytes: int, offset: int = 0) -> Iter
             batches = reader.iter_batches(batch_size=batch_rows, columns=[*tags, MOVETEXT], use_threads=False)
             for batch in batches:
                 text = pgn_text(batch, tags, file.name)
-                ends = np.frombuffer(text.buffers()[1], dtype=np.int32 if text.type == _string() else np.int64,
-                                     count=len(text) + 1, offset=text.offset * (4 if text.type == _string() else 8))
+                ends = np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=text.offset * 4)
                 first, last = int(ends[0]), int(ends[-1])
                 data = text.buffers()[2].to_pybytes()[first:last] if last > first else b""
                 row += batch.num_rows
@@ -200,12 +199,6 @@ def parquet_chunks(file: ParquetFile, chunk_bytes: int, offset: int = 0) -> Iter
             raise
         except Exception as error:  # a damaged page or footer, a store that fails mid-read
             raise InputError(f"cannot be read at row {row} ({_first_line(error)})", where=file.name) from None
-
-
-def _string() -> pa.DataType:
-    import pyarrow as pa
-
-    return pa.string()
 
 
 def pgn_text(batch: pa.RecordBatch, tags: list[str], where: str) -> pa.Array:
@@ -229,13 +222,14 @@ def pgn_text(batch: pa.RecordBatch, tags: list[str], where: str) -> pa.Array:
         values = _tag_values(batch.column(name))
         parts.append(pc.binary_join_element_wise(f'[{name} "', values, '"]\n', "", null_handling="emit_null").fill_null(""))
     movetext = batch.column(MOVETEXT)
+    if pa.types.is_dictionary(movetext.type):
+        movetext = movetext.cast(movetext.type.value_type)
     if not (pa.types.is_string(movetext.type) or pa.types.is_large_string(movetext.type)):
         raise InputError(f"the {MOVETEXT!r} column holds {movetext.type}, not text", where=where)
+    movetext = movetext.cast(pa.string())  # a batch is a few MB: 32-bit offsets hold it
     movetext = pc.replace_substring_regex(movetext.fill_null(""), r"\n[^\S\n]*\n(?:[^\S\n]*\n)*", "\n")
     joined = pc.binary_join_element_wise(*parts, "\n", movetext, "\n\n", "", null_handling="replace")
-    if isinstance(joined, pa.ChunkedArray):
-        joined = joined.combine_chunks()
-    return joined.cast(pa.large_string()) if joined.nbytes >= 1 << 31 else joined
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def _is_tag_type(kind: pa.DataType) -> bool:
@@ -265,7 +259,7 @@ def _tag_values(column: pa.Array) -> pa.Array:
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
         kind = column.type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    if not pa.types.is_string(kind):
         column = column.cast(pa.string())
     # A tag is one line: a line end inside a value (no PGN file can hold one) is read as a space.
     return pc.replace_substring_regex(column, r"\r\n|[\r\n]", " ")
