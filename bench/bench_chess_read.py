@@ -150,6 +150,51 @@ def stage_times(path: Path) -> Counter[str]:
     return spent
 
 
+def lichess_parquet(text: str, path: Path) -> None:
+    """The games of ``text`` as one Parquet file in the columns and types of Lichess's Hugging Face
+    dataset (``WhiteElo`` ``int16``, ``UTCDate`` ``date32``, ``UTCTime`` ``time32[s]``, ``movetext``)."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    games = []
+    for block in re.split(r"\n\n(?=\[)", text.strip("\n")):
+        head, _, movetext = block.partition("\n\n")
+        games.append((dict(re.findall(r'^\[(\w+) "(.*)"\]$', head, flags=re.M)), movetext.strip("\n")))
+    texts = ("Event", "Site", "White", "Black", "Result", "ECO", "Opening", "Termination", "TimeControl")
+    columns = {name: pa.array([tags.get(name) for tags, _ in games], pa.string()) for name in texts}
+    for name in ("WhiteElo", "BlackElo"):
+        columns[name] = pa.array([int(tags[name]) for tags, _ in games], pa.int16())
+    columns["UTCDate"] = pa.array([datetime.date(*map(int, tags["UTCDate"].split("."))) for tags, _ in games], pa.date32())
+    columns["UTCTime"] = pa.array([datetime.time(*map(int, tags["UTCTime"].split(":"))) for tags, _ in games], pa.time32("s"))
+    columns["movetext"] = pa.array([movetext for _, movetext in games], pa.string())
+    pq.write_table(pa.table(columns), path)
+
+
+def parquet_against_pgn(text: str, folder: Path, rounds: int) -> None:
+    """``convert_pgn`` of the games as PGN and as Lichess-shaped Parquet: CPU seconds, and equal tables."""
+    from tokpack.chess.pgn import convert_pgn
+
+    pgn, parquet = folder / "games.pgn", folder / "games.parquet"
+    pgn.write_text(text, encoding="utf-8")
+    lichess_parquet(text, parquet)
+    convert_pgn([pgn], folder / "warm")
+    times: dict[str, list[float]] = {"pgn": [], "parquet": []}
+    for r in range(rounds):
+        for kind, source in (("pgn", pgn), ("parquet", parquet)):
+            start = time.process_time()
+            convert_pgn([source], folder / f"{kind}-{r}")
+            times[kind].append(time.process_time() - start)
+    tables = [{str(p.relative_to(folder / f"{kind}-0")): p.read_bytes() for p in (folder / f"{kind}-0").rglob("games.parquet")}
+              for kind in ("pgn", "parquet")]
+    assert tables[0] == tables[1], "the Parquet conversion differs from the PGN's"
+    megabytes = len(text.encode("utf-8")) / 1e6
+    print(f"convert_pgn end to end, one process: PGN {min(times['pgn']):.3f} CPU s ({megabytes / min(times['pgn']):.1f} MB/CPU-s), "
+          f"Lichess-shaped Parquet {min(times['parquet']):.3f} CPU s ({min(times['parquet']) / min(times['pgn']):.2f}x), "
+          f"byte-identical games tables")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--games", type=int, default=20_000)
@@ -157,6 +202,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--iron-python", default="", help="a Python >= 3.13 with iron-pgn-parser installed")
     parser.add_argument("--stages", action="store_true", help="also split tokpack's CPU by stage")
+    parser.add_argument("--parquet", action="store_true", help="also convert the games as Lichess-shaped Parquet and as PGN")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     text = one_line_movetext(lichess_pgn(args.games, seed=args.seed)[0])
@@ -198,6 +244,8 @@ def main() -> None:
             print(f"iron-pgn-parser, stream_file: {iron_result['failure']}")
     else:
         print(f"iron-pgn-parser: {iron_result}")
+    if args.parquet:
+        parquet_against_pgn(text, folder, args.rounds)
     if args.stages:
         spent = stage_times(path)
         total = spent.pop("total")
