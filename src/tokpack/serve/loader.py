@@ -31,7 +31,6 @@ the state of a run.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -55,7 +54,6 @@ from tokpack.serve.state import (
     match_parts,
     parse_state,
     part_names,
-    same_future,
 )
 from tokpack.store import Pack, ShardedDataset
 from tokpack.vocab.identity import VocabIdentity
@@ -107,19 +105,21 @@ class PackedBatches:
         options = {} if layout_options is None else checks.mapping("layout_options", layout_options)
         self._batch_plan = batch_plan(global_batch)
         # a step's plan holds global_batch entries; a rank's batch about five arrays of its rows
-        most = max(rows for _, rows in self._batch_plan)
+        most = int(self._batch_plan[:, 1].max())
         checks.fits_in_memory(f"a step of global_batch {most:,} rows of length {length:,}",
                               16 * most + 5 * 8 * (most // world_size) * (length + 1),
                               fix="use a smaller global_batch or length")
-        for start, rows in self._batch_plan:
+        bad = np.flatnonzero((self._batch_plan[:, 1] % world_size != 0)
+                             | ((self._batch_plan[:, 1] // world_size) % micro_batches != 0))
+        if len(bad):
+            start, rows = (int(v) for v in self._batch_plan[bad[0]])
             if rows % world_size:
                 raise InputError(f"world_size {world_size} does not divide global_batch {rows}"
                                  + (f" (from step {start})" if start else ""),
                                  fix=f"use a global_batch that is a multiple of {world_size} "
                                      f"(e.g. {-(-rows // world_size) * world_size}), or a world_size that divides it")
-            if (rows // world_size) % micro_batches:
-                raise InputError(f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
-                                 + (f" (from step {start})" if start else ""))
+            raise InputError(f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
+                             + (f" (from step {start})" if start else ""))
         if not 0 <= rank < world_size:
             raise InputError(f"rank {rank} outside [0, {world_size})")
         if dtype not in DTYPES:
@@ -147,7 +147,7 @@ class PackedBatches:
                                         for name, record, layout in zip(self.names, self._data_records(), self.layouts)]
         local: list[int | None] = list(range(len(self.layouts)))  # slot -> this loader's part (None: removed)
         self._allocation = Allocation([layout.n_rows for layout in self.layouts],
-                                      history=History(self._planned(0, local)), local=local,
+                                      history=self._planned(0, local), local=local,
                                       names=[slot.name for slot in self._slots], seed=self.seed,
                                       mixture_seed=self._mixture_seed, shuffle=self.shuffle,
                                       mixed_from=0 if len(self._slots) > 1 else None)  # the first step that interleaves parts
@@ -172,21 +172,23 @@ class PackedBatches:
         """Rows of the global batch of step ``step`` (over all ranks)."""
         return self._history.global_batch(checks.non_negative_int("step", step))
 
-    def _planned(self, first: int, numbering: list[int | None]) -> list[Segment]:
+    def _planned(self, first: int, numbering: list[int | None]) -> History:
         """This loader's own settings (its global batch schedule and mixture stages) from step
-        ``first`` on, over the parts as numbered by ``numbering`` (slot -> this loader's part);
-        merged where nothing changes."""
+        ``first`` on, over the parts as numbered by ``numbering`` (slot -> this loader's part),
+        as a history counted from ``first`` (its step 0 is step ``first``); merged where
+        nothing changes. Vectorized: a schedule may hold a million entries."""
         stages = self.mixture.stages if self.mixture is not None else [(0, np.ones(1))]
-        points = sorted({first} | {s for s, _ in self._batch_plan if s > first} | {s for s, _ in stages if s > first})
-        segments: list[Segment] = []
-        for point in points:
-            rows = self._batch_plan[bisect.bisect_right([s for s, _ in self._batch_plan], point) - 1][1]
-            local = stages[bisect.bisect_right([s for s, _ in stages], point) - 1][1]
-            weights = [0.0 if part is None else float(local[part]) for part in numbering]
-            if segments and (segments[-1].global_batch, segments[-1].weights) == (rows, weights):
-                continue
-            segments.append(Segment(step=point, global_batch=rows, weights=weights))
-        return segments
+        plan_steps, plan_rows = self._batch_plan[:, 0], self._batch_plan[:, 1]
+        stage_steps = np.array([start for start, _ in stages], dtype=np.int64)
+        stage_weights = np.array([[0.0 if part is None else float(weights[part]) for part in numbering]
+                                  for _, weights in stages], dtype=np.float64).reshape(len(stages), len(numbering))
+        points = np.sort(np.concatenate(([first], plan_steps[plan_steps > first], stage_steps[stage_steps > first])))
+        points = points[np.concatenate(([True], np.diff(points) > 0))]
+        rows = plan_rows[np.searchsorted(plan_steps, points, side="right") - 1]
+        weights = stage_weights[np.searchsorted(stage_steps, points, side="right") - 1]
+        changed = np.ones(len(points), dtype=bool)
+        changed[1:] = (rows[1:] != rows[:-1]) | np.any(weights[1:] != weights[:-1], axis=1)
+        return History.of_arrays(points[changed] - first, rows[changed], weights[changed])
 
     # -- the schedule -----------------------------------------------------------------------
     @property
@@ -328,11 +330,14 @@ class PackedBatches:
 
         :func:`tokpack.require_vocabulary` accepts it (and a checkpoint holding it as ``"loader"``).
         """
+        # the history's records are written from its columns (see History.records), checked by the first one's model
+        history = self._history.records()
         state = LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture.seed if self.mixture else None,
                             global_batch=self.global_batch, layout=self._layout_record(),
-                            parts=self._part_states(self.step), history=self._history.segments,
-                            vocabulary=self.vocabulary)
-        return state.model_dump(mode="json", by_alias=True)
+                            parts=self._part_states(self.step), history=[Segment(**history[0])],
+                            vocabulary=self.vocabulary).model_dump(mode="json", by_alias=True)
+        state["history"] = history
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue at the step ``state`` was saved at (any rank count may have saved it), where
@@ -401,17 +406,11 @@ class PackedBatches:
         added = len(slots) - len(saved.parts)
         distinct_removed_names(slots, local_of)
         step = saved.step
-        past = [segment.model_copy(update={"weights": segment.weights + [0.0] * added,
-                                           "anchor": None if segment.anchor is None else segment.anchor + [0] * added})
-                for segment in saved.history]
         rows = [part.rows for part in saved.parts] + [0] * added
+        past = History(saved.history).widened(len(slots))
         planned = self._planned(step, local_of)
-        if same_future(past, planned, step):
-            history = past
-        else:  # the settings change here: the shares count from the rows each part served
-            history = [segment for segment in past if segment.step < step]
-            history += [planned[0].model_copy(update={"anchor": rows}), *planned[1:]]
-        checked = History(history)
+        # the settings change here unless they are the saved ones: the shares count from the rows each part served
+        checked = past if past.same_future(step, planned) else past.replaced_from(step, planned, rows)
         checked.remember(step, rows)
         # nothing is changed before every check passed: a refused state leaves the loader as it was
         joined = sorted(slot.since for slot in slots)
@@ -442,7 +441,7 @@ class PackedBatches:
         for segment in self._history.segments:
             total = sum(segment.weights) or 1.0
             weights = [w / total for w in segment.weights]
-            if not stages or not np.allclose(stages[-1][1], weights, rtol=0, atol=1e-12):
+            if not stages or any(abs(a - b) > 1e-12 for a, b in zip(stages[-1][1], weights)):
                 stages.append((segment.step, weights))
         schedule = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
                                  step=self.step, seed=self.seed, shuffle=self.shuffle, layout=self._layout_record(),

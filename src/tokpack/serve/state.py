@@ -5,7 +5,6 @@ before, converted exactly) and matching its parts to a loader's.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -177,16 +176,6 @@ def parse_state(state: Any) -> LoaderState:
     return saved
 
 
-def same_future(past: list[Segment], planned: list[Segment], step: int) -> bool:
-    """Whether the saved history from ``step`` on is what this loader plans from there."""
-    index = bisect.bisect_right([s.step for s in past], step) - 1
-    future = [(step, past[index].global_batch, past[index].weights)] + [
-        (s.step, s.global_batch, s.weights) for s in past[index + 1 :]]
-    ours = [(s.step, s.global_batch, s.weights) for s in planned]
-    return len(future) == len(ours) and all(
-        a[:2] == b[:2] and np.allclose(a[2], b[2], rtol=0, atol=1e-12) for a, b in zip(future, ours))
-
-
 def difference(saved: dict[str, Any], mine: dict[str, Any]) -> str:
     """What differs between the data a loader state was saved over and this loader's, in words."""
     labels = (("tokens_sha256", "ids (tokens sha256)"), ("starts_sha256", "document starts (sha256)"),
@@ -207,4 +196,4 @@ def part_names(records: list[dict[str, Any]]) -> str:
 
 
 __all__ = ["SETTING", "LoaderState", "LoaderStateV2", "PartState", "ServeSchedule", "difference",
-           "distinct_removed_names", "match_parts", "parse_state", "part_names", "same_future"]
+           "distinct_removed_names", "match_parts", "parse_state", "part_names"]
