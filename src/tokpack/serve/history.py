@@ -145,6 +145,7 @@ class History:
                     np.array([s.global_batch for s in segments], dtype=np.int64),
                     np.array([s.weights for s in segments], dtype=np.float64).reshape(len(segments), n_parts),
                     {index: list(s.anchor) for index, s in enumerate(segments) if s.anchor is not None})
+        self._forget(0)
         self._segments: list[Segment] | None = list(segments)
 
     @classmethod
@@ -156,7 +157,7 @@ class History:
         history = cls.__new__(cls)
         history._build(np.asarray(starts, dtype=np.int64), np.asarray(global_batches, dtype=np.int64),
                        np.asarray(weights, dtype=np.float64), dict(anchors or {}))
-        history._segments = None
+        history._forget(0)
         return history
 
     def _build(self, starts: np.ndarray, batches: np.ndarray, weights: np.ndarray, anchors: dict[int, list[int]]) -> None:
@@ -189,10 +190,25 @@ class History:
         bounds = sorted({0, n} | set(anchors))
         for low, high in itertools.pairwise(bounds):  # the running sum restarts at each anchor
             np.cumsum(increments[low:high], axis=0, out=self._base[low:high])
-        self._checkpoints: dict[int, list[int]] = {int(starts[i]): list(a) for i, a in anchors.items()}
+        self._segments = None
+
+    def _forget(self, step: int) -> None:
+        """Drop what was computed past ``step`` (the rows per part before later steps, and no caps
+        yet when ``step`` is 0): a history changed from ``step`` on counts them again."""
+        if step == 0:
+            self._checkpoints: dict[int, list[int]] = {}
+            self._table = np.zeros((0, self.n_parts), dtype=np.int64)  # see served()
+            self._last: tuple[int, list[int]] = (0, [0] * self.n_parts)
+            self._caps: list[int | None] = [None] * self.n_parts
+            #: the step each capped part stopped at (its weight 0 from there)
+            self.capped_at: dict[int, int] = {}
+        self._checkpoints = {k: v for k, v in self._checkpoints.items() if k <= step}
+        self._checkpoints.update({int(self._starts[i]): list(a) for i, a in self._anchors.items()})
         self._checkpoints[0] = [0] * self.n_parts
         self._known = sorted(self._checkpoints)  # the steps of the checkpoints, for a search
-        self._last: tuple[int, list[int]] = (0, [0] * self.n_parts)
+        self._table = self._table[: step + 1]
+        if self._last[0] > step:
+            self._last = (0, [0] * self.n_parts)
 
     @property
     def segments(self) -> list[Segment]:
@@ -233,7 +249,56 @@ class History:
         return self._base[index] + self._weights[index] * int(self._batches[index]) * (step - self.starts[index])
 
     def counts(self, step: int, before: list[int]) -> list[int]:
-        """Rows per part in step ``step``, given the rows per part served ``before`` it."""
+        """Rows per part in step ``step``, given the rows per part served ``before`` it. A part
+        that would pass its cap (:meth:`cap`) stops here (see :meth:`_stop`)."""
+        counts = self._counts(step, before)
+        over = [part for part, cap in enumerate(self._caps) if cap is not None and counts[part] and before[part] + counts[part] > cap]
+        if over:
+            self._stop(step, before, over)
+            counts = self._counts(step, before)
+        return counts
+
+    @property
+    def caps(self) -> list[int | None]:
+        """Each part's cap in rows (``None``: none)."""
+        return list(self._caps)
+
+    def cap(self, caps: Sequence[int | None], capped_at: dict[int, int] | None = None) -> None:
+        """Limit each part to ``caps[part]`` rows in all (``None``: no limit), counting from step 0;
+        ``capped_at``: the parts that already stopped, and where (from a loader state)."""
+        if len(caps) != self.n_parts:
+            raise InputError(f"{len(caps)} caps for a history of {self.n_parts} parts")
+        self._caps = list(caps)
+        self.capped_at = dict(capped_at or {})
+
+    def _stop(self, step: int, before: list[int], parts: list[int]) -> None:
+        """Parts ``parts`` would pass their caps at ``step``: from ``step`` on they have weight 0
+        in every segment (the others renormalized), in a segment anchored at ``before``.
+
+        Raises:
+            InputError: no part is left with a positive weight.
+        """
+        index = self._segment(step)
+        starts, batches, raw = self._starts.copy(), self._batches.copy(), self._raw.copy()
+        anchors = dict(self._anchors)
+        if starts[index] != step:  # a new segment at step, with the settings in force there
+            index += 1
+            starts = np.insert(starts, index, step)
+            batches = np.insert(batches, index, batches[index - 1])
+            raw = np.insert(raw, index, raw[index - 1], axis=0)
+            anchors = {i + (i >= index): anchor for i, anchor in anchors.items()}
+        raw[index:, parts] = 0.0
+        if not np.all(raw[index:].sum(axis=1) > 0):
+            names = ", ".join(str(part) for part in parts)
+            raise InputError(f"every part has reached its max_epochs by step {step} (the last: part {names}): "
+                             "no row is left to serve", fix="raise max_epochs, or stop the run there")
+        anchors[index] = list(before)
+        self._build(starts, batches, raw, anchors)
+        self._forget(step)
+        for part in parts:
+            self.capped_at[part] = step
+
+    def _counts(self, step: int, before: list[int]) -> list[int]:
         index = self._segment(step)
         rows = int(self._batches[index])
         if self.n_parts == 1:  # a single part takes every row (the float arithmetic below agrees)
@@ -272,6 +337,32 @@ class History:
         self._last = (step, list(totals))
         return totals
 
+    def served(self, steps: int) -> np.ndarray:
+        """Rows per part served before each step ``0 .. steps`` (``(steps + 1, n_parts)``,
+        ``int64``): the table that finds the step a part's ``n``-th row is served in."""
+        table = self._table
+        if len(table) <= steps:
+            if self.n_parts == 1:
+                every = np.arange(steps + 1, dtype=np.int64)
+                index = np.searchsorted(self._starts, every, side="right") - 1
+                table = (self._rows_before[index] + self._batches[index] * (every - self._starts[index]))[:, None]
+            else:
+                rows = table.tolist() if len(table) else [[0] * self.n_parts]
+                totals = rows[-1]
+                for k in range(len(rows) - 1, steps):
+                    totals = [t + c for t, c in zip(totals, self.counts(k, totals))]
+                    rows.append(totals)
+                table = np.array(rows, dtype=np.int64)
+            self._table = table
+        return table[: steps + 1]
+
+    def stopped(self, part: int, step: int) -> bool:
+        """Whether part ``part`` has weight 0 in every segment from ``step``'s on (it serves no row
+        after), or has reached its cap."""
+        if part in self.capped_at:
+            return True
+        return not bool(np.any(self._weights[self._segment(step) :, part] > 0))
+
     def _checkpoint(self, step: int, totals: list[int]) -> None:
         if step not in self._checkpoints:
             bisect.insort(self._known, step)
@@ -308,6 +399,13 @@ class History:
         return History.of_arrays(np.concatenate((self._starts[:keep], planned._starts + step)),
                                  np.concatenate((self._batches[:keep], planned._batches)),
                                  np.concatenate((self._raw[:keep], planned._raw)), anchors)
+
+    def weight_stages(self, step: int) -> list[tuple[int, list[float]]]:
+        """The weights in force from ``step`` on, as given (not normalized): ``(step, weights)``
+        where each later segment starts."""
+        index = self._segment(step)
+        return [(step, self._raw[index].tolist())] + [(start, weights) for start, weights in
+                                                      zip(self.starts[index + 1 :], self._raw[index + 1 :].tolist())]
 
     def widened(self, n_parts: int) -> History:
         """The same history over ``n_parts`` parts, the new ones of weight 0 and no rows."""
