@@ -71,7 +71,8 @@ class Allocation:
             part = self.local[slot]
             if part is None:  # only a step before the resume that removed it
                 raise InputError(f"step {step} served part {self.names[slot]!r}, which this loader does "
-                                 "not serve (it was removed at a resume)", fix="add it back to serve that step")
+                                 "not serve (removed at a resume, or its data not given)",
+                                 fix="give its data to serve or explain that step")
             n_rows = self.rows_per_epoch[part]
             epoch = first // n_rows
             if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch

@@ -487,7 +487,7 @@ class PackedBatches:
         document = checks.non_negative_int("document", document)
         epochs = checks.positive_int("epochs", epochs)
         return self._lineage.when(self._allocation, local, self._local.index(local), document, epochs,
-                                  trained=self._trained)
+                                  trained=self._trained if self._skipped else None)
 
     def _part_index(self, part: str | int) -> int:
         """This loader's index of ``part`` (a name of :attr:`names`, or an index)."""

@@ -82,10 +82,11 @@ class Provenance:
         return out
 
     def when(self, allocation: Allocation, part: int, slot: int, document: int, epochs: int,
-             trained: Callable[[np.ndarray], np.ndarray]) -> list[dict[str, Any]]:
+             trained: Callable[[np.ndarray], np.ndarray] | None) -> list[dict[str, Any]]:
         """Every ``{"step", "row", "tokens"}`` at which document ``document`` of loader part
         ``part`` (slot ``slot`` of the history) has targets, over the part's first ``epochs``
-        epochs, in step order (then row); ``trained(steps)`` says which steps the run trains.
+        epochs, in step order (then row); ``trained(steps)`` says which steps the run trains
+        (``None``: all).
 
         Raises:
             InputError: the document is not in the layout's range.
@@ -102,7 +103,7 @@ class Provenance:
             steps, global_rows = self._epoch(allocation, part, slot, epoch)
             at, where = steps[rows], global_rows[rows]
             keep = at >= 0
-            if keep.any():
+            if trained is not None and keep.any():
                 keep[keep] = trained(at[keep])
             found += zip(at[keep].tolist(), where[keep].tolist(), first[keep].tolist(), last[keep].tolist())
         found.sort()
