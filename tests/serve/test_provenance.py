@@ -202,6 +202,26 @@ def test_each_segment_of_real_text_names_the_bytes_its_ids_decode_to(text_corpor
         assert files == {"folder/a.txt", "folder/c.txt", "folder/sub/b.txt"}
 
 
+def test_a_sharded_dataset_and_the_pack_merged_from_it_name_the_same_sources(text_corpora: dict[str, Path],
+                                                                             tmp_path: Path) -> None:
+    from tokpack.engines import prepare_sharded
+    from tokpack.store import merge_dataset
+
+    dataset = prepare_sharded(text_corpora["folder_root"] / "folder", tmp_path / "dataset", vocab=text_corpora["vocabulary"],
+                              shards=3, document_bytes=512, processes=1)
+    merge_dataset(dataset, tmp_path / "merged")
+    sharded = PackedBatches(dataset.path, length=64, global_batch=16, seed=2)
+    merged = PackedBatches(tmp_path / "merged", length=64, global_batch=16, seed=2)
+    tokenizer = tokpack.load_vocabulary(text_corpora["vocabulary"])
+    for step in (0, 5, 9):
+        rows = sharded.provenance(step)
+        unnamed = [[{**s, "part": None if s["part"] is None else "x"} for s in row] for row in rows]  # the folders' names
+        assert unnamed == [[{**s, "part": None if s["part"] is None else "x"} for s in row] for row in merged.provenance(step)]
+        for segment in (s for row in rows for s in row if s["part"] is not None):
+            ids = sharded.sources[0].read_span(*segment["tokens"]).tolist()
+            assert source_bytes(segment["source"], text_corpora) == tokenizer.decode_bytes(ids)
+
+
 def test_a_chess_pack_names_the_month_table_and_the_game(tmp_path: Path) -> None:
     month = tmp_path / "games" / "year=2016" / "month=01" / "games.parquet"
     month.parent.mkdir(parents=True)

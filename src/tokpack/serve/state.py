@@ -243,6 +243,8 @@ def parse_state(state: Any) -> LoaderState:
             raise InputError(f"not a tokpack loader state (it names part {name!r} twice)")
     if any(len(s.weights) != n_parts or (s.anchor is not None and len(s.anchor) != n_parts) for s in saved.history):
         raise InputError(f"not a tokpack loader state (its history does not name its {n_parts} parts)")
+    if any(not 0 <= start < end for start, end in saved.skipped):
+        raise InputError(f"not a tokpack loader state (its skipped steps {saved.skipped} are not ranges)")
     in_force = [s for s in saved.history if s.step <= saved.step]
     if in_force and in_force[-1].global_batch != saved.global_batch:
         raise InputError(f"not a tokpack loader state (global_batch {saved.global_batch}, but its history has "
