@@ -154,7 +154,6 @@ class PackedBatches:
                                       mixed_from=0 if len(self._slots) > 1 else None)  # the first step that interleaves parts
         self._history.cap(self._caps(local))
         self._skipped: list[tuple[int, int]] = []  # steps [start, end) the run skips
-        self._live = False  # whether the history holds weights set while the run ran (set_weights, caps)
         self._revision = 0  # counts the changes of history or skips (a loader building ahead starts again)
         self._lineage = Provenance(self.layouts, self.sources, self.names, self.length + 1)
         self._step = 0  # the step iteration serves next (set by the run, or by iterating)
@@ -409,7 +408,6 @@ class PackedBatches:
         changed.cap(history.caps, {part: at for part, at in history.capped_at.items() if at < step})
         self._allocation.history = changed
         self._lineage.forget()
-        self._live = True
         self._revision += 1
 
     def skip(self, start: int, end: int) -> None:
