@@ -51,7 +51,10 @@ def read_origins(pack: Pack) -> tuple[Origins, np.ndarray] | None:
         raise IntegrityError(f"unreadable .npy ({error})", where=path) from None
     if rows.dtype != np.dtype("<i8") or rows.shape != (pack.n_docs, 3):
         raise IntegrityError(f"holds {rows.dtype} {rows.shape}, expected int64 ({pack.n_docs}, 3)", where=path)
-    if hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest() != record.sha256:
+    digest = hashlib.sha256()
+    for first in range(0, len(rows), 1 << 20):  # a million documents at a time: no copy of the whole file
+        digest.update(np.ascontiguousarray(rows[first : first + (1 << 20)]).tobytes())
+    if digest.hexdigest() != record.sha256:
         raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=path,
                              fix="the pack's origins were altered; restore them or rebuild the pack")
     units = rows[:, 0]
@@ -67,6 +70,8 @@ class Locator:
     def __init__(self, source: TokenSource) -> None:
         self.source = source
         shards: list[Pack] = list(getattr(source, "shards", None) or ([source] if isinstance(source, Pack) else []))
+        if not all(isinstance(shard, Pack) for shard in shards):  # shards read through a cache (a remote dataset)
+            shards = []
         self._origins = [read_origins(shard) for shard in shards]
         self._shards = shards
         self._doc_offsets = np.cumsum([0] + [shard.n_docs for shard in shards])
