@@ -51,7 +51,7 @@ class Piece:
     range_name: str
     text: str
     n_bytes: int
-    origin: tuple[int, int, int] = (0, 0, 0)
+    origin: tuple[int, int, int]
 
 
 class DocumentSource:
