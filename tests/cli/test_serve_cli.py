@@ -105,6 +105,8 @@ def test_when_gives_the_steps_of_a_document_as_the_library_does(run: dict[str, P
      "--part x: the data given holds pl"),
     (lambda r: ["when", r["pl"], "--state", r["root"] / "state.json", "--document", 10**6], "is not in its 'train' range"),
     (lambda r: ["which", r["pl"], "--state", r["root"] / "state.json", "--step", 1], "served part 'rev'"),
+    (lambda r: ["which", r["pl"], r["rev"], "--state", r["root"] / "state.json", "--step", 1, "--world-size", 3],
+     "--world-size 3 does not divide step 1's global batch of 8 rows"),
 ])
 def test_a_mistake_is_one_line_and_exit_code_2(run: dict[str, Path], args, message: str) -> None:  # type: ignore[no-untyped-def]
     code, out = invoke("serve", *args(run))

@@ -39,6 +39,8 @@ def which_command(
     batches = _replaying(data, state)
     rows = batches.provenance(step)
     decode = _decoder(batches) if text else None
+    if world_size and len(rows) % world_size:
+        raise InputError(f"--world-size {world_size} does not divide step {step}'s global batch of {len(rows)} rows")
     share = len(rows) // world_size if world_size else None
     records = []
     for number, segments in enumerate(rows):
