@@ -99,15 +99,18 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
         unknown = done = 0
         tokens_of = [0] * len(tables)  # each table's ids
         documents_of = [0] * len(tables)  # each table's documents (a game each, or a scheme's several)
-        with PackWriter(Path(destination), vocabulary=encoder.identity) as writer:
+        with PackWriter(Path(destination), vocabulary=encoder.identity,
+                        origins=("rows", [table_name(Path(table.games)) for table in tables])) as writer:
             for parts, encoded in _encoded_batches(opened, spans, encoder, batch_games, workers):
                 if isinstance(encoded, GameError):
                     index, shift = _part_of(parts, encoded.row)
                     raise encoded.at(str(tables[index].games), shift) from None
-                writer.add_flat(encoded.ids, encoded.lengths)
+                per_game = encoded.documents_per_game()
+                # A game's origin once for each document it made (a position scheme makes several).
+                writer.add_flat(encoded.ids, encoded.lengths, origins=np.repeat(_origins(parts), per_game, axis=0))
                 # Each part's documents, then its ids (a part may have no documents left: sampled out).
                 game_ends = np.cumsum([n for _, _, n in parts])
-                document_ends = np.concatenate(([0], np.cumsum(encoded.documents_per_game())))[game_ends]
+                document_ends = np.concatenate(([0], np.cumsum(per_game)))[game_ends]
                 token_ends = np.concatenate(([0], np.cumsum(encoded.lengths, dtype=np.int64)))[document_ends]
                 for part, (index, _, _) in enumerate(parts):
                     documents_of[index] += int(document_ends[part] - (document_ends[part - 1] if part else 0))
@@ -202,6 +205,13 @@ def _table_batches(readers: Sequence, spans: Sequence[tuple[int, int]],
         yield parts, _joined(pending)
 
 
+def _origins(parts: Parts) -> np.ndarray:
+    """Each game's origin in the pack's record: ``(table, row, row + 1)``."""
+    rows = [np.column_stack([np.full(n, index), np.arange(first, first + n), np.arange(first + 1, first + n + 1)])
+            for index, first, n in parts]
+    return np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 3), np.int64)
+
+
 def _joined(batches: list[pa.RecordBatch]) -> pa.Table | pa.RecordBatch:
     """One table of ``batches`` (from tables whose column types may differ slightly: promoted)."""
     import pyarrow as pa
@@ -269,8 +279,12 @@ def _encode_in_worker(batch: pa.Table | pa.RecordBatch) -> EncodedGames | GameEr
 
 
 def table_source(path: Path) -> Source:
-    """The pack's record of its input: the month-relative name (``year=.../month=.../games.parquet``
-    when the file sits in a converted tree, else the file name), its SHA-256 and size."""
-    parts = path.resolve().parts
-    name = "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3].startswith("year=") else path.name
-    return Source(name=name, sha256=file_sha256(path), n_bytes=path.stat().st_size)
+    """The pack's record of its input: its :func:`table_name`, its SHA-256 and size."""
+    return Source(name=table_name(path), sha256=file_sha256(path), n_bytes=path.stat().st_size)
+
+
+def table_name(path: Path) -> str:
+    """A table's name in a pack's records: month-relative (``year=.../month=.../games.parquet``)
+    when the file sits in a converted tree, else the file name."""
+    parts = Path(path).resolve().parts
+    return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3].startswith("year=") else Path(path).name
