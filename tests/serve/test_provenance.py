@@ -240,6 +240,25 @@ def test_a_chess_pack_names_the_month_table_and_the_game(tmp_path: Path) -> None
     assert len(seen) > 5
 
 
+def test_a_position_pack_names_the_game_of_every_position(tmp_path: Path) -> None:
+    """The position scheme makes a document per position: each names the game it was played in."""
+    month = tmp_path / "games" / "year=2016" / "month=01" / "games.parquet"
+    month.parent.mkdir(parents=True)
+    table = games_table(read_games_strictly(FIXTURES / "chess_games.pgn")).slice(0, 12)
+    pq.write_table(table, month)
+    pack_games(month, make_encoder("position"), tmp_path / "pack", batch_games=5)
+    pack = Pack(tmp_path / "pack")
+    origins = np.load(tmp_path / "pack" / "origins.npy")
+    assert len(origins) == pack.n_docs > len(table)
+    plies = [len(moves.split()) for moves in table.column("uci").to_pylist()]
+    assert np.bincount(origins[:, 1], minlength=len(table)).tolist() == plies  # each game once a position
+    batches = PackedBatches(tmp_path / "pack", layout="documents", length=78, global_batch=4)
+    for segments in batches.provenance(3):
+        for segment in segments:
+            if segment["part"] is not None:
+                assert segment["source"] == ("year=2016/month=01/games.parquet", int(origins[segment["document"], 1]))
+
+
 def test_data_that_records_no_origins_has_source_none(packs: dict[str, Path], tmp_path: Path) -> None:
     batches = PackedBatches(packs["a"], length=LENGTH, global_batch=4)
     assert {s["source"] for row in batches.provenance(0) for s in row} == {None}
