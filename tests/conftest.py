@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,11 @@ import tokpack
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 import registry  # noqa: E402
+
+# The suite never reads or writes the user's cache: an index or stamp left there by another tokpack
+# version would decide what a test sees. Each process (and the processes it starts) gets its own.
+os.environ["TOKPACK_CACHE"] = tempfile.mkdtemp(prefix="tokpack-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["TOKPACK_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
