@@ -222,7 +222,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     data = parser.add_argument_group("data")
     data.add_argument("--data", type=Path, metavar="DIR",
-                      help="a pack or a sharded dataset directory (required, except with --resume: the checkpoint's)")
+                      help="a pack or a sharded dataset directory (required, except with --mixture: its first part, "
+                           "and with --resume: the checkpoint's)")
     data.add_argument("--vocab", type=Path, metavar="FILE",
                       help="the vocabulary file the data was made with; checked against the data and, with "
                            "--resume, against the checkpoint (default: the vocabulary the data carries, else the "
@@ -235,7 +236,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                            "checkpoint's step")
     data.add_argument("--mixture", action="append", metavar="DIR=WEIGHT",
                       help="train on a mixture: a pack or sharded dataset and its weight, repeated for each part "
-                           "(one vocabulary; --data still gives the validation range). With --resume, new weights "
+                           "(one vocabulary; --data, default the first part, gives the validation range). With --resume, new weights "
                            "take effect from the checkpoint's step; a directory not in the saved run is a part "
                            "added, one left out a part removed (parts are matched by their ids, then by folder name); "
                            "without --mixture, the checkpoint's mixture")
@@ -269,8 +270,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                           "--document-mask, inside each document as in training)")
     run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
     args = parser.parse_args(argv)
-    if args.data is None and args.resume is None:
-        parser.error("the following arguments are required: --data (or --resume)")
+    if args.data is None and args.resume is None and not args.mixture:
+        parser.error("the following arguments are required: --data (or --mixture, or --resume)")
     for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every", "eval_every",
                  "micro_batches"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -305,6 +306,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--mixture {part!r}: expected DIR=WEIGHT with a positive weight, e.g. web=0.7")
         parts.append((Path(path), value))
     args.mixture = parts or None
+    if args.data is None and parts and args.resume is None:
+        args.data = parts[0][0]  # the validation range and the vocabulary check: the first part's
     return args
 
 
@@ -395,6 +398,18 @@ def saved_parts(checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
     weights = in_force[-1]["weights"]
     total = sum(weights) or 1.0
     return [{"name": part["name"], "weight": weight / total} for part, weight in zip(state["parts"], weights)]
+
+
+def plain_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments as a checkpoint keeps them: paths as strings (also inside --mixture's
+    pairs), so ``torch.load(..., weights_only=True)`` and ``tokpack serve`` read the checkpoint."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(item) for item in value)
+        return value
+    return {key: plain(value) for key, value in vars(args).items()}
 
 
 def learning_rate(args: argparse.Namespace, batches: PackedBatches, step: int) -> float:
@@ -488,7 +503,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
                 "loader": loader.state_dict(),  # the step of the next batch, the data's identity
                 "data_schedule": batches.data_schedule(run="train_gpt"),
                 "step": step,
-                "arguments": {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()},
+                "arguments": plain_arguments(args),
             })
         if ranks.distributed:
             dist.barrier()  # no rank runs ahead of (or exits before) a checkpoint being written

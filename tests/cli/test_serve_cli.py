@@ -4,6 +4,7 @@ library says; mistakes one line and exit code 2."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -42,6 +43,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "state.json").write_text(json.dumps(batches.state_dict()), encoding="utf-8")
     (root / "schedule.json").write_text(json.dumps(batches.data_schedule(run="test")), encoding="utf-8")
     torch.save({"model": {}, "loader": batches.state_dict()}, root / "checkpoint.pt")
+    # training scripts keep their arguments beside the state: paths, or whole objects
+    torch.save({"loader": batches.state_dict(), "arguments": {"data": root / "polish"}}, root / "paths.pt")
+    torch.save({"loader": batches.state_dict(), "arguments": argparse.Namespace(data="polish")}, root / "namespace.pt")
     (root / "reversed").rename(root / "moved")
     return {"root": root, "pl": corpus.tokens_dir, "rev": root / "moved"}
 
@@ -60,7 +64,7 @@ def replayed(run: dict[str, Path]) -> PackedBatches:
     return PackedBatches.replaying([run["pl"], run["rev"]], json.loads((run["root"] / "state.json").read_text()))
 
 
-@pytest.mark.parametrize("state", ["state.json", "schedule.json", "checkpoint.pt"])
+@pytest.mark.parametrize("state", ["state.json", "schedule.json", "checkpoint.pt", "paths.pt"])
 def test_which_gives_each_row_of_a_step_as_the_library_does(run: dict[str, Path], state: str) -> None:
     code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / state, "--step", 7, "--json",
                        "--world-size", 2, "--text")
@@ -100,6 +104,8 @@ def test_when_gives_the_steps_of_a_document_as_the_library_does(run: dict[str, P
     (lambda r: ["which", r["pl"], "--state", r["pl"] / "meta.json", "--step", 1],
      "holds no tokpack loader state or data schedule"),
     (lambda r: ["which", r["root"] / "cache", "--state", r["root"] / "state.json", "--step", 1], "neither a pack"),
+    (lambda r: ["which", r["pl"], "--state", r["root"] / "namespace.pt", "--step", 1],
+     "holds an argparse.Namespace, which torch.load(weights_only=True) does not read"),
     (lambda r: ["when", r["pl"], r["rev"], "--state", r["root"] / "state.json", "--document", 1], "--part is needed"),
     (lambda r: ["when", r["pl"], "--state", r["root"] / "state.json", "--part", "x", "--document", 1],
      "--part x: the data given holds pl"),

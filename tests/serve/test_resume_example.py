@@ -4,6 +4,7 @@ change the run makes is printed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -47,7 +48,7 @@ def run(*arguments: object, cache: Path) -> subprocess.CompletedProcess[str]:
 def saved(packs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4-step checkpoint of a two-part mixture at global batch 4 on a tiny model."""
     folder = tmp_path_factory.mktemp("saved")
-    done = run("--data", packs["py"], "--mixture", f"{packs['py']}=0.5", "--mixture", f"{packs['lic']}=0.5",
+    done = run("--mixture", f"{packs['py']}=0.5", "--mixture", f"{packs['lic']}=0.5",
                "--global-batch", "4", "--steps", "4", "--save", folder / "m.pt", *TINY, cache=folder / "cache")
     assert done.returncode == 0, done.stderr
     return folder / "m.pt"
@@ -57,6 +58,22 @@ def torch_load(path: Path) -> dict:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def test_a_mixture_needs_no_data_flag_and_its_checkpoint_is_read_by_tokpack_serve(saved: Path, packs: dict[str, Path]) -> None:
+    import torch
+
+    checkpoint = torch.load(saved, map_location="cpu", weights_only=True)  # tensors and plain records: PyTorch's default load
+    assert checkpoint["arguments"]["data"] == str(packs["py"])  # --data (the validation range): the first part
+    assert checkpoint["arguments"]["mixture"] == [(str(packs["py"]), 0.5), (str(packs["lic"]), 0.5)]
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "tokpack.cli", "serve", "which", str(packs["py"]), str(packs["lic"]),
+                           "--state", str(saved), "--step", "3", "--json"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=path), timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    served = Mixture([(packs["py"], 0.5), (packs["lic"], 0.5)])
+    expected = PackedBatches(served, length=8, global_batch=4, seed=0).provenance(3)
+    assert [row["segments"] for row in json.loads(done.stdout)["rows"]] == json.loads(json.dumps(expected))
 
 
 def test_resume_keeps_the_checkpoints_settings(saved: Path, tmp_path: Path) -> None:

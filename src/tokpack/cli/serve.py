@@ -3,7 +3,10 @@ document was trained, read from a run's loader state or data schedule."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import pathlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -144,11 +147,27 @@ def _torch_checkpoint(path: Path) -> Any:
     except ImportError:
         raise InputError("is not JSON, and reading a PyTorch checkpoint needs torch", where=path,
                          fix="pip install 'tokpack[torch]', or save the state as JSON") from None
+    # Paths are data (training scripts keep their arguments beside the state); any other object
+    # would need unpickling code from the file, which a tool reading a checkpoint must not run.
+    paths = [pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path, pathlib.PosixPath,
+             pathlib.WindowsPath]
+    allowed = getattr(torch.serialization, "safe_globals", None)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with allowed(paths) if allowed is not None else contextlib.nullcontext():
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many kinds for a file that is not its own
-        raise InputError(f"is neither JSON nor a PyTorch checkpoint ({str(error).splitlines()[0][:120]})",
-                         where=path) from None
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+        refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if refused:
+            name = refused.group(1)
+            article = "an" if name[:1].lower() in "aeiou" else "a"
+            raise InputError(f"holds {article} {name}, which torch.load(weights_only=True) does not read (unpickling "
+                             "it could run code)", where=path,
+                             fix="save the loader state as JSON (json.dump(loader.state_dict(), file)), or keep only "
+                                 "tensors and plain values in the checkpoint") from None
+        # torch's own reason, without its advice to load the file unsafely
+        reason = text.partition("WeightsUnpickler error:")[2].strip() or f"{type(error).__name__}: {text.strip()}"
+        raise InputError(f"is neither JSON nor a PyTorch checkpoint ({reason.splitlines()[0][:120]})", where=path) from None
 
 
 def _decoder(batches: PackedBatches) -> Any:
