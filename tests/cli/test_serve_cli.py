@@ -90,11 +90,31 @@ def test_which_prints_a_table_naming_files_and_bytes(run: dict[str, Path]) -> No
 
 def test_when_gives_the_steps_of_a_document_as_the_library_does(run: dict[str, Path]) -> None:
     code, out = invoke("serve", "when", run["pl"], run["rev"], "--state", run["root"] / "schedule.json", "--part", "rev",
-                       "--document", 4, "--epochs", 2, "--json")
+                       "--document", 4, "--epochs", 2, "--json", "--planned")
     assert code == 0, out
-    found = json.loads(out)["at"]
-    assert found == json.loads(json.dumps(replayed(run).when("rev", 4, epochs=2)))
+    record = json.loads(out)
+    assert record["state_step"] == 15
+    found = record["at"]
+    assert [{k: v for k, v in entry.items() if k != "trained"} for entry in found] == json.loads(
+        json.dumps(replayed(run).when("rev", 4, epochs=2)))
+    assert all(entry["trained"] == (entry["step"] < 15) for entry in found)
     assert found and not {entry["step"] for entry in found} & {8, 9, 10}  # skipped steps trained nothing
+
+
+def test_when_lists_the_steps_the_run_trained_before_its_state_unless_asked_for_the_plan(run: dict[str, Path]) -> None:
+    everything = replayed(run).when("pl", 0, epochs=3)
+    trained = [entry for entry in everything if entry["step"] < 15]
+    assert trained and len(trained) < len(everything)  # the state's run is in the middle of the document's rows
+    code, out = invoke("serve", "when", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--part", "pl",
+                       "--document", 0, "--epochs", 3, "--json")
+    assert code == 0, out
+    assert [{k: v for k, v in entry.items() if k != "trained"} for entry in json.loads(out)["at"]] == json.loads(
+        json.dumps(trained))
+    code, out = invoke("serve", "when", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--part", "pl",
+                       "--document", 0, "--epochs", 3)
+    assert code == 0, out
+    assert f"document 0 of pl, first 3 epoch(s): {len(trained)} row{'s' * (len(trained) != 1)} trained before step 15" in out
+    assert f"{len(everything) - len(trained)} more planned from step 15 on (--planned lists them)" in out
     code, out = invoke("serve", "when", run["pl"], "--state", run["root"] / "state.json", "--document", 4)
     assert code == 0 and "document 4 of pl" in out
 

@@ -80,10 +80,13 @@ def when_command(
     part: Optional[str] = typer.Option(None, "--part", metavar="P", help="The part the document is in, by the name the state gives it (not needed for one part)."),
     document: int = typer.Option(..., "--document", min=0, metavar="D", help="The document's index in its part (as 'tokpack inspect --decode' numbers them)."),
     epochs: int = typer.Option(1, "--epochs", min=1, metavar="E", help="Look through the part's first this many epochs."),
+    planned: bool = typer.Option(False, "--planned", help="Also list the steps from the state's step on: those the "
+                                 "run will train the document at if it goes on with the same settings."),
     as_json: bool = JsonOption,
 ) -> None:
-    """When a document was trained: every step and row of the global batch where its ids are
-    targets, computed from the layout and the history of settings, without serving a batch."""
+    """When a document was trained: every step and row of the global batch before the state's
+    step where its ids are targets (with --planned, also the steps after), computed from the
+    layout and the history of settings, without serving a batch."""
     batches = _replaying(data, state)
     if part is None:
         if len(batches.names) > 1:
@@ -91,22 +94,30 @@ def when_command(
         part = batches.names[0]
     if part not in batches.names:
         raise InputError(f"--part {part}: the data given holds {', '.join(batches.names)}")
-    found = batches.when(part, document, epochs=epochs)
+    reached = batches.position  # the state's step: the run trained the steps before it
+    everything = [{**entry, "trained": entry["step"] < reached} for entry in batches.when(part, document, epochs=epochs)]
+    found = everything if planned else [entry for entry in everything if entry["trained"]]
+    later = sum(not entry["trained"] for entry in everything)
     if as_json:
-        typer.echo(json.dumps({"part": part, "document": document, "epochs": epochs,
+        typer.echo(json.dumps({"part": part, "document": document, "epochs": epochs, "state_step": reached,
                                "at": [{**entry, "tokens": list(entry["tokens"])} for entry in found]}, indent=2))
         return
+    trained = len(everything) - later
+    summary = (f"document {document:,} of {part}, first {epochs} epoch(s): {trained:,} row{'s' * (trained != 1)} "
+               f"trained before step {reached:,} (the state's step)")
+    if later:
+        summary += f"; {later:,} more planned from step {reached:,} on" + ("" if planned else " (--planned lists them)")
+    stdout().print(summary + ("" if found else "; steps the run skipped do not count"), soft_wrap=True)
     if not found:
-        stdout().print(f"document {document:,} of {part} has no ids trained as targets in its first {epochs} epoch(s) "
-                       "(steps the run skipped do not count)")
         return
     from rich.table import Table
 
-    table = Table(title=f"document {document:,} of {part}: {len(found):,} rows", title_justify="left")
-    for column in ("step", "row", "ids (targets)"):
+    table = Table()
+    for column in ("step", "row", "ids (targets)", *(["trained"] if planned else [])):
         table.add_column(column)
     for entry in found:
-        table.add_row(f"{entry['step']:,}", str(entry["row"]), f"{entry['tokens'][0]:,}-{entry['tokens'][1]:,}")
+        table.add_row(f"{entry['step']:,}", str(entry["row"]), f"{entry['tokens'][0]:,}-{entry['tokens'][1]:,}",
+                      *(["yes" if entry["trained"] else "planned"] if planned else []))
     stdout().print(table)
 
 
