@@ -82,6 +82,17 @@ def test_which_gives_each_row_of_a_step_as_the_library_does(run: dict[str, Path]
                 assert name == "polish.txt" and sample[start:end].decode("utf-8") == segment["text"]
 
 
+@pytest.mark.parametrize(("step", "status", "said"), [(7, "trained", ""), (9, "skipped", "skipped: the run did not train it"),
+                                                   (15, "planned", "planned: not trained by the state's step 15")])
+def test_which_says_whether_the_run_trained_the_step(run: dict[str, Path], step: int, status: str, said: str) -> None:
+    code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--step", step, "--json")
+    assert code == 0, out
+    assert json.loads(out)["status"] == status
+    code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--step", step)
+    assert code == 0, out
+    assert f"step {step}: 8 rows" in out and said in " ".join(out.split())
+
+
 def test_which_prints_a_table_naming_files_and_bytes(run: dict[str, Path]) -> None:
     code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--step", 0)
     assert code == 0, out

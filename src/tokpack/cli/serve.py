@@ -38,7 +38,8 @@ def which_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Which data made a step: each row of its global batch, as the documents (and the bytes of
-    the files they came from) its ids were read from, computed without serving the batch."""
+    the files they came from) its ids were read from, computed without serving the batch; and
+    whether the run trained it, skipped it, or had not reached it by the state's step."""
     batches = _replaying(data, state)
     rows = batches.provenance(step)
     decode = _decoder(batches) if text else None
@@ -51,12 +52,17 @@ def which_command(
         if share:
             row["rank"] = number // share
         records.append(row)
+    reached = batches.position  # the state's step
+    status = ("skipped" if any(start <= step < end for start, end in batches.skipped)
+              else "planned" if step >= reached else "trained")
     if as_json:
-        typer.echo(json.dumps({"step": step, "global_batch": len(rows), "rows": records}, indent=2))
+        typer.echo(json.dumps({"step": step, "status": status, "global_batch": len(rows), "rows": records}, indent=2))
         return
     from rich.table import Table
 
-    table = Table(title=f"step {step:,}: {len(rows):,} rows", title_justify="left")
+    said = {"trained": "", "skipped": " (skipped: the run did not train it)",
+            "planned": f" (planned: not trained by the state's step {reached:,})"}[status]
+    table = Table(title=f"step {step:,}: {len(rows):,} rows{said}", title_justify="left")
     for column in ("row", *(["rank"] if share else []), "part", "document", "ids", "source", *(["text"] if text else [])):
         table.add_column(column, overflow="fold")
     for row in records:
