@@ -50,6 +50,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "pl": corpus.tokens_dir, "rev": root / "moved"}
 
 
+def test_text_of_ids_no_text_vocabulary_spells_is_refused_naming_them(tmp_path: Path) -> None:
+    from tokpack.serve.memory import pack_of_documents
+
+    pack = pack_of_documents([[1, 2, 3, 4], [5, 6, 7]], n_vocab=9, pad_id=0, directory=tmp_path / "games")
+    batches = PackedBatches(pack, length=2, global_batch=2, seed=0)
+    batches.batch(0)
+    (tmp_path / "state.json").write_text(json.dumps(batches.state_dict()), encoding="utf-8")
+    code, out = invoke("serve", "which", pack, "--state", tmp_path / "state.json", "--step", 0, "--text")
+    assert code == 2, out
+    assert "--text spells ids with the text vocabulary a pack carries: part games holds 'list' ids" in out
+    assert "older tokpack" not in out and out.count("\n") <= 2
+    code, out = invoke("serve", "which", pack, "--state", tmp_path / "state.json", "--step", 0)
+    assert code == 0, out
+
+
 @pytest.fixture(autouse=True)
 def not_debugging(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_console, "debug", False)

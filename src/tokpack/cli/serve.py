@@ -190,6 +190,11 @@ def _torch_checkpoint(path: Path) -> Any:
 def _decoder(batches: PackedBatches) -> Any:
     from tokpack.store.vocabulary import load_vocabulary
 
+    for name, source in zip(batches.names, batches.sources):
+        if source.vocabulary.scheme != "bytelevel-bpe":  # chess schemes and bare ids carry no text vocabulary
+            raise InputError(f"--text spells ids with the text vocabulary a pack carries: part {name} holds "
+                             f"{source.vocabulary.scheme!r} ids", where=source.path,
+                             fix="leave --text out (each segment still names its document and where it came from)")
     tokenizers = {name: load_vocabulary(Path(source.path)) for name, source in zip(batches.names, batches.sources)}
     return lambda name, ids: tokenizers[name].decode(ids)
 
