@@ -494,7 +494,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             tokpack.require_vocabulary(checkpoint, vocabulary)
         except VocabularyMismatch:
             raise
-        except ValueError as error:  # older tokpack raised a bare ValueError here
+        except ValueError as error:  # any other refusal of the checkpoint's vocabulary record, said as a mismatch
             raise VocabularyMismatch(str(error), where=args.resume, fix="resume on the data it was trained on") from None
         # Each part continues where it stopped; a new --global-batch or --mixture takes effect from
         # here. Other data, vocabulary, layout, length or seed is refused, naming what differs,
