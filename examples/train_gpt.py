@@ -26,6 +26,10 @@ checkpoint's step. Each part continues its permutation where it stopped, so
 no row is served twice within an epoch and none is skipped. The learning rate is not changed
 for you: see 'learning_rate' below for where to scale it.
 
+After a loss spike, '--resume run.pt --skip 4100:4200' leaves steps 4100 to 4199 untrained: their
+rows are passed over, so every later step is what it would have been ('tokpack serve which DATA
+--state run.pt --step 4150' names what they held).
+
 '--log-batches' writes one line per step, 'STEP SHA256 LOSS ROWS': the SHA-256 of the step's
 global 'input_ids' as little-endian int64 in row-major order (rank 0 gathers them from every
 rank), so runs on different numbers of ranks can be compared line by line, and the rows of the
@@ -222,7 +226,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     data = parser.add_argument_group("data")
     data.add_argument("--data", type=Path, metavar="DIR",
-                      help="a pack or a sharded dataset directory (required, except with --resume: the checkpoint's)")
+                      help="a pack or a sharded dataset directory (required, except with --mixture: its first part, "
+                           "and with --resume: the checkpoint's)")
     data.add_argument("--vocab", type=Path, metavar="FILE",
                       help="the vocabulary file the data was made with; checked against the data and, with "
                            "--resume, against the checkpoint (default: the vocabulary the data carries, else the "
@@ -235,7 +240,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                            "checkpoint's step")
     data.add_argument("--mixture", action="append", metavar="DIR=WEIGHT",
                       help="train on a mixture: a pack or sharded dataset and its weight, repeated for each part "
-                           "(one vocabulary; --data still gives the validation range). With --resume, new weights "
+                           "(one vocabulary; --data, default the first part, gives the validation range). With --resume, new weights "
                            "take effect from the checkpoint's step; a directory not in the saved run is a part "
                            "added, one left out a part removed (parts are matched by their ids, then by folder name); "
                            "without --mixture, the checkpoint's mixture")
@@ -261,6 +266,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                           "so periodic checkpoints do not overwrite each other")
     run.add_argument("--save-every", type=int, metavar="K", help="also checkpoint after every K steps")
     run.add_argument("--resume", type=Path, metavar="PATH", help="continue from this checkpoint, on any number of ranks")
+    run.add_argument("--skip", action="append", metavar="START:END",
+                     help="leave steps START to END-1 untrained, e.g. after a loss spike, resuming from a checkpoint "
+                          "before it: their rows are passed over, so every later step is what it would have been "
+                          "(repeated for more ranges; recorded in the checkpoint)")
     run.add_argument("--log-batches", type=Path, metavar="FILE",
                      help="one line per step: STEP SHA256-of-global-input_ids LOSS ROWS (ROWS: the step's global batch; "
                           "appended to when resuming)")
@@ -269,8 +278,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                           "--document-mask, inside each document as in training)")
     run.add_argument("--print-every", type=int, default=10, metavar="K", help="print the loss every K steps (default 10)")
     args = parser.parse_args(argv)
-    if args.data is None and args.resume is None:
-        parser.error("the following arguments are required: --data (or --resume)")
+    if args.data is None and args.resume is None and not args.mixture:
+        parser.error("the following arguments are required: --data (or --mixture, or --resume)")
     for name in ("length", "global_batch", "steps", "layers", "width", "heads", "print_every", "save_every", "eval_every",
                  "micro_batches"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -305,6 +314,15 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--mixture {part!r}: expected DIR=WEIGHT with a positive weight, e.g. web=0.7")
         parts.append((Path(path), value))
     args.mixture = parts or None
+    skips = []
+    for span in args.skip or []:
+        first, colon, last = span.partition(":")
+        if not (colon and first.isdigit() and last.isdigit() and int(last) > int(first)):
+            parser.error(f"--skip {span!r}: expected START:END, two steps with END after START, e.g. --skip 4100:4200")
+        skips.append((int(first), int(last)))
+    args.skip = skips
+    if args.data is None and parts and args.resume is None:
+        args.data = parts[0][0]  # the validation range and the vocabulary check: the first part's
     return args
 
 
@@ -397,6 +415,26 @@ def saved_parts(checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"name": part["name"], "weight": weight / total} for part, weight in zip(state["parts"], weights)]
 
 
+def next_trained(step: int, skipped: list[tuple[int, int]]) -> int:
+    """The first step at or after ``step`` that the run trains (past every skipped ``[start, end)``)."""
+    for start, end in sorted(skipped):
+        if start <= step < end:
+            step = end
+    return step
+
+
+def plain_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments as a checkpoint keeps them: paths as strings (also inside --mixture's
+    pairs), so ``torch.load(..., weights_only=True)`` and ``tokpack serve`` read the checkpoint."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(item) for item in value)
+        return value
+    return {key: plain(value) for key, value in vars(args).items()}
+
+
 def learning_rate(args: argparse.Namespace, batches: PackedBatches, step: int) -> float:
     """The learning rate of ``step``: here constant. The schedule is the user's business; a run
     whose global batch changes (``--global-batch`` at ``--resume``, or a schedule given to
@@ -456,7 +494,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             tokpack.require_vocabulary(checkpoint, vocabulary)
         except VocabularyMismatch:
             raise
-        except ValueError as error:  # older tokpack raised a bare ValueError here
+        except ValueError as error:  # any other refusal of the checkpoint's vocabulary record, said as a mismatch
             raise VocabularyMismatch(str(error), where=args.resume, fix="resume on the data it was trained on") from None
         # Each part continues where it stopped; a new --global-batch or --mixture takes effect from
         # here. Other data, vocabulary, layout, length or seed is refused, naming what differs,
@@ -478,6 +516,16 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             for line in mixture_changes(saved_parts(checkpoint), batches.repeats()) + [
                     change for change in changes if not change.startswith("--global-batch")]:
                 print(f"step {step:>6}  {line}", flush=True)
+    for start, end in args.skip:  # after the checkpoint's state: the steps before its step were trained
+        if start < batches.position:
+            raise InputError(f"--skip {start}:{end} starts before step {batches.position}, where the run resumes: "
+                             "the steps before it were trained", where=args.resume,
+                             fix=f"resume from a checkpoint saved at step {start} or before, or skip from step "
+                                 f"{batches.position} on")
+        batches.skip(start, end)
+        if ranks.main:
+            print(f"step {start:>6}  skipping steps {start}-{end - 1}", flush=True)
+    step = batches.position
     trained = DistributedDataParallel(model) if ranks.distributed else model
 
     def checkpoint_now() -> None:
@@ -488,7 +536,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
                 "loader": loader.state_dict(),  # the step of the next batch, the data's identity
                 "data_schedule": batches.data_schedule(run="train_gpt"),
                 "step": step,
-                "arguments": {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()},
+                "arguments": plain_arguments(args),
             })
         if ranks.distributed:
             dist.barrier()  # no rank runs ahead of (or exits before) a checkpoint being written
@@ -531,7 +579,7 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
             if log is not None and rows is not None:
                 log.write(f"{step} {batch_sha256(rows)} {mean_loss:.6f} {len(rows)}\n")
                 log.flush()
-            step += 1
+            step = next_trained(step + 1, batches.skipped)
             if ranks.main and (step % args.print_every == 0 or step == args.steps):
                 rate = trained_ids / (time.perf_counter() - started)
                 print(f"step {step:>6}  loss {mean_loss:.4f}  {rate:,.0f} tokens/s", flush=True)

@@ -4,6 +4,7 @@ library says; mistakes one line and exit code 2."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -42,8 +43,26 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "state.json").write_text(json.dumps(batches.state_dict()), encoding="utf-8")
     (root / "schedule.json").write_text(json.dumps(batches.data_schedule(run="test")), encoding="utf-8")
     torch.save({"model": {}, "loader": batches.state_dict()}, root / "checkpoint.pt")
+    # training scripts keep their arguments beside the state: paths, or whole objects
+    torch.save({"loader": batches.state_dict(), "arguments": {"data": root / "polish"}}, root / "paths.pt")
+    torch.save({"loader": batches.state_dict(), "arguments": argparse.Namespace(data="polish")}, root / "namespace.pt")
     (root / "reversed").rename(root / "moved")
     return {"root": root, "pl": corpus.tokens_dir, "rev": root / "moved"}
+
+
+def test_text_of_ids_no_text_vocabulary_spells_is_refused_naming_them(tmp_path: Path) -> None:
+    from tokpack.serve.memory import pack_of_documents
+
+    pack = pack_of_documents([[1, 2, 3, 4], [5, 6, 7]], n_vocab=9, pad_id=0, directory=tmp_path / "games")
+    batches = PackedBatches(pack, length=2, global_batch=2, seed=0)
+    batches.batch(0)
+    (tmp_path / "state.json").write_text(json.dumps(batches.state_dict()), encoding="utf-8")
+    code, out = invoke("serve", "which", pack, "--state", tmp_path / "state.json", "--step", 0, "--text")
+    assert code == 2, out
+    assert "--text spells ids with the text vocabulary a pack carries: part games holds 'list' ids" in out
+    assert "older tokpack" not in out and out.count("\n") <= 2
+    code, out = invoke("serve", "which", pack, "--state", tmp_path / "state.json", "--step", 0)
+    assert code == 0, out
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +79,7 @@ def replayed(run: dict[str, Path]) -> PackedBatches:
     return PackedBatches.replaying([run["pl"], run["rev"]], json.loads((run["root"] / "state.json").read_text()))
 
 
-@pytest.mark.parametrize("state", ["state.json", "schedule.json", "checkpoint.pt"])
+@pytest.mark.parametrize("state", ["state.json", "schedule.json", "checkpoint.pt", "paths.pt"])
 def test_which_gives_each_row_of_a_step_as_the_library_does(run: dict[str, Path], state: str) -> None:
     code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / state, "--step", 7, "--json",
                        "--world-size", 2, "--text")
@@ -78,6 +97,17 @@ def test_which_gives_each_row_of_a_step_as_the_library_does(run: dict[str, Path]
                 assert name == "polish.txt" and sample[start:end].decode("utf-8") == segment["text"]
 
 
+@pytest.mark.parametrize(("step", "status", "said"), [(7, "trained", ""), (9, "skipped", "skipped: the run did not train it"),
+                                                   (15, "planned", "planned: not trained by the state's step 15")])
+def test_which_says_whether_the_run_trained_the_step(run: dict[str, Path], step: int, status: str, said: str) -> None:
+    code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--step", step, "--json")
+    assert code == 0, out
+    assert json.loads(out)["status"] == status
+    code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--step", step)
+    assert code == 0, out
+    assert f"step {step}: 8 rows" in out and said in " ".join(out.split())
+
+
 def test_which_prints_a_table_naming_files_and_bytes(run: dict[str, Path]) -> None:
     code, out = invoke("serve", "which", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--step", 0)
     assert code == 0, out
@@ -86,11 +116,31 @@ def test_which_prints_a_table_naming_files_and_bytes(run: dict[str, Path]) -> No
 
 def test_when_gives_the_steps_of_a_document_as_the_library_does(run: dict[str, Path]) -> None:
     code, out = invoke("serve", "when", run["pl"], run["rev"], "--state", run["root"] / "schedule.json", "--part", "rev",
-                       "--document", 4, "--epochs", 2, "--json")
+                       "--document", 4, "--epochs", 2, "--json", "--planned")
     assert code == 0, out
-    found = json.loads(out)["at"]
-    assert found == json.loads(json.dumps(replayed(run).when("rev", 4, epochs=2)))
+    record = json.loads(out)
+    assert record["state_step"] == 15
+    found = record["at"]
+    assert [{k: v for k, v in entry.items() if k != "trained"} for entry in found] == json.loads(
+        json.dumps(replayed(run).when("rev", 4, epochs=2)))
+    assert all(entry["trained"] == (entry["step"] < 15) for entry in found)
     assert found and not {entry["step"] for entry in found} & {8, 9, 10}  # skipped steps trained nothing
+
+
+def test_when_lists_the_steps_the_run_trained_before_its_state_unless_asked_for_the_plan(run: dict[str, Path]) -> None:
+    everything = replayed(run).when("pl", 0, epochs=3)
+    trained = [entry for entry in everything if entry["step"] < 15]
+    assert trained and len(trained) < len(everything)  # the state's run is in the middle of the document's rows
+    code, out = invoke("serve", "when", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--part", "pl",
+                       "--document", 0, "--epochs", 3, "--json")
+    assert code == 0, out
+    assert [{k: v for k, v in entry.items() if k != "trained"} for entry in json.loads(out)["at"]] == json.loads(
+        json.dumps(trained))
+    code, out = invoke("serve", "when", run["pl"], run["rev"], "--state", run["root"] / "state.json", "--part", "pl",
+                       "--document", 0, "--epochs", 3)
+    assert code == 0, out
+    assert f"document 0 of pl, first 3 epoch(s): {len(trained)} row{'s' * (len(trained) != 1)} trained before step 15" in out
+    assert f"{len(everything) - len(trained)} more planned from step 15 on (--planned lists them)" in out
     code, out = invoke("serve", "when", run["pl"], "--state", run["root"] / "state.json", "--document", 4)
     assert code == 0 and "document 4 of pl" in out
 
@@ -100,6 +150,8 @@ def test_when_gives_the_steps_of_a_document_as_the_library_does(run: dict[str, P
     (lambda r: ["which", r["pl"], "--state", r["pl"] / "meta.json", "--step", 1],
      "holds no tokpack loader state or data schedule"),
     (lambda r: ["which", r["root"] / "cache", "--state", r["root"] / "state.json", "--step", 1], "neither a pack"),
+    (lambda r: ["which", r["pl"], "--state", r["root"] / "namespace.pt", "--step", 1],
+     "holds an argparse.Namespace, which torch.load(weights_only=True) does not read"),
     (lambda r: ["when", r["pl"], r["rev"], "--state", r["root"] / "state.json", "--document", 1], "--part is needed"),
     (lambda r: ["when", r["pl"], "--state", r["root"] / "state.json", "--part", "x", "--document", 1],
      "--part x: the data given holds pl"),

@@ -128,3 +128,11 @@ def test_a_published_vocabulary_given_another_pattern_says_to_drop_it(tmp_path: 
     line = one_line_error(["prepare", str(corpus), "--vocab", str(gpt2_rank_file), "--pattern", "gpt4",
                            "--cache-dir", str(tmp_path / "c")])
     assert "--pattern (pattern= in Python) contradicts it; drop --pattern" in line
+
+
+def test_decoding_a_pack_of_ids_no_text_vocabulary_spells_names_its_scheme(tmp_path: Path) -> None:
+    from tokpack.serve.memory import pack_of_documents
+
+    pack = pack_of_documents([[1, 2, 3], [4, 5]], n_vocab=9, pad_id=0, directory=tmp_path / "games")
+    line = one_line_error(["inspect", str(pack), "--decode", "0"])
+    assert "holds 'list' ids, which no text vocabulary spells" in line and "written before" not in line

@@ -210,6 +210,20 @@ def test_a_capped_part_stops_and_never_repeats_a_row_across_a_resume(packs: dict
     assert all(np.array_equal(fresh.global_rows(k)[:, 0], served[k]) for k in range(12, 72))
 
 
+def test_when_finds_a_capped_parts_rows_after_the_run_passed_its_cap(packs: dict[str, Path]) -> None:
+    make = maker(packs, {"a": 0.4, "b": 0.3, "c": 0.3}, max_epochs=[None, 1, None])
+    served = serve([make()], 30)  # b (50 rows, 3 a step) reaches its cap inside these steps
+    loader = make()
+    for _ in zip(range(30), loader):
+        pass
+    assert "capped_at" in {r["name"]: r for r in loader.repeats()}["b"]
+    # every row b served, found again by when() from its documents, at the step and row it was served
+    seen = {(step, row) for step, firsts in enumerate(served) for row, (name, _) in enumerate(named_rows(firsts))
+            if name == "b"}
+    found = {(o["step"], o["row"]) for document in range(6) for o in loader.when("b", document)}
+    assert seen and found == seen
+
+
 def test_max_epochs_is_checked_and_a_run_whose_parts_all_stopped_says_so(packs: dict[str, Path]) -> None:
     with pytest.raises(InputError, match="max_epochs must give one cap a part"):
         Mixture([(packs["a"], 1)], max_epochs=[1, 2])

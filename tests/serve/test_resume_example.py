@@ -4,6 +4,8 @@ change the run makes is printed."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -47,7 +49,7 @@ def run(*arguments: object, cache: Path) -> subprocess.CompletedProcess[str]:
 def saved(packs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 4-step checkpoint of a two-part mixture at global batch 4 on a tiny model."""
     folder = tmp_path_factory.mktemp("saved")
-    done = run("--data", packs["py"], "--mixture", f"{packs['py']}=0.5", "--mixture", f"{packs['lic']}=0.5",
+    done = run("--mixture", f"{packs['py']}=0.5", "--mixture", f"{packs['lic']}=0.5",
                "--global-batch", "4", "--steps", "4", "--save", folder / "m.pt", *TINY, cache=folder / "cache")
     assert done.returncode == 0, done.stderr
     return folder / "m.pt"
@@ -57,6 +59,42 @@ def torch_load(path: Path) -> dict:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def test_a_mixture_needs_no_data_flag_and_its_checkpoint_is_read_by_tokpack_serve(saved: Path, packs: dict[str, Path]) -> None:
+    import torch
+
+    checkpoint = torch.load(saved, map_location="cpu", weights_only=True)  # tensors and plain records: PyTorch's default load
+    assert checkpoint["arguments"]["data"] == str(packs["py"])  # --data (the validation range): the first part
+    assert checkpoint["arguments"]["mixture"] == [(str(packs["py"]), 0.5), (str(packs["lic"]), 0.5)]
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "tokpack.cli", "serve", "which", str(packs["py"]), str(packs["lic"]),
+                           "--state", str(saved), "--step", "3", "--json"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=path), timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    served = Mixture([(packs["py"], 0.5), (packs["lic"], 0.5)])
+    expected = PackedBatches(served, length=8, global_batch=4, seed=0).provenance(3)
+    assert [row["segments"] for row in json.loads(done.stdout)["rows"]] == json.loads(json.dumps(expected))
+
+
+def test_a_resume_skips_the_steps_of_a_loss_spike(saved: Path, packs: dict[str, Path], tmp_path: Path) -> None:
+    done = run("--resume", saved, "--steps", "9", "--skip", "5:7", "--threads", "1", "--log-batches", tmp_path / "log.txt",
+               "--save", tmp_path / "n.pt", cache=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "step      5  skipping steps 5-6" in done.stdout
+    logged = [line.split() for line in (tmp_path / "log.txt").read_text().splitlines()]
+    assert [int(line[0]) for line in logged] == [4, 7, 8]
+    straight = PackedBatches(Mixture([(packs["py"], 0.5), (packs["lic"], 0.5)]), length=8, global_batch=4, seed=0)
+    for step, digest, *_ in logged:  # the steps trained are the ones a run that trained 5 and 6 served
+        ids = np.ascontiguousarray(straight.global_rows(int(step))[:, :-1], dtype="<i8")
+        assert hashlib.sha256(ids.tobytes()).hexdigest() == digest
+    loader = torch_load(tmp_path / "n.pt")["loader"]
+    assert loader["step"] == 9 and loader["skipped"] == [[5, 7]]
+    trained = run("--resume", saved, "--steps", "9", "--skip", "2:5", "--threads", "1", cache=tmp_path)
+    assert trained.returncode == 2 and len(trained.stderr.strip().splitlines()) == 1, trained.stderr
+    assert "--skip 2:5" in trained.stderr and "step 4" in trained.stderr
+    malformed = run("--resume", saved, "--steps", "9", "--skip", "7-5", "--threads", "1", cache=tmp_path)
+    assert malformed.returncode == 2 and "--skip '7-5': expected START:END" in malformed.stderr
 
 
 def test_resume_keeps_the_checkpoints_settings(saved: Path, tmp_path: Path) -> None:

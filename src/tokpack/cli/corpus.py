@@ -338,6 +338,10 @@ def inspect_command(
 
         if not 0 <= decode < opened.n_docs:
             raise InputError(f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
+        if opened.meta.vocabulary.scheme != "bytelevel-bpe":  # chess schemes, bare ids
+            raise InputError(f"--decode {decode}: the pack holds {opened.meta.vocabulary.scheme!r} ids, which no text "
+                             "vocabulary spells", where=pack, fix="--decode reads text packs; for a chess pack, 'tokpack "
+                             "serve which' names the month table and game of each row")
         if vocabulary_dir is None:
             raise InputError("carries no vocabulary to decode with here (written before packs carried theirs, "
                              "another framework's files, or a URL)", where=pack, fix="decode a local pack that carries one")

@@ -3,7 +3,10 @@ document was trained, read from a run's loader state or data schedule."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import pathlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -35,7 +38,8 @@ def which_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Which data made a step: each row of its global batch, as the documents (and the bytes of
-    the files they came from) its ids were read from, computed without serving the batch."""
+    the files they came from) its ids were read from, computed without serving the batch; and
+    whether the run trained it, skipped it, or had not reached it by the state's step."""
     batches = _replaying(data, state)
     rows = batches.provenance(step)
     decode = _decoder(batches) if text else None
@@ -48,12 +52,17 @@ def which_command(
         if share:
             row["rank"] = number // share
         records.append(row)
+    reached = batches.position  # the state's step
+    status = ("skipped" if any(start <= step < end for start, end in batches.skipped)
+              else "planned" if step >= reached else "trained")
     if as_json:
-        typer.echo(json.dumps({"step": step, "global_batch": len(rows), "rows": records}, indent=2))
+        typer.echo(json.dumps({"step": step, "status": status, "global_batch": len(rows), "rows": records}, indent=2))
         return
     from rich.table import Table
 
-    table = Table(title=f"step {step:,}: {len(rows):,} rows", title_justify="left")
+    said = {"trained": "", "skipped": " (skipped: the run did not train it)",
+            "planned": f" (planned: not trained by the state's step {reached:,})"}[status]
+    table = Table(title=f"step {step:,}: {len(rows):,} rows{said}", title_justify="left")
     for column in ("row", *(["rank"] if share else []), "part", "document", "ids", "source", *(["text"] if text else [])):
         table.add_column(column, overflow="fold")
     for row in records:
@@ -77,10 +86,13 @@ def when_command(
     part: Optional[str] = typer.Option(None, "--part", metavar="P", help="The part the document is in, by the name the state gives it (not needed for one part)."),
     document: int = typer.Option(..., "--document", min=0, metavar="D", help="The document's index in its part (as 'tokpack inspect --decode' numbers them)."),
     epochs: int = typer.Option(1, "--epochs", min=1, metavar="E", help="Look through the part's first this many epochs."),
+    planned: bool = typer.Option(False, "--planned", help="Also list the steps from the state's step on: those the "
+                                 "run will train the document at if it goes on with the same settings."),
     as_json: bool = JsonOption,
 ) -> None:
-    """When a document was trained: every step and row of the global batch where its ids are
-    targets, computed from the layout and the history of settings, without serving a batch."""
+    """When a document was trained: every step and row of the global batch before the state's
+    step where its ids are targets (with --planned, also the steps after), computed from the
+    layout and the history of settings, without serving a batch."""
     batches = _replaying(data, state)
     if part is None:
         if len(batches.names) > 1:
@@ -88,22 +100,30 @@ def when_command(
         part = batches.names[0]
     if part not in batches.names:
         raise InputError(f"--part {part}: the data given holds {', '.join(batches.names)}")
-    found = batches.when(part, document, epochs=epochs)
+    reached = batches.position  # the state's step: the run trained the steps before it
+    everything = [{**entry, "trained": entry["step"] < reached} for entry in batches.when(part, document, epochs=epochs)]
+    found = everything if planned else [entry for entry in everything if entry["trained"]]
+    later = sum(not entry["trained"] for entry in everything)
     if as_json:
-        typer.echo(json.dumps({"part": part, "document": document, "epochs": epochs,
+        typer.echo(json.dumps({"part": part, "document": document, "epochs": epochs, "state_step": reached,
                                "at": [{**entry, "tokens": list(entry["tokens"])} for entry in found]}, indent=2))
         return
+    trained = len(everything) - later
+    summary = (f"document {document:,} of {part}, first {epochs} epoch(s): {trained:,} row{'s' * (trained != 1)} "
+               f"trained before step {reached:,} (the state's step)")
+    if later:
+        summary += f"; {later:,} more planned from step {reached:,} on" + ("" if planned else " (--planned lists them)")
+    stdout().print(summary + ("" if found else "; steps the run skipped do not count"), soft_wrap=True)
     if not found:
-        stdout().print(f"document {document:,} of {part} has no ids trained as targets in its first {epochs} epoch(s) "
-                       "(steps the run skipped do not count)")
         return
     from rich.table import Table
 
-    table = Table(title=f"document {document:,} of {part}: {len(found):,} rows", title_justify="left")
-    for column in ("step", "row", "ids (targets)"):
+    table = Table()
+    for column in ("step", "row", "ids (targets)", *(["trained"] if planned else [])):
         table.add_column(column)
     for entry in found:
-        table.add_row(f"{entry['step']:,}", str(entry["row"]), f"{entry['tokens'][0]:,}-{entry['tokens'][1]:,}")
+        table.add_row(f"{entry['step']:,}", str(entry["row"]), f"{entry['tokens'][0]:,}-{entry['tokens'][1]:,}",
+                      *(["yes" if entry["trained"] else "planned"] if planned else []))
     stdout().print(table)
 
 
@@ -144,16 +164,37 @@ def _torch_checkpoint(path: Path) -> Any:
     except ImportError:
         raise InputError("is not JSON, and reading a PyTorch checkpoint needs torch", where=path,
                          fix="pip install 'tokpack[torch]', or save the state as JSON") from None
+    # Paths are data (training scripts keep their arguments beside the state); any other object
+    # would need unpickling code from the file, which a tool reading a checkpoint must not run.
+    paths = [pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path, pathlib.PosixPath,
+             pathlib.WindowsPath]
+    allowed = getattr(torch.serialization, "safe_globals", None)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with allowed(paths) if allowed is not None else contextlib.nullcontext():
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many kinds for a file that is not its own
-        raise InputError(f"is neither JSON nor a PyTorch checkpoint ({str(error).splitlines()[0][:120]})",
-                         where=path) from None
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+        refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if refused:
+            name = refused.group(1)
+            article = "an" if name[:1].lower() in "aeiou" else "a"
+            raise InputError(f"holds {article} {name}, which torch.load(weights_only=True) does not read (unpickling "
+                             "it could run code)", where=path,
+                             fix="save the loader state as JSON (json.dump(loader.state_dict(), file)), or keep only "
+                                 "tensors and plain values in the checkpoint") from None
+        # torch's own reason, without its advice to load the file unsafely
+        reason = text.partition("WeightsUnpickler error:")[2].strip() or f"{type(error).__name__}: {text.strip()}"
+        raise InputError(f"is neither JSON nor a PyTorch checkpoint ({reason.splitlines()[0][:120]})", where=path) from None
 
 
 def _decoder(batches: PackedBatches) -> Any:
     from tokpack.store.vocabulary import load_vocabulary
 
+    for name, source in zip(batches.names, batches.sources):
+        if source.vocabulary.scheme != "bytelevel-bpe":  # chess schemes and bare ids carry no text vocabulary
+            raise InputError(f"--text spells ids with the text vocabulary a pack carries: part {name} holds "
+                             f"{source.vocabulary.scheme!r} ids", where=source.path,
+                             fix="leave --text out (each segment still names its document and where it came from)")
     tokenizers = {name: load_vocabulary(Path(source.path)) for name, source in zip(batches.names, batches.sources)}
     return lambda name, ids: tokenizers[name].decode(ids)
 

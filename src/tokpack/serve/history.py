@@ -358,8 +358,8 @@ class History:
 
     def stopped(self, part: int, step: int) -> bool:
         """Whether part ``part`` has weight 0 in every segment from ``step``'s on (it serves no row
-        after), or has reached its cap."""
-        if part in self.capped_at:
+        after), or has reached its cap by ``step``."""
+        if part in self.capped_at and step >= self.capped_at[part]:
             return True
         return not bool(np.any(self._weights[self._segment(step) :, part] > 0))
 
