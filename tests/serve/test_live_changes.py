@@ -20,7 +20,7 @@ from tokpack.serve import Mixture, OnlineMixing, PackedBatches
 from tokpack.serve.memory import pack_of_documents
 
 LENGTH = 4
-OFFSETS = {"a": 1, "b": 10_001, "c": 20_001}
+OFFSETS = {"a": 1, "b": 10_001, "c": 20_001, "t": 29_001}
 N_ROWS = {"a": 250, "b": 50, "c": 100}
 
 
@@ -220,3 +220,28 @@ def test_max_epochs_is_checked_and_a_run_whose_parts_all_stopped_says_so(packs: 
     with pytest.raises(InputError, match="every part has reached its max_epochs by step"):
         for step in range(100):
             batches.global_rows(step)
+
+
+def test_a_part_capped_in_the_first_step_leaves_the_other_parts_caps(packs: dict[str, Path], tmp_path: Path) -> None:
+    # one row an epoch, a share of five rows a step: it stops in step 0, before serving a row
+    tiny = pack_of_documents([[29_001, 29_002, 29_003, 29_004, 29_005]], n_vocab=30_000, pad_id=0, directory=tmp_path / "t")
+    batches = PackedBatches(Mixture([(packs["a"], 1), (packs["b"], 1), (tiny, 2)], seed=2, max_epochs=[None, 1, 1]),
+                            length=LENGTH, global_batch=10, seed=4)
+    served = [batches.global_rows(step)[:, 0] for step in range(60)]  # b (50 rows) reaches its cap by step 17
+    b_rows = [row for name, row in named_rows(np.concatenate(served)) if name == "b"]
+    assert len(b_rows) == len(set(b_rows)) <= 50
+    assert {r["name"]: r.get("capped_at") for r in batches.repeats(60)}["b"] is not None
+
+
+def test_when_finds_the_steps_of_a_capped_part_once_its_cap_is_known(packs: dict[str, Path]) -> None:
+    make = maker(packs, {"a": 0.5, "b": 0.5}, max_epochs=[None, 1])
+    fresh = make()
+    expected = [fresh.when("b", document) for document in range(6)]
+    assert all(expected)
+    live = make()
+    for step in range(30):  # b stops at step 10: the loader knows its cap
+        live.batch(step)
+    assert [live.when("b", document) for document in range(6)] == expected
+    resumed_run = make()
+    resumed_run.load_state_dict(live.state_dict())
+    assert [resumed_run.when("b", document) for document in range(6)] == expected

@@ -146,6 +146,7 @@ class History:
                     np.array([s.weights for s in segments], dtype=np.float64).reshape(len(segments), n_parts),
                     {index: list(s.anchor) for index, s in enumerate(segments) if s.anchor is not None})
         self._forget(0)
+        self.cap([None] * self.n_parts)
         self._segments: list[Segment] | None = list(segments)
 
     @classmethod
@@ -158,6 +159,7 @@ class History:
         history._build(np.asarray(starts, dtype=np.int64), np.asarray(global_batches, dtype=np.int64),
                        np.asarray(weights, dtype=np.float64), dict(anchors or {}))
         history._forget(0)
+        history.cap([None] * history.n_parts)
         return history
 
     def _build(self, starts: np.ndarray, batches: np.ndarray, weights: np.ndarray, anchors: dict[int, list[int]]) -> None:
@@ -193,15 +195,13 @@ class History:
         self._segments = None
 
     def _forget(self, step: int) -> None:
-        """Drop what was computed past ``step`` (the rows per part before later steps, and no caps
-        yet when ``step`` is 0): a history changed from ``step`` on counts them again."""
+        """Drop what was computed past ``step`` (the rows per part before later steps): a history
+        changed from ``step`` on counts them again. The caps stay: a part that stops at step 0
+        leaves the others' caps as they were."""
         if step == 0:
             self._checkpoints: dict[int, list[int]] = {}
             self._table = np.zeros((0, self.n_parts), dtype=np.int64)  # see served()
             self._last: tuple[int, list[int]] = (0, [0] * self.n_parts)
-            self._caps: list[int | None] = [None] * self.n_parts
-            #: the step each capped part stopped at (its weight 0 from there)
-            self.capped_at: dict[int, int] = {}
         self._checkpoints = {k: v for k, v in self._checkpoints.items() if k <= step}
         self._checkpoints.update({int(self._starts[i]): list(a) for i, a in self._anchors.items()})
         self._checkpoints[0] = [0] * self.n_parts
@@ -268,8 +268,9 @@ class History:
         ``capped_at``: the parts that already stopped, and where (from a loader state)."""
         if len(caps) != self.n_parts:
             raise InputError(f"{len(caps)} caps for a history of {self.n_parts} parts")
-        self._caps = list(caps)
-        self.capped_at = dict(capped_at or {})
+        self._caps: list[int | None] = list(caps)
+        #: the step each capped part stopped at (its weight 0 from there)
+        self.capped_at: dict[int, int] = dict(capped_at or {})
 
     def _stop(self, step: int, before: list[int], parts: list[int]) -> None:
         """Parts ``parts`` would pass their caps at ``step``: from ``step`` on they have weight 0
@@ -357,10 +358,9 @@ class History:
         return table[: steps + 1]
 
     def stopped(self, part: int, step: int) -> bool:
-        """Whether part ``part`` has weight 0 in every segment from ``step``'s on (it serves no row
-        after), or has reached its cap."""
-        if part in self.capped_at:
-            return True
+        """Whether part ``part`` has weight 0 in every segment from ``step``'s on: it serves no row
+        after (a part that reached its cap has weight 0 from the step it stopped at, which may lie
+        after ``step``: it serves rows until then)."""
         return not bool(np.any(self._weights[self._segment(step) :, part] > 0))
 
     def _checkpoint(self, step: int, totals: list[int]) -> None:
