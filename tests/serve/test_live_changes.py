@@ -245,3 +245,13 @@ def test_when_finds_the_steps_of_a_capped_part_once_its_cap_is_known(packs: dict
     resumed_run = make()
     resumed_run.load_state_dict(live.state_dict())
     assert [resumed_run.when("b", document) for document in range(6)] == expected
+
+
+def test_two_parts_reaching_their_caps_in_one_step_serve_it_the_same_every_time(packs: dict[str, Path]) -> None:
+    # at step 62 b passes its cap; with b stopped, c's larger share passes c's cap in the same step
+    batches = maker(packs, {"a": 0.7, "b": 0.1, "c": 0.2}, global_batch=8, max_epochs=[None, 1, 1])()
+    served = [batches.global_rows(step)[:, 0] for step in range(80)]
+    assert all(np.array_equal(batches.global_rows(step)[:, 0], served[step]) for step in range(80))
+    rows = named_rows(np.concatenate(served))
+    for name in ("b", "c"):
+        assert len([row for part, row in rows if part == name]) == len({row for part, row in rows if part == name})

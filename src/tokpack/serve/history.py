@@ -250,10 +250,12 @@ class History:
 
     def counts(self, step: int, before: list[int]) -> list[int]:
         """Rows per part in step ``step``, given the rows per part served ``before`` it. A part
-        that would pass its cap (:meth:`cap`) stops here (see :meth:`_stop`)."""
+        that would pass its cap (:meth:`cap`) stops here (see :meth:`_stop`); the rows it leaves
+        go to the others, which may pass theirs in turn (so the step is the same whenever it is
+        counted, whether or not the stops are known yet)."""
         counts = self._counts(step, before)
-        over = [part for part, cap in enumerate(self._caps) if cap is not None and counts[part] and before[part] + counts[part] > cap]
-        if over:
+        while over := [part for part, cap in enumerate(self._caps)
+                       if cap is not None and counts[part] and before[part] + counts[part] > cap]:
             self._stop(step, before, over)
             counts = self._counts(step, before)
         return counts
