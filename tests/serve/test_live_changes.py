@@ -255,3 +255,24 @@ def test_two_parts_reaching_their_caps_in_one_step_serve_it_the_same_every_time(
     rows = named_rows(np.concatenate(served))
     for name in ("b", "c"):
         assert len([row for part, row in rows if part == name]) == len({row for part, row in rows if part == name})
+
+
+def test_when_answers_for_a_run_whose_parts_all_reach_their_caps(packs: dict[str, Path]) -> None:
+    batches = PackedBatches(Mixture([(packs["b"], 1), (packs["c"], 1)], max_epochs=[1, 1]), length=LENGTH,
+                            global_batch=10)
+    targets: dict[tuple[str, int], list[int]] = {}
+    step = 0
+    with pytest.raises(InputError, match="every part has reached its max_epochs by step"):
+        while True:
+            batches.global_rows(step)  # the run ends where no part is left
+            for row in batches.provenance(step):
+                column = 0
+                for segment in row:
+                    start, end = segment["tokens"]
+                    if start + (column == 0) < end:  # a row's first id is no target
+                        targets.setdefault((segment["part"], segment["document"]), []).append(step)
+                    column += end - start
+            step += 1
+    for name, n_docs in (("b", 6), ("c", 11)):
+        for document in range(n_docs):
+            assert sorted({o["step"] for o in batches.when(name, document)}) == sorted(set(targets[(name, document)]))
