@@ -276,3 +276,19 @@ def test_when_answers_for_a_run_whose_parts_all_reach_their_caps(packs: dict[str
     for name, n_docs in (("b", 6), ("c", 11)):
         for document in range(n_docs):
             assert sorted({o["step"] for o in batches.when(name, document)}) == sorted(set(targets[(name, document)]))
+
+
+def test_weights_set_after_a_capped_part_was_removed_go_on_at_a_resume(packs: dict[str, Path]) -> None:
+    first = maker(packs, {"a": 0.4, "b": 0.3, "c": 0.3}, max_epochs=[None, None, 1])()
+    for step in range(3):
+        first.batch(step)
+    without_c = maker(packs, {"a": 0.4, "b": 0.3}, max_epochs=[None, None])
+    live = without_c()
+    live.load_state_dict(first.state_dict())  # c removed
+    live.set_weights(5, {"a": 0.1, "b": 0.9})
+    for step in range(3, 8):
+        live.batch(step)
+    again = without_c()
+    again.load_state_dict(live.state_dict())
+    assert again.weights(8).tolist() == live.weights(8).tolist() == pytest.approx([0.1, 0.9])
+    assert all(np.array_equal(again.global_rows(k), live.global_rows(k)) for k in range(8, 20))

@@ -745,9 +745,12 @@ class PackedBatches:
         rows = [part.rows for part in saved.parts] + [0] * added
         past = History(saved.history).widened(len(slots))
         own = self._own_stages(local_of)
-        caps = [part.max_epochs for part in saved.parts] + [None] * added
+        # the caps of the parts served alike (a removed part keeps its cap in the state, not in this loader)
+        same_caps = all(theirs == mine for theirs, mine, part in zip([part.max_epochs for part in saved.parts] + [None] * added,
+                                                                     self._max_epochs_of(local_of), local_of)
+                        if part is not None)
         stages = None
-        if saved.mixture_stages is not None and caps == self._max_epochs_of(local_of) and _same_stages(
+        if saved.mixture_stages is not None and same_caps and _same_stages(
                 [(start, weights + [0.0] * added) for start, weights in saved.mixture_stages], own):
             stages = past.weight_stages(step)  # given the same weights: those the run set while it ran go on
         planned = self._planned(step, local_of, stages)
