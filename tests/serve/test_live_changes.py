@@ -292,3 +292,15 @@ def test_weights_set_after_a_capped_part_was_removed_go_on_at_a_resume(packs: di
     again.load_state_dict(live.state_dict())
     assert again.weights(8).tolist() == live.weights(8).tolist() == pytest.approx([0.1, 0.9])
     assert all(np.array_equal(again.global_rows(k), live.global_rows(k)) for k in range(8, 20))
+
+
+def test_a_state_taken_past_a_cap_not_yet_counted_loads(packs: dict[str, Path]) -> None:
+    make = maker(packs, {"a": 0.5, "b": 0.5}, max_epochs=[None, 1])
+    batches = make()
+    batches.skip(0, 30)  # b stops at step 10, inside the skipped steps: no step counted it yet
+    state = batches.state_dict()
+    resumed_run = make()
+    resumed_run.load_state_dict(state)
+    reference = make()
+    assert all(np.array_equal(resumed_run.global_rows(k), reference.global_rows(k)) for k in range(30, 40))
+    assert {r["name"]: r.get("capped_at") for r in resumed_run.repeats()} == {"a": None, "b": 10}

@@ -619,6 +619,8 @@ class PackedBatches:
         return self._state(step)
 
     def _state(self, step: int) -> dict[str, Any]:
+        # counting the rows before step first: a cap reached before it changes the history
+        parts = self._part_states(step)
         # the history's records are written from its columns (see History.records), checked by the first one's model
         history = self._history.records()
         # the weights the run was given, where the history from step holds others (set while it ran)
@@ -626,7 +628,7 @@ class PackedBatches:
         given = None if self._history.same_future(step, self._planned(step, self._local, own)) else own
         state = LoaderState(step=step, seed=self.seed, mixture_seed=self.mixture.seed if self.mixture else None,
                             global_batch=self._history.global_batch(step), layout=self._layout_record(),
-                            parts=self._part_states(step), history=[Segment(**history[0])],
+                            parts=parts, history=[Segment(**history[0])],
                             vocabulary=self.vocabulary, skipped=self._skipped,
                             mixture_stages=given).model_dump(mode="json", by_alias=True)
         state["history"] = history
