@@ -206,3 +206,28 @@ def test_a_header_value_across_lines_and_blank_lines_in_movetext_stay_one_game(t
     rows = pq.read_table(tmp_path / "out" / "year=2016" / "month=01" / "games.parquet").to_pylist()
     assert [row["uci"] for row in rows] == ["e2e4 e7e5 g1f3", "d2d4 d7d5"]
     assert [row["event"] for row in rows] == ["Rated Blitz game", None] and rows[0]["id"] == "abcd1234"
+
+
+def test_timestamp_date_and_time_columns_read_as_the_tags_they_name(tmp_path: Path) -> None:
+    # pandas writes dates as timestamps: UTCDate is the day, UTCTime the time of day (in UTC)
+    moment = datetime.datetime(2016, 1, 2, 23, 30, 5)
+    common = {"Site": ["https://lichess.org/abcd1234"], "WhiteElo": [1500], "BlackElo": [1600], "Result": ["1-0"],
+              "movetext": ["1. e4 e5 1-0"]}
+    pq.write_table(pa.table({**common, "UTCDate": pa.array([moment.date()], pa.date32()),
+                             "UTCTime": pa.array([moment.time()], pa.time32("s"))}), tmp_path / "dates.parquet")
+    paris = pa.array([moment.replace(tzinfo=datetime.timezone.utc)], pa.timestamp("ms", tz="UTC")).cast(
+        pa.timestamp("ms", tz="Europe/Paris"))  # the same instant, stored with another zone
+    pq.write_table(pa.table({**common, "UTCDate": pa.array([moment], pa.timestamp("ns")), "UTCTime": paris}),
+                   tmp_path / "timestamps.parquet")
+    assert convert_pgn([tmp_path / "dates.parquet"], tmp_path / "a").games_written == 1
+    result = convert_pgn([tmp_path / "timestamps.parquet"], tmp_path / "b")
+    assert result.games_written == 1, result.skipped
+    assert converted(tmp_path / "b") == converted(tmp_path / "a")
+
+
+def test_a_parquet_file_naming_a_column_twice_is_one_line(tmp_path: Path) -> None:
+    table = pa.Table.from_arrays([pa.array(["w"]), pa.array(["x"]), pa.array(["1. e4 1-0"])], names=["White", "White", "movetext"])
+    pq.write_table(table, tmp_path / "twice.parquet")
+    code, output = convert([str(tmp_path / "twice.parquet"), "-o", str(tmp_path / "a")])
+    assert code == 2 and f"{tmp_path / 'twice.parquet'}: column 'White' appears twice" in output
+    assert len(output.strip().splitlines()) == 1 and not (tmp_path / "a").exists()

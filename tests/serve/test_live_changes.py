@@ -20,7 +20,7 @@ from tokpack.serve import Mixture, OnlineMixing, PackedBatches
 from tokpack.serve.memory import pack_of_documents
 
 LENGTH = 4
-OFFSETS = {"a": 1, "b": 10_001, "c": 20_001}
+OFFSETS = {"a": 1, "b": 10_001, "c": 20_001, "t": 29_001}
 N_ROWS = {"a": 250, "b": 50, "c": 100}
 
 
@@ -234,3 +234,87 @@ def test_max_epochs_is_checked_and_a_run_whose_parts_all_stopped_says_so(packs: 
     with pytest.raises(InputError, match="every part has reached its max_epochs by step"):
         for step in range(100):
             batches.global_rows(step)
+
+
+def test_a_part_capped_in_the_first_step_leaves_the_other_parts_caps(packs: dict[str, Path], tmp_path: Path) -> None:
+    # one row an epoch, a share of five rows a step: it stops in step 0, before serving a row
+    tiny = pack_of_documents([[29_001, 29_002, 29_003, 29_004, 29_005]], n_vocab=30_000, pad_id=0, directory=tmp_path / "t")
+    batches = PackedBatches(Mixture([(packs["a"], 1), (packs["b"], 1), (tiny, 2)], seed=2, max_epochs=[None, 1, 1]),
+                            length=LENGTH, global_batch=10, seed=4)
+    served = [batches.global_rows(step)[:, 0] for step in range(60)]  # b (50 rows) reaches its cap by step 17
+    b_rows = [row for name, row in named_rows(np.concatenate(served)) if name == "b"]
+    assert len(b_rows) == len(set(b_rows)) <= 50
+    assert {r["name"]: r.get("capped_at") for r in batches.repeats(60)}["b"] is not None
+
+
+def test_when_finds_the_steps_of_a_capped_part_once_its_cap_is_known(packs: dict[str, Path]) -> None:
+    make = maker(packs, {"a": 0.5, "b": 0.5}, max_epochs=[None, 1])
+    fresh = make()
+    expected = [fresh.when("b", document) for document in range(6)]
+    assert all(expected)
+    live = make()
+    for step in range(30):  # b stops at step 10: the loader knows its cap
+        live.batch(step)
+    assert [live.when("b", document) for document in range(6)] == expected
+    resumed_run = make()
+    resumed_run.load_state_dict(live.state_dict())
+    assert [resumed_run.when("b", document) for document in range(6)] == expected
+
+
+def test_two_parts_reaching_their_caps_in_one_step_serve_it_the_same_every_time(packs: dict[str, Path]) -> None:
+    # at step 62 b passes its cap; with b stopped, c's larger share passes c's cap in the same step
+    batches = maker(packs, {"a": 0.7, "b": 0.1, "c": 0.2}, global_batch=8, max_epochs=[None, 1, 1])()
+    served = [batches.global_rows(step)[:, 0] for step in range(80)]
+    assert all(np.array_equal(batches.global_rows(step)[:, 0], served[step]) for step in range(80))
+    rows = named_rows(np.concatenate(served))
+    for name in ("b", "c"):
+        assert len([row for part, row in rows if part == name]) == len({row for part, row in rows if part == name})
+
+
+def test_when_answers_for_a_run_whose_parts_all_reach_their_caps(packs: dict[str, Path]) -> None:
+    batches = PackedBatches(Mixture([(packs["b"], 1), (packs["c"], 1)], max_epochs=[1, 1]), length=LENGTH,
+                            global_batch=10)
+    targets: dict[tuple[str, int], list[int]] = {}
+    step = 0
+    with pytest.raises(InputError, match="every part has reached its max_epochs by step"):
+        while True:
+            batches.global_rows(step)  # the run ends where no part is left
+            for row in batches.provenance(step):
+                column = 0
+                for segment in row:
+                    start, end = segment["tokens"]
+                    if start + (column == 0) < end:  # a row's first id is no target
+                        targets.setdefault((segment["part"], segment["document"]), []).append(step)
+                    column += end - start
+            step += 1
+    for name, n_docs in (("b", 6), ("c", 11)):
+        for document in range(n_docs):
+            assert sorted({o["step"] for o in batches.when(name, document)}) == sorted(set(targets[(name, document)]))
+
+
+def test_weights_set_after_a_capped_part_was_removed_go_on_at_a_resume(packs: dict[str, Path]) -> None:
+    first = maker(packs, {"a": 0.4, "b": 0.3, "c": 0.3}, max_epochs=[None, None, 1])()
+    for step in range(3):
+        first.batch(step)
+    without_c = maker(packs, {"a": 0.4, "b": 0.3}, max_epochs=[None, None])
+    live = without_c()
+    live.load_state_dict(first.state_dict())  # c removed
+    live.set_weights(5, {"a": 0.1, "b": 0.9})
+    for step in range(3, 8):
+        live.batch(step)
+    again = without_c()
+    again.load_state_dict(live.state_dict())
+    assert again.weights(8).tolist() == live.weights(8).tolist() == pytest.approx([0.1, 0.9])
+    assert all(np.array_equal(again.global_rows(k), live.global_rows(k)) for k in range(8, 20))
+
+
+def test_a_state_taken_past_a_cap_not_yet_counted_loads(packs: dict[str, Path]) -> None:
+    make = maker(packs, {"a": 0.5, "b": 0.5}, max_epochs=[None, 1])
+    batches = make()
+    batches.skip(0, 30)  # b stops at step 10, inside the skipped steps: no step counted it yet
+    state = batches.state_dict()
+    resumed_run = make()
+    resumed_run.load_state_dict(state)
+    reference = make()
+    assert all(np.array_equal(resumed_run.global_rows(k), reference.global_rows(k)) for k in range(30, 40))
+    assert {r["name"]: r.get("capped_at") for r in resumed_run.repeats()} == {"a": None, "b": 10}

@@ -286,3 +286,27 @@ def test_provenance_refuses_a_bad_rank_and_a_step_that_served_a_removed_part(pac
     alone.load_state_dict(batches.state_dict())
     with pytest.raises(InputError, match="step 2 served part 'b', which this loader does not serve"):
         alone.provenance(2)
+
+
+@pytest.mark.parametrize("edit", ["backwards", "negative"])
+def test_origins_edited_with_a_recomputed_checksum_and_seal_are_refused(text_corpora: dict[str, Path], tmp_path: Path,
+                                                                        edit: str) -> None:
+    import hashlib
+
+    from tokpack.store import PackMeta
+
+    copy = tmp_path / "pack"
+    shutil.copytree(text_corpora["text"], copy)
+    rows = np.load(copy / "origins.npy")
+    if edit == "backwards":  # a document that ends before it starts
+        rows[1, 1], rows[1, 2] = rows[1, 2], rows[1, 1]
+    else:
+        rows[1, 1] = -5
+    payload = rows.astype("<i8").tobytes()
+    (copy / "origins.npy").write_bytes((copy / "origins.npy").read_bytes()[:128] + payload)
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["origins"]["sha256"] = hashlib.sha256(payload).hexdigest()
+    (copy / "meta.json").write_text(PackMeta.model_validate(meta).sealed().to_json())
+    batches = PackedBatches(copy, length=64, global_batch=4, shuffle=False)
+    with pytest.raises(IntegrityError, match=r"origins.npy: document 1 .*is no span of bytes"):
+        batches.provenance(0)

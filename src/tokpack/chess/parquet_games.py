@@ -172,6 +172,10 @@ def parquet_chunks(file: ParquetFile, chunk_bytes: int, offset: int = 0) -> Iter
         except Exception as error:  # ArrowInvalid and OSError alike: not Parquet
             raise InputError(f"not a readable Parquet file ({_first_line(error)})", where=file.name) from None
         names = reader.schema_arrow.names
+        twice = next((name for number, name in enumerate(names) if name in names[:number]), None)
+        if twice is not None:  # a column read by name must be one column
+            raise InputError(f"column {twice!r} appears twice", where=file.name,
+                             fix="write the games with one column a tag")
         if MOVETEXT not in names:
             raise InputError(f"no {MOVETEXT!r} column (columns: {', '.join(names[:8])}{', …' if len(names) > 8 else ''})",
                              where=file.name, fix="convert Parquet holding each game's PGN movetext in a 'movetext' column, "
@@ -219,7 +223,7 @@ def pgn_text(batch: pa.RecordBatch, tags: list[str], where: str) -> pa.Array:
 
     parts = []
     for name in tags:
-        values = _tag_values(batch.column(name))
+        values = _tag_values(batch.column(name), name)
         parts.append(pc.binary_join_element_wise(f'[{name} "', values, '"]\n', "", null_handling="emit_null").fill_null(""))
     movetext = batch.column(MOVETEXT)
     if pa.types.is_dictionary(movetext.type):
@@ -244,8 +248,11 @@ def _is_tag_type(kind: pa.DataType) -> bool:
                                        pa.types.is_time, pa.types.is_timestamp))
 
 
-def _tag_values(column: pa.Array) -> pa.Array:
-    """A column's values (of a type :func:`_is_tag_type` accepts) as PGN tag values: strings on one line, nulls kept."""
+def _tag_values(column: pa.Array, name: str) -> pa.Array:
+    """A column's values (of a type :func:`_is_tag_type` accepts) as the values of PGN tag ``name``:
+    strings on one line, nulls kept. Times are whole seconds; a timestamp (as pandas writes a
+    date) is the day in a tag named ``...Date`` (``UTCDate``), the time of day in one named
+    ``...Time``, both otherwise; one with a time zone is read in UTC (Lichess's tags are)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -253,9 +260,11 @@ def _tag_values(column: pa.Array) -> pa.Array:
     if pa.types.is_date(kind):
         return pc.strftime(column, format="%Y.%m.%d")
     if pa.types.is_time(kind):
-        return pc.strftime(column, format="%H:%M:%S")
+        return pc.strftime(column.cast(pa.time32("s"), safe=False), format="%H:%M:%S")
     if pa.types.is_timestamp(kind):
-        return pc.strftime(column, format="%Y.%m.%d %H:%M:%S")
+        seconds = column.cast(pa.timestamp("s", tz="UTC" if kind.tz else None), safe=False)
+        spelled = "%Y.%m.%d" if name.endswith("Date") else "%H:%M:%S" if name.endswith("Time") else "%Y.%m.%d %H:%M:%S"
+        return pc.strftime(seconds, format=spelled)
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
         kind = column.type

@@ -146,6 +146,7 @@ class History:
                     np.array([s.weights for s in segments], dtype=np.float64).reshape(len(segments), n_parts),
                     {index: list(s.anchor) for index, s in enumerate(segments) if s.anchor is not None})
         self._forget(0)
+        self.cap([None] * self.n_parts)
         self._segments: list[Segment] | None = list(segments)
 
     @classmethod
@@ -158,6 +159,7 @@ class History:
         history._build(np.asarray(starts, dtype=np.int64), np.asarray(global_batches, dtype=np.int64),
                        np.asarray(weights, dtype=np.float64), dict(anchors or {}))
         history._forget(0)
+        history.cap([None] * history.n_parts)
         return history
 
     def _build(self, starts: np.ndarray, batches: np.ndarray, weights: np.ndarray, anchors: dict[int, list[int]]) -> None:
@@ -193,15 +195,18 @@ class History:
         self._segments = None
 
     def _forget(self, step: int) -> None:
-        """Drop what was computed past ``step`` (the rows per part before later steps, and no caps
-        yet when ``step`` is 0): a history changed from ``step`` on counts them again."""
+        """Drop what was computed past ``step`` (the rows per part before later steps): a history
+        changed from ``step`` on counts them again. The caps stay: a part that stops at step 0
+        leaves the others' caps as they were."""
         if step == 0:
             self._checkpoints: dict[int, list[int]] = {}
             self._table = np.zeros((0, self.n_parts), dtype=np.int64)  # see served()
             self._last: tuple[int, list[int]] = (0, [0] * self.n_parts)
-            self._caps: list[int | None] = [None] * self.n_parts
-            #: the step each capped part stopped at (its weight 0 from there)
-            self.capped_at: dict[int, int] = {}
+            #: the step at which every part has stopped (its cap reached): the run serves no row
+            #: from there; ``None`` while no such step has been counted
+            self.end: int | None = None
+        if self.end is not None and self.end > step:
+            self.end = None
         self._checkpoints = {k: v for k, v in self._checkpoints.items() if k <= step}
         self._checkpoints.update({int(self._starts[i]): list(a) for i, a in self._anchors.items()})
         self._checkpoints[0] = [0] * self.n_parts
@@ -250,11 +255,26 @@ class History:
 
     def counts(self, step: int, before: list[int]) -> list[int]:
         """Rows per part in step ``step``, given the rows per part served ``before`` it. A part
-        that would pass its cap (:meth:`cap`) stops here (see :meth:`_stop`)."""
+        that would pass its cap (:meth:`cap`) stops here (see :meth:`_stop`); the rows it leaves
+        go to the others, which may pass theirs in turn (so the step is the same whenever it is
+        counted, whether or not the stops are known yet).
+
+        Raises:
+            InputError: every part has stopped by ``step``: the run serves no row there (:attr:`end`).
+        """
+        counts = self._capped_counts(step, before)
+        if counts is None:
+            raise InputError(f"every part has reached its max_epochs by step {step}: no row is left to serve",
+                             fix="raise max_epochs, or stop the run there")
+        return counts
+
+    def _capped_counts(self, step: int, before: list[int]) -> list[int] | None:
+        """:meth:`counts`, or ``None`` where the run ends (every part stopped)."""
         counts = self._counts(step, before)
-        over = [part for part, cap in enumerate(self._caps) if cap is not None and counts[part] and before[part] + counts[part] > cap]
-        if over:
-            self._stop(step, before, over)
+        while over := [part for part, cap in enumerate(self._caps)
+                       if cap is not None and counts[part] and before[part] + counts[part] > cap]:
+            if not self._stop(step, before, over):
+                return None
             counts = self._counts(step, before)
         return counts
 
@@ -268,16 +288,14 @@ class History:
         ``capped_at``: the parts that already stopped, and where (from a loader state)."""
         if len(caps) != self.n_parts:
             raise InputError(f"{len(caps)} caps for a history of {self.n_parts} parts")
-        self._caps = list(caps)
-        self.capped_at = dict(capped_at or {})
+        self._caps: list[int | None] = list(caps)
+        #: the step each capped part stopped at (its weight 0 from there)
+        self.capped_at: dict[int, int] = dict(capped_at or {})
 
-    def _stop(self, step: int, before: list[int], parts: list[int]) -> None:
+    def _stop(self, step: int, before: list[int], parts: list[int]) -> bool:
         """Parts ``parts`` would pass their caps at ``step``: from ``step`` on they have weight 0
-        in every segment (the others renormalized), in a segment anchored at ``before``.
-
-        Raises:
-            InputError: no part is left with a positive weight.
-        """
+        in every segment (the others renormalized), in a segment anchored at ``before``. Returns
+        ``False``, changing nothing but :attr:`end`, where no part would be left with a weight."""
         index = self._segment(step)
         starts, batches, raw = self._starts.copy(), self._batches.copy(), self._raw.copy()
         anchors = dict(self._anchors)
@@ -289,14 +307,14 @@ class History:
             anchors = {i + (i >= index): anchor for i, anchor in anchors.items()}
         raw[index:, parts] = 0.0
         if not np.all(raw[index:].sum(axis=1) > 0):
-            names = ", ".join(str(part) for part in parts)
-            raise InputError(f"every part has reached its max_epochs by step {step} (the last: part {names}): "
-                             "no row is left to serve", fix="raise max_epochs, or stop the run there")
+            self.end = step
+            return False
         anchors[index] = list(before)
         self._build(starts, batches, raw, anchors)
         self._forget(step)
         for part in parts:
             self.capped_at[part] = step
+        return True
 
     def _counts(self, step: int, before: list[int]) -> list[int]:
         index = self._segment(step)
@@ -339,7 +357,8 @@ class History:
 
     def served(self, steps: int) -> np.ndarray:
         """Rows per part served before each step ``0 .. steps`` (``(steps + 1, n_parts)``,
-        ``int64``): the table that finds the step a part's ``n``-th row is served in."""
+        ``int64``): the table that finds the step a part's ``n``-th row is served in; it stops
+        at :attr:`end` where the run ends before ``steps``."""
         table = self._table
         if len(table) <= steps:
             if self.n_parts == 1:
@@ -350,16 +369,20 @@ class History:
                 rows = table.tolist() if len(table) else [[0] * self.n_parts]
                 totals = rows[-1]
                 for k in range(len(rows) - 1, steps):
-                    totals = [t + c for t, c in zip(totals, self.counts(k, totals))]
+                    counts = self._capped_counts(k, totals)
+                    if counts is None:  # the run ends at step k: the table stops there
+                        break
+                    totals = [t + c for t, c in zip(totals, counts)]
                     rows.append(totals)
                 table = np.array(rows, dtype=np.int64)
             self._table = table
         return table[: steps + 1]
 
     def stopped(self, part: int, step: int) -> bool:
-        """Whether part ``part`` has weight 0 in every segment from ``step``'s on (it serves no row
-        after), or has reached its cap by ``step``."""
-        if part in self.capped_at and step >= self.capped_at[part]:
+        """Whether part ``part`` has weight 0 in every segment from ``step``'s on: it serves no row
+        after (a part that reached its cap has weight 0 from the step it stopped at, which may lie
+        after ``step``: it serves rows until then), or the run has ended by ``step``."""
+        if self.end is not None and step >= self.end:
             return True
         return not bool(np.any(self._weights[self._segment(step) :, part] > 0))
 

@@ -619,6 +619,8 @@ class PackedBatches:
         return self._state(step)
 
     def _state(self, step: int) -> dict[str, Any]:
+        # counting the rows before step first: a cap reached before it changes the history
+        parts = self._part_states(step)
         # the history's records are written from its columns (see History.records), checked by the first one's model
         history = self._history.records()
         # the weights the run was given, where the history from step holds others (set while it ran)
@@ -626,7 +628,7 @@ class PackedBatches:
         given = None if self._history.same_future(step, self._planned(step, self._local, own)) else own
         state = LoaderState(step=step, seed=self.seed, mixture_seed=self.mixture.seed if self.mixture else None,
                             global_batch=self._history.global_batch(step), layout=self._layout_record(),
-                            parts=self._part_states(step), history=[Segment(**history[0])],
+                            parts=parts, history=[Segment(**history[0])],
                             vocabulary=self.vocabulary, skipped=self._skipped,
                             mixture_stages=given).model_dump(mode="json", by_alias=True)
         state["history"] = history
@@ -745,9 +747,12 @@ class PackedBatches:
         rows = [part.rows for part in saved.parts] + [0] * added
         past = History(saved.history).widened(len(slots))
         own = self._own_stages(local_of)
-        caps = [part.max_epochs for part in saved.parts] + [None] * added
+        # the caps of the parts served alike (a removed part keeps its cap in the state, not in this loader)
+        same_caps = all(theirs == mine for theirs, mine, part in zip([part.max_epochs for part in saved.parts] + [None] * added,
+                                                                     self._max_epochs_of(local_of), local_of)
+                        if part is not None)
         stages = None
-        if saved.mixture_stages is not None and caps == self._max_epochs_of(local_of) and _same_stages(
+        if saved.mixture_stages is not None and same_caps and _same_stages(
                 [(start, weights + [0.0] * added) for start, weights in saved.mixture_stages], own):
             stages = past.weight_stages(step)  # given the same weights: those the run set while it ran go on
         planned = self._planned(step, local_of, stages)

@@ -31,7 +31,9 @@ def read_origins(pack: Pack) -> tuple[Origins, np.ndarray] | None:
     ``meta.json``; ``None`` for a pack that records none.
 
     Raises:
-        IntegrityError: ``origins.npy`` is missing, of another shape, or not the file the record hashes.
+        IntegrityError: ``origins.npy`` is missing, of another shape, or not the file the record
+            hashes; or a row that is no span of bytes (``0 <= start <= end``) or table row
+            (``end == start + 1``), as a forged checksum and seal could make.
     """
     record = pack.meta.origins
     if record is None:
@@ -52,14 +54,25 @@ def read_origins(pack: Pack) -> tuple[Origins, np.ndarray] | None:
     if rows.dtype != np.dtype("<i8") or rows.shape != (pack.n_docs, 3):
         raise IntegrityError(f"holds {rows.dtype} {rows.shape}, expected int64 ({pack.n_docs}, 3)", where=path)
     digest = hashlib.sha256()
+    # A seal has no key: rows rewritten with a recomputed checksum must still be spans (or one row each).
+    broken: int | None = None  # the first document whose row is neither
     for first in range(0, len(rows), 1 << 20):  # a million documents at a time: no copy of the whole file
-        digest.update(np.ascontiguousarray(rows[first : first + (1 << 20)]).tobytes())
+        block = np.ascontiguousarray(rows[first : first + (1 << 20)])
+        digest.update(block.tobytes())
+        bad = (block[:, 1] < 0) | (block[:, 2] != block[:, 1] + 1 if record.kind == "rows" else block[:, 2] < block[:, 1])
+        if broken is None and bad.any():
+            broken = first + int(np.argmax(bad))
     if digest.hexdigest() != record.sha256:
         raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=path,
                              fix="the pack's origins were altered; restore them or rebuild the pack")
     units = rows[:, 0]
     if len(rows) and (int(units.min()) < 0 or (record.kind != "records" and int(units.max()) >= len(record.files))):
         raise IntegrityError(f"names a file outside the {len(record.files)} {META_FILE} lists", where=path)
+    if broken is not None:
+        start, end = (int(v) for v in rows[broken, 1:])
+        what = "row" if record.kind == "rows" else "span of bytes"
+        raise IntegrityError(f"document {broken} ({start}, {end}) is no {what}", where=path,
+                             fix="the pack's origins were altered; restore them or rebuild the pack")
     return record, rows
 
 
