@@ -12,7 +12,7 @@ import hashlib
 import json
 import shlex
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
@@ -20,6 +20,9 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.errors import InputError
+
+if TYPE_CHECKING:
+    from tokpack._files import FileBytes
 
 #: The folder-wide manifest older releases wrote beside a corpus (read for the file it names).
 MANIFEST_FILE = "manifest.json"
@@ -213,7 +216,7 @@ def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
 
 
 def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None,
-                    document_bytes: int | None = None) -> CorpusManifest:
+                    document_bytes: int | None = None, data: FileBytes | None = None) -> CorpusManifest:
     """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file; or
     all-training when none applies.
 
@@ -223,6 +226,8 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
         manifest: a manifest elsewhere than beside the file.
         separator: the document separator, which no range boundary may cut in two.
         document_bytes: the document size asked for.
+        data: the file's bytes, already open (a compressed file's decompressed text, which its
+            ranges cut); by default the file itself.
 
     Raises:
         InputError: the manifest is malformed, or its hash or length differs from the file, or a
@@ -230,7 +235,7 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
             separator or document size than the one asked for (its documents would differ from
             the ones it was split on: it is refused, never recut, so a held-out range never moves).
     """
-    n_bytes = corpus.stat().st_size
+    n_bytes = corpus.stat().st_size if data is None else len(data)
     found = find_manifest(corpus, sha256, manifest)
     if found is None:
         return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
@@ -242,10 +247,11 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
     if manifest_record.made_by is not None and (differences := cut_differences(
             manifest_record.made_by, document_bytes=document_bytes, separator=separator)):
         raise _cut_mismatch(path, differences)
-    from tokpack._files import FileBytes
+    from tokpack._files import open_bytes
     from tokpack.corpus.documents import inside_separator
 
-    data = FileBytes(corpus)  # a boundary inside a character would be blamed on the corpus
+    opened = data is None
+    data = open_bytes(corpus) if data is None else data  # a boundary inside a character would be blamed on the corpus
     try:
         for name, start, _ in manifest_record.ordered_ranges():
             if 0 < start < n_bytes and data[start] & 0xC0 == 0x80:
@@ -255,7 +261,8 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
                 raise InputError(f"range {name!r} starts at byte {start}, inside the separator {separator!r}", where=path,
                                  fix="move the boundary before or after the separator")
     finally:
-        data.close()
+        if opened:
+            data.close()
     return manifest_record
 
 
@@ -284,7 +291,13 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
     rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes, separator=separator)  # checks the ranges
     if validation + test >= 1 or validation + test <= 0:
         raise InputError(f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
-    data = corpus.read_bytes()
+    from tokpack._files import open_bytes
+
+    opened = open_bytes(corpus)  # a compressed file is split as its decompressed text
+    try:
+        data = opened[0 : len(opened)]
+    finally:
+        opened.close()
     marker = separator.encode("utf-8") if separator else None
     # A boundary may fall at any document's start or end (with a separator, on either side of it).
     bounds = np.fromiter((offset for span in cut_documents(data, 0, len(data), document_bytes, marker) for offset in span), np.int64)

@@ -23,7 +23,8 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
+from tokpack._compressed import COMPRESSED_SUFFIXES, binary_kind, file_compression
+from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, open_bytes, regular_file
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
     DEFAULT_DOCUMENT_BYTES,
@@ -40,6 +41,9 @@ from tokpack.errors import InputError
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]
+
+#: The longest piece a vocabulary sample takes from one place (see :meth:`DocumentSource.training_sample`).
+SAMPLE_PIECE_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -121,16 +125,44 @@ class DocumentSource:
         by which a vocabulary sample is spread; equal weights unless a format knows better."""
         return np.ones(max(last - first, 0), np.int64)
 
-    def training_sample(self, n_bytes: int) -> TrainingSample:
-        """About ``n_bytes`` of training text for a vocabulary trainer, as whole documents spread
-        evenly over the whole training range (never validation or test text), so the order of the
-        input does not decide what the vocabulary sees; the same input always gives the same sample.
-        Iterate it once; it then knows how many documents and bytes it gave."""
+    def training_sample(self, n_bytes: int, *, piece_bytes: int = SAMPLE_PIECE_BYTES) -> TrainingSample:
+        """About ``n_bytes`` of training text for a vocabulary trainer, never validation or test
+        text; the same input always gives the same sample. Iterate it once; it then knows what it gave.
+
+        The whole training range when it fits. Else the range is read as pieces of at most
+        ``piece_bytes`` (every unit cut at multiples of it: a long document is many pieces, a short
+        one is one) and pieces spread evenly over the range's bytes are taken
+        (:func:`spread_evenly`): every stretch of the range is as likely to be sampled whatever
+        document holds it, so neither the order of the input nor its longest documents decide what
+        the vocabulary sees. A piece that starts or ends inside a document is cut back to whole
+        lines (see :meth:`unit_text`).
+        """
         spans = [(first, last) for name, first, last in self.unit_ranges() if name == "train"]
         sizes = np.concatenate([self.unit_bytes(first, last) for first, last in spans]) if spans else np.zeros(0, np.int64)
         units = np.concatenate([np.arange(first, last, dtype=np.int64) for first, last in spans]) if spans else sizes
-        chosen = units[spread_evenly(sizes, n_bytes)]
-        return TrainingSample(self, chosen, n_bytes, range_bytes=int(sizes.sum()))
+        range_bytes = int(sizes.sum())
+        if range_bytes <= n_bytes:
+            return TrainingSample(self, units, None, n_bytes, range_bytes=range_bytes)
+        counts = -(-sizes // piece_bytes)  # pieces per unit (none for an empty one)
+        unit_of = np.repeat(units, counts)
+        index = np.arange(len(unit_of)) - np.repeat(np.cumsum(counts) - counts, counts)  # the piece's number in its unit
+        starts = index * piece_bytes
+        stops = np.minimum(starts + piece_bytes, np.repeat(sizes, counts))
+        chosen = spread_evenly(stops - starts, n_bytes)
+        return TrainingSample(self, unit_of[chosen], np.column_stack([starts[chosen], stops[chosen]]), n_bytes,
+                              range_bytes=range_bytes, piece_bytes=piece_bytes)
+
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        """The text of bytes ``[start, stop)`` of ``unit`` (offsets within it, as :meth:`unit_bytes`
+        counts its size; scaled to the text where that size is an estimate), cut back to whole
+        lines where the span begins or ends inside the unit (to whole characters in a line longer
+        than the span). Every document of the unit, joined, is its text."""
+        data = "".join(piece.text for piece in self.pieces(unit, unit + 1)).encode("utf-8")
+        size = int(self.unit_bytes(unit, unit + 1)[0])
+        if size != len(data):
+            start, stop = start * len(data) // max(size, 1), (len(data) if stop >= size else stop * len(data) // max(size, 1))
+        low, high = _line_span(data[start:stop], head=start == 0, tail=stop >= len(data))
+        return data[start + low : start + high].decode("utf-8")
 
     def _skip(self, problem: str) -> None:
         self.skipped += 1
@@ -159,47 +191,101 @@ class DocumentSource:
 
 
 class TrainingSample:
-    """The documents a vocabulary is trained on (see :meth:`DocumentSource.training_sample`):
-    an iterable of texts that counts what it gave (``n_documents``, ``n_bytes``) once iterated."""
+    """The text a vocabulary is trained on (see :meth:`DocumentSource.training_sample`): every
+    document of ``units`` (``spans`` ``None``), or the byte span ``spans[i]`` of unit ``units[i]``.
+    An iterable of texts that counts what it gave (``n_documents``, ``n_pieces``, ``n_bytes``)
+    once iterated."""
 
-    def __init__(self, source: DocumentSource, units: np.ndarray, limit_bytes: int, *, range_bytes: int) -> None:
-        self.source, self.units, self.limit_bytes = source, units, limit_bytes
+    def __init__(self, source: DocumentSource, units: np.ndarray, spans: np.ndarray | None, limit_bytes: int, *,
+                 range_bytes: int, piece_bytes: int = SAMPLE_PIECE_BYTES) -> None:
+        self.source, self.units, self.spans, self.limit_bytes = source, units, spans, limit_bytes
+        self.piece_bytes = piece_bytes
         self.range_bytes = range_bytes  # bytes of the whole training range
-        self.n_documents = self.n_bytes = 0
+        self.n_documents = self.n_pieces = self.n_bytes = 0
 
     def __iter__(self) -> Iterator[str]:
-        self.n_documents = self.n_bytes = 0
-        # Consecutive chosen units are read as one run, so a source reads each stretch once.
-        runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
-        for run in runs:
-            for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
-                left = self.limit_bytes - self.n_bytes
-                if left <= 0:
-                    return
-                text = piece.text
-                if piece.n_bytes > left:  # only when one document is larger than the whole sample
-                    text = piece.text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
-                self.n_documents += 1
-                self.n_bytes += min(piece.n_bytes, left)
-                yield text
+        self.n_documents = self.n_pieces = self.n_bytes = 0
+        for text, n_bytes, new_document in self._texts():
+            left = self.limit_bytes - self.n_bytes
+            if left <= 0:
+                return
+            if n_bytes > left:  # only when one document is larger than the whole sample
+                text = text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
+            self.n_documents += new_document
+            self.n_pieces += 1
+            self.n_bytes += min(n_bytes, left)
+            yield text
+
+    def _texts(self) -> Iterator[tuple[str, int, bool]]:
+        """``(text, its bytes, whether it starts another document)`` in input order."""
+        if self.spans is None:
+            # Consecutive chosen units are read as one run, so a source reads each stretch once.
+            runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
+            for run in runs:
+                for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
+                    yield piece.text, piece.n_bytes, True
+            return
+        # Pieces that follow each other in one unit are read as one span.
+        joined = np.flatnonzero((np.diff(self.units) != 0) | (self.spans[1:, 0] != self.spans[:-1, 1])) + 1
+        firsts, lasts = np.concatenate(([0], joined)), np.concatenate((joined, [len(self.units)])) - 1
+        previous = -1
+        for first, last in zip(firsts.tolist(), lasts.tolist()):
+            unit = int(self.units[first])
+            text = self.source.unit_text(unit, int(self.spans[first, 0]), int(self.spans[last, 1]))
+            if text:
+                yield text, len(text.encode("utf-8")), unit != previous
+                previous = unit
 
     def describe(self) -> str:
-        """One line for the user: ``trained on 10.0 of 18.5 MB, 412 documents spread over the range``."""
-        return describe_sample(self.n_bytes, self.range_bytes, self.n_documents)
+        """One line for the user: what was sampled, and how."""
+        return describe_sample(self.n_bytes, self.range_bytes, self.n_documents,
+                               None if self.spans is None else self.n_pieces, self.piece_bytes)
 
 
-def describe_sample(n_bytes: int, range_bytes: int, n_documents: int) -> str:
-    """What a vocabulary was trained on, in one line.
+def describe_sample(n_bytes: int, range_bytes: int, n_documents: int, n_pieces: int | None = None,
+                    piece_bytes: int = SAMPLE_PIECE_BYTES) -> str:
+    """What a vocabulary was trained on, in one line: the whole range, or pieces of it.
 
-    >>> describe_sample(10_000_000, 18_500_000, 412)
-    'trained on 10.0 of 18.5 MB, 412 documents spread over the range'
+    >>> describe_sample(10_000_000, 18_500_000, 412, 460)
+    'trained on 10.0 of 18.5 MB (54%): 460 pieces of up to 64 KiB from 412 documents, spread evenly over the range'
     >>> describe_sample(300, 300, 1)
     'trained on all 0.0 MB, 1 document'
     """
     plural = "s" if n_documents != 1 else ""
-    if n_bytes >= range_bytes:
+    if n_pieces is None:
         return f"trained on all {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural}"
-    return f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural} spread over the range"
+    return (f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB ({n_bytes / max(range_bytes, 1):.0%}): "
+            f"{n_pieces:,} piece{'s' if n_pieces != 1 else ''} of up to {piece_bytes >> 10} KiB from "
+            f"{n_documents:,} document{plural}, spread evenly over the range")
+
+
+def _line_span(data: bytes, *, head: bool, tail: bool) -> tuple[int, int]:
+    """The part of ``data`` (a span of a document) that holds whole lines: from its start if
+    ``head`` (the document's start) else past its first newline, to its end if ``tail`` else past
+    its last newline; a span with no such line is cut at whole characters instead.
+
+    >>> _line_span(b"ab\\ncd\\nef", head=False, tail=False), _line_span(b"ab\\ncd", head=True, tail=True)
+    ((3, 6), (0, 5))
+    >>> _line_span("żż".encode()[1:], head=False, tail=False)  # no newline: whole characters
+    (1, 3)
+    """
+    low = 0 if head else data.find(b"\n") + 1
+    high = len(data) if tail else data.rfind(b"\n") + 1
+    if high > low:
+        return low, high
+    low, high = 0 if head else _character_start(data, 0), len(data) if tail else _character_start(data, len(data) - 1)
+    return low, max(low, high)
+
+
+def _character_start(data: bytes, at: int) -> int:
+    """The first offset at or after ``at`` where a UTF-8 character starts (``len(data)`` if none).
+
+    >>> _character_start("aż".encode(), 2), _character_start("aż".encode(), 1)
+    (3, 1)
+    """
+    while at < len(data) and data[at] & 0xC0 == 0x80:
+        at += 1
+    return max(at, 0)
 
 
 def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
@@ -245,10 +331,10 @@ class TextFile(DocumentSource):
                  manifest: Path | None = None) -> None:
         self.manifest_path = None if manifest is None else Path(manifest)  # given, else found beside the file
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
-        self.sha256 = file_sha256(self.path)
+        self._data = open_bytes(self.path)  # a compressed file's decompressed text
+        self.sha256 = self._data.sha256()
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
-                                                        separator=separator, document_bytes=document_bytes)
-        self._data = FileBytes(self.path)
+                                                        separator=separator, document_bytes=document_bytes, data=self._data)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []
         self._unit_ranges: list[tuple[str, int, int]] = []
@@ -287,11 +373,17 @@ class TextFile(DocumentSource):
         span = self.manifest.ranges.get(name)  # type: ignore[call-overload]
         return None if span is None else (int(span[0]), int(span[1]))
 
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        begin, end = self._bounds[unit].tolist()
+        low, high = begin + start, min(begin + stop, end)  # only the span is read
+        first, last = _line_span(self._data[low:high], head=low == begin, tail=high == end)
+        return _decode(self._data, low + first, low + last, self._data.where, self._utf8_fix)
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         last = self.n_units if last is None else last
         for name, low, high in self._unit_ranges:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
-                yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin)
+                yield Piece(name, _decode(self._data, begin, end, self._data.where, self._utf8_fix), end - begin)
 
 
 class TextDirectory(DocumentSource):
@@ -358,7 +450,7 @@ class TextDirectory(DocumentSource):
     def _open(self, file: Path) -> FileBytes | None:
         """The file's bytes, or ``None`` (skipped and counted) when it cannot be read in skip mode."""
         try:
-            return FileBytes(file)
+            return open_bytes(file)  # a compressed file's decompressed text
         except InputError:
             if self.on_error != "skip":
                 raise
@@ -391,6 +483,19 @@ class TextDirectory(DocumentSource):
         units = self._units[first:last]
         return units[:, 2] - units[:, 1]
 
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        index, begin, end = self._units[unit].tolist()
+        if index in self._unreadable or (data := self._open(self.files[index])) is None:
+            return ""  # counted when the pack is written
+        try:
+            if self.on_error == "skip" and _invalid_utf8_offset(data) is not None:
+                return ""  # the pack leaves the whole file out, and so does the sample
+            low, high = begin + start, min(begin + stop, end)  # only the span is read
+            first, last = _line_span(data[low:high], head=low == begin, tail=high == end)
+            return _decode(data, low + first, low + last, data.where, self._utf8_fix)
+        finally:
+            data.close()
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         chosen = self._units[first:last]
         groups = np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else []
@@ -410,10 +515,10 @@ class TextDirectory(DocumentSource):
                 bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
                 if bad is not None:  # the whole file is skipped: never half of it
                     if counted:
-                        self._skip(f"{self.files[index]}: invalid UTF-8 at byte {bad}")
+                        self._skip(str(not_text(data, data.where) or f"{data.where}: invalid UTF-8 at byte {bad}"))
                     continue
                 for _, begin, end in same_file:
-                    yield from self._cut(data, begin, end, str(self.files[index]))
+                    yield from self._cut(data, begin, end, data.where)
             finally:
                 data.close()
 
@@ -449,11 +554,20 @@ class JsonLines(DocumentSource):
                  separator: str | None = None) -> None:
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
-        ends, size = _line_ends(self.path), self.path.stat().st_size
+        self._data = open_bytes(self.path)  # a compressed file's decompressed lines
+        ends, size = _line_ends(self._data), len(self._data)
         if size and (not len(ends) or ends[-1] != size):
             ends = np.append(ends, size)
         self._line_starts = np.concatenate(([0], ends[:-1])).astype(np.int64) if len(ends) else np.zeros(0, np.int64)
         self._line_ends = ends.astype(np.int64)
+
+    @cached_property
+    def record(self) -> Source:
+        # A compressed file is named as it is, and identified by the text it holds.
+        return Source(name=f"{self.path.name}#{self.text_field}", sha256=self._data.sha256(), n_bytes=len(self._data))
+
+    def close(self) -> None:
+        self._data.close()
 
     @property
     def n_units(self) -> int:
@@ -463,15 +577,13 @@ class JsonLines(DocumentSource):
         return self._line_ends[first:last] - self._line_starts[first:last]  # the record's JSON line
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
-        with open(self.path, "rb") as handle:
-            for start, end in zip(self._line_starts[first:last], self._line_ends[first:last]):
-                handle.seek(start)
-                line = handle.read(end - start)
-                if not line.strip():
-                    continue
-                text = self._text_of(line, int(start))
-                if text is not None:
-                    yield from self._cut_text(text, f"{self.path} record at byte {start}")
+        for start, end in zip(self._line_starts[first:last].tolist(), self._line_ends[first:last].tolist()):
+            line = self._data[start:end]
+            if not line.strip():
+                continue
+            text = self._text_of(line, start)
+            if text is not None:
+                yield from self._cut_text(text, f"{self._data.where} record at byte {start}")
 
     def _no_text_field(self, value: object, offset: int) -> InputError:
         """The error of a record without a string ``text_field``: what it holds, and the fix (the
@@ -479,7 +591,7 @@ class JsonLines(DocumentSource):
         that is there but no string is to make one, or skip)."""
         if isinstance(value, dict) and self.text_field in value:
             return InputError(f"field {self.text_field!r} of the record at byte {offset} is "
-                              f"{_json_kind(value[self.text_field])}, not a string", where=self.path,
+                              f"{_json_kind(value[self.text_field])}, not a string", where=self._data.where,
                               fix=f"make it a string, or {_SKIP_RECORDS}")
         if isinstance(value, dict):
             names = [repr(name) for name in list(value)[:8]] + (["…"] if len(value) > 8 else [])
@@ -491,23 +603,24 @@ class JsonLines(DocumentSource):
         else:
             fix = f"fix the record, or {_SKIP_RECORDS}"
         return InputError(f"record at byte {offset} has no string field {self.text_field!r} ({holds})",
-                          where=self.path, fix=fix)
+                          where=self._data.where, fix=fix)
 
     def _text_of(self, line: bytes, offset: int) -> str | None:
         try:
             try:
                 decoded = line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise InputError(f"invalid UTF-8 at byte {offset + error.start}", where=self.path,
-                                 fix="fix the record, or use --on-error skip to skip such records") from None
+                raise not_text(self._data, self._data.where) or InputError(
+                    f"invalid UTF-8 at byte {offset + error.start}", where=self._data.where,
+                    fix="fix the record, or use --on-error skip to skip such records") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
-                raise InputError(f"invalid JSON at byte {offset} ({error.msg})", where=self.path) from None
+                raise InputError(f"invalid JSON at byte {offset} ({error.msg})", where=self._data.where) from None
             except RecursionError:
-                raise InputError("JSON nested too deeply", where=self.path, byte=offset) from None
+                raise InputError("JSON nested too deeply", where=self._data.where, byte=offset) from None
             except ValueError as error:  # e.g. a number past Python's 4,300-digit limit
-                raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self.path, byte=offset) from None
+                raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self._data.where, byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
                 raise self._no_text_field(value, offset)
@@ -515,7 +628,7 @@ class JsonLines(DocumentSource):
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
                 raise InputError(f"field {self.text_field!r} holds a lone surrogate "
-                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self.path, byte=offset,
+                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self._data.where, byte=offset,
                                  fix=f"fix the record, or {_SKIP_RECORDS}") from None
             return text
         except ValueError as error:
@@ -537,6 +650,9 @@ class ParquetTexts(DocumentSource):
 
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
+        if (compression := file_compression(self.path)) is not None:
+            raise InputError(f"is {compression}-compressed; Parquet compresses its own pages and is read as it is",
+                             where=self.path, fix="decompress it first")
         try:
             self._file = pq.ParquetFile(self.path)
         except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
@@ -683,12 +799,18 @@ SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "
 
 
 def format_of(path: Path) -> str:
-    """The format :func:`open_corpus` reads ``path`` in: a folder is ``directory``, else by suffix.
+    """The format :func:`open_corpus` reads ``path`` in: a folder is ``directory``, else by suffix,
+    read through a compression's (a file's compression itself is told by its bytes).
 
-    >>> format_of(Path("a.ndjson")), format_of(Path("a.txt"))
-    ('jsonl', 'text')
+    >>> format_of(Path("a.ndjson")), format_of(Path("a.txt")), format_of(Path("a.jsonl.zst"))
+    ('jsonl', 'text', 'jsonl')
     """
-    return "directory" if path.is_dir() else SUFFIXES.get(path.suffix, "text")
+    if path.is_dir():
+        return "directory"
+    name = path.name
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return SUFFIXES.get(Path(name).suffix, "text")
 
 
 #: Bytes read or validated per step, so memory stays flat on a large file.
@@ -708,28 +830,44 @@ def _decode(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str 
     """The text of bytes ``[begin, end)``.
 
     Raises:
-        InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``.
+        InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``; or a file that
+            is no text at all (see :func:`not_text`).
     """
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"invalid UTF-8 at byte {begin + error.start}", where=where, fix=fix) from None
+        raise not_text(data, where) or InputError(f"invalid UTF-8 at byte {begin + error.start}", where=where,
+                                                  fix=fix) from None
 
 
-def _line_ends(path: Path) -> np.ndarray:
-    """Offsets just past every newline of ``path``, found chunk by chunk with numpy.
+def not_text(data: bytes | FileBytes, where: str | Path) -> InputError | None:
+    """The error for bytes that are not UTF-8 because they are no text at all (a Parquet file, an
+    executable, an image: see :func:`tokpack._compressed.binary_kind`), or ``None``.
+
+    >>> print(not_text(b"PAR1\\x15\\x04", "d/x.parquet"))
+    d/x.parquet: is a Parquet file, not text; give a Parquet file as the corpus itself (its text column is read), or move it out of a folder of text files
+    """
+    kind = binary_kind(data[0:8192])
+    if kind is None:
+        return None
+    if kind.startswith("UTF-16"):
+        return InputError(f"is {kind}", where=where, fix="convert it to UTF-8 (e.g. iconv -f utf-16 -t utf-8)")
+    fix = ("give a Parquet file as the corpus itself (its text column is read), or move it out of a folder of text files"
+           if kind == "a Parquet file" else "give text files only: move it out of the corpus, or extract its text first")
+    return InputError(f"is {kind}, not text", where=where, fix=fix)
+
+
+def _line_ends(data: FileBytes) -> np.ndarray:
+    """Offsets just past every newline of ``data``, found chunk by chunk with numpy.
 
     >>> import tempfile
     >>> sample = Path(tempfile.mkdtemp()) / "x.jsonl"
     >>> _ = sample.write_bytes(b"a\\nbb\\n\\nc")
-    >>> _line_ends(sample).tolist()
+    >>> _line_ends(FileBytes(sample)).tolist()
     [2, 5, 6]
     """
-    found, offset = [], 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            found.append(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == ord("\n")) + offset + 1)
-            offset += len(chunk)
+    found = [np.flatnonzero(np.frombuffer(data[offset : offset + _CHUNK], dtype=np.uint8) == ord("\n")) + offset + 1
+             for offset in range(0, len(data), _CHUNK)]
     return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 

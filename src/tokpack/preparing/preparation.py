@@ -19,7 +19,15 @@ from tokpack._cache import default_cache_dir, locked
 from tokpack._memory import return_freed_memory
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, reading_cut
+from tokpack.corpus.sources import (
+    SAMPLE_PIECE_BYTES,
+    DocumentSource,
+    OnError,
+    Piece,
+    check_separator,
+    format_of,
+    reading_cut,
+)
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
@@ -86,14 +94,16 @@ class TokenizedCorpus:
         """What the vocabulary was trained on (``trained on 10.0 of 18.5 MB, 412 documents spread
         over the range``), or ``None`` for a vocabulary you gave."""
         from tokpack._schema import read_record
-        from tokpack.corpus.sources import describe_sample
+        from tokpack.corpus.sources import SAMPLE_PIECE_BYTES, describe_sample
         from tokpack.vocab.bytelevel import VocabularyRecord
 
         trained_on = read_record(VocabularyRecord, self.vocabulary_path).trained_on or {}
         if "sample_documents" not in trained_on:
             return None
+        pieces = trained_on.get("sample_pieces")
         return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
-                               int(trained_on["sample_documents"]))
+                               int(trained_on["sample_documents"]), None if pieces is None else int(pieces),
+                               int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)))
 
     def pack(self) -> Pack:
         """The pack itself (tokens memory map, starts, meta)."""
@@ -344,6 +354,11 @@ def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: objec
         raise InputError(f"progress must be a function, got {type(progress).__name__}")
 
 
+#: How the trainer's sample is drawn, in the vocabulary's cache key and record: pieces of at most
+#: this many bytes spread evenly over the training range's bytes (the whole range when it fits).
+_SAMPLE_RULE = f"pieces-{SAMPLE_PIECE_BYTES}"
+
+
 def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, request: VocabularyRequest,
                         report: ProgressCallback) -> tuple[BpeTokenizer, Path]:
     """The vocabulary ``request`` trains on ``source``'s training range: from the cache when its
@@ -356,7 +371,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
     train_spans = [[first, last] for name, first, last in source.unit_ranges() if name == "train"]
     settings = {"corpus": corpus_key, "vocab_size": vocab_size, "min_frequency": min_frequency,
                 "sample_bytes": sample_bytes, "cut": document_cut(source).model_dump(mode="json"), "trainer": trainer,
-                "pattern": pattern, "sample": "spread", "on_error": source.on_error,
+                "pattern": pattern, "sample": _SAMPLE_RULE, "on_error": source.on_error,
                 "text_field": getattr(source, "text_field", None), "training_units": train_spans,
                 "training_bytes": source.range_bytes("train")}
     settings_sha256 = _digest(settings)
@@ -364,7 +379,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
-        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": "spread",
+        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": _SAMPLE_RULE,
         "training_range": json.dumps({"units": train_spans, "bytes": source.range_bytes("train")}),
         "settings_sha256": settings_sha256,
     }
@@ -395,6 +410,8 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
         # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
         trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
                        "training_range_bytes": sample.range_bytes}
+        if sample.spans is not None:
+            trained_on |= {"sample_pieces": sample.n_pieces, "sample_piece_bytes": sample.piece_bytes}
         remove_abandoned(directory)
         if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
