@@ -40,9 +40,9 @@ from machine_corpora import MACHINE, assemble, describe  # noqa: E402
 ALL = 10**12
 
 
-def split(name: str) -> tuple[Path, Path]:
+def split(name: str, megabytes: float) -> tuple[Path, Path]:
     """The corpus's training folder and held-out folder (every tenth file), as hard links."""
-    corpus = assemble(name, 250.0)
+    corpus = assemble(name, megabytes)
     train, held_out = MACHINE / f"{name}-train", MACHINE / f"{name}-heldout"
     if not train.is_dir():
         for folder in (train, held_out):
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--baseline-sizes", nargs="+", default=["10", "100"])
     parser.add_argument("--corpora", nargs="+", default=["system", "code"])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--megabytes", type=float, default=250.0, help="the most a corpus holds (bench/machine_corpora.py)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -115,7 +116,7 @@ def main() -> None:
     print(f"# {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     for name in args.corpora:
-        train, held_out = split(name)
+        train, held_out = split(name, args.megabytes)
         print(f"# {describe(name)}; held out: {sum(1 for _ in held_out.iterdir()):,} files, "
               f"{sum(p.stat().st_size for p in held_out.iterdir()) / 1e6:.1f} MB", flush=True)
         results: dict[tuple[str, str], list[dict[str, object]]] = {}

@@ -10,6 +10,7 @@
 - ``code``: Python sources and their documentation as installed in this checkout's ``.venv``
   (``*.py``, ``*.pyi``, ``*.md``, ``*.rst``, ``*.txt``; tokpack's own excluded) and C headers
   (``/usr/include``).
+- ``both``: the candidates of both (``--megabytes 1200`` takes them all, about a gigabyte).
 
 Each is a folder of one file per document, under ``.cache/bench/machine/``. Candidate files are
 listed in sorted path order; a file that is not UTF-8 text (or is empty) is left out; when the
@@ -85,8 +86,11 @@ def sources(name: str) -> Iterator[tuple[str, Path, Callable[[Path], bytes]]]:
                 yield "python", path, _plain
         for path in _files(Path("/usr/include"), (".h", ".hpp", ".hh")):
             yield "headers", path, _plain
+    elif name == "both":
+        yield from sources("system")
+        yield from sources("code")
     else:
-        raise SystemExit(f"no corpus {name!r}: system or code")
+        raise SystemExit(f"no corpus {name!r}: system, code or both")
 
 
 def assemble(name: str, megabytes: float) -> Path:

@@ -53,9 +53,9 @@ def prepare_command(
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it; a URL such as s3://… is made locally, verified, uploaded, dataset.json last)."),
-    validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to its manifest, CORPUS.manifest.json beside it or --manifest, cut on document boundaries)."),
-    test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
-    manifest: Optional[Path] = typer.Option(None, "--manifest", help="The text file's manifest (its splits), read and, with --validation/--test, written here instead of CORPUS.manifest.json beside it: for a folder you cannot write."),
+    validation: float = typer.Option(0.0, "--validation", help="Hold out this share as validation, written to the corpus's manifest (CORPUS.manifest.json beside it, or --manifest): a text file's last bytes, cut on document boundaries; a folder's files, JSON Lines' records or Parquet's rows, whole ones spread evenly over it."),
+    test: float = typer.Option(0.0, "--test", help="Hold out this share as test, as --validation does (a text file's: after validation)."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="The corpus's manifest (its splits), read and, with --validation/--test, written here instead of CORPUS.manifest.json beside it: for a folder you cannot write."),
     separator: Optional[str] = typer.Option(None, "--separator", help="Text that ends a document and appears in none, e.g. '<|endoftext|>' or $'\\n\\n' (a blank line); longer documents are still cut at --document-bytes."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
     engine: EngineName = typer.Option(EngineName.local, "--engine", help="Who runs the shards: local processes, ray, or array (write the job for a scheduler's job array)."),
@@ -210,8 +210,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
                      manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
-    from tokpack.corpus.manifest import split_manifest
-    from tokpack.corpus.sources import check_separator, format_of
+    from tokpack.corpus.sources import check_separator, hold_out
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
@@ -227,10 +226,8 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
-        if format_of(corpus) != "text":
-            raise InputError("--validation and --test cut one text file", where=corpus, fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
-        split_manifest(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                       manifest=manifest)
+        hold_out(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                 manifest=manifest, text_field=text_field, on_error=on_error)  # type: ignore[arg-type]
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
         raise InputError("--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")

@@ -338,3 +338,98 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
         raise InputError(f"cannot write the split ({error.strerror or error})", where=path,
                          fix="give --manifest PATH (manifest= in Python) in a folder you can write") from None
     return made
+
+
+DOCUMENTS_SCHEMA = "tokpack.corpus.documents.v1"
+
+
+class HeldOutShares(Record):
+    """The shares of documents ``prepare(validation=, test=)`` held out of a folder, JSON Lines or Parquet corpus."""
+
+    validation: float = Field(ge=0, lt=1)
+    test: float = Field(ge=0, lt=1)
+#: Shares are held out exactly to this many parts (nine decimal places), in integer arithmetic.
+_SHARE_SCALE = 10**9
+
+
+class DocumentSplit(Record):
+    """Which whole documents of a folder, JSON Lines or Parquet corpus are held out: its files,
+    records (lines) or rows, chosen by :func:`held_out_ranges` from the shares in ``made_by``.
+
+    Written beside the corpus (``FOLDER.manifest.json``, ``FILE.jsonl.manifest.json``) or where
+    ``manifest=`` says; checked against the corpus (its hash and unit count) whenever it is read,
+    so an edited corpus never moves its held-out documents silently.
+    """
+
+    schema_: Literal["tokpack.corpus.documents.v1"] = Field(default="tokpack.corpus.documents.v1", alias="schema")
+    file: str = Field(description="the name of the folder or file this split belongs to")
+    format: Literal["directory", "jsonl", "parquet"]
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="the corpus's hash, as its pack's source records it")
+    units: int = Field(ge=0, description="files (a folder), lines (JSON Lines) or rows (Parquet) the rule ran over")
+    counts: dict[SplitName, int] = Field(description="how many of them each range holds")
+    made_by: HeldOutShares
+
+    def ranges(self) -> np.ndarray:
+        """The range of every unit: 0 train, 1 validation, 2 test (see :func:`held_out_ranges`)."""
+        return held_out_ranges(self.units, self.made_by.validation, self.made_by.test)
+
+
+def held_out_ranges(n_units: int, validation: float, test: float) -> np.ndarray:
+    """The range of each of ``n_units`` documents in order (0 train, 1 validation, 2 test), held
+    out evenly spread: with ``h = validation + test``, document ``i`` is held out when
+    ``round((i + 1) * h) > round(i * h)`` (so about ``n_units * h`` of them, one every ``1/h``),
+    and the ``j``-th held-out one is test when ``round((j + 1) * test / h) > round(j * test / h)``,
+    else validation. Shares are read to nine decimal places and computed in integers, so the rule
+    gives the same documents on every machine.
+
+    >>> held_out_ranges(10, 0.2, 0.1).tolist()
+    [0, 1, 0, 0, 2, 0, 0, 0, 1, 0]
+    >>> held_out_ranges(5, 0.1, 0.0).tolist()  # the nearest count: one of five
+    [0, 0, 0, 0, 1]
+    """
+    held_share, test_share = round((validation + test) * _SHARE_SCALE), round(test * _SHARE_SCALE)
+    half = _SHARE_SCALE // 2
+    index = np.arange(n_units, dtype=np.int64)
+    held = ((index + 1) * held_share + half) // _SHARE_SCALE > (index * held_share + half) // _SHARE_SCALE
+    ranges = np.zeros(n_units, np.int8)
+    order = np.arange(int(held.sum()), dtype=np.int64)
+    half_held = held_share // 2
+    is_test = ((order + 1) * test_share + half_held) // max(held_share, 1) > (order * test_share + half_held) // max(held_share, 1)
+    ranges[held] = np.where(is_test, 2, 1)
+    return ranges
+
+
+def find_split(corpus: Path, manifest: Path | None = None) -> tuple[Path, DocumentSplit] | None:
+    """The document split of a folder, JSON Lines or Parquet corpus, and where it is: ``manifest``
+    when given (it must exist), else ``CORPUS.manifest.json`` beside it; ``None`` when none is.
+
+    Raises:
+        InputError: a manifest given that is missing, or one that is no document split.
+    """
+    path = manifest or manifest_beside(corpus)
+    if not path.exists():
+        if manifest is not None:
+            raise InputError("no such manifest", where=path, fix="write it with validation= or test= and manifest=, or drop manifest=")
+        return None
+    if _schema_of(path) == CORPUS_SCHEMA:
+        raise InputError(f"is the manifest of one text file (byte ranges), not a split of {corpus.name}'s documents",
+                         where=path, fix="give the folder's or file's own manifest, or delete it to split again")
+    return path, read_record(DocumentSplit, path)
+
+
+def check_split(split: DocumentSplit, path: Path, *, name: str, format: str, sha256: str, units: int) -> None:
+    """Refuse a document split that is not of this corpus as it is now.
+
+    Raises:
+        InputError: naming the manifest, what differs, and the fix (restore the corpus, or delete
+            the manifest to split again, which moves the held-out documents).
+    """
+    if split.file != name or split.format != format:
+        raise InputError(f"is the split of {split.file} ({split.format}), not of {name} ({format})", where=path,
+                         fix="give this corpus's own manifest, or delete it to split again")
+    if split.units != units or split.sha256 != sha256:
+        now = f"{units:,} units, SHA-256 {sha256[:16]}…" if split.units != units else f"SHA-256 {sha256[:16]}…"
+        then = f"{split.units:,} units, SHA-256 {split.sha256[:16]}…" if split.units != units else f"{split.sha256[:16]}…"
+        raise InputError(f"{name} changed since it was split ({now} now, {then} in {path.name})", where=path,
+                         fix=f"restore {name} as it was, or delete {path.name} to split it again "
+                             "(the held-out documents change, so evaluate anew)")

@@ -23,19 +23,27 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from tokpack._atomic import write_atomically
 from tokpack._compressed import COMPRESSED_SUFFIXES, binary_kind, file_compression
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, open_bytes, regular_file
+from tokpack._schema import read_record
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
     DEFAULT_DOCUMENT_BYTES,
     MANIFEST_FILE,
     MANIFEST_SUFFIX,
     CorpusManifest,
+    DocumentSplit,
+    HeldOutShares,
     Source,
+    check_split,
     corpus_manifest,
     file_sha256,
+    find_split,
+    held_out_ranges,
     manifest_beside,
     recorded_cut,
+    split_manifest,
 )
 from tokpack.errors import InputError
 
@@ -69,6 +77,8 @@ class DocumentSource:
         self.on_error = on_error
         self.skipped = 0  # files or records skipped for bad input, when on_error == "skip"
         self.problems: list[str] = []  # what was skipped and why (the first few)
+        self._split: list[tuple[str, int, int]] | None = None  # the ranges a document split made, if any
+        self._shares = (0.0, 0.0)  # its validation and test shares
         # Taken before anything is hashed, compared again before a pack is published: the bytes
         # encoded must be the bytes the record's hash names.
         self.fingerprint: tuple[Fingerprint, ...] = fingerprint(self.input_files())
@@ -113,8 +123,36 @@ class DocumentSource:
 
     def unit_ranges(self) -> list[tuple[str, int, int]]:
         """The named ranges as ``(name, first unit, last unit)`` in order (all ``train`` but for a
-        text file with a manifest)."""
-        return [("train", 0, self.n_units)]
+        corpus with a manifest: a text file's byte ranges, or the documents another format's
+        split holds out, which come after the training ones)."""
+        return list(self._split) if self._split is not None else [("train", 0, self.n_units)]
+
+    def split_units(self) -> int:
+        """How many documents a split of this corpus chooses among (files, lines or rows; see
+        :class:`~tokpack.corpus.manifest.DocumentSplit`)."""
+        return self.n_units
+
+    def _held_out(self, manifest: Path | None) -> np.ndarray | None:
+        """The range of each of :meth:`split_units` (0 train, 1 validation, 2 test) by the split
+        in ``manifest`` (or the one beside the corpus), checked against the corpus; ``None``
+        without one. The caller orders its units by :meth:`_ranges_of`."""
+        found = find_split(self.path, manifest)
+        if found is None:
+            return None
+        path, split = found
+        check_split(split, path, name=self.path.name, format=self.format, sha256=self.record.sha256,
+                    units=self.split_units())
+        self._shares = (split.made_by.validation, split.made_by.test)
+        return split.ranges()
+
+    def _ranges_of(self, kinds: np.ndarray) -> np.ndarray:
+        """The order that puts units of ``kinds`` (each unit's range, 0 train, 1 validation, 2
+        test) by range, keeping their order within one; the named ranges follow from it."""
+        counts = np.bincount(kinds, minlength=3).tolist()
+        starts = np.concatenate(([0], np.cumsum(counts))).tolist()
+        shares = (1.0, *self._shares)
+        self._split = [(name, starts[k], starts[k + 1]) for k, name in enumerate(("train", "validation", "test")) if shares[k]]
+        return np.argsort(kinds, kind="stable")
 
     def range_bytes(self, name: str) -> tuple[int, int] | None:
         """The byte span of range ``name`` in the input, where that means something (a text file)."""
@@ -397,7 +435,8 @@ class TextDirectory(DocumentSource):
 
     format: Format = "directory"
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None) -> None:
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
+                 manifest: Path | None = None) -> None:
         self.path, self.on_error = Path(path), on_error
         # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
         # (or the shard) that reaches it counts the skip, once.
@@ -416,6 +455,11 @@ class TextDirectory(DocumentSource):
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
             data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
+        if (held_out := self._held_out(manifest)) is not None:  # whole files, after the training ones
+            self._units = self._units[self._ranges_of(held_out[self._units[:, 0]])]
+
+    def split_units(self) -> int:
+        return len(self.files)
 
     def _listing(self) -> tuple[list[Path], dict[int, str]]:
         found: list[tuple[Path, str | None]] = []
@@ -551,7 +595,7 @@ class JsonLines(DocumentSource):
     takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
-                 separator: str | None = None) -> None:
+                 separator: str | None = None, manifest: Path | None = None) -> None:
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
         self._data = open_bytes(self.path)  # a compressed file's decompressed lines
@@ -560,6 +604,9 @@ class JsonLines(DocumentSource):
             ends = np.append(ends, size)
         self._line_starts = np.concatenate(([0], ends[:-1])).astype(np.int64) if len(ends) else np.zeros(0, np.int64)
         self._line_ends = ends.astype(np.int64)
+        if (held_out := self._held_out(manifest)) is not None:  # whole records, after the training ones
+            order = self._ranges_of(held_out)
+            self._line_starts, self._line_ends = self._line_starts[order], self._line_ends[order]
 
     @cached_property
     def record(self) -> Source:
@@ -645,7 +692,7 @@ class ParquetTexts(DocumentSource):
     takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
-                 separator: str | None = None) -> None:
+                 separator: str | None = None, manifest: Path | None = None) -> None:
         import pyarrow.parquet as pq
 
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
@@ -661,6 +708,9 @@ class ParquetTexts(DocumentSource):
             raise InputError(f"no column {text_field!r} (has {self._file.schema_arrow.names})", where=self.path)
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        held_out = self._held_out(manifest)
+        # Unit i is row _rows[i]: whole rows held out come after the training ones.
+        self._rows = np.arange(self.n_units, dtype=np.int64) if held_out is None else self._ranges_of(held_out)
 
     @property
     def n_units(self) -> int:
@@ -672,32 +722,34 @@ class ParquetTexts(DocumentSource):
         metadata = self._file.metadata
         per_row = [metadata.row_group(g).column(column).total_uncompressed_size / max(metadata.row_group(g).num_rows, 1)
                    for g in range(self._file.num_row_groups)]
-        rows = np.arange(first, last)
+        rows = self._rows[first:last]
         groups = np.searchsorted(self._group_starts, rows, side="right") - 1
         return np.maximum(np.asarray(per_row)[groups], 1).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         import pyarrow as pa
 
-        last = self.n_units if last is None else last
-        for group in range(self._file.num_row_groups):
+        rows = self._rows[first:last]
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        # Rows of one row group that follow each other here are read with one read of the group.
+        for run in np.split(np.arange(len(rows)), np.flatnonzero(np.diff(groups)) + 1) if len(rows) else []:
+            group = int(groups[run[0]])
             low, high = int(self._group_starts[group]), int(self._group_starts[group + 1])
-            if high <= first or low >= last:
-                continue
+            wanted = rows[run]
             problem: str | None
             try:
                 column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
                 if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
                     # Decoded here, row by row, so invalid UTF-8 is reported with its row.
                     column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
-                values = column.to_pylist()[max(first, low) - low : min(last, high) - low]
+                values = column.take(pa.array(wanted - low)).to_pylist()
             except (OSError, ValueError) as error:
                 problem = f"{self.path}: row group {group} (rows {low}-{high - 1}) unreadable ({str(error).splitlines()[0]})"
                 if self.on_error == "skip":
                     self._skip(problem)
                     continue
                 raise InputError(problem) from None
-            for row, value in enumerate(values, start=max(first, low)):
+            for row, value in zip(wanted.tolist(), values):
                 problem = None
                 if isinstance(value, bytes):
                     try:
@@ -747,14 +799,67 @@ def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error
                                                  manifest=None if manifest is None else Path(manifest))
     elif document_bytes is None:
         document_bytes = DEFAULT_DOCUMENT_BYTES
-    if manifest is not None:
-        if source_type is not TextFile:
-            raise InputError(f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
-        return TextFile(path, document_bytes=document_bytes, on_error=on_error, separator=separator, manifest=Path(manifest))
+    given = None if manifest is None else Path(manifest)
     if source_type.takes_text_field:
         return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,  # type: ignore[call-arg]
-                           separator=separator)
-    return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
+                           separator=separator, manifest=given)
+    return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator, manifest=given)  # type: ignore[call-arg]
+
+
+def hold_out(path: str | Path, *, validation: float, test: float, document_bytes: int, separator: str | None = None,
+             manifest: str | Path | None = None, text_field: str = "text", on_error: OnError = "raise") -> None:
+    """Hold out shares of a corpus as validation and test, recorded in its manifest (beside it, or
+    at ``manifest``): a text file's last bytes, cut on document boundaries (see
+    :func:`tokpack.corpus.manifest.split_manifest`); whole files of a folder, records of JSON
+    Lines or rows of Parquet, spread evenly over it (see :func:`split_documents`). A manifest
+    already there is kept when it records the same split.
+
+    Raises:
+        InputError: shares that hold out nothing or everything, a manifest there with another
+            split, or one that cannot be written.
+    """
+    path = Path(path)
+    given = None if manifest is None else Path(manifest)
+    if format_of(path) == "text":
+        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                       manifest=given)
+    else:
+        split_documents(path, validation=validation, test=test, manifest=given, text_field=text_field, on_error=on_error)
+
+
+def split_documents(path: Path, *, validation: float, test: float, manifest: Path | None = None, text_field: str = "text",
+                    on_error: OnError = "raise") -> DocumentSplit:
+    """Write the :class:`~tokpack.corpus.manifest.DocumentSplit` of a folder, JSON Lines or
+    Parquet corpus: ``validation`` and ``test`` shares of its files, records or rows, whole, chosen
+    by :func:`~tokpack.corpus.manifest.held_out_ranges` (deterministic, evenly spread, so every
+    part of a corpus sorted by source has its share held out). Beside the corpus
+    (``FOLDER.manifest.json``) or at ``manifest``.
+
+    Raises:
+        InputError: see :func:`hold_out`.
+    """
+    if validation + test <= 0 or validation + test >= 1:
+        raise InputError(f"validation {validation} and test {test} must hold out a share between 0 and 1")
+    target = manifest or manifest_beside(path)
+    with open_corpus(path, text_field=text_field, on_error=on_error, manifest=target if target.exists() else None) as source:
+        units, sha256, kind = source.split_units(), source.record.sha256, source.format
+    shares = HeldOutShares(validation=validation, test=test)
+    ranges = np.bincount(held_out_ranges(units, validation, test), minlength=3).tolist()
+    counts = {name: ranges[k] for k, name in enumerate(("train", "validation", "test")) if k == 0 or (validation, test)[k - 1]}
+    made = DocumentSplit(file=path.name, format=kind, sha256=sha256, units=units, counts=counts, made_by=shares)  # type: ignore[arg-type]
+    if target.exists():
+        existing = read_record(DocumentSplit, target)
+        if existing != made:
+            raise InputError(f"already there with another split (validation {existing.made_by.validation:g}, "
+                             f"test {existing.made_by.test:g})", where=target,
+                             fix="delete it to split the corpus again, or drop validation= and test= to use it")
+        return existing
+    try:
+        write_atomically(target, made.to_json())
+    except OSError as error:
+        raise InputError(f"cannot write the split ({error.strerror or error})", where=target,
+                         fix="give manifest= a path in a folder you can write") from None
+    return made
 
 
 def reading_cut(path: str | Path, *, document_bytes: int | None, separator: str | None,

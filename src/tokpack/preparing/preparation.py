@@ -18,14 +18,13 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
 from tokpack._memory import return_freed_memory
 from tokpack._progress import PrepareProgress, ProgressCallback
-from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import (
     SAMPLE_PIECE_BYTES,
     DocumentSource,
     OnError,
     Piece,
     check_separator,
-    format_of,
+    hold_out,
     reading_cut,
 )
 from tokpack.errors import InputError, IntegrityError, TokpackError
@@ -182,14 +181,15 @@ def prepare(
         on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
             it (``meta.counts["skipped"]``).
         progress: called with a :class:`PrepareProgress` as work advances.
-        validation, test: hold out these shares of a text file's bytes (its end: validation,
-            then test) by writing its manifest (see :func:`tokpack.corpus.manifest.split_manifest`);
-            0 uses the manifest there, if any.
+        validation, test: hold out these shares by writing the corpus's manifest (see
+            :func:`tokpack.corpus.sources.hold_out`): of a text file's bytes, its end (validation,
+            then test); of a folder's files, JSON Lines' records or Parquet's rows, whole ones spread
+            evenly over it. 0 uses the manifest there, if any.
         out: the pack's folder (default: under the cache, named by corpus and vocabulary).
         separator: text that ends a document and is in none of them (``"<|endoftext|>"``, a
             blank line ``"\\n\\n"``); recorded in the pack's cut. Documents longer than
             ``document_bytes`` are still cut by the newline rule.
-        manifest: the text file's manifest, read (and, with ``validation``/``test``, written)
+        manifest: the corpus's manifest, read (and, with ``validation``/``test``, written)
             there instead of ``CORPUS.manifest.json`` beside the corpus (for a read-only folder).
 
     Returns:
@@ -224,10 +224,8 @@ def prepare(
     if out is not None:
         check_output(Path(out), path, kind="pack")
     if validation or test:
-        if format_of(path) != "text":
-            raise InputError("--validation and --test cut one text file", where=path, fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
-        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                       manifest=None if manifest is None else Path(manifest))
+        hold_out(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                 manifest=manifest, text_field=text_field, on_error=on_error)
     report(PrepareProgress("hashing", 0, _size(path)))
     reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
                             on_error=on_error, manifest=manifest)
