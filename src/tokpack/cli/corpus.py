@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -92,13 +94,14 @@ def prepare_command(
     document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
                                             manifest=manifest)
     if shards is not None:
-        _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
-                         workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
-                         storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
-                         validation=validation, test=test, as_json=as_json)
+        with _special_tokens_said():
+            _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
+                             workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
+                             storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
+                             validation=validation, test=test, as_json=as_json)
         _note_added_tokens(vocab)
         return
-    with prepare_progress() as progress:
+    with prepare_progress() as progress, _special_tokens_said():
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
                            allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
                            **({} if min_frequency is None else {"min_frequency": min_frequency}),
@@ -179,6 +182,31 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest:
             stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "
                            f"cut again with a smaller --document-bytes (now {document_bytes:,}) or a larger "
                            f"--{name}", soft_wrap=True, highlight=False, markup=False)
+
+
+@contextlib.contextmanager
+def _special_tokens_said() -> Iterator[None]:
+    """Say on stderr, in the command line's words, every special token the corpus's text spells
+    without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
+    done; other warnings pass on as they came."""
+    from tokpack.corpus.manifest import separator_flag
+    from tokpack.errors import SpecialTokenInText
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SpecialTokenInText)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if not isinstance(warning.message, SpecialTokenInText):
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+                    continue
+                found = warning.message
+                times = "once" if found.count == 1 else f"{found.count:,} times"
+                stderr().print(f"warning: {found.first}: the text spells the special token {found.token!r} {times} (the "
+                               "first here) and no --separator takes it out, so it is encoded as its characters and "
+                               f"documents run across it; if it ends documents, prepare again with "
+                               f"{separator_flag(found.token)}", soft_wrap=True, highlight=False, markup=False)
 
 
 def _note_added_tokens(vocab: Optional[Path]) -> None:

@@ -155,10 +155,10 @@ def _schema_of(path: Path) -> object:
     return document.get("schema") if isinstance(document, dict) else None
 
 
-def _separator_flag(separator: str | None) -> str:
+def separator_flag(separator: str | None) -> str:
     """How to ask for ``separator`` on a shell's command line.
 
-    >>> _separator_flag("<|endoftext|>"), _separator_flag("\\n\\n"), _separator_flag(None)
+    >>> separator_flag("<|endoftext|>"), separator_flag("\\n\\n"), separator_flag(None)
     ("--separator '<|endoftext|>'", "--separator $'\\\\n\\\\n'", 'no --separator')
     """
     if separator is None:
@@ -173,7 +173,7 @@ def cut_differences(rule: SplitRule, *, document_bytes: int | None, separator: s
     no particular size)."""
     differences = []
     if rule.separator != separator:
-        differences.append((_separator_flag(rule.separator), _separator_flag(separator)))
+        differences.append((separator_flag(rule.separator), separator_flag(separator)))
     if document_bytes is not None and rule.document_bytes != document_bytes:
         differences.append((f"--document-bytes {rule.document_bytes}", f"--document-bytes {document_bytes}"))
     return differences

@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -45,7 +46,7 @@ from tokpack.corpus.manifest import (
     recorded_cut,
     split_manifest,
 )
-from tokpack.errors import InputError
+from tokpack.errors import InputError, SpecialTokenInText, located
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]
@@ -157,6 +158,19 @@ class DocumentSource:
     def range_bytes(self, name: str) -> tuple[int, int] | None:
         """The byte span of range ``name`` in the input, where that means something (a text file)."""
         return None
+
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        """How often the text spells each of ``tokens`` (special tokens, say), and where it does
+        first (a place as errors name one); a token never spelled is left out. Read in one pass
+        over every file, with flat memory."""
+        found: dict[str, tuple[int, str]] = {}
+        for piece in self.pieces():
+            for token in tokens:
+                if (count := piece.text.count(token)) and token not in found:
+                    found[token] = (count, f"{self.path} ({piece.range_name} document at character {piece.text.find(token)})")
+                elif count:
+                    found[token] = (found[token][0] + count, found[token][1])
+        return found
 
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
         """The size in bytes of each unit of ``[first, last)`` (an estimate for record formats),
@@ -411,6 +425,9 @@ class TextFile(DocumentSource):
         span = self.manifest.ranges.get(name)  # type: ignore[call-overload]
         return None if span is None else (int(span[0]), int(span[1]))
 
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        return _spelled_in([(self._data, self._data.where)], tokens)
+
     def unit_text(self, unit: int, start: int, stop: int) -> str:
         begin, end = self._bounds[unit].tolist()
         low, high = begin + start, min(begin + stop, end)  # only the span is read
@@ -460,6 +477,18 @@ class TextDirectory(DocumentSource):
 
     def split_units(self) -> int:
         return len(self.files)
+
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        found: dict[str, tuple[int, str]] = {}
+        for index, file in enumerate(self.files):
+            if index in self._unreadable or (data := self._open(file)) is None:
+                continue
+            try:
+                for token, (count, first) in _spelled_in([(data, data.where)], tokens).items():
+                    found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, first)
+            finally:
+                data.close()
+        return found
 
     def _listing(self) -> tuple[list[Path], dict[int, str]]:
         found: list[tuple[Path, str | None]] = []
@@ -623,6 +652,10 @@ class JsonLines(DocumentSource):
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
         return self._line_ends[first:last] - self._line_starts[first:last]  # the record's JSON line
 
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        # Searched in the JSON text: a record that escapes a token's characters (\u003c) is not seen.
+        return _spelled_in([(self._data, self._data.where)], tokens)
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         for start, end in zip(self._line_starts[first:last].tolist(), self._line_ends[first:last].tolist()):
             line = self._data[start:end]
@@ -725,6 +758,26 @@ class ParquetTexts(DocumentSource):
         rows = self._rows[first:last]
         groups = np.searchsorted(self._group_starts, rows, side="right") - 1
         return np.maximum(np.asarray(per_row)[groups], 1).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
+
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        found: dict[str, tuple[int, str]] = {}
+        for group in range(self._file.num_row_groups):
+            try:
+                column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+                if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+                    continue  # not text: the pass that encodes says so
+                for token in tokens:
+                    counts = pc.count_substring(column, token).to_numpy(zero_copy_only=False)
+                    if (count := int(np.nansum(counts))) == 0:
+                        continue
+                    place = f"{self.path}: row {int(self._group_starts[group]) + int(np.flatnonzero(counts > 0)[0])}"
+                    found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, place)
+            except (OSError, ValueError):  # unreadable: the pass that encodes reports (or skips) it
+                continue
+        return found
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         import pyarrow as pa
@@ -929,6 +982,39 @@ def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     [[0, 3], [3, 5]]
     """
     return np.fromiter(itertools.chain.from_iterable(cuts), dtype=np.int64).reshape(-1, 2)
+
+
+def warn_spelled_special_tokens(source: DocumentSource, tokens: list[str], stacklevel: int = 2) -> None:
+    """Warn (:class:`~tokpack.errors.SpecialTokenInText`) once per special token the text of
+    ``source`` spells when no separator takes it out; its caller's caller is named."""
+    if source.separator is not None:
+        return
+    for token, (count, first) in source.spelled(sorted(tokens)).items():
+        warnings.warn(SpecialTokenInText(token, count, first), stacklevel=stacklevel + 1)
+
+
+def _spelled_in(files: list[tuple[FileBytes | bytes, str]], tokens: list[str], chunk: int = _CHUNK) -> dict[str, tuple[int, str]]:
+    """:meth:`DocumentSource.spelled` over files' bytes, read ``chunk`` bytes at a time; an
+    occurrence across two chunks is counted once, in the chunk it starts in.
+
+    >>> _spelled_in([(b"a<|x|>b<|x|><|x", "f.txt"), (b"<|x|>", "g.txt")], ["<|x|>", "<|y|>"], chunk=4)
+    {'<|x|>': (3, 'f.txt: byte 1')}
+    """
+    found: dict[str, tuple[int, str]] = {}
+    for data, where in files:
+        for token in tokens:
+            marker = token.encode("utf-8")
+            count, first = 0, -1
+            for low in range(0, len(data), chunk):
+                # Occurrences that start in [low, low + chunk), whole: the window runs on past it.
+                window = data[low : min(low + chunk + len(marker) - 1, len(data))]
+                count += window.count(marker)
+                if first < 0 and (at := window.find(marker)) >= 0:
+                    first = low + at
+            if count:
+                place = located(where, "", byte=first).removesuffix(": ")
+                found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, place)
+    return found
 
 
 def _decode(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str | None = None) -> str:

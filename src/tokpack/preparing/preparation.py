@@ -26,6 +26,7 @@ from tokpack.corpus.sources import (
     check_separator,
     hold_out,
     reading_cut,
+    warn_spelled_special_tokens,
 )
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
@@ -256,6 +257,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     else:
         tokenizer = load_vocabulary(vocab, pattern=request.pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
+    warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)  # encoded as text, said once
     cut = document_cut(source)
     # The error policy is part of the key: a pack that skipped bad records must never be handed
     # to a run that asked to stop at them. So is the separator: it decides every document.
