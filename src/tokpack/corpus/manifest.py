@@ -240,10 +240,15 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
     if found is None:
         return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
     path, manifest_record = found
+    # The ranges were cut on the file as it was: they never move silently with an edit.
+    edited = (f"restore {corpus.name} as it was when split, or delete {path} to cut it again (the held-out "
+              "ranges move, so evaluate anew)")
     if manifest_record.n_bytes != n_bytes:
-        raise InputError(f"{n_bytes} bytes, but {path} says {manifest_record.n_bytes}", where=corpus)
+        raise InputError(f"{n_bytes:,} bytes, but {path} says {manifest_record.n_bytes:,}: it changed since it was split",
+                         where=corpus, fix=edited)
     if manifest_record.sha256 != sha256:
-        raise InputError(f"SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…)", where=corpus)
+        raise InputError(f"SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…): it changed "
+                         "since it was split", where=corpus, fix=edited)
     if manifest_record.made_by is not None and (differences := cut_differences(
             manifest_record.made_by, document_bytes=document_bytes, separator=separator)):
         raise _cut_mismatch(path, differences)
