@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -46,15 +47,35 @@ def _bpe(bpe: BpeEncoder | None) -> GameEncoder:
 #: scheme -> factory (given the trained BPE, which only the bpe scheme uses); imports stay lazy,
 #: so packing UCI games never imports ``tokenizers``.
 FACTORIES: dict[str, Callable[[BpeEncoder | None], GameEncoder]] = {"uci": _uci, "san": _san, "bpe": _bpe}
+
+
+def _trained_bpe(bpe: BpeEncoder | str | os.PathLike[str] | None) -> BpeEncoder | None:
+    """The trained BPE ``make_encoder`` was given: itself, or the one its ``tokenizer.json`` path holds.
+
+    Raises:
+        InputError: anything else (refused here, not at the first game it would encode).
+    """
+    if bpe is None:
+        return None
+    from tokpack.chess.bpe import BpeEncoder  # only when a BPE is given: uci and san never import tokenizers
+
+    if isinstance(bpe, (str, os.PathLike)):
+        return BpeEncoder.load(Path(bpe))
+    if isinstance(bpe, BpeEncoder):
+        return bpe
+    raise InputError(f"bpe must be a trained BpeEncoder or the path of its tokenizer.json, got {type(bpe).__name__}",
+                     fix="pass the path (e.g. bpe='games/bpe/tokenizer.json') or BpeEncoder.load(path)")
 #: The schemes, in the order the statistics table lists them.
 SCHEMES = tuple(FACTORIES)
 
 
-def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
-    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in.
+def make_encoder(scheme: str, bpe: BpeEncoder | str | os.PathLike[str] | None = None) -> GameEncoder:
+    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in (a
+    :class:`~tokpack.chess.bpe.BpeEncoder`, or the path of the ``tokenizer.json`` it was saved to).
 
     Raises:
-        InputError: an unknown scheme, or ``"bpe"`` without a BPE.
+        InputError: an unknown scheme, ``"bpe"`` without a BPE, or a ``bpe`` that is neither
+            (a path is read at once: a missing or invalid file is named here).
 
     >>> make_encoder("uci").vocab_size()
     2030
@@ -62,7 +83,7 @@ def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
     factory = FACTORIES.get(scheme)
     if factory is None:
         raise InputError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
-    return factory(bpe)
+    return factory(_trained_bpe(bpe))
 
 
 class ChessEncoderSpec(Record):
