@@ -15,7 +15,7 @@ import itertools
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -291,24 +291,29 @@ class TrainingSample:
     def describe(self) -> str:
         """One line for the user: what was sampled, and how."""
         return describe_sample(self.n_bytes, self.range_bytes, self.n_documents,
-                               None if self.spans is None else self.n_pieces, self.piece_bytes)
+                               None if self.spans is None else self.n_pieces, self.piece_bytes,
+                               held_out=[name for name, _, _ in self.source.unit_ranges() if name != "train"])
 
 
 def describe_sample(n_bytes: int, range_bytes: int, n_documents: int, n_pieces: int | None = None,
-                    piece_bytes: int = SAMPLE_PIECE_BYTES) -> str:
-    """What a vocabulary was trained on, in one line: the whole range, or pieces of it.
+                    piece_bytes: int = SAMPLE_PIECE_BYTES, held_out: Sequence[str] = ()) -> str:
+    """What a vocabulary was trained on, in one line: the whole training range, or pieces of it;
+    ``held_out`` names the ranges it never saw.
 
     >>> describe_sample(10_000_000, 18_500_000, 412, 460)
     'trained on 10.0 of 18.5 MB (54%): 460 pieces of up to 64 KiB from 412 documents, spread evenly over the range'
+    >>> describe_sample(300_000, 300_000, 34, held_out=["validation"])
+    'trained on all 0.3 MB of the training range, 34 documents (validation held out)'
     >>> describe_sample(300, 300, 1)
     'trained on all 0.0 MB, 1 document'
     """
     plural = "s" if n_documents != 1 else ""
+    kept = f" ({' and '.join(held_out)} held out)" if held_out else ""
     if n_pieces is None:
-        return f"trained on all {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural}"
+        return f"trained on all {range_bytes / 1e6:.1f} MB{' of the training range' if held_out else ''}, {n_documents:,} document{plural}{kept}"
     return (f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB ({n_bytes / max(range_bytes, 1):.0%}): "
             f"{n_pieces:,} piece{'s' if n_pieces != 1 else ''} of up to {piece_bytes >> 10} KiB from "
-            f"{n_documents:,} document{plural}, spread evenly over the range")
+            f"{n_documents:,} document{plural}, spread evenly over the {'training ' if held_out else ''}range{kept}")
 
 
 def _line_span(data: bytes, *, head: bool, tail: bool) -> tuple[int, int]:

@@ -91,8 +91,9 @@ class TokenizedCorpus:
 
     @property
     def vocabulary_sample(self) -> str | None:
-        """What the vocabulary was trained on (``trained on 10.0 of 18.5 MB, 412 documents spread
-        over the range``), or ``None`` for a vocabulary you gave."""
+        """What the vocabulary was trained on (``trained on all 0.3 MB of the training range, 34
+        documents (validation held out)``, or the pieces of a sample), or ``None`` for a
+        vocabulary you gave."""
         from tokpack._schema import read_record
         from tokpack.corpus.sources import SAMPLE_PIECE_BYTES, describe_sample
         from tokpack.vocab.bytelevel import VocabularyRecord
@@ -103,7 +104,8 @@ class TokenizedCorpus:
         pieces = trained_on.get("sample_pieces")
         return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
                                int(trained_on["sample_documents"]), None if pieces is None else int(pieces),
-                               int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)))
+                               int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)),
+                               held_out=[name for name in self.manifest.ranges if name != "train"])
 
     def pack(self) -> Pack:
         """The pack itself (tokens memory map, starts, meta)."""
