@@ -463,6 +463,7 @@ class TextDirectory(DocumentSource):
         # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
         # (or the shard) that reaches it counts the skip, once.
         self.files, self._unreadable = self._listing()
+        self._text_bytes: dict[int, int] = {}
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
@@ -475,6 +476,7 @@ class TextDirectory(DocumentSource):
                 continue
             bounds = _bounds(cut_documents(data, 0, len(data), document_bytes, self.separator_bytes))
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
+            self._text_bytes[index] = len(data)  # a compressed file's: its text's
             data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
         if (held_out := self._held_out(manifest)) is not None:  # whole files, after the training ones
@@ -550,7 +552,7 @@ class TextDirectory(DocumentSource):
         for index, file in enumerate(self.files):  # names and contents, so a rename changes the fingerprint too
             content = "unreadable" if index in self._unreadable else file_sha256(file)
             digest.update(f"{file.relative_to(self.path).as_posix()}\0{content}\n".encode())
-            total += 0 if index in self._unreadable else file.stat().st_size
+            total += 0 if index in self._unreadable else self._text_bytes.get(index, 0)
         return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=total)
 
     @property
