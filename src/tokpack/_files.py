@@ -185,6 +185,7 @@ def open_bytes(path: Path) -> FileBytes:
     """
     import tempfile
 
+    from tokpack._atomic import full_disk
     from tokpack._compressed import decompress_into, file_compression
 
     regular_file(path)
@@ -192,7 +193,14 @@ def open_bytes(path: Path) -> FileBytes:
     if kind is None:
         return FileBytes(path)
     with tempfile.TemporaryFile() as copy:
-        sha256, size = decompress_into(path, copy)
+        try:
+            sha256, size = decompress_into(path, copy)
+        except OSError as error:
+            full = full_disk(error, tempfile.gettempdir(), fix=f"a compressed corpus is decompressed there to be read: set "
+                                                              f"TMPDIR to a folder on a disk with room for {path.name}'s text")
+            if full is None:
+                raise
+            raise full from error
         data = FileBytes.__new__(FileBytes)
         data.path, data._descriptor, data._size = Path(path), os.dup(copy.fileno()), size
         data._sha256, data.compression = sha256, kind
