@@ -52,14 +52,19 @@ def split(name: str, megabytes: float) -> tuple[Path, Path]:
     return train, held_out
 
 
-def child(train: Path, held_out: Path, sample_bytes: int) -> dict[str, object]:
-    """Train as ``prepare`` does with ``vocab_sample_bytes=sample_bytes``, then encode the held-out files."""
+def child(train: Path, held_out: Path, sample_bytes: int, piece_bytes: int | None = None) -> dict[str, object]:
+    """Train as ``prepare`` does with ``vocab_sample_bytes=sample_bytes`` (and pieces of
+    ``piece_bytes``, when given), then encode the held-out files."""
+    import functools
+
     from tokpack.corpus.sources import open_corpus
     from tokpack.preparing.options import CorpusReading, VocabularyRequest
     from tokpack.preparing.preparation import _trained_vocabulary
 
     cache = Path(tempfile.mkdtemp(prefix="bench-vocab-sample-"))
     with CorpusReading().open(train) as source:
+        if piece_bytes is not None:
+            source.training_sample = functools.partial(source.training_sample, piece_bytes=piece_bytes)  # type: ignore[method-assign]
         start = time.process_time()
         tokenizer, vocabulary_json = _trained_vocabulary(source, "0" * 64, cache, VocabularyRequest(sample_bytes=sample_bytes),
                                                          lambda _: None)
@@ -83,9 +88,10 @@ def child(train: Path, held_out: Path, sample_bytes: int) -> dict[str, object]:
             "characters": characters, "tokens": tokens}
 
 
-def run_child(src: Path, train: Path, held_out: Path, sample_bytes: int) -> dict[str, object]:
+def run_child(src: Path, train: Path, held_out: Path, sample_bytes: int, piece_bytes: int | None = None) -> dict[str, object]:
     environment = dict(os.environ, PYTHONPATH=str(src))
     command = [sys.executable, __file__, "--child", str(train), str(held_out), str(sample_bytes)]
+    command += [] if piece_bytes is None else ["--piece-bytes", str(piece_bytes)]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{src}: the child failed:\n{done.stderr[-3000:]}")
@@ -100,19 +106,24 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", default=["system", "code"])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--megabytes", type=float, default=250.0, help="the most a corpus holds (bench/machine_corpora.py)")
+    parser.add_argument("--piece-kib", nargs="+", type=int, default=[None],
+                        help="with this checkout, also sample pieces of these sizes (KiB) instead of the default 64")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--piece-bytes", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(Path(args.child[0]), Path(args.child[1]), int(args.child[2]))))
+        print(json.dumps(child(Path(args.child[0]), Path(args.child[1]), int(args.child[2]), args.piece_bytes)))
         return
 
     def size_bytes(size: str) -> int:
         return ALL if size == "all" else int(float(size) * 1e6)
 
     this = REPO / "src"
-    plan = [(this, "this", size) for size in args.sizes]
+    plan: list[tuple[Path, str, str, int | None]] = [
+        (this, "this" if kib is None else f"this, {kib} KiB pieces", size, None if kib is None else kib << 10)
+        for kib in args.piece_kib for size in args.sizes if kib is None or size != "all"]
     if args.baseline is not None:
-        plan += [(args.baseline, "baseline", size) for size in args.baseline_sizes]
+        plan += [(args.baseline, "baseline", size, None) for size in args.baseline_sizes]
     print(f"# {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     for name in args.corpora:
@@ -122,14 +133,14 @@ def main() -> None:
         results: dict[tuple[str, str], list[dict[str, object]]] = {}
         for run in range(args.runs):
             order = plan if run % 2 == 0 else plan[::-1]
-            for src, label, size in order:
-                result = run_child(src, train, held_out, size_bytes(size))
+            for src, label, size, piece_bytes in order:
+                result = run_child(src, train, held_out, size_bytes(size), piece_bytes)
                 results.setdefault((label, size), []).append(result)
                 print(f"#   run {run}: {label} {size}: {result['seconds']:.2f} CPU s, "
                       f"{result['characters'] / result['tokens']:.4f} chars/token", flush=True)
         whole = results.get(("this", "all"))
         reference = whole[0]["characters"] / whole[0]["tokens"] if whole else None  # type: ignore[operator]
-        print(f"\n{name} | checkout | sample | training CPU s | peak RSS MiB | held-out chars/token | vs whole range | trained on")
+        print("\n| corpus | checkout | sample MB | training CPU s | peak RSS MiB | held-out chars/token | vs whole range | trained on |")
         print("|---|---|---|---|---|---|---|---|")
         for (label, size), runs in results.items():
             held = {(r["characters"], r["tokens"]) for r in runs}

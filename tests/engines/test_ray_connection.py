@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_ray_cluster import TOKPACK, cluster, free_port  # noqa: F401 - the cluster fixture
 
 from tokpack import prepare, sample_corpus
-
-from test_ray_cluster import TOKPACK, cluster, free_port  # noqa: F401 - the cluster fixture
 
 pytest.importorskip("ray", reason="Ray is not installed (./dev test installs it)")
 

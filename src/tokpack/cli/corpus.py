@@ -46,7 +46,7 @@ def prepare_command(
     vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default); fewer reachable is an error naming the count. Not with --vocab."),
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
     min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
-    vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary (default 10,000,000). Not with --vocab."),
+    vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="The most text the vocabulary is trained on: the whole training range up to this, else this much in pieces of up to 4 KiB spread evenly over it (default 500,000,000). Not with --vocab."),
     document_bytes: Optional[int] = typer.Option(None, "--document-bytes", min=4, help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character). Default: the size a text file's manifest was cut with, else 1048576."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
@@ -430,6 +430,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
                   else f"tiktoken: {tokenizer.fallback_reason}")
     if prepared.vocabulary_sample:
         table.add_row("vocabulary sample", prepared.vocabulary_sample)
+        if (cost := sample_cost(prepared.vocabulary_sample_bytes)) is not None:
+            table.add_row("the rest", cost)
     if characters is not None and meta.n_tokens:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
     if meta.counts.get("skipped"):
@@ -441,6 +443,28 @@ def _summary(prepared: TokenizedCorpus) -> None:
     carried = _carried_vocabulary_dir(prepared.tokens_dir)
     if carried is not None:
         stdout().print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
+
+
+#: CPU seconds the exact trainer takes per GB of mixed text, sample reading included
+#: (bench/bench_vocab_sample.py: 37.7 s for 783 MB); what a bigger sample would cost is said with it.
+TRAINING_CPU_SECONDS_PER_GB = 48
+
+
+def sample_cost(sampled: tuple[int, int] | None) -> str | None:
+    """What training on the whole range would cost, for a vocabulary trained on less than half of
+    it; ``None`` otherwise.
+
+    >>> sample_cost((500_000_000, 5_000_000_000))
+    'not trained on 4,500.0 MB of the training range: --vocab-sample-bytes 5000000000 trains on all of it, about 216 CPU s more (BENCHMARKS.md: the vocabulary sample)'
+    >>> sample_cost((500, 600)) is None
+    True
+    """
+    if sampled is None or sampled[0] * 2 >= sampled[1]:
+        return None
+    used, whole = sampled
+    more = (whole - used) / 1e9 * TRAINING_CPU_SECONDS_PER_GB
+    return (f"not trained on {(whole - used) / 1e6:,.1f} MB of the training range: --vocab-sample-bytes {whole} trains on "
+            f"all of it, about {more:,.0f} CPU s more (BENCHMARKS.md: the vocabulary sample)")
 
 
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
@@ -457,6 +481,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
         "counts": dict(meta.counts),
         "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
         "vocabulary_sample": prepared.vocabulary_sample,
+        "vocabulary_sample_cost": sample_cost(prepared.vocabulary_sample_bytes),
         "encoder": prepared.tokenizer().encoder_report(),
     }
 

@@ -52,7 +52,7 @@ Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]
 
 #: The longest piece a vocabulary sample takes from one place (see :meth:`DocumentSource.training_sample`).
-SAMPLE_PIECE_BYTES = 1 << 16
+SAMPLE_PIECE_BYTES = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -300,8 +300,8 @@ def describe_sample(n_bytes: int, range_bytes: int, n_documents: int, n_pieces: 
     """What a vocabulary was trained on, in one line: the whole training range, or pieces of it;
     ``held_out`` names the ranges it never saw.
 
-    >>> describe_sample(10_000_000, 18_500_000, 412, 460)
-    'trained on 10.0 of 18.5 MB (54%): 460 pieces of up to 64 KiB from 412 documents, spread evenly over the range'
+    >>> describe_sample(10_000_000, 18_500_000, 412, 2_441)
+    'trained on 10.0 of 18.5 MB (54%): 2,441 pieces of up to 4 KiB from 412 documents, spread evenly over the range'
     >>> describe_sample(300_000, 300_000, 34, held_out=["validation"])
     'trained on all 0.3 MB of the training range, 34 documents (validation held out)'
     >>> describe_sample(300, 300, 1)
@@ -319,30 +319,26 @@ def describe_sample(n_bytes: int, range_bytes: int, n_documents: int, n_pieces: 
 def _line_span(data: bytes, *, head: bool, tail: bool) -> tuple[int, int]:
     """The part of ``data`` (a span of a document) that holds whole lines: from its start if
     ``head`` (the document's start) else past its first newline, to its end if ``tail`` else past
-    its last newline; a span with no such line is cut at whole characters instead.
+    its last newline; a span with no such line is cut at whole characters instead (its last
+    character left out unless ``tail``: it may run on past the span).
 
     >>> _line_span(b"ab\\ncd\\nef", head=False, tail=False), _line_span(b"ab\\ncd", head=True, tail=True)
     ((3, 6), (0, 5))
-    >>> _line_span("żż".encode()[1:], head=False, tail=False)  # no newline: whole characters
+    >>> _line_span("żżż".encode()[1:5], head=False, tail=False)  # no newline: whole characters
     (1, 3)
     """
-    low = 0 if head else data.find(b"\n") + 1
-    high = len(data) if tail else data.rfind(b"\n") + 1
-    if high > low:
+    first, last = data.find(b"\n"), data.rfind(b"\n")
+    low = 0 if head else first + 1 if first >= 0 else -1
+    high = len(data) if tail else last + 1 if last >= 0 else -1
+    if low >= 0 and high > low:
         return low, high
-    low, high = 0 if head else _character_start(data, 0), len(data) if tail else _character_start(data, len(data) - 1)
-    return low, max(low, high)
-
-
-def _character_start(data: bytes, at: int) -> int:
-    """The first offset at or after ``at`` where a UTF-8 character starts (``len(data)`` if none).
-
-    >>> _character_start("aż".encode(), 2), _character_start("aż".encode(), 1)
-    (3, 1)
-    """
-    while at < len(data) and data[at] & 0xC0 == 0x80:
-        at += 1
-    return max(at, 0)
+    low = 0
+    while not head and low < len(data) and data[low] & 0xC0 == 0x80:  # past a character begun before the span
+        low += 1
+    high = len(data) if tail else max(len(data) - 1, low)
+    while not tail and high > low and data[high] & 0xC0 == 0x80:  # back to where the last character starts
+        high -= 1
+    return low, high
 
 
 def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:

@@ -29,7 +29,13 @@ from tokpack.corpus.sources import (
     warn_spelled_special_tokens,
 )
 from tokpack.errors import InputError, IntegrityError, TokpackError
-from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
+from tokpack.preparing.options import (
+    DEFAULT_VOCAB_SAMPLE_BYTES,
+    DEFAULT_VOCAB_SIZE,
+    CorpusReading,
+    Execution,
+    VocabularyRequest,
+)
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store.vocabulary import load_vocabulary
@@ -107,6 +113,18 @@ class TokenizedCorpus:
                                int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)),
                                held_out=[name for name in self.manifest.ranges if name != "train"])
 
+    @property
+    def vocabulary_sample_bytes(self) -> tuple[int, int] | None:
+        """The bytes the vocabulary was trained on and the training range's, or ``None`` for a
+        vocabulary you gave."""
+        from tokpack._schema import read_record
+        from tokpack.vocab.bytelevel import VocabularyRecord
+
+        trained_on = read_record(VocabularyRecord, self.vocabulary_path).trained_on or {}
+        if "sample_bytes_used" not in trained_on:
+            return None
+        return int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"])
+
     def pack(self) -> Pack:
         """The pack itself (tokens memory map, starts, meta)."""
         return self._pack
@@ -134,7 +152,7 @@ def prepare(
     vocab_size: int | None = None,
     allow_smaller_vocab: bool = False,
     min_frequency: int = 2,
-    vocab_sample_bytes: int = 10_000_000,
+    vocab_sample_bytes: int = DEFAULT_VOCAB_SAMPLE_BYTES,
     document_bytes: int | None = None,
     batch_documents: int = 16,
     trainer: Trainer = "exact",
@@ -160,8 +178,10 @@ def prepare(
     Args:
         corpus: the file or folder.
         vocab: your vocabulary (anything :func:`load_vocabulary` takes); ``None`` trains one on
-            about ``vocab_sample_bytes`` of whole documents spread evenly over the training range
-            (deterministic; never validation or test data; see :attr:`TokenizedCorpus.vocabulary_sample`).
+            the training range, all of it when it holds at most ``vocab_sample_bytes``, else that
+            much in pieces spread evenly over it (deterministic; never validation or test data; see
+            :meth:`~tokpack.corpus.sources.DocumentSource.training_sample` and
+            :attr:`TokenizedCorpus.vocabulary_sample`).
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
         vocab_size: ids of the vocabulary to train, ``<|endoftext|>`` included (``n_vocab``, as
             Hugging Face counts it: the 256 bytes, the merges and ``<|endoftext|>``); GPT-2's
@@ -170,7 +190,8 @@ def prepare(
             the sample holds too few pairs seen ``min_frequency`` times; by default that is an
             error naming the reachable count.
         min_frequency: a merge needs a pair seen at least this often.
-        vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
+        vocab_sample_bytes: the most text the vocabulary is trained on (500 MB by default:
+            :data:`~tokpack.preparing.options.DEFAULT_VOCAB_SAMPLE_BYTES`).
         document_bytes: the longest document (at least 4); ``None``: the size a text file's
             manifest was cut with (see :func:`~tokpack.corpus.sources.reading_cut`), else 1 MiB.
         batch_documents: documents encoded together (in parallel).
