@@ -1,4 +1,5 @@
-"""A corpus file's manifest: its name, hash, length and train/validation/test byte ranges.
+"""A corpus's manifest: a text file's name, hash, length and train/validation/test byte ranges, or
+the whole documents a folder's, JSON Lines' or Parquet's split holds out.
 
 A manifest belongs to one file: ``CORPUS.manifest.json`` beside it by default, or any path given
 as ``manifest=`` (``--manifest``), so a read-only data folder can be split too. The folder-wide
