@@ -40,7 +40,7 @@ CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TO
 
 
 def prepare_command(
-    corpus: Path = typer.Argument(..., help="A UTF-8 text file (its manifest, CORPUS.manifest.json beside it or --manifest, sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
+    corpus: Path = typer.Argument(..., help="A UTF-8 text file (its manifest, CORPUS.manifest.json beside it or --manifest, sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet; a text file, JSON Lines or a folder's file compressed with gzip, zstd, bz2 or xz is read as its text."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
     vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default); fewer reachable is an error naming the count. Not with --vocab."),
