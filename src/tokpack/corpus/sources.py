@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -209,12 +209,8 @@ class DocumentSource:
         counts its size; scaled to the text where that size is an estimate), cut back to whole
         lines where the span begins or ends inside the unit (to whole characters in a line longer
         than the span). Every document of the unit, joined, is its text."""
-        data = "".join(piece.text for piece in self.pieces(unit, unit + 1)).encode("utf-8")
-        size = int(self.unit_bytes(unit, unit + 1)[0])
-        if size != len(data):
-            start, stop = start * len(data) // max(size, 1), (len(data) if stop >= size else stop * len(data) // max(size, 1))
-        low, high = _line_span(data[start:stop], head=start == 0, tail=stop >= len(data))
-        return data[start + low : start + high].decode("utf-8")
+        text = "".join(piece.text for piece in self.pieces(unit, unit + 1))
+        return _span_of(text.encode("utf-8"), start, stop, int(self.unit_bytes(unit, unit + 1)[0]))
 
     def _skip(self, problem: str) -> None:
         self.skipped += 1
@@ -316,6 +312,19 @@ def describe_sample(n_bytes: int, range_bytes: int, n_documents: int, n_pieces: 
             f"{n_documents:,} document{plural}, spread evenly over the {'training ' if held_out else ''}range{kept}")
 
 
+def _span_of(data: bytes, start: int, stop: int, size: int) -> str:
+    """Bytes ``[start, stop)`` of a unit's text ``data`` whose size was estimated as ``size``
+    (scaled to the text when the estimate is off), cut back as :func:`_line_span` says.
+
+    >>> _span_of(b"ab\\ncd\\nef\\n", 0, 4, 9), _span_of(b"ab\\ncd\\nef\\n", 2, 4, 4)
+    ('ab\\n', 'ef\\n')
+    """
+    if size != len(data):
+        start, stop = start * len(data) // max(size, 1), (len(data) if stop >= size else stop * len(data) // max(size, 1))
+    low, high = _line_span(data[start:stop], head=start == 0, tail=stop >= len(data))
+    return data[start + low : start + high].decode("utf-8")
+
+
 def _line_span(data: bytes, *, head: bool, tail: bool) -> tuple[int, int]:
     """The part of ``data`` (a span of a document) that holds whole lines: from its start if
     ``head`` (the document's start) else past its first newline, to its end if ``tail`` else past
@@ -361,7 +370,8 @@ def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
 
     def picks(k: int) -> np.ndarray:
         points = (np.arange(k) + 0.5) * (total / k)
-        return np.unique(np.searchsorted(ends, points, side="right"))
+        found = np.searchsorted(ends, points, side="right")  # ascending: repeats sit together
+        return found[np.concatenate(([True], found[1:] != found[:-1]))] if len(found) else found
 
     low, high = 1, len(sizes)  # the largest k whose picks fit the budget
     while low < high:
@@ -460,6 +470,7 @@ class TextDirectory(DocumentSource):
         # (or the shard) that reaches it counts the skip, once.
         self.files, self._unreadable = self._listing()
         self._text_bytes: dict[int, int] = {}
+        self._sampling: tuple[int, FileBytes | None] | None = None  # the file a sample reads now
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
@@ -561,16 +572,30 @@ class TextDirectory(DocumentSource):
 
     def unit_text(self, unit: int, start: int, stop: int) -> str:
         index, begin, end = self._units[unit].tolist()
-        if index in self._unreadable or (data := self._open(self.files[index])) is None:
+        if index in self._unreadable or (data := self._sampled_file(index)) is None:
             return ""  # counted when the pack is written
-        try:
-            if self.on_error == "skip" and _invalid_utf8_offset(data) is not None:
-                return ""  # the pack leaves the whole file out, and so does the sample
-            low, high = begin + start, min(begin + stop, end)  # only the span is read
-            first, last = _line_span(data[low:high], head=low == begin, tail=high == end)
-            return _decode(data, low + first, low + last, data.where, self._utf8_fix)
-        finally:
+        low, high = begin + start, min(begin + stop, end)  # only the span is read
+        first, last = _line_span(data[low:high], head=low == begin, tail=high == end)
+        return _decode(data, low + first, low + last, data.where, self._utf8_fix)
+
+    def _sampled_file(self, index: int) -> FileBytes | None:
+        """File ``index``'s bytes for a sample's pieces, kept open for the next one (a sample reads
+        in file order); ``None`` when it cannot be read or, skipping bad files, is not UTF-8 (the
+        pack leaves it out whole, and so does the sample)."""
+        if self._sampling is not None and self._sampling[0] == index:
+            return self._sampling[1]
+        self.close()
+        data = self._open(self.files[index])
+        if data is not None and self.on_error == "skip" and _invalid_utf8_offset(data) is not None:
             data.close()
+            data = None
+        self._sampling = (index, data)
+        return data
+
+    def close(self) -> None:
+        if self._sampling is not None and self._sampling[1] is not None:
+            self._sampling[1].close()
+        self._sampling = None
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         chosen = self._units[first:last]
@@ -744,6 +769,8 @@ class ParquetTexts(DocumentSource):
             raise InputError(f"no column {text_field!r} (has {self._file.schema_arrow.names})", where=self.path)
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self._last_column: tuple[int, Any] | None = None
+        self._last_values: tuple[int, list[Any]] | None = None
         held_out = self._held_out(manifest)
         # Unit i is row _rows[i]: whole rows held out come after the training ones.
         self._rows = np.arange(self.n_units, dtype=np.int64) if held_out is None else self._ranges_of(held_out)
@@ -753,14 +780,49 @@ class ParquetTexts(DocumentSource):
         return int(self._group_starts[-1])
 
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
-        # Each row is estimated at its row group's mean (the text column's uncompressed size).
+        rows = self._rows[first:last]
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        return self._row_bytes[groups] if len(rows) else np.zeros(0, np.int64)
+
+    @cached_property
+    def _row_bytes(self) -> np.ndarray:
+        """Each row group's estimate of a row's bytes: its text column's uncompressed size over its rows."""
         column = self._file.schema_arrow.names.index(self.text_field)
         metadata = self._file.metadata
         per_row = [metadata.row_group(g).column(column).total_uncompressed_size / max(metadata.row_group(g).num_rows, 1)
                    for g in range(self._file.num_row_groups)]
-        rows = self._rows[first:last]
-        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
-        return np.maximum(np.asarray(per_row)[groups], 1).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
+        return np.maximum(np.asarray(per_row, dtype=np.float64), 1).astype(np.int64)
+
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        # One row's value, read from the group's cached column (pieces() would cut the row into documents).
+        row = int(self._rows[unit])
+        group = int(np.searchsorted(self._group_starts, row, side="right") - 1)
+        try:
+            if self._last_values is None or self._last_values[0] != group:
+                self._last_values = (group, self._column(group).to_pylist())  # one conversion a group
+            value = self._last_values[1][row - int(self._group_starts[group])]
+        except (OSError, ValueError):  # an unreadable group: the pass that encodes reports (or skips) it
+            return ""
+        try:
+            data = value if isinstance(value, bytes) else value.encode("utf-8") if isinstance(value, str) else None
+            if data is not None:
+                data.decode("utf-8")  # a row of invalid UTF-8 is the encoding pass's to report
+        except (UnicodeDecodeError, UnicodeEncodeError):
+            data = None
+        return "" if data is None else _span_of(data, start, stop, int(self._row_bytes[group]))
+
+    def _column(self, group: int) -> Any:
+        """Row group ``group``'s text column as bytes (decoded row by row by the caller, so invalid
+        UTF-8 is reported with its row); the last one read is kept, so a vocabulary sample's rows
+        of one group, asked for one at a time, read it once."""
+        import pyarrow as pa
+
+        if self._last_column is None or self._last_column[0] != group:
+            column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+            self._last_column = (group, column)
+        return self._last_column[1]
 
     def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
         import pyarrow as pa
@@ -794,11 +856,7 @@ class ParquetTexts(DocumentSource):
             wanted = rows[run]
             problem: str | None
             try:
-                column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
-                if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                    # Decoded here, row by row, so invalid UTF-8 is reported with its row.
-                    column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
-                values = column.take(pa.array(wanted - low)).to_pylist()
+                values = self._column(group).take(pa.array(wanted - low)).to_pylist()
             except (OSError, ValueError) as error:
                 problem = f"{self.path}: row group {group} (rows {low}-{high - 1}) unreadable ({str(error).splitlines()[0]})"
                 if self.on_error == "skip":
