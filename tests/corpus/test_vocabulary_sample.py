@@ -56,12 +56,13 @@ def test_a_sample_is_pieces_spread_over_the_range_s_bytes(uneven: Path) -> None:
         assert texts == list(source.training_sample(budget))  # deterministic
         english = b"".join(path.read_bytes() for path in sorted((uneven / "english").iterdir())).decode()
     sizes = [len(text.encode()) for text in texts]
-    assert sum(sizes) == sample.n_bytes <= budget and max(sizes) <= 2 * SAMPLE_PIECE_BYTES  # adjacent pieces join
+    assert sum(sizes) == sample.n_bytes <= budget
+    assert sample.n_pieces >= len(texts) and sample.n_bytes <= sample.n_pieces * SAMPLE_PIECE_BYTES  # adjacent ones join
     # Each stretch of the range is as likely to be drawn: the 1 MB of English (a fifth of the
     # range) gives about a fifth of the sample, not all of it, and many small files give the rest.
     from_english = sum(size for text, size in zip(texts, sizes) if text in english)
     assert 0.1 < from_english / sample.n_bytes < 0.35
-    assert sample.n_documents >= 100 and sample.n_pieces == len(texts)
+    assert sample.n_documents >= 100
     assert sample.describe() == (f"trained on {sample.n_bytes / 1e6:.1f} of {total / 1e6:.1f} MB ({sample.n_bytes / total:.0%}): "
                                  f"{sample.n_pieces:,} pieces of up to 4 KiB from {sample.n_documents:,} documents, spread "
                                  "evenly over the range")

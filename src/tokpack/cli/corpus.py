@@ -445,9 +445,9 @@ def _summary(prepared: TokenizedCorpus) -> None:
         stdout().print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
 
 
-#: CPU seconds the exact trainer takes per GB of mixed text, sample reading included
-#: (bench/bench_vocab_sample.py: 37.7 s for 783 MB); what a bigger sample would cost is said with it.
-TRAINING_CPU_SECONDS_PER_GB = 48
+#: CPU seconds the exact trainer takes per GB of mixed text, its reading included
+#: (bench/bench_vocab_sample.py: 40.1 s for 783 MB); what a bigger sample would cost is said with it.
+TRAINING_CPU_SECONDS_PER_GB = 51
 
 
 def sample_cost(sampled: tuple[int, int] | None) -> str | None:
@@ -455,7 +455,7 @@ def sample_cost(sampled: tuple[int, int] | None) -> str | None:
     it; ``None`` otherwise.
 
     >>> sample_cost((500_000_000, 5_000_000_000))
-    'not trained on 4,500.0 MB of the training range: --vocab-sample-bytes 5000000000 trains on all of it, about 216 CPU s more (BENCHMARKS.md: the vocabulary sample)'
+    'not trained on 4,500.0 MB of the training range: --vocab-sample-bytes 5000000000 trains on all of it, about 230 CPU s more (BENCHMARKS.md: the vocabulary sample)'
     >>> sample_cost((500, 600)) is None
     True
     """

@@ -241,8 +241,8 @@ class DocumentSource:
 class TrainingSample:
     """The text a vocabulary is trained on (see :meth:`DocumentSource.training_sample`): every
     document of ``units`` (``spans`` ``None``), or the byte span ``spans[i]`` of unit ``units[i]``.
-    An iterable of texts that counts what it gave (``n_documents``, ``n_pieces``, ``n_bytes``)
-    once iterated."""
+    An iterable of texts (pieces that follow each other in a document come as one text) that counts
+    what it gave (``n_documents``, ``n_pieces``, ``n_bytes``) once iterated."""
 
     def __init__(self, source: DocumentSource, units: np.ndarray, spans: np.ndarray | None, limit_bytes: int, *,
                  range_bytes: int, piece_bytes: int = SAMPLE_PIECE_BYTES) -> None:
@@ -253,25 +253,25 @@ class TrainingSample:
 
     def __iter__(self) -> Iterator[str]:
         self.n_documents = self.n_pieces = self.n_bytes = 0
-        for text, n_bytes, new_document in self._texts():
+        for text, n_bytes, new_document, pieces in self._texts():
             left = self.limit_bytes - self.n_bytes
             if left <= 0:
                 return
             if n_bytes > left:  # only when one document is larger than the whole sample
                 text = text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
             self.n_documents += new_document
-            self.n_pieces += 1
+            self.n_pieces += pieces
             self.n_bytes += min(n_bytes, left)
             yield text
 
-    def _texts(self) -> Iterator[tuple[str, int, bool]]:
-        """``(text, its bytes, whether it starts another document)`` in input order."""
+    def _texts(self) -> Iterator[tuple[str, int, bool, int]]:
+        """``(text, its bytes, whether it starts another document, the pieces it joins)`` in input order."""
         if self.spans is None:
             # Consecutive chosen units are read as one run, so a source reads each stretch once.
             runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
             for run in runs:
                 for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
-                    yield piece.text, piece.n_bytes, True
+                    yield piece.text, piece.n_bytes, True, 1
             return
         # Pieces that follow each other in one unit are read as one span.
         joined = np.flatnonzero((np.diff(self.units) != 0) | (self.spans[1:, 0] != self.spans[:-1, 1])) + 1
@@ -281,7 +281,7 @@ class TrainingSample:
             unit = int(self.units[first])
             text = self.source.unit_text(unit, int(self.spans[first, 0]), int(self.spans[last, 1]))
             if text:
-                yield text, len(text.encode("utf-8")), unit != previous
+                yield text, len(text.encode("utf-8")), unit != previous, last - first + 1
                 previous = unit
 
     def describe(self) -> str:
