@@ -1062,16 +1062,19 @@ def _spelled_in(files: list[tuple[FileBytes | bytes, str]], tokens: list[str], c
     {'<|x|>': (3, 'f.txt: byte 1')}
     """
     found: dict[str, tuple[int, str]] = {}
+    markers = [token.encode("utf-8") for token in tokens]
+    reach = max((len(marker) for marker in markers), default=1) - 1
     for data, where in files:
-        for token in tokens:
-            marker = token.encode("utf-8")
-            count, first = 0, -1
-            for low in range(0, len(data), chunk):
+        counts, firsts = [0] * len(markers), [-1] * len(markers)
+        for low in range(0, len(data), chunk):  # each chunk read once, every token counted in it
+            window = data[low : min(low + chunk + reach, len(data))]
+            for index, marker in enumerate(markers):
                 # Occurrences that start in [low, low + chunk), whole: the window runs on past it.
-                window = data[low : min(low + chunk + len(marker) - 1, len(data))]
-                count += window.count(marker)
-                if first < 0 and (at := window.find(marker)) >= 0:
-                    first = low + at
+                end = chunk + len(marker) - 1
+                counts[index] += window.count(marker, 0, end)
+                if firsts[index] < 0 and (at := window.find(marker, 0, end)) >= 0:
+                    firsts[index] = low + at
+        for token, count, first in zip(tokens, counts, firsts):
             if count:
                 place = located(where, "", byte=first).removesuffix(": ")
                 found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, place)
