@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from tokpack import prepare
 from tokpack.cli import app
 from tokpack.errors import InputError
+from tokpack.store.origins import read_origins
 
 from conftest import DATA
 
@@ -50,6 +51,10 @@ def test_a_compressed_text_file_gives_the_ids_of_its_text(suffix: str, text: byt
     # The same vocabulary is trained (the sample is the same text) and the same ids come out.
     assert got_vocabulary == vocabulary
     assert np.array_equal(got_tokens, tokens) and np.array_equal(got_starts, starts)
+    # Each document's origin names the compressed file and bytes of its text.
+    record, rows = read_origins(prepare(packed, cache_dir=tmp_path / "cache", vocab_size=300, document_bytes=2048).pack())  # type: ignore[misc]
+    assert record.files == [packed.name]
+    assert len(rows) == len(starts) and b"".join(text[start:end] for _, start, end in rows.tolist()) == text
 
 
 def test_compression_is_told_by_the_bytes_and_splits_cut_the_text(text: bytes, tmp_path: Path) -> None:

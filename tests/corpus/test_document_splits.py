@@ -17,6 +17,7 @@ from tokpack.cli import app
 from tokpack.corpus.manifest import held_out_ranges
 from tokpack.corpus.sources import open_corpus
 from tokpack.errors import InputError
+from tokpack.store.origins import read_origins
 
 from conftest import DATA
 
@@ -92,6 +93,32 @@ def test_json_lines_and_parquet_hold_out_whole_records_and_rows(lines: list[str]
     kinds = held_out_ranges(300, 0.2, 0.0)
     assert decoded == [line for line, kind in zip(lines[:300], kinds) if kind == 0] + \
         [line for line, kind in zip(lines[:300], kinds) if kind == 1]
+
+
+@pytest.mark.parametrize("kind", ["folder", "jsonl", "parquet"])
+def test_every_document_of_a_split_corpus_names_the_bytes_it_came_from(kind: str, lines: list[str], tmp_path: Path) -> None:
+    # Held-out units move after the training ones in the pack; their origins still name them.
+    texts = [f"record {index}: {line}" for index, line in enumerate(lines[:120])]
+    if kind == "folder":
+        corpus = _folder(tmp_path, lines)
+    elif kind == "jsonl":
+        corpus = tmp_path / "r.jsonl"
+        corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    else:
+        corpus = tmp_path / "rows.parquet"
+        pq.write_table(pa.table({"text": texts}), corpus, row_group_size=32)
+    prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=300, validation=0.1, test=0.1, document_bytes=96)
+    pack, tokenizer = prepared.pack(), prepared.tokenizer()
+    record, rows = read_origins(pack)  # type: ignore[misc]
+    starts = np.append(np.asarray(pack.starts), pack.n_tokens)
+    assert record.kind == ("bytes" if kind == "folder" else "records") and len(rows) == pack.n_docs
+    for document, (unit, start, end) in enumerate(np.asarray(rows).tolist()):
+        if kind == "folder":
+            source = (tmp_path / record.files[unit]).read_bytes()
+        else:
+            source = texts[unit].encode("utf-8")
+        ids = np.asarray(pack.tokens[starts[document] : starts[document + 1]]).tolist()
+        assert tokenizer.decode_bytes(ids) == source[start:end], (document, unit)
 
 
 def test_an_edited_corpus_or_another_split_is_refused_with_the_fix(lines: list[str], tmp_path: Path) -> None:
