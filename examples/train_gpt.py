@@ -443,17 +443,32 @@ def learning_rate(args: argparse.Namespace, batches: PackedBatches, step: int) -
     return args.lr
 
 
+#: Seconds between two progress lines of an evaluation (rank 0 prints them).
+EVAL_PROGRESS_SECONDS = 10.0
+
+
 def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
     """The mean loss over the validation range: every id a target exactly once across all ranks
     (the last rows are padding, never repeats). Under ``--document-mask`` the model sees the
-    same document boundaries as in training (block-causal attention, restarting positions)."""
+    same document boundaries as in training (block-causal attention, restarting positions).
+    A long one says how far it got every ``EVAL_PROGRESS_SECONDS``, with the time left."""
     evaluation = EvalBatches(args.data, length=args.length, batch_size=args.global_batch // ranks.world_size,
                              rank=ranks.rank, world_size=ranks.world_size,
                              position_ids=args.document_mask, document_ids=args.document_mask)
+    total = len(evaluation)
+    if ranks.main:
+        print(f"validation: {evaluation.layout.n_rows:,} rows of {args.length} ids in {total:,} steps", flush=True)
+    started = said = time.perf_counter()
     model.eval()
     loss_sum = targets = 0.0
     with torch.no_grad():
-        for batch in evaluation:
+        for done, batch in enumerate(evaluation, start=1):
+            now = time.perf_counter()
+            if ranks.main and done > 1 and now - said >= EVAL_PROGRESS_SECONDS:
+                left = (now - started) / (done - 1) * (total - done + 1)
+                print(f"validation: {done - 1:,} of {total:,} steps ({(done - 1) / total:.0%}), about {left:,.0f} s left",
+                      flush=True)
+                said = now
             tensors = {key: torch.from_numpy(batch[key]).to(ranks.device)
                        for key in ("input_ids", "labels", "position_ids", "document_ids") if key in batch}
             labels = tensors["labels"]

@@ -35,15 +35,15 @@ def test_the_vocabulary_sample_is_spread_over_the_whole_training_range(tmp_path:
         texts = list(sample)
         again = list(source.training_sample(total // 3))
     assert texts == again  # deterministic
-    assert 0 < sample.n_bytes <= total // 3 and sample.n_documents == len(texts) >= 8
+    assert 0 < sample.n_bytes <= total // 3 and sample.n_pieces == len(texts) >= 8
     # A sample from the first bytes would be Polish only: the spread one has both scripts.
     assert any("ż" in text or "ł" in text for text in texts) and any("ы" in text for text in texts)
-    assert sample.describe().endswith("documents spread over the range")
+    assert sample.describe().endswith("documents, spread evenly over the range")
 
     prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=400, vocab_sample_bytes=total // 3)
     ids = prepared.tokenizer().encode("ы и ж")
     assert len(ids) < len("ы и ж".encode())  # Cyrillic made it into the merges
-    assert prepared.vocabulary_sample is not None and "spread over the range" in prepared.vocabulary_sample
+    assert prepared.vocabulary_sample is not None and "spread evenly over the range" in prepared.vocabulary_sample
 
 
 def test_prepare_prints_what_the_vocabulary_was_trained_on(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_prepare_prints_what_the_vocabulary_was_trained_on(tmp_path: Path) -> No
     result = runner.invoke(app, ["prepare", str(corpus), "--cache-dir", str(tmp_path / "c"), "--vocab-size", "300",
                                  "--vocab-sample-bytes", "20000"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "documents spread over the range" in result.output and "trained on 0.0 of 0.1 MB" in result.output
+    assert "documents, spread evenly over the range" in result.output and "trained on 0.0 of 0.1 MB (" in result.output
 
 
 def test_prepare_cuts_validation_and_test_itself_on_document_boundaries(tmp_path: Path) -> None:

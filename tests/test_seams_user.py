@@ -4,6 +4,7 @@ is refused, exports carry their vocabulary, and flags are named as typed."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,11 @@ def test_help_and_refusals_name_the_flags(eot_corpus: Path, byte_vocab: Path, tm
     assert "pack folder" in prepare_help.split("--vocab ", 1)[1].split(" --", 1)[0]
     code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "1.5")
     assert code == 2 and "--validation 1.5" in output and "up to, not including, 1" in output, output
-    code, output = _run("prepare", DATA / "polish" / "narrative", "--vocab", byte_vocab, "--validation", "0.1")
-    assert code == 2 and "folder of their own" in output, output
+    # A folder takes --validation too (whole files held out), its split written beside it, not refused.
+    folder = tmp_path / "narrative"
+    shutil.copytree(DATA / "polish" / "narrative", folder)
+    code, output = _run("prepare", folder, "--vocab", byte_vocab, "--validation", "0.1", "--cache-dir", tmp_path / "c")
+    assert code == 0 and (tmp_path / "narrative.manifest.json").is_file(), output
     # A rank file with its vocabulary.json beside it records its pattern: --pattern is named.
     code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab.parent / "ranks.tiktoken", "--pattern", "polish",
                         "--cache-dir", tmp_path / "c")

@@ -9,6 +9,7 @@ gone; temporaries of other hosts are left alone.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
@@ -51,14 +52,33 @@ def publish(temporary: Path, destination: Path) -> None:
         os.close(descriptor)
 
 
+#: What ``errno`` says when a disk, or the user's quota on it, is full.
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk(error: BaseException | None, where: str | os.PathLike[str], fix: str = "free space on that disk, or write to another one"
+              ) -> InputError | None:
+    """The error to raise instead of ``error`` when it is a full disk's, naming ``where`` (a write
+    to a full disk fails with ``[Errno 28]`` and no path) and the fix; ``None`` for any other.
+
+    >>> print(full_disk(OSError(errno.ENOSPC, "No space left on device"), "cache/packs/x"))
+    cache/packs/x: no space left on its disk (No space left on device); free space on that disk, or write to another one
+    """
+    if isinstance(error, OSError) and error.errno in _FULL:
+        return InputError(f"no space left on its disk ({error.strerror})", where=where, fix=fix)
+    return None
+
+
 @contextmanager
 def building(destination: Path) -> Iterator[Path]:
     """Yield a temporary directory that becomes ``destination`` if the block succeeds."""
     temporary = temporary_sibling(destination)
     try:
         yield temporary
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(temporary, ignore_errors=True)
+        if (full := full_disk(error, destination)) is not None:
+            raise full from error
         raise
     publish(temporary, destination)
 
@@ -93,8 +113,10 @@ def write_atomically(path: Path, content: str | bytes) -> Path:
     try:
         partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as error:
         partial.unlink(missing_ok=True)
+        if (full := full_disk(error, path)) is not None:
+            raise full from error
         raise
     return path
 

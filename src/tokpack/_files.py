@@ -9,6 +9,7 @@ and compared after it was encoded tells whether the bytes encoded are the bytes 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Iterable
@@ -17,7 +18,10 @@ from typing import NamedTuple, overload
 
 from tokpack.errors import InputError
 
-__all__ = ["FileBytes", "Fingerprint", "fingerprint", "regular_file"]
+__all__ = ["FileBytes", "Fingerprint", "fingerprint", "open_bytes", "regular_file"]
+
+#: Bytes hashed per read.
+_HASH_CHUNK = 8 << 20
 
 
 def regular_file(path: Path, what: str = "input") -> os.stat_result:
@@ -95,11 +99,29 @@ class FileBytes:
         InputError: the file is shorter than when it was opened (truncated while being read).
     """
 
+    #: The compression the file's bytes were decompressed from (see :func:`open_bytes`), if any.
+    compression: str | None = None
+
     def __init__(self, path: Path) -> None:
         self.path, self._descriptor = Path(path), -1
         regular_file(self.path)
         self._descriptor = os.open(self.path, os.O_RDONLY)
         self._size = os.fstat(self._descriptor).st_size
+        self._sha256: str | None = None
+
+    @property
+    def where(self) -> str:
+        """How messages name these bytes: the file, and whether they are its decompressed text."""
+        return str(self.path) if self.compression is None else f"{self.path} (decompressed)"
+
+    def sha256(self) -> str:
+        """SHA-256 of the bytes (the decompressed ones, for a compressed file), read in chunks."""
+        if self._sha256 is None:
+            digest = hashlib.sha256()
+            for offset in range(0, self._size, _HASH_CHUNK):
+                digest.update(self._read(offset, min(_HASH_CHUNK, self._size - offset)))
+            self._sha256 = digest.hexdigest()
+        return self._sha256
 
     def __len__(self) -> int:
         return self._size
@@ -143,3 +165,43 @@ class FileBytes:
 
     def __del__(self) -> None:
         self.close()
+
+
+def open_bytes(path: Path) -> FileBytes:
+    """The bytes a corpus file holds: its own, or, for a file compressed with gzip, zstd, bz2 or
+    xz (told by its first bytes, whatever its name), the bytes it decompresses to, written once
+    to an unnamed temporary file (``$TMPDIR``; gone when closed) so they are read by offset like
+    any file's. Their SHA-256 is taken as they are written.
+
+    >>> import gzip, tempfile
+    >>> sample = Path(tempfile.mkdtemp()) / "x.txt.gz"
+    >>> _ = sample.write_bytes(gzip.compress(b"ab\\ncd"))
+    >>> data = open_bytes(sample)
+    >>> data.compression, len(data), data[0:5], data.where.endswith("x.txt.gz (decompressed)")
+    ('gzip', 5, b'ab\\ncd', True)
+
+    Raises:
+        InputError: not a regular file, or a damaged or truncated compressed one.
+    """
+    import tempfile
+
+    from tokpack._atomic import full_disk
+    from tokpack._compressed import decompress_into, file_compression
+
+    regular_file(path)
+    kind = file_compression(path)
+    if kind is None:
+        return FileBytes(path)
+    with tempfile.TemporaryFile() as copy:
+        try:
+            sha256, size = decompress_into(path, copy)
+        except OSError as error:
+            full = full_disk(error, tempfile.gettempdir(), fix=f"a compressed corpus is decompressed there to be read: set "
+                                                              f"TMPDIR to a folder on a disk with room for {path.name}'s text")
+            if full is None:
+                raise
+            raise full from error
+        data = FileBytes.__new__(FileBytes)
+        data.path, data._descriptor, data._size = Path(path), os.dup(copy.fileno()), size
+        data._sha256, data.compression = sha256, kind
+    return data

@@ -9,8 +9,9 @@ Messages name the place first, then what is wrong, then the fix where one is obv
     corpus.jsonl: byte 1234: no string field 'text' (fields: body, id); use --text-field body
     pack/tokens.npy: sha256 does not match meta.json; the pack was altered (delete it to rebuild)
 
-Every class below is also a :class:`ValueError`, because the seeds and the first releases
-promised ``ValueError`` for these failures and callers catch it:
+Every error class below is also a :class:`ValueError`, because the seeds and the first releases
+promised ``ValueError`` for these failures and callers catch it (the one warning,
+:class:`SpecialTokenInText`, is a :class:`UserWarning`):
 
 >>> issubclass(VocabularyMismatch, ValueError) and issubclass(InputError, TokpackError)
 True
@@ -26,6 +27,7 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "MissingExtra",
+    "SpecialTokenInText",
     "TokpackError",
     "VocabularyMismatch",
     "WorkerDied",
@@ -107,3 +109,16 @@ class WorkerDied(TokpackError, RuntimeError):
 
 class MissingExtra(TokpackError, ImportError):
     """A feature needs an optional dependency that is not installed; the message names the extra."""
+
+
+class SpecialTokenInText(UserWarning):
+    """The text spells a special token (``<|endoftext|>``) that no separator takes out: it is
+    encoded as the characters it is made of, not as the special token's id, and the documents
+    around it are one document. Issued by :func:`tokpack.prepare` with what was found."""
+
+    def __init__(self, token: str, count: int, first: str) -> None:
+        self.token, self.count, self.first = token, count, first
+        times = "once" if count == 1 else f"{count:,} times"
+        super().__init__(f"{first}: the text spells the special token {token!r} {times} (the first here) and no "
+                         "separator takes it out, so it is encoded as its characters and documents run across it; "
+                         f"if it ends documents, prepare again with separator={token!r}")

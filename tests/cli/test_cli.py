@@ -27,10 +27,14 @@ def assert_one_line_error(code: int, stderr: str, *fragments: str) -> None:
 
 
 def test_demo_prepares_the_sample_and_shows_a_batch(tmp_path: Path) -> None:
-    code, out, _ = run("demo", "--cache-dir", str(tmp_path))
+    result = runner.invoke(app, ["demo", "--cache-dir", str(tmp_path)], env={"COLUMNS": "250"})  # table cells on one line
+    code, out = result.exit_code, result.stdout
     assert code == 0
     assert "characters per token" in out and "First batch" in out and "n_vocab" in out
     assert "2,048" in out  # --vocab-size counts ids: 2,047 trained ranks and <|endoftext|>
+    # The sample holds a validation range: the vocabulary saw the training range, and says so.
+    assert "trained on all 0.3 MB of the training range, 34 documents (validation held out)" in out
+    assert "trained on all 0.3 MB," not in out
 
 
 def test_prepare_then_inspect_verify(tmp_path: Path) -> None:

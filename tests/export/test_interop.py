@@ -298,6 +298,7 @@ def test_every_import_round_trips_to_byte_identical_arrays(pack: Pack, tmp_path:
     meta = import_pack(out, tmp_path / "pack")
     assert same_arrays(pack.path, tmp_path / "pack")
     assert meta.ranges == pack.meta.ranges and meta.pad_id == pack.meta.pad_id and meta.vocabulary == pack.vocabulary
+    assert meta.counts == pack.meta.counts and "characters" in meta.counts  # characters per token still known
 
 
 def test_a_sharded_dataset_exports_as_its_stream(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -126,8 +126,13 @@ def test_corpus_must_match_its_manifest(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="SHA-256 .* differs from"):
         prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)
     corpus.write_bytes(b"hello world!\n")
-    with pytest.raises(ValueError, match="13 bytes, but"):
+    with pytest.raises(ValueError, match="13 bytes, but") as caught:
         prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)
+    # An edited corpus gets the fix: restore it, or cut it again knowing the held-out ranges move.
+    manifest = tmp_path / "c" / "corpus.txt.manifest.json"
+    assert str(caught.value) == (f"{corpus}: 13 bytes, but {manifest} says 12: it changed since it was split; restore "
+                                 f"corpus.txt as it was when split, or delete {manifest} to cut it again (the held-out "
+                                 "ranges move, so evaluate anew)")
     write_corpus(tmp_path / "d", b"hello world\n", {"train": [0, 5], "test": [6, 12]})
     with pytest.raises(ValueError, match="gap or overlaps"):
         prepare(tmp_path / "d" / "corpus.txt", cache_dir=tmp_path / "cache", vocab_size=257)

@@ -228,7 +228,7 @@ def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list
     if not retrain and cfg.bpe_file.is_file():
         return BpeEncoder.load(cfg.bpe_file)
     if status is not None:
-        status(f"training a {cfg.bpe_vocab_size}-id BPE on the first {cfg.bpe_train_games:,} games of {source}")
+        status(f"training a {cfg.bpe_vocab_size}-id BPE on {_first_games(source, cfg.bpe_train_games)} of {source}")
     bpe = train_bpe_from_parquet(source, cfg.bpe_vocab_size, cfg.bpe_train_games)
     reached = bpe.vocab_size()
     if reached < cfg.bpe_vocab_size and not cfg.bpe_allow_smaller_vocab:  # as the text trainers refuse it
@@ -242,12 +242,21 @@ def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list
     return bpe
 
 
+def _first_games(table: Path, wanted: int) -> str:
+    """How many of a month's games a step reads, as a status line says it: ``the first 2,000
+    games``, or ``all 1,600 games`` of a month that holds fewer (told by its row count)."""
+    import pyarrow.parquet as pq
+
+    held = pq.ParquetFile(table).metadata.num_rows
+    return f"the first {wanted:,} games" if held > wanted else f"all {held:,} game{'s' if held != 1 else ''}"
+
+
 def _stats(cfg: ChessPipelineConfig, source: Path, bpe: BpeEncoder | None, status: Callable[[str], None] | None) -> ChessStats:
     from tokpack._schema import write_record
     from tokpack.chess.stats import compute_stats
 
     if status is not None:
-        status(f"encoding the first {cfg.stats_games:,} games of {source} with every scheme")
+        status(f"encoding {_first_games(source, cfg.stats_games)} of {source} with every scheme")
     stats = compute_stats(source, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)],
                           cfg.stats_games, cfg.max_len)
     path = cfg.out_dir / "stats.json"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import Field, ValidationError
@@ -73,12 +74,34 @@ FACTORIES: dict[str, Callable[[BpeEncoder | None, PositionSampling | None], Game
 SCHEMES = tuple(FACTORIES)
 
 
-def make_encoder(scheme: str, bpe: BpeEncoder | None = None, sampling: PositionSampling | None = None) -> GameEncoder:
-    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in, and the
-    position scheme takes its sampling (default: every position).
+def _trained_bpe(bpe: BpeEncoder | str | os.PathLike[str] | None) -> BpeEncoder | None:
+    """The trained BPE ``make_encoder`` was given: itself, or the one its ``tokenizer.json`` path holds.
 
     Raises:
-        InputError: an unknown scheme, ``"bpe"`` without a BPE, or sampling for another scheme.
+        InputError: anything else (refused here, not at the first game it would encode).
+    """
+    if bpe is None:
+        return None
+    from tokpack.chess.bpe import BpeEncoder  # only when a BPE is given: uci and san never import tokenizers
+
+    if isinstance(bpe, (str, os.PathLike)):
+        return BpeEncoder.load(Path(bpe))
+    if isinstance(bpe, BpeEncoder):
+        return bpe
+    raise InputError(f"bpe must be a trained BpeEncoder or the path of its tokenizer.json, got {type(bpe).__name__}",
+                     fix="pass the path (e.g. bpe='games/bpe/tokenizer.json') or BpeEncoder.load(path)")
+
+
+def make_encoder(scheme: str, bpe: BpeEncoder | str | os.PathLike[str] | None = None,
+                 sampling: PositionSampling | None = None) -> GameEncoder:
+    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in (a
+    :class:`~tokpack.chess.bpe.BpeEncoder`, or the path of the ``tokenizer.json`` it was saved
+    to), and the position scheme takes its sampling (default: every position).
+
+    Raises:
+        InputError: an unknown scheme, ``"bpe"`` without a BPE, a ``bpe`` that is neither (a
+            path is read at once: a missing or invalid file is named here), or sampling for
+            another scheme.
 
     >>> make_encoder("uci").vocab_size()
     2030
@@ -88,7 +111,7 @@ def make_encoder(scheme: str, bpe: BpeEncoder | None = None, sampling: PositionS
         raise InputError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
     if sampling is not None and scheme != "position":
         raise InputError(f"the {scheme} scheme keeps whole games; only the position scheme samples positions")
-    return factory(bpe, sampling)
+    return factory(_trained_bpe(bpe), sampling)
 
 
 class ChessEncoderSpec(Record):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -38,13 +40,13 @@ CacheOption = typer.Option(None, "--cache-dir", help="Cache folder (default: $TO
 
 
 def prepare_command(
-    corpus: Path = typer.Argument(..., help="A UTF-8 text file (its manifest, CORPUS.manifest.json beside it or --manifest, sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet."),
+    corpus: Path = typer.Argument(..., help="A UTF-8 text file (its manifest, CORPUS.manifest.json beside it or --manifest, sets the splits), a folder of text files, JSON Lines (.jsonl) or parquet; a text file, JSON Lines or a folder's file compressed with gzip, zstd, bz2 or xz is read as its text."),
     vocab: Optional[Path] = VocabOption,
     cache_dir: Optional[Path] = CacheOption,
     vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="Ids of the vocabulary to train, <|endoftext|> included (GPT-2's 50,257 by default); fewer reachable is an error naming the count. Not with --vocab."),
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
     min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
-    vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="At most this many bytes of whole documents, spread evenly over the training range, train the vocabulary (default 10,000,000). Not with --vocab."),
+    vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="The most text the vocabulary is trained on: the whole training range up to this, else this much in pieces of up to 4 KiB spread evenly over it (default 500,000,000). Not with --vocab."),
     document_bytes: Optional[int] = typer.Option(None, "--document-bytes", min=4, help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character). Default: the size a text file's manifest was cut with, else 1048576."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
@@ -53,9 +55,9 @@ def prepare_command(
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Where to write: the pack's folder (default: under the cache), or the sharded dataset's folder with --shards (a rerun resumes it; a URL such as s3://… is made locally, verified, uploaded, dataset.json last)."),
-    validation: float = typer.Option(0.0, "--validation", help="Hold out this share of a text file's bytes as validation (written to its manifest, CORPUS.manifest.json beside it or --manifest, cut on document boundaries)."),
-    test: float = typer.Option(0.0, "--test", help="Hold out this share of a text file's bytes as test (after validation)."),
-    manifest: Optional[Path] = typer.Option(None, "--manifest", help="The text file's manifest (its splits), read and, with --validation/--test, written here instead of CORPUS.manifest.json beside it: for a folder you cannot write."),
+    validation: float = typer.Option(0.0, "--validation", help="Hold out this share as validation, written to the corpus's manifest (CORPUS.manifest.json beside it, or --manifest): a text file's last bytes, cut on document boundaries; a folder's files, JSON Lines' records or Parquet's rows, whole ones spread evenly over it."),
+    test: float = typer.Option(0.0, "--test", help="Hold out this share as test, as --validation does (a text file's: after validation)."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="The corpus's manifest (its splits), read and, with --validation/--test, written here instead of CORPUS.manifest.json beside it: for a folder you cannot write."),
     separator: Optional[str] = typer.Option(None, "--separator", help="Text that ends a document and appears in none, e.g. '<|endoftext|>' or $'\\n\\n' (a blank line); longer documents are still cut at --document-bytes."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (for scripts) instead of a table."),
     engine: EngineName = typer.Option(EngineName.local, "--engine", help="Who runs the shards: local processes, ray, or array (write the job for a scheduler's job array)."),
@@ -92,13 +94,14 @@ def prepare_command(
     document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
                                             manifest=manifest)
     if shards is not None:
-        _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
-                         workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
-                         storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
-                         validation=validation, test=test, as_json=as_json)
+        with _special_tokens_said():
+            _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
+                             workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
+                             storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
+                             validation=validation, test=test, as_json=as_json)
         _note_added_tokens(vocab)
         return
-    with prepare_progress() as progress:
+    with prepare_progress() as progress, _special_tokens_said():
         prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
                            allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
                            **({} if min_frequency is None else {"min_frequency": min_frequency}),
@@ -181,6 +184,31 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest:
                            f"--{name}", soft_wrap=True, highlight=False, markup=False)
 
 
+@contextlib.contextmanager
+def _special_tokens_said() -> Iterator[None]:
+    """Say on stderr, in the command line's words, every special token the corpus's text spells
+    without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
+    done; other warnings pass on as they came."""
+    from tokpack.corpus.manifest import separator_flag
+    from tokpack.errors import SpecialTokenInText
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SpecialTokenInText)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if not isinstance(warning.message, SpecialTokenInText):
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+                    continue
+                found = warning.message
+                times = "once" if found.count == 1 else f"{found.count:,} times"
+                stderr().print(f"warning: {found.first}: the text spells the special token {found.token!r} {times} (the "
+                               "first here) and no --separator takes it out, so it is encoded as its characters and "
+                               f"documents run across it; if it ends documents, prepare again with "
+                               f"{separator_flag(found.token)}", soft_wrap=True, highlight=False, markup=False)
+
+
 def _note_added_tokens(vocab: Optional[Path]) -> None:
     """Say on stderr (stdout may be JSON) that a ``tokenizer.json``'s added tokens are encoded
     literally: Hugging Face reads them from text unless told not to, so its ids differ there."""
@@ -210,8 +238,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
                      manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
-    from tokpack.corpus.manifest import split_manifest
-    from tokpack.corpus.sources import check_separator, format_of
+    from tokpack.corpus.sources import check_separator, hold_out
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
@@ -227,10 +254,8 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
-        if format_of(corpus) != "text":
-            raise InputError("--validation and --test cut one text file", where=corpus, fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
-        split_manifest(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                       manifest=manifest)
+        hold_out(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                 manifest=manifest, text_field=text_field, on_error=on_error)  # type: ignore[arg-type]
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
         raise InputError("--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
@@ -409,6 +434,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
                   else f"tiktoken: {tokenizer.fallback_reason}")
     if prepared.vocabulary_sample:
         table.add_row("vocabulary sample", prepared.vocabulary_sample)
+        if (cost := sample_cost(prepared.vocabulary_sample_bytes)) is not None:
+            table.add_row("the rest", cost)
     if characters is not None and meta.n_tokens:
         table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
     if meta.counts.get("skipped"):
@@ -420,6 +447,28 @@ def _summary(prepared: TokenizedCorpus) -> None:
     carried = _carried_vocabulary_dir(prepared.tokens_dir)
     if carried is not None:
         stdout().print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
+
+
+#: CPU seconds the exact trainer takes per GB of mixed text, its reading included
+#: (bench/bench_vocab_sample.py: 40.1 s for 783 MB); what a bigger sample would cost is said with it.
+TRAINING_CPU_SECONDS_PER_GB = 51
+
+
+def sample_cost(sampled: tuple[int, int] | None) -> str | None:
+    """What training on the whole range would cost, for a vocabulary trained on less than half of
+    it; ``None`` otherwise.
+
+    >>> sample_cost((500_000_000, 5_000_000_000))
+    'not trained on 4,500.0 MB of the training range: --vocab-sample-bytes 5000000000 trains on all of it, about 230 CPU s more (BENCHMARKS.md: the vocabulary sample)'
+    >>> sample_cost((500, 600)) is None
+    True
+    """
+    if sampled is None or sampled[0] * 2 >= sampled[1]:
+        return None
+    used, whole = sampled
+    more = (whole - used) / 1e9 * TRAINING_CPU_SECONDS_PER_GB
+    return (f"not trained on {(whole - used) / 1e6:,.1f} MB of the training range: --vocab-sample-bytes {whole} trains on "
+            f"all of it, about {more:,.0f} CPU s more (BENCHMARKS.md: the vocabulary sample)")
 
 
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
@@ -436,6 +485,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
         "counts": dict(meta.counts),
         "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
         "vocabulary_sample": prepared.vocabulary_sample,
+        "vocabulary_sample_cost": sample_cost(prepared.vocabulary_sample_bytes),
         "encoder": prepared.tokenizer().encoder_report(),
     }
 

@@ -15,11 +15,14 @@ def report_command(
     block: int = typer.Option(1024, "--block", help="Window length for the length histogram and the padding comparison."),
     data: Path | None = typer.Option(None, "--data", help="With a tokenizer: the folder of domain subfolders to grade it on."),
     baseline: list[Path] = typer.Option([], "--baseline", help="With a tokenizer: another grade JSON (tokpack tokenizer grade --json) to compare with; repeatable."),
+    min_global: float | None = typer.Option(None, "--min-global", help="With a tokenizer and --data: your target, the least characters per token over all text (none by default; a tokenizer made by the Polish recipe is held to that recipe's)."),
+    min_domain: float | None = typer.Option(None, "--min-domain", help="With a tokenizer and --data: your target, the least characters per token in every domain."),
 ) -> None:
     """Write an HTML report of TARGET with plots: what it is, whether it verifies, what it holds."""
     from tokpack.report import report_for
 
-    _write_page(output, report_for(target, block=block, data=data, baselines=baseline), "report")
+    _write_page(output, report_for(target, block=block, data=data, baselines=baseline, min_global=min_global,
+                                   min_domain=min_domain), "report")
 
 
 def explore_command(

@@ -1,4 +1,5 @@
-"""A corpus file's manifest: its name, hash, length and train/validation/test byte ranges.
+"""A corpus's manifest: a text file's name, hash, length and train/validation/test byte ranges, or
+the whole documents a folder's, JSON Lines' or Parquet's split holds out.
 
 A manifest belongs to one file: ``CORPUS.manifest.json`` beside it by default, or any path given
 as ``manifest=`` (``--manifest``), so a read-only data folder can be split too. The folder-wide
@@ -12,7 +13,7 @@ import hashlib
 import json
 import shlex
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
@@ -20,6 +21,9 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.errors import InputError
+
+if TYPE_CHECKING:
+    from tokpack._files import FileBytes
 
 #: The folder-wide manifest older releases wrote beside a corpus (read for the file it names).
 MANIFEST_FILE = "manifest.json"
@@ -152,10 +156,10 @@ def _schema_of(path: Path) -> object:
     return document.get("schema") if isinstance(document, dict) else None
 
 
-def _separator_flag(separator: str | None) -> str:
+def separator_flag(separator: str | None) -> str:
     """How to ask for ``separator`` on a shell's command line.
 
-    >>> _separator_flag("<|endoftext|>"), _separator_flag("\\n\\n"), _separator_flag(None)
+    >>> separator_flag("<|endoftext|>"), separator_flag("\\n\\n"), separator_flag(None)
     ("--separator '<|endoftext|>'", "--separator $'\\\\n\\\\n'", 'no --separator')
     """
     if separator is None:
@@ -170,7 +174,7 @@ def cut_differences(rule: SplitRule, *, document_bytes: int | None, separator: s
     no particular size)."""
     differences = []
     if rule.separator != separator:
-        differences.append((_separator_flag(rule.separator), _separator_flag(separator)))
+        differences.append((separator_flag(rule.separator), separator_flag(separator)))
     if document_bytes is not None and rule.document_bytes != document_bytes:
         differences.append((f"--document-bytes {rule.document_bytes}", f"--document-bytes {document_bytes}"))
     return differences
@@ -213,7 +217,7 @@ def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
 
 
 def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None,
-                    document_bytes: int | None = None) -> CorpusManifest:
+                    document_bytes: int | None = None, data: FileBytes | None = None) -> CorpusManifest:
     """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file; or
     all-training when none applies.
 
@@ -223,6 +227,8 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
         manifest: a manifest elsewhere than beside the file.
         separator: the document separator, which no range boundary may cut in two.
         document_bytes: the document size asked for.
+        data: the file's bytes, already open (a compressed file's decompressed text, which its
+            ranges cut); by default the file itself.
 
     Raises:
         InputError: the manifest is malformed, or its hash or length differs from the file, or a
@@ -230,22 +236,28 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
             separator or document size than the one asked for (its documents would differ from
             the ones it was split on: it is refused, never recut, so a held-out range never moves).
     """
-    n_bytes = corpus.stat().st_size
+    n_bytes = corpus.stat().st_size if data is None else len(data)
     found = find_manifest(corpus, sha256, manifest)
     if found is None:
         return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
     path, manifest_record = found
+    # The ranges were cut on the file as it was: they never move silently with an edit.
+    edited = (f"restore {corpus.name} as it was when split, or delete {path} to cut it again (the held-out "
+              "ranges move, so evaluate anew)")
     if manifest_record.n_bytes != n_bytes:
-        raise InputError(f"{n_bytes} bytes, but {path} says {manifest_record.n_bytes}", where=corpus)
+        raise InputError(f"{n_bytes:,} bytes, but {path} says {manifest_record.n_bytes:,}: it changed since it was split",
+                         where=corpus, fix=edited)
     if manifest_record.sha256 != sha256:
-        raise InputError(f"SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…)", where=corpus)
+        raise InputError(f"SHA-256 {sha256[:16]}… differs from {path} ({manifest_record.sha256[:16]}…): it changed "
+                         "since it was split", where=corpus, fix=edited)
     if manifest_record.made_by is not None and (differences := cut_differences(
             manifest_record.made_by, document_bytes=document_bytes, separator=separator)):
         raise _cut_mismatch(path, differences)
-    from tokpack._files import FileBytes
+    from tokpack._files import open_bytes
     from tokpack.corpus.documents import inside_separator
 
-    data = FileBytes(corpus)  # a boundary inside a character would be blamed on the corpus
+    opened = data is None
+    data = open_bytes(corpus) if data is None else data  # a boundary inside a character would be blamed on the corpus
     try:
         for name, start, _ in manifest_record.ordered_ranges():
             if 0 < start < n_bytes and data[start] & 0xC0 == 0x80:
@@ -255,7 +267,8 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
                 raise InputError(f"range {name!r} starts at byte {start}, inside the separator {separator!r}", where=path,
                                  fix="move the boundary before or after the separator")
     finally:
-        data.close()
+        if opened:
+            data.close()
     return manifest_record
 
 
@@ -284,7 +297,13 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
     rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes, separator=separator)  # checks the ranges
     if validation + test >= 1 or validation + test <= 0:
         raise InputError(f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
-    data = corpus.read_bytes()
+    from tokpack._files import open_bytes
+
+    opened = open_bytes(corpus)  # a compressed file is split as its decompressed text
+    try:
+        data = opened[0 : len(opened)]
+    finally:
+        opened.close()
     marker = separator.encode("utf-8") if separator else None
     # A boundary may fall at any document's start or end (with a separator, on either side of it).
     bounds = np.fromiter((offset for span in cut_documents(data, 0, len(data), document_bytes, marker) for offset in span), np.int64)
@@ -325,3 +344,98 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
         raise InputError(f"cannot write the split ({error.strerror or error})", where=path,
                          fix="give --manifest PATH (manifest= in Python) in a folder you can write") from None
     return made
+
+
+DOCUMENTS_SCHEMA = "tokpack.corpus.documents.v1"
+
+
+class HeldOutShares(Record):
+    """The shares of documents ``prepare(validation=, test=)`` held out of a folder, JSON Lines or Parquet corpus."""
+
+    validation: float = Field(ge=0, lt=1)
+    test: float = Field(ge=0, lt=1)
+#: Shares are held out exactly to this many parts (nine decimal places), in integer arithmetic.
+_SHARE_SCALE = 10**9
+
+
+class DocumentSplit(Record):
+    """Which whole documents of a folder, JSON Lines or Parquet corpus are held out: its files,
+    records (lines) or rows, chosen by :func:`held_out_ranges` from the shares in ``made_by``.
+
+    Written beside the corpus (``FOLDER.manifest.json``, ``FILE.jsonl.manifest.json``) or where
+    ``manifest=`` says; checked against the corpus (its hash and unit count) whenever it is read,
+    so an edited corpus never moves its held-out documents silently.
+    """
+
+    schema_: Literal["tokpack.corpus.documents.v1"] = Field(default="tokpack.corpus.documents.v1", alias="schema")
+    file: str = Field(description="the name of the folder or file this split belongs to")
+    format: Literal["directory", "jsonl", "parquet"]
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="the corpus's hash, as its pack's source records it")
+    units: int = Field(ge=0, description="files (a folder), lines (JSON Lines) or rows (Parquet) the rule ran over")
+    counts: dict[SplitName, int] = Field(description="how many of them each range holds")
+    made_by: HeldOutShares
+
+    def ranges(self) -> np.ndarray:
+        """The range of every unit: 0 train, 1 validation, 2 test (see :func:`held_out_ranges`)."""
+        return held_out_ranges(self.units, self.made_by.validation, self.made_by.test)
+
+
+def held_out_ranges(n_units: int, validation: float, test: float) -> np.ndarray:
+    """The range of each of ``n_units`` documents in order (0 train, 1 validation, 2 test), held
+    out evenly spread: with ``h = validation + test``, document ``i`` is held out when
+    ``round((i + 1) * h) > round(i * h)`` (so about ``n_units * h`` of them, one every ``1/h``),
+    and the ``j``-th held-out one is test when ``round((j + 1) * test / h) > round(j * test / h)``,
+    else validation. Shares are read to nine decimal places and computed in integers, so the rule
+    gives the same documents on every machine.
+
+    >>> held_out_ranges(10, 0.2, 0.1).tolist()
+    [0, 1, 0, 0, 2, 0, 0, 0, 1, 0]
+    >>> held_out_ranges(5, 0.1, 0.0).tolist()  # the nearest count: one of five
+    [0, 0, 0, 0, 1]
+    """
+    held_share, test_share = round((validation + test) * _SHARE_SCALE), round(test * _SHARE_SCALE)
+    half = _SHARE_SCALE // 2
+    index = np.arange(n_units, dtype=np.int64)
+    held = ((index + 1) * held_share + half) // _SHARE_SCALE > (index * held_share + half) // _SHARE_SCALE
+    ranges = np.zeros(n_units, np.int8)
+    order = np.arange(int(held.sum()), dtype=np.int64)
+    half_held = held_share // 2
+    is_test = ((order + 1) * test_share + half_held) // max(held_share, 1) > (order * test_share + half_held) // max(held_share, 1)
+    ranges[held] = np.where(is_test, 2, 1)
+    return ranges
+
+
+def find_split(corpus: Path, manifest: Path | None = None) -> tuple[Path, DocumentSplit] | None:
+    """The document split of a folder, JSON Lines or Parquet corpus, and where it is: ``manifest``
+    when given (it must exist), else ``CORPUS.manifest.json`` beside it; ``None`` when none is.
+
+    Raises:
+        InputError: a manifest given that is missing, or one that is no document split.
+    """
+    path = manifest or manifest_beside(corpus)
+    if not path.exists():
+        if manifest is not None:
+            raise InputError("no such manifest", where=path, fix="write it with validation= or test= and manifest=, or drop manifest=")
+        return None
+    if _schema_of(path) == CORPUS_SCHEMA:
+        raise InputError(f"is the manifest of one text file (byte ranges), not a split of {corpus.name}'s documents",
+                         where=path, fix="give the folder's or file's own manifest, or delete it to split again")
+    return path, read_record(DocumentSplit, path)
+
+
+def check_split(split: DocumentSplit, path: Path, *, name: str, format: str, sha256: str, units: int) -> None:
+    """Refuse a document split that is not of this corpus as it is now.
+
+    Raises:
+        InputError: naming the manifest, what differs, and the fix (restore the corpus, or delete
+            the manifest to split again, which moves the held-out documents).
+    """
+    if split.file != name or split.format != format:
+        raise InputError(f"is the split of {split.file} ({split.format}), not of {name} ({format})", where=path,
+                         fix="give this corpus's own manifest, or delete it to split again")
+    if split.units != units or split.sha256 != sha256:
+        now = f"{units:,} units, SHA-256 {sha256[:16]}…" if split.units != units else f"SHA-256 {sha256[:16]}…"
+        then = f"{split.units:,} units, SHA-256 {split.sha256[:16]}…" if split.units != units else f"{split.sha256[:16]}…"
+        raise InputError(f"{name} changed since it was split ({now} now, {then} in {path.name})", where=path,
+                         fix=f"restore {name} as it was, or delete {path.name} to split it again "
+                             "(the held-out documents change, so evaluate anew)")

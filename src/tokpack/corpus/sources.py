@@ -14,32 +14,45 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
+from tokpack._atomic import write_atomically
+from tokpack._compressed import COMPRESSED_SUFFIXES, binary_kind, file_compression
+from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, open_bytes, regular_file
+from tokpack._schema import read_record
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
     DEFAULT_DOCUMENT_BYTES,
     MANIFEST_FILE,
     MANIFEST_SUFFIX,
     CorpusManifest,
+    DocumentSplit,
+    HeldOutShares,
     Source,
+    check_split,
     corpus_manifest,
     file_sha256,
+    find_split,
+    held_out_ranges,
     manifest_beside,
     recorded_cut,
+    split_manifest,
 )
-from tokpack.errors import InputError
+from tokpack.errors import InputError, SpecialTokenInText, located
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]
+
+#: The longest piece a vocabulary sample takes from one place (see :meth:`DocumentSource.training_sample`).
+SAMPLE_PIECE_BYTES = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,8 @@ class DocumentSource:
         self.on_error = on_error
         self.skipped = 0  # files or records skipped for bad input, when on_error == "skip"
         self.problems: list[str] = []  # what was skipped and why (the first few)
+        self._split: list[tuple[str, int, int]] | None = None  # the ranges a document split made, if any
+        self._shares = (0.0, 0.0)  # its validation and test shares
         # Taken before anything is hashed, compared again before a pack is published: the bytes
         # encoded must be the bytes the record's hash names.
         self.fingerprint: tuple[Fingerprint, ...] = fingerprint(self.input_files())
@@ -118,28 +133,93 @@ class DocumentSource:
 
     def unit_ranges(self) -> list[tuple[str, int, int]]:
         """The named ranges as ``(name, first unit, last unit)`` in order (all ``train`` but for a
-        text file with a manifest)."""
-        return [("train", 0, self.n_units)]
+        corpus with a manifest: a text file's byte ranges, or the documents another format's
+        split holds out, which come after the training ones)."""
+        return list(self._split) if self._split is not None else [("train", 0, self.n_units)]
+
+    def split_units(self) -> int:
+        """How many documents a split of this corpus chooses among (files, lines or rows; see
+        :class:`~tokpack.corpus.manifest.DocumentSplit`)."""
+        return self.n_units
+
+    def _held_out(self, manifest: Path | None) -> np.ndarray | None:
+        """The range of each of :meth:`split_units` (0 train, 1 validation, 2 test) by the split
+        in ``manifest`` (or the one beside the corpus), checked against the corpus; ``None``
+        without one. The caller orders its units by :meth:`_ranges_of`."""
+        found = find_split(self.path, manifest)
+        if found is None:
+            return None
+        path, split = found
+        check_split(split, path, name=self.path.name, format=self.format, sha256=self.record.sha256,
+                    units=self.split_units())
+        self._shares = (split.made_by.validation, split.made_by.test)
+        return split.ranges()
+
+    def _ranges_of(self, kinds: np.ndarray) -> np.ndarray:
+        """The order that puts units of ``kinds`` (each unit's range, 0 train, 1 validation, 2
+        test) by range, keeping their order within one; the named ranges follow from it."""
+        counts = np.bincount(kinds, minlength=3).tolist()
+        starts = np.concatenate(([0], np.cumsum(counts))).tolist()
+        shares = (1.0, *self._shares)
+        self._split = [(name, starts[k], starts[k + 1]) for k, name in enumerate(("train", "validation", "test")) if shares[k]]
+        return np.argsort(kinds, kind="stable")
 
     def range_bytes(self, name: str) -> tuple[int, int] | None:
         """The byte span of range ``name`` in the input, where that means something (a text file)."""
         return None
+
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        """How often the text spells each of ``tokens`` (special tokens, say), and where it does
+        first (a place as errors name one); a token never spelled is left out. Read in one pass
+        over every file, with flat memory."""
+        found: dict[str, tuple[int, str]] = {}
+        for piece in self.pieces():
+            for token in tokens:
+                if (count := piece.text.count(token)) and token not in found:
+                    found[token] = (count, f"{self.path} ({piece.range_name} document at character {piece.text.find(token)})")
+                elif count:
+                    found[token] = (found[token][0] + count, found[token][1])
+        return found
 
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
         """The size in bytes of each unit of ``[first, last)`` (an estimate for record formats),
         by which a vocabulary sample is spread; equal weights unless a format knows better."""
         return np.ones(max(last - first, 0), np.int64)
 
-    def training_sample(self, n_bytes: int) -> TrainingSample:
-        """About ``n_bytes`` of training text for a vocabulary trainer, as whole documents spread
-        evenly over the whole training range (never validation or test text), so the order of the
-        input does not decide what the vocabulary sees; the same input always gives the same sample.
-        Iterate it once; it then knows how many documents and bytes it gave."""
+    def training_sample(self, n_bytes: int, *, piece_bytes: int = SAMPLE_PIECE_BYTES) -> TrainingSample:
+        """About ``n_bytes`` of training text for a vocabulary trainer, never validation or test
+        text; the same input always gives the same sample. Iterate it once; it then knows what it gave.
+
+        The whole training range when it fits. Else the range is read as pieces of at most
+        ``piece_bytes`` (every unit cut at multiples of it: a long document is many pieces, a short
+        one is one) and pieces spread evenly over the range's bytes are taken
+        (:func:`spread_evenly`): every stretch of the range is as likely to be sampled whatever
+        document holds it, so neither the order of the input nor its longest documents decide what
+        the vocabulary sees. A piece that starts or ends inside a document is cut back to whole
+        lines (see :meth:`unit_text`).
+        """
         spans = [(first, last) for name, first, last in self.unit_ranges() if name == "train"]
         sizes = np.concatenate([self.unit_bytes(first, last) for first, last in spans]) if spans else np.zeros(0, np.int64)
         units = np.concatenate([np.arange(first, last, dtype=np.int64) for first, last in spans]) if spans else sizes
-        chosen = units[spread_evenly(sizes, n_bytes)]
-        return TrainingSample(self, chosen, n_bytes, range_bytes=int(sizes.sum()))
+        range_bytes = int(sizes.sum())
+        if range_bytes <= n_bytes:
+            return TrainingSample(self, units, None, n_bytes, range_bytes=range_bytes)
+        counts = -(-sizes // piece_bytes)  # pieces per unit (none for an empty one)
+        unit_of = np.repeat(units, counts)
+        index = np.arange(len(unit_of)) - np.repeat(np.cumsum(counts) - counts, counts)  # the piece's number in its unit
+        starts = index * piece_bytes
+        stops = np.minimum(starts + piece_bytes, np.repeat(sizes, counts))
+        chosen = spread_evenly(stops - starts, n_bytes)
+        return TrainingSample(self, unit_of[chosen], np.column_stack([starts[chosen], stops[chosen]]), n_bytes,
+                              range_bytes=range_bytes, piece_bytes=piece_bytes)
+
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        """The text of bytes ``[start, stop)`` of ``unit`` (offsets within it, as :meth:`unit_bytes`
+        counts its size; scaled to the text where that size is an estimate), cut back to whole
+        lines where the span begins or ends inside the unit (to whole characters in a line longer
+        than the span). Every document of the unit, joined, is its text."""
+        text = "".join(piece.text for piece in self.pieces(unit, unit + 1))
+        return _span_of(text.encode("utf-8"), start, stop, int(self.unit_bytes(unit, unit + 1)[0]))
 
     def _skip(self, problem: str) -> None:
         self.skipped += 1
@@ -170,47 +250,115 @@ class DocumentSource:
 
 
 class TrainingSample:
-    """The documents a vocabulary is trained on (see :meth:`DocumentSource.training_sample`):
-    an iterable of texts that counts what it gave (``n_documents``, ``n_bytes``) once iterated."""
+    """The text a vocabulary is trained on (see :meth:`DocumentSource.training_sample`): every
+    document of ``units`` (``spans`` ``None``), or the byte span ``spans[i]`` of unit ``units[i]``.
+    An iterable of texts (pieces that follow each other in a document come as one text) that counts
+    what it gave (``n_documents``, ``n_pieces``, ``n_bytes``) once iterated."""
 
-    def __init__(self, source: DocumentSource, units: np.ndarray, limit_bytes: int, *, range_bytes: int) -> None:
-        self.source, self.units, self.limit_bytes = source, units, limit_bytes
+    def __init__(self, source: DocumentSource, units: np.ndarray, spans: np.ndarray | None, limit_bytes: int, *,
+                 range_bytes: int, piece_bytes: int = SAMPLE_PIECE_BYTES) -> None:
+        self.source, self.units, self.spans, self.limit_bytes = source, units, spans, limit_bytes
+        self.piece_bytes = piece_bytes
         self.range_bytes = range_bytes  # bytes of the whole training range
-        self.n_documents = self.n_bytes = 0
+        self.n_documents = self.n_pieces = self.n_bytes = 0
 
     def __iter__(self) -> Iterator[str]:
-        self.n_documents = self.n_bytes = 0
-        # Consecutive chosen units are read as one run, so a source reads each stretch once.
-        runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
-        for run in runs:
-            for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
-                left = self.limit_bytes - self.n_bytes
-                if left <= 0:
-                    return
-                text = piece.text
-                if piece.n_bytes > left:  # only when one document is larger than the whole sample
-                    text = piece.text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
-                self.n_documents += 1
-                self.n_bytes += min(piece.n_bytes, left)
-                yield text
+        self.n_documents = self.n_pieces = self.n_bytes = 0
+        for text, n_bytes, new_document, pieces in self._texts():
+            left = self.limit_bytes - self.n_bytes
+            if left <= 0:
+                return
+            if n_bytes > left:  # only when one document is larger than the whole sample
+                text = text.encode("utf-8")[:left].decode("utf-8", errors="ignore")
+            self.n_documents += new_document
+            self.n_pieces += pieces
+            self.n_bytes += min(n_bytes, left)
+            yield text
+
+    def _texts(self) -> Iterator[tuple[str, int, bool, int]]:
+        """``(text, its bytes, whether it starts another document, the pieces it joins)`` in input order."""
+        if self.spans is None:
+            # Consecutive chosen units are read as one run, so a source reads each stretch once.
+            runs = np.split(self.units, np.flatnonzero(np.diff(self.units) != 1) + 1) if len(self.units) else []
+            for run in runs:
+                for piece in self.source.pieces(int(run[0]), int(run[-1]) + 1):
+                    yield piece.text, piece.n_bytes, True, 1
+            return
+        # Pieces that follow each other in one unit are read as one span.
+        joined = np.flatnonzero((np.diff(self.units) != 0) | (self.spans[1:, 0] != self.spans[:-1, 1])) + 1
+        firsts, lasts = np.concatenate(([0], joined)), np.concatenate((joined, [len(self.units)])) - 1
+        previous = -1
+        for first, last in zip(firsts.tolist(), lasts.tolist()):
+            unit = int(self.units[first])
+            text = self.source.unit_text(unit, int(self.spans[first, 0]), int(self.spans[last, 1]))
+            if text:
+                yield text, len(text.encode("utf-8")), unit != previous, last - first + 1
+                previous = unit
 
     def describe(self) -> str:
-        """One line for the user: ``trained on 10.0 of 18.5 MB, 412 documents spread over the range``."""
-        return describe_sample(self.n_bytes, self.range_bytes, self.n_documents)
+        """One line for the user: what was sampled, and how."""
+        return describe_sample(self.n_bytes, self.range_bytes, self.n_documents,
+                               None if self.spans is None else self.n_pieces, self.piece_bytes,
+                               held_out=[name for name, _, _ in self.source.unit_ranges() if name != "train"])
 
 
-def describe_sample(n_bytes: int, range_bytes: int, n_documents: int) -> str:
-    """What a vocabulary was trained on, in one line.
+def describe_sample(n_bytes: int, range_bytes: int, n_documents: int, n_pieces: int | None = None,
+                    piece_bytes: int = SAMPLE_PIECE_BYTES, held_out: Sequence[str] = ()) -> str:
+    """What a vocabulary was trained on, in one line: the whole training range, or pieces of it;
+    ``held_out`` names the ranges it never saw.
 
-    >>> describe_sample(10_000_000, 18_500_000, 412)
-    'trained on 10.0 of 18.5 MB, 412 documents spread over the range'
+    >>> describe_sample(10_000_000, 18_500_000, 412, 2_441)
+    'trained on 10.0 of 18.5 MB (54%): 2,441 pieces of up to 4 KiB from 412 documents, spread evenly over the range'
+    >>> describe_sample(300_000, 300_000, 34, held_out=["validation"])
+    'trained on all 0.3 MB of the training range, 34 documents (validation held out)'
     >>> describe_sample(300, 300, 1)
     'trained on all 0.0 MB, 1 document'
     """
     plural = "s" if n_documents != 1 else ""
-    if n_bytes >= range_bytes:
-        return f"trained on all {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural}"
-    return f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB, {n_documents:,} document{plural} spread over the range"
+    kept = f" ({' and '.join(held_out)} held out)" if held_out else ""
+    if n_pieces is None:
+        return f"trained on all {range_bytes / 1e6:.1f} MB{' of the training range' if held_out else ''}, {n_documents:,} document{plural}{kept}"
+    return (f"trained on {n_bytes / 1e6:.1f} of {range_bytes / 1e6:.1f} MB ({n_bytes / max(range_bytes, 1):.0%}): "
+            f"{n_pieces:,} piece{'s' if n_pieces != 1 else ''} of up to {piece_bytes >> 10} KiB from "
+            f"{n_documents:,} document{plural}, spread evenly over the {'training ' if held_out else ''}range{kept}")
+
+
+def _span_of(data: bytes, start: int, stop: int, size: int) -> str:
+    """Bytes ``[start, stop)`` of a unit's text ``data`` whose size was estimated as ``size``
+    (scaled to the text when the estimate is off), cut back as :func:`_line_span` says.
+
+    >>> _span_of(b"ab\\ncd\\nef\\n", 0, 4, 9), _span_of(b"ab\\ncd\\nef\\n", 2, 4, 4)
+    ('ab\\n', 'ef\\n')
+    """
+    if size != len(data):
+        start, stop = start * len(data) // max(size, 1), (len(data) if stop >= size else stop * len(data) // max(size, 1))
+    low, high = _line_span(data[start:stop], head=start == 0, tail=stop >= len(data))
+    return data[start + low : start + high].decode("utf-8")
+
+
+def _line_span(data: bytes, *, head: bool, tail: bool) -> tuple[int, int]:
+    """The part of ``data`` (a span of a document) that holds whole lines: from its start if
+    ``head`` (the document's start) else past its first newline, to its end if ``tail`` else past
+    its last newline; a span with no such line is cut at whole characters instead (its last
+    character left out unless ``tail``: it may run on past the span).
+
+    >>> _line_span(b"ab\\ncd\\nef", head=False, tail=False), _line_span(b"ab\\ncd", head=True, tail=True)
+    ((3, 6), (0, 5))
+    >>> _line_span("żżż".encode()[1:5], head=False, tail=False)  # no newline: whole characters
+    (1, 3)
+    """
+    first, last = data.find(b"\n"), data.rfind(b"\n")
+    low = 0 if head else first + 1 if first >= 0 else -1
+    high = len(data) if tail else last + 1 if last >= 0 else -1
+    if low >= 0 and high > low:
+        return low, high
+    low = 0
+    while not head and low < len(data) and data[low] & 0xC0 == 0x80:  # past a character begun before the span
+        low += 1
+    high = len(data) if tail else max(len(data) - 1, low)
+    while not tail and high > low and data[high] & 0xC0 == 0x80:  # back to where the last character starts
+        high -= 1
+    return low, high
 
 
 def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
@@ -233,7 +381,8 @@ def spread_evenly(sizes: np.ndarray, budget: int) -> np.ndarray:
 
     def picks(k: int) -> np.ndarray:
         points = (np.arange(k) + 0.5) * (total / k)
-        return np.unique(np.searchsorted(ends, points, side="right"))
+        found = np.searchsorted(ends, points, side="right")  # ascending: repeats sit together
+        return found[np.concatenate(([True], found[1:] != found[:-1]))] if len(found) else found
 
     low, high = 1, len(sizes)  # the largest k whose picks fit the budget
     while low < high:
@@ -257,10 +406,10 @@ class TextFile(DocumentSource):
                  manifest: Path | None = None) -> None:
         self.manifest_path = None if manifest is None else Path(manifest)  # given, else found beside the file
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
-        self.sha256 = file_sha256(self.path)
+        self._data = open_bytes(self.path)  # a compressed file's decompressed text
+        self.sha256 = self._data.sha256()
         self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
-                                                        separator=separator, document_bytes=document_bytes)
-        self._data = FileBytes(self.path)
+                                                        separator=separator, document_bytes=document_bytes, data=self._data)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []
         self._unit_ranges: list[tuple[str, int, int]] = []
@@ -299,11 +448,20 @@ class TextFile(DocumentSource):
         span = self.manifest.ranges.get(name)  # type: ignore[call-overload]
         return None if span is None else (int(span[0]), int(span[1]))
 
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        return _spelled_in([(self._data, self._data.where)], tokens)
+
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        begin, end = self._bounds[unit].tolist()
+        low, high = begin + start, min(begin + stop, end)  # only the span is read
+        first, last = _line_span(self._data[low:high], head=low == begin, tail=high == end)
+        return _decode(self._data, low + first, low + last, self._data.where, self._utf8_fix)
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         last = self.n_units if last is None else last
         for name, low, high in self._unit_ranges:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
-                yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin,
+                yield Piece(name, _decode(self._data, begin, end, self._data.where, self._utf8_fix), end - begin,
                             (0, begin, end))
 
 
@@ -319,11 +477,14 @@ class TextDirectory(DocumentSource):
     format: Format = "directory"
     origin_kind: ClassVar[Literal["bytes", "records"]] = "bytes"
 
-    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None) -> None:
+    def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
+                 manifest: Path | None = None) -> None:
         self.path, self.on_error = Path(path), on_error
         # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
         # (or the shard) that reaches it counts the skip, once.
         self.files, self._unreadable = self._listing()
+        self._text_bytes: dict[int, int] = {}
+        self._sampling: tuple[int, FileBytes | None] | None = None  # the file a sample reads now
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         units = []  # per file: rows of (file index, begin, end), as int64 arrays
         for index, file in enumerate(self.files):
@@ -336,8 +497,26 @@ class TextDirectory(DocumentSource):
                 continue
             bounds = _bounds(cut_documents(data, 0, len(data), document_bytes, self.separator_bytes))
             units.append(np.column_stack([np.full(len(bounds), index, np.int64), bounds]))
+            self._text_bytes[index] = len(data)  # a compressed file's: its text's
             data.close()
         self._units = np.concatenate(units) if units else np.zeros((0, 3), np.int64)
+        if (held_out := self._held_out(manifest)) is not None:  # whole files, after the training ones
+            self._units = self._units[self._ranges_of(held_out[self._units[:, 0]])]
+
+    def split_units(self) -> int:
+        return len(self.files)
+
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        found: dict[str, tuple[int, str]] = {}
+        for index, file in enumerate(self.files):
+            if index in self._unreadable or (data := self._open(file)) is None:
+                continue
+            try:
+                for token, (count, first) in _spelled_in([(data, data.where)], tokens).items():
+                    found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, first)
+            finally:
+                data.close()
+        return found
 
     def _listing(self) -> tuple[list[Path], dict[int, str]]:
         found: list[tuple[Path, str | None]] = []
@@ -372,7 +551,7 @@ class TextDirectory(DocumentSource):
     def _open(self, file: Path) -> FileBytes | None:
         """The file's bytes, or ``None`` (skipped and counted) when it cannot be read in skip mode."""
         try:
-            return FileBytes(file)
+            return open_bytes(file)  # a compressed file's decompressed text
         except InputError:
             if self.on_error != "skip":
                 raise
@@ -397,7 +576,7 @@ class TextDirectory(DocumentSource):
         for index, file in enumerate(self.files):  # names and contents, so a rename changes the fingerprint too
             content = "unreadable" if index in self._unreadable else file_sha256(file)
             digest.update(f"{file.relative_to(self.path).as_posix()}\0{content}\n".encode())
-            total += 0 if index in self._unreadable else file.stat().st_size
+            total += 0 if index in self._unreadable else self._text_bytes.get(index, 0)
         return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=total)
 
     @property
@@ -407,6 +586,33 @@ class TextDirectory(DocumentSource):
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
         units = self._units[first:last]
         return units[:, 2] - units[:, 1]
+
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        index, begin, end = self._units[unit].tolist()
+        if index in self._unreadable or (data := self._sampled_file(index)) is None:
+            return ""  # counted when the pack is written
+        low, high = begin + start, min(begin + stop, end)  # only the span is read
+        first, last = _line_span(data[low:high], head=low == begin, tail=high == end)
+        return _decode(data, low + first, low + last, data.where, self._utf8_fix)
+
+    def _sampled_file(self, index: int) -> FileBytes | None:
+        """File ``index``'s bytes for a sample's pieces, kept open for the next one (a sample reads
+        in file order); ``None`` when it cannot be read or, skipping bad files, is not UTF-8 (the
+        pack leaves it out whole, and so does the sample)."""
+        if self._sampling is not None and self._sampling[0] == index:
+            return self._sampling[1]
+        self.close()
+        data = self._open(self.files[index])
+        if data is not None and self.on_error == "skip" and _invalid_utf8_offset(data) is not None:
+            data.close()
+            data = None
+        self._sampling = (index, data)
+        return data
+
+    def close(self) -> None:
+        if self._sampling is not None and self._sampling[1] is not None:
+            self._sampling[1].close()
+        self._sampling = None
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         chosen = self._units[first:last]
@@ -427,10 +633,10 @@ class TextDirectory(DocumentSource):
                 bad = _invalid_utf8_offset(data) if self.on_error == "skip" else None
                 if bad is not None:  # the whole file is skipped: never half of it
                     if counted:
-                        self._skip(f"{self.files[index]}: invalid UTF-8 at byte {bad}")
+                        self._skip(str(not_text(data, data.where) or f"{data.where}: invalid UTF-8 at byte {bad}"))
                     continue
                 for _, begin, end in same_file:
-                    yield from self._cut(data, begin, end, str(self.files[index]), unit=index)
+                    yield from self._cut(data, begin, end, data.where, unit=index)
             finally:
                 data.close()
 
@@ -463,14 +669,28 @@ class JsonLines(DocumentSource):
     takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
-                 separator: str | None = None) -> None:
+                 separator: str | None = None, manifest: Path | None = None) -> None:
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
-        ends, size = _line_ends(self.path), self.path.stat().st_size
+        self._data = open_bytes(self.path)  # a compressed file's decompressed lines
+        ends, size = _line_ends(self._data), len(self._data)
         if size and (not len(ends) or ends[-1] != size):
             ends = np.append(ends, size)
         self._line_starts = np.concatenate(([0], ends[:-1])).astype(np.int64) if len(ends) else np.zeros(0, np.int64)
         self._line_ends = ends.astype(np.int64)
+        # Unit i is record _records[i] of the file: whole records held out come after the training ones.
+        self._records = np.arange(len(self._line_starts), dtype=np.int64)
+        if (held_out := self._held_out(manifest)) is not None:
+            self._records = self._ranges_of(held_out)
+            self._line_starts, self._line_ends = self._line_starts[self._records], self._line_ends[self._records]
+
+    @cached_property
+    def record(self) -> Source:
+        # A compressed file is named as it is, and identified by the text it holds.
+        return Source(name=f"{self.path.name}#{self.text_field}", sha256=self._data.sha256(), n_bytes=len(self._data))
+
+    def close(self) -> None:
+        self._data.close()
 
     @property
     def n_units(self) -> int:
@@ -479,17 +699,19 @@ class JsonLines(DocumentSource):
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
         return self._line_ends[first:last] - self._line_starts[first:last]  # the record's JSON line
 
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        # Searched in the JSON text: a record that escapes a token's characters (\u003c) is not seen.
+        return _spelled_in([(self._data, self._data.where)], tokens)
+
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
-        with open(self.path, "rb") as handle:
-            for record, (start, end) in enumerate(zip(self._line_starts[first:last], self._line_ends[first:last]),
-                                                  start=first):
-                handle.seek(start)
-                line = handle.read(end - start)
-                if not line.strip():
-                    continue
-                text = self._text_of(line, int(start))
-                if text is not None:
-                    yield from self._cut_text(text, f"{self.path} record at byte {start}", record=record)
+        for record, start, end in zip(self._records[first:last].tolist(), self._line_starts[first:last].tolist(),
+                                      self._line_ends[first:last].tolist()):
+            line = self._data[start:end]
+            if not line.strip():
+                continue
+            text = self._text_of(line, start)
+            if text is not None:
+                yield from self._cut_text(text, f"{self._data.where} record at byte {start}", record=record)
 
     def _no_text_field(self, value: object, offset: int) -> InputError:
         """The error of a record without a string ``text_field``: what it holds, and the fix (the
@@ -497,7 +719,7 @@ class JsonLines(DocumentSource):
         that is there but no string is to make one, or skip)."""
         if isinstance(value, dict) and self.text_field in value:
             return InputError(f"field {self.text_field!r} of the record at byte {offset} is "
-                              f"{_json_kind(value[self.text_field])}, not a string", where=self.path,
+                              f"{_json_kind(value[self.text_field])}, not a string", where=self._data.where,
                               fix=f"make it a string, or {_SKIP_RECORDS}")
         if isinstance(value, dict):
             names = [repr(name) for name in list(value)[:8]] + (["…"] if len(value) > 8 else [])
@@ -509,23 +731,24 @@ class JsonLines(DocumentSource):
         else:
             fix = f"fix the record, or {_SKIP_RECORDS}"
         return InputError(f"record at byte {offset} has no string field {self.text_field!r} ({holds})",
-                          where=self.path, fix=fix)
+                          where=self._data.where, fix=fix)
 
     def _text_of(self, line: bytes, offset: int) -> str | None:
         try:
             try:
                 decoded = line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise InputError(f"invalid UTF-8 at byte {offset + error.start}", where=self.path,
-                                 fix="fix the record, or use --on-error skip to skip such records") from None
+                raise not_text(self._data, self._data.where) or InputError(
+                    f"invalid UTF-8 at byte {offset + error.start}", where=self._data.where,
+                    fix="fix the record, or use --on-error skip to skip such records") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
-                raise InputError(f"invalid JSON at byte {offset} ({error.msg})", where=self.path) from None
+                raise InputError(f"invalid JSON at byte {offset} ({error.msg})", where=self._data.where) from None
             except RecursionError:
-                raise InputError("JSON nested too deeply", where=self.path, byte=offset) from None
+                raise InputError("JSON nested too deeply", where=self._data.where, byte=offset) from None
             except ValueError as error:  # e.g. a number past Python's 4,300-digit limit
-                raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self.path, byte=offset) from None
+                raise InputError(f"unreadable JSON ({str(error).split(':')[0]})", where=self._data.where, byte=offset) from None
             text = value.get(self.text_field) if isinstance(value, dict) else None
             if not isinstance(text, str):
                 raise self._no_text_field(value, offset)
@@ -533,7 +756,7 @@ class JsonLines(DocumentSource):
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # JSON may escape a lone surrogate; no encoder can take it
                 raise InputError(f"field {self.text_field!r} holds a lone surrogate "
-                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self.path, byte=offset,
+                                 f"(U+{ord(text[error.start]):04X}), which is not text", where=self._data.where, byte=offset,
                                  fix=f"fix the record, or {_SKIP_RECORDS}") from None
             return text
         except ValueError as error:
@@ -550,11 +773,14 @@ class ParquetTexts(DocumentSource):
     takes_text_field: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", text_field: str = "text",
-                 separator: str | None = None) -> None:
+                 separator: str | None = None, manifest: Path | None = None) -> None:
         import pyarrow.parquet as pq
 
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.text_field = text_field
+        if (compression := file_compression(self.path)) is not None:
+            raise InputError(f"is {compression}-compressed; Parquet compresses its own pages and is read as it is",
+                             where=self.path, fix="decompress it first")
         try:
             self._file = pq.ParquetFile(self.path)
         except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
@@ -563,43 +789,101 @@ class ParquetTexts(DocumentSource):
             raise InputError(f"no column {text_field!r} (has {self._file.schema_arrow.names})", where=self.path)
         counts = [self._file.metadata.row_group(i).num_rows for i in range(self._file.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self._last_column: tuple[int, Any] | None = None
+        self._last_values: tuple[int, list[Any]] | None = None
+        held_out = self._held_out(manifest)
+        # Unit i is row _rows[i]: whole rows held out come after the training ones.
+        self._rows = np.arange(self.n_units, dtype=np.int64) if held_out is None else self._ranges_of(held_out)
 
     @property
     def n_units(self) -> int:
         return int(self._group_starts[-1])
 
     def unit_bytes(self, first: int, last: int) -> np.ndarray:
-        # Each row is estimated at its row group's mean (the text column's uncompressed size).
+        rows = self._rows[first:last]
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        return self._row_bytes[groups] if len(rows) else np.zeros(0, np.int64)
+
+    @cached_property
+    def _row_bytes(self) -> np.ndarray:
+        """Each row group's estimate of a row's bytes: its text column's uncompressed size over its rows."""
         column = self._file.schema_arrow.names.index(self.text_field)
         metadata = self._file.metadata
         per_row = [metadata.row_group(g).column(column).total_uncompressed_size / max(metadata.row_group(g).num_rows, 1)
                    for g in range(self._file.num_row_groups)]
-        rows = np.arange(first, last)
-        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
-        return np.maximum(np.asarray(per_row)[groups], 1).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
+        return np.maximum(np.asarray(per_row, dtype=np.float64), 1).astype(np.int64)
+
+    def unit_text(self, unit: int, start: int, stop: int) -> str:
+        # One row's value, read from the group's cached column (pieces() would cut the row into documents).
+        row = int(self._rows[unit])
+        group = int(np.searchsorted(self._group_starts, row, side="right") - 1)
+        try:
+            if self._last_values is None or self._last_values[0] != group:
+                self._last_values = (group, self._column(group).to_pylist())  # one conversion a group
+            value = self._last_values[1][row - int(self._group_starts[group])]
+        except (OSError, ValueError):  # an unreadable group: the pass that encodes reports (or skips) it
+            return ""
+        try:
+            data = value if isinstance(value, bytes) else value.encode("utf-8") if isinstance(value, str) else None
+            if data is not None:
+                data.decode("utf-8")  # a row of invalid UTF-8 is the encoding pass's to report
+        except (UnicodeDecodeError, UnicodeEncodeError):
+            data = None
+        return "" if data is None else _span_of(data, start, stop, int(self._row_bytes[group]))
+
+    def _column(self, group: int) -> Any:
+        """Row group ``group``'s text column as bytes (decoded row by row by the caller, so invalid
+        UTF-8 is reported with its row); the last one read is kept, so a vocabulary sample's rows
+        of one group, asked for one at a time, read it once."""
+        import pyarrow as pa
+
+        if self._last_column is None or self._last_column[0] != group:
+            column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+            self._last_column = (group, column)
+        return self._last_column[1]
+
+    def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        found: dict[str, tuple[int, str]] = {}
+        for group in range(self._file.num_row_groups):
+            try:
+                column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
+                if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+                    continue  # not text: the pass that encodes says so
+                for token in tokens:
+                    counts = pc.count_substring(column, token).to_numpy(zero_copy_only=False)
+                    if (count := int(np.nansum(counts))) == 0:
+                        continue
+                    place = f"{self.path}: row {int(self._group_starts[group]) + int(np.flatnonzero(counts > 0)[0])}"
+                    found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, place)
+            except (OSError, ValueError):  # unreadable: the pass that encodes reports (or skips) it
+                continue
+        return found
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         import pyarrow as pa
 
-        last = self.n_units if last is None else last
-        for group in range(self._file.num_row_groups):
+        rows = self._rows[first:last]
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        # Rows of one row group that follow each other here are read with one read of the group.
+        for run in np.split(np.arange(len(rows)), np.flatnonzero(np.diff(groups)) + 1) if len(rows) else []:
+            group = int(groups[run[0]])
             low, high = int(self._group_starts[group]), int(self._group_starts[group + 1])
-            if high <= first or low >= last:
-                continue
+            wanted = rows[run]
             problem: str | None
             try:
-                column = self._file.read_row_group(group, columns=[self.text_field]).column(0)
-                if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                    # Decoded here, row by row, so invalid UTF-8 is reported with its row.
-                    column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
-                values = column.to_pylist()[max(first, low) - low : min(last, high) - low]
+                values = self._column(group).take(pa.array(wanted - low)).to_pylist()
             except (OSError, ValueError) as error:
                 problem = f"{self.path}: row group {group} (rows {low}-{high - 1}) unreadable ({str(error).splitlines()[0]})"
                 if self.on_error == "skip":
                     self._skip(problem)
                     continue
                 raise InputError(problem) from None
-            for row, value in enumerate(values, start=max(first, low)):
+            for row, value in zip(wanted.tolist(), values):
                 problem = None
                 if isinstance(value, bytes):
                     try:
@@ -649,14 +933,67 @@ def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error
                                                  manifest=None if manifest is None else Path(manifest))
     elif document_bytes is None:
         document_bytes = DEFAULT_DOCUMENT_BYTES
-    if manifest is not None:
-        if source_type is not TextFile:
-            raise InputError(f"--manifest splits one text file; {path} is read as {kind}", fix="drop --manifest")
-        return TextFile(path, document_bytes=document_bytes, on_error=on_error, separator=separator, manifest=Path(manifest))
+    given = None if manifest is None else Path(manifest)
     if source_type.takes_text_field:
         return source_type(path, document_bytes=document_bytes, on_error=on_error, text_field=text_field,  # type: ignore[call-arg]
-                           separator=separator)
-    return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
+                           separator=separator, manifest=given)
+    return source_type(path, document_bytes=document_bytes, on_error=on_error, separator=separator, manifest=given)  # type: ignore[call-arg]
+
+
+def hold_out(path: str | Path, *, validation: float, test: float, document_bytes: int, separator: str | None = None,
+             manifest: str | Path | None = None, text_field: str = "text", on_error: OnError = "raise") -> None:
+    """Hold out shares of a corpus as validation and test, recorded in its manifest (beside it, or
+    at ``manifest``): a text file's last bytes, cut on document boundaries (see
+    :func:`tokpack.corpus.manifest.split_manifest`); whole files of a folder, records of JSON
+    Lines or rows of Parquet, spread evenly over it (see :func:`split_documents`). A manifest
+    already there is kept when it records the same split.
+
+    Raises:
+        InputError: shares that hold out nothing or everything, a manifest there with another
+            split, or one that cannot be written.
+    """
+    path = Path(path)
+    given = None if manifest is None else Path(manifest)
+    if format_of(path) == "text":
+        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                       manifest=given)
+    else:
+        split_documents(path, validation=validation, test=test, manifest=given, text_field=text_field, on_error=on_error)
+
+
+def split_documents(path: Path, *, validation: float, test: float, manifest: Path | None = None, text_field: str = "text",
+                    on_error: OnError = "raise") -> DocumentSplit:
+    """Write the :class:`~tokpack.corpus.manifest.DocumentSplit` of a folder, JSON Lines or
+    Parquet corpus: ``validation`` and ``test`` shares of its files, records or rows, whole, chosen
+    by :func:`~tokpack.corpus.manifest.held_out_ranges` (deterministic, evenly spread, so every
+    part of a corpus sorted by source has its share held out). Beside the corpus
+    (``FOLDER.manifest.json``) or at ``manifest``.
+
+    Raises:
+        InputError: see :func:`hold_out`.
+    """
+    if validation + test <= 0 or validation + test >= 1:
+        raise InputError(f"validation {validation} and test {test} must hold out a share between 0 and 1")
+    target = manifest or manifest_beside(path)
+    with open_corpus(path, text_field=text_field, on_error=on_error, manifest=target if target.exists() else None) as source:
+        units, sha256, kind = source.split_units(), source.record.sha256, source.format
+    shares = HeldOutShares(validation=validation, test=test)
+    ranges = np.bincount(held_out_ranges(units, validation, test), minlength=3).tolist()
+    counts = {name: ranges[k] for k, name in enumerate(("train", "validation", "test")) if k == 0 or (validation, test)[k - 1]}
+    made = DocumentSplit(file=path.name, format=kind, sha256=sha256, units=units, counts=counts, made_by=shares)  # type: ignore[arg-type]
+    if target.exists():
+        existing = read_record(DocumentSplit, target)
+        if existing != made:
+            raise InputError(f"already there with another split (validation {existing.made_by.validation:g}, "
+                             f"test {existing.made_by.test:g})", where=target,
+                             fix="delete it to split the corpus again, or drop validation= and test= to use it")
+        return existing
+    try:
+        write_atomically(target, made.to_json())
+    except OSError as error:
+        raise InputError(f"cannot write the split ({error.strerror or error})", where=target,
+                         fix="give manifest= a path in a folder you can write") from None
+    return made
 
 
 def reading_cut(path: str | Path, *, document_bytes: int | None, separator: str | None,
@@ -701,12 +1038,18 @@ SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "
 
 
 def format_of(path: Path) -> str:
-    """The format :func:`open_corpus` reads ``path`` in: a folder is ``directory``, else by suffix.
+    """The format :func:`open_corpus` reads ``path`` in: a folder is ``directory``, else by suffix,
+    read through a compression's (a file's compression itself is told by its bytes).
 
-    >>> format_of(Path("a.ndjson")), format_of(Path("a.txt"))
-    ('jsonl', 'text')
+    >>> format_of(Path("a.ndjson")), format_of(Path("a.txt")), format_of(Path("a.jsonl.zst"))
+    ('jsonl', 'text', 'jsonl')
     """
-    return "directory" if path.is_dir() else SUFFIXES.get(path.suffix, "text")
+    if path.is_dir():
+        return "directory"
+    name = path.name
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return SUFFIXES.get(Path(name).suffix, "text")
 
 
 #: Bytes read or validated per step, so memory stays flat on a large file.
@@ -722,32 +1065,84 @@ def _bounds(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(cuts), dtype=np.int64).reshape(-1, 2)
 
 
+def warn_spelled_special_tokens(source: DocumentSource, tokens: list[str], stacklevel: int = 2) -> None:
+    """Warn (:class:`~tokpack.errors.SpecialTokenInText`) once per special token the text of
+    ``source`` spells when no separator takes it out; its caller's caller is named."""
+    if source.separator is not None:
+        return
+    for token, (count, first) in source.spelled(sorted(tokens)).items():
+        warnings.warn(SpecialTokenInText(token, count, first), stacklevel=stacklevel + 1)
+
+
+def _spelled_in(files: list[tuple[FileBytes | bytes, str]], tokens: list[str], chunk: int = _CHUNK) -> dict[str, tuple[int, str]]:
+    """:meth:`DocumentSource.spelled` over files' bytes, read ``chunk`` bytes at a time; an
+    occurrence across two chunks is counted once, in the chunk it starts in.
+
+    >>> _spelled_in([(b"a<|x|>b<|x|><|x", "f.txt"), (b"<|x|>", "g.txt")], ["<|x|>", "<|y|>"], chunk=4)
+    {'<|x|>': (3, 'f.txt: byte 1')}
+    """
+    found: dict[str, tuple[int, str]] = {}
+    markers = [token.encode("utf-8") for token in tokens]
+    reach = max((len(marker) for marker in markers), default=1) - 1
+    for data, where in files:
+        counts, firsts = [0] * len(markers), [-1] * len(markers)
+        for low in range(0, len(data), chunk):  # each chunk read once, every token counted in it
+            window = data[low : min(low + chunk + reach, len(data))]
+            for index, marker in enumerate(markers):
+                # Occurrences that start in [low, low + chunk), whole: the window runs on past it.
+                end = chunk + len(marker) - 1
+                counts[index] += window.count(marker, 0, end)
+                if firsts[index] < 0 and (at := window.find(marker, 0, end)) >= 0:
+                    firsts[index] = low + at
+        for token, count, first in zip(tokens, counts, firsts):
+            if count:
+                place = located(where, "", byte=first).removesuffix(": ")
+                found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, place)
+    return found
+
+
 def _decode(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str | None = None) -> str:
     """The text of bytes ``[begin, end)``.
 
     Raises:
-        InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``.
+        InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``; or a file that
+            is no text at all (see :func:`not_text`).
     """
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"invalid UTF-8 at byte {begin + error.start}", where=where, fix=fix) from None
+        raise not_text(data, where) or InputError(f"invalid UTF-8 at byte {begin + error.start}", where=where,
+                                                  fix=fix) from None
 
 
-def _line_ends(path: Path) -> np.ndarray:
-    """Offsets just past every newline of ``path``, found chunk by chunk with numpy.
+def not_text(data: bytes | FileBytes, where: str | Path) -> InputError | None:
+    """The error for bytes that are not UTF-8 because they are no text at all (a Parquet file, an
+    executable, an image: see :func:`tokpack._compressed.binary_kind`), or ``None``.
+
+    >>> print(not_text(b"PAR1\\x15\\x04", "d/x.parquet"))
+    d/x.parquet: is a Parquet file, not text; give a Parquet file as the corpus itself (its text column is read), or move it out of a folder of text files
+    """
+    kind = binary_kind(data[0:8192])
+    if kind is None:
+        return None
+    if kind.startswith("UTF-16"):
+        return InputError(f"is {kind}", where=where, fix="convert it to UTF-8 (e.g. iconv -f utf-16 -t utf-8)")
+    fix = ("give a Parquet file as the corpus itself (its text column is read), or move it out of a folder of text files"
+           if kind == "a Parquet file" else "give text files only: move it out of the corpus, or extract its text first")
+    return InputError(f"is {kind}, not text", where=where, fix=fix)
+
+
+def _line_ends(data: FileBytes) -> np.ndarray:
+    """Offsets just past every newline of ``data``, found chunk by chunk with numpy.
 
     >>> import tempfile
     >>> sample = Path(tempfile.mkdtemp()) / "x.jsonl"
     >>> _ = sample.write_bytes(b"a\\nbb\\n\\nc")
-    >>> _line_ends(sample).tolist()
+    >>> _line_ends(FileBytes(sample)).tolist()
     [2, 5, 6]
     """
-    found, offset = [], 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            found.append(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == ord("\n")) + offset + 1)
-            offset += len(chunk)
+    found = [np.flatnonzero(np.frombuffer(data[offset : offset + _CHUNK], dtype=np.uint8) == ord("\n")) + offset + 1
+             for offset in range(0, len(data), _CHUNK)]
     return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 

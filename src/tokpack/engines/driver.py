@@ -8,7 +8,7 @@ from pathlib import Path
 from tokpack import _checks as checks
 from tokpack._cache import locked
 from tokpack._schema import write_record
-from tokpack.corpus.sources import OnError, open_corpus
+from tokpack.corpus.sources import OnError, open_corpus, warn_spelled_special_tokens
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
@@ -39,6 +39,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
         kind, record, units = source.format, source.record, source.n_units
+        warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)
     # Shards are cut on input units (documents, lines, records); more shards than units only adds
     # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
     # would exhaust memory listing them.

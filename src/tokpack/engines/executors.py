@@ -181,8 +181,13 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
     except ImportError:
         raise MissingExtra("the Ray engine needs Ray: pip install 'tokpack[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                 ignore_reinit_error=True)
+        if address not in (None, "auto"):
+            check_reachable(address)  # Ray's own attempts at a wrong address go on for minutes
+        try:
+            ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     ignore_reinit_error=True)
+        except ConnectionError as error:
+            raise _not_joined(address, error) from None
     queue = Queue()
     remote = ray.remote(max_retries=retries, num_cpus=1)(task)
     waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}  # type: ignore[call-arg]
@@ -198,6 +203,43 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
         _drain(queue, on_progress)
     finally:
         queue.shutdown()
+
+
+#: How long to wait for a Ray cluster's address to answer before saying it does not.
+RAY_CONNECT_SECONDS = 10.0
+
+
+def check_reachable(address: str, timeout: float = RAY_CONNECT_SECONDS) -> None:
+    """Refuse a Ray address (``host:port``, or ``ray://host:port`` of Ray Client) that nothing
+    answers at within ``timeout`` seconds.
+
+    Raises:
+        InputError: naming the address, what happened and the fix.
+    """
+    import socket
+
+    where = address.removeprefix("ray://")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(f"Ray address {address!r} is not HOST:PORT", fix="give the head node's address as `ray status` "
+                                                                          "shows it (e.g. 10.0.0.5:6379), or auto for this machine's")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as error:
+        said = f"no answer within {timeout:g} s" if isinstance(error, TimeoutError) else (error.strerror or str(error)).lower()
+        raise InputError(f"no Ray cluster answers at {address} ({said})",
+                         fix="start one with `ray start --head` and give the address it prints, or leave out the "
+                             "address to run on a Ray of this process's own") from None
+
+
+def _not_joined(address: str | None, error: Exception) -> InputError:
+    """Why Ray could not join the cluster at ``address``: clusters of recent Ray need token
+    authentication, which the driver's environment must ask for too."""
+    auth = os.environ.get("RAY_AUTH_MODE", "")
+    fix = ("check that the cluster is up (`ray status`)" if auth == "token" else
+           "recent Ray starts clusters with token authentication: set RAY_AUTH_MODE=token and the "
+           "cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token) in this environment, as on every node")
+    return InputError(f"could not join the Ray cluster at {address or 'this machine'} ({error})", fix=fix)
 
 
 class RunOptions:

@@ -18,10 +18,24 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import default_cache_dir, locked
 from tokpack._memory import return_freed_memory
 from tokpack._progress import PrepareProgress, ProgressCallback
-from tokpack.corpus.manifest import split_manifest
-from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, reading_cut
+from tokpack.corpus.sources import (
+    SAMPLE_PIECE_BYTES,
+    DocumentSource,
+    OnError,
+    Piece,
+    check_separator,
+    hold_out,
+    reading_cut,
+    warn_spelled_special_tokens,
+)
 from tokpack.errors import InputError, IntegrityError, TokpackError
-from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
+from tokpack.preparing.options import (
+    DEFAULT_VOCAB_SAMPLE_BYTES,
+    DEFAULT_VOCAB_SIZE,
+    CorpusReading,
+    Execution,
+    VocabularyRequest,
+)
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.store.format import DATASET_FILE, META_FILE
 from tokpack.store.vocabulary import load_vocabulary
@@ -83,17 +97,33 @@ class TokenizedCorpus:
 
     @property
     def vocabulary_sample(self) -> str | None:
-        """What the vocabulary was trained on (``trained on 10.0 of 18.5 MB, 412 documents spread
-        over the range``), or ``None`` for a vocabulary you gave."""
+        """What the vocabulary was trained on (``trained on all 0.3 MB of the training range, 34
+        documents (validation held out)``, or the pieces of a sample), or ``None`` for a
+        vocabulary you gave."""
         from tokpack._schema import read_record
-        from tokpack.corpus.sources import describe_sample
+        from tokpack.corpus.sources import SAMPLE_PIECE_BYTES, describe_sample
         from tokpack.vocab.bytelevel import VocabularyRecord
 
         trained_on = read_record(VocabularyRecord, self.vocabulary_path).trained_on or {}
         if "sample_documents" not in trained_on:
             return None
+        pieces = trained_on.get("sample_pieces")
         return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
-                               int(trained_on["sample_documents"]))
+                               int(trained_on["sample_documents"]), None if pieces is None else int(pieces),
+                               int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)),
+                               held_out=[name for name in self.manifest.ranges if name != "train"])
+
+    @property
+    def vocabulary_sample_bytes(self) -> tuple[int, int] | None:
+        """The bytes the vocabulary was trained on and the training range's, or ``None`` for a
+        vocabulary you gave."""
+        from tokpack._schema import read_record
+        from tokpack.vocab.bytelevel import VocabularyRecord
+
+        trained_on = read_record(VocabularyRecord, self.vocabulary_path).trained_on or {}
+        if "sample_bytes_used" not in trained_on:
+            return None
+        return int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"])
 
     def pack(self) -> Pack:
         """The pack itself (tokens memory map, starts, meta)."""
@@ -122,7 +152,7 @@ def prepare(
     vocab_size: int | None = None,
     allow_smaller_vocab: bool = False,
     min_frequency: int = 2,
-    vocab_sample_bytes: int = 10_000_000,
+    vocab_sample_bytes: int = DEFAULT_VOCAB_SAMPLE_BYTES,
     document_bytes: int | None = None,
     batch_documents: int = 16,
     trainer: Trainer = "exact",
@@ -148,8 +178,10 @@ def prepare(
     Args:
         corpus: the file or folder.
         vocab: your vocabulary (anything :func:`load_vocabulary` takes); ``None`` trains one on
-            about ``vocab_sample_bytes`` of whole documents spread evenly over the training range
-            (deterministic; never validation or test data; see :attr:`TokenizedCorpus.vocabulary_sample`).
+            the training range, all of it when it holds at most ``vocab_sample_bytes``, else that
+            much in pieces spread evenly over it (deterministic; never validation or test data; see
+            :meth:`~tokpack.corpus.sources.DocumentSource.training_sample` and
+            :attr:`TokenizedCorpus.vocabulary_sample`).
         cache_dir: where packs and vocabularies live; ``$TOKPACK_CACHE`` or ``~/.cache/tokpack``.
         vocab_size: ids of the vocabulary to train, ``<|endoftext|>`` included (``n_vocab``, as
             Hugging Face counts it: the 256 bytes, the merges and ``<|endoftext|>``); GPT-2's
@@ -158,7 +190,8 @@ def prepare(
             the sample holds too few pairs seen ``min_frequency`` times; by default that is an
             error naming the reachable count.
         min_frequency: a merge needs a pair seen at least this often.
-        vocab_sample_bytes: at most this many bytes of the training range are sampled for the trainer.
+        vocab_sample_bytes: the most text the vocabulary is trained on (500 MB by default:
+            :data:`~tokpack.preparing.options.DEFAULT_VOCAB_SAMPLE_BYTES`).
         document_bytes: the longest document (at least 4); ``None``: the size a text file's
             manifest was cut with (see :func:`~tokpack.corpus.sources.reading_cut`), else 1 MiB.
         batch_documents: documents encoded together (in parallel).
@@ -172,14 +205,15 @@ def prepare(
         on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
             it (``meta.counts["skipped"]``).
         progress: called with a :class:`PrepareProgress` as work advances.
-        validation, test: hold out these shares of a text file's bytes (its end: validation,
-            then test) by writing its manifest (see :func:`tokpack.corpus.manifest.split_manifest`);
-            0 uses the manifest there, if any.
+        validation, test: hold out these shares by writing the corpus's manifest (see
+            :func:`tokpack.corpus.sources.hold_out`): of a text file's bytes, its end (validation,
+            then test); of a folder's files, JSON Lines' records or Parquet's rows, whole ones spread
+            evenly over it. 0 uses the manifest there, if any.
         out: the pack's folder (default: under the cache, named by corpus and vocabulary).
         separator: text that ends a document and is in none of them (``"<|endoftext|>"``, a
             blank line ``"\\n\\n"``); recorded in the pack's cut. Documents longer than
             ``document_bytes`` are still cut by the newline rule.
-        manifest: the text file's manifest, read (and, with ``validation``/``test``, written)
+        manifest: the corpus's manifest, read (and, with ``validation``/``test``, written)
             there instead of ``CORPUS.manifest.json`` beside the corpus (for a read-only folder).
 
     Returns:
@@ -214,10 +248,8 @@ def prepare(
     if out is not None:
         check_output(Path(out), path, kind="pack")
     if validation or test:
-        if format_of(path) != "text":
-            raise InputError("--validation and --test cut one text file", where=path, fix="hold out whole files instead: move them into a folder of their own and prepare it with the same --vocab (e.g. -o val), or join the folder into one text file (with --separator) and split that")
-        split_manifest(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                       manifest=None if manifest is None else Path(manifest))
+        hold_out(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
+                 manifest=manifest, text_field=text_field, on_error=on_error)
     report(PrepareProgress("hashing", 0, _size(path)))
     reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
                             on_error=on_error, manifest=manifest)
@@ -248,6 +280,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     else:
         tokenizer = load_vocabulary(vocab, pattern=request.pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
+    warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)  # encoded as text, said once
     cut = document_cut(source)
     # The error policy is part of the key: a pack that skipped bad records must never be handed
     # to a run that asked to stop at them. So is the separator: it decides every document.
@@ -344,6 +377,11 @@ def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: objec
         raise InputError(f"progress must be a function, got {type(progress).__name__}")
 
 
+#: How the trainer's sample is drawn, in the vocabulary's cache key and record: pieces of at most
+#: this many bytes spread evenly over the training range's bytes (the whole range when it fits).
+_SAMPLE_RULE = f"pieces-{SAMPLE_PIECE_BYTES}"
+
+
 def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, request: VocabularyRequest,
                         report: ProgressCallback) -> tuple[BpeTokenizer, Path]:
     """The vocabulary ``request`` trains on ``source``'s training range: from the cache when its
@@ -356,7 +394,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
     train_spans = [[first, last] for name, first, last in source.unit_ranges() if name == "train"]
     settings = {"corpus": corpus_key, "vocab_size": vocab_size, "min_frequency": min_frequency,
                 "sample_bytes": sample_bytes, "cut": document_cut(source).model_dump(mode="json"), "trainer": trainer,
-                "pattern": pattern, "sample": "spread", "on_error": source.on_error,
+                "pattern": pattern, "sample": _SAMPLE_RULE, "on_error": source.on_error,
                 "text_field": getattr(source, "text_field", None), "training_units": train_spans,
                 "training_bytes": source.range_bytes("train")}
     settings_sha256 = _digest(settings)
@@ -364,7 +402,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
     directory = cache / "vocab" / key
     trained_on: dict[str, str | int] = {
         "corpus_sha256": source.record.sha256, "vocab_size": vocab_size, "min_frequency": min_frequency,
-        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": "spread",
+        "sample_bytes": sample_bytes, "document_bytes": document_bytes, "trainer": trainer, "sample": _SAMPLE_RULE,
         "training_range": json.dumps({"units": train_spans, "bytes": source.range_bytes("train")}),
         "settings_sha256": settings_sha256,
     }
@@ -395,6 +433,8 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
         # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
         trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
                        "training_range_bytes": sample.range_bytes}
+        if sample.spans is not None:
+            trained_on |= {"sample_pieces": sample.n_pieces, "sample_piece_bytes": sample.piece_bytes}
         remove_abandoned(directory)
         if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:

@@ -8,8 +8,10 @@ from pathlib import Path
 from tokpack.errors import InputError
 
 
-def report_for(target: Path, *, block: int = 1024, data: Path | None = None, baselines: Sequence[Path] = ()) -> str:
-    """The report page for ``target``, chosen by what it is.
+def report_for(target: Path, *, block: int = 1024, data: Path | None = None, baselines: Sequence[Path] = (),
+               min_global: float | None = None, min_domain: float | None = None) -> str:
+    """The report page for ``target``, chosen by what it is (a tokenizer's grade is held to
+    ``min_global``/``min_domain`` when given: see :func:`tokpack.report.tokenizer.tokenizer_report`).
 
     Raises:
         InputError / IntegrityError: a target of no known kind, or one that cannot be opened.
@@ -26,7 +28,7 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
     if target.suffix in (".json", ".tiktoken") and _is_tokenizer(target):
         from tokpack.report.tokenizer import tokenizer_report
 
-        return tokenizer_report(target, data=data, baselines=baselines)
+        return tokenizer_report(target, data=data, baselines=baselines, min_global=min_global, min_domain=min_domain)
     raise InputError("not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')", where=target)
 
 

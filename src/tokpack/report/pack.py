@@ -37,14 +37,24 @@ def pack_facts(source: TokenSource, lengths: np.ndarray, *, block: int) -> dict[
     tail = max(0, int(source.starts[-1]) + block - source.n_tokens) if windows else 0  # the last window runs off the end
     packed = (windows + tail) / (windows * block) if windows else 0.0
     source_record = getattr(meta, "source", None)  # a datatrove folder has none
-    characters = getattr(meta, "counts", {}).get("characters")
+    counts = getattr(meta, "counts", {})
+    characters, games = counts.get("characters"), counts.get("n_games")
+    # Bytes per token only where the source's bytes are the text encoded: a text file or folder
+    # (cut by lines); a JSON Lines or Parquet file (named FILE#field) holds more than its text,
+    # and a chess pack's source is a Parquet table of games.
+    cut = getattr(meta, "cut", None)
+    text_bytes = source_record.n_bytes if (source_record is not None and cut is not None and cut.rule == "newline"
+                                           and "#" not in source_record.name) else None
+    shards = getattr(meta, "shards", None)
     return {
         "source": source_record.model_dump(mode="json") if source_record is not None else None,
         "characters_per_token": characters / source.n_tokens if characters and source.n_tokens else None,
-        "bytes_per_token": source_record.n_bytes / source.n_tokens if source_record is not None and source.n_tokens else None,
+        "bytes_per_token": text_bytes / source.n_tokens if text_bytes and source.n_tokens else None,
+        "tokens_per_game": source.n_tokens / games if games else None,
         "length_axis": "log" if spans_decades(lengths) else "linear",
         "path": str(source.path),
-        "kind": "dataset" if (Path(source.path) / "dataset.json").exists() else "pack",
+        "kind": "dataset" if shards is not None else "pack",
+        "shards": None if shards is None else len(shards),
         "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
         "n_docs": int(source.n_docs),
         "n_tokens": int(source.n_tokens),
@@ -73,9 +83,11 @@ def pack_section(facts: dict[str, Any], lengths: np.ndarray) -> str:
     identity = facts["vocabulary"]
     status = ('<span class="ok" data-testid="verified">verified</span>' if facts["verified"]
               else f'<span class="bad" data-testid="verified">NOT verified: {escape(facts["problem"])}</span>')
+    sharded = facts["shards"] is not None
     cards = "".join(
         f'<div class="card"><span class="muted">{escape(label)}</span><b data-testid="{key}">{escape(value)}</b></div>'
         for label, key, value in (
+            *((("sharded dataset", "shards", f"{facts['shards']:,} shards"),) if sharded else ()),
             ("documents", "n_docs", f"{facts['n_docs']:,}"),
             ("tokens", "n_tokens", f"{facts['n_tokens']:,}"),
             ("dtype", "dtype", facts["dtype"]),
@@ -89,14 +101,19 @@ def pack_section(facts: dict[str, Any], lengths: np.ndarray) -> str:
             if facts["characters_per_token"] else "",
             f'<span data-testid="bytes-per-token">{facts["bytes_per_token"]:.2f}</span> bytes per token'
             if facts["bytes_per_token"] else "",
+            f'<span data-testid="tokens-per-game">{facts["tokens_per_game"]:.1f}</span> tokens per game'
+            if facts["tokens_per_game"] else "",
         ) if text
     )
+    # A dataset's checksums are of its one stream (all shards in order), as `tokpack merge`'s
+    # tokens.npy and starts.npy would have them: there is no such file in the dataset itself.
+    stream = (f"all {facts['shards']:,} shards as one stream (the files `tokpack merge` writes)" if sharded else None)
     card_rows = ([["source", f'<span data-testid="source-name">{escape(origin["name"])}</span>, {origin["n_bytes"]:,} bytes, '
                              f'SHA-256 <code>{escape(origin["sha256"])}</code>']] if origin else []) + ([
         ["compression", compression]] if compression else []) + [
         ["vocabulary", f'<code data-testid="vocabulary-sha256">{escape(identity["sha256"])}</code> ({escape(identity["scheme"])})'],
-        ["tokens.npy SHA-256", f"<code>{escape(facts['tokens_sha256'])}</code>"],
-        ["starts.npy SHA-256", f"<code>{escape(facts['starts_sha256'])}</code>"],
+        [f"ids SHA-256, {stream}" if stream else "tokens.npy SHA-256", f"<code>{escape(facts['tokens_sha256'])}</code>"],
+        [f"starts SHA-256, {stream}" if stream else "starts.npy SHA-256", f"<code>{escape(facts['starts_sha256'])}</code>"],
         ["checksums", status],
     ] + [[f"range {escape(name)}", f"documents {span['documents'][0]:,}–{span['documents'][1]:,}, "
                                    f"tokens {span['tokens'][0]:,}–{span['tokens'][1]:,}"]
@@ -130,4 +147,5 @@ def pack_report(path: str | Path, *, block: int = 1024) -> str:
     facts = pack_facts(source, lengths, block=block)
     # The corpus's own name is the title: a folder is often just a cache key.
     name = facts["source"]["name"] if facts["source"] else Path(path).name
-    return page(f"{name}: tokpack report", pack_section(facts, lengths), data={"pack": facts})
+    kind = f" (sharded dataset, {facts['shards']:,} shards)" if facts["shards"] is not None else ""
+    return page(f"{name}{kind}: tokpack report", pack_section(facts, lengths), data={"pack": facts})

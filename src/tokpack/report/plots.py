@@ -74,7 +74,8 @@ def histogram(values: np.ndarray, *, title: str, xlabel: str, marks: dict[str, f
 
 def bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str,
          lines: dict[str, float], highlight: str | None, test_id: str) -> str:
-    """Grouped bars (one group per label, one bar per series), horizontal lines at ``lines``."""
+    """Grouped bars (one group per label, one bar per series), horizontal lines at ``lines`` (label
+    -> y), every name in the legend beside the plot."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 3.6))
     width = 0.8 / max(1, len(series))
@@ -84,9 +85,9 @@ def bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title:
         if highlight is not None and highlight in labels and index == 0:
             drawn[list(labels).index(highlight)].set_edgecolor("#c0392b")
             drawn[list(labels).index(highlight)].set_linewidth(2.5)
-    for label, y in lines.items():
-        axes.axhline(y, color="#c0392b", linestyle="--", linewidth=1)
-        axes.annotate(f"{label} {y:g}", (len(labels) - 0.5, y), ha="right", va="bottom", color="#c0392b")
+    for index, (label, y) in enumerate(lines.items()):
+        # Named in the legend beside the plot, never written over the bars.
+        axes.axhline(y, color=["#c0392b", "#8e44ad"][index % 2], linestyle=["--", ":"][index % 2], linewidth=1.2, label=label)
     axes.set_xticks(positions, labels)
     axes.set_title(title)
     axes.set_ylabel(ylabel)

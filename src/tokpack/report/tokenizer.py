@@ -1,9 +1,11 @@
-"""The report of a tokenizer: its compression per domain against thresholds and baselines, and
-its longest and most frequent tokens, shown readably."""
+"""The report of a tokenizer: its compression per domain (against baselines, and against targets
+when there are any: the user's, or the Polish recipe's for a tokenizer made by it), and its
+longest and most frequent tokens, shown readably."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,39 @@ def readable(token: bytes) -> str:
     return "".join(out)
 
 
-def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] = (), top: int = 20) -> dict[str, Any]:
-    """Identity, grade (when ``data`` is given), baselines' grades, longest and most frequent tokens."""
+@dataclass(frozen=True)
+class Targets:
+    """Least characters per token a grade is held to (globally, per domain; ``None``: no such
+    target), and whose they are, as the report says it."""
+
+    min_global: float | None
+    min_domain: float | None
+    whose: str
+
+
+def recipe_targets(path: Path) -> Targets | None:
+    """The Polish recipe's targets (:data:`tokpack.grading.grade.MIN_GLOBAL`, ``MIN_DOMAIN``) when
+    the tokenizer at ``path`` was made by that recipe (the ``manifest.json`` beside it records its
+    identity and the Polish pattern), else ``None``: no tokenizer is graded against another's targets."""
+    from tokpack.grading.grade import MIN_DOMAIN, MIN_GLOBAL
+    from tokpack.grading.manifest import TokenizerManifest
+    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.patterns import POLISH_PATTERN
+
+    beside = Path(path).parent / "manifest.json"
+    try:
+        manifest = read_record(TokenizerManifest, beside) if beside.is_file() else None
+    except ValueError:  # another tool's manifest.json
+        return None
+    if manifest is None or manifest.recipe.pattern != POLISH_PATTERN or manifest.identity != load_vocabulary(path).identity:
+        return None
+    return Targets(MIN_GLOBAL, MIN_DOMAIN, "the Polish recipe's targets (docs/polish-tokenizer.md)")
+
+
+def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] = (), top: int = 20,
+                    targets: Targets | None = None) -> dict[str, Any]:
+    """Identity, grade (when ``data`` is given; held to ``targets`` if any), baselines' grades,
+    longest and most frequent tokens."""
     from tokpack.grading.grade import GradeReport, TokenCounter, grade
     from tokpack.store.vocabulary import load_vocabulary
 
@@ -64,7 +97,15 @@ def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] 
             return [len(ids) for ids in encoded]
 
         counter = TokenCounter(name=str(path), vocab_size=tokenizer.n_vocab, count=count)
-        facts["grade"] = grade(counter, data).model_dump(mode="json", by_alias=True)
+        # A target not given holds nothing back (0 characters per token).
+        graded = grade(counter, data, min_global=targets.min_global or 0.0 if targets else 0.0,
+                       min_domain=targets.min_domain or 0.0 if targets else 0.0).model_dump(mode="json", by_alias=True)
+        if targets is None:  # no targets: no verdict to show
+            graded = {**graded, "min_global": None, "min_domain": None, "passed": None,
+                      "domains": [{**domain, "passed": None} for domain in graded["domains"]]}
+        else:
+            graded = {**graded, "min_global": targets.min_global, "min_domain": targets.min_domain, "whose": targets.whose}
+        facts["grade"] = graded
         spelled = {rank: token for token, rank in tokenizer.ranks.items()}
         order = np.argsort(-counts, kind="stable")[:top]
         facts["frequent"] = [{"id": int(i), "count": int(counts[i]), "text": readable(spelled.get(int(i), b""))}
@@ -84,25 +125,33 @@ def tokenizer_section(facts: dict[str, Any]) -> str:
         for baseline in facts["baselines"]:
             by_domain = {d["domain"]: d["chars_per_token"] for d in baseline["domains"]}
             series[Path(baseline["tokenizer"]).name] = [by_domain.get(d, 0.0) for d in domains]
+        held = graded["passed"] is not None  # targets given (or the Polish recipe's): a verdict
+        lines = {f"target {where} ({graded[key]:g})": graded[key]
+                 for key, where in (("min_domain", "per domain"), ("min_global", "overall")) if held and graded[key] is not None}
         plot = bars(domains, series, title="Characters per token by domain (higher is better)", ylabel="characters per token",
-                    lines={"min domain": graded["min_domain"], "min global": graded["min_global"]},
+                    lines=lines,
                     highlight=graded["weakest_domain"], test_id="domain-chart")
         rows = [[f'<span data-testid="domain-name">{escape(d["domain"])}</span>'
                  + (' <span class="bad">(weakest)</span>' if d["domain"] == graded["weakest_domain"] else ""),
                  f"{d['documents']:,}", f"{d['characters']:,}", f"{d['tokens']:,}",
-                 f'<span data-testid="domain-cpt">{d["chars_per_token"]:.3f}</span>',
-                 '<span class="ok">pass</span>' if d["passed"] else '<span class="bad">fail</span>']
+                 f'<span data-testid="domain-cpt">{d["chars_per_token"]:.3f}</span>']
+                + ([('<span class="ok">pass</span>' if d["passed"] else '<span class="bad">fail</span>')] if held else [])
                 for d in graded["domains"]]
-        verdict = '<span class="ok">passes</span>' if graded["passed"] else '<span class="bad">fails</span>'
+        verdict = ""
+        if held:
+            said = " and ".join(f"{value:.2f} {where}" for value, where in ((graded["min_global"], "overall"),
+                                                                             (graded["min_domain"], "per domain"))
+                                if value is not None)
+            outcome = '<span class="ok">passes</span>' if graded["passed"] else '<span class="bad">fails</span>'
+            verdict = f'; against {escape(graded["whose"])}, <span data-testid="targets">{said}</span>: {outcome}'
         baseline_rows = [[escape(Path(b["tokenizer"]).name), f"{b['vocab_size']:,}", f"{b['chars_per_token']:.3f}",
                           escape(b["weakest_domain"])] for b in facts["baselines"]]
         parts.append(
             f'<h2>Compression</h2><p>Globally <b data-testid="global-cpt">{graded["chars_per_token"]:.3f}</b> characters '
             f'per token (sums of characters over sums of tokens) on {graded["documents"]:,} documents; weakest domain '
-            f'<b data-testid="weakest-domain">{escape(graded["weakest_domain"])}</b>; thresholds {graded["min_global"]:.2f} '
-            f'globally and {graded["min_domain"]:.2f} per domain: {verdict}.</p>{plot}'
-            + table(["domain", "documents", "characters", "tokens", "chars/token", ""], rows, numeric=(1, 2, 3, 4),
-                    test_id="domain-table")
+            f'<b data-testid="weakest-domain">{escape(graded["weakest_domain"])}</b>{verdict}.</p>{plot}'
+            + table(["domain", "documents", "characters", "tokens", "chars/token"] + ([""] if held else []), rows,
+                    numeric=(1, 2, 3, 4), test_id="domain-table")
             + (("<h3>Baselines</h3>" + table(["baseline", "ids", "chars/token", "weakest domain"], baseline_rows,
                                                numeric=(1, 2))) if baseline_rows else "")
         )
@@ -117,7 +166,14 @@ def tokenizer_section(facts: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def tokenizer_report(path: Path, *, data: Path | None = None, baselines: Sequence[Path] = ()) -> str:
-    """A self-contained HTML report of the tokenizer at ``path`` (graded on ``data`` if given)."""
-    facts = tokenizer_facts(Path(path), data=data, baselines=baselines)
+def tokenizer_report(path: Path, *, data: Path | None = None, baselines: Sequence[Path] = (),
+                     min_global: float | None = None, min_domain: float | None = None) -> str:
+    """A self-contained HTML report of the tokenizer at ``path`` (graded on ``data`` if given).
+
+    The grade is held to targets only when there are some: ``min_global`` and ``min_domain``
+    (characters per token, overall and in every domain) when given, else the Polish recipe's for a
+    tokenizer it made (:func:`recipe_targets`); the report says whose they are."""
+    targets = (Targets(min_global, min_domain, "your targets") if min_global is not None or min_domain is not None
+               else recipe_targets(Path(path)))
+    facts = tokenizer_facts(Path(path), data=data, baselines=baselines, targets=targets)
     return page(f"tokpack report: {Path(path).name}", tokenizer_section(facts), data={"tokenizer": facts})

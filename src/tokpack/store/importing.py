@@ -212,7 +212,9 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
             n_bytes = int(sum(getattr(part.tokens, "nbytes", 0) for part in getattr(source, "shards", [])))
             origin = Source(name=Path(source.path).name, sha256=source.meta.tokens_sha256, n_bytes=n_bytes)
         cut = sidecar.cut if sidecar is not None else DocumentCut(rule=kind)
-        meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts={})
+        # The whole export of a pack gets back what its encoder counted (its characters, ...).
+        counts = dict(sidecar.counts) if sidecar is not None and whole else {}
+        meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts=counts)
     Pack(Path(out), verify=True)
     if whole and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
         raise IntegrityError("the imported ids differ from the pack that was exported; nothing imported", where=source.path,

@@ -47,6 +47,8 @@ class ExportRecord(Record):
         vocabulary_dir: the folder, beside the sidecar, holding the source pack's vocabulary
             files (``vocabulary`` in a folder export, ``OUT.vocabulary`` beside a Megatron
             prefix), so the ids decode where they are copied; ``None`` when it carried none.
+        counts: the exported pack's counts (its characters, skipped inputs, ...), which an import
+            of the whole export restores.
     """
 
     schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
@@ -64,13 +66,16 @@ class ExportRecord(Record):
     parts: dict[str, ExportPart]
     files_sha256: dict[str, str] = Field(default_factory=dict)
     vocabulary_dir: str | None = Field(default=None, pattern=r"^[^/\\]+$")
+    counts: dict[str, int] = Field(default_factory=dict)
 
     @model_serializer(mode="wrap")
     def _no_vocabulary_dir_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Written only when set, so exports of packs without vocabulary files stay as they were.
+        # Written only when set, so exports of packs without vocabulary files (or counts) stay as they were.
         data: dict[str, Any] = handler(self)
         if data.get("vocabulary_dir") is None:
             data.pop("vocabulary_dir", None)
+        if not data.get("counts"):
+            data.pop("counts", None)
         return data
 
 

@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from tokpack._atomic import publish, temporary_sibling
+from tokpack._atomic import full_disk, publish, temporary_sibling
 from tokpack._schema import write_record
 from tokpack.errors import InputError, VocabularyMismatch
 from tokpack.store.format import (
@@ -319,6 +319,8 @@ class PackWriter:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
         if self._temporary.exists():
             self.abort()
+        if (full := full_disk(error, self.destination)) is not None:  # a full disk's error names no file
+            raise full from error
 
 
 def _close_durably(handle: BinaryIO) -> None:

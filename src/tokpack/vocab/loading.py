@@ -12,7 +12,7 @@ from typing import Any, Union
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
 from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, resolve_pattern
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, resolve_pattern, same_meaning
 from tokpack.vocab.published import PUBLISHED
 
 #: What ``--pattern`` / ``pattern=`` accept by name (see :data:`tokpack.vocab.patterns.NAMED_PATTERNS`).
@@ -90,7 +90,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
         return same_pattern(tokenizer, pattern, str(path.parent / VOCABULARY_FILE))
     published = PUBLISHED.get(digest)
     if published is not None:
-        if pattern is not None and pattern != published.pattern:
+        if pattern is not None and not same_meaning(pattern, published.pattern):  # tiktoken's own spelling is fine
             raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; --pattern "
                              "(pattern= in Python) contradicts it", where=path,
                              fix="drop --pattern: the published pattern is the one these ranks were made with")
@@ -125,14 +125,15 @@ def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:
 
 
 def same_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> BpeTokenizer:
-    """``tokenizer``, unless ``pattern`` is given and is not its own.
+    """``tokenizer``, unless ``pattern`` is given and means something else than its own (an
+    equivalent spelling, see :func:`~tokpack.vocab.patterns.canonical_pattern`, is its own).
 
     Raises:
         InputError: naming ``where``: the recorded pattern is the one its ids were made with.
     """
     if pattern is not None:
         pattern = resolve_pattern(pattern, "pattern")
-    if pattern is not None and pattern != tokenizer.pattern:
+    if pattern is not None and not same_meaning(pattern, tokenizer.pattern):
         raise InputError("records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it", where=where,
                          fix="drop --pattern: the recorded pattern is the one its ids were made with")
     return tokenizer

@@ -48,6 +48,17 @@ POLISH_PHRASE_PATTERN = (
     + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
 )
 
+#: o200k_base's pattern, as tiktoken writes it.
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
 #: The pattern every trainer uses unless told otherwise (``prepare``, ``tokenizer train``, ``bpe
 #: train``, their APIs): GPT-4's. It is published and read alike by tiktoken and Hugging Face,
 #: tuned on no corpus of this project, and cuts better than GPT-2's: digits in groups of three (no
@@ -66,6 +77,94 @@ NAMED_PATTERNS = {
     "polish": POLISH_PATTERN,
     "polish-phrase": POLISH_PHRASE_PATTERN,
 }
+
+
+#: The patterns tokpack knows by meaning, each in the one spelling it records (see
+#: :func:`canonical_pattern`): the named ones and the published vocabularies'.
+KNOWN_PATTERNS = (*NAMED_PATTERNS.values(), O200K_PATTERN)
+
+
+def _alternatives(pattern: str) -> list[str]:
+    r"""The top-level alternatives of ``pattern``: split at each ``|`` outside groups, classes and escapes.
+
+    >>> _alternatives(r"a|(?:b|c)|[|]|\||[]|]")
+    ['a', '(?:b|c)', '[|]', '\\|', '[]|]']
+    """
+    found, start, depth, in_class, index = [], 0, 0, False, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[index + 1 : index + 2] == "^":
+                index += 1
+            if pattern[index + 1 : index + 2] == "]":  # a leading ] is a member, not the end
+                index += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            found.append(pattern[start:index])
+            start = index + 1
+        index += 1
+    return [*found, pattern[start:]]
+
+
+def _ends_possessive(alternative: str) -> bool:
+    r"""Whether ``alternative`` ends with a possessive quantifier (``++``, ``*+``, ``?+``, ``{m,n}+``).
+
+    >>> _ends_possessive(r"\p{L}++"), _ends_possessive(r"\++"), _ends_possessive(r"\\++"), _ends_possessive("a+")
+    (True, False, True, False)
+    """
+    if len(alternative) < 2 or alternative[-1] != "+" or alternative[-2] not in "+*?}":
+        return False
+    before = alternative[:-2]
+    return (len(before) - len(before.rstrip("\\"))) % 2 == 0  # an escaped mark is a literal, quantified greedily
+
+
+def _meaning(pattern: str) -> str:
+    r"""``pattern`` with every possessive quantifier that ends a top-level alternative made greedy.
+
+    Nothing follows such a quantifier, so the first way the greedy one tries is the match: both
+    take the same text (in ``regex`` and in tiktoken's engine), and spellings that differ only
+    there mean the same. (Hugging Face's Oniguruma reads ``{1,3}+`` otherwise, as "one or more
+    groups of one to three", which is why tokpack records the greedy spelling.)
+
+    >>> _meaning(r"\p{N}{1,3}+| ?[^\s]++[\r\n]*+|\s++$")
+    '\\p{N}{1,3}| ?[^\\s]++[\\r\\n]*|\\s++$'
+    """
+    return "|".join(alternative[:-1] if _ends_possessive(alternative) else alternative
+                    for alternative in _alternatives(pattern))
+
+
+def canonical_pattern(pattern: str) -> str:
+    r"""The spelling tokpack records for what ``pattern`` means: a known pattern
+    (:data:`KNOWN_PATTERNS`) when ``pattern`` is one of its equivalent spellings, else ``pattern``
+    itself. Spellings are equivalent here when they differ only in possessive quantifiers that
+    end an alternative (tiktoken writes cl100k's digit groups ``\p{N}{1,3}+``, tokpack
+    ``\p{N}{1,3}``); a spelling that cuts some text differently is never taken for a known one.
+
+    >>> canonical_pattern(CL100K_PATTERN) == GPT4_PATTERN
+    True
+    >>> canonical_pattern(r"\w+|\s")
+    '\\w+|\\s'
+    """
+    meaning = _meaning(pattern)
+    return next((known for known in KNOWN_PATTERNS if _meaning(known) == meaning), pattern)
+
+
+def same_meaning(first: str, second: str) -> bool:
+    """Whether two pattern spellings mean the same by :func:`canonical_pattern`'s rule.
+
+    >>> same_meaning(CL100K_PATTERN, GPT4_PATTERN), same_meaning(GPT2_PATTERN, GPT4_PATTERN)
+    (True, False)
+    """
+    return first == second or _meaning(first) == _meaning(second)
 
 
 def resolve_pattern(name_or_regex: str, where: str | PathLike[str] | None = None) -> str:

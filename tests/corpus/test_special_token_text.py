@@ -1,0 +1,84 @@
+"""A special token spelled in the text with no separator to take it out is said: how often, where
+first, and the fix (the separator), in Python as a warning and on the command line in its words."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from tokpack import BpeTokenizer, prepare
+from tokpack.cli import app
+from tokpack.errors import SpecialTokenInText
+
+from conftest import DATA
+
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def documents() -> list[str]:
+    text = b"".join(path.read_bytes() for path in sorted((DATA / "polish" / "narrative").glob("*.txt"))[:4]).decode()
+    return [text[i : i + 1500] for i in range(0, 9000, 1500)]
+
+
+def _found(run: object) -> list[SpecialTokenInText]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()  # type: ignore[operator]
+    return [w.message for w in caught if isinstance(w.message, SpecialTokenInText)]
+
+
+def test_a_text_file_that_spells_the_end_of_text_token_is_said_with_count_place_and_fix(documents: list[str], tmp_path: Path) -> None:
+    corpus = tmp_path / "joined.txt"
+    corpus.write_text(EOT.join(documents), encoding="utf-8")
+    first = len(documents[0].encode("utf-8"))
+    (found,) = _found(lambda: prepare(corpus, cache_dir=tmp_path / "c", vocab_size=300))
+    assert (found.token, found.count, found.first) == (EOT, 5, f"{corpus}: byte {first:,}" if first >= 10_000 else f"{corpus}: byte {first}")
+    assert str(found).endswith(f"documents run across it; if it ends documents, prepare again with separator='{EOT}'")
+    # With the separator, nothing to say, and the documents are the ones between the markers.
+    assert _found(lambda: prepare(corpus, cache_dir=tmp_path / "c", vocab_size=300, separator=EOT)) == []
+
+
+def test_the_command_says_it_with_the_flag(documents: list[str], tmp_path: Path) -> None:
+    corpus = tmp_path / "joined.txt"
+    corpus.write_text(EOT.join(documents[:3]), encoding="utf-8")
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "c"), "--json"])
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout stays JSON
+    line = " ".join(result.stderr.split())
+    assert f"warning: {corpus}: byte {len(documents[0].encode())}: the text spells the special token '{EOT}' 2 times" in line
+    assert line.endswith(f"if it ends documents, prepare again with --separator '{EOT}'")
+    assert "separator=" not in line
+
+
+def test_folders_records_rows_and_a_given_vocabulary_s_special_tokens(documents: list[str], tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.txt").write_text(documents[0], encoding="utf-8")
+    (folder / "b.txt").write_text(documents[1] + EOT + documents[2] + EOT, encoding="utf-8")
+    (found,) = _found(lambda: prepare(folder, cache_dir=tmp_path / "c", vocab_size=300))
+    assert found.count == 2 and found.first.startswith(f"{folder / 'b.txt'}: byte ")
+
+    records = tmp_path / "r.jsonl"
+    records.write_text("".join(json.dumps({"text": d + (EOT if i % 2 else "")}) + "\n" for i, d in enumerate(documents)))
+    (found,) = _found(lambda: prepare(records, cache_dir=tmp_path / "c", vocab_size=300))
+    assert found.count == 3
+
+    rows = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"text": [d + (EOT * 2 if i == 4 else "") for i, d in enumerate(documents)]}), rows)
+    (found,) = _found(lambda: prepare(rows, cache_dir=tmp_path / "c", vocab_size=300))
+    assert (found.count, found.first) == (2, f"{rows}: row 4")
+
+    # A given vocabulary's own special tokens are looked for too.
+    ranks = {bytes([b]): b for b in range(256)}
+    given = BpeTokenizer(ranks=ranks, pattern="gpt4", special_tokens={EOT: 256, "<|fim_prefix|>": 257})
+    plain = tmp_path / "plain.txt"
+    plain.write_text(documents[0] + "<|fim_prefix|>" + documents[1], encoding="utf-8")
+    (found,) = _found(lambda: prepare(plain, cache_dir=tmp_path / "c", vocab=given))
+    assert (found.token, found.count) == ("<|fim_prefix|>", 1)

@@ -1,0 +1,64 @@
+"""A full disk is said with the path being written and the fix, never a bare ``[Errno 28]``: a
+pack's folder, a corpus decompressed into ``$TMPDIR``. The disk is a real one: a small tmpfs
+(skipped where mounting is not allowed)."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tokpack import prepare
+from tokpack.cli import app
+from tokpack.errors import InputError
+
+from conftest import DATA
+
+
+@pytest.fixture()
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 96 KiB file system, mounted for the test."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode(errors='replace').strip()})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_bytes(b"".join(p.read_bytes() for p in sorted((DATA / "polish" / "technical").rglob("*.txt")))[:600_000])
+    return path
+
+
+def test_a_pack_on_a_full_disk_names_its_folder_and_the_fix(small_disk: Path, corpus: Path, tmp_path: Path) -> None:
+    out = small_disk / "pack"
+    with pytest.raises(InputError) as caught:
+        prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=300, out=out)
+    assert str(caught.value) == (f"{out}: no space left on its disk (No space left on device); free space on that disk, "
+                                 "or write to another one")
+    assert not out.exists() and [p.name for p in small_disk.iterdir() if not p.name.endswith(".lock")] == []
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "cache"),
+                                      "-o", str(out)])
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [f"error: {caught.value}"]
+
+
+def test_a_compressed_corpus_that_does_not_fit_in_tmpdir_says_so(small_disk: Path, corpus: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    packed = tmp_path / "corpus.txt.gz"
+    packed.write_bytes(gzip.compress(corpus.read_bytes()))
+    monkeypatch.setattr(tempfile, "tempdir", str(small_disk))  # $TMPDIR, as tempfile read it
+    with pytest.raises(InputError, match=f"^{small_disk}: no space left on its disk .*; a compressed corpus is "
+                                         "decompressed there to be read: set TMPDIR to a folder on a disk with room for "
+                                         "corpus.txt.gz's text$"):
+        prepare(packed, cache_dir=tmp_path / "cache", vocab_size=300)
