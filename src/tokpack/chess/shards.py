@@ -43,7 +43,7 @@ from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
 from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
-from tokpack.store.format import DATASET_FILE, DocumentCut, Source
+from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
             report(PrepareProgress(stage="encoding", done_bytes=done, total_bytes=total, n_tokens=tokens, n_docs=done))
 
     pack_tables(tables, encoder, dataset / shard_name(rank), split=job.split, batch_games=job.batch_games,
-                progress=progress, source=source)
+                progress=progress, source=source, shard=ShardPlace(rank=rank, world_size=job.world_size))
 
 
 def finish_chess_job(dataset: Path) -> ShardedDataset | None:

@@ -270,11 +270,14 @@ def shard_progress(total_bytes: int, shards: int) -> Iterator[tuple[Callable[[in
     with Progress(*columns, console=errors, disable=not errors.is_terminal) as progress:
         task = progress.add_task("encoding", total=max(total_bytes, 1), tokens=0, docs=0, shards=f"0/{shards} shards")
         latest: dict[int, tuple[int, int, int]] = {}
+        totals = [0, 0, 0]  # kept as events come, so an event costs the same however many shards
         finished: set[int] = set()
 
         def on_progress(rank: int, done_bytes: int, tokens: int, docs: int) -> None:
+            before = latest.get(rank, (0, 0, 0))
             latest[rank] = (done_bytes, tokens, docs)  # a retried shard starts again from zero
-            totals = [sum(values) for values in zip(*latest.values())]
+            for index, (old, new) in enumerate(zip(before, latest[rank])):
+                totals[index] += new - old
             progress.update(task, completed=totals[0], tokens=totals[1], docs=totals[2])
 
         def on_done(rank: int) -> None:

@@ -213,9 +213,9 @@ def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
 
 
 def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None,
-                    document_bytes: int | None = None) -> CorpusManifest:
-    """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file; or
-    all-training when none applies.
+                    document_bytes: int | None = None) -> tuple[CorpusManifest, Path | None]:
+    """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file, and
+    where it was found; or all-training and ``None`` when none applies.
 
     Args:
         corpus: the corpus text file.
@@ -233,7 +233,7 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
     n_bytes = corpus.stat().st_size
     found = find_manifest(corpus, sha256, manifest)
     if found is None:
-        return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
+        return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)}), None
     path, manifest_record = found
     if manifest_record.n_bytes != n_bytes:
         raise InputError(f"{n_bytes} bytes, but {path} says {manifest_record.n_bytes}", where=corpus)
@@ -256,7 +256,7 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
                                  fix="move the boundary before or after the separator")
     finally:
         data.close()
-    return manifest_record
+    return manifest_record, path
 
 
 def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, document_bytes: int,

@@ -22,8 +22,10 @@ from types import TracebackType
 from typing import ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, regular_file
+from tokpack._schema import Record
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
     DEFAULT_DOCUMENT_BYTES,
@@ -40,6 +42,24 @@ from tokpack.errors import InputError
 
 Format = Literal["text", "directory", "jsonl", "parquet"]
 OnError = Literal["raise", "skip"]
+
+
+class InputFile(Record):
+    """One file a source reads, as a sharded job pins it (see :meth:`DocumentSource.pins`): its
+    path (inside a corpus folder, relative to it; else the file's own path), SHA-256 and size
+    (``sha256`` ``None``: a file skipped as unreadable)."""
+
+    path: str
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    n_bytes: int = Field(ge=0)
+
+
+class Pins(Record):
+    """Everything a source's documents depend on besides the options: every input file, and the
+    manifest its ranges were read from (``None``: none applied, all of it is training)."""
+
+    inputs: list[InputFile]
+    manifest: InputFile | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,12 @@ class DocumentSource:
         once, on first use)."""
         name = self.path.name + (f"#{self.text_field}" if self.text_field else "")
         return Source(name=name, sha256=file_sha256(self.path), n_bytes=self.path.stat().st_size)
+
+    def pins(self) -> Pins:
+        """Every file this source's documents come from, hashed (see :class:`Pins`): what a
+        sharded job records when it starts and each of its tasks compares before it reads."""
+        return Pins(inputs=[InputFile(path=os.path.abspath(self.path), sha256=self.record.sha256,
+                                      n_bytes=self.record.n_bytes)])
 
     def close(self) -> None:
         """Release open files and maps (a source is also a context manager)."""
@@ -246,8 +272,9 @@ class TextFile(DocumentSource):
         self.manifest_path = None if manifest is None else Path(manifest)  # given, else found beside the file
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self.sha256 = file_sha256(self.path)
-        self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
-                                                        separator=separator, document_bytes=document_bytes)
+        self.manifest: CorpusManifest
+        self.manifest, self.manifest_found = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
+                                                             separator=separator, document_bytes=document_bytes)
         self._data = FileBytes(self.path)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []
@@ -261,6 +288,13 @@ class TextFile(DocumentSource):
     @cached_property
     def record(self) -> Source:
         return Source(name=self.path.name, sha256=self.sha256, n_bytes=self.manifest.n_bytes)
+
+    def pins(self) -> Pins:
+        found = self.manifest_found
+        manifest = None if found is None else InputFile(path=os.path.abspath(found), sha256=file_sha256(found),
+                                                        n_bytes=found.stat().st_size)
+        return Pins(inputs=[InputFile(path=os.path.abspath(self.path), sha256=self.sha256, n_bytes=self.manifest.n_bytes)],
+                    manifest=manifest)
 
     def input_files(self) -> list[Path]:
         # Every manifest that could apply (taken before the file is hashed, which decides between
@@ -375,13 +409,21 @@ class TextDirectory(DocumentSource):
         return [file for index, file in enumerate(self.files) if index not in self._unreadable]
 
     @cached_property
+    def _hashed(self) -> list[InputFile]:
+        """Each file by its path inside the folder, hashed once (an unreadable one without a hash)."""
+        return [InputFile(path=file.relative_to(self.path).as_posix(), n_bytes=0) if index in self._unreadable
+                else InputFile(path=file.relative_to(self.path).as_posix(), sha256=file_sha256(file), n_bytes=file.stat().st_size)
+                for index, file in enumerate(self.files)]
+
+    @cached_property
     def record(self) -> Source:
-        digest, total = hashlib.sha256(), 0
-        for index, file in enumerate(self.files):  # names and contents, so a rename changes the fingerprint too
-            content = "unreadable" if index in self._unreadable else file_sha256(file)
-            digest.update(f"{file.relative_to(self.path).as_posix()}\0{content}\n".encode())
-            total += 0 if index in self._unreadable else file.stat().st_size
-        return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=total)
+        digest = hashlib.sha256()
+        for entry in self._hashed:  # names and contents, so a rename changes the fingerprint too
+            digest.update(f"{entry.path}\0{entry.sha256 or 'unreadable'}\n".encode())
+        return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=sum(entry.n_bytes for entry in self._hashed))
+
+    def pins(self) -> Pins:
+        return Pins(inputs=list(self._hashed))
 
     @property
     def n_units(self) -> int:

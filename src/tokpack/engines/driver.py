@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,17 +39,19 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     tokenizer = load_vocabulary(vocab)
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
-        kind, record, units = source.format, source.record, source.n_units
+        kind, record, units, pins = source.format, source.record, source.n_units, source.pins()
     # Shards are cut on input units (documents, lines, records); more shards than units only adds
     # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
     # would exhaust memory listing them.
     checks.positive_int("shards", shards, high=max(1, record.n_bytes),
                         fix=f"{corpus} has {record.n_bytes:,} bytes in {units:,} input units; use at most "
                             f"{max(1, units):,} shards to leave none empty")
-    job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
+    # Absolute, but links kept: every task reads the corpus, and finds its manifest, where this did.
+    job = ShardJob(corpus=os.path.abspath(corpus), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,
-                   separator=separator, manifest=None if manifest is None else str(Path(manifest).resolve())).sealed()
+                   separator=separator, manifest=None if manifest is None else os.path.abspath(manifest),
+                   pins=pins).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():

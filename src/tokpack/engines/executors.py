@@ -14,11 +14,11 @@ import multiprocessing
 import os
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.managers import BaseProxy, SyncManager
 from pathlib import Path
-from queue import Empty
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from tokpack._progress import PrepareProgress
@@ -115,20 +115,31 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
         for _ in range(retries + 1):
             failed: list[int] = []
             with ProcessPoolExecutor(processes, mp_context=context, initializer=die_with_parent) as pool:
-                futures = {pool.submit(task, dataset, rank, report=ShardReporter(queue, rank)): rank for rank in pending}
-                waiting = set(futures)
-                while waiting:
-                    finished, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
-                    _drain(queue, on_progress)
-                    for future in finished:
-                        rank = futures[future]
+                # Each future reports itself done on a queue: waiting costs the same per shard
+                # however many shards are pending (a wait on every pending future, after each
+                # one finished, cost time quadratic in shards).
+                finished: SimpleQueue[Future[bool]] = SimpleQueue()
+                futures: dict[Future[bool], int] = {}
+                for rank in pending:
+                    future = pool.submit(task, dataset, rank, report=ShardReporter(queue, rank))
+                    futures[future] = rank
+                    future.add_done_callback(finished.put)
+                for _ in range(len(futures)):
+                    while True:
                         try:
-                            future.result()
-                        except BrokenProcessPool:
-                            failed.append(rank)
-                        else:
-                            if on_done is not None:
-                                on_done(rank)
+                            future = finished.get(timeout=0.2)
+                            break
+                        except Empty:
+                            _drain(queue, on_progress)
+                    _drain(queue, on_progress)
+                    rank = futures[future]
+                    try:
+                        future.result()
+                    except BrokenProcessPool:
+                        failed.append(rank)
+                    else:
+                        if on_done is not None:
+                            on_done(rank)
             _drain(queue, on_progress)
             if not failed:
                 return
@@ -188,7 +199,8 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
     waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}  # type: ignore[call-arg]
     try:
         while waiting:
-            done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.2)
+            # Every task done within the interval at once: one wait per interval, not per task.
+            done, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0.2)
             _drain(queue, on_progress)
             for reference in done:
                 ray.get(reference)
@@ -228,8 +240,10 @@ EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"loca
 
 #: The task of each kind of sharded job, by the ``schema`` of its ``job.json``, as
 #: ``"module:function"`` (imported when a job of that kind runs, so text jobs never import chess):
-#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds.
+#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds. A text job of the
+#: first version goes to the text task, which refuses it saying why (it pinned too little).
 JOB_TASKS: dict[str, str] = {
+    "tokpack.job.v2": "tokpack.engines.shard_task:run_shard",
     "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
     "tokpack.chess.job.v2": "tokpack.chess.shards:run_chess_shard",
 }

@@ -7,21 +7,30 @@ complete shard, write, verify, mark; the last task writes ``dataset.json``.
 A sharded job is a folder::
 
     DATASET/
-      job.json           a :class:`ShardJob`: the input, its fingerprint, the vocabulary, the
+      job.json           a :class:`ShardJob`: the input, the SHA-256 of every file it reads (the
+                         manifest that splits it included, or its absence), the vocabulary, the
                          cut, the number of shards; written once by whoever starts the job
       encoder.json       the encoder every shard is encoded with, which every worker rebuilds
                          (:mod:`tokpack.engines.encoders`; chess jobs write the same file)
-      shard-00000/ …     one pack per shard, each renamed into place only when complete
+      shard-00000/ …     one pack per shard, each renamed into place only when complete; its
+                         ``meta.json`` records its rank (a shard under another rank's name is refused)
       shard-00000.done   the completion marker: written after the shard is verified
       dataset.json       written when every shard is done (see :mod:`tokpack.store.dataset`)
 
 Shard ``r`` of ``W`` encodes input units ``[r*U//W, (r+1)*U//W)``; units come from
 :mod:`tokpack.corpus.sources` in a fixed order, so the shards, and every byte of them, are the
-same whichever engine, machine or retry computes them.
+same whichever engine, machine or retry computes them. Every task compares the inputs with what
+``job.json`` pinned before it reads them: a file or manifest that changed, appeared or went
+meanwhile would cut the units differently, so the task refuses.
+
+Finishing costs one listing of the folder per task, and one pass over the shards by the task
+that completes the last: linear in shards.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -32,13 +41,13 @@ from tokpack._atomic import remove_abandoned
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
-from tokpack.corpus.sources import Format, OnError, open_corpus
+from tokpack.corpus.sources import DocumentSource, Format, InputFile, OnError, Pins, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import Execution
 from tokpack.preparing.preparation import write_pack
 from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
-from tokpack.store.format import DATASET_FILE, DocumentCut, Source
+from tokpack.store.format import DATASET_FILE, META_FILE, DocumentCut, PackMeta, ShardPlace, Source
 from tokpack.store.reader import Pack
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
@@ -51,9 +60,11 @@ class ShardJob(SealedRecord):
     """``job.json``: everything a shard task needs, so any process anywhere computes the same shard.
 
     Sealed: a job is never edited once shards are made from it (every shard marker names the
-    seal of the job it belongs to, and a marker of another job is refused)."""
+    seal of the job it belongs to, and a marker of another job is refused). ``pins`` holds the
+    SHA-256 of every file the documents come from and of the manifest that splits them (or its
+    absence), as they were when the job began; a task that finds any of them otherwise refuses."""
 
-    schema_: Literal["tokpack.job.v1"] = Field(default="tokpack.job.v1", alias="schema")
+    schema_: Literal["tokpack.job.v2"] = Field(default="tokpack.job.v2", alias="schema")
     corpus: str
     format: Format
     source: Source
@@ -65,6 +76,7 @@ class ShardJob(SealedRecord):
     vocabulary: VocabIdentity
     separator: str | None = Field(default=None, min_length=1, description="the text that ends a document, if any")
     manifest: str | None = Field(default=None, description="a text file's manifest, when not the one beside it")
+    pins: Pins
 
 
 class ShardDone(Record):
@@ -118,6 +130,7 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
         IntegrityError: the job was edited after it was written.
     """
     path = Path(dataset) / JOB_FILE
+    _refuse_other_version(model, path)
     job = read_record(model, path)
     if job.seal != job.computed_seal():
         raise IntegrityError("edited after the job began (seal mismatch): its shards were cut for the job "
@@ -125,20 +138,42 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
     return job
 
 
+def _refuse_other_version(model: type[SealedRecord], path: Path) -> None:
+    """Refuse a ``job.json`` of this kind in another version of its format with a message that
+    says so (its shards cannot be checked against what it did not pin), rather than a field
+    error.
+
+    Raises:
+        InputError: the file's ``schema`` is this kind's, in another version.
+    """
+    expected = model.model_fields["schema_"].default
+    try:
+        found = json.loads(path.read_bytes()).get("schema")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return  # missing or unreadable: read_record says what is wrong
+    if isinstance(found, str) and found != expected and found.rpartition(".v")[0] == expected.rpartition(".v")[0]:
+        raise InputError(f"is a {found} job; this tokpack runs {expected} jobs, which pin the SHA-256 of every input "
+                         "and of the manifest, so its shards could not be checked against what they read", where=path,
+                         fix="start the job again in a new folder (or delete this one): its shards are remade from the inputs")
+
+
 def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], None], *, job: str | None = None) -> bool:
     """The protocol every shard task follows (text's and chess's): under the shard's lock, skip a
     complete shard; else clear an abandoned half-written one, ``write()`` the pack at
-    ``dataset/shard-NNNNN`` (renamed into place when complete), verify it and write its marker.
+    ``dataset/shard-NNNNN`` (renamed into place when complete, recording its
+    :class:`~tokpack.store.format.ShardPlace`), verify it and write its marker.
 
     Returns:
         Whether ``write`` ran (``False``: the shard was already complete).
 
     Raises:
         InputError: a rank outside ``[0, world_size)``; whatever ``write`` raises.
-        IntegrityError: the shard's marker names another job than ``job`` (the seal of job.json).
+        IntegrityError: the shard's marker names another job than ``job`` (the seal of job.json)
+            or another rank, or the shard records another place than rank ``rank`` of ``world_size``.
     """
     if not 0 <= rank < world_size:
-        raise InputError(f"rank {rank} is outside the job's {world_size} shards")
+        raise InputError(f"rank {rank} is outside the job's {world_size} shards",
+                         fix=f"give a rank from 0 to {world_size - 1}")
     shard = dataset / shard_name(rank)
     with locked(shard):
         wrote = not _complete(dataset, rank, world_size, job) and not shard.exists()
@@ -162,14 +197,25 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
                    job: str | None = None) -> ShardedDataset | None:
     """Write ``dataset.json`` once all ``world_size`` shards are done; return the dataset then.
 
-    Safe to call from every task: the first to see all markers writes it, under a lock.
+    Safe to call from every task: the first to see all markers writes it, under a lock. Until
+    every marker is there, a call lists the folder once and opens nothing; the call that finds
+    them all checks each shard once: finishing a job is linear in its shards.
     """
+    if not (dataset / DATASET_FILE).exists() and not _all_marked(dataset, world_size):
+        return None
     with locked(dataset / DATASET_FILE):
         if not (dataset / DATASET_FILE).exists():
             if not all(_complete(dataset, rank, world_size, job) for rank in range(world_size)):
                 return None
             write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
     return ShardedDataset(dataset)
+
+
+def _all_marked(dataset: Path, world_size: int) -> bool:
+    """Whether every rank's marker is in ``dataset``: one listing of the folder, nothing opened."""
+    with os.scandir(dataset) as entries:
+        marked = {entry.name for entry in entries if entry.name.endswith(".done")}
+    return len(marked) >= world_size and all(marker_path(dataset, rank).name in marked for rank in range(world_size))
 
 
 #: The encoder the last shard of this process was written with (a worker process writes many).
@@ -192,16 +238,66 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
     tokenizer = _reused(read_encoder(dataset / ENCODER_FILE, job.vocabulary))
     with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
-        if source.record != job.source:
-            raise InputError(f"changed since the job began ({job.source.sha256[:16]}…)", where=job.corpus)
+        check_pins(job, source)
         first, last = unit_span(rank, job.world_size, source.n_units)
         write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
-                   execution=Execution(batch_documents=job.batch_documents, workers=workers, report=report))
+                   execution=Execution(batch_documents=job.batch_documents, workers=workers, report=report),
+                   shard=ShardPlace(rank=rank, world_size=job.world_size))
+
+
+def check_pins(job: ShardJob, source: DocumentSource) -> None:
+    """Refuse to cut ``source`` for ``job`` when anything it reads differs from what the job
+    pinned: an input file changed, added or removed, or the manifest that splits it changed,
+    appeared or went (its units would be cut otherwise, and a shard would drop or repeat
+    documents).
+
+    Raises:
+        InputError: naming the first file that differs, and the fix.
+    """
+    pins = source.pins()
+    fix = "restore it as it was when the job began, or start a new job in a new folder"
+    was, now = job.pins.manifest, pins.manifest
+    if now is not None and was is None:
+        raise InputError("appeared since the job began, which read the corpus without a manifest (all of it "
+                         "training); the shards still to make would be cut by its ranges", where=now.path,
+                         fix="move it away until the job is done, or start a new job in a new folder")
+    if was is not None and now is None:
+        raise InputError("is gone since the job began, whose ranges came from it", where=was.path, fix=fix)
+    if was is not None and now is not None and was != now:
+        if was.path != now.path:
+            raise InputError(f"the job's ranges came from this manifest; {now.path} applies now instead",
+                             where=was.path, fix=fix)
+        raise InputError(f"changed since the job began (SHA-256 {_short(was)}, now {_short(now)}): the shards still to "
+                         "make would be cut by other ranges", where=now.path, fix=fix)
+    if pins.inputs != job.pins.inputs:
+        before, after = {entry.path: entry for entry in job.pins.inputs}, {entry.path: entry for entry in pins.inputs}
+        where = Path(job.corpus)
+        for path in sorted(before.keys() | after.keys()):
+            if before.get(path) != after.get(path):
+                named = where / path if source.format == "directory" else Path(path)
+                what = ("appeared since the job began" if path not in before else "is gone since the job began"
+                        if path not in after else f"changed since the job began (SHA-256 {_short(before[path])}, "
+                        f"now {_short(after[path])})")
+                raise InputError(what, where=named, fix=fix)
+    if source.record != job.source:  # the same files, hashed the same: only the options could differ
+        raise InputError(f"changed since the job began ({job.source.sha256[:16]}…)", where=job.corpus, fix=fix)
+
+
+def _short(entry: InputFile) -> str:
+    return "none (unreadable)" if entry.sha256 is None else f"{entry.sha256[:16]}…"
 
 
 def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None) -> bool:
-    marker = marker_path(dataset, rank)
-    if not marker.exists() or not (dataset / shard_name(rank)).exists():
+    """Whether shard ``rank`` is complete: its marker and its folder are there, and they agree
+    with each other, with the job and with the rank.
+
+    Raises:
+        IntegrityError: a marker of another job or rank, or a shard recording another place.
+    """
+    marker, shard = marker_path(dataset, rank), dataset / shard_name(rank)
+    if not marker.exists() or not shard.exists():
+        if shard.exists() and (shard / META_FILE).exists():
+            _check_place(shard, rank, world_size)
         return False
     done = read_record(ShardDone, marker)
     if job is not None and done.job is not None and done.job != job:
@@ -209,7 +305,27 @@ def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None)
         raise IntegrityError(f"shard {rank} was made for another job (job {done.job[:16]}, world size "
                              f"{done.world_size}); {JOB_FILE} is now job {job[:16]} (world size {world_size})", where=marker,
                              fix="job.json changed after shards were made; start a new job in a new folder")
-    return done.world_size == world_size and done.seal == Pack(dataset / shard_name(rank), verify=False).meta.seal
+    if done.rank != rank:
+        raise IntegrityError(f"is the marker of shard {done.rank}, not of shard {rank} (copied?)", where=marker,
+                             fix=f"delete it and {shard.name}, and run the task of rank {rank} again")
+    meta = _check_place(shard, rank, world_size)
+    return done.world_size == world_size and done.seal == meta.seal
+
+
+def _check_place(shard: Path, rank: int, world_size: int) -> PackMeta:
+    """The shard's record, once it is known to hold shard ``rank`` of ``world_size``.
+
+    Raises:
+        IntegrityError: it records another place, or none (a pack copied in from elsewhere).
+    """
+    meta = read_record(PackMeta, shard / META_FILE)
+    meta.check_seal(shard / META_FILE)
+    place = meta.shard
+    if place is None or (place.rank, place.world_size) != (rank, world_size):
+        held = "no shard of any job" if place is None else f"shard {place.rank} of a job of {place.world_size}"
+        raise IntegrityError(f"holds {held}, not shard {rank} of {world_size} (copied or moved here?)", where=shard,
+                             fix=f"delete {shard.name} (and its .done marker) and run the task of rank {rank} again")
+    return meta
 
 
 def _mark(dataset: Path, rank: int, world_size: int, shard: Pack, job: str | None = None) -> None:

@@ -23,7 +23,7 @@ from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separat
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
-from tokpack.store.format import DATASET_FILE, META_FILE
+from tokpack.store.format import DATASET_FILE, META_FILE, ShardPlace
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -487,11 +487,12 @@ _TRIM_BYTES = 64 << 20
 
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
-    last_unit: int | None = None, execution: Execution = Execution(),
+    last_unit: int | None = None, execution: Execution = Execution(), shard: ShardPlace | None = None,
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
     with the vocabulary's files (which depend on the vocabulary alone, so a pack is the same
-    whether its vocabulary was trained here or given).
+    whether its vocabulary was trained here or given); ``shard``: the place of a sharded job's
+    shard, recorded in its ``meta.json``.
 
     Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
     threads and written in input order, so the bytes do not depend on the number of workers.
@@ -560,7 +561,7 @@ def write_pack(
         # Stamped as verified: the checksums are of the bytes just written, so the pack's first
         # open (prepare's own, next) does not read and hash them again.
         writer.commit(source=record, cut=document_cut(source),
-                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True)
+                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True, shard=shard)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
