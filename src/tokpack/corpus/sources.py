@@ -332,9 +332,11 @@ class TextDirectory(DocumentSource):
     """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
     (``*.manifest.json``); documents never span files.
 
-    A subfolder or file that cannot be read, or an entry that is not a regular file (a FIFO, a
-    device), stops the run, or with ``on_error="skip"`` is skipped and counted, never dropped
-    silently.
+    Links are followed: a linked file is read, a linked subfolder is read as if it were there
+    (its files named by the link's path). A link to a folder already read (a loop, or a second
+    link to the same folder) would read its files again: it stops the run, or with
+    ``on_error="skip"`` is skipped and counted. So is a subfolder or file that cannot be read, or
+    an entry that is not a regular file (a FIFO, a device): never dropped silently.
     """
 
     format: Format = "directory"
@@ -369,8 +371,34 @@ class TextDirectory(DocumentSource):
                 raise InputError(problem, where=where, fix="fix its permissions, or use --on-error skip to leave it out")
             found.append((where, problem))
 
-        for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
-            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        read: dict[tuple[int, int], Path] = {}  # every folder walked, by device and inode: a link back is seen
+        try:
+            root = os.stat(self.path)
+            read[(root.st_dev, root.st_ino)] = self.path
+        except OSError as error:
+            unreadable(error)
+        for folder, subfolders, names in os.walk(self.path, onerror=unreadable, followlinks=True):
+            kept = []
+            for name in sorted(subfolders):
+                if name.startswith("."):
+                    continue
+                subfolder = Path(folder) / name
+                try:
+                    status = os.stat(subfolder)
+                except OSError:  # a dangling link or no permission: os.walk reports it when it lists it
+                    kept.append(name)
+                    continue
+                first = read.setdefault((status.st_dev, status.st_ino), subfolder)
+                if first == subfolder:
+                    kept.append(name)
+                    continue
+                problem = f"a link to a folder read already, as {first} (its files would be read twice)"
+                if self.on_error != "skip":
+                    raise InputError(problem, where=subfolder,
+                                     fix="remove the link (or the loop), or leave it out with --on-error skip "
+                                         "(on_error='skip' in Python)")
+                found.append((subfolder, problem))
+            subfolders[:] = kept
             for name in names:
                 if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
                     continue
@@ -378,8 +406,6 @@ class TextDirectory(DocumentSource):
                 try:
                     regular_file(file)
                 except InputError as error:
-                    if file.is_dir():  # a symlink to a folder: os.walk does not follow it
-                        continue
                     if self.on_error != "skip":
                         raise
                     found.append((file, str(error).split(": ", 1)[1]))
