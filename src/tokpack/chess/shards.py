@@ -237,7 +237,7 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
     if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
         return False
     wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal)
-    finish_chess_job(dataset)
+    finish_chess_job(dataset, rank)
     return wrote
 
 
@@ -268,12 +268,14 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
                 progress=progress, source=source, shard=ShardPlace(rank=rank, world_size=job.world_size))
 
 
-def finish_chess_job(dataset: Path) -> ShardedDataset | None:
+def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset | None:
     """Write a chess job's ``dataset.json`` once every shard is done, then remove the job's
-    completion markers and lock files; return the dataset then."""
+    completion markers and lock files; return the dataset then (``rank``: the task that asks, if
+    one does)."""
     dataset = Path(dataset)
     job = read_job(ChessJob, dataset)
-    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal)
+    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal,
+                              rank=rank)
     if finished is not None:
         # Every shard is listed and sealed in dataset.json: the markers say nothing more, and the
         # locks guarded work that is over (a retried task sees dataset.json and takes none).

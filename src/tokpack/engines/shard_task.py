@@ -33,11 +33,10 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from tokpack._atomic import remove_abandoned
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
@@ -119,7 +118,7 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
     job = read_job(ShardJob, dataset)
     wrote = build_shard(dataset, rank, job.world_size,
                         lambda: _write_shard(dataset, rank, job, workers=workers, report=report), job=job.seal)
-    finish_if_complete(dataset)
+    finish_if_complete(dataset, rank)
     return wrote
 
 
@@ -130,12 +129,30 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
         IntegrityError: the job was edited after it was written.
     """
     path = Path(dataset) / JOB_FILE
-    _refuse_other_version(model, path)
-    job = read_record(model, path)
+    try:
+        status = os.stat(path)
+        state = (str(path.absolute()), status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+    except OSError:
+        state = None
+    if state is not None and _last_job and _last_job[0] == state and isinstance(_last_job[1], model):
+        return _last_job[1]
+    try:
+        job = read_record(model, path)
+    except InputError:
+        _refuse_other_version(model, path)
+        raise
     if job.seal != job.computed_seal():
         raise IntegrityError("edited after the job began (seal mismatch): its shards were cut for the job "
                              "as written", where=path, fix="start a new job in a new folder")
+    if state is not None:
+        _last_job[:] = [state, job]
     return job
+
+
+#: The job this process read last, with its file's state (path, size, times, inode) then: a worker
+#: that runs many tasks of one job reads job.json once (a chess job lists every shard: reading it
+#: in every task would cost time quadratic in shards), and again whenever the file changed.
+_last_job: list[Any] = []
 
 
 def _refuse_other_version(model: type[SealedRecord], path: Path) -> None:
@@ -177,8 +194,7 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
     shard = dataset / shard_name(rank)
     with locked(shard):
         wrote = not _complete(dataset, rank, world_size, job) and not shard.exists()
-        if wrote:
-            remove_abandoned(shard)
+        if wrote:  # the writer clears what a killed attempt left (tokpack._atomic.temporary_sibling)
             try:
                 write()
             except TokpackError:
@@ -194,14 +210,15 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
 
 
 def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: DocumentCut,
-                   job: str | None = None) -> ShardedDataset | None:
+                   job: str | None = None, rank: int | None = None) -> ShardedDataset | None:
     """Write ``dataset.json`` once all ``world_size`` shards are done; return the dataset then.
 
-    Safe to call from every task: the first to see all markers writes it, under a lock. Until
-    every marker is there, a call lists the folder once and opens nothing; the call that finds
-    them all checks each shard once: finishing a job is linear in its shards.
+    Safe to call from every task (``rank``: the task's own): the first to see all markers writes
+    it, under a lock. Until every marker is there, a call opens nothing (it looks for a few
+    markers, at most lists the folder once); the call that finds them all checks each shard
+    once: finishing a job is linear in its shards.
     """
-    if not (dataset / DATASET_FILE).exists() and not _all_marked(dataset, world_size):
+    if not (dataset / DATASET_FILE).exists() and not _all_marked(dataset, world_size, rank):
         return None
     with locked(dataset / DATASET_FILE):
         if not (dataset / DATASET_FILE).exists():
@@ -211,11 +228,22 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
     return ShardedDataset(dataset)
 
 
-def _all_marked(dataset: Path, world_size: int) -> bool:
-    """Whether every rank's marker is in ``dataset``: one listing of the folder, nothing opened."""
+def _all_marked(dataset: Path, world_size: int, rank: int | None = None) -> bool:
+    """Whether every rank's marker is in ``dataset``, nothing opened. The ranks after ``rank``
+    (the task's own) are looked at first, a few of them: shards mostly finish in rank order, so
+    one of them is usually not done yet and the answer costs a few ``stat`` calls; else one
+    listing of the folder."""
+    start = 0 if rank is None else rank + 1
+    for step in range(min(_LOOK_AHEAD, world_size)):
+        if not marker_path(dataset, (start + step) % world_size).exists():
+            return False
     with os.scandir(dataset) as entries:
         marked = {entry.name for entry in entries if entry.name.endswith(".done")}
     return len(marked) >= world_size and all(marker_path(dataset, rank).name in marked for rank in range(world_size))
+
+
+#: How many markers :func:`_all_marked` looks for before it lists the folder.
+_LOOK_AHEAD = 8
 
 
 #: The encoder the last shard of this process was written with (a worker process writes many).
@@ -332,10 +360,11 @@ def _mark(dataset: Path, rank: int, world_size: int, shard: Pack, job: str | Non
     write_record(ShardDone(rank=rank, world_size=world_size, seal=shard.meta.seal, job=job), marker_path(dataset, rank))
 
 
-def finish_if_complete(dataset: Path) -> ShardedDataset | None:
-    """Write a text job's ``dataset.json`` once every shard is done (see :func:`finish_dataset`)."""
+def finish_if_complete(dataset: Path, rank: int | None = None) -> ShardedDataset | None:
+    """Write a text job's ``dataset.json`` once every shard is done (see :func:`finish_dataset`;
+    ``rank``: the task that asks, if one does)."""
     dataset = Path(dataset)
     job = read_job(ShardJob, dataset)
     return finish_dataset(dataset, job.world_size, source=job.source,
                           cut=DocumentCut(rule="newline", document_bytes=job.document_bytes, separator=job.separator),
-                          job=job.seal)
+                          job=job.seal, rank=rank)
