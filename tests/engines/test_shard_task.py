@@ -150,6 +150,19 @@ def test_a_shard_copied_under_another_rank_is_refused(tmp_path: Path, tokenizer:
         run_shard(job, 2)
 
 
+def test_a_shard_of_another_job_copied_in_before_its_marker_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """The same place in a job of the same size, from another corpus: its sealed record names
+    rank 1 of 2, but not this job's input, so it is not marked as this job's shard."""
+    for name, word in (("mine", "kanapka"), ("theirs", "herbata")):
+        (tmp_path / f"{name}.txt").write_text(lines(20, word), encoding="utf-8")
+        start_job(tmp_path / f"{name}.txt", tmp_path / name, vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "theirs", 1)
+    shutil.copytree(tmp_path / "theirs" / "shard-00001", tmp_path / "mine" / "shard-00001")
+    with pytest.raises(IntegrityError, match="shard-00001: was made from another input than this job's"):
+        run_shard(tmp_path / "mine", 1)
+    assert not (tmp_path / "mine" / "shard-00001.done").exists()
+
+
 def test_a_dataset_recorded_over_a_copied_shard_is_refused_by_inspect(tmp_path: Path, tokenizer: BpeTokenizer,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Even a ``dataset.json`` recomputed over the copy (every seal and checksum redone, as

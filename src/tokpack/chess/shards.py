@@ -40,7 +40,7 @@ from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job
+from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 SHARD_BYTES = 64_000_000
 #: A ply written as UCI text with its separator (``e2e4 ``): how ``n_plies`` counts as bytes.
 UCI_BYTES_PER_PLY = 5
+#: The largest shard size (and game count) a plan takes: its sums are 64-bit integers.
+_MOST_BYTES = 1 << 62
 
 
 class TablePiece(Record):
@@ -129,9 +131,9 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     from tokpack import _checks as checks
     from tokpack.chess.pack import table_source
 
-    checks.positive_int("shard_bytes", shard_bytes)
+    checks.positive_int("shard_bytes", shard_bytes, high=_MOST_BYTES)
     if shard_games is not None:
-        checks.positive_int("shard_games", shard_games)
+        checks.positive_int("shard_games", shard_games, high=_MOST_BYTES)
     seen = [Path(table).resolve() for table in tables]
     if len(set(seen)) < len(seen):  # its games would be packed twice, and its month range would not join
         twice = next(path for path in seen if seen.count(path) > 1)
@@ -236,7 +238,10 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
         raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
     if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
         return False
-    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal)
+    origin = ShardOrigin(joined_source([piece.source for piece in job.shards[rank].pieces]), DocumentCut(rule="game"),
+                         job.vocabulary)
+    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal,
+                        origin=origin)
     finish_chess_job(dataset, rank)
     return wrote
 

@@ -82,6 +82,11 @@ def _escape(text: str) -> str:
 EXIT_BAD_INPUT = 2
 #: A bug in tokpack: a short message saying so, the traceback only behind ``--debug``.
 EXIT_BUG = 1
+#: Stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+EXIT_INTERRUPTED = 130
+#: What an interrupted command keeps, by command: the rest of the message.
+_RESUMES = {"prepare": "; a sharded job keeps its complete shards and resumes when rerun",
+            "shard": "; the job keeps its complete shards"}
 #: Set by the root command's ``--debug`` (or ``TOKPACK_DEBUG=1``): let a bug's traceback through.
 debug = os.environ.get("TOKPACK_DEBUG", "") not in ("", "0")
 
@@ -134,6 +139,12 @@ class ReportingGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            stderr().print(f"interrupted: nothing half-written is kept{_RESUMES.get(ctx.invoked_subcommand, '')}",
+                           highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as error:
             if debug or isinstance(error, _exits()):  # the commands' own exits and click's usage errors keep their codes
                 raise

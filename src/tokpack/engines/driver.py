@@ -15,7 +15,8 @@ from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, Shard
 from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output
-from tokpack.store.dataset import ShardedDataset
+from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
+from tokpack.store.format import DATASET_FILE
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab.loading import VocabularySpec
 
@@ -36,6 +37,10 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     dataset = Path(dataset)
     shards = checks.positive_int("shards", shards)
     check_output(dataset, Path(corpus), kind="dataset")
+    if dataset.is_dir() and not (dataset / JOB_FILE).exists() and (others := _not_a_jobs(dataset)):
+        raise InputError(f"holds other files ({', '.join(others[:3])}{', …' if len(others) > 3 else ''}); a "
+                         "sharded job is written into a new or empty folder (or its own, to resume it)", where=dataset,
+                         fix="name a new folder (-o, dataset= in Python)")
     tokenizer = load_vocabulary(vocab)
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
@@ -52,7 +57,11 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,
                    separator=separator, manifest=None if manifest is None else os.path.abspath(manifest),
                    pins=pins).sealed()
-    dataset.mkdir(parents=True, exist_ok=True)
+    try:
+        dataset.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot create the folder ({error.strerror or error})", where=dataset,
+                         fix="name a folder you can write (-o, dataset= in Python)") from None
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
             existing = read_job(ShardJob, dataset)
@@ -64,6 +73,15 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         write_encoder(tokenizer, dataset / ENCODER_FILE)
         write_record(job, dataset / JOB_FILE)
     return job
+
+
+def _not_a_jobs(folder: Path) -> list[str]:
+    """The names in ``folder`` that a sharded job does not write (its records, shards, markers,
+    locks and hidden temporaries aside), sorted."""
+    def a_jobs(name: str) -> bool:
+        return name.startswith((".", SHARD_PREFIX)) or name.endswith(".lock") or name in (ENCODER_FILE, JOB_FILE, DATASET_FILE)
+
+    return sorted(name for name in os.listdir(folder) if not a_jobs(name))
 
 
 def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec, shards: int,

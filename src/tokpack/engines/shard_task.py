@@ -33,7 +33,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import Field
 
@@ -117,7 +117,8 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
     dataset = Path(dataset)
     job = read_job(ShardJob, dataset)
     wrote = build_shard(dataset, rank, job.world_size,
-                        lambda: _write_shard(dataset, rank, job, workers=workers, report=report), job=job.seal)
+                        lambda: _write_shard(dataset, rank, job, workers=workers, report=report), job=job.seal,
+                        origin=ShardOrigin(job.source, _cut_of(job), job.vocabulary))
     finish_if_complete(dataset, rank)
     return wrote
 
@@ -174,11 +175,22 @@ def _refuse_other_version(model: type[SealedRecord], path: Path) -> None:
                          fix="start the job again in a new folder (or delete this one): its shards are remade from the inputs")
 
 
-def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], None], *, job: str | None = None) -> bool:
+class ShardOrigin(NamedTuple):
+    """What a job's shard records besides its place, the same in all of them but the source of a
+    chess shard (its tables): the input, the document cut, the vocabulary."""
+
+    source: Source
+    cut: DocumentCut
+    vocabulary: VocabIdentity
+
+
+def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], None], *, job: str | None = None,
+                origin: ShardOrigin | None = None) -> bool:
     """The protocol every shard task follows (text's and chess's): under the shard's lock, skip a
     complete shard; else clear an abandoned half-written one, ``write()`` the pack at
     ``dataset/shard-NNNNN`` (renamed into place when complete, recording its
-    :class:`~tokpack.store.format.ShardPlace`), verify it and write its marker.
+    :class:`~tokpack.store.format.ShardPlace`), verify it, check it records ``origin`` and write
+    its marker.
 
     Returns:
         Whether ``write`` ran (``False``: the shard was already complete).
@@ -186,7 +198,8 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
     Raises:
         InputError: a rank outside ``[0, world_size)``; whatever ``write`` raises.
         IntegrityError: the shard's marker names another job than ``job`` (the seal of job.json)
-            or another rank, or the shard records another place than rank ``rank`` of ``world_size``.
+            or another rank, or the shard records another place than rank ``rank`` of
+            ``world_size``, or another input, cut or vocabulary than ``origin``.
     """
     if not 0 <= rank < world_size:
         raise InputError(f"rank {rank} is outside the job's {world_size} shards",
@@ -203,10 +216,27 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                 # its shard, verified below; anything else is a real error.
                 if not shard.exists():
                     raise
-            _mark(dataset, rank, world_size, Pack(shard, verify=True), job)
+            _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
         elif not _complete(dataset, rank, world_size, job):  # renamed into place, its marker never written
-            _mark(dataset, rank, world_size, Pack(shard, verify=True), job)
+            _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
     return wrote
+
+
+def _made_from(shard: Pack, origin: ShardOrigin | None) -> Pack:
+    """``shard``, once it is known to record ``origin`` (a shard of another job with the same
+    place, copied in before its marker, is not marked as this job's).
+
+    Raises:
+        IntegrityError: naming what differs.
+    """
+    meta = shard.meta
+    if origin is not None and (meta.source, meta.cut, meta.vocabulary) != tuple(origin):
+        differs = [name for name, mine, theirs in zip(("input", "document cut", "vocabulary"),
+                                                      (meta.source, meta.cut, meta.vocabulary), origin) if mine != theirs]
+        raise IntegrityError(f"was made from another {' and '.join(differs)} than this job's (copied in from another "
+                             "job?)", where=shard.path,
+                             fix=f"delete {shard.path.name} and run its task again to remake it")
+    return shard
 
 
 def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: DocumentCut,
@@ -365,6 +395,9 @@ def finish_if_complete(dataset: Path, rank: int | None = None) -> ShardedDataset
     ``rank``: the task that asks, if one does)."""
     dataset = Path(dataset)
     job = read_job(ShardJob, dataset)
-    return finish_dataset(dataset, job.world_size, source=job.source,
-                          cut=DocumentCut(rule="newline", document_bytes=job.document_bytes, separator=job.separator),
-                          job=job.seal, rank=rank)
+    return finish_dataset(dataset, job.world_size, source=job.source, cut=_cut_of(job), job=job.seal, rank=rank)
+
+
+def _cut_of(job: ShardJob) -> DocumentCut:
+    """The document cut every shard of a text job records."""
+    return DocumentCut(rule="newline", document_bytes=job.document_bytes, separator=job.separator)
