@@ -64,6 +64,16 @@ def test_a_manifest_written_between_two_tasks_is_refused(tmp_path: Path, tokeniz
         assert ShardedDataset(tmp_path / "job", verify=True).n_docs == whole.n_units
 
 
+def test_a_rerun_of_a_job_whose_corpus_changed_names_the_change(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "job", 0)
+    corpus.write_text(lines(31), encoding="utf-8")
+    with pytest.raises(InputError, match=f"{corpus}: changed since the job began"):
+        start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+
+
 @pytest.mark.parametrize("change", ["rewritten", "removed"])
 def test_a_manifest_changed_or_removed_between_two_tasks_is_refused(tmp_path: Path, tokenizer: BpeTokenizer,
                                                                     change: str) -> None:

@@ -12,7 +12,7 @@ from tokpack._schema import write_record
 from tokpack.corpus.sources import OnError, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
-from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
+from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
@@ -66,6 +66,8 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         if (dataset / JOB_FILE).exists():
             existing = read_job(ShardJob, dataset)
             if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
+                if existing.model_copy(update={"corpus": job.corpus, "pins": pins, "source": record}).sealed() == job:
+                    check_pins(existing, pins, record)  # this job, whose inputs changed: says which
                 raise InputError("another job is in this folder; use a new one", where=dataset / JOB_FILE)
             return existing
         # Written before job.json, atomically: a node whose lock is node-local may write it too, and

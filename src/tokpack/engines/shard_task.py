@@ -40,7 +40,7 @@ from pydantic import Field
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
-from tokpack.corpus.sources import DocumentSource, Format, InputFile, OnError, Pins, open_corpus
+from tokpack.corpus.sources import Format, InputFile, OnError, Pins, open_corpus
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import Execution
@@ -296,15 +296,16 @@ def _write_shard(dataset: Path, rank: int, job: ShardJob, *, workers: int | None
     tokenizer = _reused(read_encoder(dataset / ENCODER_FILE, job.vocabulary))
     with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
-        check_pins(job, source)
+        check_pins(job, source.pins(), source.record)
         first, last = unit_span(rank, job.world_size, source.n_units)
         write_pack(source, tokenizer, dataset / shard_name(rank), first_unit=first, last_unit=last,
                    execution=Execution(batch_documents=job.batch_documents, workers=workers, report=report),
                    shard=ShardPlace(rank=rank, world_size=job.world_size))
 
 
-def check_pins(job: ShardJob, source: DocumentSource) -> None:
-    """Refuse to cut ``source`` for ``job`` when anything it reads differs from what the job
+def check_pins(job: ShardJob, pins: Pins, record: Source) -> None:
+    """Refuse to cut the corpus for ``job`` when anything it reads (``pins``, ``record``: a source's
+    :meth:`~tokpack.corpus.sources.DocumentSource.pins` and record now) differs from what the job
     pinned: an input file changed, added or removed, or the manifest that splits it changed,
     appeared or went (its units would be cut otherwise, and a shard would drop or repeat
     documents).
@@ -312,7 +313,6 @@ def check_pins(job: ShardJob, source: DocumentSource) -> None:
     Raises:
         InputError: naming the first file that differs, and the fix.
     """
-    pins = source.pins()
     fix = "restore it as it was when the job began, or start a new job in a new folder"
     was, now = job.pins.manifest, pins.manifest
     if now is not None and was is None:
@@ -332,12 +332,12 @@ def check_pins(job: ShardJob, source: DocumentSource) -> None:
         where = Path(job.corpus)
         for path in sorted(before.keys() | after.keys()):
             if before.get(path) != after.get(path):
-                named = where / path if source.format == "directory" else Path(path)
+                named = where / path if job.format == "directory" else Path(path)
                 what = ("appeared since the job began" if path not in before else "is gone since the job began"
                         if path not in after else f"changed since the job began (SHA-256 {_short(before[path])}, "
                         f"now {_short(after[path])})")
                 raise InputError(what, where=named, fix=fix)
-    if source.record != job.source:  # the same files, hashed the same: only the options could differ
+    if record != job.source:  # the same files, hashed the same: only the options could differ
         raise InputError(f"changed since the job began ({job.source.sha256[:16]}…)", where=job.corpus, fix=fix)
 
 
