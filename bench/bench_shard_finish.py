@@ -5,9 +5,11 @@
 
 Each job runs as a user runs it, in a fresh process with a fresh ``TOKPACK_CACHE``:
 
-  text    ``tokpack prepare CORPUS --vocab V --shards N --workers 2 -o OUT``: the corpus holds
-          four documents a shard (lines of ``data/polish``, documents of at most 512 bytes), so
-          every shard has the same work and a linear job spends the same time on each;
+  text    ``tokpack prepare CORPUS --vocab V --shards N --workers 2 -o OUT``, one corpus for
+          every N: four documents for each shard of the largest job (lines of ``data/polish``,
+          documents of at most 512 bytes). Every task reads the whole input (it hashes it
+          against the job's pins and cuts it to find its units), so a task's own work is the
+          same for every N: a job linear in shards costs the same for each further shard;
   chess   ``tokpack chess tokenize --scheme uci --pack --shard-games 1 --workers 2``: one game a
           shard, the first games of ``data/chess/games.parquet`` as one training month (and ten
           more as the validation month).
@@ -88,7 +90,7 @@ def run_job(kind: str, size: int, source: Path, work: Path, vocabulary: Path) ->
     env = {**os.environ, "PYTHONPATH": str(source), "TOKPACK_CACHE": str(cache)}
     if kind == "text":
         out = work / "dataset"
-        command = ["-m", "tokpack.cli", "prepare", str(work.parent / f"corpus-{size}.txt"), "--vocab", str(vocabulary),
+        command = ["-m", "tokpack.cli", "prepare", str(work.parent / "corpus.txt"), "--vocab", str(vocabulary),
                    "--shards", str(size), "--workers", "2", "-o", str(out), "--document-bytes", str(DOCUMENT_BYTES)]
         cwd = work
     else:
@@ -124,13 +126,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         vocabulary = make_vocabulary(work)
-        for kind, size in jobs:
-            if kind == "text":
-                make_corpus(work / f"corpus-{size}.txt", size)
-            else:
-                make_games(work / f"chess-{size}", size)
+        make_corpus(work / "corpus.txt", max(args.shards, default=1))
+        for size in args.chess_games:
+            make_games(work / f"chess-{size}", size)
         # Unmeasured: each tokpack compiles its kernels once (numba caches them beside its source).
-        make_corpus(work / "corpus-2.txt", 2)
         make_games(work / "chess-2", 2)
         for source in sources.values():
             for kind in ("text", "chess"):
