@@ -23,8 +23,8 @@ same whichever engine, machine or retry computes them. Every task compares the i
 ``job.json`` pinned before it reads them: a file or manifest that changed, appeared or went
 meanwhile would cut the units differently, so the task refuses.
 
-Finishing costs one listing of the folder per task, and one pass over the shards by the task
-that completes the last: linear in shards.
+Finishing costs each task a look at a few markers (at most one listing of the folder), and the
+task that completes the last one pass over the shards: linear in shards.
 """
 
 from __future__ import annotations
