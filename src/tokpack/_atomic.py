@@ -78,8 +78,8 @@ def partial_sibling(path: Path) -> Path:
 
 def _names_in(folder: Path, prefix: str, suffix: str = "") -> list[str]:
     """The names in ``folder`` that start with ``prefix`` and end with ``suffix``: one listing,
-    compared as strings (a folder of thousands of shards is listed before each write into it, so
-    this is kept to the cost of the listing itself; ``glob`` matched each name by pattern)."""
+    compared as strings, not matched as patterns (a folder of thousands of shards is listed before
+    each write into it, so this costs no more than the listing itself)."""
     try:
         with os.scandir(folder) as entries:
             return [entry.name for entry in entries if entry.name.startswith(prefix) and entry.name.endswith(suffix)]

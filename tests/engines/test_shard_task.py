@@ -221,6 +221,6 @@ def _opens_to_finish(tmp_path: Path, tokenizer: BpeTokenizer, shards: int) -> in
 def test_finishing_a_job_opens_each_shard_a_bounded_number_of_times(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
     """Each task may finish the job, but only the one that completes the last shard checks every
     shard: four times the shards cost about four times the opens (checking every earlier shard
-    after every task opened 20,900 packs for 200 shards)."""
+    after every task would open 20,900 packs for 200 shards)."""
     few, many = _opens_to_finish(tmp_path, tokenizer, 5), _opens_to_finish(tmp_path, tokenizer, 20)
     assert many <= 4.5 * few, (few, many)

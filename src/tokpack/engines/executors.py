@@ -140,8 +140,8 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
             pool = ProcessPoolExecutor(processes, mp_context=context, initializer=die_with_parent)
             try:
                 # Each future reports itself done on a queue: waiting costs the same per shard
-                # however many shards are pending (a wait on every pending future, after each
-                # one finished, cost time quadratic in shards).
+                # however many shards are pending (waiting on every pending future after each one
+                # finishes would cost time quadratic in shards).
                 finished: SimpleQueue[Future[bool]] = SimpleQueue()
                 futures: dict[Future[bool], int] = {}
                 with _deaf_to_interrupts():  # the workers start while submitting
