@@ -170,9 +170,15 @@ def _refuse_other_version(model: type[SealedRecord], path: Path) -> None:
     except (OSError, ValueError, AttributeError, RecursionError):
         return  # missing or unreadable: read_record says what is wrong
     if isinstance(found, str) and found != expected and found.rpartition(".v")[0] == expected.rpartition(".v")[0]:
-        raise InputError(f"is a {found} job; this tokpack runs {expected} jobs, which pin the SHA-256 of every input "
-                         "and of the manifest, so its shards could not be checked against what they read", where=path,
-                         fix="start the job again in a new folder (or delete this one): its shards are remade from the inputs")
+        why = _OTHER_VERSIONS.get(found, "its format is not the one this tokpack reads")
+        raise InputError(f"is a {found} job, which this tokpack does not resume ({expected} jobs only): {why}",
+                         where=path, fix="start the job again in a new folder (or delete this one): its shards are "
+                                         "remade from the inputs")
+
+
+#: Why a job of another version of its format is not resumed, by its ``schema``.
+_OTHER_VERSIONS = {"tokpack.job.v1": "it pinned neither the manifest nor each input's SHA-256, so its shards could "
+                                     "not be checked against what they read"}
 
 
 class ShardOrigin(NamedTuple):
