@@ -149,11 +149,13 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     """Read GPT-2's ``encoder.json`` and ``vocab.bpe``; return ranks and special tokens.
 
     The ids of ``encoder.json`` are the ranks. ``vocab.bpe`` is checked against them: the
-    ``i``-th merge must make the token whose id is ``256 + i`` (so merge order and rank order
-    agree and tiktoken's rank rule gives GPT-2's merges).
+    ``i``-th merge must make the token whose id is ``256 + i``, from the two parts tiktoken's rank
+    rule joins last (the merges :func:`derive_merges` gives), so the rank rule gives GPT-2's
+    merges (see :func:`read_tokenizer_json` for why). A token of several characters that no merge
+    makes (``<|endoftext|>``) is a special token: neither GPT-2 nor Hugging Face makes it from text.
 
     Raises:
-        InputError: unreadable files, or merges that disagree with the ids.
+        InputError: unreadable files, or merges that disagree with the ids or the rank rule.
     """
     try:
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
@@ -162,12 +164,6 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     if not isinstance(encoder, dict) or not all(_is_id(rank) for rank in encoder.values()):
         raise InputError("not GPT-2's encoder.json: it must map each token (a string) to an id in "
                          "[0, 2**32)", where=encoder_json, fix="pass (encoder.json, vocab.bpe) in this order")
-    specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
-    ranks = {
-        unicode_to_bytes(token, where=str(encoder_json)): rank
-        for token, rank in encoder.items()
-        if token not in specials
-    }
     try:
         merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
     except OSError as error:
@@ -175,11 +171,19 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     except UnicodeDecodeError as error:
         raise InputError("not GPT-2's vocab.bpe (not UTF-8)", where=vocab_bpe, byte=error.start) from None
     merges = [line for line in merges if line and not line.startswith("#version")]
+    pairs: list[tuple[str, str]] = []
     for index, line in enumerate(merges):
         parts = line.split(" ")
-        merged = "".join(parts)
-        if len(parts) != 2 or encoder.get(merged) != 256 + index:
+        if len(parts) != 2 or encoder.get("".join(parts)) != 256 + index:
             raise InputError(f"merge {index + 1} ({line!r}) does not make id {256 + index}", where=vocab_bpe)
+        pairs.append((parts[0], parts[1]))
+    made = {left + right for left, right in pairs}
+    unmade = {token for token in encoder if len(token) > 1 and token not in made}
+    specials = {unicode_to_bytes(token, where=str(encoder_json)).decode("utf-8", errors="replace"): encoder[token]
+                for token in unmade}
+    ranks = {unicode_to_bytes(token, where=str(encoder_json)): rank for token, rank in encoder.items()
+             if token not in unmade}
+    _check_rank_rule(pairs, ranks, vocab_bpe)
     return ranks, specials
 
 
