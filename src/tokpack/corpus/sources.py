@@ -328,15 +328,27 @@ class TextFile(DocumentSource):
                 yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin)
 
 
+def _read_in_place(inside: Path, kind: str) -> bool:
+    """Whether a folder's walk reads the entry at ``inside`` (a path relative to the folder) in its
+    own place: no part of it hidden, and a file no manifest.
+
+    >>> _read_in_place(Path("news/2024"), "folder"), _read_in_place(Path(".git/objects"), "folder")
+    (True, False)
+    """
+    return (not any(part.startswith(".") for part in inside.parts)
+            and not (kind == "file" and inside.name.endswith(MANIFEST_SUFFIX)))
+
+
 class TextDirectory(DocumentSource):
     """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
     (``*.manifest.json``); documents never span files.
 
     Links are followed: a linked file is read, a linked subfolder is read as if it were there
-    (its files named by the link's path). A link to a folder already read (a loop, or a second
-    link to the same folder) would read its files again: it stops the run, or with
-    ``on_error="skip"`` is skipped and counted. So is a subfolder or file that cannot be read, or
-    an entry that is not a regular file (a FIFO, a device): never dropped silently.
+    (its files named by the link's path). Every file is read once: a link into the folder to
+    what is read in its own place, or a second way to a folder (or linked file) read already (a
+    loop, two links to one folder) stops the run, or with ``on_error="skip"`` is skipped and
+    counted. So is a subfolder or file that cannot be read, or an entry that is not a regular
+    file (a FIFO, a device): never dropped silently.
     """
 
     format: Format = "directory"
@@ -371,10 +383,40 @@ class TextDirectory(DocumentSource):
                 raise InputError(problem, where=where, fix="fix its permissions, or use --on-error skip to leave it out")
             found.append((where, problem))
 
-        read: dict[tuple[int, int], Path] = {}  # every folder walked, by device and inode: a link back is seen
+        def twice(entry: Path, status: os.stat_result, kind: str, through_link: bool) -> bool:
+            """Whether ``entry`` would be read a second time: a link into the corpus to what the walk
+            reads in its own place, or a folder (a file reached through a link) seen already. Such
+            an entry stops the run, or is skipped and counted."""
+            problem, is_link = None, os.path.islink(entry)
+            if is_link:
+                target = Path(os.path.realpath(entry))
+                inside = target.relative_to(real_root) if target.is_relative_to(real_root) else None
+                if inside is not None and _read_in_place(inside, kind):
+                    problem = f"a link to {self.path / inside}, which is read in its own place"
+            if problem is None and (kind == "folder" or through_link or is_link):
+                first = seen.setdefault((kind, status.st_dev, status.st_ino), entry)
+                if first != entry:
+                    problem = f"the same {kind} as {first}, read already (through a link)"
+            elif kind == "file":
+                seen.setdefault((kind, status.st_dev, status.st_ino), entry)
+            if problem is None:
+                return False
+            problem += f" (its {'files' if kind == 'folder' else 'documents'} would be read twice)"
+            if self.on_error != "skip":
+                raise InputError(problem, where=entry, fix="remove the link (or the loop), or leave it out with "
+                                                           "--on-error skip (on_error='skip' in Python)")
+            found.append((entry, problem))
+            return True
+
+        # Every folder walked and every file read, by device and inode, so that a link that leads
+        # to one again (a loop, a second link) is seen; links into the corpus are the duplicates of
+        # what they lead to whatever their names, so which one is read does not depend on the order.
+        seen: dict[tuple[str, int, int], Path] = {}
+        real_root = Path(os.path.realpath(self.path))
+        linked: set[str] = set()  # the folders walked that a link leads to (or into)
         try:
             root = os.stat(self.path)
-            read[(root.st_dev, root.st_ino)] = self.path
+            seen[("folder", root.st_dev, root.st_ino)] = self.path
         except OSError as error:
             unreadable(error)
         for folder, subfolders, names in os.walk(self.path, onerror=unreadable, followlinks=True):
@@ -388,18 +430,12 @@ class TextDirectory(DocumentSource):
                 except OSError:  # a dangling link or no permission: os.walk reports it when it lists it
                     kept.append(name)
                     continue
-                first = read.setdefault((status.st_dev, status.st_ino), subfolder)
-                if first == subfolder:
+                if not twice(subfolder, status, "folder", folder in linked):
                     kept.append(name)
-                    continue
-                problem = f"a link to a folder read already, as {first} (its files would be read twice)"
-                if self.on_error != "skip":
-                    raise InputError(problem, where=subfolder,
-                                     fix="remove the link (or the loop), or leave it out with --on-error skip "
-                                         "(on_error='skip' in Python)")
-                found.append((subfolder, problem))
+                    if folder in linked or os.path.islink(subfolder):
+                        linked.add(os.path.join(folder, name))  # as os.walk names it
             subfolders[:] = kept
-            for name in names:
+            for name in sorted(names):
                 if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
                     continue
                 file = Path(folder) / name
@@ -410,7 +446,8 @@ class TextDirectory(DocumentSource):
                         raise
                     found.append((file, str(error).split(": ", 1)[1]))
                     continue
-                found.append((file, None))
+                if not twice(file, os.stat(file), "file", folder in linked):
+                    found.append((file, None))
         found.sort(key=lambda item: item[0])
         files = [file for file, _ in found]
         return files, {index: f"{file}: {problem}" for index, (file, problem) in enumerate(found) if problem}
