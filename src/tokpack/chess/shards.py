@@ -40,7 +40,7 @@ from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job
+from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job, refuse_other_version
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
@@ -78,7 +78,7 @@ class ChessJob(SealedRecord):
     """``job.json`` of a chess job: everything a shard task needs, so any process anywhere packs
     the same shard."""
 
-    schema_: Literal["tokpack.chess.job.v2"] = Field(default="tokpack.chess.job.v2", alias="schema")
+    schema_: Literal["tokpack.chess.job.v3"] = Field(default="tokpack.chess.job.v3", alias="schema")
     split: str
     batch_games: int = Field(ge=1)
     world_size: int = Field(ge=1)
@@ -205,6 +205,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
+            refuse_other_version(ChessJob, dataset / JOB_FILE)  # says why such a job is not resumed
             try:
                 existing = read_job(ChessJob, dataset)
             except TokpackError:

@@ -278,11 +278,13 @@ EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"loca
 
 #: The task of each kind of sharded job, by the ``schema`` of its ``job.json``, as
 #: ``"module:function"`` (imported when a job of that kind runs, so text jobs never import chess):
-#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds. A text job of the
-#: first version goes to the text task, which refuses it saying why (it pinned too little).
+#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds. A job of a previous
+#: version goes to its kind's task, which refuses it saying why (it pinned too little, or its
+#: shards record no rank).
 JOB_TASKS: dict[str, str] = {
     "tokpack.job.v2": "tokpack.engines.shard_task:run_shard",
     "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
+    "tokpack.chess.job.v3": "tokpack.chess.shards:run_chess_shard",
     "tokpack.chess.job.v2": "tokpack.chess.shards:run_chess_shard",
 }
 

@@ -140,7 +140,7 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
     try:
         job = read_record(model, path)
     except InputError:
-        _refuse_other_version(model, path)
+        refuse_other_version(model, path)
         raise
     if job.seal != job.computed_seal():
         raise IntegrityError("edited after the job began (seal mismatch): its shards were cut for the job "
@@ -156,7 +156,7 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
 _last_job: list[Any] = []
 
 
-def _refuse_other_version(model: type[SealedRecord], path: Path) -> None:
+def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
     """Refuse a ``job.json`` of this kind in another version of its format with a message that
     says so (its shards cannot be checked against what it did not pin), rather than a field
     error.
@@ -178,7 +178,9 @@ def _refuse_other_version(model: type[SealedRecord], path: Path) -> None:
 
 #: Why a job of another version of its format is not resumed, by its ``schema``.
 _OTHER_VERSIONS = {"tokpack.job.v1": "it pinned neither the manifest nor each input's SHA-256, so its shards could "
-                                     "not be checked against what they read"}
+                                     "not be checked against what they read",
+                   "tokpack.chess.job.v2": "its shards do not record their rank, so a shard copied under another "
+                                           "rank's name could not be told from that rank's own"}
 
 
 class ShardOrigin(NamedTuple):
