@@ -85,7 +85,7 @@ class ShardDone(Record):
     rank: int
     world_size: int
     seal: str
-    #: the seal of the job.json this shard was made for (older markers have none)
+    #: the seal of the job.json this shard was made for (a job's tasks refuse a marker without it)
     job: str | None = None
 
 
@@ -366,11 +366,14 @@ def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None)
             _check_place(shard, rank, world_size)
         return False
     done = read_record(ShardDone, marker)
-    if job is not None and done.job is not None and done.job != job:
-        # Its units were cut for another job.json: reusing it would duplicate or drop documents.
-        raise IntegrityError(f"shard {rank} was made for another job (job {done.job[:16]}, world size "
-                             f"{done.world_size}); {JOB_FILE} is now job {job[:16]} (world size {world_size})", where=marker,
-                             fix="job.json changed after shards were made; start a new job in a new folder")
+    if job is not None and done.job != job:
+        # Its units were cut for another job.json (or one it does not name): reusing it would
+        # duplicate or drop documents.
+        named = "it names no job" if done.job is None else f"job {done.job[:16]}, world size {done.world_size}"
+        raise IntegrityError(f"shard {rank} was made for another job ({named}); {JOB_FILE} is job {job[:16]} (world "
+                             f"size {world_size})", where=marker,
+                             fix=f"delete it and {shard.name}, and run the task of rank {rank} again (or, if job.json "
+                                 "changed after shards were made, start a new job in a new folder)")
     if done.rank != rank:
         raise IntegrityError(f"is the marker of shard {done.rank}, not of shard {rank} (copied?)", where=marker,
                              fix=f"delete it and {shard.name}, and run the task of rank {rank} again")
