@@ -175,19 +175,25 @@ def test_a_shard_of_another_job_copied_in_before_its_marker_is_refused(tmp_path:
 
 def test_a_shard_and_marker_of_another_job_copied_in_are_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
     """The same place in a job of the same size, from another corpus, with its marker: the marker
-    names the other job, or (its ``job`` field deleted) none; either way the shard is not taken
-    for this job's, and the job does not finish with another corpus's documents."""
+    names the other job, none (its ``job`` field deleted) or this one (edited); whichever, the
+    shard is not taken for this job's, and the job does not finish with another corpus's
+    documents."""
     for name, word in (("mine", "kanapka"), ("theirs", "herbata")):
         (tmp_path / f"{name}.txt").write_text(lines(20, word), encoding="utf-8")
         start_job(tmp_path / f"{name}.txt", tmp_path / name, vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
         run_shard(tmp_path / name, 1)
     run_shard(tmp_path / "theirs", 0)
-    for edit in (lambda marker: marker, lambda marker: {key: value for key, value in marker.items() if key != "job"}):
+    mine = json.loads((tmp_path / "mine" / "shard-00001.done").read_text())["job"]
+    edits = [(lambda marker: marker, "shard 1 was made for another job"),
+             (lambda marker: {key: value for key, value in marker.items() if key != "job"},
+              r"shard 1 was made for another job \(it names no job\)"),
+             (lambda marker: marker | {"job": mine}, "shard-00001: was made from another input than this job's")]
+    for edit, refusal in edits:
         shutil.rmtree(tmp_path / "mine" / "shard-00001")
         shutil.copytree(tmp_path / "theirs" / "shard-00001", tmp_path / "mine" / "shard-00001")
         marker = json.loads((tmp_path / "theirs" / "shard-00001.done").read_text())
         (tmp_path / "mine" / "shard-00001.done").write_text(json.dumps(edit(marker)))
-        with pytest.raises(IntegrityError, match="shard 1 was made for another job"):
+        with pytest.raises(IntegrityError, match=refusal):
             run_shard(tmp_path / "mine", 0)
         assert not (tmp_path / "mine" / "dataset.json").exists()
 

@@ -239,10 +239,8 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
         raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
     if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
         return False
-    origin = ShardOrigin(joined_source([piece.source for piece in job.shards[rank].pieces]), DocumentCut(rule="game"),
-                         job.vocabulary)
     wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal,
-                        origin=origin)
+                        origin=_origin_of(job, rank))
     finish_chess_job(dataset, rank)
     return wrote
 
@@ -274,6 +272,13 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
                 progress=progress, source=source, shard=ShardPlace(rank=rank, world_size=job.world_size))
 
 
+def _origin_of(job: ChessJob, rank: int) -> ShardOrigin:
+    """What shard ``rank`` of a chess job records besides its place: its tables' joined record,
+    the game cut and the vocabulary."""
+    return ShardOrigin(joined_source([piece.source for piece in job.shards[rank].pieces]), DocumentCut(rule="game"),
+                       job.vocabulary)
+
+
 def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset | None:
     """Write a chess job's ``dataset.json`` once every shard is done, then remove the job's
     completion markers and lock files; return the dataset then (``rank``: the task that asks, if
@@ -281,7 +286,7 @@ def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset |
     dataset = Path(dataset)
     job = read_job(ChessJob, dataset)
     finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal,
-                              rank=rank)
+                              rank=rank, origin_of=lambda shard: _origin_of(job, shard))
     if finished is not None:
         # Every shard is listed and sealed in dataset.json: the markers say nothing more, and the
         # locks guarded work that is over (a retried task sees dataset.json and takes none).

@@ -118,7 +118,7 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
     job = read_job(ShardJob, dataset)
     wrote = build_shard(dataset, rank, job.world_size,
                         lambda: _write_shard(dataset, rank, job, workers=workers, report=report), job=job.seal,
-                        origin=ShardOrigin(job.source, _cut_of(job), job.vocabulary))
+                        origin=_origin_of(job))
     finish_if_complete(dataset, rank)
     return wrote
 
@@ -214,7 +214,7 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                          fix=f"give a rank from 0 to {world_size - 1}")
     shard = dataset / shard_name(rank)
     with locked(shard):
-        wrote = not _complete(dataset, rank, world_size, job) and not shard.exists()
+        wrote = not _complete(dataset, rank, world_size, job, origin) and not shard.exists()
         if wrote:  # the writer clears what a killed attempt left (tokpack._atomic.temporary_sibling)
             try:
                 write()
@@ -225,42 +225,54 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                 if not shard.exists():
                     raise
             _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
-        elif not _complete(dataset, rank, world_size, job):  # renamed into place, its marker never written
+        elif not _complete(dataset, rank, world_size, job, origin):  # renamed into place, its marker never written
             _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
     return wrote
 
 
 def _made_from(shard: Pack, origin: ShardOrigin | None) -> Pack:
     """``shard``, once it is known to record ``origin`` (a shard of another job with the same
-    place, copied in before its marker, is not marked as this job's).
+    place, copied in, is not marked as this job's).
 
     Raises:
         IntegrityError: naming what differs.
     """
-    meta = shard.meta
+    _check_origin(shard.meta, origin, shard.path)
+    return shard
+
+
+def _check_origin(meta: PackMeta, origin: ShardOrigin | None, shard: Path) -> None:
+    """Refuse a shard whose record (``meta``) names another input, cut or vocabulary than
+    ``origin`` (``None``: nothing to compare).
+
+    Raises:
+        IntegrityError: naming the shard and what differs.
+    """
     if origin is not None and (meta.source, meta.cut, meta.vocabulary) != tuple(origin):
         differs = [name for name, mine, theirs in zip(("input", "document cut", "vocabulary"),
                                                       (meta.source, meta.cut, meta.vocabulary), origin) if mine != theirs]
         raise IntegrityError(f"was made from another {' and '.join(differs)} than this job's (copied in from another "
-                             "job?)", where=shard.path,
-                             fix=f"delete {shard.path.name} and run its task again to remake it")
-    return shard
+                             "job?)", where=shard,
+                             fix=f"delete {shard.name} (and its .done marker) and run its task again to remake it")
 
 
 def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: DocumentCut,
-                   job: str | None = None, rank: int | None = None) -> ShardedDataset | None:
+                   job: str | None = None, rank: int | None = None,
+                   origin_of: Callable[[int], ShardOrigin] | None = None) -> ShardedDataset | None:
     """Write ``dataset.json`` once all ``world_size`` shards are done; return the dataset then.
 
     Safe to call from every task (``rank``: the task's own): the first to see all markers writes
     it, under a lock. Until every marker is there, a call opens nothing (it looks for a few
     markers, at most lists the folder once); the call that finds them all checks each shard
-    once: finishing a job is linear in its shards.
+    once (its marker names ``job`` and its rank, its record its place and ``origin_of(rank)``):
+    finishing a job is linear in its shards.
     """
     if not (dataset / DATASET_FILE).exists() and not _all_marked(dataset, world_size, rank):
         return None
     with locked(dataset / DATASET_FILE):
         if not (dataset / DATASET_FILE).exists():
-            if not all(_complete(dataset, rank, world_size, job) for rank in range(world_size)):
+            if not all(_complete(dataset, rank, world_size, job, None if origin_of is None else origin_of(rank))
+                       for rank in range(world_size)):
                 return None
             write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
     return ShardedDataset(dataset)
@@ -353,12 +365,14 @@ def _short(entry: InputFile) -> str:
     return "none (unreadable)" if entry.sha256 is None else f"{entry.sha256[:16]}…"
 
 
-def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None) -> bool:
+def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None,
+              origin: ShardOrigin | None = None) -> bool:
     """Whether shard ``rank`` is complete: its marker and its folder are there, and they agree
-    with each other, with the job and with the rank.
+    with each other, with the job (and ``origin``) and with the rank.
 
     Raises:
-        IntegrityError: a marker of another job or rank, or a shard recording another place.
+        IntegrityError: a marker of another job or rank, or a shard recording another place,
+            input, cut or vocabulary.
     """
     marker, shard = marker_path(dataset, rank), dataset / shard_name(rank)
     if not marker.exists() or not shard.exists():
@@ -378,6 +392,7 @@ def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None)
         raise IntegrityError(f"is the marker of shard {done.rank}, not of shard {rank} (copied?)", where=marker,
                              fix=f"delete it and {shard.name}, and run the task of rank {rank} again")
     meta = _check_place(shard, rank, world_size)
+    _check_origin(meta, origin, shard)
     return done.world_size == world_size and done.seal == meta.seal
 
 
@@ -406,7 +421,15 @@ def finish_if_complete(dataset: Path, rank: int | None = None) -> ShardedDataset
     ``rank``: the task that asks, if one does)."""
     dataset = Path(dataset)
     job = read_job(ShardJob, dataset)
-    return finish_dataset(dataset, job.world_size, source=job.source, cut=_cut_of(job), job=job.seal, rank=rank)
+    origin = _origin_of(job)
+    return finish_dataset(dataset, job.world_size, source=job.source, cut=_cut_of(job), job=job.seal, rank=rank,
+                          origin_of=lambda _: origin)
+
+
+def _origin_of(job: ShardJob) -> ShardOrigin:
+    """What every shard of a text job records besides its place: the whole input's record (each
+    shard is a span of it), the cut and the vocabulary."""
+    return ShardOrigin(job.source, _cut_of(job), job.vocabulary)
 
 
 def _cut_of(job: ShardJob) -> DocumentCut:
