@@ -133,6 +133,25 @@ def test_a_job_of_the_first_version_is_refused_with_the_fix(tmp_path: Path, toke
     assert not list((tmp_path / "job").glob("shard-*"))
 
 
+def test_a_finished_job_of_the_first_version_opens_and_a_rerun_says_so(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """Its dataset stands on its own records: it opens, and a rerun of prepare says it is
+    finished rather than to start again."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    tokenizer.save(tmp_path / "vocab")
+    command = ["prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"), "--shards", "2",
+               "-o", str(tmp_path / "job"), "--document-bytes", str(DOCUMENT_BYTES)]
+    assert CliRunner().invoke(app, command).exit_code == 0
+    record = json.loads((tmp_path / "job" / "job.json").read_text())
+    del record["pins"]
+    record["schema"] = "tokpack.job.v1"
+    (tmp_path / "job" / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    assert ShardedDataset(tmp_path / "job", verify=True).n_docs > 0
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "tokpack.job.v1" in result.output and "finished" in result.output and "as it is" in result.output
+
+
 # --- a shard belongs to its rank -----------------------------------------------------------
 
 def test_a_shard_copied_under_another_rank_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:

@@ -171,6 +171,10 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
         return  # missing or unreadable: read_record says what is wrong
     if isinstance(found, str) and found != expected and found.rpartition(".v")[0] == expected.rpartition(".v")[0]:
         why = _OTHER_VERSIONS.get(found, "its format is not the one this tokpack reads")
+        if (path.parent / DATASET_FILE).exists():  # finished: the dataset stands on its own records
+            raise InputError(f"is a {found} job, which this tokpack does not rerun ({expected} jobs only): {why}; "
+                             f"it is finished, and its {DATASET_FILE} opens as it is", where=path,
+                             fix="use the dataset as it is, or delete the folder to make it again")
         raise InputError(f"is a {found} job, which this tokpack does not resume ({expected} jobs only): {why}",
                          where=path, fix="start the job again in a new folder (or delete this one): its shards are "
                                          "remade from the inputs")
