@@ -89,11 +89,22 @@ def partial_sibling(path: Path) -> Path:
     left behind (see :func:`remove_abandoned`)."""
     path = Path(path)
     prefix = f".{path.name}."
-    for candidate in path.parent.glob(f"{prefix}*{_PARTIAL}"):
-        owner = candidate.name[len(prefix) : -len(_PARTIAL)].rsplit("-", 1)[0]
+    for name in _names_in(path.parent, prefix, _PARTIAL):
+        owner = name[len(prefix) : -len(_PARTIAL)].rsplit("-", 1)[0]
         if _abandoned(owner):
-            candidate.unlink(missing_ok=True)
+            (path.parent / name).unlink(missing_ok=True)
     return path.with_name(f"{prefix}{_owner()}-{secrets.token_hex(4)}{_PARTIAL}")
+
+
+def _names_in(folder: Path, prefix: str, suffix: str = "") -> list[str]:
+    """The names in ``folder`` that start with ``prefix`` and end with ``suffix``: one listing,
+    compared as strings, not matched as patterns (a folder of thousands of shards is listed before
+    each write into it, so this costs no more than the listing itself)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [entry.name for entry in entries if entry.name.startswith(prefix) and entry.name.endswith(suffix)]
+    except FileNotFoundError:
+        return []
 
 
 def write_atomically(path: Path, content: str | bytes) -> Path:
@@ -130,9 +141,9 @@ def remove_abandoned(destination: Path) -> int:
     """
     removed = 0
     prefix = f".{destination.name}{_MARK}"
-    for candidate in destination.parent.glob(f"{prefix}*"):
-        if _abandoned(candidate.name[len(prefix) :].rsplit("-", 1)[0]):
-            shutil.rmtree(candidate, ignore_errors=True)
+    for name in _names_in(destination.parent, prefix):
+        if _abandoned(name[len(prefix) :].rsplit("-", 1)[0]):
+            shutil.rmtree(destination.parent / name, ignore_errors=True)
             removed += 1
     return removed
 

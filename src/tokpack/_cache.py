@@ -20,9 +20,15 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("TOKPACK_CACHE") or Path.home() / ".cache" / "tokpack")
 
 
+#: What to do when the cache cannot be written.
+UNWRITABLE_CACHE = "make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is"
+
+
 @contextmanager
-def locked(target: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``target`` (a sibling ``.lock`` file) while the block runs.
+def locked(target: Path, *, fix: str = "make that folder writable, or write elsewhere") -> Iterator[None]:
+    """Hold an exclusive lock on ``target`` (a sibling ``.lock`` file) while the block runs;
+    ``fix`` is what the error says to do when the lock cannot be created (the cache's callers
+    say :data:`UNWRITABLE_CACHE`).
 
     A second process preparing the same corpus waits here, then finds the finished pack. A cache
     that cannot be written (read-only, another user's) but already holds ``target`` is read
@@ -32,6 +38,9 @@ def locked(target: Path) -> Iterator[None]:
     README, "Shared file systems"): directories appear by atomic rename, and the loser of a race
     finds the winner's identical result.
     """
+    if not target.name:  # the root of a file system: no sibling can hold its lock
+        raise InputError("is the root of the file system; tokpack writes into a folder of its own", where=target,
+                         fix="name a new folder")
     lock_path = target.with_name(target.name + ".lock")
     while True:
         try:
@@ -41,8 +50,7 @@ def locked(target: Path) -> Iterator[None]:
             if target.exists():  # only reading a finished result: no lock needed
                 yield
                 return
-            raise InputError(f"cannot create the lock ({error.strerror or error})", where=lock_path,
-                             fix="make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is") from None
+            raise InputError(f"cannot create the lock ({error.strerror or error})", where=lock_path, fix=fix) from None
         if fcntl is None or _still_there(handle, lock_path):
             break
         handle.close()  # its holder removed the lock file while we waited: lock the new one

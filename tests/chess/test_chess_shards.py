@@ -155,3 +155,44 @@ def test_the_loaders_read_the_sharded_dataset_as_its_merged_pack(one_worker: Pat
     loader = make_batch_loader(batches)
     for step, batch in zip(range(5), loader):
         assert np.array_equal(np.asarray(batch["input_ids"]), np.asarray(expected.batch(step)["input_ids"]))
+
+
+def test_an_interrupted_job_of_the_previous_format_is_refused_with_the_fix(games: Path, tmp_path: Path) -> None:
+    """A ``tokpack.chess.job.v2`` job (its shards record no rank, so a shard under another rank's
+    name cannot be told apart) is refused, saying why and what to do, by its tasks and by a rerun
+    of the command, never taken for a copied shard."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tokpack.cli import app
+    from tokpack.store.format import PackMeta
+
+    tables = [month_parquet(games, m) for m in available_months(games)[:-1]]
+    job = tmp_path / "tokens" / "san" / "train"
+    start_chess_job(tables, job, make_encoder("san"), shard_games=SHARD_GAMES)
+    assert run_chess_shard(job, 0)
+    # As that format left it: its job.json, and a finished shard whose record holds no place.
+    record = json.loads((job / "job.json").read_text())
+    (job / "job.json").write_text(json.dumps(record | {"schema": "tokpack.chess.job.v2"}))
+    meta = PackMeta.model_validate_json((job / "shard-00000" / "meta.json").read_text())
+    placeless = meta.model_copy(update={"shard": None}).sealed()
+    (job / "shard-00000" / "meta.json").write_text(placeless.to_json())
+    marker = json.loads((job / "shard-00000.done").read_text())
+    (job / "shard-00000.done").write_text(json.dumps(marker | {"seal": placeless.seal}))
+    for rank in (0, 1):
+        with pytest.raises(InputError, match="is a tokpack.chess.job.v2 job, which this tokpack does not resume") as refused:
+            run_chess_shard(job, rank)
+        assert "new folder" in str(refused.value) and "rank" in str(refused.value)
+    result = CliRunner().invoke(app, ["chess", "tokenize", "--scheme", "san", "--pack", "--config",
+                                      str(_config_file(games, tmp_path))])
+    assert result.exit_code == 2 and "tokpack.chess.job.v2" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def _config_file(games: Path, folder: Path) -> Path:
+    months = available_months(games)
+    path = folder / "tokpack-chess.toml"
+    path.write_text(f'games_dir = "{games}"\nout_dir = "{folder / "tokens"}"\ntrain_months = {months[:-1]!r}\n'
+                    f'val_months = {months[-1:]!r}\nshard_games = {SHARD_GAMES}\n'.replace("'", '"'))
+    return path

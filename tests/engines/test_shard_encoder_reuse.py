@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import tokpack.engines.encoders as encoders
 import tokpack.engines.shard_task as shard_task
 import tokpack.vocab.bytelevel as bytelevel
 from tokpack import prepare, sample_corpus
@@ -41,6 +42,7 @@ def test_one_process_builds_a_jobs_encoder_once_for_all_its_shards(tmp_path: Pat
     assert len(built) == 1
     for rank in range(3):  # each shard with an encoder of its own, as three processes would
         monkeypatch.setattr(shard_task, "_last_encoder", [], raising=False)
+        monkeypatch.setattr(encoders, "_last_read", [], raising=False)
         run_shard(apart, rank)
     assert len(built) == 4
     assert shard_files(together) == shard_files(apart)

@@ -218,6 +218,41 @@ def test_gpt2_pair_with_inconsistent_merges_is_refused(tmp_path: Path) -> None:
         load_vocabulary((tmp_path / "encoder.json", tmp_path / "vocab.bpe"))
 
 
+def gpt2_pair(folder: Path, extra: dict[str, int], merges: list[str]) -> tuple[Path, Path]:
+    """GPT-2's two files for the 256 bytes, ``extra`` tokens and ``merges``."""
+    alphabet = byte_to_unicode()
+    (folder / "encoder.json").write_text(json.dumps({alphabet[b]: b for b in range(256)} | extra), encoding="utf-8")
+    (folder / "vocab.bpe").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    return folder / "encoder.json", folder / "vocab.bpe"
+
+
+def hugging_face_pair(pair: tuple[Path, Path], text: str) -> list[int]:
+    tokenizer = Tokenizer(BPE.from_file(str(pair[0]), str(pair[1])))
+    tokenizer.pre_tokenizer = ByteLevel(add_prefix_space=False)
+    ids: list[int] = tokenizer.encode(text).ids
+    return ids
+
+
+def test_gpt2_pair_whose_merges_the_rank_rule_would_not_make_is_refused(tmp_path: Path) -> None:
+    """``[a b, b c, a bc]`` make ids 256, 257, 258 in order, yet Hugging Face gives ``abc`` as
+    ``[ab, c]`` (no merge joins them) where tiktoken's rank rule gives ``[abc]``."""
+    pair = gpt2_pair(tmp_path, {"ab": 256, "bc": 257, "abc": 258}, ["a b", "b c", "a bc"])
+    assert hugging_face_pair(pair, "abc") == [256, 99]
+    with pytest.raises(InputError, match=r"vocab.bpe: merge 3 \('a bc'\) makes 'abc', which tiktoken's rank rule "
+                                         r"makes from 'ab' \+ 'c'"):
+        load_vocabulary(pair)
+
+
+def test_gpt2_pair_token_no_merge_makes_is_never_made_from_text(tmp_path: Path) -> None:
+    """``abc`` is in encoder.json but no merge makes it: Hugging Face never makes it from text, so
+    neither does tokpack (it is a special token, as in a ``tokenizer.json``)."""
+    pair = gpt2_pair(tmp_path, {"ab": 256, "abc": 257}, ["a b"])
+    vocabulary = load_vocabulary(pair)
+    for text in ("abc", "abcd abc", " abc"):
+        assert vocabulary.encode(text) == hugging_face_pair(pair, text), text
+    assert vocabulary.special_tokens == {"abc": 257, "<|endoftext|>": 258}
+
+
 def test_gpt4_pattern_cuts_digits_in_threes_in_tiktoken_and_hugging_face(tmp_path: Path) -> None:
     tokenizer = BpeTokenizer(ranks=BYTES | {b"12": 256, b"123": 257}, pattern=GPT4_PATTERN)
     assert tokenizer.encode("1234567") == [257, ord("4"), ord("5"), ord("6"), ord("7")]  # 123|456|7

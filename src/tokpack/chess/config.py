@@ -68,7 +68,8 @@ class ChessPipelineConfig(Record):
     workers: int = Field(default=1, ge=1, le=256)
     engine: Literal["local", "ray", "array"] = "local"
     ray_address: str | None = None
-    shard_mb: float = Field(default=64, gt=0)
+    # Finite, and at most an exabyte: the size in bytes must fit the 64-bit sums shards are cut by.
+    shard_mb: float = Field(default=64, gt=0, le=1e12, allow_inf_nan=False)
     shard_games: int | None = Field(default=None, ge=1)
     position_sample: float = Field(default=1.0, gt=0, le=1)
     position_seed: int = Field(default=0, ge=0, lt=2**63)

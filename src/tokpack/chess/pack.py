@@ -27,6 +27,7 @@ from tokpack.corpus.manifest import file_sha256
 from tokpack.engines.encoders import EncoderRecord, describe, rebuild
 from tokpack.errors import InputError
 from tokpack.store import DocumentCut, PackMeta, PackWriter, Source, Span
+from tokpack.store.format import ShardPlace
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,13 +73,15 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
 
 def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: Path, *, split: str = "train",
                 batch_games: int = BATCH_GAMES, workers: int = 1,
-                progress: Callable[[int, int, int], None] | None = None, source: Source | None = None) -> PackMeta:
+                progress: Callable[[int, int, int], None] | None = None, source: Source | None = None,
+                shard: ShardPlace | None = None) -> PackMeta:
     """Encode the rows of several tables, in order, into one new pack at ``destination`` (one
     shard of a chess job, see :mod:`tokpack.chess.shards`), as :func:`pack_games` does one.
 
     Besides the ``split`` range over every game, each table with a ``month`` gives its games a
     range of that name. ``source`` is the pack's record of its input: needed for several tables
     (:func:`tokpack.chess.shards.joined_source` joins theirs); for one, its record by default.
+    ``shard``: the place of a chess job's shard, recorded in its ``meta.json``.
 
     Raises:
         InputError: as :func:`pack_games`, for any of the tables.
@@ -129,7 +132,8 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
                         tokens=(int(token_ends[index - 1]) if index else 0, int(token_ends[index])))
             source = source or tables[0].source or table_source(Path(tables[0].games))
             return writer.commit(source=source, cut=DocumentCut(rule="game"), ranges=ranges,
-                                 counts={"n_games": done, "unknown_moves": unknown}, pad_id=encoder.pad_id)
+                                 counts={"n_games": done, "unknown_moves": unknown}, pad_id=encoder.pad_id,
+                                 shard=shard)
     finally:
         for reader in opened:
             reader.close()

@@ -40,10 +40,10 @@ from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, write_record
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, build_shard, finish_dataset, read_job
+from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job, refuse_other_version
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
-from tokpack.store.format import DATASET_FILE, DocumentCut, Source
+from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 SHARD_BYTES = 64_000_000
 #: A ply written as UCI text with its separator (``e2e4 ``): how ``n_plies`` counts as bytes.
 UCI_BYTES_PER_PLY = 5
+#: The largest shard size (and game count) a plan takes: its sums are 64-bit integers.
+_MOST_BYTES = 1 << 62
 
 
 class TablePiece(Record):
@@ -76,7 +78,7 @@ class ChessJob(SealedRecord):
     """``job.json`` of a chess job: everything a shard task needs, so any process anywhere packs
     the same shard."""
 
-    schema_: Literal["tokpack.chess.job.v2"] = Field(default="tokpack.chess.job.v2", alias="schema")
+    schema_: Literal["tokpack.chess.job.v3"] = Field(default="tokpack.chess.job.v3", alias="schema")
     split: str
     batch_games: int = Field(ge=1)
     world_size: int = Field(ge=1)
@@ -129,9 +131,9 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     from tokpack import _checks as checks
     from tokpack.chess.pack import table_source
 
-    checks.positive_int("shard_bytes", shard_bytes)
+    checks.positive_int("shard_bytes", shard_bytes, high=_MOST_BYTES)
     if shard_games is not None:
-        checks.positive_int("shard_games", shard_games)
+        checks.positive_int("shard_games", shard_games, high=_MOST_BYTES)
     seen = [Path(table).resolve() for table in tables]
     if len(set(seen)) < len(seen):  # its games would be packed twice, and its month range would not join
         twice = next(path for path in seen if seen.count(path) > 1)
@@ -203,6 +205,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     dataset.mkdir(parents=True, exist_ok=True)
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
+            refuse_other_version(ChessJob, dataset / JOB_FILE)  # says why such a job is not resumed
             try:
                 existing = read_job(ChessJob, dataset)
             except TokpackError:
@@ -236,8 +239,9 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
         raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
     if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
         return False
-    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal)
-    finish_chess_job(dataset)
+    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal,
+                        origin=_origin_of(job, rank))
+    finish_chess_job(dataset, rank)
     return wrote
 
 
@@ -265,15 +269,24 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[Prep
             report(PrepareProgress(stage="encoding", done_bytes=done, total_bytes=total, n_tokens=tokens, n_docs=done))
 
     pack_tables(tables, encoder, dataset / shard_name(rank), split=job.split, batch_games=job.batch_games,
-                progress=progress, source=source)
+                progress=progress, source=source, shard=ShardPlace(rank=rank, world_size=job.world_size))
 
 
-def finish_chess_job(dataset: Path) -> ShardedDataset | None:
+def _origin_of(job: ChessJob, rank: int) -> ShardOrigin:
+    """What shard ``rank`` of a chess job records besides its place: its tables' joined record,
+    the game cut and the vocabulary."""
+    return ShardOrigin(joined_source([piece.source for piece in job.shards[rank].pieces]), DocumentCut(rule="game"),
+                       job.vocabulary)
+
+
+def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset | None:
     """Write a chess job's ``dataset.json`` once every shard is done, then remove the job's
-    completion markers and lock files; return the dataset then."""
+    completion markers and lock files; return the dataset then (``rank``: the task that asks, if
+    one does)."""
     dataset = Path(dataset)
     job = read_job(ChessJob, dataset)
-    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal)
+    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal,
+                              rank=rank, origin_of=lambda shard: _origin_of(job, shard))
     if finished is not None:
         # Every shard is listed and sealed in dataset.json: the markers say nothing more, and the
         # locks guarded work that is over (a retried task sees dataset.json and takes none).

@@ -82,6 +82,11 @@ def _escape(text: str) -> str:
 EXIT_BAD_INPUT = 2
 #: A bug in tokpack: a short message saying so, the traceback only behind ``--debug``.
 EXIT_BUG = 1
+#: Stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+EXIT_INTERRUPTED = 130
+#: What an interrupted command keeps, by command: the rest of the message.
+_RESUMES = {"prepare": "; a sharded job keeps its complete shards and resumes when rerun",
+            "shard": "; the job keeps its complete shards"}
 #: Set by the root command's ``--debug`` (or ``TOKPACK_DEBUG=1``): let a bug's traceback through.
 debug = os.environ.get("TOKPACK_DEBUG", "") not in ("", "0")
 
@@ -134,6 +139,12 @@ class ReportingGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            stderr().print(f"interrupted: nothing half-written is kept{_RESUMES.get(ctx.invoked_subcommand, '')}",
+                           highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as error:
             if debug or isinstance(error, _exits()):  # the commands' own exits and click's usage errors keep their codes
                 raise
@@ -270,11 +281,14 @@ def shard_progress(total_bytes: int, shards: int) -> Iterator[tuple[Callable[[in
     with Progress(*columns, console=errors, disable=not errors.is_terminal) as progress:
         task = progress.add_task("encoding", total=max(total_bytes, 1), tokens=0, docs=0, shards=f"0/{shards} shards")
         latest: dict[int, tuple[int, int, int]] = {}
+        totals = [0, 0, 0]  # kept as events come, so an event costs the same however many shards
         finished: set[int] = set()
 
         def on_progress(rank: int, done_bytes: int, tokens: int, docs: int) -> None:
+            before = latest.get(rank, (0, 0, 0))
             latest[rank] = (done_bytes, tokens, docs)  # a retried shard starts again from zero
-            totals = [sum(values) for values in zip(*latest.values())]
+            for index, (old, new) in enumerate(zip(before, latest[rank])):
+                totals[index] += new - old
             progress.update(task, completed=totals[0], tokens=totals[1], docs=totals[2])
 
         def on_done(rank: int) -> None:

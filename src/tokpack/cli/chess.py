@@ -72,7 +72,7 @@ def tokenize_command(
     workers: int | None = typer.Option(None, "--workers", min=1, max=256, help="Shard processes (default: the config's workers, else 1). The bytes do not depend on it."),
     engine: EngineName | None = typer.Option(None, "--engine", help="Who runs the shards: local processes, ray, or array (write the jobs for a scheduler's job array). Default: the config's engine, else local."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
-    shard_mb: float | None = typer.Option(None, "--shard-mb", min=0.000001, help="Close a shard once its games' moves reach this many MB as UCI text (default: the config's, else 64)."),
+    shard_mb: float | None = typer.Option(None, "--shard-mb", min=0.000001, max=1e12, help="Close a shard once its games' moves reach this many MB as UCI text (default: the config's, else 64)."),
     shard_games: int | None = typer.Option(None, "--shard-games", min=1, help="Close a shard once it holds this many games (default: the config's, else no limit)."),
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a BPE of fewer ids than bpe_vocab_size when the training games cannot reach it (the config's bpe_allow_smaller_vocab)."),
 ) -> None:

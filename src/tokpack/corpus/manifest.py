@@ -217,9 +217,9 @@ def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
 
 
 def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, separator: str | None = None,
-                    document_bytes: int | None = None, data: FileBytes | None = None) -> CorpusManifest:
-    """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file; or
-    all-training when none applies.
+                    document_bytes: int | None = None, data: FileBytes | None = None) -> tuple[CorpusManifest, Path | None]:
+    """The manifest of ``corpus`` (see :func:`find_manifest`), checked against the file, and
+    where it was found; or all-training and ``None`` when none applies.
 
     Args:
         corpus: the corpus text file.
@@ -239,7 +239,7 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
     n_bytes = corpus.stat().st_size if data is None else len(data)
     found = find_manifest(corpus, sha256, manifest)
     if found is None:
-        return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)})
+        return CorpusManifest(file=corpus.name, sha256=sha256, n_bytes=n_bytes, ranges={"train": (0, n_bytes)}), None
     path, manifest_record = found
     # The ranges were cut on the file as it was: they never move silently with an edit.
     edited = (f"restore {corpus.name} as it was when split, or delete {path} to cut it again (the held-out "
@@ -269,7 +269,7 @@ def corpus_manifest(corpus: Path, sha256: str, *, manifest: Path | None = None, 
     finally:
         if opened:
             data.close()
-    return manifest_record
+    return manifest_record, path
 
 
 def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, document_bytes: int,

@@ -23,11 +23,12 @@ from types import TracebackType
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from tokpack._atomic import write_atomically
 from tokpack._compressed import COMPRESSED_SUFFIXES, binary_kind, file_compression
 from tokpack._files import FileBytes, Fingerprint, changed, fingerprint, open_bytes, regular_file
-from tokpack._schema import read_record
+from tokpack._schema import Record, read_record
 from tokpack.corpus.documents import cut_documents
 from tokpack.corpus.manifest import (
     DEFAULT_DOCUMENT_BYTES,
@@ -53,6 +54,24 @@ OnError = Literal["raise", "skip"]
 
 #: The longest piece a vocabulary sample takes from one place (see :meth:`DocumentSource.training_sample`).
 SAMPLE_PIECE_BYTES = 1 << 12
+
+
+class InputFile(Record):
+    """One file a source reads, as a sharded job pins it (see :meth:`DocumentSource.pins`): its
+    path (inside a corpus folder, relative to it; else the file's own path), SHA-256 and size
+    (``sha256`` ``None``: a file skipped as unreadable)."""
+
+    path: str
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    n_bytes: int = Field(ge=0)
+
+
+class Pins(Record):
+    """Everything a source's documents depend on besides the options: every input file, and the
+    manifest its ranges were read from (``None``: none applied, all of it is training)."""
+
+    inputs: list[InputFile]
+    manifest: InputFile | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,12 @@ class DocumentSource:
         once, on first use)."""
         name = self.path.name + (f"#{self.text_field}" if self.text_field else "")
         return Source(name=name, sha256=file_sha256(self.path), n_bytes=self.path.stat().st_size)
+
+    def pins(self) -> Pins:
+        """Every file this source's documents come from, hashed (see :class:`Pins`): what a
+        sharded job records when it starts and each of its tasks compares before it reads."""
+        return Pins(inputs=[InputFile(path=os.path.abspath(self.path), sha256=self.record.sha256,
+                                      n_bytes=self.record.n_bytes)])
 
     def close(self) -> None:
         """Release open files and maps (a source is also a context manager)."""
@@ -408,8 +433,10 @@ class TextFile(DocumentSource):
         super().__init__(path, document_bytes=document_bytes, on_error=on_error, separator=separator)
         self._data = open_bytes(self.path)  # a compressed file's decompressed text
         self.sha256 = self._data.sha256()
-        self.manifest: CorpusManifest = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
-                                                        separator=separator, document_bytes=document_bytes, data=self._data)
+        self.manifest: CorpusManifest
+        self.manifest, self.manifest_found = corpus_manifest(self.path, self.sha256, manifest=self.manifest_path,
+                                                             separator=separator, document_bytes=document_bytes,
+                                                             data=self._data)
         # Document bounds as one int64 array (two per document), not Python tuples: flat memory.
         spans: list[np.ndarray] = []
         self._unit_ranges: list[tuple[str, int, int]] = []
@@ -422,6 +449,13 @@ class TextFile(DocumentSource):
     @cached_property
     def record(self) -> Source:
         return Source(name=self.path.name, sha256=self.sha256, n_bytes=self.manifest.n_bytes)
+
+    def pins(self) -> Pins:
+        found = self.manifest_found
+        manifest = None if found is None else InputFile(path=os.path.abspath(found), sha256=file_sha256(found),
+                                                        n_bytes=found.stat().st_size)
+        return Pins(inputs=[InputFile(path=os.path.abspath(self.path), sha256=self.sha256, n_bytes=self.manifest.n_bytes)],
+                    manifest=manifest)
 
     def input_files(self) -> list[Path]:
         # Every manifest that could apply (taken before the file is hashed, which decides between
@@ -465,13 +499,27 @@ class TextFile(DocumentSource):
                             (0, begin, end))
 
 
+def _read_in_place(inside: Path, kind: str) -> bool:
+    """Whether a folder's walk reads the entry at ``inside`` (a path relative to the folder) in its
+    own place: no part of it hidden, and a file no manifest.
+
+    >>> _read_in_place(Path("news/2024"), "folder"), _read_in_place(Path(".git/objects"), "folder")
+    (True, False)
+    """
+    return (not any(part.startswith(".") for part in inside.parts)
+            and not (kind == "file" and inside.name.endswith(MANIFEST_SUFFIX)))
+
+
 class TextDirectory(DocumentSource):
     """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
     (``*.manifest.json``); documents never span files.
 
-    A subfolder or file that cannot be read, or an entry that is not a regular file (a FIFO, a
-    device), stops the run, or with ``on_error="skip"`` is skipped and counted, never dropped
-    silently.
+    Links are followed: a linked file is read, a linked subfolder is read as if it were there
+    (its files named by the link's path). Every file is read once: a link into the folder to
+    what is read in its own place, or a second way to a folder (or linked file) read already (a
+    loop, two links to one folder) stops the run, or with ``on_error="skip"`` is skipped and
+    counted. So is a subfolder or file that cannot be read, or an entry that is not a regular
+    file (a FIFO, a device): never dropped silently.
     """
 
     format: Format = "directory"
@@ -528,22 +576,71 @@ class TextDirectory(DocumentSource):
                 raise InputError(problem, where=where, fix="fix its permissions, or use --on-error skip to leave it out")
             found.append((where, problem))
 
-        for folder, subfolders, names in os.walk(self.path, onerror=unreadable):
-            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
-            for name in names:
+        def twice(entry: Path, status: os.stat_result, kind: str, through_link: bool) -> bool:
+            """Whether ``entry`` would be read a second time: a link into the corpus to what the walk
+            reads in its own place, or a folder (a file reached through a link) seen already. Such
+            an entry stops the run, or is skipped and counted."""
+            problem, is_link = None, os.path.islink(entry)
+            if is_link:
+                target = Path(os.path.realpath(entry))
+                inside = target.relative_to(real_root) if target.is_relative_to(real_root) else None
+                if inside is not None and _read_in_place(inside, kind):
+                    problem = f"a link to {self.path / inside}, which is read in its own place"
+            if problem is None and (kind == "folder" or through_link or is_link):
+                first = seen.setdefault((kind, status.st_dev, status.st_ino), entry)
+                if first != entry:
+                    problem = f"the same {kind} as {first}, read already (through a link)"
+            elif kind == "file":
+                seen.setdefault((kind, status.st_dev, status.st_ino), entry)
+            if problem is None:
+                return False
+            problem += f" (its {'files' if kind == 'folder' else 'documents'} would be read twice)"
+            if self.on_error != "skip":
+                raise InputError(problem, where=entry, fix="remove the link (or the loop), or leave it out with "
+                                                           "--on-error skip (on_error='skip' in Python)")
+            found.append((entry, problem))
+            return True
+
+        # Every folder walked and every file read, by device and inode, so that a link that leads
+        # to one again (a loop, a second link) is seen; links into the corpus are the duplicates of
+        # what they lead to whatever their names, so which one is read does not depend on the order.
+        seen: dict[tuple[str, int, int], Path] = {}
+        real_root = Path(os.path.realpath(self.path))
+        linked: set[str] = set()  # the folders walked that a link leads to (or into)
+        try:
+            root = os.stat(self.path)
+            seen[("folder", root.st_dev, root.st_ino)] = self.path
+        except OSError as error:
+            unreadable(error)
+        for folder, subfolders, names in os.walk(self.path, onerror=unreadable, followlinks=True):
+            kept = []
+            for name in sorted(subfolders):
+                if name.startswith("."):
+                    continue
+                subfolder = Path(folder) / name
+                try:
+                    status = os.stat(subfolder)
+                except OSError:  # a dangling link or no permission: os.walk reports it when it lists it
+                    kept.append(name)
+                    continue
+                if not twice(subfolder, status, "folder", folder in linked):
+                    kept.append(name)
+                    if folder in linked or os.path.islink(subfolder):
+                        linked.add(os.path.join(folder, name))  # as os.walk names it
+            subfolders[:] = kept
+            for name in sorted(names):
                 if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
                     continue
                 file = Path(folder) / name
                 try:
                     regular_file(file)
                 except InputError as error:
-                    if file.is_dir():  # a symlink to a folder: os.walk does not follow it
-                        continue
                     if self.on_error != "skip":
                         raise
                     found.append((file, str(error).split(": ", 1)[1]))
                     continue
-                found.append((file, None))
+                if not twice(file, os.stat(file), "file", folder in linked):
+                    found.append((file, None))
         found.sort(key=lambda item: item[0])
         files = [file for file, _ in found]
         return files, {index: f"{file}: {problem}" for index, (file, problem) in enumerate(found) if problem}
@@ -571,13 +668,22 @@ class TextDirectory(DocumentSource):
         return [f"{self.path.name}/{file.relative_to(self.path).as_posix()}" for file in self.files]
 
     @cached_property
+    def _hashed(self) -> list[InputFile]:
+        """Each file by its path inside the folder, hashed once (an unreadable one without a hash)."""
+        return [InputFile(path=file.relative_to(self.path).as_posix(), n_bytes=0) if index in self._unreadable
+                else InputFile(path=file.relative_to(self.path).as_posix(), sha256=file_sha256(file), n_bytes=file.stat().st_size)
+                for index, file in enumerate(self.files)]
+
+    @cached_property
     def record(self) -> Source:
-        digest, total = hashlib.sha256(), 0
-        for index, file in enumerate(self.files):  # names and contents, so a rename changes the fingerprint too
-            content = "unreadable" if index in self._unreadable else file_sha256(file)
-            digest.update(f"{file.relative_to(self.path).as_posix()}\0{content}\n".encode())
-            total += 0 if index in self._unreadable else self._text_bytes.get(index, 0)
+        digest = hashlib.sha256()
+        for entry in self._hashed:  # names and contents, so a rename changes the fingerprint too
+            digest.update(f"{entry.path}\0{entry.sha256 or 'unreadable'}\n".encode())
+        total = sum(self._text_bytes.get(index, 0) for index in range(len(self.files)) if index not in self._unreadable)
         return Source(name=self.path.name, sha256=digest.hexdigest(), n_bytes=total)
+
+    def pins(self) -> Pins:
+        return Pins(inputs=list(self._hashed))
 
     @property
     def n_units(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,10 +12,11 @@ from tokpack._schema import write_record
 from tokpack.corpus.sources import OnError, open_corpus, warn_spelled_special_tokens
 from tokpack.engines.encoders import ENCODER_FILE, write_encoder
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
-from tokpack.engines.shard_task import JOB_FILE, ShardJob, finish_if_complete, read_job, run_shard
+from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output
-from tokpack.store.dataset import ShardedDataset
+from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
+from tokpack.store.format import DATASET_FILE
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab.loading import VocabularySpec
 
@@ -35,10 +37,14 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     dataset = Path(dataset)
     shards = checks.positive_int("shards", shards)
     check_output(dataset, Path(corpus), kind="dataset")
+    if dataset.is_dir() and not (dataset / JOB_FILE).exists() and (others := _not_a_jobs(dataset)):
+        raise InputError(f"holds other files ({', '.join(others[:3])}{', …' if len(others) > 3 else ''}); a "
+                         "sharded job is written into a new or empty folder (or its own, to resume it)", where=dataset,
+                         fix="name a new folder (-o, dataset= in Python)")
     tokenizer = load_vocabulary(vocab)
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
-        kind, record, units = source.format, source.record, source.n_units
+        kind, record, units, pins = source.format, source.record, source.n_units, source.pins()
         warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)
     # Shards are cut on input units (documents, lines, records); more shards than units only adds
     # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
@@ -46,15 +52,23 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     checks.positive_int("shards", shards, high=max(1, record.n_bytes),
                         fix=f"{corpus} has {record.n_bytes:,} bytes in {units:,} input units; use at most "
                             f"{max(1, units):,} shards to leave none empty")
-    job = ShardJob(corpus=str(Path(corpus).resolve()), format=kind, source=record,
+    # Absolute, but links kept: every task reads the corpus, and finds its manifest, where this did.
+    job = ShardJob(corpus=os.path.abspath(corpus), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
                    batch_documents=batch_documents, world_size=shards, vocabulary=tokenizer.identity,
-                   separator=separator, manifest=None if manifest is None else str(Path(manifest).resolve())).sealed()
-    dataset.mkdir(parents=True, exist_ok=True)
+                   separator=separator, manifest=None if manifest is None else os.path.abspath(manifest),
+                   pins=pins).sealed()
+    try:
+        dataset.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot create the folder ({error.strerror or error})", where=dataset,
+                         fix="name a folder you can write (-o, dataset= in Python)") from None
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
             existing = read_job(ShardJob, dataset)
             if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
+                if existing.model_copy(update={"corpus": job.corpus, "pins": pins, "source": record}).sealed() == job:
+                    check_pins(existing, pins, record)  # this job, whose inputs changed: says which
                 raise InputError("another job is in this folder; use a new one", where=dataset / JOB_FILE)
             return existing
         # Written before job.json, atomically: a node whose lock is node-local may write it too, and
@@ -62,6 +76,15 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         write_encoder(tokenizer, dataset / ENCODER_FILE)
         write_record(job, dataset / JOB_FILE)
     return job
+
+
+def _not_a_jobs(folder: Path) -> list[str]:
+    """The names in ``folder`` that a sharded job does not write (its records, shards, markers,
+    locks and hidden temporaries aside), sorted."""
+    def a_jobs(name: str) -> bool:
+        return name.startswith((".", SHARD_PREFIX)) or name.endswith(".lock") or name in (ENCODER_FILE, JOB_FILE, DATASET_FILE)
+
+    return sorted(name for name in os.listdir(folder) if not a_jobs(name))
 
 
 def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec, shards: int,

@@ -18,6 +18,7 @@ entry.
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -94,10 +95,26 @@ def read_encoder(path: Path, expected: VocabIdentity) -> Any:
         InputError: a missing or malformed file.
         IntegrityError: another vocabulary than ``expected`` (a job's record and its encoder disagree).
     """
-    encoder = rebuild(read_record(EncoderRecord, path), where=path)
+    try:
+        status = os.stat(path)
+        state = (str(Path(path).absolute()), status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+    except OSError:
+        state = None
+    if state is not None and _last_read and _last_read[0] == state:
+        encoder = _last_read[1]
+    else:
+        encoder = rebuild(read_record(EncoderRecord, path), where=path)
+        if state is not None:
+            _last_read[:] = [state, encoder]
     if encoder.identity != expected:
         raise IntegrityError(f"holds vocabulary {encoder.identity.short}, not the job's {expected.short}", where=path, fix="start a new job")
     return encoder
+
+
+#: The encoder this process rebuilt last, with its file's state (path, size, times, inode) then: a
+#: worker running many shards of one job rebuilds it once (a chess scheme's tables take tens of
+#: milliseconds), and again whenever the file changed.
+_last_read: list[Any] = []
 
 
 __all__ = ["ENCODER_FILE", "KINDS", "Describable", "EncoderRecord", "describe", "read_encoder", "rebuild",

@@ -13,17 +13,20 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from multiprocessing.managers import BaseProxy, SyncManager
 from pathlib import Path
-from queue import Empty
+from queue import Empty, SimpleQueue
 from typing import Any
 
+from tokpack._atomic import remove_abandoned
 from tokpack._progress import PrepareProgress
 from tokpack.engines.shard_task import run_shard
 from tokpack.errors import InputError, MissingExtra, WorkerDied
+from tokpack.store.dataset import shard_name
 
 ShardTask = Callable[..., bool]  # task(dataset, rank, *, report) -> whether it wrote the shard
 
@@ -82,6 +85,25 @@ def die_with_parent() -> None:
 ProgressSink = Callable[[int, int, int, int], None]  # (rank, bytes, ids, documents) done so far
 
 
+@contextmanager
+def _deaf_to_interrupts() -> Iterator[None]:
+    """Ignore SIGINT while worker processes are started, so they start ignoring it: a terminal's
+    Ctrl-C reaches every process of the job, and each worker would print its own traceback (20 to
+    60 lines, from wherever its imports were). The parent alone hears it, stops the job and says
+    so once. Outside the main thread (where signals cannot be set) a no-op."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _drain(queue: Any, sink: ProgressSink | None) -> None:
     while True:
         try:
@@ -109,26 +131,53 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
     processes = max(1, min(processes or os.cpu_count() or 1, len(pending) or 1))
     context = multiprocessing.get_context("spawn")  # no inherited threads or locks from the parent
     manager = SyncManager(ctx=context)
-    manager.start(die_with_parent)
+    with _deaf_to_interrupts():
+        manager.start(die_with_parent)
     with manager:
         queue = manager.Queue()
         for _ in range(retries + 1):
             failed: list[int] = []
-            with ProcessPoolExecutor(processes, mp_context=context, initializer=die_with_parent) as pool:
-                futures = {pool.submit(task, dataset, rank, report=ShardReporter(queue, rank)): rank for rank in pending}
-                waiting = set(futures)
-                while waiting:
-                    finished, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
-                    _drain(queue, on_progress)
-                    for future in finished:
-                        rank = futures[future]
+            pool = ProcessPoolExecutor(processes, mp_context=context, initializer=die_with_parent)
+            try:
+                # Each future reports itself done on a queue: waiting costs the same per shard
+                # however many shards are pending (waiting on every pending future after each one
+                # finishes would cost time quadratic in shards).
+                finished: SimpleQueue[Future[bool]] = SimpleQueue()
+                futures: dict[Future[bool], int] = {}
+                with _deaf_to_interrupts():  # the workers start while submitting
+                    for rank in pending:
+                        future = pool.submit(task, dataset, rank, report=ShardReporter(queue, rank))
+                        futures[future] = rank
+                        future.add_done_callback(finished.put)
+                for _ in range(len(futures)):
+                    while True:
                         try:
-                            future.result()
-                        except BrokenProcessPool:
-                            failed.append(rank)
-                        else:
-                            if on_done is not None:
-                                on_done(rank)
+                            future = finished.get(timeout=0.2)
+                            break
+                        except Empty:
+                            _drain(queue, on_progress)
+                    _drain(queue, on_progress)
+                    rank = futures[future]
+                    try:
+                        future.result()
+                    except BrokenProcessPool:
+                        failed.append(rank)
+                    else:
+                        if on_done is not None:
+                            on_done(rank)
+            except BaseException:
+                # Interrupted (Ctrl-C) or failed: the workers go now, not when their shards end,
+                # and the shards they were writing go with them (complete shards stay).
+                workers = list(getattr(pool, "_processes", {}).values())
+                for process in workers:
+                    process.kill()
+                for process in workers:
+                    process.join(5)
+                pool.shutdown(wait=False, cancel_futures=True)
+                for rank in pending:
+                    remove_abandoned(Path(dataset) / shard_name(rank))
+                raise
+            pool.shutdown()
             _drain(queue, on_progress)
             if not failed:
                 return
@@ -193,7 +242,8 @@ def run_ray(dataset: Path, ranks: Sequence[int], *, address: str | None = None, 
     waiting = {remote.remote(dataset, rank, report=ShardReporter(queue, rank)): rank for rank in ranks}  # type: ignore[call-arg]
     try:
         while waiting:
-            done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.2)
+            # Every task done within the interval at once: one wait per interval, not per task.
+            done, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0.2)
             _drain(queue, on_progress)
             for reference in done:
                 ray.get(reference)
@@ -270,9 +320,13 @@ EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"loca
 
 #: The task of each kind of sharded job, by the ``schema`` of its ``job.json``, as
 #: ``"module:function"`` (imported when a job of that kind runs, so text jobs never import chess):
-#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds.
+#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds. A job of a previous
+#: version goes to its kind's task, which refuses it saying why (it pinned too little, or its
+#: shards record no rank).
 JOB_TASKS: dict[str, str] = {
+    "tokpack.job.v2": "tokpack.engines.shard_task:run_shard",
     "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
+    "tokpack.chess.job.v3": "tokpack.chess.shards:run_chess_shard",
     "tokpack.chess.job.v2": "tokpack.chess.shards:run_chess_shard",
 }
 

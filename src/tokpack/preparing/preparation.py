@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tokpack import _checks as checks
 from tokpack._atomic import building, remove_abandoned
-from tokpack._cache import default_cache_dir, locked
+from tokpack._cache import UNWRITABLE_CACHE, default_cache_dir, locked
 from tokpack._memory import return_freed_memory
 from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.sources import (
@@ -37,7 +37,7 @@ from tokpack.preparing.options import (
     VocabularyRequest,
 )
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
-from tokpack.store.format import DATASET_FILE, META_FILE
+from tokpack.store.format import DATASET_FILE, META_FILE, ShardPlace
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
@@ -289,7 +289,10 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     ranges_key = _digest([_ranges_of(source), getattr(source, "text_field", None)])[:8]
     pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{source.document_bytes}-r{ranges_key}"
                                          f"{_separator_key(source)}{policy}")
-    with locked(pack_dir):
+    with locked(pack_dir, fix=UNWRITABLE_CACHE if out is None else "make that folder writable, or choose another -o "
+                                                                        "(out= in Python)"):
+        if out is not None and pack_dir.is_dir() and not any(pack_dir.iterdir()):
+            pack_dir.rmdir()  # an empty folder made for the pack: the pack, renamed into place, takes its place
         if pack_dir.exists():
             report(PrepareProgress("verifying", 0, record.n_bytes))
             _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
@@ -320,6 +323,17 @@ def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -
     if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents):
         raise InputError(f"the output is inside the corpus folder {corpus}: its files would become "
                          "training text", where=out, fix="choose an --out outside the corpus")
+    if not target.name:
+        raise InputError("is the root of the file system; tokpack writes into a folder of its own", where=out,
+                         fix="name a new folder (-o, out= in Python)")
+    if out.exists() and not out.is_dir():
+        raise InputError("is a file; the output is a folder", where=out, fix="name a new folder (-o, out= in Python)")
+    if kind == "pack" and out.is_dir() and not (out / META_FILE).exists() and not (out / DATASET_FILE).exists() \
+            and any(out.iterdir()):
+        raise InputError("holds other files and no pack; a pack is written into a new or empty folder (or one "
+                         "holding a pack of this corpus, which is checked and used)", where=out,
+                         fix="name a new folder (-o, out= in Python)")
+
     if kind == "dataset" and (out / META_FILE).exists():
         raise InputError("already a pack; the output of --shards must be a new or empty folder", where=out,
                          fix="choose a new --out")
@@ -408,7 +422,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
     }
     if source.separator:
         trained_on["separator"] = source.separator
-    with locked(directory):
+    with locked(directory, fix=UNWRITABLE_CACHE):
         if directory.exists():
             tokenizer = BpeTokenizer.load_saved(directory / VOCABULARY_FILE)
             saved = _saved_training(directory) or {}
@@ -492,7 +506,7 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     Raises:
         IntegrityError: ``directory`` holds another vocabulary.
     """
-    with locked(directory):
+    with locked(directory, fix=UNWRITABLE_CACHE):
         if directory.exists():
             # Compared through its record and the rank file's bytes: parsing it again would cost
             # as much as loading the vocabulary did.
@@ -527,11 +541,12 @@ _TRIM_BYTES = 64 << 20
 
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
-    last_unit: int | None = None, execution: Execution = Execution(),
+    last_unit: int | None = None, execution: Execution = Execution(), shard: ShardPlace | None = None,
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
     with the vocabulary's files (which depend on the vocabulary alone, so a pack is the same
-    whether its vocabulary was trained here or given).
+    whether its vocabulary was trained here or given); ``shard``: the place of a sharded job's
+    shard, recorded in its ``meta.json``.
 
     Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
     threads and written in input order, so the bytes do not depend on the number of workers.
@@ -600,7 +615,7 @@ def write_pack(
         # Stamped as verified: the checksums are of the bytes just written, so the pack's first
         # open (prepare's own, next) does not read and hash them again.
         writer.commit(source=record, cut=document_cut(source),
-                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True)
+                      ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True, shard=shard)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,

@@ -185,16 +185,40 @@ class ShardedDataset(PartsStream, RecordedStream):
         return f"ShardedDataset({str(self.path)!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
 
 
+def check_places(where: Path | str, names: Sequence[str], shard_metas: Sequence[PackMeta]) -> None:
+    """Check that each shard of a sharded job is where its own record says it belongs: the
+    shard named ``shard-0000r`` records rank ``r`` of ``len(names)`` (see
+    :class:`~tokpack.store.format.ShardPlace`). Shards that record no place (packs listed by hand)
+    are not checked, but a dataset may not mix the two.
+
+    Raises:
+        IntegrityError: a shard copied or moved under another rank's name, or from a job of
+            another size, naming ``where``, the shard and where it belongs.
+    """
+    places = [meta.shard for meta in shard_metas]
+    if all(place is None for place in places):
+        return
+    for index, (name, place) in enumerate(zip(names, places)):
+        if place is None:
+            raise IntegrityError(f"shard {name} records no place in a job while the others do", where=where,
+                                 fix="it is not one of this job's shards; remake it with its job, or rebuild the dataset")
+        if (place.rank, place.world_size) != (index, len(names)) or name != shard_name(index):
+            raise IntegrityError(f"{name} holds shard {place.rank} of a job of {place.world_size}, not shard {index} "
+                                 f"of {len(names)} (copied or moved from another rank?)", where=where,
+                                 fix=f"delete {name} (and its .done marker) and run its task again to remake it")
+
+
 def check_against_shards(where: Path | str, record: DatasetRecord, shard_metas: Sequence[PackMeta],
                          starts: np.ndarray) -> None:
     """Check a dataset's record against its shards' records, as a pack's record is checked
-    against its arrays: the padding id and id type every shard records, and every named range
-    on document starts of the whole stream (a hand-edited record with a recomputed seal passes
-    the seal, but not this).
+    against its arrays: each shard in its place (:func:`check_places`), the padding id and id
+    type every shard records, and every named range on document starts of the whole stream (a
+    hand-edited record with a recomputed seal passes the seal, but not this).
 
     Raises:
         IntegrityError: naming ``where`` and what differs.
     """
+    check_places(where, [entry.name for entry in record.shards], shard_metas)
     for index, meta in enumerate(shard_metas):
         name = record.shards[index].name if index < len(record.shards) else str(index)
         if meta.pad_id != record.pad_id:
@@ -254,6 +278,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
     shards = [Pack(path / name, verify=False) for name in shard_names]  # verified below, in the pass that hashes the stream
     if not shards:
         raise InputError("a dataset needs at least one shard", where=path)
+    check_places(path, [shard.path.name for shard in shards], [shard.meta for shard in shards])
     first: PackMeta = shards[0].meta
     for shard in shards[1:]:
         if shard.vocabulary != first.vocabulary or shard.meta.pad_id != first.pad_id:
@@ -308,4 +333,4 @@ def merge_dataset(dataset: ShardedDataset, destination: Path) -> PackMeta:
     return meta
 
 
-__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "check_against_shards", "merge_dataset", "shard_name", "write_dataset"]
+__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "check_against_shards", "check_places", "merge_dataset", "shard_name", "write_dataset"]

@@ -160,27 +160,48 @@ class Origins(Record):
     sha256: str = Field(pattern=SHA256)
 
 
+class ShardPlace(Record):
+    """Where a shard of a sharded job belongs: shard ``rank`` of ``world_size``. Recorded (and
+    sealed) in the shard's own ``meta.json``, so a shard copied or moved under another rank's name
+    is refused rather than taken for that rank's documents.
+
+    >>> ShardPlace(rank=1, world_size=4)
+    ShardPlace(rank=1, world_size=4)
+    """
+
+    rank: int = Field(ge=0)
+    world_size: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _inside(self) -> ShardPlace:
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is outside a job of {self.world_size} shards")
+        return self
+
+
 class PackMeta(StreamRecord):
     """``meta.json`` (``"schema": "tokpack.pack.v1"``): everything a reader needs to trust
     ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s, and
     ``vocabulary_files``: the SHA-256 of each file the pack carries of its vocabulary, by its path
     inside the pack (``vocabulary/tokenizer.json``, ...); empty when it carries none;
     ``origins``: where each document came from (``origins.npy``, see :class:`Origins`), or
-    ``None``."""
+    ``None``. ``shard``: for a shard of a sharded job, its :class:`ShardPlace`; ``None`` for any
+    other pack."""
 
     schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
     vocabulary_files: dict[str, Annotated[str, Field(pattern=SHA256)]] = Field(default_factory=dict)
     origins: Origins | None = None
+    shard: ShardPlace | None = None
 
     @model_serializer(mode="wrap")
-    def _no_vocabulary_files_field_without_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _no_empty_optional_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Left out when empty, from the JSON and from the seal alike: a pack without vocabulary
-        # files or origins is byte for byte what tokpack wrote before the fields existed, and opens.
+        # files, origins, or one that is no shard, is byte for byte what tokpack wrote before these
+        # fields existed, and opens.
         data: dict[str, Any] = handler(self)
-        if not data.get("vocabulary_files"):
-            data.pop("vocabulary_files", None)
-        if data.get("origins") is None:
-            data.pop("origins", None)
+        for optional in ("vocabulary_files", "origins", "shard"):
+            if not data.get(optional):
+                data.pop(optional, None)
         return data
 
 

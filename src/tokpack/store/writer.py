@@ -26,6 +26,7 @@ from tokpack.store.format import (
     OriginKind,
     Origins,
     PackMeta,
+    ShardPlace,
     Source,
     Span,
     npy_header,
@@ -255,11 +256,12 @@ class PackWriter:
         counts: dict[str, int] | None = None,
         pad_id: int | None = None,
         stamp_verified: bool = False,
+        shard: ShardPlace | None = None,
     ) -> PackMeta:
         """Finish the files, write ``meta.json`` and rename the pack into place.
 
         Args:
-            source, cut, ranges, counts: recorded as given (see :class:`PackMeta`).
+            source, cut, ranges, counts, shard: recorded as given (see :class:`PackMeta`).
             pad_id: the vocabulary's padding id; it must be one the stream never holds.
             stamp_verified: leave the verification stamp (:mod:`tokpack.store.stamps`) a first
                 :class:`Pack` open would leave, so that open does not hash the files again, when
@@ -297,6 +299,7 @@ class PackWriter:
             starts_sha256=hashlib.sha256(starts_payload).hexdigest(),
             vocabulary_files=dict(sorted(self._files.items())),
             origins=self._write_origins(),
+            shard=shard,
         ).sealed()
         write_record(meta, self._temporary / META_FILE)
         publish(self._temporary, self.destination)

@@ -149,11 +149,13 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     """Read GPT-2's ``encoder.json`` and ``vocab.bpe``; return ranks and special tokens.
 
     The ids of ``encoder.json`` are the ranks. ``vocab.bpe`` is checked against them: the
-    ``i``-th merge must make the token whose id is ``256 + i`` (so merge order and rank order
-    agree and tiktoken's rank rule gives GPT-2's merges).
+    ``i``-th merge must make the token whose id is ``256 + i``, from the two parts tiktoken's rank
+    rule joins last (the merges :func:`derive_merges` gives), so the rank rule gives GPT-2's
+    merges (see :func:`read_tokenizer_json` for why). A token of several characters that no merge
+    makes (``<|endoftext|>``) is a special token: neither GPT-2 nor Hugging Face makes it from text.
 
     Raises:
-        InputError: unreadable files, or merges that disagree with the ids.
+        InputError: unreadable files, or merges that disagree with the ids or the rank rule.
     """
     try:
         encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
@@ -162,12 +164,6 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     if not isinstance(encoder, dict) or not all(_is_id(rank) for rank in encoder.values()):
         raise InputError("not GPT-2's encoder.json: it must map each token (a string) to an id in "
                          "[0, 2**32)", where=encoder_json, fix="pass (encoder.json, vocab.bpe) in this order")
-    specials = {token: rank for token, rank in encoder.items() if token.startswith("<|")}
-    ranks = {
-        unicode_to_bytes(token, where=str(encoder_json)): rank
-        for token, rank in encoder.items()
-        if token not in specials
-    }
     try:
         merges = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
     except OSError as error:
@@ -175,11 +171,19 @@ def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str
     except UnicodeDecodeError as error:
         raise InputError("not GPT-2's vocab.bpe (not UTF-8)", where=vocab_bpe, byte=error.start) from None
     merges = [line for line in merges if line and not line.startswith("#version")]
+    pairs: list[tuple[str, str]] = []
     for index, line in enumerate(merges):
         parts = line.split(" ")
-        merged = "".join(parts)
-        if len(parts) != 2 or encoder.get(merged) != 256 + index:
+        if len(parts) != 2 or encoder.get("".join(parts)) != 256 + index:
             raise InputError(f"merge {index + 1} ({line!r}) does not make id {256 + index}", where=vocab_bpe)
+        pairs.append((parts[0], parts[1]))
+    made = {left + right for left, right in pairs}
+    unmade = {token for token in encoder if len(token) > 1 and token not in made}
+    specials = {unicode_to_bytes(token, where=str(encoder_json)).decode("utf-8", errors="replace"): encoder[token]
+                for token in unmade}
+    ranks = {unicode_to_bytes(token, where=str(encoder_json)): rank for token, rank in encoder.items()
+             if token not in unmade}
+    _check_rank_rule(pairs, ranks, vocab_bpe)
     return ranks, specials
 
 
@@ -270,15 +274,25 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     ``Split`` on a regex followed by ``ByteLevel(use_regex=false)`` means that regex. Special
     tokens are the added tokens, and the model's tokens of several bytes that no merge makes
     (Hugging Face never makes them from text either; :func:`tokenizer_json` writes
-    ``<|endoftext|>`` so). The ids of the tokens the merges make must rise in merge order, as
-    tiktoken's rank rule needs to make the same merges. Text is encoded literally, as Hugging Face
-    does with ``encode_special_tokens`` set; an added token that is not special is refused, as
-    Hugging Face reads it from text even then.
+    ``<|endoftext|>`` so). Text is encoded literally, as Hugging Face does with
+    ``encode_special_tokens`` set; an added token that is not special is refused, as Hugging Face
+    reads it from text even then.
+
+    tokpack encodes by tiktoken's rank rule (any two adjacent tokens whose join is in the
+    vocabulary merge, lowest id first), Hugging Face by its merges (only listed pairs, in list
+    order). They agree when the merges are exactly those the ids imply (:func:`derive_merges`):
+    each token made once, from the two parts the rank rule joins last, in id order. A file whose
+    merges say otherwise (a merge ``a bc`` where the rank rule makes ``ab`` + ``c`` first, a token
+    made twice, merges appended to a trained vocabulary in another order) is refused, naming the
+    first such merge. ``ignore_merges`` (Hugging Face takes a word that is one token of the
+    vocabulary whole, as tiktoken does) changes nothing then, so it is read as it is, unless a
+    token no merge makes could be such a word: Hugging Face would make it from text, and the rank
+    rule cannot make a token from whole words only; that is refused.
 
     Raises:
         InputError: not a byte-level BPE, a normalizer or a prefix space (which tiktoken's rules
-            cannot reproduce), merges that contradict the ids, an added token that is not special,
-            or an unreadable file.
+            cannot reproduce), merges that are not what the ids imply, ``ignore_merges`` with a
+            token that only it makes, an added token that is not special, or an unreadable file.
     """
     try:
         document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -303,21 +317,79 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
         raise InputError(f"added token {plain['content']!r} (id {plain['id']}) is not special: Hugging Face "
                          "reads it from text in every setting, tokpack never does, so their ids would differ", where=path,
                          fix='mark it "special": true, or remove it from added_tokens')
+    try:
+        pattern = _pattern_of(document.get("pre_tokenizer"), path)
+    except (AttributeError, KeyError, TypeError) as error:  # a field of the wrong shape
+        raise InputError(f"malformed pre_tokenizer ({type(error).__name__}: {error})", where=path) from None
     specials = {entry["content"]: entry["id"] for entry in added}
-    made = _merged_tokens(model.get("merges"), vocab, path)
+    pairs = _merge_pairs(model.get("merges"), vocab, path)
+    made = {left + right for left, right in pairs}
     for token, rank in vocab.items():
         if len(token) > 1 and token not in made and token not in specials and rank not in specials.values():
-            specials[unicode_to_bytes(token, where=str(path)).decode("utf-8", errors="replace")] = rank
+            name = unicode_to_bytes(token, where=str(path))
+            if model.get("ignore_merges") and _one_piece(name, pattern):
+                raise InputError(f"model.ignore_merges is true and no merge makes {token!r} (id {rank}): Hugging Face "
+                                 f"encodes a word spelled {name.decode('utf-8')!r} as that id, but tiktoken's rank rule, "
+                                 "which tokpack encodes by, makes a token from merges only", where=path,
+                                 fix=f'add the merge that makes it, or set "ignore_merges": false (then {token!r} is '
+                                     "a special token, never made from text)")
+            specials[name.decode("utf-8", errors="replace")] = rank
     ranks = {
         unicode_to_bytes(token, where=str(path)): rank
         for token, rank in vocab.items()
         if rank not in specials.values()
     }
-    try:
-        pattern = _pattern_of(document.get("pre_tokenizer"), path)
-    except (AttributeError, KeyError, TypeError) as error:  # a field of the wrong shape
-        raise InputError(f"malformed pre_tokenizer ({type(error).__name__}: {error})", where=path) from None
+    _check_rank_rule(pairs, ranks, path)
     return ranks, pattern, specials
+
+
+def _one_piece(token: bytes, pattern: str) -> bool:
+    """Whether the pre-tokenizer can give ``token`` whole as one word: it is text that
+    ``pattern`` keeps in one piece (so ``ignore_merges`` would make it from that text).
+
+    >>> _one_piece(b"abc", GPT2_PATTERN), _one_piece(b"<|endoftext|>", GPT2_PATTERN), _one_piece(b"\\xc5", GPT2_PATTERN)
+    (True, False, False)
+    """
+    import regex
+
+    try:
+        text = token.decode("utf-8")
+    except UnicodeDecodeError:  # words are text: part of a character is never one
+        return False
+    return regex.findall(pattern, text) == [text]
+
+
+def _check_rank_rule(pairs: list[tuple[str, str]], ranks: Ranks, path: Path) -> None:
+    """Refuse merges that tiktoken's rank rule would not make (see :func:`read_tokenizer_json`).
+
+    Raises:
+        InputError: naming the file, the first merge that differs from the ones the ids imply
+            and the pair the rank rule joins instead, and what to do.
+    """
+    fix = ("to encode as the file says, encode with Hugging Face tokenizers (datatrove, say) and bring the ids in "
+           "with tokpack import; or list the merges its ids imply, so both encode alike")
+    reason = ("Hugging Face merges only listed pairs; tiktoken's rank rule, which tokpack encodes by, joins any two "
+              "adjacent tokens whose join is in the vocabulary, lowest id first, so their ids would differ")
+    try:
+        implied = derive_merges(ranks)
+    except InputError as error:  # a token made from a part that only a later merge makes
+        raise InputError(f"{str(error).split(';')[0]}: its merges use a part before a merge makes it; {reason}",
+                         where=path, fix=fix) from None
+    if pairs == implied:
+        return
+    at = next((index for index, (given, rule) in enumerate(zip(pairs, implied)) if given != rule), min(len(pairs), len(implied)))
+    if at < len(pairs):
+        left, right = pairs[at]
+        earlier = next((index for index, pair in enumerate(pairs[:at]) if pair[0] + pair[1] == left + right), None)
+        if earlier is not None:
+            raise InputError(f"merge {at + 1} ({left + ' ' + right!r}) makes {left + right!r} again (merge {earlier + 1} "
+                             f"made it): {reason}", where=path, fix=fix)
+        rule = next((pair for pair in implied if pair[0] + pair[1] == left + right), None)
+        if rule is not None:
+            raise InputError(f"merge {at + 1} ({left + ' ' + right!r}) makes {left + right!r}, which tiktoken's rank rule "
+                             f"makes from {rule[0]!r} + {rule[1]!r}: {reason}", where=path,
+                             fix=fix.replace("list the merges its ids imply", f"make it {rule[0] + ' ' + rule[1]!r}"))
+    raise InputError(f"merge {at + 1} is not the one its ids imply: {reason}", where=path, fix=fix)
 
 
 #: Post-processors that leave the ids alone (``ByteLevel`` only trims offsets).
@@ -348,9 +420,9 @@ def _refuse_what_ranks_cannot_reproduce(document: dict[str, Any], model: dict[st
                          "ids are the text's alone", where=path, fix=fix)
 
 
-def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str]:
-    """The tokens ``merges`` make, after checking that their ids rise in merge order (a later
-    merge that makes a token already made is Hugging Face's business, not a contradiction).
+def _merge_pairs(merges: object, vocab: dict[str, int], path: Path) -> list[tuple[str, str]]:
+    """The merges as pairs, after checking that the tokens they make are in the vocabulary and
+    that their ids rise in merge order (where a token is first made).
 
     Raises:
         InputError: naming the file and the first merge whose id is above a later merge's, or a
@@ -359,7 +431,7 @@ def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str
     import numpy as np
 
     if merges is None:
-        return set()
+        return []
     if not isinstance(merges, list):
         raise InputError("model.merges must be a list", where=path)
     pairs: list[tuple[str, str]] = []
@@ -373,6 +445,8 @@ def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str
     if unknown is not None:
         raise InputError(f"merge {unknown + 1} ({' '.join(pairs[unknown])!r}) makes {results[unknown]!r}, "
                          "which is not in model.vocab", where=path)
+    if not results:
+        return pairs
     ids = np.fromiter((vocab[token] for token in results), np.int64, count=len(results))
     _, first = np.unique(np.asarray(results, dtype=object), return_index=True)
     order = np.sort(first)  # each token where a merge first makes it, in merge order
@@ -386,7 +460,7 @@ def _merged_tokens(merges: object, vocab: dict[str, int], path: Path) -> set[str
                          f"merge {then + 1} ({' '.join(pairs[then])!r}): its merges contradict its vocabulary, so "
                          "Hugging Face and tiktoken would encode differently", where=path,
                          fix="use the tokenizer.json the vocabulary was trained with")
-    return set(results)
+    return pairs
 
 
 #: Ids and ranks are stored as unsigned 32-bit integers.

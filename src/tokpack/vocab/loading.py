@@ -56,7 +56,7 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             raise InputError("a GPT-2 vocabulary is a pair (encoder.json, vocab.bpe)")
         ranks, specials = read_gpt2_pair(Path(spec[0]), Path(spec[1]))
         if END_OF_TEXT not in specials:
-            specials[END_OF_TEXT] = max(ranks.values()) + 1
+            specials[END_OF_TEXT] = max([*ranks.values(), *specials.values()]) + 1
         return BpeTokenizer(ranks=ranks, pattern=pattern or GPT2_PATTERN, special_tokens=specials)
     if not isinstance(spec, (str, os.PathLike)):  # a tokenizers.Tokenizer, a transformers tokenizer, a dict…
         raise InputError(f"cannot read a vocabulary from a {type(spec).__name__}",

@@ -1,0 +1,56 @@
+"""Ctrl-C: a sharded job run by local processes stops with one line, keeps its complete shards
+and leaves nothing half-written; a rerun finishes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tokpack.corpus import sample_corpus
+from tokpack.store import ShardedDataset
+from tokpack.vocab.bytelevel import BpeTokenizer
+
+
+def _group(pgid: int) -> list[str]:
+    """The command lines of the live processes in process group ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_ctrl_c_stops_a_local_job_with_one_line_and_a_rerun_finishes_it(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 4, encoding="utf-8")
+    BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(tmp_path / "vocab")
+    command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"),
+               "--shards", "8", "--workers", "2", "-o", str(tmp_path / "job"), "--document-bytes", "4096"]
+    # As a terminal does: the job in a process group of its own, SIGINT to every process of it.
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while sum("spawn_main" in line for line in _group(job.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # the workers are starting (importing): where each printed a traceback
+    os.killpg(job.pid, signal.SIGINT)
+    _, errors = job.communicate(timeout=120)
+    assert job.returncode == 130, errors
+    assert errors.strip().splitlines() == ["interrupted: nothing half-written is kept; a sharded job keeps its complete "
+                                           "shards and resumes when rerun"], errors
+    time.sleep(0.5)
+    assert not _group(job.pid), "a worker outlived the job"
+    assert not [path.name for path in (tmp_path / "job").iterdir() if ".tmp-" in path.name or path.name.endswith(".partial")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert ShardedDataset(tmp_path / "job", verify=True).n_docs > 0

@@ -1,0 +1,270 @@
+"""The shard task: a job pins everything it reads, a shard belongs to its rank, and finishing a
+job costs time linear in its shards."""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import pstats
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tokpack.cli import app
+from tokpack.corpus.manifest import split_manifest
+from tokpack.corpus.sources import open_corpus
+from tokpack.engines import run_shard, start_job
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store import Pack, ShardedDataset
+from tokpack.vocab.bytelevel import BpeTokenizer
+
+DOCUMENT_BYTES = 64
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> BpeTokenizer:
+    return BpeTokenizer(ranks={bytes([b]): b for b in range(256)} | {b"an": 256, b"ka": 257},
+                        special_tokens={"<|endoftext|>": 258})
+
+
+def lines(count: int, word: str = "kanapka") -> str:
+    return "".join(f"{word} {number} ma kota i psa\n" for number in range(count))
+
+
+def shard_run(dataset: Path, rank: int) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["shard", "run", str(dataset), "--rank", str(rank)])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+# --- a job pins what it reads --------------------------------------------------------------
+
+def test_a_manifest_written_between_two_tasks_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """A job that began with no manifest cut every unit as training; one written by ``prepare
+    --validation`` before the next task would cut the rest by other ranges, dropping documents."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(60), encoding="utf-8")
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "job", 0)
+    split_manifest(corpus, validation=0.3, document_bytes=DOCUMENT_BYTES)  # what prepare --validation writes
+    with pytest.raises(InputError, match="appeared since the job began") as refused:
+        run_shard(tmp_path / "job", 1)
+    assert "corpus.txt.manifest.json" in str(refused.value)
+    code, output = shard_run(tmp_path / "job", 2)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and "manifest.json" in output, output
+    assert not (tmp_path / "job" / "dataset.json").exists()
+    # Moved away, the job goes on as it began and finishes whole.
+    (tmp_path / "corpus.txt.manifest.json").unlink()
+    run_shard(tmp_path / "job", 1)
+    run_shard(tmp_path / "job", 2)
+    with open_corpus(corpus, document_bytes=DOCUMENT_BYTES) as whole:
+        assert ShardedDataset(tmp_path / "job", verify=True).n_docs == whole.n_units
+
+
+def test_a_rerun_of_a_job_whose_corpus_changed_names_the_change(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "job", 0)
+    corpus.write_text(lines(31), encoding="utf-8")
+    with pytest.raises(InputError, match=f"{corpus}: changed since the job began"):
+        start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+
+
+@pytest.mark.parametrize("change", ["rewritten", "removed"])
+def test_a_manifest_changed_or_removed_between_two_tasks_is_refused(tmp_path: Path, tokenizer: BpeTokenizer,
+                                                                    change: str) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(60), encoding="utf-8")
+    manifest = split_manifest(corpus, validation=0.3, document_bytes=DOCUMENT_BYTES)
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "job", 0)
+    beside = tmp_path / "corpus.txt.manifest.json"
+    if change == "removed":
+        beside.unlink()
+    else:  # the same corpus, held out elsewhere
+        start = manifest.ranges["validation"][0] - 2 * len("kanapka 1 ma kota i psa\n")
+        edited = manifest.model_copy(update={"ranges": {"train": (0, start), "validation": (start, manifest.n_bytes)},
+                                             "made_by": None})
+        beside.write_text(edited.to_json(), encoding="utf-8")
+    with pytest.raises(InputError, match="gone since the job began" if change == "removed" else "changed since") as refused:
+        run_shard(tmp_path / "job", 1)
+    assert str(beside) in str(refused.value)
+
+
+def test_a_file_of_a_folder_changed_between_two_tasks_is_named(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    folder = tmp_path / "texts"
+    (folder / "b").mkdir(parents=True)
+    for name in ("a.txt", "b/c.txt", "d.txt"):
+        (folder / name).write_text(lines(10, name[0]), encoding="utf-8")
+    start_job(folder, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "job", 0)
+    (folder / "b" / "c.txt").write_text(lines(11, "c"), encoding="utf-8")
+    with pytest.raises(InputError, match="changed since the job began") as refused:
+        run_shard(tmp_path / "job", 1)
+    assert str(folder / "b" / "c.txt") in str(refused.value)
+    (folder / "b" / "c.txt").write_text(lines(10, "b"), encoding="utf-8")  # as it was
+    (folder / "e.txt").write_text("nowy\n", encoding="utf-8")
+    with pytest.raises(InputError, match="appeared since the job began") as refused:
+        run_shard(tmp_path / "job", 1)
+    assert str(folder / "e.txt") in str(refused.value)
+
+
+def test_a_job_of_the_first_version_is_refused_with_the_fix(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """``tokpack.job.v1`` pinned neither the manifest nor each input: an interrupted job of that
+    version is refused, saying why and what to do, by the task and by a rerun of prepare."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    record = json.loads((tmp_path / "job" / "job.json").read_text())
+    del record["pins"]
+    record["schema"] = "tokpack.job.v1"
+    (tmp_path / "job" / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    code, output = shard_run(tmp_path / "job", 0)
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert "tokpack.job.v1" in output and "new folder" in output
+    tokenizer.save(tmp_path / "vocab")
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"),
+                                      "--shards", "2", "-o", str(tmp_path / "job"), "--document-bytes", str(DOCUMENT_BYTES)])
+    assert result.exit_code == 2 and "tokpack.job.v1" in result.output, result.output
+    assert not list((tmp_path / "job").glob("shard-*"))
+
+
+def test_a_finished_job_of_the_first_version_opens_and_a_rerun_says_so(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """Its dataset stands on its own records: it opens, and a rerun of prepare says it is
+    finished rather than to start again."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    tokenizer.save(tmp_path / "vocab")
+    command = ["prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"), "--shards", "2",
+               "-o", str(tmp_path / "job"), "--document-bytes", str(DOCUMENT_BYTES)]
+    assert CliRunner().invoke(app, command).exit_code == 0
+    record = json.loads((tmp_path / "job" / "job.json").read_text())
+    del record["pins"]
+    record["schema"] = "tokpack.job.v1"
+    (tmp_path / "job" / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    assert ShardedDataset(tmp_path / "job", verify=True).n_docs > 0
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "tokpack.job.v1" in result.output and "finished" in result.output and "as it is" in result.output
+
+
+# --- a shard belongs to its rank -----------------------------------------------------------
+
+def test_a_shard_copied_under_another_rank_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """``shard-00001/`` copied to ``shard-00002/`` with its marker's rank edited must not complete
+    the job with shard 1 twice and shard 2 missing."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(job, 0)
+    run_shard(job, 1)
+    shutil.copytree(job / "shard-00001", job / "shard-00002")
+    marker = json.loads((job / "shard-00001.done").read_text())
+    (job / "shard-00002.done").write_text(json.dumps(marker | {"rank": 2}))
+    with pytest.raises(IntegrityError, match="shard-00002: holds shard 1 of a job of 3, not shard 2 of 3"):
+        run_shard(job, 2)
+    code, output = shard_run(job, 2)
+    assert code == 2 and "delete shard-00002" in output, output
+    assert not (job / "dataset.json").exists()
+    # A marker copied alone is refused too.
+    shutil.rmtree(job / "shard-00002")
+    with pytest.raises(IntegrityError, match="marker of shard 1, not of shard 2"):
+        shutil.copytree(job / "shard-00001", job / "shard-00002")
+        (job / "shard-00002.done").write_text(json.dumps(marker))
+        run_shard(job, 2)
+
+
+def test_a_shard_of_another_job_copied_in_before_its_marker_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """The same place in a job of the same size, from another corpus: its sealed record names
+    rank 1 of 2, but not this job's input, so it is not marked as this job's shard."""
+    for name, word in (("mine", "kanapka"), ("theirs", "herbata")):
+        (tmp_path / f"{name}.txt").write_text(lines(20, word), encoding="utf-8")
+        start_job(tmp_path / f"{name}.txt", tmp_path / name, vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    run_shard(tmp_path / "theirs", 1)
+    shutil.copytree(tmp_path / "theirs" / "shard-00001", tmp_path / "mine" / "shard-00001")
+    with pytest.raises(IntegrityError, match="shard-00001: was made from another input than this job's"):
+        run_shard(tmp_path / "mine", 1)
+    assert not (tmp_path / "mine" / "shard-00001.done").exists()
+
+
+def test_a_shard_and_marker_of_another_job_copied_in_are_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """The same place in a job of the same size, from another corpus, with its marker: the marker
+    names the other job, none (its ``job`` field deleted) or this one (edited); whichever, the
+    shard is not taken for this job's, and the job does not finish with another corpus's
+    documents."""
+    for name, word in (("mine", "kanapka"), ("theirs", "herbata")):
+        (tmp_path / f"{name}.txt").write_text(lines(20, word), encoding="utf-8")
+        start_job(tmp_path / f"{name}.txt", tmp_path / name, vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+        run_shard(tmp_path / name, 1)
+    run_shard(tmp_path / "theirs", 0)
+    mine = json.loads((tmp_path / "mine" / "shard-00001.done").read_text())["job"]
+    edits = [(lambda marker: marker, "shard 1 was made for another job"),
+             (lambda marker: {key: value for key, value in marker.items() if key != "job"},
+              r"shard 1 was made for another job \(it names no job\)"),
+             (lambda marker: marker | {"job": mine}, "shard-00001: was made from another input than this job's")]
+    for edit, refusal in edits:
+        shutil.rmtree(tmp_path / "mine" / "shard-00001")
+        shutil.copytree(tmp_path / "theirs" / "shard-00001", tmp_path / "mine" / "shard-00001")
+        marker = json.loads((tmp_path / "theirs" / "shard-00001.done").read_text())
+        (tmp_path / "mine" / "shard-00001.done").write_text(json.dumps(edit(marker)))
+        with pytest.raises(IntegrityError, match=refusal):
+            run_shard(tmp_path / "mine", 0)
+        assert not (tmp_path / "mine" / "dataset.json").exists()
+
+
+def test_a_dataset_recorded_over_a_copied_shard_is_refused_by_inspect(tmp_path: Path, tokenizer: BpeTokenizer,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even a ``dataset.json`` recomputed over the copy (every seal and checksum redone, as
+    ``write_dataset`` would without its check) does not pass ``inspect``: the copy's own sealed
+    record names its rank."""
+    from tokpack.store import dataset as datasets
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    for rank in range(3):
+        run_shard(job, rank)
+    shutil.rmtree(job / "shard-00002")
+    shutil.copytree(job / "shard-00001", job / "shard-00002")
+    (job / "dataset.json").unlink()
+    meta = Pack(job / "shard-00000").meta
+    monkeypatch.setattr(datasets, "check_places", lambda *args: None, raising=False)
+    datasets.write_dataset(job, ["shard-00000", "shard-00001", "shard-00002"], source=meta.source, cut=meta.cut)
+    monkeypatch.undo()
+    result = CliRunner().invoke(app, ["inspect", str(job)])
+    assert result.exit_code == 2, result.output
+    assert "shard-00002 holds shard 1" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+# --- finishing is linear in shards ---------------------------------------------------------
+
+def _opens_to_finish(tmp_path: Path, tokenizer: BpeTokenizer, shards: int) -> int:
+    """How many packs and records a whole job of ``shards`` shards opens, its tasks run one after
+    the other in this process as a job array's would."""
+    corpus = tmp_path / f"corpus-{shards}.txt"
+    corpus.write_text(lines(2 * shards), encoding="utf-8")
+    job = tmp_path / f"job-{shards}"
+    start_job(corpus, job, vocab=tokenizer, shards=shards, document_bytes=DOCUMENT_BYTES)
+    profile = cProfile.Profile()
+    profile.enable()
+    for rank in range(shards):
+        run_shard(job, rank)
+    profile.disable()
+    assert (job / "dataset.json").exists()
+    counted = {("reader.py", "__init__"), ("_schema.py", "read_record")}
+    return sum(calls for (file, _, name), (_, calls, *_) in pstats.Stats(profile).stats.items()  # type: ignore[attr-defined]
+               if (Path(file).name, name) in counted)
+
+
+def test_finishing_a_job_opens_each_shard_a_bounded_number_of_times(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """Each task may finish the job, but only the one that completes the last shard checks every
+    shard: four times the shards cost about four times the opens (checking every earlier shard
+    after every task would open 20,900 packs for 200 shards)."""
+    few, many = _opens_to_finish(tmp_path, tokenizer, 5), _opens_to_finish(tmp_path, tokenizer, 20)
+    assert many <= 4.5 * few, (few, many)
