@@ -1,0 +1,351 @@
+"""What one ``tokpack prepare FILE --vocab RANKS`` process costs, whole, against a minimal
+gigatoken script that encodes the same file and saves its ids with numpy; and where prepare's CPU
+goes outside the encoder.
+
+    PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py [--runs 7]
+        [--corpus FILE] [--vocab cl100k|o200k] [--ranks FILE] [--baseline COMMIT]
+    PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --breakdown
+
+Corpus: ``FILE``, else 10 MB of the encoder benchmarks' "mixed" text (whole files of
+``data/polish`` and ``data/other``) written as one file. Ranks: ``--ranks``, else the published
+cl100k or o200k file inside PyPI's ``bpe-openai`` package (gigatoken runs with the same
+pre-tokenizer). gigatoken comes with the ``bench`` extra.
+
+Each run is a new process; CPU seconds are user + system of that process and its threads
+(``RUSAGE_CHILDREN`` before and after). Modes run in turns (gigatoken, tokpack with a warm cache,
+tokpack with a cold cache, ...) so a shared machine's drift falls on all alike; figures are
+medians:
+
+- ``gigatoken script``: ``Tokenizer.from_tiktoken(RANKS, pretokenizer=...)``, ``tok.encode(bytes)``
+  of the whole file, ``numpy.save`` of the ids (gigatoken's fastest documented call).
+- ``tokpack prepare, warm cache``: ``tokpack prepare FILE --vocab RANKS -o OUT``, OUT new each
+  run, ``TOKPACK_CACHE`` kept from an earlier run (what a second corpus with the same vocabulary
+  costs).
+- ``tokpack prepare, cold cache``: the same with a new empty ``TOKPACK_CACHE`` each run (the first
+  use of a vocabulary). numba's compiled kernels are loaded from their cache in both (they live
+  beside the sources, not in ``TOKPACK_CACHE``).
+- with ``--baseline COMMIT``, both tokpack modes again with that commit's sources (checked out into
+  a detached git worktree, removed afterwards; its kernels are compiled once, untimed, first).
+
+Checked, outside the clock: the pack's ids equal gigatoken's on the same documents (prepare cuts
+the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
+documents must give the same ids), and the baseline's pack equals this tree's.
+
+``--breakdown`` runs one ``prepare`` (warm cache, ``--workers 1``) in a fresh process with each
+step's CPU seconds counted exclusively, per thread (``time.thread_time``): the imports by package,
+the command line, the corpus, the vocabulary, its carried files, the pack; and the encoder apart
+(its setup and its calls, on the encoding thread), so what remains is prepare's fixed cost outside
+the encoder. Run it twice (``--cold`` for a new cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import gzip
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "support"))
+
+#: gigatoken's minimal script: load the ranks, encode the file's bytes, save the ids.
+GIGATOKEN_SCRIPT = """
+import sys, numpy as np, gigatoken
+tok = gigatoken.Tokenizer.from_tiktoken(sys.argv[1], pretokenizer=sys.argv[4], special_tokens={})
+ids = tok.encode(open(sys.argv[2], "rb").read())
+np.save(sys.argv[3], ids)
+"""
+ENTRY = "import sys; from tokpack.cli import main; sys.argv[0] = 'tokpack'; main()"
+
+
+def default_corpus(scratch: Path) -> Path:
+    from corpus import mixed_documents
+
+    path = scratch / "mixed-10mb.txt"
+    if not path.exists():
+        path.write_text("\n".join(mixed_documents(10.0)), encoding="utf-8")
+    return path
+
+
+def published_ranks(vocab: str, scratch: Path) -> Path:
+    path = scratch / f"{vocab}_base.tiktoken"
+    if not path.exists():
+        packed = resources.files("bpe_openai.data").joinpath(f"{vocab}_base.tiktoken.gz").read_bytes()
+        path.write_bytes(gzip.decompress(packed))
+    return path
+
+
+def cpu_of(command: list[str], env: dict[str, str]) -> float:
+    """User + system CPU seconds of one process (and its threads)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def prepare_command(corpus: Path, ranks: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-c", ENTRY, "prepare", str(corpus), "--vocab", str(ranks), "-o", str(out), "--json", *extra]
+
+
+def environment(src: Path, cache: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(src), "TOKPACK_CACHE": str(cache)}
+
+
+def pack_ids(pack: Path) -> tuple[Any, Any]:
+    import numpy as np
+
+    return np.load(pack / "tokens.npy"), np.load(pack / "starts.npy")
+
+
+def check_ids(pack: Path, corpus: Path, ranks: Path, pretokenizer: str) -> None:
+    """The pack's ids are gigatoken's on the documents prepare cut (outside the clock)."""
+    import gigatoken
+    import numpy as np
+
+    from tokpack.corpus.sources import open_corpus
+
+    tokens, starts = pack_ids(pack)
+    with open_corpus(corpus) as source:
+        documents = [piece.text for piece in source.pieces()]
+    tok = gigatoken.Tokenizer.from_tiktoken(str(ranks), pretokenizer=pretokenizer, special_tokens={})
+    theirs = [np.asarray(ids, dtype=np.int64) for ids in tok.encode_batch_list(documents)]
+    ours = np.split(tokens.astype(np.int64), starts[1:])
+    if len(ours) != len(theirs) or any(not np.array_equal(a, b) for a, b in zip(ours, theirs)):
+        raise SystemExit(f"{pack}: the ids differ from gigatoken's on the same documents")
+
+
+def measure(args: argparse.Namespace) -> None:
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
+    sides = {"this tree": REPO / "src"}
+    tree = None
+    if args.baseline:
+        tree = work / "baseline"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), args.baseline],
+                       check=True)
+        sides[args.baseline] = tree / "src"
+    try:
+        warm = {side: work / f"warm-cache-{number}" for number, side in enumerate(sides)}
+        for side, src in sides.items():  # compile or load the kernels, fill the warm cache: untimed
+            cpu_of(prepare_command(corpus, ranks, work / f"first-{len(side)}"), environment(src, warm[side]))
+        giga_out = work / "ids.npy"
+        times: dict[str, list[float]] = defaultdict(list)
+        count = 0
+        for _ in range(args.runs):
+            times["gigatoken script"].append(cpu_of(
+                [sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks), str(corpus), str(giga_out), args.vocab],
+                dict(os.environ)))
+            for side, src in sides.items():
+                for mode in ("warm", "cold"):
+                    count += 1
+                    out, cache = work / f"out-{count}", warm[side] if mode == "warm" else work / f"cold-{count}"
+                    times[f"{side}: prepare, {mode} cache"].append(cpu_of(prepare_command(corpus, ranks, out),
+                                                                          environment(src, cache)))
+                    if mode == "cold":
+                        shutil.rmtree(cache)
+                    if count > 2 * len(sides):  # keep the first packs of each side to compare
+                        shutil.rmtree(out)
+        check_ids(work / "out-1", corpus, ranks, args.vocab)
+        if tree is not None:
+            import numpy as np
+
+            ours, theirs = pack_ids(work / "out-1"), pack_ids(work / "out-3")
+            if not all(np.array_equal(a, b) for a, b in zip(ours, theirs)):
+                raise SystemExit("the baseline's pack differs from this tree's")
+    finally:
+        if tree is not None:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    size = corpus.stat().st_size
+    print(f"{corpus.name} ({size / 1e6:.1f} MB), {ranks.name}; CPU seconds (user + system) of one process, "
+          f"median of {args.runs}, modes interleaved; Python {platform.python_version()}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}\n")
+    giga = statistics.median(times["gigatoken script"])
+    print("| process | CPU s (median) | runs | ÷ gigatoken script |")
+    print("|---|---:|---|---:|")
+    for mode, values in times.items():
+        runs = ", ".join(f"{value:.2f}" for value in values)
+        print(f"| {mode} | {statistics.median(values):.3f} | {runs} | {statistics.median(values) / giga:.2f} |")
+
+
+class Phases:
+    """CPU seconds (``time.thread_time``) per label, each counted exclusively: time spent in a
+    nested labelled call goes to that call's label, per thread."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._local = threading.local()
+
+    def _stack(self) -> list[list[Any]]:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = [["other (" + threading.current_thread().name + ")", time.thread_time()]]
+        return self._local.stack
+
+    def inside(self, prefix: str) -> bool:
+        """Whether this thread is inside a call labelled ``prefix...``."""
+        return any(label.startswith(prefix) for label, _ in self._stack())
+
+    def enter(self, label: str) -> None:
+        stack, now = self._stack(), time.thread_time()
+        top = stack[-1]
+        self.seconds[top[0]] += now - top[1]
+        stack.append([label, now])
+
+    def leave(self) -> None:
+        stack, now = self._stack(), time.thread_time()
+        label, since = stack.pop()
+        self.seconds[label] += now - since
+        stack[-1][1] = now
+
+    def close(self) -> None:
+        stack, now = self._stack(), time.thread_time()
+        self.seconds[stack[-1][0]] += now - stack[-1][1]
+        stack[-1][1] = now
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Count calls of ``owner.name`` (a function, or a cached property's function) under ``label``."""
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        target = getattr(original, "func", original)  # functools.cached_property
+        phases = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            phases.enter(label)
+            try:
+                return target(*args, **kwargs)
+            finally:
+                phases.leave()
+
+        if hasattr(original, "func"):
+            original.func = counted
+        else:
+            setattr(owner, name, counted)
+
+
+def breakdown_child(corpus: Path, ranks: Path, out: Path) -> None:
+    """One ``prepare`` in this process, each step's CPU counted (see :class:`Phases`)."""
+    phases = Phases()
+    phases.seconds["interpreter start"] = time.process_time()
+    phases._stack()[0][1] = time.thread_time()
+    phases._stack()[0][0] = "other (main thread)"
+    importing = builtins.__import__
+
+    def counted_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        whole = name if not level else ((globals or {}).get("__package__") or "") + "." + name
+        if whole in sys.modules or phases.inside("ENCODER"):  # the encoder's imports are its own
+            return importing(name, globals, locals, fromlist, level)
+        top = whole.strip(".").split(".")[0]
+        phases.enter(f"import {top}" if top != "tokpack" else "import tokpack's own modules")
+        try:
+            return importing(name, globals, locals, fromlist, level)
+        finally:
+            phases.leave()
+
+    builtins.__import__ = counted_import
+    import tokpack.cli  # noqa: F401
+    from tokpack.corpus import sources
+    from tokpack.preparing import options, preparation
+    from tokpack.store import vocabulary, writer
+    from tokpack.vocab import bytelevel
+
+    phases.wrap(options, "open_corpus", "corpus: open (stat, hash, manifest, document cut)")
+    phases.wrap(sources.TextFile, "pieces", "corpus: decode documents")
+    phases.wrap(vocabulary, "load_vocabulary", "vocabulary: read the rank file")
+    phases.wrap(preparation, "load_vocabulary", "vocabulary: read the rank file")
+    phases.wrap(bytelevel.BpeTokenizer, "identity", "vocabulary: identity")
+    phases.wrap(preparation, "cached_vocabulary", "vocabulary: the cache's copy")
+    phases.wrap(bytelevel.BpeTokenizer, "files", "vocabulary: the pack's carried files")
+    phases.wrap(writer.PackWriter, "add_vocabulary_files", "pack: write the carried files")
+    phases.wrap(writer.PackWriter, "add_documents", "pack: check, write and hash the ids")
+    phases.wrap(writer.PackWriter, "commit", "pack: commit (starts, meta, stamp)")
+    phases.wrap(preparation, "TokenizedCorpus", "pack: open the result")
+    phases.wrap(bytelevel.BpeTokenizer, "encode_arrays", "ENCODER: its calls (setup included)")
+    for name in ("_compiled", "_encoding"):
+        if name in bytelevel.BpeTokenizer.__dict__:
+            phases.wrap(bytelevel.BpeTokenizer, name, "ENCODER: setup (imports, tables)")
+    command = sys.modules["tokpack.cli.corpus"]
+    for name in ("_summary", "summary_record"):
+        phases.wrap(command, name, "command line: the summary")
+    phases.wrap(command, "prepare_progress", "command line: progress display")
+    sys.argv = ["tokpack", "prepare", str(corpus), "--vocab", str(ranks), "-o", str(out), "--workers", "1", "--json"]
+    with open(os.devnull, "w") as quiet:
+        sys.stdout = quiet
+        try:
+            tokpack.cli.main()
+        except SystemExit as exit_:
+            if exit_.code:
+                raise
+        finally:
+            sys.stdout = sys.__stdout__
+    phases.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    total = usage.ru_utime + usage.ru_stime
+    counted = sum(phases.seconds.values())
+    phases.seconds["other threads, system time not in thread clocks"] = max(total - counted, 0.0)
+    encoder = sum(value for label, value in phases.seconds.items() if label.startswith("ENCODER"))
+    print(f"| step | CPU s |\n|---|---:|")
+    for label, value in sorted(phases.seconds.items(), key=lambda item: -item[1]):
+        if value >= 0.0005:
+            print(f"| {label} | {value:.3f} |")
+    print(f"| **whole process** | **{total:.3f}** |")
+    print(f"| **whole process without the encoder** | **{total - encoder:.3f}** |")
+
+
+def breakdown(args: argparse.Namespace) -> None:
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    work = Path(tempfile.mkdtemp(prefix="breakdown-", dir=scratch))
+    try:
+        env = environment(REPO / "src", work / "cache")
+        if not args.cold:  # fill the cache and load the kernels first, untimed
+            cpu_of(prepare_command(corpus, ranks, work / "first"), env)
+        else:
+            cpu_of([sys.executable, "-c", "from tokpack.vocab import compiled"], env)
+        subprocess.run([sys.executable, __file__, "--breakdown-child", str(corpus), str(ranks), str(work / "out")],
+                       env=env, check=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7, help="runs of each mode (medians are reported)")
+    parser.add_argument("--corpus", type=Path, help="the text file (default: 10 MB of mixed text)")
+    parser.add_argument("--vocab", choices=("cl100k", "o200k"), default="cl100k",
+                        help="the published vocabulary (its pre-tokenizer for gigatoken; its ranks unless --ranks)")
+    parser.add_argument("--ranks", type=Path, help="the rank file (default: the published one, from bpe-openai)")
+    parser.add_argument("--baseline", help="also measure this commit's sources")
+    parser.add_argument("--breakdown", action="store_true", help="where one prepare's CPU goes, step by step")
+    parser.add_argument("--cold", action="store_true", help="with --breakdown: a new, empty cache")
+    parser.add_argument("--breakdown-child", nargs=3, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.breakdown_child:
+        breakdown_child(*args.breakdown_child)
+    elif args.breakdown:
+        breakdown(args)
+    else:
+        measure(args)
+
+
+if __name__ == "__main__":
+    main()
