@@ -1,7 +1,7 @@
-"""What makes ``prepare``'s fixed costs small, asserted as behaviour (no timings): the carried
-``tokenizer.json``'s merges come from the compiled kernel and equal the Python rule's, and a new
-pack's verification tells its carried vocabulary's identity from the files' bytes, so the rank
-file is parsed once per run, while an altered vocabulary is still refused."""
+"""What makes ``prepare``'s fixed costs small, asserted as behaviour (no timings): a new pack's
+verification tells its carried vocabulary's identity from the files' bytes, so the rank file is
+parsed once per run, while an altered vocabulary is still refused (the carried
+``tokenizer.json``'s merges: tests/vocab/test_merges.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tokpack.vocab.files as files
-from tokpack import GPT2_PATTERN, load_vocabulary, prepare
+from tokpack import GPT2_PATTERN, prepare
 from tokpack.store import Pack, PackMeta
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
@@ -33,35 +33,6 @@ def small_ranks() -> dict[bytes, int]:
     for token in (b" m", b"at", b" ma", b"Al", b" k", b"ot", b" kot", b" c", b" cat", b"12"):
         ranks[token] = len(ranks)
     return ranks
-
-
-@pytest.fixture(scope="module")
-def gpt2_tokenizer(gpt2_rank_file: Path) -> BpeTokenizer:
-    return load_vocabulary(gpt2_rank_file, pattern=GPT2_PATTERN)
-
-
-def test_merges_of_a_large_vocabulary_are_compiled_and_equal_the_python_rule(gpt2_tokenizer: BpeTokenizer) -> None:
-    from tokpack.vocab._merges_compiled import split_points
-
-    ranks = gpt2_tokenizer.ranks
-    merges = files.derive_merges(ranks)
-    assert split_points.signatures, "GPT-2's 50k ranks should take the compiled kernel"
-    reference = files._derive_merges_python(ranks, sorted(ranks.items(), key=lambda item: item[1]))
-    assert merges == reference
-    assert len(merges) == len(ranks) - 256
-    # What Hugging Face reads back from the tokenizer.json written with them: the same ranks.
-    assert merges[0] == ("Ġ", "t")
-
-
-def test_compiled_merges_refuse_a_token_lower_ranks_cannot_build() -> None:
-    ranks = {bytes([b]): b for b in range(256)}
-    ranks |= {bytes([a, b]): 256 + 64 * a + b for a in range(64) for b in range(64)}  # 4,096 pairs: compiled
-    ranks[b"\x00\x01\x02\x03"] = len(ranks)  # buildable: 00 01 + 02 03
-    ranks[b"zzz"] = len(ranks)  # "zz" is no token: nothing joins first
-    with pytest.raises(ValueError, match="zzz.*cannot be built from lower ranks"):
-        files.derive_merges(ranks)
-    del ranks[b"zzz"]
-    assert files.derive_merges(ranks)[-1] == ("\u0100\u0101", "\u0102\u0103")
 
 
 def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

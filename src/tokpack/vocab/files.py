@@ -209,27 +209,19 @@ def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) 
             came from, if given).
     """
     ordered = sorted(ranks.items(), key=lambda item: item[1])
-    if len(ordered) < _COMPILED_MERGES_FROM:
-        return _derive_merges_python(ranks, ordered, where)
     import numpy as np
 
-    from tokpack.vocab._merges_compiled import split_points
+    from tokpack.vocab._merges import split_points
 
     tokens = [token for token, _ in ordered]
-    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)), out=offsets[1:])
-    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    order = np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered))
-    left, bad = split_points(flat, offsets, order)
+    found = split_points(tokens, np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered)))
+    if found is None:  # two tokens' hashes collide (never seen in a real vocabulary): the plain rule
+        return _derive_merges_python(ranks, ordered, where)
+    left, bad = found
     if bad >= 0:
         raise _unbuildable(tokens[bad], ordered[bad][1], where)
     # One code point per byte: each part is a slice of its token's spelling.
     return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
-
-
-#: Vocabularies of at least this many tokens derive their merges compiled (below it, loading the
-#: compiled code costs more than the Python loop).
-_COMPILED_MERGES_FROM = 4096
 
 
 def _unbuildable(token: bytes, rank: int, where: str | os.PathLike[str] | None) -> InputError:
