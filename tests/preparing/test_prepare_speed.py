@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import tokpack.vocab.bytelevel as bytelevel
 import tokpack.vocab.files as files
+import tokpack.vocab.loading as loading
 from tokpack import GPT2_PATTERN, prepare
 from tokpack.store import Pack, PackMeta
 from tokpack.vocab import BpeTokenizer
@@ -43,13 +45,15 @@ def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytes
     rank_file = tmp_path / "small.tiktoken"
     rank_file.write_bytes(files.rank_file_lines(small_ranks()))
     parsed: list[object] = []
-    original = files.parse_rank_lines
+    original = files.parse_rank_text
 
-    def counting(text: bytes, *, where: object) -> dict[bytes, int]:
+    def counting(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
         parsed.append(where)
         return original(text, where=where)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(files, "parse_rank_lines", counting)
+    for module in (files, bytelevel, loading):  # every module that parses rank text
+        if hasattr(module, "parse_rank_text"):
+            monkeypatch.setattr(module, "parse_rank_text", counting)
     prepared = prepare(corpus, vocab=rank_file, pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache", workers=1)
     assert prepared.manifest.n_tokens > 0
     assert len(parsed) == 1, parsed

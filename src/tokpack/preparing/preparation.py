@@ -21,6 +21,7 @@ from tokpack._progress import PrepareProgress, ProgressCallback
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import DocumentSource, OnError, Piece, check_separator, format_of, reading_cut
 from tokpack.errors import InputError, IntegrityError, TokpackError
+from tokpack.preparing.carried import carried_files
 from tokpack.preparing.options import DEFAULT_VOCAB_SIZE, CorpusReading, Execution, VocabularyRequest
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.store.format import DATASET_FILE, META_FILE
@@ -263,7 +264,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
         else:
             remove_abandoned(pack_dir)
             try:
-                write_pack(source, tokenizer, pack_dir, execution=execution)
+                write_pack(source, tokenizer, pack_dir, execution=execution, files=carried_files(tokenizer, cache))
             except TokpackError:
                 # Where flock is node-local, another node may have published this pack meanwhile:
                 # its rename won. Use it once it checks out, as if it had been cached.
@@ -487,11 +488,11 @@ _TRIM_BYTES = 64 << 20
 
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
-    last_unit: int | None = None, execution: Execution = Execution(),
+    last_unit: int | None = None, execution: Execution = Execution(), files: dict[str, bytes] | None = None,
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
-    with the vocabulary's files (which depend on the vocabulary alone, so a pack is the same
-    whether its vocabulary was trained here or given).
+    with the vocabulary's files (``files``, else ``tokenizer.files()``: they depend on the
+    vocabulary alone, so a pack is the same whether its vocabulary was trained here or given).
 
     Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
     threads and written in input order, so the bytes do not depend on the number of workers.
@@ -526,7 +527,7 @@ def write_pack(
                 "(files, records or rows, as the format counts them)")
 
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
-        writer.add_vocabulary_files(tokenizer.files())
+        writer.add_vocabulary_files(tokenizer.files() if files is None else files)
         ranges = {}
         for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens

@@ -1,6 +1,6 @@
 """The merge list implied by ranks, for every token at once with numpy: the core of
 :func:`tokpack.vocab.files.derive_merges` (a Python loop over 50k-200k tokens costs most of a
-second; this, a few hundredths, without loading a compiler).
+second; this, a tenth or two, without loading a compiler).
 
 Each token is encoded alone with tiktoken's rank rule (join the adjacent pair whose concatenation
 has the lowest rank, the leftmost on a tie) until two parts are left; only joins of a rank below
@@ -10,10 +10,10 @@ sorted longest first, whose boundaries are the front of one flat array. Each bou
 key, the rank of the join across it times a power of two plus its place, so one
 ``minimum.reduceat`` finds every moving token's next join, leftmost on a tie.
 
-A join's rank is looked up by a hash of its bytes (a polynomial hash modulo ``2**64``, any slice's
-from the prefix sums of the bytes weighted by inverse powers) among the tokens' sorted hashes, and
-confirmed byte for byte, so the result is exact; tokens whose hashes collide are left to the
-caller's Python rule.
+A join's rank is looked up in an open-addressing table of the tokens: a slice of up to seven
+bytes is keyed by its bytes, a longer one by a polynomial hash modulo ``2**64`` (any slice's from
+the prefix sums of the bytes weighted by inverse powers) confirmed byte for byte, so the result is
+exact; tokens whose keys collide are left to the caller's Python rule.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class _Tokens:
 def split_points(tokens: list[bytes], ranks: np.ndarray) -> tuple[np.ndarray, int] | None:
     """For each token (in rank order, ``ranks`` ascending), the length of the left part of its
     last merge (0 for a single byte), and the index of the first token that lower ranks cannot
-    build (-1: none); ``None`` when two tokens' hashes collide (the caller's Python rule decides).
+    build (-1: none); ``None`` when two tokens' keys collide (the caller's Python rule decides).
 
     >>> left, bad = split_points([b"a", b"b", b"c", b"ab", b"abc", b"bc", b"bcc"], np.arange(7))
     >>> left.tolist(), bad

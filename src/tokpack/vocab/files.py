@@ -16,10 +16,13 @@ import sys
 from collections.abc import Callable
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokpack.errors import InputError
 from tokpack.vocab.patterns import GPT2_PATTERN, check_pattern
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Ranks = dict[bytes, int]
 
@@ -74,15 +77,115 @@ def read_rank_file(path: Path) -> Ranks:
             gzip-compressed file, or a file cut short.
     """
     with open(path, "rb") as handle:
-        return parse_rank_lines(handle.read(), where=path)
+        return parse_rank_text(handle.read(), where=path)[0]
 
 
 #: The fix of a malformed line of a rank file.
 _RANK_LINE_FIX = "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)"
 
 
+def parse_rank_text(text: bytes, *, where: str | Path) -> tuple[Ranks, bool]:
+    """:func:`parse_rank_lines`, and whether ``text`` is exactly the canonical text of the ranks
+    (:func:`rank_file_lines`'s, as tiktoken's published files are), so it can stand for it.
+
+    A file laid out as tiktoken writes one (``base64 rank`` and a newline on every line) is read
+    by numpy, all lines at once; any other layout, or one that holds a mistake, line by line (the
+    errors name the line).
+
+    >>> parse_rank_text(b"YQ== 0\\nYg== 1\\n", where="ranks")
+    ({b'a': 0, b'b': 1}, True)
+    >>> parse_rank_text(b"Yg== 1\\nYQ== 0\\n", where="ranks")  # the same ranks, not in rank order
+    ({b'b': 1, b'a': 0}, False)
+    """
+    found = _parse_tiktoken_layout(text)
+    if found is not None:
+        return found
+    ranks = parse_rank_lines(text, where=where)
+    return ranks, False
+
+
+#: Each byte's value in base64 (``=``: 0), and which bytes base64 allows (``=`` apart).
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+#: 10**0 .. 10**10: the place values of a rank's digits (ranks have at most 10).
+_POWERS_OF_TEN = [10**k for k in range(11)]
+
+
+@lru_cache(maxsize=1)
+def _base64_tables() -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
+    values = np.zeros(256, np.uint8)
+    allowed = np.zeros(256, bool)
+    values[np.frombuffer(_BASE64, np.uint8)] = np.arange(64, dtype=np.uint8)
+    allowed[np.frombuffer(_BASE64, np.uint8)] = True
+    return values, allowed
+
+
+def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
+    """The ranks of ``text`` if every line is ``base64 rank`` and a newline (padded base64 of at
+    least one byte, a decimal rank below 2**32), no token or rank repeated, and whether it is
+    canonical; ``None`` for anything else (the line-by-line parse decides)."""
+    import numpy as np
+
+    data = np.frombuffer(text, np.uint8)
+    if not len(data) or data[-1] != ord("\n"):
+        return None
+    ends = np.flatnonzero(data == ord("\n"))
+    spaces = np.flatnonzero(data == ord(" "))
+    if len(spaces) != len(ends):
+        return None
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    sizes, digits = spaces - starts, ends - spaces - 1
+    if np.any(sizes < 4) or np.any(sizes % 4) or np.any(digits < 1) or np.any(digits > 10):
+        return None  # also a line without its space, or with two: some line's space is not in it
+    # Which bytes are a token's and which a rank's: +1 where a run starts, -1 where it ends.
+    marks = np.zeros(len(data) + 1, np.int8)
+    marks[starts] = 1
+    marks[spaces] = -1
+    in_token = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+    marks[:] = 0
+    marks[spaces + 1] = 1
+    marks[ends] = -1
+    in_rank = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+    values, allowed = _base64_tables()
+    pads = (data[spaces - 1] == ord("=")).astype(np.int64) + (data[spaces - 2] == ord("="))
+    padded = data == ord("=")
+    is_digit = (data >= ord("0")) & (data <= ord("9"))
+    if (not np.all(allowed[data] | padded | ~in_token) or int(np.count_nonzero(padded)) != int(pads.sum())
+            or np.any((data[spaces - 2] == ord("=")) & (data[spaces - 1] != ord("=")))
+            or not np.all(is_digit | ~in_rank)):
+        return None
+    # Four base64 digits make three bytes; a padded quantum's last one or two are not the token's.
+    quanta = values[data[in_token]].astype(np.uint32).reshape(-1, 4)
+    word = quanta[:, 0] << 18 | quanta[:, 1] << 12 | quanta[:, 2] << 6 | quanta[:, 3]
+    raw = np.stack([word >> 16, word >> 8, word], axis=1).astype(np.uint8).reshape(-1)
+    raw_ends = np.cumsum(sizes // 4 * 3)
+    keep = np.ones(len(raw), bool)
+    keep[raw_ends[pads >= 1] - 1] = False
+    keep[raw_ends[pads == 2] - 2] = False
+    decoded = raw[keep].tobytes()
+    token_ends = raw_ends - np.cumsum(pads)
+    tokens = list(map(decoded.__getitem__, map(slice, (token_ends - (sizes // 4 * 3 - pads)).tolist(),
+                                               token_ends.tolist())))
+    # A rank's value: its digits times their place values, the last digit's place 1.
+    rank_digits = (data[in_rank] - ord("0")).astype(np.int64)
+    from_end = np.repeat(np.cumsum(digits) - 1, digits) - np.arange(len(rank_digits))
+    ranks = np.add.reduceat(rank_digits * np.array(_POWERS_OF_TEN, np.int64)[from_end], np.cumsum(digits) - digits)
+    ascending = bool(np.all(ranks[1:] > ranks[:-1]))
+    if np.any(ranks >= _MAX_ID) or (not ascending and np.any(np.diff(np.sort(ranks)) == 0)):
+        return None
+    found = dict(zip(tokens, ranks.tolist()))
+    if len(found) != len(tokens):
+        return None
+    # Canonical: in rank order, no leading zero, and the bits a padded quantum leaves over all 0.
+    leftover = np.where(pads == 1, values[data[spaces - 2]] & 3, np.where(pads == 2, values[data[spaces - 3]] & 15, 0))
+    canonical = (ascending and not np.any((digits > 1) & (data[spaces + 1] == ord("0")))
+                 and not np.any(leftover))
+    return found, canonical
+
+
 def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
-    """Parse the text of a tiktoken rank file (errors name ``where`` and the line).
+    """Parse the text of a tiktoken rank file line by line (errors name ``where`` and the line).
 
     >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
     {b'a': 0, b'b': 1}
@@ -209,19 +312,34 @@ def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) 
             came from, if given).
     """
     ordered = sorted(ranks.items(), key=lambda item: item[1])
+    found = _last_merges(ordered, where)
+    if found is None:  # two tokens' keys collide (never seen in a real vocabulary): the plain rule
+        return _derive_merges_python(ranks, ordered, where)
+    tokens, left = found
+    # One code point per byte: each part is a slice of its token's spelling.
+    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
+
+
+def _last_merges(ordered: list[tuple[bytes, int]],
+                 where: str | os.PathLike[str] | None) -> tuple[list[bytes], np.ndarray] | None:
+    """The tokens of ``ordered`` (in rank order) and the length of each one's left part in its
+    last merge (0: a single byte), or ``None`` when the numpy rule cannot tell tokens apart.
+
+    Raises:
+        InputError: a token that lower ranks cannot build.
+    """
     import numpy as np
 
     from tokpack.vocab._merges import split_points
 
     tokens = [token for token, _ in ordered]
     found = split_points(tokens, np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered)))
-    if found is None:  # two tokens' hashes collide (never seen in a real vocabulary): the plain rule
-        return _derive_merges_python(ranks, ordered, where)
+    if found is None:
+        return None
     left, bad = found
     if bad >= 0:
         raise _unbuildable(tokens[bad], ordered[bad][1], where)
-    # One code point per byte: each part is a slice of its token's spelling.
-    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
+    return tokens, left
 
 
 def _unbuildable(token: bytes, rank: int, where: str | os.PathLike[str] | None) -> InputError:
@@ -444,3 +562,139 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
             "merges": [list(pair) for pair in derive_merges(ranks, where=where)],
         },
     }
+
+
+#: The version of the ``tokenizer.json`` text :func:`tokenizer_json_bytes` writes: a copy kept by
+#: another version (:mod:`tokpack.preparing.carried`) is made again. Raise it when the text changes.
+TOKENIZER_JSON_VERSION = 1
+
+
+def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *,
+                         where: str | os.PathLike[str] | None = None) -> bytes:
+    """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
+    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) assembled by
+    numpy from the tokens' bytes and :func:`derive_merges`'s cuts, not built as Python objects.
+
+    >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
+    >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
+    >>> text == json.dumps(tokenizer_json(ranks, GPT2_PATTERN, {"<|endoftext|>": 257}), ensure_ascii=False).encode()
+    True
+
+    Raises:
+        InputError: as :func:`derive_merges`.
+    """
+    import numpy as np
+
+    ordered = sorted(ranks.items(), key=lambda item: item[1])
+    names = [name.encode("utf-8") for name in specials]
+    found = None if any(name in ranks for name in names) else _last_merges(ordered, where)
+    if found is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
+        return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
+    tokens, left = found
+    skeleton = json.dumps(tokenizer_json({}, pattern, {}), ensure_ascii=False).encode("utf-8")
+    tail = b'"vocab": {}, "merges": []}}'
+    assert skeleton.endswith(tail), skeleton[-80:]
+    entries = [*tokens, *names]
+    ids = np.array([rank for _, rank in ordered] + list(specials.values()), dtype=np.int64)
+    by_id = np.argsort(ids, kind="stable")
+    vocab = _json_entries([entries[i] for i in by_id.tolist()], ids[by_id])
+    merged = np.flatnonzero(left)
+    merges = _json_pairs([tokens[i] for i in merged.tolist()], left[merged])
+    return b"".join([skeleton[: -len(tail)], b'"vocab": {', vocab, b'}, "merges": [', merges, b"]}}"])
+
+
+@lru_cache(maxsize=1)
+def _escapes() -> tuple[np.ndarray, np.ndarray]:
+    """Each byte's spelling in GPT-2's alphabet as a JSON string's UTF-8 (escaped as
+    ``json.dumps`` escapes it), padded to 3 bytes, and its length."""
+    import numpy as np
+
+    spelled = [json.dumps(byte_to_unicode()[byte], ensure_ascii=False)[1:-1].encode("utf-8") for byte in range(256)]
+    table = np.zeros((256, 3), np.uint8)
+    for byte, text in enumerate(spelled):
+        table[byte, : len(text)] = np.frombuffer(text, np.uint8)
+    return table, np.array([len(text) for text in spelled], np.int64)
+
+
+def _scatter(out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
+    """Write the runs of ``data`` (``lengths`` long, one after another) at ``starts`` in ``out``."""
+    import numpy as np
+
+    if len(data):
+        out[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(data))] = data
+
+
+def _spelled(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens' JSON-escaped spellings, one after another, each byte's spelled width, and
+    each token's."""
+    import numpy as np
+
+    table, widths = _escapes()
+    flat = np.frombuffer(b"".join(tokens), np.uint8)
+    byte_widths = widths[flat]
+    spelled = table[flat][np.arange(3) < byte_widths[:, None]]
+    ends = np.cumsum(np.fromiter(map(len, tokens), np.int64, count=len(tokens)))
+    return spelled, byte_widths, _run_sums(byte_widths, ends)
+
+
+def _run_sums(values: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The sum of each run of ``values`` ending (exclusive) at ``ends``, runs one after another."""
+    import numpy as np
+
+    total = np.concatenate([[0], np.cumsum(values)])
+    return np.diff(total[ends], prepend=0)
+
+
+def _digits(numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative integers as decimal ASCII, one after another, and each one's length."""
+    import numpy as np
+
+    powers = 10 ** np.arange(19, dtype=np.int64)
+    counts = np.maximum(np.searchsorted(powers, numbers, side="right"), 1)
+    places = counts[:, None] - 1 - np.arange(19)  # the power of ten of each digit, most significant first
+    digits = (numbers[:, None] // powers[np.maximum(places, 0)]) % 10 + ord("0")
+    return digits[places >= 0].astype(np.uint8), counts
+
+
+def _json_entries(keys: list[bytes], values: np.ndarray) -> bytes:
+    """``"key": value`` for each token and id, joined by ``", "``, as ``json.dumps`` writes a dict."""
+    import numpy as np
+
+    spelled, _, key_widths = _spelled(keys)
+    digits, digit_counts = _digits(values)
+    sizes = 1 + key_widths + 3 + digit_counts + 2  # "key": value,
+    starts = np.cumsum(sizes) - sizes
+    out = np.empty(int(sizes.sum()), np.uint8)
+    _scatter(out, starts + 1, key_widths, spelled)
+    _scatter(out, starts + key_widths + 4, digit_counts, digits)
+    ends = starts + sizes
+    for offset, byte in ((starts, b'"'), (starts + key_widths + 1, b'"'), (starts + key_widths + 2, b":"),
+                         (starts + key_widths + 3, b" "), (ends - 2, b","), (ends - 1, b" ")):
+        out[offset] = ord(byte)
+    return out[:-2].tobytes()
+
+
+def _json_pairs(tokens: list[bytes], cuts: np.ndarray) -> bytes:
+    """``["left", "right"]`` for each token cut in two, joined by ``", "``, as ``json.dumps``
+    writes a list of pairs."""
+    import numpy as np
+
+    spelled, byte_widths, widths = _spelled(tokens)
+    sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
+    total = 2 + widths + 4 + 2 + 2  # ["left", "right"],
+    starts = np.cumsum(total) - total
+    firsts = np.cumsum(sizes) - sizes
+    owner = np.repeat(np.arange(len(tokens)), sizes)
+    within = np.arange(len(byte_widths)) - firsts[owner]
+    # Where each byte's spelling starts: after '["', the bytes before it, and '", "' past the cut.
+    before = np.cumsum(byte_widths) - byte_widths - (np.cumsum(widths) - widths)[owner]
+    at = starts[owner] + 2 + before + 4 * (within >= cuts[owner])
+    out = np.empty(int(total.sum()), np.uint8)
+    _scatter(out, at, byte_widths, spelled)
+    left_widths = _run_sums(byte_widths * (within < cuts[owner]), firsts + sizes)
+    ends = starts + total
+    middle = starts + 2 + left_widths
+    for offset, byte in ((starts, b"["), (starts + 1, b'"'), (middle, b'"'), (middle + 1, b","), (middle + 2, b" "),
+                         (middle + 3, b'"'), (ends - 4, b'"'), (ends - 3, b"]"), (ends - 2, b","), (ends - 1, b" ")):
+        out[offset] = ord(byte)
+    return out[:-2].tobytes()
