@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import tiktoken
 from pydantic import Field, ValidationError
 
 from tokpack import _checks as checks
@@ -33,6 +32,8 @@ from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
 
 if TYPE_CHECKING:
+    import tiktoken
+
     from tokpack.vocab.compiled import CompiledBpe
 
 SCHEME = "bytelevel-bpe"
@@ -136,6 +137,8 @@ class BpeTokenizer:
 
     @cached_property
     def _encoding(self) -> tiktoken.Encoding:
+        import tiktoken  # the fallback and decoding need it; the compiled encoder does not
+
         return tiktoken.Encoding(
             name=f"tokpack-{self.identity.short}",
             pat_str=self.pattern,

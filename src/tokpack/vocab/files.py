@@ -138,25 +138,18 @@ def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
     sizes, digits = spaces - starts, ends - spaces - 1
     if np.any(sizes < 4) or np.any(sizes % 4) or np.any(digits < 1) or np.any(digits > 10):
         return None  # also a line without its space, or with two: some line's space is not in it
-    # Which bytes are a token's and which a rank's: +1 where a run starts, -1 where it ends.
-    marks = np.zeros(len(data) + 1, np.int8)
-    marks[starts] = 1
-    marks[spaces] = -1
-    in_token = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
-    marks[:] = 0
-    marks[spaces + 1] = 1
-    marks[ends] = -1
-    in_rank = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+    # Every byte is a token's, a rank's, a space or a newline: check the first two kinds.
+    chars = data[_runs(starts, sizes)]
     values, allowed = _base64_tables()
     pads = (data[spaces - 1] == ord("=")).astype(np.int64) + (data[spaces - 2] == ord("="))
-    padded = data == ord("=")
-    is_digit = (data >= ord("0")) & (data <= ord("9"))
-    if (not np.all(allowed[data] | padded | ~in_token) or int(np.count_nonzero(padded)) != int(pads.sum())
-            or np.any((data[spaces - 2] == ord("=")) & (data[spaces - 1] != ord("=")))
-            or not np.all(is_digit | ~in_rank)):
+    if (not np.all(allowed[chars] | (chars == ord("="))) or int(np.count_nonzero(chars == ord("="))) != int(pads.sum())
+            or np.any((data[spaces - 2] == ord("=")) & (data[spaces - 1] != ord("=")))):
+        return None
+    rank_digits = data[_runs(spaces + 1, digits)] - np.uint8(ord("0"))
+    if np.any(rank_digits > 9):
         return None
     # Four base64 digits make three bytes; a padded quantum's last one or two are not the token's.
-    quanta = values[data[in_token]].astype(np.uint32).reshape(-1, 4)
+    quanta = values[chars].astype(np.uint32).reshape(-1, 4)
     word = quanta[:, 0] << 18 | quanta[:, 1] << 12 | quanta[:, 2] << 6 | quanta[:, 3]
     raw = np.stack([word >> 16, word >> 8, word], axis=1).astype(np.uint8).reshape(-1)
     raw_ends = np.cumsum(sizes // 4 * 3)
@@ -168,9 +161,9 @@ def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
     tokens = list(map(decoded.__getitem__, map(slice, (token_ends - (sizes // 4 * 3 - pads)).tolist(),
                                                token_ends.tolist())))
     # A rank's value: its digits times their place values, the last digit's place 1.
-    rank_digits = (data[in_rank] - ord("0")).astype(np.int64)
     from_end = np.repeat(np.cumsum(digits) - 1, digits) - np.arange(len(rank_digits))
-    ranks = np.add.reduceat(rank_digits * np.array(_POWERS_OF_TEN, np.int64)[from_end], np.cumsum(digits) - digits)
+    places = np.array(_POWERS_OF_TEN, np.int64)[from_end]
+    ranks = np.add.reduceat(rank_digits.astype(np.int64) * places, np.cumsum(digits) - digits)
     ascending = bool(np.all(ranks[1:] > ranks[:-1]))
     if np.any(ranks >= _MAX_ID) or (not ascending and np.any(np.diff(np.sort(ranks)) == 0)):
         return None
@@ -182,6 +175,19 @@ def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
     canonical = (ascending and not np.any((digits > 1) & (data[spaces + 1] == ord("0")))
                  and not np.any(leftover))
     return found, canonical
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every run, one after another.
+
+    >>> import numpy as np
+    >>> _runs(np.array([0, 10]), np.array([2, 3])).tolist()
+    [0, 1, 10, 11, 12]
+    """
+    import numpy as np
+
+    firsts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) + np.repeat(starts - firsts, lengths)
 
 
 def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:

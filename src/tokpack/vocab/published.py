@@ -10,20 +10,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN
+from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
+
+__all__ = ["O200K_PATTERN", "PUBLISHED", "Published"]
 
 _FIM = {"<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260}
-
-#: o200k_base's pattern, as tiktoken writes it.
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
 
 
 class Published(NamedTuple):
