@@ -317,35 +317,42 @@ def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) 
         InputError: a token that lower ranks cannot build (naming ``where``, the file the ranks
             came from, if given).
     """
-    ordered = sorted(ranks.items(), key=lambda item: item[1])
-    found = _last_merges(ordered, where)
+    tokens, order = _in_rank_order(ranks)
+    found = _last_merges(tokens, order, where)
     if found is None:  # two tokens' keys collide (never seen in a real vocabulary): the plain rule
-        return _derive_merges_python(ranks, ordered, where)
-    tokens, left = found
+        return _derive_merges_python(ranks, list(zip(tokens, order.tolist())), where)
     # One code point per byte: each part is a slice of its token's spelling.
-    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
+    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), found.tolist()) if cut]
 
 
-def _last_merges(ordered: list[tuple[bytes, int]],
-                 where: str | os.PathLike[str] | None) -> tuple[list[bytes], np.ndarray] | None:
-    """The tokens of ``ordered`` (in rank order) and the length of each one's left part in its
-    last merge (0: a single byte), or ``None`` when the numpy rule cannot tell tokens apart.
+def _in_rank_order(ranks: Ranks) -> tuple[list[bytes], np.ndarray]:
+    """The tokens in rank order and their ranks (a rank file read in order is in order already)."""
+    import numpy as np
+
+    tokens = list(ranks)
+    values = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
+    if bool(np.all(values[1:] > values[:-1])):
+        return tokens, values
+    order = np.argsort(values, kind="stable")
+    return [tokens[i] for i in order.tolist()], values[order]
+
+
+def _last_merges(tokens: list[bytes], ranks: np.ndarray, where: str | os.PathLike[str] | None) -> np.ndarray | None:
+    """The length of each token's left part in its last merge (0: a single byte), for ``tokens``
+    in rank order (``ranks``), or ``None`` when the numpy rule cannot tell tokens apart.
 
     Raises:
         InputError: a token that lower ranks cannot build.
     """
-    import numpy as np
-
     from tokpack.vocab._merges import split_points
 
-    tokens = [token for token, _ in ordered]
-    found = split_points(tokens, np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered)))
+    found = split_points(tokens, ranks)
     if found is None:
         return None
     left, bad = found
     if bad >= 0:
-        raise _unbuildable(tokens[bad], ordered[bad][1], where)
-    return tokens, left
+        raise _unbuildable(tokens[bad], int(ranks[bad]), where)
+    return left
 
 
 def _unbuildable(token: bytes, rank: int, where: str | os.PathLike[str] | None) -> InputError:
@@ -591,35 +598,33 @@ def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *
     """
     import numpy as np
 
-    ordered = sorted(ranks.items(), key=lambda item: item[1])
     names = [name.encode("utf-8") for name in specials]
-    found = None if any(name in ranks for name in names) else _last_merges(ordered, where)
-    if found is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
+    tokens, order = _in_rank_order(ranks)
+    left = None if any(name in ranks for name in names) else _last_merges(tokens, order, where)
+    if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
         return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
-    tokens, left = found
     skeleton = json.dumps(tokenizer_json({}, pattern, {}), ensure_ascii=False).encode("utf-8")
     tail = b'"vocab": {}, "merges": []}}'
     assert skeleton.endswith(tail), skeleton[-80:]
     entries = [*tokens, *names]
-    ids = np.array([rank for _, rank in ordered] + list(specials.values()), dtype=np.int64)
-    by_id = np.argsort(ids, kind="stable")
-    vocab = _json_entries([entries[i] for i in by_id.tolist()], ids[by_id])
-    merged = np.flatnonzero(left)
-    merges = _json_pairs([tokens[i] for i in merged.tolist()], left[merged])
+    ids = np.concatenate([order, np.fromiter(specials.values(), dtype=np.int64, count=len(specials))])
+    if not bool(np.all(ids[1:] > ids[:-1])):  # special tokens among the ranks' ids: in id order
+        by_id = np.argsort(ids, kind="stable")
+        entries, ids = [entries[i] for i in by_id.tolist()], ids[by_id]
+    vocab = _json_entries(entries, ids)
+    merges = _json_pairs(tokens, left)
     return b"".join([skeleton[: -len(tail)], b'"vocab": {', vocab, b'}, "merges": [', merges, b"]}}"])
 
 
 @lru_cache(maxsize=1)
-def _escapes() -> tuple[np.ndarray, np.ndarray]:
-    """Each byte's spelling in GPT-2's alphabet as a JSON string's UTF-8 (escaped as
-    ``json.dumps`` escapes it), padded to 3 bytes, and its length."""
+def _escapes() -> tuple[str, np.ndarray]:
+    """GPT-2's alphabet as a ``charmap`` decoding table, and each byte's spelling's length as a
+    JSON string's UTF-8 (escaped as ``json.dumps`` escapes it: only ``"`` and ``\\`` need it)."""
     import numpy as np
 
-    spelled = [json.dumps(byte_to_unicode()[byte], ensure_ascii=False)[1:-1].encode("utf-8") for byte in range(256)]
-    table = np.zeros((256, 3), np.uint8)
-    for byte, text in enumerate(spelled):
-        table[byte, : len(text)] = np.frombuffer(text, np.uint8)
-    return table, np.array([len(text) for text in spelled], np.int64)
+    alphabet = byte_to_unicode()
+    widths = [len(json.dumps(alphabet[byte], ensure_ascii=False)[1:-1].encode("utf-8")) for byte in range(256)]
+    return "".join(alphabet[byte] for byte in range(256)), np.array(widths, np.int64)
 
 
 def _scatter(out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
@@ -636,9 +641,10 @@ def _spelled(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     import numpy as np
 
     table, widths = _escapes()
-    flat = np.frombuffer(b"".join(tokens), np.uint8)
-    byte_widths = widths[flat]
-    spelled = table[flat][np.arange(3) < byte_widths[:, None]]
+    joined = b"".join(tokens)
+    text = codecs.charmap_decode(joined, "strict", table)[0].replace("\\", "\\\\").replace('"', '\\"')
+    spelled = np.frombuffer(text.encode("utf-8"), np.uint8)
+    byte_widths = widths[np.frombuffer(joined, np.uint8)]
     ends = np.cumsum(np.fromiter(map(len, tokens), np.int64, count=len(tokens)))
     return spelled, byte_widths, _run_sums(byte_widths, ends)
 
@@ -655,11 +661,8 @@ def _digits(numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Non-negative integers as decimal ASCII, one after another, and each one's length."""
     import numpy as np
 
-    powers = 10 ** np.arange(19, dtype=np.int64)
-    counts = np.maximum(np.searchsorted(powers, numbers, side="right"), 1)
-    places = counts[:, None] - 1 - np.arange(19)  # the power of ten of each digit, most significant first
-    digits = (numbers[:, None] // powers[np.maximum(places, 0)]) % 10 + ord("0")
-    return digits[places >= 0].astype(np.uint8), counts
+    counts = np.maximum(np.searchsorted(10 ** np.arange(19, dtype=np.int64), numbers, side="right"), 1)
+    return np.frombuffer("".join(map(str, numbers.tolist())).encode("ascii"), np.uint8), counts
 
 
 def _json_entries(keys: list[bytes], values: np.ndarray) -> bytes:
@@ -681,23 +684,27 @@ def _json_entries(keys: list[bytes], values: np.ndarray) -> bytes:
 
 
 def _json_pairs(tokens: list[bytes], cuts: np.ndarray) -> bytes:
-    """``["left", "right"]`` for each token cut in two, joined by ``", "``, as ``json.dumps``
-    writes a list of pairs."""
+    """``["left", "right"]`` for each token cut in two (``cuts``: the left part's length; 0: not
+    cut, left out), joined by ``", "``, as ``json.dumps`` writes a list of pairs."""
     import numpy as np
 
     spelled, byte_widths, widths = _spelled(tokens)
     sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
-    total = 2 + widths + 4 + 2 + 2  # ["left", "right"],
-    starts = np.cumsum(total) - total
-    firsts = np.cumsum(sizes) - sizes
     owner = np.repeat(np.arange(len(tokens)), sizes)
-    within = np.arange(len(byte_widths)) - firsts[owner]
+    within = np.arange(len(byte_widths)) - (np.cumsum(sizes) - sizes)[owner]
+    before = np.cumsum(byte_widths) - byte_widths - (np.cumsum(widths) - widths)[owner]  # within its token
+    kept = np.flatnonzero(cuts)
+    total = 2 + widths[kept] + 4 + 2 + 2  # ["left", "right"],
+    starts = np.full(len(tokens), -1, np.int64)
+    starts[kept] = np.cumsum(total) - total
     # Where each byte's spelling starts: after '["', the bytes before it, and '", "' past the cut.
-    before = np.cumsum(byte_widths) - byte_widths - (np.cumsum(widths) - widths)[owner]
     at = starts[owner] + 2 + before + 4 * (within >= cuts[owner])
+    in_kept = starts[owner] >= 0
     out = np.empty(int(total.sum()), np.uint8)
-    _scatter(out, at, byte_widths, spelled)
-    left_widths = _run_sums(byte_widths * (within < cuts[owner]), firsts + sizes)
+    spelled_kept = spelled[np.repeat(in_kept, byte_widths)]
+    _scatter(out, at[in_kept], byte_widths[in_kept], spelled_kept)
+    left_widths = _run_sums(byte_widths * (within < cuts[owner]), np.cumsum(sizes))[kept]
+    starts = starts[kept]
     ends = starts + total
     middle = starts + 2 + left_widths
     for offset, byte in ((starts, b"["), (starts + 1, b'"'), (middle, b'"'), (middle + 1, b","), (middle + 2, b" "),
