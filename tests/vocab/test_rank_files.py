@@ -80,3 +80,10 @@ def test_a_published_rank_file_is_its_own_canonical_text(gpt2_rank_file: Path, m
     monkeypatch.undo()
     assert loaded.identity == BpeTokenizer(ranks=ranks, pattern=loaded.pattern,
                                            special_tokens=loaded.special_tokens).identity
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.binary(max_size=9), st.integers(0, 2**32 - 1), max_size=12))
+def test_the_canonical_text_is_each_token_in_base64_and_its_rank_in_rank_order(ranks: dict[bytes, int]) -> None:
+    lines = [base64.b64encode(token) + b" %d\n" % rank for token, rank in sorted(ranks.items(), key=lambda item: item[1])]
+    assert rank_file_lines(ranks) == b"".join(lines)

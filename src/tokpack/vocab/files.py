@@ -249,9 +249,34 @@ def rank_file_lines(ranks: Ranks) -> bytes:
     >>> rank_file_lines({b"b": 1, b"a": 0})
     b'YQ== 0\\nYg== 1\\n'
     """
-    ordered = sorted(ranks.items(), key=lambda item: item[1])
-    encode = partial(binascii.b2a_base64, newline=False)
-    return b"".join([encode(token) + b" %d\n" % rank for token, rank in ordered])
+    import numpy as np
+
+    tokens, order = _in_rank_order(ranks)
+    sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
+    if not len(tokens) or not sizes.all():  # an empty token (no base64 at all): one line at a time
+        encode = partial(binascii.b2a_base64, newline=False)
+        return b"".join([encode(token) + b" %d\n" % rank for token, rank in zip(tokens, order.tolist())])
+    # Each token's bytes padded with zeros to whole groups of three, each group four base64 digits.
+    groups = (sizes + 2) // 3
+    padded = np.zeros(int(groups.sum()) * 3, np.uint8)
+    padded[_runs(3 * (np.cumsum(groups) - groups), sizes)] = np.frombuffer(b"".join(tokens), np.uint8)
+    word = padded.reshape(-1, 3).astype(np.uint32)
+    word = word[:, 0] << 16 | word[:, 1] << 8 | word[:, 2]
+    alphabet = np.frombuffer(_BASE64, np.uint8)
+    digits64 = alphabet[np.stack([word >> 18, word >> 12 & 63, word >> 6 & 63, word & 63], axis=1)].reshape(-1)
+    ends = 4 * np.cumsum(groups)  # a group of one byte ends "==", of two "="
+    digits64[ends[sizes % 3 == 1] - 2] = ord("=")
+    digits64[ends[sizes % 3 != 0] - 1] = ord("=")
+    numbers, counts = _digits(order)
+    widths = 4 * groups
+    lines = widths + 1 + counts + 1  # base64, a space, the rank, a newline
+    starts = np.cumsum(lines) - lines
+    out = np.empty(int(lines.sum()), np.uint8)
+    _scatter(out, starts, widths, digits64)
+    _scatter(out, starts + widths + 1, counts, numbers)
+    out[starts + widths] = ord(" ")
+    out[starts + lines - 1] = ord("\n")
+    return out.tobytes()
 
 
 def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str, int]]:
