@@ -54,7 +54,6 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -339,7 +338,7 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     counted = sum(phases.seconds.values())
     phases.seconds["other threads, system time not in thread clocks"] = max(total - counted, 0.0)
     encoder = sum(value for label, value in phases.seconds.items() if label.startswith("ENCODER"))
-    print(f"| step | CPU s |\n|---|---:|")
+    print("| step | CPU s |\n|---|---:|")
     for label, value in sorted(phases.seconds.items(), key=lambda item: -item[1]):
         if value >= 0.0005:
             print(f"| {label} | {value:.3f} |")

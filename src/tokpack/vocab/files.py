@@ -84,7 +84,7 @@ def read_rank_file(path: Path) -> Ranks:
 _RANK_LINE_FIX = "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)"
 
 
-def parse_rank_text(text: bytes, *, where: str | Path) -> tuple[Ranks, bool]:
+def parse_rank_text(text: bytes, *, where: str | os.PathLike[str]) -> tuple[Ranks, bool]:
     """:func:`parse_rank_lines`, and whether ``text`` is exactly the canonical text of the ranks
     (:func:`rank_file_lines`'s, as tiktoken's published files are), so it can stand for it.
 
@@ -190,7 +190,7 @@ def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum())) + np.repeat(starts - firsts, lengths)
 
 
-def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
+def parse_rank_lines(text: bytes, *, where: str | os.PathLike[str]) -> Ranks:
     """Parse the text of a tiktoken rank file line by line (errors name ``where`` and the line).
 
     >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
@@ -260,8 +260,8 @@ def rank_file_lines(ranks: Ranks) -> bytes:
     groups = (sizes + 2) // 3
     padded = np.zeros(int(groups.sum()) * 3, np.uint8)
     padded[_runs(3 * (np.cumsum(groups) - groups), sizes)] = np.frombuffer(b"".join(tokens), np.uint8)
-    word = padded.reshape(-1, 3).astype(np.uint32)
-    word = word[:, 0] << 16 | word[:, 1] << 8 | word[:, 2]
+    group = padded.reshape(-1, 3).astype(np.uint32)
+    word = group[:, 0] << 16 | group[:, 1] << 8 | group[:, 2]
     alphabet = np.frombuffer(_BASE64, np.uint8)
     digits64 = alphabet[np.stack([word >> 18, word >> 12 & 63, word >> 6 & 63, word & 63], axis=1)].reshape(-1)
     ends = 4 * np.cumsum(groups)  # a group of one byte ends "==", of two "="
