@@ -24,8 +24,9 @@ medians:
 - ``tokpack prepare, cold cache``: the same with a new empty ``TOKPACK_CACHE`` each run (the first
   use of a vocabulary). numba's compiled kernels are loaded from their cache in both (they live
   beside the sources, not in ``TOKPACK_CACHE``).
-- with ``--baseline COMMIT``, both tokpack modes again with that commit's sources (checked out into
-  a detached git worktree, removed afterwards; its kernels are compiled once, untimed, first).
+- with ``--baseline COMMIT`` (or another checkout's ``src`` folder), the tokpack modes again with
+  those sources (a commit is checked out into a detached git worktree, removed afterwards); their
+  kernels are compiled or loaded once, untimed, first.
 
 Checked, outside the clock: the pack's ids equal gigatoken's on the same documents (prepare cuts
 the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
@@ -167,7 +168,9 @@ def measure(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
     sides = {"this tree": REPO / "src"}
     tree = None
-    if args.baseline:
+    if args.baseline and Path(args.baseline).is_dir():  # another checkout's sources
+        sides[args.baseline] = Path(args.baseline).resolve()
+    elif args.baseline:
         tree = work / "baseline"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), args.baseline],
                        check=True)
@@ -369,7 +372,8 @@ def main() -> None:
     parser.add_argument("--vocab", choices=("cl100k", "o200k"), default="cl100k",
                         help="the published vocabulary (its pre-tokenizer for gigatoken; its ranks unless --ranks)")
     parser.add_argument("--ranks", type=Path, help="the rank file (default: the published one, from bpe-openai)")
-    parser.add_argument("--baseline", help="also measure this commit's sources")
+    parser.add_argument("--baseline", help="also measure this commit's sources (checked out for the run), or "
+                                           "another checkout's src folder")
     parser.add_argument("--breakdown", action="store_true", help="where one prepare's CPU goes, step by step")
     parser.add_argument("--cold", action="store_true", help="with --breakdown: a new, empty cache")
     parser.add_argument("--stub-encoder", action="store_true",

@@ -6,12 +6,14 @@ carried: it is made again and replaced."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import tokpack.vocab.bytelevel as bytelevel
-from tokpack import GPT2_PATTERN, prepare
+from tokpack import GPT2_PATTERN, load_vocabulary, prepare
 from tokpack.preparing.carried import KEPT_RECORD, TOKENIZER_JSON, kept_directory
 from tokpack.vocab import BpeTokenizer
 
@@ -82,3 +84,19 @@ def test_a_kept_copy_that_does_not_check_out_is_made_again(tmp_path: Path, damag
     assert carried(second) == carried(first)
     third = prepared_pack(tmp_path, "third", derive=False)  # the copy was replaced by a good one
     assert carried(third) == carried(first)
+
+
+def test_a_vocabulary_and_its_carried_files_load_no_compiler_regex_engine_or_tiktoken(tmp_path: Path,
+                                                                                     gpt2_rank_file: Path) -> None:
+    """What prepare does with a vocabulary besides encoding (read the rank file, its identity, the
+    files a pack carries, kept or made) needs none of numba, the regex module or tiktoken: each
+    costs a twentieth of a second to over half a second to import."""
+    program = ("import sys; from pathlib import Path; from tokpack import load_vocabulary; "
+               "from tokpack.preparing.carried import carried_files; "
+               "tokenizer = load_vocabulary(sys.argv[1]); tokenizer.identity; "
+               "carried_files(tokenizer, Path(sys.argv[2])); carried_files(load_vocabulary(sys.argv[1]), Path(sys.argv[2])); "
+               "print(sorted({'numba', 'regex', 'tiktoken'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", program, str(gpt2_rank_file), str(tmp_path / "cache")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    assert (kept_directory(load_vocabulary(gpt2_rank_file).identity, tmp_path / "cache") / TOKENIZER_JSON).is_file()
