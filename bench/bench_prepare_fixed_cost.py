@@ -11,7 +11,8 @@ Corpus: ``FILE``, else 10 MB of the encoder benchmarks' "mixed" text (whole file
 cl100k or o200k file inside PyPI's ``bpe-openai`` package (gigatoken runs with the same
 pre-tokenizer). gigatoken comes with the ``bench`` extra.
 
-Each run is a new process; CPU seconds are user + system of that process and its threads
+Each run is a new process, its bytecode written by the first and reused by the others (as an
+installed package has it); CPU seconds are user + system of that process and its threads
 (``RUSAGE_CHILDREN`` before and after). Modes run in turns (gigatoken, tokpack with a warm cache,
 tokpack with a cold cache, ...) so a shared machine's drift falls on all alike; figures are
 medians:
@@ -133,8 +134,12 @@ def prepare_command(corpus: Path, ranks: Path, out: Path, *, stubbed: bool = Fal
             "-o", str(out)]
 
 
-def environment(src: Path, cache: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(src), "TOKPACK_CACHE": str(cache)}
+def environment(src: Path | None = None, cache: Path | None = None) -> dict[str, str]:
+    """The children's environment: bytecode written and reused (as an installed package has it;
+    ``PYTHONDONTWRITEBYTECODE`` would make every run compile every module it imports), and the
+    sources and cache given."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return env | ({} if src is None else {"PYTHONPATH": str(src)}) | ({} if cache is None else {"TOKPACK_CACHE": str(cache)})
 
 
 def pack_ids(pack: Path) -> tuple[Any, Any]:
@@ -185,7 +190,7 @@ def measure(args: argparse.Namespace) -> None:
         count = 0
         for _ in range(args.runs):
             total, printed = cpu_of([sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks), str(corpus),
-                                     str(work / "ids.npy"), args.vocab], dict(os.environ))
+                                     str(work / "ids.npy"), args.vocab], environment())
             times["gigatoken script"].append(total)
             times["gigatoken script without its encode call"].append(total - float(printed))
             for side, src in sides.items():
@@ -321,6 +326,12 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     for name in ("_compiled", "_encoding"):
         if name in bytelevel.BpeTokenizer.__dict__:
             phases.wrap(bytelevel.BpeTokenizer, name, "ENCODER: setup (imports, tables)")
+    import typer.core
+    import typer.main
+
+    phases.wrap(typer.main, "get_command", "command line: typer builds every command")
+    phases.wrap(typer.core._TyperParameter, "process_value", "command line: typer checks each option")
+    phases.wrap(sources, "reading_cut", "command line: the corpus's manifest (its cut)")
     command = sys.modules["tokpack.cli.corpus"]
     for name in ("_summary", "summary_record"):
         phases.wrap(command, name, "command line: the summary")
