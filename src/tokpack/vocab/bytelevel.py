@@ -122,9 +122,10 @@ class BpeTokenizer:
         already the canonical rank text (tiktoken's published files are), the identity hashes it
         as read instead of writing it out again.
 
-        >>> BpeTokenizer.from_rank_text(b"".join(b"%s %d\\n" % (__import__("base64").b64encode(bytes([b])), b)
-        ...                                     for b in range(256))).n_vocab
-        257
+        >>> text = rank_file_lines({bytes([b]): b for b in range(256)} | {b"ab": 256})
+        >>> tokenizer = BpeTokenizer.from_rank_text(text)
+        >>> tokenizer.n_vocab, tokenizer.rank_lines is text
+        (258, True)
 
         Raises:
             InputError: as :func:`~tokpack.vocab.files.parse_rank_lines` and the constructor.
