@@ -33,11 +33,12 @@ Checked, outside the clock: the pack's ids equal gigatoken's on the same documen
 the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
 documents must give the same ids), and the baseline's pack equals this tree's.
 
-``--breakdown`` runs one ``prepare`` (warm cache, ``--workers 1``) in a fresh process with each
-step's CPU seconds counted exclusively, per thread (``time.thread_time``): the imports by package,
-the command line, the corpus, the vocabulary, its carried files, the pack; and the encoder apart
-(its setup and its calls, on the encoding thread), so what remains is prepare's fixed cost outside
-the encoder. Run it twice (``--cold`` for a new cache).
+``--breakdown`` runs one ``prepare`` (warm cache, ``--workers 1``; ``--cold``: a new cache;
+``--stub-encoder``: the stub above; ``--baseline``, a ``src`` folder: that checkout's) in a fresh
+process with each step's CPU seconds counted exclusively, per thread (``time.thread_time``): the
+imports by package, the command line, the corpus, the vocabulary, its carried files, the pack; and
+the encoder apart (its setup and its calls, on the encoding thread), so what remains is prepare's
+fixed cost outside the encoder. It counts until the command returns (not the interpreter's exit).
 """
 
 from __future__ import annotations
@@ -262,8 +263,11 @@ class Phases:
         stack[-1][1] = now
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
-        """Count calls of ``owner.name`` (a function, or a cached property's function) under ``label``."""
-        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        """Count calls of ``owner.name`` (a function, or a cached property's function) under
+        ``label``; nothing when ``owner`` has no such name (another checkout's sources)."""
+        original = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if original is None:
+            return
         target = getattr(original, "func", original)  # functools.cached_property
         phases = self
 
@@ -367,7 +371,8 @@ def breakdown(args: argparse.Namespace) -> None:
     ranks = args.ranks or published_ranks(args.vocab, scratch)
     work = Path(tempfile.mkdtemp(prefix="breakdown-", dir=scratch))
     try:
-        env = environment(REPO / "src", work / "cache")
+        src = Path(args.baseline).resolve() if args.baseline else REPO / "src"  # another checkout's, if given
+        env = environment(src, work / "cache")
         if not args.cold:  # fill the cache and load the kernels first, untimed
             cpu_of(prepare_command(corpus, ranks, work / "first"), env)
         subprocess.run([sys.executable, __file__, "--breakdown-child", str(corpus), str(ranks), str(work / "out"),
