@@ -229,38 +229,46 @@ def measure(args: argparse.Namespace) -> None:
 
 
 class Phases:
-    """CPU seconds (``time.thread_time``) per label, each counted exclusively: time spent in a
-    nested labelled call goes to that call's label, per thread."""
+    """CPU seconds (``time.thread_time``) and minor page faults (``RUSAGE_THREAD``) per label,
+    each counted exclusively: what a nested labelled call spends goes to that call's label, per
+    thread."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.faults: dict[str, int] = defaultdict(int)
         self._local = threading.local()
+
+    @staticmethod
+    def _now() -> tuple[float, int]:
+        return time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
 
     def _stack(self) -> list[list[Any]]:
         if not hasattr(self._local, "stack"):
-            self._local.stack = [["other (" + threading.current_thread().name + ")", time.thread_time()]]
+            self._local.stack = [["other (" + threading.current_thread().name + ")", *self._now()]]
         return self._local.stack
 
     def inside(self, prefix: str) -> bool:
         """Whether this thread is inside a call labelled ``prefix...``."""
-        return any(label.startswith(prefix) for label, _ in self._stack())
+        return any(entry[0].startswith(prefix) for entry in self._stack())
+
+    def _count(self, entry: list[Any], now: tuple[float, int]) -> None:
+        self.seconds[entry[0]] += now[0] - entry[1]
+        self.faults[entry[0]] += now[1] - entry[2]
+        entry[1:] = now
 
     def enter(self, label: str) -> None:
-        stack, now = self._stack(), time.thread_time()
-        top = stack[-1]
-        self.seconds[top[0]] += now - top[1]
-        stack.append([label, now])
+        stack, now = self._stack(), self._now()
+        self._count(stack[-1], now)
+        stack.append([label, *now])
 
     def leave(self) -> None:
-        stack, now = self._stack(), time.thread_time()
-        label, since = stack.pop()
-        self.seconds[label] += now - since
-        stack[-1][1] = now
+        stack, now = self._stack(), self._now()
+        self._count(stack.pop(), now)
+        stack[-1][1:] = now
 
     def close(self) -> None:
-        stack, now = self._stack(), time.thread_time()
-        self.seconds[stack[-1][0]] += now - stack[-1][1]
-        stack[-1][1] = now
+        stack = self._stack()
+        self._count(stack[-1], self._now())
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
         """Count calls of ``owner.name`` (a function, or a cached property's function) under
@@ -289,7 +297,8 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     ``stubbed``, the encoder replaced as :data:`STUBBED` replaces it."""
     phases = Phases()
     phases.seconds["interpreter start"] = time.process_time()
-    phases._stack()[0][1] = time.thread_time()
+    phases.faults["interpreter start"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    phases._stack()[0][1:] = phases._now()
     phases._stack()[0][0] = "other (main thread)"
     importing = builtins.__import__
 
@@ -354,14 +363,16 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     total = usage.ru_utime + usage.ru_stime
     counted = sum(phases.seconds.values())
-    phases.seconds["other threads, system time not in thread clocks"] = max(total - counted, 0.0)
+    rest = "other threads, system time not in thread clocks"
+    phases.seconds[rest] = max(total - counted, 0.0)
+    phases.faults[rest] = max(usage.ru_minflt - sum(phases.faults.values()), 0)
     encoder = sum(value for label, value in phases.seconds.items() if label.startswith("ENCODER"))
-    print("| step | CPU s |\n|---|---:|")
+    print("| step | CPU s | page faults |\n|---|---:|---:|")
     for label, value in sorted(phases.seconds.items(), key=lambda item: -item[1]):
         if value >= 0.0005:
-            print(f"| {label} | {value:.3f} |")
-    print(f"| **the process, until the command returned** | **{total:.3f}** |")
-    print(f"| **the same without the encoder** | **{total - encoder:.3f}** |")
+            print(f"| {label} | {value:.3f} | {phases.faults[label]:,} |")
+    print(f"| **the process, until the command returned** | **{total:.3f}** | **{usage.ru_minflt:,}** |")
+    print(f"| **the same without the encoder** | **{total - encoder:.3f}** | |")
 
 
 def breakdown(args: argparse.Namespace) -> None:

@@ -50,7 +50,7 @@ EDITS = {
 
 
 @settings(max_examples=400, deadline=None)
-@given(tokens=st.lists(st.binary(min_size=1, max_size=7), min_size=1, max_size=12, unique=True),
+@given(tokens=st.lists(st.binary(min_size=1, max_size=24), min_size=1, max_size=12, unique=True),
        gaps=st.lists(st.integers(0, 3), min_size=12, max_size=12), edit=st.sampled_from(sorted(EDITS)),
        ending=st.sampled_from([b"\n", b"\r\n", b"\r", b"none"]))
 def test_any_text_reads_as_the_line_by_line_parse_reads_it(tokens: list[bytes], gaps: list[int], edit: str,

@@ -124,7 +124,11 @@ def _base64_tables() -> tuple[np.ndarray, np.ndarray]:
 def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
     """The ranks of ``text`` if every line is ``base64 rank`` and a newline (padded base64 of at
     least one byte, a decimal rank below 2**32), no token or rank repeated, and whether it is
-    canonical; ``None`` for anything else (the line-by-line parse decides)."""
+    canonical; ``None`` for anything else (the line-by-line parse decides).
+
+    Its arrays are the size of the text or of its lines (masks of bytes, not indices of them): a
+    rank file is read once per process, and the pages a larger array first touches cost the
+    kernel more than numpy's work on them."""
     import numpy as np
 
     data = np.frombuffer(text, np.uint8)
@@ -134,47 +138,100 @@ def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
     spaces = np.flatnonzero(data == ord(" "))
     if len(spaces) != len(ends):
         return None
-    starts = np.concatenate([[0], ends[:-1] + 1])
+    count = len(ends)
+    starts = np.zeros(count, np.int64)
+    starts[1:] = ends[:-1] + 1
     sizes, digits = spaces - starts, ends - spaces - 1
     if np.any(sizes < 4) or np.any(sizes % 4) or np.any(digits < 1) or np.any(digits > 10):
         return None  # also a line without its space, or with two: some line's space is not in it
+    # Each line is four runs of bytes: its token, its space, its rank's digits, its newline.
+    parts = np.stack([sizes, np.ones_like(sizes), digits, np.ones_like(sizes)], axis=1).reshape(-1)
+    chars = data[_each_run(np.array([True, False, False, False]), count, parts)]
     # Every byte is a token's, a rank's, a space or a newline: check the first two kinds.
-    chars = data[_runs(starts, sizes)]
     values, allowed = _base64_tables()
-    pads = (data[spaces - 1] == ord("=")).astype(np.int64) + (data[spaces - 2] == ord("="))
+    last, second = data[spaces - 1] == ord("="), data[spaces - 2] == ord("=")
+    pads = last.astype(np.int64) + second
     if (not np.all(allowed[chars] | (chars == ord("="))) or int(np.count_nonzero(chars == ord("="))) != int(pads.sum())
-            or np.any((data[spaces - 2] == ord("=")) & (data[spaces - 1] != ord("=")))):
+            or np.any(second & ~last)):
         return None
-    rank_digits = data[_runs(spaces + 1, digits)] - np.uint8(ord("0"))
+    rank_digits = data[_each_run(np.array([False, False, True, False]), count, parts)] - np.uint8(ord("0"))
     if np.any(rank_digits > 9):
         return None
-    # Four base64 digits make three bytes; a padded quantum's last one or two are not the token's.
-    quanta = values[chars].astype(np.uint32).reshape(-1, 4)
-    word = quanta[:, 0] << 18 | quanta[:, 1] << 12 | quanta[:, 2] << 6 | quanta[:, 3]
-    raw = np.stack([word >> 16, word >> 8, word], axis=1).astype(np.uint8).reshape(-1)
-    raw_ends = np.cumsum(sizes // 4 * 3)
-    keep = np.ones(len(raw), bool)
-    keep[raw_ends[pads >= 1] - 1] = False
-    keep[raw_ends[pads == 2] - 2] = False
-    decoded = raw[keep].tobytes()
-    token_ends = raw_ends - np.cumsum(pads)
-    tokens = list(map(decoded.__getitem__, map(slice, (token_ends - (sizes // 4 * 3 - pads)).tolist(),
-                                               token_ends.tolist())))
-    # A rank's value: its digits times their place values, the last digit's place 1.
-    from_end = np.repeat(np.cumsum(digits) - 1, digits) - np.arange(len(rank_digits))
-    places = np.array(_POWERS_OF_TEN, np.int64)[from_end]
-    ranks = np.add.reduceat(rank_digits.astype(np.int64) * places, np.cumsum(digits) - digits)
+    # A rank's digits right-aligned in ten columns (zeros to their left), read column by column.
+    columns = np.zeros(count * 10, np.uint8)
+    columns[_each_run(np.array([False, True]), count, np.stack([10 - digits, digits], axis=1).reshape(-1))] = rank_digits
+    ranks = np.zeros(count, np.int64)
+    for column in columns.reshape(count, 10).T:
+        ranks *= 10
+        ranks += column
     ascending = bool(np.all(ranks[1:] > ranks[:-1]))
     if np.any(ranks >= _MAX_ID) or (not ascending and np.any(np.diff(np.sort(ranks)) == 0)):
         return None
-    found = dict(zip(tokens, ranks.tolist()))
-    if len(found) != len(tokens):
+    # Four base64 digits make three bytes; a padded quantum's last one or two are not the token's.
+    quanta = values[chars].reshape(-1, 4)
+    raw = np.empty((len(quanta), 3), np.uint8)
+    raw[:, 0] = quanta[:, 0] << 2 | quanta[:, 1] >> 4
+    raw[:, 1] = quanta[:, 1] << 4 | quanta[:, 2] >> 2
+    raw[:, 2] = quanta[:, 2] << 6 | quanta[:, 3]
+    raw_ends = np.cumsum(sizes // 4 * 3)
+    keep = np.ones(raw.size, bool)
+    keep[raw_ends[pads >= 1] - 1] = False
+    keep[raw_ends[pads == 2] - 2] = False
+    lengths = sizes // 4 * 3 - pads
+    found = dict(zip(_token_bytes(raw.reshape(-1)[keep], lengths), ranks.tolist()))
+    if len(found) != count:
         return None
     # Canonical: in rank order, no leading zero, and the bits a padded quantum leaves over all 0.
     leftover = np.where(pads == 1, values[data[spaces - 2]] & 3, np.where(pads == 2, values[data[spaces - 3]] & 15, 0))
     canonical = (ascending and not np.any((digits > 1) & (data[spaces + 1] == ord("0")))
                  and not np.any(leftover))
     return found, canonical
+
+
+def _each_run(flags: np.ndarray, times: int, lengths: np.ndarray) -> np.ndarray:
+    """A mask of ``lengths.sum()`` bytes: ``flags`` repeated ``times`` times, the ``i``-th flag
+    of the whole ``lengths[i]`` times.
+
+    >>> import numpy as np
+    >>> _each_run(np.array([True, False]), 2, np.array([1, 2, 2, 0])).tolist()
+    [True, False, False, True, True]
+    """
+    import numpy as np
+
+    return np.repeat(np.tile(flags, times), lengths)
+
+
+#: Tokens up to this many bytes are made by numpy, as fixed-width byte strings.
+_SHORT_TOKEN = 16
+
+
+def _token_bytes(joined: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    """The tokens whose bytes follow one another in ``joined``, ``lengths[i]`` bytes the ``i``-th.
+
+    Most are made at once: padded with zeros to :data:`_SHORT_TOKEN` bytes, numpy's fixed-width
+    byte strings, which drop trailing zeros; a token that ends with a zero byte, or is longer, is
+    sliced out on its own (a few in a published vocabulary).
+
+    >>> import numpy as np
+    >>> _token_bytes(np.frombuffer(b"ab\\x00c" + b"x" * 20, np.uint8), np.array([1, 2, 1, 20]))
+    [b'a', b'b\\x00', b'c', b'xxxxxxxxxxxxxxxxxxxx']
+    """
+    import numpy as np
+
+    ends = np.cumsum(lengths)
+    short = (lengths <= _SHORT_TOKEN) & (joined[ends - 1] != 0)
+    kept = lengths[short]
+    padded = np.zeros(len(kept) * _SHORT_TOKEN, np.uint8)
+    padded[_each_run(np.array([True, False]), len(kept), np.stack([kept, _SHORT_TOKEN - kept], axis=1).reshape(-1))] = (
+        joined[np.repeat(short, lengths)])
+    tokens = np.empty(len(lengths), object)
+    tokens[short] = padded.view(f"S{_SHORT_TOKEN}").astype(object)
+    others = np.flatnonzero(~short)
+    if len(others):
+        whole = joined.tobytes()
+        for index, end, length in zip(others.tolist(), ends[others].tolist(), lengths[others].tolist()):
+            tokens[index] = whole[end - length:end]
+    return tokens.tolist()
 
 
 def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
