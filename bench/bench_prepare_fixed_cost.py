@@ -35,8 +35,8 @@ documents must give the same ids), and the baseline's pack equals this tree's.
 
 ``--breakdown`` runs one ``prepare`` (warm cache, ``--workers 1``; ``--cold``: a new cache;
 ``--stub-encoder``: the stub above; ``--baseline``, a ``src`` folder: that checkout's) in a fresh
-process with each step's CPU seconds counted exclusively, per thread (``time.thread_time``): the
-imports by package, the command line, the corpus, the vocabulary, its carried files, the pack; and
+process with each step's CPU seconds and minor page faults counted exclusively, per thread
+(``time.thread_time``, ``RUSAGE_THREAD``): the imports by package, the command line, the corpus, the vocabulary, its carried files, the pack; and
 the encoder apart (its setup and its calls, on the encoding thread), so what remains is prepare's
 fixed cost outside the encoder. It counts until the command returns (not the interpreter's exit).
 """
