@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 #: The last commit before the command line loaded its commands' libraries lazily.
 BASELINE = "551f05c"
 COMMANDS = (["--help"], ["bpe", "--help"], ["prepare", "--help"])
-# The installed console script runs `tokpack.cli:main`; `-c` does the same without depending on
-# which tree the script was installed from.
-ENTRY = "import sys; from tokpack.cli import main; sys.argv[0] = 'tokpack'; main()"
+# The installed console script runs `tokpack.cli:script` (`main` before it existed); `-c` does the
+# same without depending on which tree the script was installed from.
+ENTRY = "import sys, tokpack.cli as cli; sys.argv[0] = 'tokpack'; getattr(cli, 'script', cli.main)()"
 
 
 def cpu_seconds(src: Path, args: list[str]) -> float:

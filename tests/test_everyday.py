@@ -186,19 +186,19 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
     import tokpack.vocab.loading as loading
 
     calls = {"parse": 0, "canonical": 0}
-    read, canonical = files.read_rank_file, bytelevel.BpeTokenizer.canonical_bytes
+    parse, canonical = files.parse_rank_text, bytelevel.BpeTokenizer.canonical_bytes
 
-    def counting_read(path: Path) -> dict[bytes, int]:
-        calls["parse"] += Path(path) == gpt2_rank_file  # the user's file (a pack's own copy is read to verify it)
-        return read(path)
+    def counting_parse(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
+        calls["parse"] += where == gpt2_rank_file  # the user's file (a pack's own copy is read to verify it)
+        return parse(text, where=where)
 
     def counting_canonical(self: bytelevel.BpeTokenizer) -> bytes:
         calls["canonical"] += 1
         return canonical(self)
 
     for module in (files, loading, bytelevel):
-        if hasattr(module, "read_rank_file"):
-            monkeypatch.setattr(module, "read_rank_file", counting_read)
+        if hasattr(module, "parse_rank_text"):
+            monkeypatch.setattr(module, "parse_rank_text", counting_parse)
     monkeypatch.setattr(bytelevel.BpeTokenizer, "canonical_bytes", counting_canonical)
     corpus = tmp_path / "c.txt"
     corpus.write_bytes((DATA / "other" / "english" / "wesnoth-narrative-en.txt").read_bytes()[:50_000])

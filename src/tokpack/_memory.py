@@ -40,8 +40,30 @@ def map_large_allocations() -> None:
         mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
 
 
-#: glibc's ``mallopt`` parameter number for the mmap threshold (``malloc.h``).
+@functools.cache
+def reuse_freed_blocks() -> None:
+    """Let glibc keep freed blocks of up to 32 MiB, and up to 32 MiB free at its heap's top, for
+    the allocations that follow, instead of handing them back to the system at once.
+
+    glibc starts a process with both limits low (128 KiB) and raises them as mapped blocks are
+    freed; until then each array over 128 KiB is mapped, faulted in page by page, and unmapped,
+    and the next one faults in again. A ``prepare`` of 10 MB makes most of its arrays in that
+    window (the rank file's, the documents', the ids'): 36,000 page faults at the default, 27,000
+    with these limits (32 MiB is glibc's own ceiling for the first). ``prepare`` still returns
+    what is free every 64 MiB of text (:func:`return_freed_memory`); measured on 95 and 410 MB of
+    Python sources, its peak RSS was 334 and 390 MB against 310 and 382 at the default, for 8-10%
+    less CPU. The setting is process-wide and stays (glibc cannot be told to adapt again).
+    Elsewhere than glibc, nothing is done.
+    """
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        mallopt(_M_TRIM_THRESHOLD, 32 << 20)
+
+
+#: glibc's ``mallopt`` parameter numbers for the mmap and trim thresholds (``malloc.h``).
 _M_MMAP_THRESHOLD = -3
+_M_TRIM_THRESHOLD = -1
 
 
 def return_freed_memory() -> None:

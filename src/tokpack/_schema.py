@@ -18,7 +18,7 @@ SealedT = TypeVar("SealedT", bound="SealedRecord")
 class Record(BaseModel):
     """A JSON record: unknown fields are refused and instances are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     def to_json(self) -> str:
         """Serialize deterministically (sorted keys, two-space indent, trailing newline)."""

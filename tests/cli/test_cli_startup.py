@@ -167,3 +167,24 @@ def test_the_console_is_made_when_first_used_and_kept() -> None:
     assert _console.errors.stderr and not _console.console.stderr
     with pytest.raises(AttributeError):
         _console.no_such_console  # noqa: B018
+
+
+@pytest.mark.parametrize("entry", ["script", "main"])
+def test_the_commands_own_process_exits_without_collecting_what_it_leaves_alive(entry: str) -> None:
+    """The installed ``tokpack`` (and ``python -m tokpack.cli``) freezes what is alive as it exits,
+    so the interpreter's shutdown skips its full collections over it; a program that calls
+    ``main()`` keeps its collector as it was."""
+    program = ("import gc, sys\n"
+               f"from tokpack.cli import {entry}\n"
+               "sys.argv = ['tokpack', '--help']\n"
+               "try:\n"
+               f"    {entry}()\n"
+               "except SystemExit:\n"
+               "    pass\n"
+               "print(gc.get_freeze_count() > 0)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert done.stdout.strip().splitlines()[-1] == str(entry == "script")
+    module = subprocess.run([sys.executable, "-m", "tokpack.cli", "--version"], capture_output=True, text=True,
+                            check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert module.stdout.startswith("tokpack ")

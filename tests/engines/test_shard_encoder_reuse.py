@@ -31,8 +31,9 @@ def test_one_process_builds_a_jobs_encoder_once_for_all_its_shards(tmp_path: Pat
     vocabulary = prepare(sample_corpus(), cache_dir=tmp_path / "cache", vocab_size=400,
                          document_bytes=DOCUMENT_BYTES).vocabulary_path
     built = []
-    real = bytelevel.tokenizer_json
-    monkeypatch.setattr(bytelevel, "tokenizer_json", lambda *args, **kwargs: built.append(1) or real(*args, **kwargs))
+    real = bytelevel.tokenizer_json_bytes
+    monkeypatch.setattr(bytelevel, "tokenizer_json_bytes",
+                        lambda *args, **kwargs: built.append(1) or real(*args, **kwargs))
     together, apart = tmp_path / "together", tmp_path / "apart"
     for dataset in (together, apart):
         start_job(sample_corpus(), dataset, vocab=vocabulary, shards=3, document_bytes=DOCUMENT_BYTES, batch_documents=4)

@@ -1,7 +1,7 @@
-"""What makes ``prepare``'s fixed costs small, asserted as behaviour (no timings): the carried
-``tokenizer.json``'s merges come from the compiled kernel and equal the Python rule's, and a new
-pack's verification tells its carried vocabulary's identity from the files' bytes, so the rank
-file is parsed once per run, while an altered vocabulary is still refused."""
+"""What makes ``prepare``'s fixed costs small, asserted as behaviour (no timings): a new pack's
+verification tells its carried vocabulary's identity from the files' bytes, so the rank file is
+parsed once per run, while an altered vocabulary is still refused (the carried
+``tokenizer.json``'s merges: tests/vocab/test_merges.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+import tokpack.vocab.bytelevel as bytelevel
 import tokpack.vocab.files as files
-from tokpack import GPT2_PATTERN, load_vocabulary, prepare
+import tokpack.vocab.loading as loading
+from tokpack import GPT2_PATTERN, prepare
 from tokpack.store import Pack, PackMeta
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.identity import VocabIdentity
@@ -35,35 +37,6 @@ def small_ranks() -> dict[bytes, int]:
     return ranks
 
 
-@pytest.fixture(scope="module")
-def gpt2_tokenizer(gpt2_rank_file: Path) -> BpeTokenizer:
-    return load_vocabulary(gpt2_rank_file, pattern=GPT2_PATTERN)
-
-
-def test_merges_of_a_large_vocabulary_are_compiled_and_equal_the_python_rule(gpt2_tokenizer: BpeTokenizer) -> None:
-    from tokpack.vocab._merges_compiled import split_points
-
-    ranks = gpt2_tokenizer.ranks
-    merges = files.derive_merges(ranks)
-    assert split_points.signatures, "GPT-2's 50k ranks should take the compiled kernel"
-    reference = files._derive_merges_python(ranks, sorted(ranks.items(), key=lambda item: item[1]))
-    assert merges == reference
-    assert len(merges) == len(ranks) - 256
-    # What Hugging Face reads back from the tokenizer.json written with them: the same ranks.
-    assert merges[0] == ("Ġ", "t")
-
-
-def test_compiled_merges_refuse_a_token_lower_ranks_cannot_build() -> None:
-    ranks = {bytes([b]): b for b in range(256)}
-    ranks |= {bytes([a, b]): 256 + 64 * a + b for a in range(64) for b in range(64)}  # 4,096 pairs: compiled
-    ranks[b"\x00\x01\x02\x03"] = len(ranks)  # buildable: 00 01 + 02 03
-    ranks[b"zzz"] = len(ranks)  # "zz" is no token: nothing joins first
-    with pytest.raises(ValueError, match="zzz.*cannot be built from lower ranks"):
-        files.derive_merges(ranks)
-    del ranks[b"zzz"]
-    assert files.derive_merges(ranks)[-1] == ("\u0100\u0101", "\u0102\u0103")
-
-
 def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vocabulary is parsed when it is loaded; the new pack's check of its carried copy reads
     the bytes it hashes instead of parsing them again."""
@@ -72,13 +45,15 @@ def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytes
     rank_file = tmp_path / "small.tiktoken"
     rank_file.write_bytes(files.rank_file_lines(small_ranks()))
     parsed: list[object] = []
-    original = files.parse_rank_lines
+    original = files.parse_rank_text
 
-    def counting(text: bytes, *, where: object) -> dict[bytes, int]:
+    def counting(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
         parsed.append(where)
         return original(text, where=where)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(files, "parse_rank_lines", counting)
+    for module in (files, bytelevel, loading):  # every module that parses rank text
+        if hasattr(module, "parse_rank_text"):
+            monkeypatch.setattr(module, "parse_rank_text", counting)
     prepared = prepare(corpus, vocab=rank_file, pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache", workers=1)
     assert prepared.manifest.n_tokens > 0
     assert len(parsed) == 1, parsed

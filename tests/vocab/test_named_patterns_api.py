@@ -68,3 +68,15 @@ def test_skipped_text_message_names_the_real_default() -> None:
     with pytest.raises(InputError) as caught:
         check_covers(r"\d+", "12 apples")
     assert "gpt2)" not in str(caught.value) and "gpt4 (the default)" in str(caught.value)
+
+
+def test_every_pattern_passed_without_the_regex_engine_passes_its_check() -> None:
+    """check_pattern passes the patterns written in tokpack without compiling them (loading the
+    regex engine costs a twentieth of a second): each one must pass the full check."""
+    import regex
+
+    from tokpack.vocab import patterns
+
+    assert patterns._WRITTEN_HERE >= set(patterns.NAMED_PATTERNS.values())
+    for pattern in patterns._WRITTEN_HERE:
+        assert regex.compile(pattern).match("") is None, pattern

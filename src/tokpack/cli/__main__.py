@@ -1,5 +1,5 @@
 """``python -m tokpack.cli``: the same as the ``tokpack`` command."""
 
-from tokpack.cli import main
+from tokpack.cli import script
 
-main()
+script()

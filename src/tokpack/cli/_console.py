@@ -252,13 +252,15 @@ def _count_columns() -> tuple[ProgressColumn, ProgressColumn]:
 @contextmanager
 def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
+    errors = stderr()
+    if not errors.is_terminal:  # drawn only on a terminal: in a log file a redrawn bar is noise
+        yield lambda event: None
+        return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-    errors = stderr()
     columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                _count_columns()[0], TimeRemainingColumn()]
-    # Drawn only on a terminal: in a log file a redrawn bar is noise.
-    with Progress(*columns, console=errors, transient=False, disable=not errors.is_terminal) as progress:
+    with Progress(*columns, console=errors, transient=False) as progress:
         tasks: dict[str, Any] = {}
 
         def update(event: PrepareProgress) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import importlib.abc
+import importlib.util
 import json
 import shutil
 import sys
@@ -128,31 +130,70 @@ def _as_a_batch_process() -> Callable[[], None]:
       vocabulary's tables and files and numba's first call make hundreds of thousands of objects
       that live to the end, and the default threshold collected them over and over (about 0.3 CPU s
       a run, several full passes over the heap). It still runs, so memory stays bounded.
-    - numba does not load the ``numba_extensions`` entry points of every installed package at the
-      first compiled call: tokpack's kernels take numpy arrays and numbers only and this command
-      runs no other compiled code, while a package that registers one (awkward, which gigatoken
-      pulls in) costs about half a CPU second to import. ``prepare`` imports numba anyway (the
-      compiled encoder, the merges of the carried ``tokenizer.json``). Once undone, numba loads
-      them at its next compiled call, as it would have: the program's own code may need them.
+    - numba, if the command loads it at all, does not load the ``numba_extensions`` entry points of
+      every installed package at its first compiled call: tokpack's kernels take numpy arrays and
+      numbers only and this command runs no other compiled code, while a package that registers
+      one (awkward, which gigatoken pulls in) costs about half a CPU second to import. numba itself
+      is not imported for this (it costs more than half a CPU second, and ``prepare --vocab`` may
+      not need it): its once-only flag is set when its entry-point module is first imported. Once
+      undone, numba loads them at its next compiled call, as it would have: the program's own code
+      may need them.
+    - glibc keeps freed blocks for the allocations that follow (:func:`~tokpack._memory.reuse_freed_blocks`:
+      a quarter fewer page faults in a 10 MB run); this one stays for the process.
     """
+    from tokpack._memory import reuse_freed_blocks
+
     threshold = gc.get_threshold()
     gc.set_threshold(50_000, *threshold[1:])
-    flagged: Any = None  # numba's module of entry points, if its flag was set here
-    try:
-        from numba.core import entrypoints
-    except ImportError:  # no numba: nothing is compiled
-        pass
+    reuse_freed_blocks()
+    skipping = _NumbaExtensionsSkipped()
+    loaded = sys.modules.get(_NUMBA_ENTRY_POINTS)
+    if loaded is not None:
+        skipping.flag(loaded)
     else:
-        if getattr(entrypoints, "_already_initialized", True) is False:  # numba's own once-only flag
-            entrypoints._already_initialized = True  # set as it would set it
-            flagged = entrypoints
+        sys.meta_path.insert(0, skipping)
 
     def undo() -> None:
         gc.set_threshold(*threshold)
-        if flagged is not None:
-            flagged._already_initialized = False
+        if skipping in sys.meta_path:
+            sys.meta_path.remove(skipping)
+        if skipping.flagged is not None:
+            skipping.flagged._already_initialized = False
 
     return undo
+
+
+#: numba's module of entry points, whose ``_already_initialized`` says they were loaded.
+_NUMBA_ENTRY_POINTS = "numba.core.entrypoints"
+
+
+class _NumbaExtensionsSkipped(importlib.abc.MetaPathFinder):
+    """Sets numba's once-only flag of its entry points (as numba sets it once it has loaded them)
+    when :data:`_NUMBA_ENTRY_POINTS` is imported, or at once if it already was and has not loaded
+    them; ``flagged`` is the module, once this finder set its flag."""
+
+    def __init__(self) -> None:
+        self.flagged: Any = None
+
+    def flag(self, module: Any) -> None:
+        if getattr(module, "_already_initialized", True) is False:
+            module._already_initialized = True
+            self.flagged = module
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != _NUMBA_ENTRY_POINTS:
+            return None
+        sys.meta_path.remove(self)  # once; the other finders find the module
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def run_and_flag(module: Any) -> None:
+                run(module)
+                self.flag(module)
+
+            spec.loader.exec_module = run_and_flag  # type: ignore[method-assign]
+        return spec
 
 
 def _run_as_a_batch_process(command: Callable[..., None]) -> Callable[..., None]:

@@ -22,17 +22,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import tiktoken
 from pydantic import Field, ValidationError
 
 from tokpack import _checks as checks
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
-from tokpack.vocab.files import Ranks, parse_rank_lines, rank_file_lines, read_rank_file, tokenizer_json
+from tokpack.vocab.files import Ranks, parse_rank_text, rank_file_lines, tokenizer_json_bytes
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
 
 if TYPE_CHECKING:
+    import tiktoken
+
     from tokpack.vocab.compiled import CompiledBpe
 
 SCHEME = "bytelevel-bpe"
@@ -113,8 +114,32 @@ class BpeTokenizer:
         self.pattern = resolve_pattern(pattern, "pattern")
         self.n_vocab = max(ids) + 1
 
+    @classmethod
+    def from_rank_text(cls, text: bytes, *, pattern: str = GPT2_PATTERN, special_tokens: Mapping[str, int] | None = None,
+                       source: str | os.PathLike[str] | None = None) -> BpeTokenizer:
+        """The tokenizer of the ranks in a rank file's ``text`` (see
+        :func:`~tokpack.vocab.files.parse_rank_text`; errors name ``source``); when ``text`` is
+        already the canonical rank text (tiktoken's published files are), the identity hashes it
+        as read instead of writing it out again.
+
+        >>> text = rank_file_lines({bytes([b]): b for b in range(256)} | {b"ab": 256})
+        >>> tokenizer = BpeTokenizer.from_rank_text(text)
+        >>> tokenizer.n_vocab, tokenizer.rank_lines is text
+        (258, True)
+
+        Raises:
+            InputError: as :func:`~tokpack.vocab.files.parse_rank_lines` and the constructor.
+        """
+        ranks, canonical = parse_rank_text(text, where=source if source is not None else "the ranks")
+        tokenizer = cls(ranks=ranks, pattern=pattern, special_tokens=special_tokens, source=source)
+        if canonical:
+            tokenizer.__dict__["rank_lines"] = text  # what the cached property would compute
+        return tokenizer
+
     @cached_property
     def _encoding(self) -> tiktoken.Encoding:
+        import tiktoken  # the fallback and decoding need it; the compiled encoder does not
+
         return tiktoken.Encoding(
             name=f"tokpack-{self.identity.short}",
             pat_str=self.pattern,
@@ -282,14 +307,13 @@ class BpeTokenizer:
 
     def to_tokenizer_json(self) -> str:
         """This vocabulary as a Hugging Face ``tokenizer.json`` document."""
-        return self._tokenizer_json
+        return self._tokenizer_json.decode("utf-8")
 
     @cached_property
-    def _tokenizer_json(self) -> str:
-        # Built once: every pack (and shard) this tokenizer writes carries it, and it costs a
-        # noticeable part of a second for a 50k-rank vocabulary.
-        return json.dumps(tokenizer_json(self.ranks, self.pattern, self.special_tokens, where=self.source),
-                          ensure_ascii=False)
+    def _tokenizer_json(self) -> bytes:
+        # Built once: every pack (and shard) this tokenizer writes carries it, and deriving its
+        # merges takes a tenth of a second or more for a 100k-rank vocabulary.
+        return tokenizer_json_bytes(self.ranks, self.pattern, self.special_tokens, where=self.source)
 
     def transformers_files(self) -> dict[str, str]:
         """``tokenizer_config.json`` and ``special_tokens_map.json`` for beside ``tokenizer.json``,
@@ -315,15 +339,17 @@ class BpeTokenizer:
         return {"tokenizer_config.json": json.dumps(config, indent=2) + "\n",
                 "special_tokens_map.json": json.dumps(special, indent=2) + "\n"}
 
-    def files(self, *, trained_on: dict[str, str | int] | None = None) -> dict[str, bytes]:
+    def files(self, *, trained_on: dict[str, str | int] | None = None,
+              tokenizer_json: bytes | None = None) -> dict[str, bytes]:
         """Every file a user loads this vocabulary from, by name: ``ranks.tiktoken`` with
         ``vocabulary.json`` (its pattern and special tokens; what :meth:`save` writes), Hugging
-        Face's ``tokenizer.json``, and :meth:`transformers_files`."""
+        Face's ``tokenizer.json`` (``tokenizer_json``: its bytes, when the caller kept them from
+        an earlier call for this vocabulary; else derived now), and :meth:`transformers_files`."""
         ranks_text = self.rank_lines
         record = VocabularyRecord(identity=self.identity, pattern=self.pattern, special_tokens=self.special_tokens,
                                   ranks_sha256=hashlib.sha256(ranks_text).hexdigest(), trained_on=trained_on)
         files = {RANKS_FILE: ranks_text, VOCABULARY_FILE: record.to_json().encode("utf-8"),
-                 "tokenizer.json": self.to_tokenizer_json().encode("utf-8")}
+                 "tokenizer.json": self._tokenizer_json if tokenizer_json is None else tokenizer_json}
         return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
 
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
@@ -358,8 +384,8 @@ class BpeTokenizer:
             raise InputError("missing", where=ranks_path) from None
         if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
             raise InputError(f"SHA-256 differs from {vocabulary_json.name}", where=ranks_path)
-        tokenizer = cls(ranks=read_rank_file(ranks_path), pattern=record.pattern, special_tokens=record.special_tokens,
-                        source=ranks_path)
+        tokenizer = cls.from_rank_text(ranks_text, pattern=record.pattern, special_tokens=record.special_tokens,
+                                       source=ranks_path)
         if tokenizer.identity != record.identity:
             raise InputError("recorded identity does not match the vocabulary", where=vocabulary_json)
         return tokenizer
@@ -448,8 +474,9 @@ def encoder_from_spec(spec: dict[str, object]) -> BpeTokenizer:
         checked = TextEncoderSpec.model_validate(spec)
     except ValidationError as error:
         raise InputError(f"not a text encoder's spec: {first_problem(error)}") from None
-    ranks = parse_rank_lines(checked.ranks.encode("utf-8"), where="its ranks")  # base64: anything else is refused
-    return BpeTokenizer(ranks=ranks, pattern=checked.pattern, special_tokens=checked.special_tokens)
+    # base64: anything else is refused
+    return BpeTokenizer.from_rank_text(checked.ranks.encode("utf-8"), pattern=checked.pattern,
+                                       special_tokens=checked.special_tokens, source="its ranks")
 
 
 @contextlib.contextmanager

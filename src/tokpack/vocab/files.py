@@ -16,10 +16,13 @@ import sys
 from collections.abc import Callable
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokpack.errors import InputError
 from tokpack.vocab.patterns import GPT2_PATTERN, check_pattern
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Ranks = dict[bytes, int]
 
@@ -74,15 +77,178 @@ def read_rank_file(path: Path) -> Ranks:
             gzip-compressed file, or a file cut short.
     """
     with open(path, "rb") as handle:
-        return parse_rank_lines(handle.read(), where=path)
+        return parse_rank_text(handle.read(), where=path)[0]
 
 
 #: The fix of a malformed line of a rank file.
 _RANK_LINE_FIX = "each line is a base64 token, one space and its rank (a tiktoken .tiktoken file)"
 
 
-def parse_rank_lines(text: bytes, *, where: str | Path) -> Ranks:
-    """Parse the text of a tiktoken rank file (errors name ``where`` and the line).
+def parse_rank_text(text: bytes, *, where: str | os.PathLike[str]) -> tuple[Ranks, bool]:
+    """:func:`parse_rank_lines`, and whether ``text`` is exactly the canonical text of the ranks
+    (:func:`rank_file_lines`'s, as tiktoken's published files are), so it can stand for it.
+
+    A file laid out as tiktoken writes one (``base64 rank`` and a newline on every line) is read
+    by numpy, all lines at once; any other layout, or one that holds a mistake, line by line (the
+    errors name the line).
+
+    >>> parse_rank_text(b"YQ== 0\\nYg== 1\\n", where="ranks")
+    ({b'a': 0, b'b': 1}, True)
+    >>> parse_rank_text(b"Yg== 1\\nYQ== 0\\n", where="ranks")  # the same ranks, not in rank order
+    ({b'b': 1, b'a': 0}, False)
+    """
+    found = _parse_tiktoken_layout(text)
+    if found is not None:
+        return found
+    ranks = parse_rank_lines(text, where=where)
+    return ranks, False
+
+
+#: Each byte's value in base64 (``=``: 0), and which bytes base64 allows (``=`` apart).
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+#: 10**0 .. 10**10: the place values of a rank's digits (ranks have at most 10).
+_POWERS_OF_TEN = [10**k for k in range(11)]
+
+
+@lru_cache(maxsize=1)
+def _base64_tables() -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
+    values = np.zeros(256, np.uint8)
+    allowed = np.zeros(256, bool)
+    values[np.frombuffer(_BASE64, np.uint8)] = np.arange(64, dtype=np.uint8)
+    allowed[np.frombuffer(_BASE64, np.uint8)] = True
+    return values, allowed
+
+
+def _parse_tiktoken_layout(text: bytes) -> tuple[Ranks, bool] | None:
+    """The ranks of ``text`` if every line is ``base64 rank`` and a newline (padded base64 of at
+    least one byte, a decimal rank below 2**32), no token or rank repeated, and whether it is
+    canonical; ``None`` for anything else (the line-by-line parse decides).
+
+    Its arrays are the size of the text or of its lines (masks of bytes, not indices of them): a
+    rank file is read once per process, and the pages a larger array first touches cost the
+    kernel more than numpy's work on them."""
+    import numpy as np
+
+    data = np.frombuffer(text, np.uint8)
+    if not len(data) or data[-1] != ord("\n"):
+        return None
+    ends = np.flatnonzero(data == ord("\n"))
+    spaces = np.flatnonzero(data == ord(" "))
+    if len(spaces) != len(ends):
+        return None
+    count = len(ends)
+    starts = np.zeros(count, np.int64)
+    starts[1:] = ends[:-1] + 1
+    sizes, digits = spaces - starts, ends - spaces - 1
+    if np.any(sizes < 4) or np.any(sizes % 4) or np.any(digits < 1) or np.any(digits > 10):
+        return None  # also a line without its space, or with two: some line's space is not in it
+    # Each line is four runs of bytes: its token, its space, its rank's digits, its newline.
+    parts = np.stack([sizes, np.ones_like(sizes), digits, np.ones_like(sizes)], axis=1).reshape(-1)
+    chars = data[_each_run(np.array([True, False, False, False]), count, parts)]
+    # Every byte is a token's, a rank's, a space or a newline: check the first two kinds.
+    values, allowed = _base64_tables()
+    last, second = data[spaces - 1] == ord("="), data[spaces - 2] == ord("=")
+    pads = last.astype(np.int64) + second
+    if (not np.all(allowed[chars] | (chars == ord("="))) or int(np.count_nonzero(chars == ord("="))) != int(pads.sum())
+            or np.any(second & ~last)):
+        return None
+    rank_digits = data[_each_run(np.array([False, False, True, False]), count, parts)] - np.uint8(ord("0"))
+    if np.any(rank_digits > 9):
+        return None
+    # A rank's digits right-aligned in ten columns (zeros to their left), read column by column.
+    columns = np.zeros(count * 10, np.uint8)
+    columns[_each_run(np.array([False, True]), count, np.stack([10 - digits, digits], axis=1).reshape(-1))] = rank_digits
+    ranks = np.zeros(count, np.int64)
+    for column in columns.reshape(count, 10).T:
+        ranks *= 10
+        ranks += column
+    ascending = bool(np.all(ranks[1:] > ranks[:-1]))
+    if np.any(ranks >= _MAX_ID) or (not ascending and np.any(np.diff(np.sort(ranks)) == 0)):
+        return None
+    # Four base64 digits make three bytes; a padded quantum's last one or two are not the token's.
+    quanta = values[chars].reshape(-1, 4)
+    raw = np.empty((len(quanta), 3), np.uint8)
+    raw[:, 0] = quanta[:, 0] << 2 | quanta[:, 1] >> 4
+    raw[:, 1] = quanta[:, 1] << 4 | quanta[:, 2] >> 2
+    raw[:, 2] = quanta[:, 2] << 6 | quanta[:, 3]
+    raw_ends = np.cumsum(sizes // 4 * 3)
+    keep = np.ones(raw.size, bool)
+    keep[raw_ends[pads >= 1] - 1] = False
+    keep[raw_ends[pads == 2] - 2] = False
+    lengths = sizes // 4 * 3 - pads
+    found = dict(zip(_token_bytes(raw.reshape(-1)[keep], lengths), ranks.tolist()))
+    if len(found) != count:
+        return None
+    # Canonical: in rank order, no leading zero, and the bits a padded quantum leaves over all 0.
+    leftover = np.where(pads == 1, values[data[spaces - 2]] & 3, np.where(pads == 2, values[data[spaces - 3]] & 15, 0))
+    canonical = (ascending and not np.any((digits > 1) & (data[spaces + 1] == ord("0")))
+                 and not np.any(leftover))
+    return found, canonical
+
+
+def _each_run(flags: np.ndarray, times: int, lengths: np.ndarray) -> np.ndarray:
+    """A mask of ``lengths.sum()`` bytes: ``flags`` repeated ``times`` times, the ``i``-th flag
+    of the whole ``lengths[i]`` times.
+
+    >>> import numpy as np
+    >>> _each_run(np.array([True, False]), 2, np.array([1, 2, 2, 0])).tolist()
+    [True, False, False, True, True]
+    """
+    import numpy as np
+
+    return np.repeat(np.tile(flags, times), lengths)
+
+
+#: Tokens up to this many bytes are made by numpy, as fixed-width byte strings.
+_SHORT_TOKEN = 16
+
+
+def _token_bytes(joined: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    """The tokens whose bytes follow one another in ``joined``, ``lengths[i]`` bytes the ``i``-th.
+
+    Most are made at once: padded with zeros to :data:`_SHORT_TOKEN` bytes, numpy's fixed-width
+    byte strings, which drop trailing zeros; a token that ends with a zero byte, or is longer, is
+    sliced out on its own (a few in a published vocabulary).
+
+    >>> import numpy as np
+    >>> _token_bytes(np.frombuffer(b"ab\\x00c" + b"x" * 20, np.uint8), np.array([1, 2, 1, 20]))
+    [b'a', b'b\\x00', b'c', b'xxxxxxxxxxxxxxxxxxxx']
+    """
+    import numpy as np
+
+    ends = np.cumsum(lengths)
+    short = (lengths <= _SHORT_TOKEN) & (joined[ends - 1] != 0)
+    kept = lengths[short]
+    padded = np.zeros(len(kept) * _SHORT_TOKEN, np.uint8)
+    padded[_each_run(np.array([True, False]), len(kept), np.stack([kept, _SHORT_TOKEN - kept], axis=1).reshape(-1))] = (
+        joined[np.repeat(short, lengths)])
+    tokens = np.empty(len(lengths), object)
+    tokens[short] = padded.view(f"S{_SHORT_TOKEN}").astype(object)
+    others = np.flatnonzero(~short)
+    if len(others):
+        whole = joined.tobytes()
+        for index, end, length in zip(others.tolist(), ends[others].tolist(), lengths[others].tolist()):
+            tokens[index] = whole[end - length:end]
+    return tokens.tolist()
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every run, one after another.
+
+    >>> import numpy as np
+    >>> _runs(np.array([0, 10]), np.array([2, 3])).tolist()
+    [0, 1, 10, 11, 12]
+    """
+    import numpy as np
+
+    firsts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) + np.repeat(starts - firsts, lengths)
+
+
+def parse_rank_lines(text: bytes, *, where: str | os.PathLike[str]) -> Ranks:
+    """Parse the text of a tiktoken rank file line by line (errors name ``where`` and the line).
 
     >>> parse_rank_lines(b"YQ== 0\\nYg== 1\\n", where="ranks")
     {b'a': 0, b'b': 1}
@@ -140,9 +306,34 @@ def rank_file_lines(ranks: Ranks) -> bytes:
     >>> rank_file_lines({b"b": 1, b"a": 0})
     b'YQ== 0\\nYg== 1\\n'
     """
-    ordered = sorted(ranks.items(), key=lambda item: item[1])
-    encode = partial(binascii.b2a_base64, newline=False)
-    return b"".join([encode(token) + b" %d\n" % rank for token, rank in ordered])
+    import numpy as np
+
+    tokens, order = _in_rank_order(ranks)
+    sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
+    if not len(tokens) or not sizes.all():  # an empty token (no base64 at all): one line at a time
+        encode = partial(binascii.b2a_base64, newline=False)
+        return b"".join([encode(token) + b" %d\n" % rank for token, rank in zip(tokens, order.tolist())])
+    # Each token's bytes padded with zeros to whole groups of three, each group four base64 digits.
+    groups = (sizes + 2) // 3
+    padded = np.zeros(int(groups.sum()) * 3, np.uint8)
+    padded[_runs(3 * (np.cumsum(groups) - groups), sizes)] = np.frombuffer(b"".join(tokens), np.uint8)
+    group = padded.reshape(-1, 3).astype(np.uint32)
+    word = group[:, 0] << 16 | group[:, 1] << 8 | group[:, 2]
+    alphabet = np.frombuffer(_BASE64, np.uint8)
+    digits64 = alphabet[np.stack([word >> 18, word >> 12 & 63, word >> 6 & 63, word & 63], axis=1)].reshape(-1)
+    ends = 4 * np.cumsum(groups)  # a group of one byte ends "==", of two "="
+    digits64[ends[sizes % 3 == 1] - 2] = ord("=")
+    digits64[ends[sizes % 3 != 0] - 1] = ord("=")
+    numbers, counts = _digits(order)
+    widths = 4 * groups
+    lines = widths + 1 + counts + 1  # base64, a space, the rank, a newline
+    starts = np.cumsum(lines) - lines
+    out = np.empty(int(lines.sum()), np.uint8)
+    _scatter(out, starts, widths, digits64)
+    _scatter(out, starts + widths + 1, counts, numbers)
+    out[starts + widths] = ord(" ")
+    out[starts + lines - 1] = ord("\n")
+    return out.tobytes()
 
 
 def read_gpt2_pair(encoder_json: Path, vocab_bpe: Path) -> tuple[Ranks, dict[str, int]]:
@@ -212,28 +403,42 @@ def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) 
         InputError: a token that lower ranks cannot build (naming ``where``, the file the ranks
             came from, if given).
     """
-    ordered = sorted(ranks.items(), key=lambda item: item[1])
-    if len(ordered) < _COMPILED_MERGES_FROM:
-        return _derive_merges_python(ranks, ordered, where)
+    tokens, order = _in_rank_order(ranks)
+    found = _last_merges(tokens, order, where)
+    if found is None:  # two tokens' keys collide (never seen in a real vocabulary): the plain rule
+        return _derive_merges_python(ranks, list(zip(tokens, order.tolist())), where)
+    # One code point per byte: each part is a slice of its token's spelling.
+    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), found.tolist()) if cut]
+
+
+def _in_rank_order(ranks: Ranks) -> tuple[list[bytes], np.ndarray]:
+    """The tokens in rank order and their ranks (a rank file read in order is in order already)."""
     import numpy as np
 
-    from tokpack.vocab._merges_compiled import split_points
+    tokens = list(ranks)
+    values = np.fromiter(ranks.values(), dtype=np.int64, count=len(tokens))
+    if bool(np.all(values[1:] > values[:-1])):
+        return tokens, values
+    order = np.argsort(values, kind="stable")
+    return [tokens[i] for i in order.tolist()], values[order]
 
-    tokens = [token for token, _ in ordered]
-    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)), out=offsets[1:])
-    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)
-    order = np.fromiter((rank for _, rank in ordered), dtype=np.int64, count=len(ordered))
-    left, bad = split_points(flat, offsets, order)
+
+def _last_merges(tokens: list[bytes], ranks: np.ndarray, where: str | os.PathLike[str] | None) -> np.ndarray | None:
+    """The length of each token's left part in its last merge (0: a single byte), for ``tokens``
+    in rank order (``ranks``), or ``None`` when the numpy rule cannot tell tokens apart.
+
+    Raises:
+        InputError: a token that lower ranks cannot build.
+    """
+    from tokpack.vocab._merges import split_points
+
+    found = split_points(tokens, ranks)
+    if found is None:
+        return None
+    left, bad = found
     if bad >= 0:
-        raise _unbuildable(tokens[bad], ordered[bad][1], where)
-    # One code point per byte: each part is a slice of its token's spelling.
-    return [(spelled[:cut], spelled[cut:]) for spelled, cut in zip(spell_tokens(tokens), left.tolist()) if cut]
-
-
-#: Vocabularies of at least this many tokens derive their merges compiled (below it, loading the
-#: compiled code costs more than the Python loop).
-_COMPILED_MERGES_FROM = 4096
+        raise _unbuildable(tokens[bad], int(ranks[bad]), where)
+    return left
 
 
 def _unbuildable(token: bytes, rank: int, where: str | os.PathLike[str] | None) -> InputError:
@@ -526,3 +731,139 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
             "merges": [list(pair) for pair in derive_merges(ranks, where=where)],
         },
     }
+
+
+#: The version of the ``tokenizer.json`` text :func:`tokenizer_json_bytes` writes: a copy kept by
+#: another version (:mod:`tokpack.preparing.carried`) is made again. Raise it when the text changes.
+TOKENIZER_JSON_VERSION = 1
+
+
+def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *,
+                         where: str | os.PathLike[str] | None = None) -> bytes:
+    """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
+    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) assembled by
+    numpy from the tokens' bytes and :func:`derive_merges`'s cuts, not built as Python objects.
+
+    >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
+    >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
+    >>> text == json.dumps(tokenizer_json(ranks, GPT2_PATTERN, {"<|endoftext|>": 257}), ensure_ascii=False).encode()
+    True
+
+    Raises:
+        InputError: as :func:`derive_merges`.
+    """
+    import numpy as np
+
+    names = [name.encode("utf-8") for name in specials]
+    tokens, order = _in_rank_order(ranks)
+    left = None if any(name in ranks for name in names) else _last_merges(tokens, order, where)
+    if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
+        return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
+    skeleton = json.dumps(tokenizer_json({}, pattern, {}), ensure_ascii=False).encode("utf-8")
+    tail = b'"vocab": {}, "merges": []}}'
+    assert skeleton.endswith(tail), skeleton[-80:]
+    entries = [*tokens, *names]
+    ids = np.concatenate([order, np.fromiter(specials.values(), dtype=np.int64, count=len(specials))])
+    if not bool(np.all(ids[1:] > ids[:-1])):  # special tokens among the ranks' ids: in id order
+        by_id = np.argsort(ids, kind="stable")
+        entries, ids = [entries[i] for i in by_id.tolist()], ids[by_id]
+    vocab = _json_entries(entries, ids)
+    merges = _json_pairs(tokens, left)
+    return b"".join([skeleton[: -len(tail)], b'"vocab": {', vocab, b'}, "merges": [', merges, b"]}}"])
+
+
+@lru_cache(maxsize=1)
+def _escapes() -> tuple[str, np.ndarray]:
+    """GPT-2's alphabet as a ``charmap`` decoding table, and each byte's spelling's length as a
+    JSON string's UTF-8 (escaped as ``json.dumps`` escapes it: only ``"`` and ``\\`` need it)."""
+    import numpy as np
+
+    alphabet = byte_to_unicode()
+    widths = [len(json.dumps(alphabet[byte], ensure_ascii=False)[1:-1].encode("utf-8")) for byte in range(256)]
+    return "".join(alphabet[byte] for byte in range(256)), np.array(widths, np.int64)
+
+
+def _scatter(out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
+    """Write the runs of ``data`` (``lengths`` long, one after another) at ``starts`` in ``out``."""
+    import numpy as np
+
+    if len(data):
+        out[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(data))] = data
+
+
+def _spelled(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens' JSON-escaped spellings, one after another, each byte's spelled width, and
+    each token's."""
+    import numpy as np
+
+    table, widths = _escapes()
+    joined = b"".join(tokens)
+    text = codecs.charmap_decode(joined, "strict", table)[0].replace("\\", "\\\\").replace('"', '\\"')
+    spelled = np.frombuffer(text.encode("utf-8"), np.uint8)
+    byte_widths = widths[np.frombuffer(joined, np.uint8)]
+    ends = np.cumsum(np.fromiter(map(len, tokens), np.int64, count=len(tokens)))
+    return spelled, byte_widths, _run_sums(byte_widths, ends)
+
+
+def _run_sums(values: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The sum of each run of ``values`` ending (exclusive) at ``ends``, runs one after another."""
+    import numpy as np
+
+    total = np.concatenate([[0], np.cumsum(values)])
+    return np.diff(total[ends], prepend=0)
+
+
+def _digits(numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative integers as decimal ASCII, one after another, and each one's length."""
+    import numpy as np
+
+    counts = np.maximum(np.searchsorted(10 ** np.arange(19, dtype=np.int64), numbers, side="right"), 1)
+    return np.frombuffer("".join(map(str, numbers.tolist())).encode("ascii"), np.uint8), counts
+
+
+def _json_entries(keys: list[bytes], values: np.ndarray) -> bytes:
+    """``"key": value`` for each token and id, joined by ``", "``, as ``json.dumps`` writes a dict."""
+    import numpy as np
+
+    spelled, _, key_widths = _spelled(keys)
+    digits, digit_counts = _digits(values)
+    sizes = 1 + key_widths + 3 + digit_counts + 2  # "key": value,
+    starts = np.cumsum(sizes) - sizes
+    out = np.empty(int(sizes.sum()), np.uint8)
+    _scatter(out, starts + 1, key_widths, spelled)
+    _scatter(out, starts + key_widths + 4, digit_counts, digits)
+    ends = starts + sizes
+    for offset, byte in ((starts, b'"'), (starts + key_widths + 1, b'"'), (starts + key_widths + 2, b":"),
+                         (starts + key_widths + 3, b" "), (ends - 2, b","), (ends - 1, b" ")):
+        out[offset] = ord(byte)
+    return out[:-2].tobytes()
+
+
+def _json_pairs(tokens: list[bytes], cuts: np.ndarray) -> bytes:
+    """``["left", "right"]`` for each token cut in two (``cuts``: the left part's length; 0: not
+    cut, left out), joined by ``", "``, as ``json.dumps`` writes a list of pairs."""
+    import numpy as np
+
+    spelled, byte_widths, widths = _spelled(tokens)
+    sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
+    owner = np.repeat(np.arange(len(tokens)), sizes)
+    within = np.arange(len(byte_widths)) - (np.cumsum(sizes) - sizes)[owner]
+    before = np.cumsum(byte_widths) - byte_widths - (np.cumsum(widths) - widths)[owner]  # within its token
+    kept = np.flatnonzero(cuts)
+    total = 2 + widths[kept] + 4 + 2 + 2  # ["left", "right"],
+    starts = np.full(len(tokens), -1, np.int64)
+    starts[kept] = np.cumsum(total) - total
+    # Where each byte's spelling starts: after '["', the bytes before it, and '", "' past the cut.
+    at = starts[owner] + 2 + before + 4 * (within >= cuts[owner])
+    in_kept = starts[owner] >= 0
+    out = np.empty(int(total.sum()), np.uint8)
+    spelled_kept = spelled[np.repeat(in_kept, byte_widths)]
+    _scatter(out, at[in_kept], byte_widths[in_kept], spelled_kept)
+    left_widths = _run_sums(byte_widths * (within < cuts[owner]), np.cumsum(sizes))[kept]
+    starts = starts[kept]
+    ends = starts + total
+    middle = starts + 2 + left_widths
+    for offset, byte in ((starts, b"["), (starts + 1, b'"'), (middle, b'"'), (middle + 1, b","), (middle + 2, b" "),
+                         (middle + 3, b'"'), (ends - 4, b'"'), (ends - 3, b"]"), (ends - 2, b","), (ends - 1, b" ")):
+        out[offset] = ord(byte)
+    return out[:-2].tobytes()

@@ -11,7 +11,7 @@ from typing import Any, Union
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
-from tokpack.vocab.files import read_gpt2_pair, read_rank_file, read_tokenizer_json
+from tokpack.vocab.files import parse_rank_text, read_gpt2_pair, read_tokenizer_json
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, resolve_pattern, same_meaning
 from tokpack.vocab.published import PUBLISHED
 
@@ -79,11 +79,15 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
 
 
 def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
-    ranks = read_rank_file(path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()  # what tiktoken publishes: the file's hash
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
+    digest = hashlib.sha256(text).hexdigest()  # what tiktoken publishes: the file's hash
     record = _record_beside(path, digest)
     if record is not None:
-        tokenizer = BpeTokenizer(ranks=ranks, pattern=record.pattern, special_tokens=record.special_tokens, source=path)
+        tokenizer = BpeTokenizer.from_rank_text(text, pattern=record.pattern, special_tokens=record.special_tokens,
+                                                source=path)
         if tokenizer.identity != record.identity:
             raise IntegrityError("recorded identity does not match the vocabulary", where=path.parent / VOCABULARY_FILE,
                                  fix=f"restore {path.name} and {VOCABULARY_FILE} together")
@@ -94,14 +98,16 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
             raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; --pattern "
                              "(pattern= in Python) contradicts it", where=path,
                              fix="drop --pattern: the published pattern is the one these ranks were made with")
-        return BpeTokenizer(ranks=ranks, pattern=published.pattern, special_tokens=published.special_tokens, source=path)
+        return BpeTokenizer.from_rank_text(text, pattern=published.pattern, special_tokens=published.special_tokens,
+                                           source=path)
     if pattern is None:
+        parse_rank_text(text, where=path)  # a file that is no rank file says so first
         names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
         raise InputError(f"a rank file records no pre-tokenizer pattern, and this one has no {VOCABULARY_FILE} "
                          f"beside it and is no published vocabulary ({names})", where=path,
                          fix=f"name its pattern with --pattern ({PATTERN_CHOICES}), or give the tokenizer.json or "
                              f"{VOCABULARY_FILE} it came with")
-    return BpeTokenizer(ranks=ranks, pattern=pattern, source=path)
+    return BpeTokenizer.from_rank_text(text, pattern=pattern, source=path)
 
 
 def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:

@@ -26,6 +26,17 @@ CL100K_PATTERN = (
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 
+#: o200k_base's pattern, as tiktoken writes it (its vocabulary: :mod:`tokpack.vocab.published`).
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
 #: Digits in groups of up to three, as GPT-4 does, but written ``{1,3}`` rather than GPT-4's
 #: possessive ``{1,3}+``: Hugging Face's regex engine (Oniguruma) reads ``{1,3}+`` as "one or
 #: more groups of one to three", so the same pattern would cut digits differently in the two
@@ -185,6 +196,12 @@ def resolve_pattern(name_or_regex: str, where: str | PathLike[str] | None = None
     return check_pattern(name_or_regex, where)
 
 
+#: The patterns written in this module: each compiles and matches no empty string (a test holds
+#: it), so :func:`check_pattern` passes them without loading the regex engine.
+_WRITTEN_HERE = frozenset({GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN, O200K_PATTERN, POLISH_PATTERN,
+                           POLISH_PHRASE_PATTERN})
+
+
 def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str:
     """``pattern`` if it compiles and cannot match the empty string (an empty piece makes no
     token, and tiktoken's engine panics on one).
@@ -194,12 +211,14 @@ def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str
     ...
     tokpack.errors.InputError: pre-tokenizer pattern 'x*' matches the empty string; every piece must hold at least one character
     """
-    import regex
-
     from tokpack.errors import InputError
 
     if not isinstance(pattern, str):
         raise InputError(f"pre-tokenizer pattern must be a string, got {type(pattern).__name__}", where=where)
+    if pattern in _WRITTEN_HERE:
+        return pattern
+    import regex
+
     try:
         compiled = regex.compile(pattern)
     except (regex.error, RecursionError) as error:

@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN
 
+__all__ = ["O200K_PATTERN", "PUBLISHED", "Published"]
+
 _FIM = {"<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260}
 
 

@@ -1,0 +1,419 @@
+"""What one ``tokpack prepare FILE --vocab RANKS`` process costs, whole, against a minimal
+gigatoken script that encodes the same file and saves its ids with numpy; and where prepare's CPU
+goes outside the encoder.
+
+    PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py [--runs 7]
+        [--corpus FILE] [--vocab cl100k|o200k] [--ranks FILE] [--baseline COMMIT]
+    PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --breakdown
+
+Corpus: ``FILE``, else 10 MB of the encoder benchmarks' "mixed" text (whole files of
+``data/polish`` and ``data/other``) written as one file. Ranks: ``--ranks``, else the published
+cl100k or o200k file inside PyPI's ``bpe-openai`` package (gigatoken runs with the same
+pre-tokenizer). gigatoken comes with the ``bench`` extra.
+
+Each run is a new process, its bytecode written by the first and reused by the others (as an
+installed package has it); CPU seconds are user + system of that process and its threads
+(``RUSAGE_CHILDREN`` before and after). Modes run in turns (gigatoken, tokpack with a warm cache,
+tokpack with a cold cache, ...) so a shared machine's drift falls on all alike; figures are
+medians:
+
+- ``gigatoken script``: ``Tokenizer.from_tiktoken(RANKS, pretokenizer=...)``, ``tok.encode(bytes)``
+  of the whole file, ``numpy.save`` of the ids (gigatoken's fastest documented call).
+- ``tokpack prepare, warm cache``: ``tokpack prepare FILE --vocab RANKS -o OUT``, OUT new each
+  run, ``TOKPACK_CACHE`` kept from an earlier run (what a second corpus with the same vocabulary
+  costs).
+- ``tokpack prepare, cold cache``: the same with a new empty ``TOKPACK_CACHE`` each run (the first
+  use of a vocabulary). numba's compiled kernels are loaded from their cache in both (they live
+  beside the sources, not in ``TOKPACK_CACHE``).
+- with ``--baseline COMMIT`` (or another checkout's ``src`` folder), the tokpack modes again with
+  those sources (a commit is checked out into a detached git worktree, removed afterwards); their
+  kernels are compiled or loaded once, untimed, first.
+
+Checked, outside the clock: the pack's ids equal gigatoken's on the same documents (prepare cuts
+the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
+documents must give the same ids), and the baseline's pack equals this tree's.
+
+``--breakdown`` runs one ``prepare`` (warm cache, ``--workers 1``; ``--cold``: a new cache;
+``--stub-encoder``: the stub above; ``--baseline``, a ``src`` folder: that checkout's) in a fresh
+process with each step's CPU seconds and minor page faults counted exclusively, per thread
+(``time.thread_time``, ``RUSAGE_THREAD``): the imports by package, the command line, the corpus, the vocabulary, its carried files, the pack; and
+the encoder apart (its setup and its calls, on the encoding thread), so what remains is prepare's
+fixed cost outside the encoder. It counts until the command returns (not the interpreter's exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import gzip
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "support"))
+
+#: gigatoken's minimal script: load the ranks, encode the file's bytes, save the ids. It prints
+#: the CPU seconds of the encode call alone (the process's threads), read outside the clock.
+GIGATOKEN_SCRIPT = """
+import sys, time, numpy as np, gigatoken
+tok = gigatoken.Tokenizer.from_tiktoken(sys.argv[1], pretokenizer=sys.argv[4], special_tokens={})
+data = open(sys.argv[2], "rb").read()
+before = time.process_time()
+ids = tok.encode(data)
+encode = time.process_time() - before
+np.save(sys.argv[3], ids)
+print(encode)
+"""
+ENTRY = "import sys, tokpack.cli as cli; sys.argv[0] = 'tokpack'; getattr(cli, 'script', cli.main)()"
+#: ``tokpack prepare`` with its encoder replaced by a stub that gives every third byte its
+#: single-byte id (not the real ids, but about as many: 2.8 bytes a token on the mixed text, with
+#: cl100k's ranks; about 0.02 CPU s for 10 MB): what prepare costs outside the encoder, as a whole
+#: process. It replaces what the encoder is reached by (``encode_arrays``, and what says
+#: which engine runs), so nothing of the encoder is imported.
+STUBBED = """
+import sys
+import numpy as np
+from tokpack.vocab.bytelevel import BpeTokenizer
+
+def encode_arrays(self, texts, *, num_threads=None):
+    table = self.__dict__.get("_stub_table")
+    if table is None:
+        table = self.__dict__["_stub_table"] = np.array([self.ranks[bytes([b])] for b in range(256)], np.uint32)
+    return [table[np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)[::3]] for text in texts]
+
+BpeTokenizer.encode_arrays = encode_arrays
+BpeTokenizer._compilable = True
+BpeTokenizer.fallback_reason = None
+BpeTokenizer.encoder_report = lambda self: {"engine": "stub"}
+import tokpack.cli as cli
+sys.argv[0] = "tokpack"
+getattr(cli, "script", cli.main)()
+"""
+
+
+def default_corpus(scratch: Path) -> Path:
+    from corpus import mixed_documents
+
+    path = scratch / "mixed-10mb.txt"
+    if not path.exists():
+        path.write_text("\n".join(mixed_documents(10.0)), encoding="utf-8")
+    return path
+
+
+def published_ranks(vocab: str, scratch: Path) -> Path:
+    path = scratch / f"{vocab}_base.tiktoken"
+    if not path.exists():
+        packed = resources.files("bpe_openai.data").joinpath(f"{vocab}_base.tiktoken.gz").read_bytes()
+        path.write_bytes(gzip.decompress(packed))
+    return path
+
+
+def cpu_of(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """User + system CPU seconds of one process (and its threads), and what it printed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+
+
+def prepare_command(corpus: Path, ranks: Path, out: Path, *, stubbed: bool = False) -> list[str]:
+    return [sys.executable, "-c", STUBBED if stubbed else ENTRY, "prepare", str(corpus), "--vocab", str(ranks),
+            "-o", str(out)]
+
+
+def environment(src: Path | None = None, cache: Path | None = None) -> dict[str, str]:
+    """The children's environment: bytecode written and reused (as an installed package has it;
+    ``PYTHONDONTWRITEBYTECODE`` would make every run compile every module it imports), and the
+    sources and cache given."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return env | ({} if src is None else {"PYTHONPATH": str(src)}) | ({} if cache is None else {"TOKPACK_CACHE": str(cache)})
+
+
+def pack_ids(pack: Path) -> tuple[Any, Any]:
+    import numpy as np
+
+    return np.load(pack / "tokens.npy"), np.load(pack / "starts.npy")
+
+
+def check_ids(pack: Path, corpus: Path, ranks: Path, pretokenizer: str) -> None:
+    """The pack's ids are gigatoken's on the documents prepare cut (outside the clock)."""
+    import gigatoken
+    import numpy as np
+
+    from tokpack.corpus.sources import open_corpus
+
+    tokens, starts = pack_ids(pack)
+    with open_corpus(corpus) as source:
+        documents = [piece.text for piece in source.pieces()]
+    tok = gigatoken.Tokenizer.from_tiktoken(str(ranks), pretokenizer=pretokenizer, special_tokens={})
+    theirs = [np.asarray(ids, dtype=np.int64) for ids in tok.encode_batch_list(documents)]
+    ours = np.split(tokens.astype(np.int64), starts[1:])
+    if len(ours) != len(theirs) or any(not np.array_equal(a, b) for a, b in zip(ours, theirs)):
+        raise SystemExit(f"{pack}: the ids differ from gigatoken's on the same documents")
+
+
+def measure(args: argparse.Namespace) -> None:
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
+    sides = {"this tree": REPO / "src"}
+    tree = None
+    if args.baseline and Path(args.baseline).is_dir():  # another checkout's sources
+        sides[args.baseline] = Path(args.baseline).resolve()
+    elif args.baseline:
+        tree = work / "baseline"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), args.baseline],
+                       check=True)
+        sides[args.baseline] = tree / "src"
+    times: dict[str, list[float]] = defaultdict(list)
+    kept: dict[str, Path] = {}
+    try:
+        warm = {side: work / f"warm-cache-{number}" for number, side in enumerate(sides)}
+        for side, src in sides.items():  # compile or load the kernels, fill the warm cache: untimed
+            cpu_of(prepare_command(corpus, ranks, work / f"first-{len(kept)}"), environment(src, warm[side]))
+            kept[side] = work / f"first-{len(kept)}"
+        count = 0
+        for _ in range(args.runs):
+            total, printed = cpu_of([sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks), str(corpus),
+                                     str(work / "ids.npy"), args.vocab], environment())
+            times["gigatoken script"].append(total)
+            times["gigatoken script without its encode call"].append(total - float(printed))
+            for side, src in sides.items():
+                for stubbed in (False, True):
+                    for mode in ("warm", "cold"):
+                        count += 1
+                        out, cache = work / f"out-{count}", warm[side] if mode == "warm" else work / f"cold-{count}"
+                        label = f"{side}: prepare, {mode} cache" + (", encoder stubbed" if stubbed else "")
+                        times[label].append(cpu_of(prepare_command(corpus, ranks, out, stubbed=stubbed),
+                                                   environment(src, cache))[0])
+                        shutil.rmtree(out)
+                        if mode == "cold":
+                            shutil.rmtree(cache)
+        check_ids(kept["this tree"], corpus, ranks, args.vocab)
+        if tree is not None:
+            import numpy as np
+
+            ours, theirs = pack_ids(kept["this tree"]), pack_ids(kept[args.baseline])
+            if not all(np.array_equal(a, b) for a, b in zip(ours, theirs)):
+                raise SystemExit("the baseline's pack differs from this tree's")
+    finally:
+        if tree is not None:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    size = corpus.stat().st_size
+    print(f"{corpus.name} ({size / 1e6:.1f} MB), {ranks.name}; CPU seconds (user + system) of one process, "
+          f"median of {args.runs}, modes interleaved; Python {platform.python_version()}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}\n")
+    giga = statistics.median(times["gigatoken script"])
+    print("| process | CPU s (median) | runs | ÷ gigatoken script |")
+    print("|---|---:|---|---:|")
+    for mode, values in times.items():
+        runs = ", ".join(f"{value:.2f}" for value in values)
+        print(f"| {mode} | {statistics.median(values):.3f} | {runs} | {statistics.median(values) / giga:.2f} |")
+
+
+class Phases:
+    """CPU seconds (``time.thread_time``) and minor page faults (``RUSAGE_THREAD``) per label,
+    each counted exclusively: what a nested labelled call spends goes to that call's label, per
+    thread."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.faults: dict[str, int] = defaultdict(int)
+        self._local = threading.local()
+
+    @staticmethod
+    def _now() -> tuple[float, int]:
+        return time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+    def _stack(self) -> list[list[Any]]:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = [["other (" + threading.current_thread().name + ")", *self._now()]]
+        return self._local.stack
+
+    def inside(self, prefix: str) -> bool:
+        """Whether this thread is inside a call labelled ``prefix...``."""
+        return any(entry[0].startswith(prefix) for entry in self._stack())
+
+    def _count(self, entry: list[Any], now: tuple[float, int]) -> None:
+        self.seconds[entry[0]] += now[0] - entry[1]
+        self.faults[entry[0]] += now[1] - entry[2]
+        entry[1:] = now
+
+    def enter(self, label: str) -> None:
+        stack, now = self._stack(), self._now()
+        self._count(stack[-1], now)
+        stack.append([label, *now])
+
+    def leave(self) -> None:
+        stack, now = self._stack(), self._now()
+        self._count(stack.pop(), now)
+        stack[-1][1:] = now
+
+    def close(self) -> None:
+        stack = self._stack()
+        self._count(stack[-1], self._now())
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Count calls of ``owner.name`` (a function, or a cached property's function) under
+        ``label``; nothing when ``owner`` has no such name (another checkout's sources)."""
+        original = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if original is None:
+            return
+        target = getattr(original, "func", original)  # functools.cached_property
+        phases = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            phases.enter(label)
+            try:
+                return target(*args, **kwargs)
+            finally:
+                phases.leave()
+
+        if hasattr(original, "func"):
+            original.func = counted
+        else:
+            setattr(owner, name, counted)
+
+
+def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None:
+    """One ``prepare`` in this process, each step's CPU counted (see :class:`Phases`); with
+    ``stubbed``, the encoder replaced as :data:`STUBBED` replaces it."""
+    phases = Phases()
+    phases.seconds["interpreter start"] = time.process_time()
+    phases.faults["interpreter start"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    phases._stack()[0][1:] = phases._now()
+    phases._stack()[0][0] = "other (main thread)"
+    importing = builtins.__import__
+
+    def counted_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        whole = name if not level else ((globals or {}).get("__package__") or "") + "." + name
+        if whole in sys.modules or phases.inside("ENCODER"):  # the encoder's imports are its own
+            return importing(name, globals, locals, fromlist, level)
+        top = whole.strip(".").split(".")[0]
+        phases.enter(f"import {top}" if top != "tokpack" else "import tokpack's own modules")
+        try:
+            return importing(name, globals, locals, fromlist, level)
+        finally:
+            phases.leave()
+
+    builtins.__import__ = counted_import
+    if stubbed:  # the stub's definitions, without running the command
+        exec(STUBBED.split("import tokpack.cli as cli")[0], {})
+    import tokpack.cli  # noqa: F401
+    from tokpack.corpus import sources
+    from tokpack.preparing import options, preparation
+    from tokpack.store import vocabulary, writer
+    from tokpack.vocab import bytelevel
+
+    phases.wrap(options, "open_corpus", "corpus: open (stat, hash, manifest, document cut)")
+    phases.wrap(sources.TextFile, "pieces", "corpus: decode documents")
+    phases.wrap(vocabulary, "load_vocabulary", "vocabulary: read the rank file")
+    phases.wrap(preparation, "load_vocabulary", "vocabulary: read the rank file")
+    phases.wrap(bytelevel.BpeTokenizer, "identity", "vocabulary: identity")
+    phases.wrap(preparation, "cached_vocabulary", "vocabulary: the cache's copy")
+    phases.wrap(preparation, "carried_files", "vocabulary: the pack's carried files")
+    phases.wrap(bytelevel.BpeTokenizer, "files", "vocabulary: the pack's carried files")
+    phases.wrap(writer.PackWriter, "add_vocabulary_files", "pack: write the carried files")
+    phases.wrap(writer.PackWriter, "add_documents", "pack: check, write and hash the ids")
+    phases.wrap(writer.PackWriter, "commit", "pack: commit (starts, meta, stamp)")
+    phases.wrap(preparation, "TokenizedCorpus", "pack: open the result")
+    phases.wrap(bytelevel.BpeTokenizer, "encode_arrays",
+                "ENCODER (stubbed): its calls" if stubbed else "ENCODER: its calls (setup included)")
+    for name in ("_compiled", "_encoding"):
+        if name in bytelevel.BpeTokenizer.__dict__:
+            phases.wrap(bytelevel.BpeTokenizer, name, "ENCODER: setup (imports, tables)")
+    import typer.core
+    import typer.main
+
+    phases.wrap(typer.main, "get_command", "command line: typer builds every command")
+    phases.wrap(typer.core._TyperParameter, "process_value", "command line: typer checks each option")
+    phases.wrap(sources, "reading_cut", "command line: the corpus's manifest (its cut)")
+    command = sys.modules["tokpack.cli.corpus"]
+    for name in ("_summary", "summary_record"):
+        phases.wrap(command, name, "command line: the summary")
+    phases.wrap(command, "prepare_progress", "command line: progress display")
+    sys.argv = ["tokpack", "prepare", str(corpus), "--vocab", str(ranks), "-o", str(out), "--workers", "1"]
+    with open(os.devnull, "w") as quiet:
+        sys.stdout = quiet
+        try:
+            tokpack.cli.main()
+        except SystemExit as exit_:
+            if exit_.code:
+                raise
+        finally:
+            sys.stdout = sys.__stdout__
+    phases.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    total = usage.ru_utime + usage.ru_stime
+    counted = sum(phases.seconds.values())
+    rest = "other threads, system time not in thread clocks"
+    phases.seconds[rest] = max(total - counted, 0.0)
+    phases.faults[rest] = max(usage.ru_minflt - sum(phases.faults.values()), 0)
+    encoder = sum(value for label, value in phases.seconds.items() if label.startswith("ENCODER"))
+    print("| step | CPU s | page faults |\n|---|---:|---:|")
+    for label, value in sorted(phases.seconds.items(), key=lambda item: -item[1]):
+        if value >= 0.0005:
+            print(f"| {label} | {value:.3f} | {phases.faults[label]:,} |")
+    print(f"| **the process, until the command returned** | **{total:.3f}** | **{usage.ru_minflt:,}** |")
+    print(f"| **the same without the encoder** | **{total - encoder:.3f}** | |")
+
+
+def breakdown(args: argparse.Namespace) -> None:
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    work = Path(tempfile.mkdtemp(prefix="breakdown-", dir=scratch))
+    try:
+        src = Path(args.baseline).resolve() if args.baseline else REPO / "src"  # another checkout's, if given
+        env = environment(src, work / "cache")
+        if not args.cold:  # fill the cache and load the kernels first, untimed
+            cpu_of(prepare_command(corpus, ranks, work / "first"), env)
+        subprocess.run([sys.executable, __file__, "--breakdown-child", str(corpus), str(ranks), str(work / "out"),
+                        *(["--stub-encoder"] if args.stub_encoder else [])], env=env, check=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=7, help="runs of each mode (medians are reported)")
+    parser.add_argument("--corpus", type=Path, help="the text file (default: 10 MB of mixed text)")
+    parser.add_argument("--vocab", choices=("cl100k", "o200k"), default="cl100k",
+                        help="the published vocabulary (its pre-tokenizer for gigatoken; its ranks unless --ranks)")
+    parser.add_argument("--ranks", type=Path, help="the rank file (default: the published one, from bpe-openai)")
+    parser.add_argument("--baseline", help="also measure this commit's sources (checked out for the run), or "
+                                           "another checkout's src folder")
+    parser.add_argument("--breakdown", action="store_true", help="where one prepare's CPU goes, step by step")
+    parser.add_argument("--cold", action="store_true", help="with --breakdown: a new, empty cache")
+    parser.add_argument("--stub-encoder", action="store_true",
+                        help="with --breakdown: the encoder replaced by a stub (single-byte ids; not the real ids)")
+    parser.add_argument("--breakdown-child", nargs=3, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.breakdown_child:
+        breakdown_child(*args.breakdown_child, stubbed=args.stub_encoder)
+    elif args.breakdown:
+        breakdown(args)
+    else:
+        measure(args)
+
+
+if __name__ == "__main__":
+    main()

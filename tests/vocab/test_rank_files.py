@@ -1,0 +1,89 @@
+"""Reading tiktoken rank files: the fast reading of tiktoken's own layout gives what the
+line-by-line parse gives (the same ranks in the same order, or the same refusal), for any text;
+and a file in the canonical layout stands for the canonical text, so the identity hashes it as read."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokpack import load_vocabulary
+from tokpack.errors import InputError
+from tokpack.vocab import BpeTokenizer, bytelevel
+from tokpack.vocab.files import parse_rank_lines, parse_rank_text, rank_file_lines
+
+
+def line_by_line(text: bytes) -> dict[bytes, int] | str:
+    try:
+        return parse_rank_lines(text, where="ranks")
+    except InputError as error:
+        return str(error)
+
+
+def read(text: bytes) -> tuple[dict[bytes, int], bool] | str:
+    try:
+        return parse_rank_text(text, where="ranks")
+    except InputError as error:
+        return str(error)
+
+
+#: Edits a hand or another tool might make to a rank file: each keeps or breaks its layout.
+EDITS = {
+    "none": lambda lines: lines,
+    "shuffled": lambda lines: lines[::-1],
+    "a leading zero": lambda lines: [lines[0].replace(b" ", b" 0")] + lines[1:],
+    "padding dropped": lambda lines: [line.replace(b"=", b"") for line in lines],
+    "a repeated line": lambda lines: lines + lines[:1],
+    "a third field": lambda lines: lines[:-1] + [lines[-1] + b" 5"],
+    "a blank line": lambda lines: lines[:1] + [b""] + lines[1:],
+    "padding inside": lambda lines: [lines[0][:1] + b"=" + lines[0][2:]] + lines[1:],
+    "a plus sign": lambda lines: [lines[0].replace(b" ", b" +")] + lines[1:],
+    "leftover bits": lambda lines: [b"YR== " + lines[0].split(b" ")[1]] + lines[1:],
+    "a rank past 2**32": lambda lines: [lines[0].replace(b" ", b" 99999999999")] + lines[1:],
+    "a tab": lambda lines: [lines[0].replace(b" ", b"\t")] + lines[1:],
+    "a byte order mark": lambda lines: [b"\xef\xbb\xbf" + lines[0]] + lines[1:],
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=24), min_size=1, max_size=12, unique=True),
+       gaps=st.lists(st.integers(0, 3), min_size=12, max_size=12), edit=st.sampled_from(sorted(EDITS)),
+       ending=st.sampled_from([b"\n", b"\r\n", b"\r", b"none"]))
+def test_any_text_reads_as_the_line_by_line_parse_reads_it(tokens: list[bytes], gaps: list[int], edit: str,
+                                                            ending: bytes) -> None:
+    ranks = {}
+    for token, gap in zip(tokens, gaps):
+        ranks[token] = len(ranks) + sum(gaps[: len(ranks)]) + gap
+    lines = EDITS[edit]([base64.b64encode(token) + b" %d" % rank for token, rank in ranks.items()])
+    text = (b"\n" if ending == b"none" else ending).join(lines) + (b"" if ending == b"none" else ending)
+    expected, found = line_by_line(text), read(text)
+    if isinstance(expected, str):
+        assert found == expected
+        return
+    assert isinstance(found, tuple)
+    parsed, canonical = found
+    assert parsed == expected and list(parsed) == list(expected)  # the same ranks, in the file's order
+    assert canonical == (rank_file_lines(parsed) == text)
+
+
+def test_a_published_rank_file_is_its_own_canonical_text(gpt2_rank_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gpt2_rank_file.read_bytes()
+    ranks, canonical = parse_rank_text(text, where=gpt2_rank_file)
+    assert canonical and rank_file_lines(ranks) == text
+    monkeypatch.setattr(bytelevel, "rank_file_lines", lambda ranks: pytest.fail("the canonical text was written out"))
+    loaded = load_vocabulary(gpt2_rank_file)
+    assert loaded.rank_lines == text
+    monkeypatch.undo()
+    assert loaded.identity == BpeTokenizer(ranks=ranks, pattern=loaded.pattern,
+                                           special_tokens=loaded.special_tokens).identity
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.binary(max_size=9), st.integers(0, 2**32 - 1), max_size=12))
+def test_the_canonical_text_is_each_token_in_base64_and_its_rank_in_rank_order(ranks: dict[bytes, int]) -> None:
+    lines = [base64.b64encode(token) + b" %d\n" % rank for token, rank in sorted(ranks.items(), key=lambda item: item[1])]
+    assert rank_file_lines(ranks) == b"".join(lines)
