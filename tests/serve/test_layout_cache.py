@@ -1,0 +1,118 @@
+"""The cached ``bestfit`` index is a speed-up, never a source of truth: a file in
+``$TOKPACK_CACHE/layouts/`` that is damaged, forged (with its checksum recomputed), or built
+from other data is rebuilt, and the rows served are always the ones the data gives."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tokpack.serve import layouts as layouts_module
+from tokpack.serve import make_layout
+from tokpack.serve.memory import pack_of_documents
+
+LENGTH = 5
+
+
+@pytest.fixture()
+def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A pack of documents of a few equal lengths (so pieces can be swapped for others of the
+    same length) and the one index file its bestfit layout cached."""
+    monkeypatch.setenv("TOKPACK_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(7)
+    documents = [rng.integers(1, 50, size=int(rng.choice([2, 3, 4, 9]))).tolist() for _ in range(60)]
+    pack = pack_of_documents(documents, n_vocab=60, pad_id=0, directory=tmp_path / "pack")
+    make_layout("bestfit", pack, length=LENGTH)
+    (index,) = (tmp_path / "cache" / "layouts").iterdir()
+    return pack, index
+
+
+def served(pack: Path, **options: object) -> np.ndarray:
+    layout = make_layout("bestfit", pack, length=LENGTH, **options)
+    return layout.rows(np.arange(layout.n_rows))[0]
+
+
+def stream_positions(pack: Path) -> Counter[int]:
+    """How many times an epoch serves each stream position."""
+    layout = make_layout("bestfit", pack, length=LENGTH)
+    positions = layout._positions(np.arange(layout.n_rows))
+    return Counter(positions[positions >= 0].tolist())
+
+
+def test_a_piece_pointed_at_another_of_the_same_length_is_not_served(cached: tuple[Path, Path]) -> None:
+    """The finding: a piece's start set to another piece's start (same length, so the ids still
+    add up) made an epoch serve some ids twice and skip others."""
+    pack, index = cached
+    with np.load(index, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    uncached = served(pack, cache=False)
+    name = "piece_start" if "piece_start" in arrays else "order"
+    column = arrays[name].copy()
+    # Point entry 1 at entry 0's piece (any two entries of one index file name different pieces).
+    column[1] = column[0]
+    arrays[name] = column
+    np.savez(index, **arrays)
+    assert np.array_equal(served(pack), uncached)
+    assert set(stream_positions(pack).values()) == {1}
+
+
+def test_a_forged_index_with_a_recomputed_checksum_is_rebuilt(cached: tuple[Path, Path]) -> None:
+    """The checksum has no key, so anyone can recompute it: what the index says is checked
+    against the pieces the data gives (each exactly once, rows within their width)."""
+    pack, index = cached
+    uncached = served(pack, cache=False)
+    with np.load(index, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    assert "checksum" in arrays and "built_from" in arrays
+    forgeries = []
+    order = arrays["order"].copy()
+    order[1] = order[0]  # a piece twice, another never
+    forgeries.append({"order": order})
+    row_ptr = arrays["row_ptr"].copy()
+    row_ptr[1:-1] = row_ptr[2:]  # two rows' pieces in one row: wider than a row
+    forgeries.append({"row_ptr": row_ptr[:-1]})
+    order = arrays["order"].copy()
+    order[[0, -1]] = order[[-1, 0]]  # the first row headed by the newest piece, not the oldest
+    forgeries.append({"order": order})
+    for forged in forgeries:
+        changed = arrays | forged
+        changed["checksum"] = np.array(layouts_module._index_checksum(changed["order"], changed["row_ptr"],
+                                                                      str(changed["built_from"])))
+        np.savez(index, **changed)
+        assert np.array_equal(served(pack), uncached)
+        assert set(stream_positions(pack).values()) == {1}
+        with np.load(index, allow_pickle=False) as stored:  # rebuilt in place
+            assert np.array_equal(stored["order"], arrays["order"])
+
+
+def test_an_index_of_other_data_under_this_name_is_rebuilt(cached: tuple[Path, Path], tmp_path: Path) -> None:
+    """A file copied under another key (another pack's index, same shape) names what it was
+    built from, so it is never served for this data."""
+    pack, index = cached
+    other = pack_of_documents([[1, 2, 3, 4]] * 60, n_vocab=60, pad_id=0, directory=tmp_path / "other")
+    shutil.copy(index, tmp_path / "saved.npz")
+    index.unlink()
+    make_layout("bestfit", other, length=LENGTH)
+    (other_index,) = (tmp_path / "cache" / "layouts").iterdir()
+    shutil.copy(other_index, index)
+    assert np.array_equal(served(pack), served(pack, cache=False))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "missing field"])
+def test_a_damaged_index_is_rebuilt_not_an_error(cached: tuple[Path, Path], damage: str) -> None:
+    pack, index = cached
+    uncached = served(pack, cache=False)
+    if damage == "truncate":
+        index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    elif damage == "garbage":
+        index.write_bytes(b"not an index")
+    else:
+        with np.load(index, allow_pickle=False) as stored:
+            np.savez(index, **{name: stored[name] for name in stored.files if name != "checksum"})
+    assert np.array_equal(served(pack), uncached)
+    with np.load(index, allow_pickle=False) as stored:
+        assert "checksum" in stored.files
