@@ -526,7 +526,7 @@ def write_pack(
                 "(files, records or rows, as the format counts them)")
 
     with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
-        writer.add_vocabulary_files(tokenizer.files())
+        writer.add_vocabulary(tokenizer)
         ranges = {}
         for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens

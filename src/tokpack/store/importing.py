@@ -19,6 +19,7 @@ import numpy as np
 
 from tokpack._atomic import publish, temporary_sibling
 from tokpack.errors import InputError, IntegrityError
+from tokpack.store.carried import vouch
 from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.exported import KINDS as EXPORTED_KINDS
 from tokpack.store.exported import ExportedFolder
@@ -148,7 +149,9 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     # (the readers above have already refused one whose identity contradicts the ids).
     carried = None if tokenizer is None else load_vocabulary(tokenizer)
     files = carried.files() if carried is not None and carried.identity == source.vocabulary else {}
-    if not files:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
+    if files:
+        vouch(files, source.vocabulary)  # made from the vocabulary here: the pack's check need not read them back
+    else:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
         from tokpack.store.sidecar import carried_vocabulary_files
 
         files = carried_vocabulary_files(source)

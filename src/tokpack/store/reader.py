@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
+from tokpack.store.carried import check_carried
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, VOCABULARY_DIR, PackMeta
 from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
@@ -75,42 +76,14 @@ class Pack(RecordedStream):
         return self.path / VOCABULARY_DIR if self.meta.vocabulary_files else None
 
     def verify_vocabulary_files(self) -> None:
-        """Hash the vocabulary files against ``meta.json``.
+        """Check the vocabulary files against ``meta.json``: their checksums, and that each one
+        means the recorded vocabulary, with the padding id one of its special tokens (see
+        :mod:`tokpack.store.carried`).
 
         Raises:
-            IntegrityError: a missing or altered file.
+            IntegrityError: a missing, altered or unlisted file, or a record they contradict.
         """
-        for name, expected in self.meta.vocabulary_files.items():
-            try:
-                actual = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
-            except FileNotFoundError:
-                raise IntegrityError("missing; the pack's vocabulary is incomplete", where=self.path / name,
-                                     fix="copy the whole pack folder, or rebuild it") from None
-            if actual != expected:
-                raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / name,
-                                     fix="the pack's vocabulary was altered; restore it or rebuild the pack")
-        self._check_vocabulary_identity()
-
-    def _check_vocabulary_identity(self) -> None:
-        """The identity ``meta.json`` records is what every reader trusts to match a model; the
-        seal has no key, so check it against the vocabulary the pack carries (when it carries one)."""
-        from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer  # only a pack that carries one needs it
-
-        saved = f"{VOCABULARY_DIR}/{VOCABULARY_FILE}"
-        if saved not in self.meta.vocabulary_files:
-            return
-
-        if BpeTokenizer.saved_as(self.path / saved, self.meta.vocabulary):  # the bytes it hashes: no parse needed
-            return
-        identity = BpeTokenizer.load_saved(self.path / saved).identity
-        if identity != self.meta.vocabulary:
-            def shown(vocabulary: Any) -> str:
-                return f"{vocabulary.scheme} {vocabulary.short} of {vocabulary.n_vocab:,} ids"
-
-            raise IntegrityError(f"records the vocabulary {shown(self.meta.vocabulary)}, but the one it carries in "
-                                 f"{VOCABULARY_DIR}/ is {shown(identity)}",
-                                 where=self.path / META_FILE,
-                                 fix="the record was edited; restore it or rebuild the pack")
+        check_carried(self.path, self.meta.vocabulary_files, self.meta.vocabulary, self.meta.pad_id)
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""
