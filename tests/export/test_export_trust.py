@@ -174,7 +174,7 @@ def make_dataset(folder: Path) -> Path:
     second = pack_of_documents(_documents(2, 20), n_vocab=N_VOCAB, pad_id=PAD, directory=folder / "shard-00001",
                                train_documents=12)
     write_dataset(folder, [first.name, second.name], source=Source(name="t", sha256="0" * 64, n_bytes=0),
-                  cut=DocumentCut(rule="test"))
+                  cut=DocumentCut(rule="list"))
     return folder
 
 

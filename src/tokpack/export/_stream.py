@@ -8,21 +8,15 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
 import numpy as np
 
 from tokpack import _checks as checks
 from tokpack._atomic import write_atomically
-from tokpack.corpus.manifest import SplitName
 from tokpack.errors import InputError
-from tokpack.store.format import DocumentCut, Source, Span
+from tokpack.store.format import SPLIT_NAMES, DocumentCut, Source, Span
 from tokpack.store.sidecar import ExportPart, ExportRecord, carried_vocabulary_files
 from tokpack.store.source import TokenSource, document_ends
-
-#: The ranges an export writes as its splits.
-SPLIT_NAMES: tuple[str, ...] = get_args(SplitName)
-
 
 Progress = Callable[[int], None]
 """Called with the number of ids just written (to drive a progress bar)."""

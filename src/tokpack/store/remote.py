@@ -320,6 +320,18 @@ class RemoteDataset(PartsStream, RecordedStream):
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
             raise IntegrityError("the stream's checksums differ from the record", where=self.url_of(DATASET_FILE))
 
+    def check_stream(self) -> None:
+        """Hash the whole stream and its starts against the record, each shard read through the
+        cache (fetched and checked against its entry where not already there).
+
+        Raises:
+            IntegrityError: the record's checksums are not those of its shards' ids.
+        """
+        if stream_hashes(self.shards) != (self.meta.tokens_sha256, self.meta.starts_sha256):
+            record = DATASET_FILE if isinstance(self.meta, DatasetRecord) else META_FILE
+            raise IntegrityError("the stream's checksums differ from the record", where=self.url_of(record),
+                                 fix="the remote record was edited")
+
     @property
     def verified_what(self) -> str:
         """What :meth:`verify` checks, in words (``tokpack inspect`` prints it)."""
