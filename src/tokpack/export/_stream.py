@@ -14,7 +14,8 @@ import numpy as np
 from tokpack import _checks as checks
 from tokpack._atomic import write_atomically
 from tokpack.errors import InputError
-from tokpack.store.format import SPLIT_NAMES, DocumentCut, Source, Span
+from tokpack.store.dataset import DatasetRecord
+from tokpack.store.format import SPLIT_NAMES, DocumentCut, PackMeta, Source, Span
 from tokpack.store.sidecar import ExportPart, ExportRecord, carried_vocabulary_files
 from tokpack.store.source import TokenSource, document_ends
 
@@ -139,7 +140,8 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
                                       for part in parts.values() for name in part.files}
                         | {f"{vocabulary_dir}/{name}": file_sha256(Path(root) / vocabulary_dir / name)
                            for name in vocabulary},
-                        vocabulary_dir=vocabulary_dir if vocabulary else None)
+                        vocabulary_dir=vocabulary_dir if vocabulary else None,
+                        sealed_record=meta if isinstance(meta, (PackMeta, DatasetRecord)) else None)
 
 
 def part_span(source: TokenSource, documents: tuple[int, int], files: list[str]) -> ExportPart:

@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.format import META_FILE, VOCABULARY_DIR
@@ -46,65 +46,80 @@ def vouch(files: Mapping[str, bytes], identity: VocabIdentity) -> None:
         _KNOWN[hashlib.sha256(document).hexdigest()] = identity
 
 
-def check_carried(pack: Path, recorded: Mapping[str, str], identity: VocabIdentity, pad_id: int | None) -> None:
-    """Check the vocabulary files pack ``pack`` carries (``recorded``: each one's SHA-256 by its
-    path in the pack, as ``meta.json`` lists them) against their checksums and against
-    ``identity``, and ``pad_id`` against the vocabulary's special tokens (see the module docstring).
+class Carrier(NamedTuple):
+    """Where vocabulary files are carried, and what to say about them: the pack (or export)
+    folder ``root``, the ``folder`` in it that holds them, the ``record`` that lists them, and the
+    ``remedy`` an error ends with."""
+
+    root: Path
+    folder: str
+    record: Path
+    remedy: str
+
+
+def pack_carrier(pack: Path) -> Carrier:
+    """A pack's carrier: ``vocabulary/`` listed in ``meta.json``."""
+    return Carrier(pack, VOCABULARY_DIR, pack / META_FILE, "restore it or rebuild the pack")
+
+
+def check_carried(carrier: Carrier, recorded: Mapping[str, str], identity: VocabIdentity, pad_id: int | None) -> None:
+    """Check the vocabulary files ``carrier`` holds (``recorded``: each one's SHA-256 by its path
+    under the root, as its record lists them) against their checksums and against ``identity``,
+    and ``pad_id`` against the vocabulary's special tokens (see the module docstring).
 
     Raises:
         IntegrityError: naming the file that is missing, altered, unlisted, or means another
-            vocabulary, or ``meta.json`` for a padding id that is an ordinary token.
+            vocabulary, or the record for a padding id that is an ordinary token.
     """
     from tokpack.vocab.bytelevel import RANKS_FILE, VOCABULARY_FILE, BpeTokenizer, transformers_files
 
     if not recorded:
         return
+    root, name_of_record = carrier.root, carrier.record.name
+    altered = f"the vocabulary files were altered; {carrier.remedy}"
+    edited = f"the record was edited; {carrier.remedy}"
     contents = {}
     for name, expected in recorded.items():
         try:
-            contents[name] = (pack / name).read_bytes()
+            contents[name] = (root / name).read_bytes()
         except FileNotFoundError:
-            raise IntegrityError("missing; the pack's vocabulary is incomplete", where=pack / name,
-                                 fix="copy the whole pack folder, or rebuild it") from None
+            raise IntegrityError("missing; the carried vocabulary is incomplete", where=root / name,
+                                 fix=f"copy the whole folder, or {carrier.remedy}") from None
         if hashlib.sha256(contents[name]).hexdigest() != expected:
-            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=pack / name,
-                                 fix="the pack's vocabulary was altered; restore it or rebuild the pack")
-    folder = pack / VOCABULARY_DIR
-    if extra := sorted(f"{VOCABULARY_DIR}/{entry.name}" for entry in folder.iterdir()
-                       if f"{VOCABULARY_DIR}/{entry.name}" not in recorded):
-        raise IntegrityError(f"not one of the vocabulary files {META_FILE} records (a tokenizer loader may read it)",
-                             where=pack / extra[0], fix="remove it, or rebuild the pack")
-    saved = f"{VOCABULARY_DIR}/{VOCABULARY_FILE}"
-    if saved not in recorded or f"{VOCABULARY_DIR}/{RANKS_FILE}" not in recorded:
+            raise IntegrityError(f"SHA-256 differs from {name_of_record}", where=root / name, fix=altered)
+    folder = root / carrier.folder
+    if extra := sorted(f"{carrier.folder}/{entry.name}" for entry in folder.iterdir()
+                       if f"{carrier.folder}/{entry.name}" not in recorded):
+        raise IntegrityError(f"not one of the vocabulary files {name_of_record} records (a tokenizer loader may read it)",
+                             where=root / extra[0], fix=f"remove it, or {carrier.remedy}")
+    saved = f"{carrier.folder}/{VOCABULARY_FILE}"
+    if saved not in recorded or f"{carrier.folder}/{RANKS_FILE}" not in recorded:
         raise IntegrityError(f"carries vocabulary files but not {VOCABULARY_FILE} and {RANKS_FILE}, which name "
-                             "its identity", where=folder, fix="the record was edited; restore it or rebuild the pack")
-    record = _vocabulary_record(pack / saved)
+                             "their identity", where=folder, fix=edited)
+    record = _vocabulary_record(root / saved, altered)
     if record.ranks_file != RANKS_FILE:
-        raise IntegrityError(f"names the rank file {record.ranks_file!r}, not the {RANKS_FILE} the pack carries",
-                             where=pack / saved, fix="restore it or rebuild the pack")
+        raise IntegrityError(f"names the rank file {record.ranks_file!r}, not the {RANKS_FILE} beside it",
+                             where=root / saved, fix=altered)
     # The bytes it hashes first: a vocabulary written by tokpack needs no parse.
-    if not BpeTokenizer.saved_as(pack / saved, identity):
-        carried = BpeTokenizer.load_saved(pack / saved).identity
+    if not BpeTokenizer.saved_as(root / saved, identity):
+        carried = BpeTokenizer.load_saved(root / saved).identity
         if carried != identity:
             raise IntegrityError(f"records the vocabulary {_shown(identity)}, but the one it carries in "
-                                 f"{VOCABULARY_DIR}/ is {_shown(carried)}", where=pack / META_FILE,
-                                 fix="the record was edited; restore it or rebuild the pack")
+                                 f"{carrier.folder}/ is {_shown(carried)}", where=carrier.record, fix=edited)
     if pad_id is not None and pad_id not in record.special_tokens.values():
-        raise IntegrityError(f"pad_id {pad_id} is an ordinary token of the vocabulary the pack carries, one its "
-                             "encoder emits (losses would ignore it)", where=pack / META_FILE,
-                             fix="the record was edited; restore it or rebuild the pack")
-    document = f"{VOCABULARY_DIR}/{TOKENIZER_JSON}"
+        raise IntegrityError(f"pad_id {pad_id} is an ordinary token of the vocabulary it carries, one its encoder "
+                             "emits (losses would ignore it)", where=carrier.record, fix=edited)
+    document = f"{carrier.folder}/{TOKENIZER_JSON}"
     if document in contents:
-        _check_tokenizer_json(pack / document, contents[document], identity)
+        _check_tokenizer_json(root / document, contents[document], identity, name_of_record, altered)
     for name, expected in transformers_files(record.special_tokens).items():
-        path = f"{VOCABULARY_DIR}/{name}"
+        path = f"{carrier.folder}/{name}"
         if path in contents and _json(contents[path]) != json.loads(expected):
             raise IntegrityError("not what the vocabulary's special tokens make (a loader would read other "
-                                 "special tokens or settings from it)", where=pack / path,
-                                 fix="the pack's vocabulary was altered; restore it or rebuild the pack")
+                                 "special tokens or settings from it)", where=root / path, fix=altered)
 
 
-def _check_tokenizer_json(path: Path, content: bytes, identity: VocabIdentity) -> None:
+def _check_tokenizer_json(path: Path, content: bytes, identity: VocabIdentity, name_of_record: str, fix: str) -> None:
     digest = hashlib.sha256(content).hexdigest()
     if _KNOWN.get(digest) == identity:
         return
@@ -113,23 +128,22 @@ def _check_tokenizer_json(path: Path, content: bytes, identity: VocabIdentity) -
     try:
         found = read_vocabulary(path).identity
     except InputError as error:
-        raise IntegrityError(f"not a tokenizer.json of the vocabulary {META_FILE} records ({error.what})", where=path,
-                             fix="the pack's vocabulary was altered; restore it or rebuild the pack") from None
+        raise IntegrityError(f"not a tokenizer.json of the vocabulary {name_of_record} records ({error.what})",
+                             where=path, fix=fix) from None
     if found != identity:
-        raise IntegrityError(f"not the vocabulary {META_FILE} records: it reads as {_shown(found)}, the record says "
-                             f"{_shown(identity)}", where=path,
-                             fix="the pack's vocabulary was altered; restore it or rebuild the pack")
+        raise IntegrityError(f"not the vocabulary {name_of_record} records: it reads as {_shown(found)}, the record "
+                             f"says {_shown(identity)}", where=path, fix=fix)
     _KNOWN[digest] = identity
 
 
-def _vocabulary_record(path: Path) -> VocabularyRecord:
+def _vocabulary_record(path: Path, fix: str) -> VocabularyRecord:
     from tokpack._schema import read_record
     from tokpack.vocab.bytelevel import VocabularyRecord
 
     try:
         return read_record(VocabularyRecord, path)
     except InputError as error:
-        raise IntegrityError(error.what, where=path, fix="the pack's vocabulary was altered; restore it or rebuild the pack") from None
+        raise IntegrityError(error.what, where=path, fix=fix) from None
 
 
 def _json(content: bytes) -> object:
@@ -143,4 +157,4 @@ def _shown(vocabulary: VocabIdentity) -> str:
     return f"{vocabulary.scheme} {vocabulary.short} of {vocabulary.n_vocab:,} ids"
 
 
-__all__ = ["check_carried", "vouch"]
+__all__ = ["Carrier", "check_carried", "pack_carrier", "vouch"]

@@ -11,7 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
-from tokpack.store.carried import check_carried
+from tokpack.store.carried import check_carried, pack_carrier
 from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, VOCABULARY_DIR, PackMeta
 from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
@@ -83,7 +83,7 @@ class Pack(RecordedStream):
         Raises:
             IntegrityError: a missing, altered or unlisted file, or a record they contradict.
         """
-        check_carried(self.path, self.meta.vocabulary_files, self.meta.vocabulary, self.meta.pad_id)
+        check_carried(pack_carrier(self.path), self.meta.vocabulary_files, self.meta.vocabulary, self.meta.pad_id)
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""

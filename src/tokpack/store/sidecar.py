@@ -12,7 +12,9 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.errors import IntegrityError
-from tokpack.store.format import DocumentCut, Source, Span
+from tokpack.store.carried import Carrier, check_carried
+from tokpack.store.dataset import DatasetRecord
+from tokpack.store.format import DocumentCut, PackMeta, Source, Span
 from tokpack.store.source import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
@@ -47,6 +49,11 @@ class ExportRecord(Record):
         vocabulary_dir: the folder, beside the sidecar, holding the source pack's vocabulary
             files (``vocabulary`` in a folder export, ``OUT.vocabulary`` beside a Megatron
             prefix), so the ids decode where they are copied; ``None`` when it carried none.
+        sealed_record: the exported pack's ``meta.json`` (or dataset's ``dataset.json``) as it
+            was, seal and all: the sidecar has no seal of its own, so every field above that
+            repeats the pack's is checked against it (:func:`check_export`), and an import
+            restores it. ``None`` in exports written before it was carried, and for a source
+            that has no sealed record (another framework's files).
     """
 
     schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
@@ -64,13 +71,15 @@ class ExportRecord(Record):
     parts: dict[str, ExportPart]
     files_sha256: dict[str, str] = Field(default_factory=dict)
     vocabulary_dir: str | None = Field(default=None, pattern=r"^[^/\\]+$")
+    sealed_record: PackMeta | DatasetRecord | None = None
 
     @model_serializer(mode="wrap")
-    def _no_vocabulary_dir_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _no_optional_field_without_a_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Written only when set, so exports of packs without vocabulary files stay as they were.
         data: dict[str, Any] = handler(self)
-        if data.get("vocabulary_dir") is None:
-            data.pop("vocabulary_dir", None)
+        for name in ("vocabulary_dir", "sealed_record"):
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
 
@@ -99,6 +108,70 @@ def carried_vocabulary_files(source: TokenSource) -> dict[str, bytes]:
     return {name.split("/", 1)[1]: (Path(root) / name).read_bytes() for name in sorted(names)}
 
 
+def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> None:
+    """Check an export's sidecar (at ``where``), which has no seal, against the exported pack's
+    sealed record it carries, and against ``found``: each part's span as its files hold it (what
+    a reader counted in them, in stream order).
+
+    Each field the sidecar repeats of the pack (vocabulary, padding id, source, cut, ranges,
+    checksums, size) must be the record's, each part the record's range of that name (or the
+    whole stream), and each part read must hold in its files as many documents (and ids) as its
+    span says: a moved split boundary is refused whether it was moved in the sidecar, in both,
+    or not at all but in the files.
+
+    Raises:
+        IntegrityError: naming the sidecar and what differs.
+    """
+    fix = "the export's sidecar was edited; export it again from the pack"
+    record = sidecar.sealed_record
+    if record is not None:
+        if record.seal != record.computed_seal():
+            raise IntegrityError("the exported pack's record it carries was edited after it was written (seal mismatch)",
+                                 where=where, fix=fix)
+        repeated = {"vocabulary": (sidecar.vocabulary, record.vocabulary), "pad_id": (sidecar.pad_id, record.pad_id),
+                    "source": (sidecar.source, record.source), "cut": (sidecar.cut, record.cut),
+                    "source_tokens_sha256": (sidecar.source_tokens_sha256, record.tokens_sha256),
+                    "source_starts_sha256": (sidecar.source_starts_sha256, record.starts_sha256),
+                    "source_n_docs": (sidecar.source_n_docs, record.n_docs)}
+        for name, (said, recorded) in repeated.items():
+            if said != recorded:
+                raise IntegrityError(f"{name} {_brief(said)} differs from the exported pack's record ({_brief(recorded)})",
+                                     where=where, fix=fix)
+        if sidecar.ranges != record.ranges:
+            raise IntegrityError(f"ranges differ from the exported pack's record ({_spans(sidecar.ranges)}; the record "
+                                 f"says {_spans(record.ranges)})", where=where, fix=fix)
+        whole = Span(documents=(0, record.n_docs), tokens=(0, record.n_tokens))
+        for name, part in sidecar.parts.items():
+            expected = record.ranges.get(name, whole if name in ("train", "all") else None)
+            if expected is None or (part.documents, part.tokens) != (expected.documents, expected.tokens):
+                raise IntegrityError(f"part {name!r} (documents [{part.documents[0]}, {part.documents[1]})) is not a range "
+                                     "of the exported pack's record", where=where, fix=fix)
+    separators = sidecar.eod_id is not None
+    for name, span in found.items():
+        listed = sidecar.parts.get(name)
+        if listed is None:
+            raise IntegrityError(f"lists no part {name!r}", where=where, fix="the export was altered; export it again from the pack")
+        documents = listed.documents[1] - listed.documents[0]
+        tokens = listed.tokens[1] - listed.tokens[0] + (documents if separators else 0)
+        if span.documents[1] - span.documents[0] != documents or span.tokens[1] - span.tokens[0] != tokens:
+            raise IntegrityError(f"part {name!r}'s files hold {span.documents[1] - span.documents[0]:,} documents, the "
+                                 f"export's sidecar says {documents:,} documents", where=where,
+                                 fix="the export was altered; export it again from the pack")
+
+
+def _brief(value: object) -> str:
+    short = getattr(value, "short", None)
+    if short is not None:
+        return str(short)
+    if isinstance(value, Source):
+        return f"{value.name} {value.sha256[:12]}…"
+    return value.model_dump_json(by_alias=True) if isinstance(value, Record) else repr(value)
+
+
+def _spans(ranges: dict[str, Span]) -> str:
+    return ", ".join(f"{name} documents [{span.documents[0]}, {span.documents[1]})" for name, span in ranges.items()) or "none"
+
+
 def write_sidecar(record: ExportRecord, path: Path) -> Path:
     """Write the sidecar atomically."""
     return write_atomically(path, record.to_json())
@@ -124,28 +197,39 @@ def export_sidecar(path: Path) -> tuple[ExportRecord, Path] | None:
 
 def export_vocabulary_dir(path: Path) -> Path | None:
     """The folder of vocabulary files the tokpack export at ``path`` carries (``vocabulary/`` in a
-    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), every file checked against
-    the SHA-256 its sidecar records; ``None`` when ``path`` is no tokpack export or carries none.
+    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), checked as
+    :func:`check_export_vocabulary` checks it; ``None`` when ``path`` is no tokpack export or
+    carries none.
 
     Raises:
-        InputError: a carried file is missing.
-        IntegrityError: a carried file was altered, added, or is not recorded in the sidecar.
+        IntegrityError: a carried file missing, altered, added, or not recorded in the sidecar,
+            or one that means another vocabulary.
     """
+    from tokpack.store.megatron import megatron_paths
+
     found = export_sidecar(path)
     if found is None or found[0].vocabulary_dir is None:
         return None
     sidecar, root = found
-    folder = root / str(sidecar.vocabulary_dir)
-    names = [name for name in sidecar.files_sha256 if name.startswith(f"{sidecar.vocabulary_dir}/")]
-    if not names:
-        raise IntegrityError("the export's sidecar records no checksums of its vocabulary files", where=folder,
-                             fix="export it again from the pack")
-    from tokpack.store.foreign import check_files
+    where = Path(path) / SIDECAR if Path(path).is_dir() else megatron_paths(path)[2]
+    check_export_vocabulary(sidecar, root, where)
+    return root / str(sidecar.vocabulary_dir)
 
-    check_files(sidecar, root, names)
-    # A file put beside the recorded ones would be read as if the export carried it.
-    present = {f"{sidecar.vocabulary_dir}/{entry.name}" for entry in folder.iterdir()} if folder.is_dir() else set()
-    if extra := sorted(present - set(names)):
-        raise IntegrityError(f"{extra[0]} is not one of the vocabulary files the export's sidecar records",
-                             where=root / extra[0], fix="remove it, or export again from the pack")
-    return folder
+
+def check_export_vocabulary(sidecar: ExportRecord, root: Path, where: Path) -> None:
+    """The vocabulary files an export carries (in ``root``; its sidecar at ``where``) checked as
+    a pack's are (:func:`tokpack.store.carried.check_carried`): against the sidecar's checksums,
+    for what they mean against its vocabulary, nothing else in their folder, and the padding id
+    one of the vocabulary's special tokens.
+
+    Raises:
+        IntegrityError: naming the file, or the sidecar, that does not match.
+    """
+    if sidecar.vocabulary_dir is None:
+        return
+    folder = str(sidecar.vocabulary_dir)
+    names = {name: digest for name, digest in sidecar.files_sha256.items() if name.startswith(f"{folder}/")}
+    if not names:
+        raise IntegrityError("the export's sidecar records no checksums of its vocabulary files", where=root / folder,
+                             fix="export it again from the pack")
+    check_carried(Carrier(root, folder, where, "export it again from the pack"), names, sidecar.vocabulary, sidecar.pad_id)
