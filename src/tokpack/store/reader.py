@@ -12,7 +12,15 @@ from numpy.lib.stride_tricks import sliding_window_view
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.carried import check_carried, pack_carrier
-from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, VOCABULARY_DIR, PackMeta
+from tokpack.store.format import (
+    META_FILE,
+    NPY_HEADER_BYTES,
+    STARTS_FILE,
+    TOKENS_FILE,
+    VOCABULARY_DIR,
+    PackMeta,
+    npy_header,
+)
 from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
 
@@ -202,6 +210,16 @@ def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
     expected = NPY_HEADER_BYTES + length * dtype.itemsize
     if size != expected:
         raise IntegrityError(f"{size} bytes, expected {expected} ({length} {dtype.name} ids after the header)", where=path)
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(NPY_HEADER_BYTES)
+    except OSError as error:
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
+    if header != npy_header(dtype, length):
+        # numpy reads the ids from where the file's own header ends: a shorter one would shift
+        # every id past what the checksums (of the bytes after 128) vouch for.
+        raise IntegrityError(f"its .npy header is not the one {META_FILE} implies ({NPY_HEADER_BYTES} bytes, "
+                             f"{dtype.name}, {length:,} ids)", where=path, fix="the pack was altered; restore it or rebuild it")
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:

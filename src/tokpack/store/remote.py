@@ -39,7 +39,15 @@ from tokpack.store.dataset import (
     check_against_shards,
     stream_hashes,
 )
-from tokpack.store.format import DATASET_FILE, META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
+from tokpack.store.format import (
+    DATASET_FILE,
+    META_FILE,
+    NPY_HEADER_BYTES,
+    STARTS_FILE,
+    TOKENS_FILE,
+    PackMeta,
+    npy_header,
+)
 from tokpack.store.opening import open_tokens
 from tokpack.store.reader import check_ranges
 from tokpack.store.source import RecordedStream, TokenSource
@@ -264,14 +272,21 @@ class RemoteDataset(PartsStream, RecordedStream):
         vocabulary, the padding id never in the stream."""
         entry, target = shard.entry, shard.local / TOKENS_FILE
         size = NPY_HEADER_BYTES + entry.n_tokens * self.dtype.itemsize
+        # numpy reads the ids from where the file's own header ends: the header must be the one
+        # the record implies, or a shorter one and chosen ids would shift the stream past the hash.
+        expected_header = npy_header(self.dtype, entry.n_tokens)
         self.cache.make_room(size)
-        if fresh or not (target.exists() and _payload_sha256(target) == entry.tokens_sha256):
+        if fresh or not (target.exists() and _payload_sha256(target, expected_header) == entry.tokens_sha256):
             partial = partial_sibling(target)
             digest = hashlib.sha256()
             remote = self.url_of(shard._remote(TOKENS_FILE))
             try:
                 with self.fs.open(f"{self.root}/{shard._remote(TOKENS_FILE)}", "rb") as source, open(partial, "wb") as sink:
                     header = source.read(NPY_HEADER_BYTES)
+                    if header != expected_header:
+                        raise IntegrityError(f"its .npy header is not the one {DATASET_FILE} implies ({NPY_HEADER_BYTES} "
+                                             f"bytes, {self.dtype.name}, {entry.n_tokens:,} ids); refused", where=remote,
+                                             fix="the remote shard was altered")
                     sink.write(header)
                     while block := source.read(_BLOCK):
                         digest.update(block)
@@ -346,10 +361,13 @@ def _check_seal(record: Any, where: str) -> None:
         raise IntegrityError("edited after it was written (seal mismatch)", where=where, fix="the remote record was altered")
 
 
-def _payload_sha256(path: Path) -> str:
+def _payload_sha256(path: Path, header: bytes) -> str | None:
+    """The SHA-256 of a cached copy's ids, or ``None`` when its header is not ``header`` (numpy
+    would read the ids from elsewhere than the bytes hashed)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        handle.seek(NPY_HEADER_BYTES)
+        if handle.read(NPY_HEADER_BYTES) != header:
+            return None
         while block := handle.read(_BLOCK):
             digest.update(block)
     return digest.hexdigest()
