@@ -1,15 +1,16 @@
-"""The vocabulary files a pack carries, checked for what they mean against the identity its
-record names, not only against the checksums the same record lists.
+"""The vocabulary files a pack (or an export) carries, checked for what they mean against the
+identity its record names, not only against the checksums the same record lists.
 
-``meta.json`` lists each carried file's SHA-256, but its seal has no key: anyone can swap a file
-and recompute both. So each file must also mean the recorded vocabulary: ``vocabulary.json``
-with ``ranks.tiktoken`` hash to the recorded identity; ``tokenizer.json`` reads back (by the
-rules :func:`tokpack.vocab.loading.read_vocabulary` shares with Hugging Face) as that same
-vocabulary; ``tokenizer_config.json`` and ``special_tokens_map.json`` say what the vocabulary's
-special tokens make (:func:`tokpack.vocab.bytelevel.transformers_files`); the folder holds
-nothing else (``transformers`` reads more names than tokpack writes); and the padding id is one
-of the vocabulary's special tokens (an ordinary token as padding would have every loss ignore a
-real token).
+A pack's ``meta.json`` (an export's sidecar) lists each carried file's SHA-256, but a seal has no
+key: anyone can swap a file and recompute both. So each file must also mean the recorded
+vocabulary: ``vocabulary.json`` with ``ranks.tiktoken`` hash to the recorded identity;
+``tokenizer.json`` reads back (by the rules :func:`tokpack.vocab.loading.read_vocabulary` shares
+with Hugging Face) as that same vocabulary; ``tokenizer_config.json`` and
+``special_tokens_map.json`` say what the vocabulary's special tokens make
+(:func:`tokpack.vocab.bytelevel.transformers_files`); the folder holds nothing else
+(``transformers`` reads more names than tokpack writes); and the padding id is one of the
+vocabulary's special tokens (an ordinary token as padding would have every loss ignore a real
+token).
 
 Reading a ``tokenizer.json`` back costs a noticeable part of a second for a 50k-id vocabulary, so
 a document found to mean an identity (or written from it here, :func:`vouch`) is remembered by
