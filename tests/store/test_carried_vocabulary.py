@@ -138,3 +138,52 @@ def test_an_untouched_pack_passes_and_exports_its_files(packs: dict[str, Path], 
     tokpack.export(packs["ab"], "nanogpt", tmp_path / "out")
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         assert (tmp_path / "out" / "vocabulary" / name).read_bytes() == (packs["ab"] / "vocabulary" / name).read_bytes()
+
+
+def test_vocabulary_files_left_behind_when_the_record_lists_none_are_refused(packs: dict[str, Path], tmp_path: Path) -> None:
+    """A record re-sealed to list no vocabulary files would leave the folder unchecked, and a
+    user loading ``vocabulary/tokenizer.json`` would get whatever is there."""
+    pack = tmp_path / "pack"
+    shutil.copytree(packs["ab"], pack)
+    shutil.copy(packs["ba"] / "vocabulary" / "tokenizer.json", pack / "vocabulary" / "tokenizer.json")
+    forge(pack, vocabulary_files={})
+    with pytest.raises(IntegrityError, match=r"vocabulary: holds files meta\.json does not list"):
+        Pack(pack, verify=True)
+    code, output = run("inspect", pack)
+    assert code == 2 and "holds files meta.json does not list" in output, output
+
+
+def test_a_remote_dataset_checks_its_padding_id_against_the_carried_vocabulary(packs: dict[str, Path], tmp_path: Path) -> None:
+    """Reading a dataset from a URL fetches its first shard's vocabulary record and rank file:
+    a padding id re-sealed to an ordinary token in every record is refused on open."""
+    from tokpack.store import write_dataset
+    from tokpack.store.dataset import DatasetRecord
+    from tokpack.store.remote import open_remote
+
+    dataset = tmp_path / "ds"
+    for rank in range(2):
+        write_pack(dataset / f"shard-0000{rank}", vocabulary(b"ab"))
+    write_dataset(dataset, ["shard-00000", "shard-00001"], source=Source(name="t.txt", sha256="0" * 64, n_bytes=40),
+                  cut=DocumentCut(rule="newline"))
+    open_remote(f"file://{dataset}", cache_dir=tmp_path / "cache")
+    absent = 100
+    for rank in range(2):
+        forge(dataset / f"shard-0000{rank}", pad_id=absent)
+    record = DatasetRecord.model_validate_json((dataset / "dataset.json").read_text())
+    (dataset / "dataset.json").write_text(record.model_copy(update={"pad_id": absent}).sealed().to_json())
+    with pytest.raises(IntegrityError, match=rf"shard-00000/meta\.json: pad_id {absent} is an ordinary token"):
+        open_remote(f"file://{dataset}", cache_dir=tmp_path / "cache")
+
+
+def test_an_uploaded_pack_carries_its_vocabulary_and_is_checked_remotely(packs: dict[str, Path], tmp_path: Path) -> None:
+    """``upload_dataset`` of a pack uploaded its arrays and record but not the vocabulary files
+    its record lists: the remote copy could not decode, and nothing could be checked."""
+    from tokpack.store.remote import open_remote, upload_dataset
+
+    upload_dataset(packs["ab"], f"file://{tmp_path / 'remote'}")
+    for name in PackMeta.model_validate_json((packs["ab"] / "meta.json").read_text()).vocabulary_files:
+        assert (tmp_path / "remote" / name).read_bytes() == (packs["ab"] / name).read_bytes()
+    absent = 100
+    forge(tmp_path / "remote", pad_id=absent)
+    with pytest.raises(IntegrityError, match=rf"remote/meta\.json: pad_id {absent} is an ordinary token"):
+        open_remote(f"file://{tmp_path / 'remote'}", cache_dir=tmp_path / "cache")

@@ -154,3 +154,21 @@ def test_a_sidecar_padding_id_edited_to_an_ordinary_token_is_refused(pack: Path,
     assert not (tmp_path / "back").exists()
     with pytest.raises(IntegrityError, match="pad_id 100 differs from the exported pack's record"):
         TokenBatches(str(tmp_path / "out"), batch=2, length=4)
+
+
+@pytest.mark.parametrize("fmt", ["nanogpt", "megatron", "hf"])
+def test_a_sidecar_without_the_record_still_holds_its_ranges_to_its_parts(pack: Path, tmp_path: Path, fmt: str) -> None:
+    """An export written before the record was carried (or with it removed) has only its parts
+    to hold its ranges to: a split boundary moved in ``ranges`` alone is refused, not imported."""
+    assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    del sidecar["sealed_record"]
+    parts = json.loads(json.dumps(sidecar["parts"]))
+    _move_boundary(sidecar, pack)
+    sidecar["parts"] = parts
+    path.write_text(json.dumps(sidecar))
+    for command in (["inspect", tmp_path / "out"], ["import", tmp_path / "out", tmp_path / "back"]):
+        code, output = run(*command)
+        assert code == 2 and "range 'train' differs from the part written for it" in output, output
+    assert not (tmp_path / "back").exists()

@@ -74,9 +74,13 @@ def check_carried(carrier: Carrier, recorded: Mapping[str, str], identity: Vocab
     """
     from tokpack.vocab.bytelevel import RANKS_FILE, VOCABULARY_FILE, BpeTokenizer, transformers_files
 
-    if not recorded:
-        return
     root, name_of_record = carrier.root, carrier.record.name
+    if not recorded:
+        # Files there, listed nowhere, would be what a user loads, checked by nothing.
+        if (root / carrier.folder).is_dir() and any((root / carrier.folder).iterdir()):
+            raise IntegrityError(f"holds files {name_of_record} does not list", where=root / carrier.folder,
+                                 fix=f"the record was edited; {carrier.remedy}")
+        return
     altered = f"the vocabulary files were altered; {carrier.remedy}"
     edited = f"the record was edited; {carrier.remedy}"
     contents = {}

@@ -31,6 +31,7 @@ from tokpack import _checks as checks
 from tokpack._atomic import partial_sibling
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyMismatch
+from tokpack.store.carried import Carrier, check_carried
 from tokpack.store.dataset import (
     DatasetRecord,
     PartsStream,
@@ -45,11 +46,12 @@ from tokpack.store.format import (
     NPY_HEADER_BYTES,
     STARTS_FILE,
     TOKENS_FILE,
+    VOCABULARY_DIR,
     PackMeta,
     npy_header,
 )
 from tokpack.store.opening import open_tokens
-from tokpack.store.reader import check_ranges
+from tokpack.store.reader import Pack, check_ranges
 from tokpack.store.source import RecordedStream, TokenSource
 
 #: The cache's default bound: 8 GiB.
@@ -251,8 +253,35 @@ class RemoteDataset(PartsStream, RecordedStream):
         else:
             check_ranges(self.url_of(META_FILE), self.meta.ranges, self.starts, self.meta.n_tokens)
         self.dtype = np.dtype(self.meta.dtype)
+        if self.shards:
+            self._check_vocabulary(self.shards[0])
         if verify:
             self.verify()
+
+    def _check_vocabulary(self, shard: RemoteShard) -> None:
+        """Fetch the vocabulary record and rank file ``shard`` carries (small files) and check
+        them as a local pack's are checked (:func:`tokpack.store.carried.check_carried`): they
+        are the recorded vocabulary, and the padding id is one of its special tokens. The other
+        carried files are for loading the vocabulary elsewhere; they stay remote.
+
+        Raises:
+            IntegrityError: naming the remote shard's record.
+        """
+        from tokpack.vocab.bytelevel import RANKS_FILE, VOCABULARY_FILE
+
+        wanted = {name: digest for name, digest in shard.meta.vocabulary_files.items()
+                  if name in (f"{VOCABULARY_DIR}/{VOCABULARY_FILE}", f"{VOCABULARY_DIR}/{RANKS_FILE}")}
+        if len(wanted) < 2 or not all(self.fs.exists(f"{self.root}/{shard._remote(name)}") for name in wanted):
+            return  # none carried, or a pack uploaded without them: nothing to check against
+        folder = shard.local / VOCABULARY_DIR
+        shutil.rmtree(folder, ignore_errors=True)
+        for name in wanted:
+            self.fetch_small(shard._remote(name), shard.local / name)
+        try:
+            check_carried(Carrier(shard.local, VOCABULARY_DIR, shard.local / META_FILE, "the remote dataset was altered"),
+                          wanted, self.meta.vocabulary, shard.meta.pad_id)
+        except IntegrityError as error:
+            raise IntegrityError(error.what, where=self.url_of(shard._remote(META_FILE)), fix=error.fix) from None
 
     def url_of(self, relative: str) -> str:
         return f"{self.url}/{relative}"
@@ -431,8 +460,9 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
     if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
         for entry in opened.meta.shards:
             upload(local / entry.name, f"{url}/{entry.name}", storage_options=storage_options, last=(META_FILE,))
-    else:
-        for name in (TOKENS_FILE, STARTS_FILE):
+    else:  # the arrays and the vocabulary files the pack carries (no stray files)
+        assert isinstance(opened, Pack)
+        for name in (TOKENS_FILE, STARTS_FILE, *opened.meta.vocabulary_files):
             upload(local / name, f"{url}/{name}", storage_options=storage_options)
     upload(local / record, f"{url}/{record}", storage_options=storage_options)
 

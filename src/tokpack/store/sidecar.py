@@ -146,6 +146,11 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
             if expected is None or (part.documents, part.tokens) != (expected.documents, expected.tokens):
                 raise IntegrityError(f"part {name!r} (documents [{part.documents[0]}, {part.documents[1]})) is not a range "
                                      "of the exported pack's record", where=where, fix=fix)
+    for name, part in sidecar.parts.items():  # a range written as a part is that part
+        span = sidecar.ranges.get(name)
+        if span is not None and (span.documents, span.tokens) != (part.documents, part.tokens):
+            raise IntegrityError(f"range {name!r} differs from the part written for it (documents [{span.documents[0]}, "
+                                 f"{span.documents[1]}) against [{part.documents[0]}, {part.documents[1]}))", where=where, fix=fix)
     separators = sidecar.eod_id is not None
     for name, span in found.items():
         listed = sidecar.parts.get(name)
