@@ -47,9 +47,6 @@ class PackWriter:
 
     >>> import tempfile, pathlib
     >>> from tokpack.vocab.identity import VocabIdentity
-
-if TYPE_CHECKING:
-    from tokpack.vocab.bytelevel import BpeTokenizer
     >>> vocabulary = VocabIdentity(scheme="demo", sha256="0" * 64, n_vocab=10)
     >>> source = Source(name="demo.txt", sha256="1" * 64, n_bytes=5)
     >>> target = pathlib.Path(tempfile.mkdtemp()) / "pack"
