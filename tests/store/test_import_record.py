@@ -158,8 +158,8 @@ def test_a_sidecar_padding_id_edited_to_an_ordinary_token_is_refused(pack: Path,
 
 @pytest.mark.parametrize("fmt", ["nanogpt", "megatron", "hf"])
 def test_a_sidecar_without_the_record_still_holds_its_ranges_to_its_parts(pack: Path, tmp_path: Path, fmt: str) -> None:
-    """An export written before the record was carried (or with it removed) has only its parts
-    to hold its ranges to: a split boundary moved in ``ranges`` alone is refused, not imported."""
+    """An export that carries no record (or had it removed) has only its parts to hold its
+    ranges to: a split boundary moved in ``ranges`` alone is refused, not imported."""
     assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
     path = sidecar_of(tmp_path, fmt)
     sidecar = json.loads(path.read_text())

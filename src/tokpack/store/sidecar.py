@@ -52,8 +52,8 @@ class ExportRecord(Record):
         sealed_record: the exported pack's ``meta.json`` (or dataset's ``dataset.json``) as it
             was, seal and all: the sidecar has no seal of its own, so every field above that
             repeats the pack's is checked against it (:func:`check_export`), and an import
-            restores it. ``None`` in exports written before it was carried, and for a source
-            that has no sealed record (another framework's files).
+            restores it. ``None`` for a source that has no sealed record (another framework's
+            files); an export that carries none is held to its parts and files only.
     """
 
     schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
