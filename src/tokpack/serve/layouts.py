@@ -436,8 +436,9 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
     that fits" is the highest set bit at or below the space in a bit set whose bit ``L`` says a
     piece of length ``L`` waits: a few integer operations a piece, no sorted buffer, in one
     compiled loop (:func:`tokpack.serve.compiled.best_fit_rows`). The oldest waiting piece is a
-    pointer that only moves forward, and the moved ids are counted afterwards in one vectorized
-    pass. A full piece (``width`` ids) can only head a row: it joins no queue.
+    pointer that only moves forward, and the moved ids are counted afterwards in one compiled
+    pass (:func:`tokpack.serve.compiled.bestfit_moved`, which also checks a cached packing). A
+    full piece (``width`` ids) can only head a row: it joins no queue.
     """
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
