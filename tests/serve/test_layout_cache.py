@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokpack.serve import layouts as layouts_module
 from tokpack.serve import make_layout
@@ -116,3 +118,28 @@ def test_a_damaged_index_is_rebuilt_not_an_error(cached: tuple[Path, Path], dama
     assert np.array_equal(served(pack), uncached)
     with np.load(index, allow_pickle=False) as stored:
         assert "checksum" in stored.files
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 24), st.integers(1, 8), st.data())
+def test_no_forged_packing_that_loses_or_repeats_an_id_passes_the_check(width: int, lookahead: int,
+                                                                         data: st.DataObject) -> None:
+    """Whatever a cached file holds (any order, any row offsets), what the check accepts
+    serves each piece exactly once, in non-empty rows within their width, each headed by the
+    oldest piece still waiting: the packing's own rules, only its choice of fills taken on trust."""
+    from tokpack.serve import compiled
+
+    lengths = np.array(data.draw(st.lists(st.integers(1, width), min_size=1, max_size=40)), dtype=np.int64)
+    order, row_ptr, _ = layouts_module._best_fit(lengths, width, lookahead)
+    n = len(lengths)
+    forged_order = np.array(data.draw(st.lists(st.integers(-1, n), min_size=n - 1, max_size=n + 1)), dtype=np.int64)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, n), max_size=n))) | {n})
+    for candidate, ptr in ((forged_order, np.array([0, *cuts])), (data.draw(st.permutations(order.tolist())), row_ptr)):
+        candidate = np.asarray(candidate, dtype=np.int64)
+        if compiled.bestfit_moved(candidate, ptr[1:], lengths, width) < 0:
+            continue
+        assert sorted(candidate.tolist()) == list(range(n))
+        assert ptr[-1] == n and (np.diff(ptr) > 0).all()
+        assert (np.add.reduceat(lengths[candidate], ptr[:-1]) <= width).all()
+        oldest_waiting = np.minimum.accumulate(candidate[::-1])[::-1]
+        assert (candidate[ptr[:-1]] == oldest_waiting[ptr[:-1]]).all()
