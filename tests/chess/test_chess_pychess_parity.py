@@ -316,6 +316,12 @@ def test_a_header_only_game_before_a_new_game_stays_apart() -> None:
     ("", "1. e4 e5"),
     ('[Result "*"]\n', "1. e4 ; 0-1\ne5 1-0"),  # python-chess reads this one itself
     ('[Result "1-0"]\n', "1. e4 e5 0-1"),  # a tag that says: kept
+    # An illegal move inside a variation: python-chess's game never leaves the variation, so it
+    # reads no result after it and keeps "*" (issue 37); on the compiled path and on its own.
+    ('[Result "*"]\n', "1. e4 e5 ( 1... e4 ) 1/2-1/2"),
+    ("", "1. e4 e5 ( 1... Ke7 2. d4 ) ( 1... c5 ) 2. Nf3 1-0"),
+    ('[Result "*"]\n', "1. e4 ; a note\ne5 ( 1... e4 ) 0-1"),
+    ('[Result "*"]\n', "1. e4 e5 ( 1... d5 ) 1/2-1/2"),  # a legal variation: the result is read
 ])
 def test_the_result_comes_from_the_movetext_when_the_tag_is_star_or_missing(tmp_path: Path, tags: str,
                                                                            movetext: str) -> None:

@@ -12,14 +12,21 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_every_scheme_comes_from_the_one_registry() -> None:
-    assert schemes.SCHEMES == tuple(schemes.FACTORIES) == ("uci", "san", "bpe")
-    for scheme in ("uci", "san"):
+    assert schemes.SCHEMES == tuple(schemes.FACTORIES) == ("uci", "san", "bpe", "char", "position")
+    for scheme in ("uci", "san", "char"):
         encoder = schemes.make_encoder(scheme)
         spec = schemes.encoder_spec(encoder)
         assert spec == {"scheme": scheme, "tokenizer_json": None}
         assert schemes.encoder_from_spec(spec).identity == encoder.identity
     with pytest.raises(ValueError, match="unknown scheme 'pgn'"):
         schemes.make_encoder("pgn")
+    sampled = schemes.make_encoder("position", sampling=schemes.PositionSampling(sample=0.25, seed=7))
+    spec = schemes.encoder_spec(sampled)
+    assert spec == {"scheme": "position", "tokenizer_json": None, "sampling": {"sample": 0.25, "seed": 7}}
+    rebuilt = schemes.encoder_from_spec(spec)
+    assert (rebuilt.sample, rebuilt.seed, rebuilt.identity) == (0.25, 7, schemes.make_encoder("position").identity)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="only the position scheme samples positions"):
+        schemes.make_encoder("uci", sampling=schemes.PositionSampling(sample=0.5))
 
 
 def test_encoders_module_imports_no_scheme() -> None:

@@ -101,8 +101,8 @@ def test_global_batch_8_16_12_mid_epoch_with_the_world_size_changed_serves_every
     rows = [row for _, row in row_ids(np.concatenate(served))]
     assert len(rows) > n_rows
     assert_every_row_once_per_epoch(rows, n_rows)
-    assert third[0].repeats()[0] | {"tokens": 0} == {"name": "a", "rows": 376, "rows_per_epoch": 250, "epochs": 1,
-                                                     "tokens": 0, "weight": 1.0}
+    assert third[0].repeats()[0] | {"tokens": 0} == {"name": "a", "rows": 376, "skipped_rows": 0, "rows_per_epoch": 250,
+                                                     "epochs": 1, "tokens": 0, "weight": 1.0}
     # a fresh loader given the same history up front serves the same steps, on any world size
     planned = make([(0, 8), (5, 16), (11, 12)])()
     for step, expected in enumerate(served):

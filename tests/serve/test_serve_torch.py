@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import tokpack
-from tokpack.serve import PackedBatches, Windows
+from tokpack.serve import Mixture, PackedBatches, Windows
 from tokpack.torch import WindowDataset, make_batch_loader, make_loader
 
 
@@ -99,6 +99,33 @@ def test_batch_loader_keeps_step_order_and_resumes_exactly(corpus: tokpack.Token
         if len(seen) == 8:
             break
     assert all(np.array_equal(a, b) for a, b in zip(seen, expected)) and len(seen) == 8
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_batch_loader_serves_a_change_made_while_it_iterates(corpus: tokpack.TokenizedCorpus, tmp_path: Path,
+                                                                 workers: int) -> None:
+    other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab=corpus.vocabulary_path, document_bytes=512)
+
+    def batches() -> PackedBatches:
+        return PackedBatches(Mixture([(corpus.tokens_dir, 1), (other.tokens_dir, 1)], names=["a", "b"]), length=32,
+                             global_batch=4, seed=9)
+
+    served = batches()
+    loader = make_batch_loader(served, num_workers=workers)
+    seen = []
+    for batch in loader:  # workers build batches ahead from their own copies: a change must reach them
+        seen.append(batch["input_ids"].numpy())
+        if len(seen) == 3:
+            served.set_weights(3, [0.25, 0.75])
+            served.skip(5, 7)
+        if len(seen) == 8:
+            break
+    reference = batches()
+    reference.step = 3
+    reference.set_weights(3, [0.25, 0.75])
+    steps = [0, 1, 2, 3, 4, 7, 8, 9]
+    assert all(np.array_equal(a, reference.batch(k)["input_ids"]) for a, k in zip(seen, steps))
+    assert served.step == 10 and loader.state_dict()["skipped"] == [[5, 7]]
 
 
 def test_a_training_loop_learns_through_the_batch_loader(corpus: tokpack.TokenizedCorpus) -> None:

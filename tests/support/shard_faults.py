@@ -19,8 +19,8 @@ def killed_mid_shard_once(dataset: Path, rank: int, **options: object) -> bool:
         flag.touch()
         original = PackWriter.add_documents
 
-        def add_then_die(self: PackWriter, documents):  # type: ignore[no-untyped-def]
-            original(self, documents)
+        def add_then_die(self: PackWriter, documents, **options):  # type: ignore[no-untyped-def]
+            original(self, documents, **options)
             os.kill(os.getpid(), signal.SIGKILL)  # mid-shard, no cleanup: like a lost node
 
         PackWriter.add_documents = add_then_die  # type: ignore[method-assign]

@@ -1,4 +1,4 @@
-"""Spell every move of many games in SAN by replaying all of them together, one ply at a time.
+"""Replay many games together, one ply at a time: every move spelled in SAN, or the position before it.
 
 Replaying a game with python-chess costs about 13 µs a ply in Python, which is what makes the
 san scheme slow. Here the games of a table advance in lockstep: ply ``t`` of every game that
@@ -20,11 +20,15 @@ and an illegal one raises :class:`~tokpack.chess.encoders.GameError`. The SAN ru
 python-chess's own (disambiguation by file, then rank, then both, among *legal* moves only;
 ``+``/``#``; a null move ``0000`` is ``--``). Deciding mate needs the defender's legal moves:
 when the checked king has no square to step to, that rare position is handed to python-chess.
+
+:func:`replay_positions` runs the same lockstep replay and keeps, before every move, what a FEN
+says of the position (the position scheme's input, :mod:`tokpack.chess.position`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,25 +71,117 @@ def replay_san(parsed: ParsedMoves) -> np.ndarray:
     Raises:
         GameError: the first illegal or malformed move, naming the game's row and the ply.
     """
-    counts = parsed.counts
-    n_games, n_moves = len(counts), int(counts.sum())
+    n_moves = int(parsed.counts.sum())
     out = np.zeros((n_moves, SAN_WIDTH), dtype=np.uint8)
     if n_moves == 0:
         return out
-    first_moves = np.cumsum(counts) - counts
+    _check_readable(parsed)
+    for ply, moves, order, state in _lockstep(parsed):
+        out[moves] = state.play(ply, parsed, moves, order)
+    return out
+
+
+def _check_readable(parsed: ParsedMoves) -> None:
+    """Raise :class:`GameError` for the first move that is not UCI (nor the null move)."""
     readable = parsed.well_formed | parsed.null
     if not readable.all():
+        first_moves = np.cumsum(parsed.counts) - parsed.counts
         bad = int(np.flatnonzero(~readable)[0])
         game = int(np.searchsorted(first_moves, bad, side="right") - 1)
         raise GameError(game, f"ply {bad - first_moves[game] + 1}: not a UCI move")
+
+
+def _lockstep(parsed: ParsedMoves) -> Iterator[tuple[int, np.ndarray, np.ndarray, _Boards]]:
+    """``(ply, moves, order, boards)`` for every ply index, before it is played: ``moves`` are the
+    indices (into ``parsed``) of ply ``ply`` of every game that has one, on boards ``[0,
+    len(moves))``; board row ``r`` is game ``order[r]``. The caller plays them."""
+    counts = parsed.counts
     # Longest games first, so the games still playing at ply t are always rows [0, active).
     order = np.argsort(-counts, kind="stable")
-    row_first_move = first_moves[order]
-    active_at = np.searchsorted(-counts[order], -np.arange(int(counts.max())), side="left")
-    state = _Boards(n_games)
+    row_first_move = (np.cumsum(counts) - counts)[order]
+    active_at = np.searchsorted(-counts[order], -np.arange(int(counts.max()) if len(counts) else 0), side="left")
+    state = _Boards(len(counts))
     for ply, active in enumerate(active_at.tolist()):
-        moves = row_first_move[:active] + ply
-        out[moves] = state.play(ply, parsed, moves, order)
+        yield ply, row_first_move[:active] + ply, order, state
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The position before every move of many games, as FEN spells it (row ``i``: before move ``i``).
+
+    ``board`` holds the 64 squares (python-chess's numbering), pieces signed by colour (white
+    positive); ``rights`` the castling rights (1 K, 2 Q, 4 k, 8 q); ``en_passant`` the square a
+    pawn may take en passant *legally* (python-chess's ``board.fen()`` names it only then), or -1;
+    ``halfmove`` the plies since the last capture or pawn move; ``ply`` the move's ply in its game
+    (0: White's first), which gives the side to move and the full-move number.
+    """
+
+    board: np.ndarray
+    rights: np.ndarray
+    en_passant: np.ndarray
+    halfmove: np.ndarray
+    ply: np.ndarray
+
+
+def replay_positions(parsed: ParsedMoves) -> Positions:
+    """Every position of ``parsed`` (games from the standard start) before each move, replaying
+    the games in lockstep as :func:`replay_san` does, every move checked for legality.
+
+    Raises:
+        GameError: the first illegal, malformed or null move, naming the game's row and the ply.
+    """
+    _check_readable(parsed)
+    if parsed.null.any():
+        first_moves = np.cumsum(parsed.counts) - parsed.counts
+        bad = int(np.flatnonzero(parsed.null)[0])
+        game = int(np.searchsorted(first_moves, bad, side="right") - 1)
+        raise GameError(game, f"ply {bad - first_moves[game] + 1} (0000): a null move is no move of chess")
+    n_moves = int(parsed.counts.sum())
+    board = np.zeros((n_moves, 64), dtype=np.int8)
+    rights = np.zeros(n_moves, dtype=np.uint8)
+    en_passant = np.full(n_moves, -1, dtype=np.int8)
+    halfmove = np.zeros(n_moves, dtype=np.int32)
+    ply_of = np.zeros(n_moves, dtype=np.int32)
+    clock = np.zeros(len(parsed.counts), dtype=np.int32)
+    for ply, moves, order, state in _lockstep(parsed):
+        active = len(moves)
+        rows = np.arange(active)
+        side = 1 if ply % 2 == 0 else -1
+        board[moves] = state.board[:active, :64]
+        rights[moves] = state.rights[:active]
+        en_passant[moves] = _legal_en_passant(state, active, side)
+        halfmove[moves] = clock[:active]
+        ply_of[moves] = ply
+        # A capture or a pawn move sets the clock back to zero (checked before the move is played).
+        zeroing = (np.abs(state.board[rows, parsed.from_square[moves]]) == PAWN) | (state.board[rows, parsed.to_square[moves]] != 0)
+        state.play(ply, parsed, moves, order)
+        clock[:active] = np.where(zeroing, 0, clock[:active] + 1)
+    return Positions(board, rights, en_passant, halfmove, ply_of)
+
+
+def _legal_en_passant(state: _Boards, active: int, side: int) -> np.ndarray:
+    """For boards ``[0, active)`` with ``side`` to move: the en passant square where a pawn of
+    ``side`` may legally take (its own king not left attacked), else -1."""
+    square = state.en_passant[:active]
+    out = np.full(active, -1, dtype=np.int8)
+    rows = np.flatnonzero(square >= 0)
+    if not len(rows):
+        return out
+    target = square[rows]
+    legal = np.zeros(len(rows), dtype=bool)
+    for slot in range(2):  # the two squares a pawn of the side takes the target from
+        origin = _T["pawn_attackers"][0 if side > 0 else 1, target, slot]
+        has = state.board[rows, origin] == side * PAWN  # (the off-board cell never holds a pawn)
+        if not has.any():
+            continue
+        boards = state.board[rows[has]].copy()
+        pick = np.arange(len(boards))
+        boards[pick, origin[has]] = 0
+        boards[pick, target[has]] = side * PAWN
+        boards[pick, target[has] - 8 * side] = 0
+        king = state.kings[rows[has], 0 if side > 0 else 1]
+        legal[has] |= ~_attacked(boards, pick, king, -side)
+    out[rows[legal]] = target[legal]
     return out
 
 

@@ -20,6 +20,8 @@ Example (paths are relative to the file's folder)::
     ray_address = "auto"         # an existing Ray cluster to join (engine = "ray"; optional)
     shard_mb = 64                # a shard takes whole games until their moves reach this many MB as UCI text
     shard_games = 1000000        # ... or until it holds this many games (optional)
+    position_sample = 1.0        # the position scheme: the share of each game's positions kept
+    position_seed = 0            # ... and which ones (the same seed, the same positions)
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class ChessPipelineConfig(Record):
     ray_address: str | None = None
     shard_mb: float = Field(default=64, gt=0)
     shard_games: int | None = Field(default=None, ge=1)
+    position_sample: float = Field(default=1.0, gt=0, le=1)
+    position_seed: int = Field(default=0, ge=0, lt=2**63)
 
     @model_validator(mode="after")
     def _one_way_each(self) -> ChessPipelineConfig:

@@ -1,4 +1,4 @@
-"""The one interface the three chess schemes share, and what they return.
+"""The one interface the chess schemes share, and what they return.
 
 A chess encoder turns one game, given as its space-separated UCI moves, the two ratings and the
 result, into token ids; :meth:`GameEncoder.encode_batch` does the same for a whole table of
@@ -55,36 +55,48 @@ class DecodedGame(NamedTuple):
     """What ids say about a game.
 
     ``white_elo``/``black_elo`` are the rating bins for the uci scheme and ``None`` for the
-    schemes that do not encode ratings (san, bpe).
+    schemes that do not encode ratings (san, bpe, char, position); ``result`` is ``None`` for
+    the schemes that do not encode it (char, position).
     """
 
     uci: str
-    result: str
+    result: str | None
     white_elo: EloBin | None = None
     black_elo: EloBin | None = None
 
 
 @dataclass(frozen=True)
 class EncodedGames:
-    """Many games' ids, concatenated: game ``i`` is ``ids[offsets[i]:offsets[i + 1]]``.
+    """Many games' documents, concatenated: document ``i`` is ``ids[offsets[i]:offsets[i + 1]]``.
 
-    ``unknown_moves`` counts the moves that became ``<unk>`` (the uci and bpe schemes map a move
-    they cannot spell to ``<unk>`` and count it; they never drop it).
+    A game is one document, except where ``documents`` says how many each game made, in order
+    (the position scheme makes one a position). ``unknown_moves`` counts the moves that became
+    ``<unk>`` (the uci and bpe schemes map a move they cannot spell to ``<unk>`` and count it;
+    they never drop it).
     """
 
     ids: np.ndarray
     lengths: np.ndarray
     unknown_moves: int = 0
+    documents: np.ndarray | None = None
 
     @property
     def offsets(self) -> np.ndarray:
-        """``n_games + 1`` offsets into :attr:`ids`, the first 0."""
+        """``n_documents + 1`` offsets into :attr:`ids`, the first 0."""
         return np.concatenate(([0], np.cumsum(self.lengths, dtype=np.int64)))
 
     def game(self, index: int) -> list[int]:
-        """The ids of game ``index`` as a list."""
+        """The ids of document ``index`` (game ``index`` where a game is one document) as a list."""
         offsets = self.offsets
         return self.ids[offsets[index] : offsets[index + 1]].tolist()
+
+    def documents_per_game(self) -> np.ndarray:
+        """How many documents each game made (ones where a game is one document).
+
+        >>> EncodedGames(np.zeros(4, np.uint16), np.array([2, 2])).documents_per_game().tolist()
+        [1, 1]
+        """
+        return np.ones(len(self.lengths), dtype=np.int64) if self.documents is None else self.documents
 
 
 @runtime_checkable
@@ -94,9 +106,6 @@ class GameEncoder(Protocol):
     scheme: str
     record_kind: str  # "chess": how encoder.json names the kind (tokpack.engines.encoders)
     pad_id: int
-    bos_id: int
-    eos_id: int
-    unk_id: int
 
     def vocab_size(self) -> int:
         """The number of ids (every id is below it)."""
@@ -112,7 +121,8 @@ class GameEncoder(Protocol):
         ...
 
     def encode_batch(self, games: pa.Table | pa.RecordBatch) -> EncodedGames:
-        """The ids of every game of a table with :data:`GAME_COLUMNS`, whole (never cut)."""
+        """The ids of every game of a table with :data:`GAME_COLUMNS`, whole (never cut), a
+        document a game (or, with :attr:`EncodedGames.documents`, several)."""
         ...
 
     def decode(self, ids: list[int] | np.ndarray) -> DecodedGame:

@@ -97,24 +97,30 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
             spans.append((first, last))
         total = sum(last - first for first, last in spans)
         unknown = done = 0
-        tokens_of = [0] * len(tables)  # each table's ids (its documents are its rows)
-        with PackWriter(Path(destination), vocabulary=encoder.identity) as writer:
+        tokens_of = [0] * len(tables)  # each table's ids
+        documents_of = [0] * len(tables)  # each table's documents (a game each, or a scheme's several)
+        with PackWriter(Path(destination), vocabulary=encoder.identity,
+                        origins=("rows", [table_name(Path(table.games)) for table in tables])) as writer:
             for parts, encoded in _encoded_batches(opened, spans, encoder, batch_games, workers):
                 if isinstance(encoded, GameError):
                     index, shift = _part_of(parts, encoded.row)
                     raise encoded.at(str(tables[index].games), shift) from None
-                writer.add_flat(encoded.ids, encoded.lengths)
-                # Every part holds at least one game, so each sum below is over its own games.
-                starts = np.cumsum([0] + [n for _, _, n in parts[:-1]])
-                per_part = np.add.reduceat(np.asarray(encoded.lengths, dtype=np.int64), starts)
-                for (index, _, _), n_tokens in zip(parts, per_part):
-                    tokens_of[index] += int(n_tokens)
+                per_game = encoded.documents_per_game()
+                # A game's origin once for each document it made (a position scheme makes several).
+                writer.add_flat(encoded.ids, encoded.lengths, origins=np.repeat(_origins(parts), per_game, axis=0))
+                # Each part's documents, then its ids (a part may have no documents left: sampled out).
+                game_ends = np.cumsum([n for _, _, n in parts])
+                document_ends = np.concatenate(([0], np.cumsum(per_game)))[game_ends]
+                token_ends = np.concatenate(([0], np.cumsum(encoded.lengths, dtype=np.int64)))[document_ends]
+                for part, (index, _, _) in enumerate(parts):
+                    documents_of[index] += int(document_ends[part] - (document_ends[part - 1] if part else 0))
+                    tokens_of[index] += int(token_ends[part] - (token_ends[part - 1] if part else 0))
                 unknown += encoded.unknown_moves
-                done += len(encoded.lengths)
+                done += int(game_ends[-1])
                 if progress is not None:
                     progress(done, total, writer.n_tokens)
             ranges = {split: Span(documents=(0, writer.n_docs), tokens=(0, writer.n_tokens))}
-            doc_ends = np.cumsum([last - first for first, last in spans])
+            doc_ends = np.cumsum(documents_of)
             token_ends = np.cumsum(tokens_of)
             for index, table in enumerate(tables):
                 if table.month is not None:
@@ -123,7 +129,7 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
                         tokens=(int(token_ends[index - 1]) if index else 0, int(token_ends[index])))
             source = source or tables[0].source or table_source(Path(tables[0].games))
             return writer.commit(source=source, cut=DocumentCut(rule="game"), ranges=ranges,
-                                 counts={"n_games": writer.n_docs, "unknown_moves": unknown}, pad_id=encoder.pad_id)
+                                 counts={"n_games": done, "unknown_moves": unknown}, pad_id=encoder.pad_id)
     finally:
         for reader in opened:
             reader.close()
@@ -199,6 +205,13 @@ def _table_batches(readers: Sequence, spans: Sequence[tuple[int, int]],
         yield parts, _joined(pending)
 
 
+def _origins(parts: Parts) -> np.ndarray:
+    """Each game's origin in the pack's record: ``(table, row, row + 1)``."""
+    rows = [np.column_stack([np.full(n, index), np.arange(first, first + n), np.arange(first + 1, first + n + 1)])
+            for index, first, n in parts]
+    return np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 3), np.int64)
+
+
 def _joined(batches: list[pa.RecordBatch]) -> pa.Table | pa.RecordBatch:
     """One table of ``batches`` (from tables whose column types may differ slightly: promoted)."""
     import pyarrow as pa
@@ -266,8 +279,12 @@ def _encode_in_worker(batch: pa.Table | pa.RecordBatch) -> EncodedGames | GameEr
 
 
 def table_source(path: Path) -> Source:
-    """The pack's record of its input: the month-relative name (``year=.../month=.../games.parquet``
-    when the file sits in a converted tree, else the file name), its SHA-256 and size."""
-    parts = path.resolve().parts
-    name = "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3].startswith("year=") else path.name
-    return Source(name=name, sha256=file_sha256(path), n_bytes=path.stat().st_size)
+    """The pack's record of its input: its :func:`table_name`, its SHA-256 and size."""
+    return Source(name=table_name(path), sha256=file_sha256(path), n_bytes=path.stat().st_size)
+
+
+def table_name(path: Path) -> str:
+    """A table's name in a pack's records: month-relative (``year=.../month=.../games.parquet``)
+    when the file sits in a converted tree, else the file name."""
+    parts = Path(path).resolve().parts
+    return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3].startswith("year=") else Path(path).name

@@ -1,10 +1,11 @@
-"""PGN files to monthly parquet tables of UCI games, streaming, with a report of what was skipped.
+"""PGN files (or Parquet games) to monthly parquet tables of UCI games, streaming, with a report of what was skipped.
 
 ``convert_pgn(pgn_files, out)`` writes ``out/year=YYYY/month=MM/games.parquet`` with one row per
 game (columns :data:`COLUMNS`, plus ``clocks`` with ``clocks=True``) and ``out/convert-report.json``
 (a :class:`ConversionReport`). Inputs are ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` or
 ``-`` (standard input), read as streams by :mod:`tokpack.chess.reader`, whose moves are
-python-chess's main line. The month is ``UTCDate``'s when the game has one, else ``Date``'s; an
+python-chess's main line, or Parquet games (Lichess's Hugging Face shards), whose rows
+:mod:`tokpack.chess.parquet_games` spells as the PGN they came from. The month is ``UTCDate``'s when the game has one, else ``Date``'s; an
 unknown month (``1984.??.??``) files the game under ``month=00``, an unknown year under
 ``year=0000``. Rows keep the input order (file by file, game by game), whatever ``workers`` is.
 
@@ -32,10 +33,11 @@ import hashlib
 import re
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -52,6 +54,8 @@ from tokpack.errors import InputError
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from tokpack.chess.parquet_games import Chunk, ParquetFile
 
 #: Columns of every converted table, in order (``clocks`` follows with ``clocks=True``).
 COLUMNS = ("id", "date", "white_elo", "black_elo", "result", "uci", "n_plies", "time_control", "termination",
@@ -183,7 +187,7 @@ class ConversionReport(Record):
     games_read: int
     games_written: int
     skipped: dict[str, int]
-    first_skipped: dict[str, str] = Field(description="reason -> 'FILE@BYTE: detail' of its first game")
+    first_skipped: dict[str, str] = Field(description="reason -> 'FILE@BYTE: detail' of its first game ('FILE@row N: detail' in Parquet)")
     filtered: dict[str, int] = Field(default_factory=dict, description="filter -> games it dropped")
     months: dict[str, int]
 
@@ -326,18 +330,22 @@ def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[
 def _results(games: list[reader.Game], kept: list[int], tags: list[str | None],
              their_results: dict[int, str | None]) -> list[str]:
     """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
-    its movetext gives, as python-chess's game reads it (``*`` if none)."""
+    its movetext gives, as python-chess's game reads it (``*`` if none). A movetext with a
+    variation is read by python-chess entering the variations (:func:`tokpack.chess.reader.game_result`),
+    as its game builder does: an illegal move inside one keeps it there, reading no result after."""
     results = []
     for g in kept:
         result = tags[g]
         if result is None or result == "*":
             movetext = games[g].movetext
-            if g in their_results:
-                result = their_results[g] or "*"
-            elif "1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext:  # else surely "*": no regex
-                result = reader.movetext_result(movetext) or "*"
-            else:
+            if not ("1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext):  # surely "*": no regex
                 result = "*"
+            elif "(" in movetext:
+                result = reader.game_result(games[g]) or "*"
+            elif g in their_results:
+                result = their_results[g] or "*"
+            else:
+                result = reader.movetext_result(movetext) or "*"
         results.append(result)
     return results
 
@@ -486,10 +494,16 @@ def month_parquet(root: Path, month: str) -> Path:
     return Path(root) / f"year={year}" / f"month={number}" / GAMES_FILE
 
 
-def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
+def convert_pgn(pgn_files: Sequence[Path | str], out: Path, *, flush_games: int = 25_000,
                 progress: Callable[[int, int], None] | None = None, filters: GameFilter = GameFilter(),
-                clocks: bool = False, workers: int = 1, chunk_bytes: int = reader.CHUNK_BYTES) -> ConversionReport:
-    """Convert PGN files into ``out/year=YYYY/month=MM/games.parquet`` and a report.
+                clocks: bool = False, workers: int = 1, chunk_bytes: int = reader.CHUNK_BYTES,
+                storage_options: dict[str, Any] | None = None) -> ConversionReport:
+    """Convert games into ``out/year=YYYY/month=MM/games.parquet`` and a report.
+
+    Each input is a PGN file (``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz``), ``-`` (standard
+    input), or Parquet games such as Lichess's Hugging Face shards: a ``.parquet`` file or a folder
+    of them, local or at an fsspec URL (``storage_options`` are the file system's options), read
+    as the PGN their rows spell (:mod:`tokpack.chess.parquet_games`).
 
     Memory holds at most ``flush_games`` games (plus ``2 * workers`` chunks in flight): beyond
     that, the buffered games are written out, a row group per month (see :class:`_MonthParts`). ``out`` appears complete or not at all, and is byte-identical for any ``workers``
@@ -497,21 +511,14 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     ``progress(bytes_done, bytes_total)`` counts bytes of the input files as stored.
 
     Raises:
-        InputError: ``out`` exists, or an input file cannot be opened or decompressed.
+        InputError: ``out`` exists, or an input file cannot be opened, decompressed or read.
     """
     out = Path(out)
     if out.exists():
         raise InputError("already exists; a conversion never writes into an old one", where=out,
                          fix="remove it or pick another --out")
-    sizes = []
-    for path in pgn_files:
-        if str(path) == "-":
-            sizes.append(0)
-            continue
-        if not Path(path).is_file():
-            raise InputError("not a file", where=path)
-        sizes.append(Path(path).stat().st_size)
-    total, done_before = sum(sizes), 0
+    inputs = [_input(source, storage_options) for source in pgn_files]
+    total, done_before = sum(size for _, files in inputs for _, size in files), 0
     skipped = {reason: 0 for reason in SKIP_REASONS}
     filtered = {name: 0 for name in filters.names}
     first_skipped: dict[str, str] = {}
@@ -519,32 +526,87 @@ def convert_pgn(pgn_files: list[Path], out: Path, *, flush_games: int = 25_000,
     read = 0
     options = ReadOptions(filters, clocks)
     with building(out) as staging, _chunk_pool(workers) as pool, _MonthParts(staging, flush_games, clocks) as parts:
-        for path, size in zip(pgn_files, sizes, strict=True):
-            name = "-" if str(path) == "-" else Path(path).name
-            stream, raw = reader.open_pgn(path)
-            with stream:
-                sniff = _PgnSniff(reader.pgn_chunks(stream, str(path), chunk_bytes))
-                for chunk in _in_order(pool, iter(sniff), options, workers):
+        for _, files in inputs:
+            for source, size in files:
+                for chunk, where, done in _chunks_of(source, size, pool, options, workers, chunk_bytes):
                     read += chunk.games_read
                     for _, dropped in chunk.filtered:
                         filtered[dropped] += 1
                     for offset, game in chunk.skipped:
                         skipped[game.reason] += 1
-                        first_skipped.setdefault(game.reason, f"{name}@{offset}: {game.detail}")
+                        if game.reason not in first_skipped:
+                            first_skipped[game.reason] = f"{where(offset)}: {game.detail}"
                     months.update(chunk.months)
                     parts.add(chunk.table, chunk.months)
                     if progress is not None and size:
-                        progress(done_before + _position(raw, size), total)
-            sniff.check(path)
-            done_before += size
+                        progress(done_before + done(), total)
+                done_before += size
         parts.finish()
-        report = ConversionReport(inputs=[("-" if str(p) == "-" else Path(p).name) for p in pgn_files], games_read=read,
+        report = ConversionReport(inputs=[name for name, _ in inputs], games_read=read,
                                   games_written=sum(months.values()), skipped=skipped, first_skipped=first_skipped,
                                   filtered=filtered, months=dict(sorted(months.items())))
         write_record(report, staging / REPORT_FILE)
     if progress is not None:
         progress(total, total)
     return report
+
+
+#: One input file: a PGN path (``-`` for standard input) or a Parquet file, and its size.
+_Source = tuple["Path | str | ParquetFile", int]
+
+
+def _input(source: Path | str, storage_options: dict[str, Any] | None) -> tuple[str, list[_Source]]:
+    """An input's name in the report and its files, checked before anything is written."""
+    from tokpack.chess.parquet_games import is_url, parquet_files
+
+    found = parquet_files(source, storage_options)
+    if found is not None:
+        name = str(source) if is_url(source) else Path(source).name
+        return name, [(file, file.size) for file in found]
+    if str(source) == "-":
+        return "-", [("-", 0)]
+    if is_url(source):
+        raise InputError("a URL must name .parquet files or a folder of them", where=str(source),
+                         fix="download PGN files and name them locally")
+    if not Path(source).is_file():
+        raise InputError("not a file", where=source)
+    return Path(source).name, [(Path(source), Path(source).stat().st_size)]
+
+
+def _chunks_of(source: Path | str | ParquetFile, size: int, pool: ProcessPoolExecutor | None, options: ReadOptions,
+               workers: int, chunk_bytes: int) -> Iterator[tuple[ChunkGames, Callable[[int], str], Callable[[], int]]]:
+    """Every chunk of one input file, read, in order: the chunk, what names its byte offsets in the
+    report (``file@byte`` for PGN, ``file@row N`` for Parquet), and the bytes of the file read so far."""
+    from tokpack.chess.parquet_games import ParquetFile, parquet_chunks
+
+    if isinstance(source, ParquetFile):
+        in_flight: deque[Chunk] = deque()  # the chunks handed to _in_order and not read back yet
+
+        def cut() -> Iterator[tuple[int, bytes]]:
+            for piece in parquet_chunks(source, chunk_bytes):
+                in_flight.append(piece)
+                yield piece.offset, piece.data
+                piece.data = b""  # handed over: only its rows' offsets are needed now
+
+        for chunk in _in_order(pool, cut(), options, workers):
+            piece = in_flight.popleft()
+            yield chunk, partial(_row_of, source.name, piece), partial(_share, size, piece.done)
+        return
+    name = "-" if str(source) == "-" else Path(source).name
+    stream, raw = reader.open_pgn(source)
+    with stream:
+        sniff = _PgnSniff(reader.pgn_chunks(stream, str(source), chunk_bytes))
+        for chunk in _in_order(pool, iter(sniff), options, workers):
+            yield chunk, lambda offset: f"{name}@{offset}", lambda: _position(raw, size)
+    sniff.check(source)
+
+
+def _row_of(name: str, chunk: Chunk, offset: int) -> str:
+    return f"{name}@row {chunk.row_at(offset)}"
+
+
+def _share(size: int, done: float) -> int:
+    return int(size * done)
 
 
 #: A PGN tag line (``[Name "value"]``) or a numbered first move (``1. e4``, ``1.Nf3``), at a line's start.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from tokpack.chess.config import ChessPipelineConfig
 from tokpack.chess.pgn import month_parquet
-from tokpack.chess.schemes import SCHEMES, make_encoder
+from tokpack.chess.schemes import SCHEMES, PositionSampling, make_encoder
 from tokpack.engines.shard_task import JOB_FILE
 from tokpack.errors import InputError
 from tokpack.store.format import DATASET_FILE
@@ -149,8 +149,8 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
     if dataset is None:
         raise InputError("not every shard is complete", where=destination, fix="rerun to resume")
     meta = dataset.meta
-    return PackedSplit(destination.name, destination, months, meta.n_docs, meta.n_tokens, meta.dtype,
-                       meta.counts.get("unknown_moves", 0), len(meta.shards))
+    return PackedSplit(destination.name, destination, months, meta.counts.get("n_games", meta.n_docs), meta.n_tokens,
+                       meta.dtype, meta.counts.get("unknown_moves", 0), len(meta.shards))
 
 
 def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats: bool = False,
@@ -181,7 +181,8 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
     bpe = None
     if scheme == "bpe" or stats or export_fixture:
         bpe = _bpe(cfg, source, retrain=scheme == "bpe", written=written, status=status)
-    result = TokenizeResult(encoder=make_encoder(scheme, bpe), written=written)
+    sampling = PositionSampling(sample=cfg.position_sample, seed=cfg.position_seed) if scheme == "position" else None
+    result = TokenizeResult(encoder=make_encoder(scheme, bpe, sampling), written=written)
     if stats:
         result.stats = _stats(cfg, source, bpe, status)
         written.append(cfg.out_dir / "stats.json")

@@ -655,6 +655,40 @@ def python_chess_moves(game: Game) -> tuple[list[str], list[str], list[float | N
     return collector.moves, collector.errors, collector.clocks, _first_result(collector.results)
 
 
+class _Results(chess.pgn.BaseVisitor):
+    """The result tokens python-chess's game builder meets: variations are entered, not skipped.
+
+    python-chess reads a result token only outside every variation. After an illegal move inside a
+    variation it stops reading that variation but never leaves it (python-chess 1.11.2 does not pop
+    the variation's board at its ``)``), so every later result token is read as a move: its game
+    keeps ``*``. Skipping variations, as :class:`Collector` does for the main line, would miss that.
+    """
+
+    def begin_game(self) -> None:
+        self.results: list[str] = []
+
+    def visit_result(self, result: str) -> None:
+        self.results.append(result)
+
+    def handle_error(self, error: Exception) -> None:
+        pass  # an illegal move: the game builder records it and reads on, as here
+
+    def result(self) -> list[str]:
+        return self.results
+
+
+def game_result(game: Game) -> str | None:
+    """The result python-chess's game puts in a ``*`` or missing ``Result`` tag, for a movetext with
+    variations (:class:`_Results`; without variations :func:`movetext_result` says the same, faster).
+
+    >>> game_result(Game(0, "", "1. e4 e5 ( 1... e4 ) 1/2-1/2")), game_result(Game(0, "", "1. e4 e5 ( 1... d5 ) 0-1"))
+    (None, '0-1')
+    """
+    tags = _TAG_LINE.sub("[", game.tags)
+    tokens = chess.pgn.read_game(io.StringIO(tags + "\n" + game.movetext), Visitor=_Results)
+    return _first_result(tokens or [])
+
+
 def _first_result(tokens: list[str]) -> str | None:
     """What python-chess's game puts in a ``*`` or missing ``Result`` tag: the first main-line result token that is
     not ``*`` (``*`` if all are, None if there is none)."""

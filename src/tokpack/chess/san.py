@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokpack.chess._moves import parse_moves
+from tokpack.chess._moves import ParsedMoves, parse_moves
 from tokpack.chess._replay import replay_san
 from tokpack.chess.encoders import (
     DecodedGame,
     EncodedGames,
     GameError,
     canonical_identity,
+    framed,
     result_id,
     result_indices,
 )
@@ -84,6 +85,50 @@ def san_text(moves: list[str], result: str) -> str:
     return " ".join([*words, result])
 
 
+def movetext_bytes(parsed: ParsedMoves, results: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Every game's numbered SAN movetext as :func:`san_text` spells it (``1.e4 e5 2.Nf3``), as
+    ASCII bytes one game after another, and each game's length; with ``results`` (each game's
+    index in ``RESULTS``), a space and the result follow (a game without moves is its result alone).
+
+    Vectorized: the SAN comes from the lockstep replay, and the text is laid out as one row of
+    bytes per piece (each move with its separator and number, each result), zero-padded to one
+    width; reading the rows in order and dropping the zeros gives every game's text.
+
+    Raises:
+        GameError: naming the row and ply of an illegal move, or a game longer than the scheme spells.
+    """
+    counts = parsed.counts
+    if len(counts) and counts.max() > 2 * MAX_MOVE_NUMBER:
+        raise GameError(int(counts.argmax()), f"{int(counts.max())} plies: longer than the scheme spells")
+    san = replay_san(parsed)
+    width = 6 + san.shape[1]  # separator, four digits, '.', the move
+    pieces = counts + (1 if results is not None else 0)
+    rows = np.zeros((int(pieces.sum()), width), dtype=np.uint8)
+    game_rows = np.cumsum(pieces) - pieces
+    game = np.repeat(np.arange(len(counts)), counts)
+    ply = np.arange(len(san)) - np.repeat(np.cumsum(counts) - counts, counts)
+    move_rows = rows[game_rows[game] + ply]
+    move_rows[:, 0] = np.where(ply > 0, ord(" "), 0)
+    number = ply // 2 + 1
+    white = ply % 2 == 0
+    for column, power in enumerate((1000, 100, 10, 1), start=1):
+        move_rows[:, column] = np.where(white & (number >= power), ord("0") + (number // power) % 10, 0)
+    move_rows[:, 5] = np.where(white, ord("."), 0)
+    move_rows[:, 6:] = san
+    rows[game_rows[game] + ply] = move_rows
+    if results is not None:
+        endings = np.zeros((len(RESULTS), width), dtype=np.uint8)
+        for i, result in enumerate(RESULTS):
+            endings[i, : len(result) + 1] = np.frombuffer(f" {result}".encode("ascii"), np.uint8)
+        rows[game_rows + counts] = endings[results]
+        no_moves = game_rows[counts == 0]
+        rows[no_moves, :-1] = rows[no_moves, 1:]  # no separator before the result of an empty game
+    filled = rows != 0
+    ends = np.concatenate(([0], np.cumsum(filled.sum(axis=1))))
+    lengths = (ends[game_rows + pieces] - ends[game_rows]).astype(np.int64)
+    return rows[filled], lengths
+
+
 class SanEncoder:
     """Character-level SAN as a :class:`~tokpack.chess.encoders.GameEncoder`.
 
@@ -127,38 +172,8 @@ class SanEncoder:
         """
         parsed = parse_moves(games.column("uci"))
         results = result_indices(games.column("result"), RESULTS)
-        counts = parsed.counts
-        if len(counts) and counts.max() > 2 * MAX_MOVE_NUMBER:
-            raise GameError(int(counts.argmax()), f"{int(counts.max())} plies: longer than the scheme spells")
-        san = replay_san(parsed)
-        # One row of ids per piece of text, all rows as wide as the widest, zero-padded: a game is
-        # a <bos> row, one row per move (separator, move number, SAN) and a result+<eos> row.
-        # Reading the whole matrix in order and dropping the zeros gives every game's ids.
-        width = 6 + san.shape[1]
-        rows = np.zeros((len(san) + 2 * len(counts), width), dtype=np.uint8)
-        game_rows = np.cumsum(counts + 2) - (counts + 2)
-        rows[game_rows, 0] = BOS_ID
-        game = np.repeat(np.arange(len(counts)), counts)
-        ply = np.arange(len(san)) - np.repeat(game_rows - 2 * np.arange(len(counts)), counts)
-        move_rows = rows[game_rows[game] + 1 + ply]
-        move_rows[:, 0] = np.where(ply > 0, _ID_OF_BYTE[ord(" ")], 0)
-        number = ply // 2 + 1
-        white = ply % 2 == 0
-        for column, power in enumerate((1000, 100, 10, 1), start=1):
-            digit = _ID_OF_BYTE[ord("0") + (number // power) % 10]
-            move_rows[:, column] = np.where(white & (number >= power), digit, 0)
-        move_rows[:, 5] = np.where(white, _ID_OF_BYTE[ord(".")], 0)
-        move_rows[:, 6:] = _ID_OF_BYTE[san]
-        rows[game_rows[game] + 1 + ply] = move_rows
-        endings = np.zeros((len(RESULTS), width), dtype=np.uint8)
-        for i, result in enumerate(RESULTS):
-            endings[i, : len(result) + 2] = [*_ID_OF_BYTE[np.frombuffer(f" {result}".encode(), np.uint8)], EOS_ID]
-        rows[game_rows + 1 + counts] = endings[results]
-        no_moves = game_rows[counts == 0] + 1
-        rows[no_moves, :-1] = rows[no_moves, 1:]  # no separator before the result of an empty game
-        lengths = np.add.reduceat((rows != 0).sum(axis=1), game_rows) if len(counts) else np.zeros(0, np.int64)
-        ids = rows[rows != 0].astype(np.uint16)
-        return EncodedGames(ids=ids, lengths=lengths.astype(np.int64))
+        text, lengths = movetext_bytes(parsed, results)
+        return framed(_ID_OF_BYTE[text], lengths, [BOS_ID], [EOS_ID])
 
     def decode(self, ids: list[int] | np.ndarray) -> DecodedGame:
         """The UCI moves and result of one framed game, by replaying its SAN.

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from tokpack._schema import Record, first_problem
 from tokpack.errors import InputError
@@ -25,36 +25,60 @@ if TYPE_CHECKING:
     from tokpack.chess.encoders import GameEncoder
 
 
-def _uci(bpe: BpeEncoder | None) -> GameEncoder:
+class PositionSampling(Record):
+    """Which positions of a game the position scheme keeps: a deterministic ``sample`` of them
+    (1.0: all), drawn by ``seed`` (see :func:`tokpack.chess.position.positions_kept`)."""
+
+    sample: float = Field(default=1.0, gt=0, le=1)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+
+
+def _uci(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
     from tokpack.chess.uci import UciEncoder
 
     return UciEncoder()
 
 
-def _san(bpe: BpeEncoder | None) -> GameEncoder:
+def _san(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
     from tokpack.chess.san import SanEncoder
 
     return SanEncoder()
 
 
-def _bpe(bpe: BpeEncoder | None) -> GameEncoder:
+def _bpe(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
     if bpe is None:
         raise InputError("the bpe scheme needs a trained BPE", fix="train one with `tokpack chess tokenize --scheme bpe`")
     return bpe
 
 
-#: scheme -> factory (given the trained BPE, which only the bpe scheme uses); imports stay lazy,
-#: so packing UCI games never imports ``tokenizers``.
-FACTORIES: dict[str, Callable[[BpeEncoder | None], GameEncoder]] = {"uci": _uci, "san": _san, "bpe": _bpe}
-#: The schemes, in the order the statistics table lists them.
+def _position(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
+    from tokpack.chess.position import PositionEncoder
+
+    sampling = sampling or PositionSampling()
+    return PositionEncoder(sampling.sample, sampling.seed)
+
+
+def _char(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
+    from tokpack.chess.char import CharEncoder
+
+    return CharEncoder()
+
+
+#: scheme -> factory (given the trained BPE, which only the bpe scheme uses, and the sampling of
+#: positions, which only the position scheme uses); imports stay lazy, so packing UCI games never
+#: imports ``tokenizers``.
+FACTORIES: dict[str, Callable[[BpeEncoder | None, PositionSampling | None], GameEncoder]] = {
+    "uci": _uci, "san": _san, "bpe": _bpe, "char": _char, "position": _position}
+#: The schemes, in the order the statistics table lists them (those it compares come first).
 SCHEMES = tuple(FACTORIES)
 
 
-def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
-    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in.
+def make_encoder(scheme: str, bpe: BpeEncoder | None = None, sampling: PositionSampling | None = None) -> GameEncoder:
+    """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in, and the
+    position scheme takes its sampling (default: every position).
 
     Raises:
-        InputError: an unknown scheme, or ``"bpe"`` without a BPE.
+        InputError: an unknown scheme, ``"bpe"`` without a BPE, or sampling for another scheme.
 
     >>> make_encoder("uci").vocab_size()
     2030
@@ -62,21 +86,28 @@ def make_encoder(scheme: str, bpe: BpeEncoder | None = None) -> GameEncoder:
     factory = FACTORIES.get(scheme)
     if factory is None:
         raise InputError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
-    return factory(bpe)
+    if sampling is not None and scheme != "position":
+        raise InputError(f"the {scheme} scheme keeps whole games; only the position scheme samples positions")
+    return factory(bpe, sampling)
 
 
 class ChessEncoderSpec(Record):
-    """The ``spec`` of a chess encoder's ``encoder.json``: its scheme, and a trained tokenizer's JSON."""
+    """The ``spec`` of a chess encoder's ``encoder.json``: its scheme, a trained tokenizer's JSON,
+    and the position scheme's sampling."""
 
     scheme: str
     tokenizer_json: str | None = None
+    sampling: PositionSampling | None = None
 
 
 def encoder_spec(encoder: GameEncoder) -> dict[str, object]:
     """What ``encoder.json`` records to rebuild ``encoder`` (see :mod:`tokpack.engines.encoders`)."""
     tokenizer = getattr(encoder, "tokenizer", None)
-    spec = ChessEncoderSpec(scheme=encoder.scheme, tokenizer_json=tokenizer.to_str() if tokenizer is not None else None)
-    return spec.model_dump()
+    fields: dict[str, object] = {"scheme": encoder.scheme,
+                                 "tokenizer_json": tokenizer.to_str() if tokenizer is not None else None}
+    if encoder.scheme == "position":
+        fields["sampling"] = PositionSampling(sample=encoder.sample, seed=encoder.seed)  # type: ignore[attr-defined]
+    return ChessEncoderSpec.model_validate(fields).model_dump(exclude_unset=True)
 
 
 def encoder_from_spec(spec: dict[str, object]) -> GameEncoder:
@@ -90,7 +121,7 @@ def encoder_from_spec(spec: dict[str, object]) -> GameEncoder:
     except ValidationError as error:
         raise InputError(f"not a chess encoder's spec: {first_problem(error)}") from None
     if checked.tokenizer_json is None:
-        return make_encoder(checked.scheme)
+        return make_encoder(checked.scheme, sampling=checked.sampling)
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     from tokpack.chess.bpe import BpeEncoder
 

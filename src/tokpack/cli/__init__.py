@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tokpack.cli import _console, corpus, interop, report
+from tokpack.cli import _console, corpus, interop, report, serve
 from tokpack.cli._console import command_group
 from tokpack.cli.bpe import bpe_app
 from tokpack.cli.chess import chess_app
@@ -43,6 +43,7 @@ app.add_typer(chess_app, name="chess")
 app.add_typer(bpe_app, name="bpe")
 report.register(app, bpe_app)
 interop.register(app)
+serve.register(app)
 
 
 def main() -> None:

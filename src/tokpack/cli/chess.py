@@ -9,19 +9,21 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tokpack.cli._console import EngineName, command_group, stderr, stdout
+from tokpack.cli._console import EngineName, StorageOptions, command_group, stderr, stdout, storage_options_from
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
     from tokpack.chess.stats import ChessStats
 
-chess_app = command_group("Chess games as a corpus: PGN to monthly parquet; uci, san and bpe schemes; packs, "
-                          "statistics and the parity fixture.")
+chess_app = command_group("Chess games as a corpus: PGN or Lichess's Parquet to monthly parquet; uci, san, bpe, char "
+                          "and position schemes; packs, statistics, the parity fixture and Karvonen's blocks.")
 
 
 @chess_app.command("convert")
 def convert_command(
-    pgn: list[Path] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz), read in this order; - reads standard input."),
+    pgn: list[str] = typer.Argument(..., help="PGN files (.pgn, .pgn.zst, .pgn.bz2, .pgn.gz; - reads standard input) or Parquet games "
+                                              "(Lichess's Hugging Face shards: .parquet files or a folder of them, local or at an fsspec URL such as "
+                                              "hf://datasets/Lichess/standard-chess-games/data/year=2016/month=01), read in this order."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for year=YYYY/month=MM/games.parquet and convert-report.json."),
     flush_games: int = typer.Option(25_000, "--flush-games", min=1,
                                     help="Games held in memory before they are spilled to part files."),
@@ -32,8 +34,9 @@ def convert_command(
     time_control: str | None = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
     speed: str | None = typer.Option(None, "--speed", help="Keep these Lichess speeds, comma-separated: ultrabullet, bullet, blitz, rapid, classical."),
     termination: str | None = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
+    storage_options: str | None = StorageOptions,
 ) -> None:
-    """Convert PGN games to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
+    """Convert PGN games (or Lichess's Parquet games) to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
     from rich.table import Table
 
     from tokpack.chess.pgn import GameFilter, convert_pgn
@@ -45,7 +48,7 @@ def convert_command(
                          speeds=tuple(s.lower() for s in listed(speed)), terminations=listed(termination))
     with _progress("reading", "bytes") as update:
         report = convert_pgn(pgn, out, flush_games=flush_games, progress=update, filters=filters, clocks=clocks,
-                             workers=workers)
+                             workers=workers, storage_options=storage_options_from(storage_options))
     table = Table(title=f"Converted into {out}", show_header=False)
     table.add_row("games read", f"{report.games_read:,}")
     table.add_row("games written", f"{report.games_written:,}")
@@ -60,7 +63,7 @@ def convert_command(
 
 @chess_app.command("tokenize")
 def tokenize_command(
-    scheme: str = typer.Option(..., "--scheme", help="Tokenization scheme: uci, san or bpe (bpe (re)trains its BPE first)."),
+    scheme: str = typer.Option(..., "--scheme", help="Tokenization scheme: uci, san, bpe (which (re)trains its BPE first), char (Karvonen's characters) or position (ChessBench's positions and moves)."),
     pack: bool = typer.Option(False, "--pack", help="Pack the train and validation months into out_dir/<scheme>/{train,val}."),
     stats: bool = typer.Option(False, "--stats", help="Compare the three schemes on the first stats_games games; write out_dir/stats.json."),
     export_fixture: bool = typer.Option(False, "--export-fixture", help="Encode fixture_pgn with every scheme into out_dir/parity.json."),
@@ -175,3 +178,17 @@ def export_web_command(
         trained = BpeEncoder.load(bpe)
     for path in export_web(out, trained):
         stdout().print(f"wrote {path}", highlight=False)
+
+
+@chess_app.command("blocks")
+def blocks_command(
+    packed: Path = typer.Argument(..., help="The char scheme's packs (out_dir/char, holding train/ and val/), or one char pack."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for train.bin, val.bin and meta.pkl."),
+) -> None:
+    """Write char packs as Adam Karvonen's nanoGPT data: blocks of 1,024 characters, uint8, and his meta.pkl."""
+    from tokpack.chess.char import export_blocks
+
+    written = export_blocks(packed, out)
+    for name, blocks in written.items():
+        stdout().print(f"wrote {out / (name + '.bin')}: {blocks:,} blocks of 1,024 characters", highlight=False)
+    stdout().print(f"wrote {out / 'meta.pkl'}", highlight=False)

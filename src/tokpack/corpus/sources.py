@@ -44,11 +44,14 @@ OnError = Literal["raise", "skip"]
 
 @dataclass(frozen=True)
 class Piece:
-    """One document to encode: its range name (``train``, …), its text and its byte length."""
+    """One document to encode: its range name (``train``, …), its text, its byte length, and
+    where it came from: ``(unit, start, end)`` as the source's :attr:`DocumentSource.origin_kind`
+    reads it (:class:`tokpack.store.format.Origins`)."""
 
     range_name: str
     text: str
     n_bytes: int
+    origin: tuple[int, int, int]
 
 
 class DocumentSource:
@@ -57,6 +60,8 @@ class DocumentSource:
     format: Format
     text_field: str | None = None  # the field or column holding the text, for record formats
     takes_text_field: ClassVar[bool] = False  # whether the constructor takes ``text_field``
+    #: how a piece's origin is read: a file's bytes, or the bytes of a record's text
+    origin_kind: ClassVar[Literal["bytes", "records"]] = "records"
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None) -> None:
         self.path = Path(path)
@@ -72,6 +77,10 @@ class DocumentSource:
     def input_files(self) -> list[Path]:
         """Every file whose bytes this source reads."""
         return [self.path]
+
+    def origin_files(self) -> list[str]:
+        """The files a piece's origin names by number, by name (not path: packs move)."""
+        return [self.path.name]
 
     def check_unchanged(self) -> None:
         """Refuse to go on when an input file changed since this source was opened.
@@ -142,20 +151,22 @@ class DocumentSource:
         """The separator as UTF-8, as :func:`cut_documents` takes it."""
         return self.separator.encode("utf-8") if self.separator else None
 
-    def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train") -> Iterator[Piece]:
+    def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train", *,
+             unit: int) -> Iterator[Piece]:
         for begin, finish in cut_documents(data, start, end, self.document_bytes, self.separator_bytes):
-            yield Piece(range_name, _decode(data, begin, finish, where, self._utf8_fix), finish - begin)
+            yield Piece(range_name, _decode(data, begin, finish, where, self._utf8_fix), finish - begin,
+                        (unit, begin, finish))
 
     #: What to say after ``invalid UTF-8`` in this format (a text file cannot be skipped in part).
     _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or use --on-error skip to leave it out"
 
-    def _cut_text(self, text: str, where: str) -> Iterator[Piece]:
+    def _cut_text(self, text: str, where: str, *, record: int) -> Iterator[Piece]:
         """A record's text as documents: whole when it fits (no re-decoding), else cut by the rule."""
         data = text.encode("utf-8")
         if len(data) <= self.document_bytes and not (self.separator and self.separator in text):
-            yield Piece("train", text, len(data))
+            yield Piece("train", text, len(data), (record, 0, len(data)))
         else:
-            yield from self._cut(data, 0, len(data), where)
+            yield from self._cut(data, 0, len(data), where, unit=record)
 
 
 class TrainingSample:
@@ -239,6 +250,7 @@ class TextFile(DocumentSource):
     all training without one)."""
 
     format: Format = "text"
+    origin_kind: ClassVar[Literal["bytes", "records"]] = "bytes"
     _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8); --on-error skip skips whole files or records, not part of one file"
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
@@ -291,7 +303,8 @@ class TextFile(DocumentSource):
         last = self.n_units if last is None else last
         for name, low, high in self._unit_ranges:
             for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
-                yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin)
+                yield Piece(name, _decode(self._data, begin, end, str(self.path), self._utf8_fix), end - begin,
+                            (0, begin, end))
 
 
 class TextDirectory(DocumentSource):
@@ -304,6 +317,7 @@ class TextDirectory(DocumentSource):
     """
 
     format: Format = "directory"
+    origin_kind: ClassVar[Literal["bytes", "records"]] = "bytes"
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None) -> None:
         self.path, self.on_error = Path(path), on_error
@@ -374,6 +388,9 @@ class TextDirectory(DocumentSource):
     def input_files(self) -> list[Path]:
         return [file for index, file in enumerate(self.files) if index not in self._unreadable]
 
+    def origin_files(self) -> list[str]:
+        return [f"{self.path.name}/{file.relative_to(self.path).as_posix()}" for file in self.files]
+
     @cached_property
     def record(self) -> Source:
         digest, total = hashlib.sha256(), 0
@@ -413,7 +430,7 @@ class TextDirectory(DocumentSource):
                         self._skip(f"{self.files[index]}: invalid UTF-8 at byte {bad}")
                     continue
                 for _, begin, end in same_file:
-                    yield from self._cut(data, begin, end, str(self.files[index]))
+                    yield from self._cut(data, begin, end, str(self.files[index]), unit=index)
             finally:
                 data.close()
 
@@ -464,14 +481,15 @@ class JsonLines(DocumentSource):
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         with open(self.path, "rb") as handle:
-            for start, end in zip(self._line_starts[first:last], self._line_ends[first:last]):
+            for record, (start, end) in enumerate(zip(self._line_starts[first:last], self._line_ends[first:last]),
+                                                  start=first):
                 handle.seek(start)
                 line = handle.read(end - start)
                 if not line.strip():
                     continue
                 text = self._text_of(line, int(start))
                 if text is not None:
-                    yield from self._cut_text(text, f"{self.path} record at byte {start}")
+                    yield from self._cut_text(text, f"{self.path} record at byte {start}", record=record)
 
     def _no_text_field(self, value: object, offset: int) -> InputError:
         """The error of a record without a string ``text_field``: what it holds, and the fix (the
@@ -595,7 +613,7 @@ class ParquetTexts(DocumentSource):
                         self._skip(problem)
                         continue
                     raise InputError(problem, fix="fix the row, or use --on-error skip to skip such rows")
-                yield from self._cut_text(value, f"{self.path} row {row}")
+                yield from self._cut_text(value, f"{self.path} row {row}", record=row)
 
 
 def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error: OnError = "raise", text_field: str = "text",

@@ -525,7 +525,7 @@ def write_pack(
         return (f"document {at:,} (counting from 0) of the shard of units {first_unit:,} to {last_unit - 1:,} "
                 "(files, records or rows, as the format counts them)")
 
-    with PackWriter(pack_dir, vocabulary=tokenizer.identity) as writer:
+    with PackWriter(pack_dir, vocabulary=tokenizer.identity, origins=(source.origin_kind, source.origin_files())) as writer:
         writer.add_vocabulary(tokenizer)
         ranges = {}
         for name, first, last in source.unit_ranges():
@@ -535,7 +535,7 @@ def write_pack(
                 sizes = [piece.n_bytes for piece in batch]
                 tokenizer.check_spelled([piece.text for piece in batch], ids, sizes, where=source.path,
                                         document_name=partial(document_name, writer.n_docs))
-                writer.add_documents(ids)
+                writer.add_documents(ids, origins=[piece.origin for piece in batch])
                 batch_bytes = sum(sizes)
                 if (done_bytes + batch_bytes) // _TRIM_BYTES > done_bytes // _TRIM_BYTES:
                     return_freed_memory()

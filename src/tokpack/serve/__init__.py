@@ -6,7 +6,9 @@ layouts, a global batch over ranks, mixtures, a history of settings, exact resum
 Modules, one job each:
 
 - :mod:`~tokpack.serve.loader`: :class:`PackedBatches`, the rank's slice of each step, its state;
-- :mod:`~tokpack.serve.mixture`: the parts and their weights (stages, names);
+- :mod:`~tokpack.serve.mixture`: the parts and their weights (stages, names, caps);
+- :mod:`~tokpack.serve.mixing`: weights changed while the run trains, from each part's loss;
+- :mod:`~tokpack.serve.provenance`: what a step's rows hold, and when a document is trained;
 - :mod:`~tokpack.serve.allocation`: a step's global rows per part under the history;
 - :mod:`~tokpack.serve.history`: the history of global batch and weights;
 - :mod:`~tokpack.serve.layouts`: a part's rows of ``length + 1`` ids (stream, documents, bestfit);
@@ -27,7 +29,8 @@ from tokpack.serve.fixed import TokenBatches, Windows
 from tokpack.serve.history import batch_ramp
 from tokpack.serve.layouts import LAYOUTS, Layout, make_layout
 from tokpack.serve.loader import PackedBatches
+from tokpack.serve.mixing import OnlineMixing
 from tokpack.serve.mixture import Mixture
 
-__all__ = ["LAYOUTS", "EvalBatches", "Layout", "Mixture", "PackedBatches", "TokenBatches", "Windows", "batch_ramp",
-           "make_layout"]
+__all__ = ["LAYOUTS", "EvalBatches", "Layout", "Mixture", "OnlineMixing", "PackedBatches", "TokenBatches", "Windows",
+           "batch_ramp", "make_layout"]

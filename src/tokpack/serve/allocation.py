@@ -71,7 +71,8 @@ class Allocation:
             part = self.local[slot]
             if part is None:  # only a step before the resume that removed it
                 raise InputError(f"step {step} served part {self.names[slot]!r}, which this loader does "
-                                 "not serve (it was removed at a resume)", fix="add it back to serve that step")
+                                 "not serve (removed at a resume, or its data not given)",
+                                 fix="give its data to serve or explain that step")
             n_rows = self.rows_per_epoch[part]
             epoch = first // n_rows
             if (first + count - 1) // n_rows == epoch:  # nearly every step lies inside one epoch
@@ -91,9 +92,50 @@ class Allocation:
             rows.append(chosen)
         part_of, row_of = (parts[0], rows[0]) if len(parts) == 1 else (np.concatenate(parts), np.concatenate(rows))
         if self.mixed_from is not None and step >= self.mixed_from:  # interleave the parts, so every rank sees the mixture
-            mixing = np.random.default_rng([self.seed, self.mixture_seed, step, 1]).permutation(len(part_of))
+            mixing = self._mixing(step, len(part_of))
             part_of, row_of = part_of[mixing], row_of[mixing]
         return part_of, row_of
+
+    def _mixing(self, step: int, rows: int) -> np.ndarray:
+        """The order of step ``step``'s rows: global row ``g`` holds the parts' concatenated row ``mixing[g]``."""
+        return np.random.default_rng([self.seed, self.mixture_seed, step, 1]).permutation(rows)
+
+    def where(self, slot: int, served: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse of :meth:`plan`: for each ``served`` index ``n`` of slot ``slot`` (its
+        ``n``-th row, counted from 0 over all its epochs), the step that serves it and its row in
+        that step's global batch; ``-1`` for both where no step ever does (the part's weight
+        stays 0 from some step on). Vectorized: one table of rows per part per step, and one
+        permutation per step that interleaves parts."""
+        served = np.asarray(served, dtype=np.int64)
+        need = int(served.max()) if len(served) else -1
+        table = self.history.served(0)
+        while table[-1, slot] <= need and not self.history.stopped(slot, len(table) - 1):
+            table = self.history.served(max(2 * len(table), 1024))
+        column = table[:, slot]
+        reached = served < column[-1]
+        cap = self.history.caps[slot]
+        if cap is not None:  # a part stops before its cap (a single part's run ends there)
+            reached &= served < cap
+        steps = np.searchsorted(column, served, side="right") - 1  # before(step) <= n < before(step + 1)
+        steps[~reached] = -1
+        known = steps[reached]
+        order = np.argsort(known, kind="stable")
+        # the parts' rows are concatenated in slot order: the rows of the slots before come first
+        index = (served[reached] - column[known]
+                 + (table[known + 1, :slot] - table[known, :slot]).sum(axis=1))
+        rows = np.full(len(served), -1, dtype=np.int64)
+        if self.mixed_from is not None and len(known):
+            sorted_steps = known[order]
+            bounds = np.flatnonzero(np.diff(sorted_steps)) + 1
+            for group in np.split(order, bounds):
+                step = int(known[group[0]])
+                if step >= self.mixed_from:
+                    mixing = self._mixing(step, int(table[step + 1].sum() - table[step].sum()))
+                    inverse = np.empty_like(mixing)
+                    inverse[mixing] = np.arange(len(mixing))
+                    index[group] = inverse[index[group]]
+        rows[reached] = index
+        return steps, rows
 
 
 __all__ = ["Allocation"]

@@ -238,6 +238,29 @@ class Layout:
     def _real(self, indices: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def runs(self, row_indices: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The stream runs rows ``row_indices`` are made of, in row and column order: for each
+        run, the row it belongs to (an index into ``row_indices``), where it starts in the stream
+        and how many ids it holds. A row's runs fill it from column 0; padding follows them.
+
+        Raises:
+            IndexError: an index outside ``[0, n_rows)``.
+        """
+        indices = np.asarray(row_indices, dtype=np.int64).reshape(-1)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_rows):
+            raise IndexError(f"row index outside [0, {self.n_rows})")
+        return self._runs(indices)
+
+    def _runs(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def targets_within(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the stream positions ``[start, end)`` are targets (a row's ids but its first,
+        real ids only): each row that holds some as targets, and the positions it holds,
+        ``[first, last)``; rows in ascending order. Every position is covered once per epoch
+        (``stream``, ``bestfit``) or at least once (``documents``), but a row's first id."""
+        raise NotImplementedError
+
     @functools.cached_property
     def targets_per_epoch(self) -> int:
         """Targets in one epoch's rows (what :meth:`targets` sums to over every row)."""
@@ -258,6 +281,20 @@ class _ContiguousLayout(Layout):
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         positions = self.origins(indices)[:, None] + np.arange(self.length + 1)
         return np.where(positions < self.hi, positions, -1)
+
+    def _runs(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        origins = self.origins(indices)
+        return np.arange(len(indices)), origins, np.minimum(self.length + 1, self.hi - origins)
+
+    def _rows_reaching(self, start: int, end: int) -> np.ndarray:
+        """The rows (ascending) whose targets ``[origin + 1, origin + length + 1)`` meet ``[start, end)``."""
+        raise NotImplementedError
+
+    def targets_within(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        start, end = max(int(start), self.lo + 1), min(int(end), self.hi)
+        rows = self._rows_reaching(start, end) if start < end else np.zeros(0, np.int64)
+        origins = self.origins(rows)
+        return rows, np.maximum(origins + 1, start), np.minimum(origins + self.length + 1, end)
 
     def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         compiled = kernels()
@@ -302,6 +339,10 @@ class StreamLayout(_ContiguousLayout):
         """Where rows ``indices`` start in the stream."""
         return self.lo + np.asarray(indices, dtype=np.int64) * self.length
 
+    def _rows_reaching(self, start: int, end: int) -> np.ndarray:
+        # position p > lo is a target of row (p - lo - 1) // length alone
+        return np.arange((start - self.lo - 1) // self.length, (end - 1 - self.lo - 1) // self.length + 1, dtype=np.int64)
+
     @property
     def stats(self) -> dict[str, float]:
         """``repetition`` (always 1.0) and ``padding_share`` of the positions of an epoch."""
@@ -333,6 +374,16 @@ class DocumentsLayout(_ContiguousLayout):
         indices = np.asarray(indices, dtype=np.int64)
         document = np.searchsorted(self._first_row, indices, side="right") - 1
         return self._starts[document] + (indices - self._first_row[document]) * self.length
+
+    @functools.cached_property
+    def _all_origins(self) -> np.ndarray:
+        """Every row's origin, ascending (rows follow the documents in stream order)."""
+        return self.origins(np.arange(self.n_rows))
+
+    def _rows_reaching(self, start: int, end: int) -> np.ndarray:
+        # origin + 1 < end and origin + length + 1 > start: origin in [start - length, end - 2]
+        first, last = np.searchsorted(self._all_origins, [start - self.length, end - 1])
+        return np.arange(first, last, dtype=np.int64)
 
     @property
     def stats(self) -> dict[str, float]:
@@ -406,6 +457,40 @@ class BestFitLayout(Layout):
     def _real(self, indices: np.ndarray) -> np.ndarray:
         ends = np.concatenate([[0], np.cumsum(self._piece_len, dtype=np.int64)])
         return ends[self._row_ptr[indices + 1]] - ends[self._row_ptr[indices]]
+
+    def _runs(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        first, last = self._row_ptr[indices], self._row_ptr[indices + 1]
+        counts = last - first
+        row = np.repeat(np.arange(len(indices)), counts)
+        pieces = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        return row, self._piece_start[pieces], self._piece_len[pieces].astype(np.int64)
+
+    @functools.cached_property
+    def _pieces_by_start(self) -> np.ndarray:
+        """The pieces (indices in row order) sorted by where they start in the stream."""
+        return np.argsort(self._piece_start, kind="stable")
+
+    @functools.cached_property
+    def _piece_column(self) -> np.ndarray:
+        """The column each piece starts at in its row."""
+        ends = np.cumsum(self._piece_len, dtype=np.int64)
+        rows = np.repeat(np.arange(self.n_rows), np.diff(self._row_ptr))
+        return ends - self._piece_len - np.concatenate(([0], ends))[self._row_ptr[rows]]
+
+    def targets_within(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        order = self._pieces_by_start
+        starts = self._piece_start[order]
+        # the pieces that meet [start, end): the one holding start, and those starting before end
+        low = max(int(np.searchsorted(starts, start, side="right")) - 1, 0)
+        high = int(np.searchsorted(starts, end, side="left"))
+        pieces = order[low:high]
+        piece_start = self._piece_start[pieces]
+        first = np.maximum(piece_start + (self._piece_column[pieces] == 0), start)  # a row's first id is no target
+        last = np.minimum(piece_start + self._piece_len[pieces], end)
+        keep = first < last
+        rows = np.searchsorted(self._row_ptr, pieces[keep], side="right") - 1
+        by_row = np.argsort(rows, kind="stable")
+        return rows[by_row], first[keep][by_row], last[keep][by_row]
 
     def row_starts(self, indices: Any) -> np.ndarray:
         """Where in the stream rows ``indices`` start (always a document start or a cut)."""

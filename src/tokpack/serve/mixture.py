@@ -34,6 +34,10 @@ class Mixture:
             ``~3``... for a name met again). A resume matches parts by name: a part of the
             saved run that is missing here is removed (its position is kept), a new name is a
             part added.
+        max_epochs: per part, the most epochs it may serve (a positive integer, or ``None``: no
+            cap). A part that would pass its cap in a step stops there: from that step its
+            weight is 0 (recorded in the history, the other parts' weights renormalized), so it
+            never serves a row twice more than its cap allows; ``repeats()`` says where it stopped.
 
     The rows each part gives step ``k`` follow from ``k`` and the weights alone: the running
     total of every part stays within one row of its exact share (``weight * global_batch *
@@ -46,7 +50,7 @@ class Mixture:
 
     def __init__(self, parts: Sequence[tuple[Data, float]], *, seed: int = 0,
                  stages: Sequence[tuple[int, Sequence[float]]] | None = None,
-                 names: Sequence[str] | None = None) -> None:
+                 names: Sequence[str] | None = None, max_epochs: Sequence[int | None] | None = None) -> None:
         if isinstance(parts, (str, bytes)) or not isinstance(parts, Sequence) or not parts:
             raise InputError("a mixture needs at least one part: parts=[(data, weight), ...]")
         for index, part in enumerate(parts):
@@ -83,6 +87,13 @@ class Mixture:
                 raise InputError(f"mixture names {self.names} must be one distinct name a part")
         else:
             self.names = None
+        self.max_epochs: list[int | None] | None = None
+        if max_epochs is not None:
+            if isinstance(max_epochs, (str, bytes)) or not isinstance(max_epochs, Sequence) or len(max_epochs) != len(self.parts):
+                raise InputError(f"max_epochs must give one cap a part ({len(self.parts)}), got {max_epochs!r}",
+                                 fix="e.g. max_epochs=[None, 2]: the second part at most two epochs")
+            self.max_epochs = [None if cap is None else checks.positive_int(f"max_epochs of part {index}", cap)
+                               for index, cap in enumerate(max_epochs)]
 
     def __len__(self) -> int:
         return len(self.parts)

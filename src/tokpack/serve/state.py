@@ -5,12 +5,10 @@ before, converted exactly) and matching its parts to a loader's.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from tokpack._schema import Record
 from tokpack.errors import InputError
@@ -32,6 +30,20 @@ class PartState(Record):
     #: the step the part joined the run (a part added at a resume: that step); the rows of a
     #: step are interleaved among the parts that had joined by then
     since: int = Field(default=0, ge=0)
+    #: of ``rows``, those of steps the run skipped (served to no model)
+    skipped_rows: int = Field(default=0, ge=0)
+    #: the most epochs the part may serve (``None``: no cap), and the step it stopped at
+    max_epochs: int | None = Field(default=None, ge=1)
+    capped_at: int | None = Field(default=None, ge=0)
+
+    @model_serializer(mode="wrap")
+    def _unset_fields_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A part never skipped or capped is recorded as it was before these fields existed.
+        data: dict[str, Any] = handler(self)
+        for key in ("skipped_rows", "max_epochs", "capped_at"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
 
 class LoaderState(Record):
@@ -52,6 +64,22 @@ class LoaderState(Record):
     parts: list[PartState] = Field(min_length=1)
     history: list[Segment] = Field(min_length=1)
     vocabulary: VocabIdentity
+    #: the steps ``[start, end)`` the run skipped (their rows served to no model)
+    skipped: list[tuple[int, int]] = Field(default_factory=list)
+    #: the weights the run was given (its mixture's stages, normalized, in the order of
+    #: ``parts``), kept where the history holds weights set while it ran (``set_weights``, a
+    #: part that reached its ``max_epochs``): a resume given these same weights continues the
+    #: history's, and other weights are a change from the resume's step
+    mixture_stages: list[tuple[int, list[float]]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_fields_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A run never skipped nor changed while it ran is recorded as before these fields existed.
+        data: dict[str, Any] = handler(self)
+        for key in ("skipped", "mixture_stages"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
 
 class LoaderStateV2(Record):
@@ -109,6 +137,48 @@ class ServeSchedule(Record):
     length: int
     stats: list[dict[str, float]]
     extra: dict[str, Any] = Field(default_factory=dict)
+    #: as a loader state records them (see :class:`LoaderState`); left out when unset
+    mixture_seed: int | None = None
+    skipped: list[tuple[int, int]] = Field(default_factory=list)
+    mixture_stages: list[tuple[int, list[float]]] | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_fields_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("mixture_seed", "skipped", "mixture_stages"):
+            if data.get(key) is None or data.get(key) == []:
+                data.pop(key, None)
+        return data
+
+    def loader_state(self) -> LoaderState:
+        """The loader state of the schedule's step (what :meth:`PackedBatches.load_state_dict`
+        and ``tokpack serve which/when`` read a schedule as).
+
+        Raises:
+            InputError: a schedule of several parts written without its mixture seed (their
+                order cannot be known).
+        """
+        if len(self.parts) > 1 and self.mixture_seed is None:
+            raise InputError("this data schedule of several parts does not record its mixture seed, so the order "
+                             "of its rows cannot be rebuilt", fix="use the loader state saved with it (state_dict())")
+        parts = []
+        for entry in self.parts:
+            try:
+                data = {key: entry[key] for key in DATA_KEYS}
+                skipped = int(entry.get("skipped_rows", 0))
+                parts.append(PartState(name=entry["name"], data=data, rows=int(entry["rows"]) + skipped, skipped_rows=skipped,
+                                       rows_per_epoch=entry.get("rows_per_epoch"), tokens=entry.get("tokens"),
+                                       since=int(entry.get("since", 0)), max_epochs=entry.get("max_epochs"),
+                                       capped_at=entry.get("capped_at")))
+            except (KeyError, TypeError, ValueError, ValidationError) as error:
+                raise InputError(f"not a tokpack data schedule (part {entry.get('name')!r}: {error})") from None
+        return LoaderState(step=self.step, seed=self.seed, mixture_seed=self.mixture_seed, global_batch=self.global_batch,
+                           layout=self.layout, parts=parts, history=self.history, vocabulary=self.vocabulary,
+                           skipped=self.skipped, mixture_stages=self.mixture_stages)
+
+
+#: What a part's data record holds (:func:`tokpack.serve.layouts.data_identity` and its range).
+DATA_KEYS = ("name", "tokens_sha256", "starts_sha256", "n_tokens", "vocabulary", "range")
 
 
 #: How a loader state's layout record is named in a message.
@@ -152,13 +222,16 @@ def distinct_removed_names(slots: list[PartState], local_of: list[int | None]) -
 
 
 def parse_state(state: Any) -> LoaderState:
-    """A loader state of this version, or one of ``tokpack.loader.v2`` converted exactly."""
+    """A loader state of this version, one of ``tokpack.loader.v2`` converted exactly, or the
+    state of a data schedule's step (:meth:`ServeSchedule.loader_state`)."""
     if not isinstance(state, Mapping):
         raise InputError(f"state must be the dict state_dict() returned, got {type(state).__name__}")
     try:
         record = dict(state)
         if record.get("schema") == "tokpack.loader.v2":
             saved = LoaderStateV2.model_validate(record).upgraded()
+        elif record.get("schema") == "tokpack.serve-schedule.v2":
+            saved = ServeSchedule.model_validate(record).loader_state()
         else:
             saved = LoaderState.model_validate(record)
     except (ValidationError, TypeError) as error:
@@ -170,21 +243,13 @@ def parse_state(state: Any) -> LoaderState:
             raise InputError(f"not a tokpack loader state (it names part {name!r} twice)")
     if any(len(s.weights) != n_parts or (s.anchor is not None and len(s.anchor) != n_parts) for s in saved.history):
         raise InputError(f"not a tokpack loader state (its history does not name its {n_parts} parts)")
+    if any(not 0 <= start < end for start, end in saved.skipped):
+        raise InputError(f"not a tokpack loader state (its skipped steps {saved.skipped} are not ranges)")
     in_force = [s for s in saved.history if s.step <= saved.step]
     if in_force and in_force[-1].global_batch != saved.global_batch:
         raise InputError(f"not a tokpack loader state (global_batch {saved.global_batch}, but its history has "
                          f"{in_force[-1].global_batch} at its step {saved.step})")
     return saved
-
-
-def same_future(past: list[Segment], planned: list[Segment], step: int) -> bool:
-    """Whether the saved history from ``step`` on is what this loader plans from there."""
-    index = bisect.bisect_right([s.step for s in past], step) - 1
-    future = [(step, past[index].global_batch, past[index].weights)] + [
-        (s.step, s.global_batch, s.weights) for s in past[index + 1 :]]
-    ours = [(s.step, s.global_batch, s.weights) for s in planned]
-    return len(future) == len(ours) and all(
-        a[:2] == b[:2] and np.allclose(a[2], b[2], rtol=0, atol=1e-12) for a, b in zip(future, ours))
 
 
 def difference(saved: dict[str, Any], mine: dict[str, Any]) -> str:
@@ -207,4 +272,4 @@ def part_names(records: list[dict[str, Any]]) -> str:
 
 
 __all__ = ["SETTING", "LoaderState", "LoaderStateV2", "PartState", "ServeSchedule", "difference",
-           "distinct_removed_names", "match_parts", "parse_state", "part_names", "same_future"]
+           "distinct_removed_names", "match_parts", "parse_state", "part_names"]

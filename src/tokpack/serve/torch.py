@@ -184,14 +184,17 @@ class _Steps(Dataset[dict[str, Any]]):
 
 
 class _StepsFrom(Sampler[int]):
-    """Steps ``start, start + 1, ...`` forever."""
+    """Steps ``start, start + 1, ...`` forever, past the ``skipped`` spans ``[a, b)``."""
 
-    def __init__(self, start: int) -> None:
-        self.start = start
+    def __init__(self, start: int, skipped: list[tuple[int, int]]) -> None:
+        self.start, self.skipped = start, skipped
 
     def __iter__(self) -> Iterator[int]:
         step = self.start
         while True:
+            for a, b in self.skipped:
+                if a <= step < b:
+                    step = b
             yield step
             step += 1
 
@@ -202,7 +205,9 @@ class BatchLoader:
 
     With ``num_workers`` above 0, worker processes build the batches ahead; PyTorch's map-style
     loading keeps them in step order. :meth:`state_dict` counts the batches handed out (not the
-    ones prefetched), so a checkpoint resumes exactly after the last batch the model saw.
+    ones prefetched), so a checkpoint resumes exactly after the last batch the model saw. A
+    change while it runs (``set_weights``, ``skip``, a loaded state) drops the batches built
+    ahead and builds on from the next step under the change.
     """
 
     def __init__(self, batches: PackedBatches, *, num_workers: int = 0, prefetch_factor: int | None = None) -> None:
@@ -219,19 +224,23 @@ class BatchLoader:
         return self.batches.ignore_index
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        batches = self.batches
         if not self.num_workers:
             # In-process, a DataLoader would only add its per-batch bookkeeping (profiler scope,
             # fetcher, default_convert over the dict) to the same calls; this is what it does.
-            while True:
-                batch = to_tensors(self.batches.batch(self.batches.step))
-                self.batches.step += 1  # delivered
-                yield batch
+            yield from map(to_tensors, batches)
+            return
         extra: dict[str, Any] = {"prefetch_factor": self.prefetch_factor or 2}
-        loader = DataLoader(_Steps(self.batches), batch_size=None, sampler=_StepsFrom(self.batches.step),
-                            num_workers=self.num_workers, **extra)
-        for batch in loader:
-            self.batches.step += 1  # delivered, not merely prefetched
-            yield batch
+        while True:
+            revision = batches._revision  # the workers build from a copy: a change starts them again
+            sampler = _StepsFrom(batches.step, batches.skipped)
+            loader = DataLoader(_Steps(batches), batch_size=None, sampler=sampler, num_workers=self.num_workers,
+                                **extra)
+            for step, batch in zip(sampler, loader):
+                batches.step = step + 1  # delivered, not merely prefetched
+                yield batch
+                if batches._revision != revision:
+                    break
 
     def state_dict(self) -> dict[str, Any]:
         """:meth:`PackedBatches.state_dict`: the next step, seed, layout, data and vocabulary identity."""

@@ -17,6 +17,10 @@ starts and a record of the vocabulary that made the ids::
                    ``special_tokens_map.json``), tiktoken's ``ranks.tiktoken`` and tokpack's
                    ``vocabulary.json`` (its pattern and special tokens); each file's SHA-256 is
                    in ``meta.json``. Packs written before tokpack stored it have none.
+      origins.npy  ``int64`` ``(n_docs, 3)``: where each document came from, ``(unit, start,
+                   end)``, read as ``meta.json``'s :class:`Origins` says (a file and its bytes, a
+                   record and the bytes of its text, a table and its row). Packs written before
+                   tokpack recorded it, and packs imported from other formats, have none.
 
 A pack directory only ever appears complete: writers build it in a temporary sibling and rename
 it into place. Readers check counts, sizes and the seal on open; the full checksums on request.
@@ -143,24 +147,54 @@ class StreamRecord(SealedRecord):
 
 #: The folder of a pack that holds its vocabulary's files.
 VOCABULARY_DIR = "vocabulary"
+#: The file of a pack that says where each document came from (see :class:`Origins`).
+ORIGINS_FILE = "origins.npy"
+#: How a row ``(unit, start, end)`` of ``origins.npy`` is read (see :class:`Origins`).
+OriginKind = Literal["bytes", "records", "rows"]
+
+
+class Origins(Record):
+    """Where each document of a pack came from: ``origins.npy`` holds one row ``(unit, start,
+    end)`` a document, read by ``kind``:
+
+    - ``bytes``: bytes ``[start, end)`` of the file ``files[unit]`` (a text file, a file of a
+      folder): the document's ids decode to exactly those bytes;
+    - ``records``: bytes ``[start, end)`` of the UTF-8 text of record ``unit`` (a JSON Lines
+      line, a Parquet row, counted from 0) of ``files[0]``;
+    - ``rows``: row ``start`` (``end`` is ``start + 1``) of the table ``files[unit]`` (a chess
+      game of a month table).
+
+    ``files`` are names, not paths (packs move): a text file's name, ``FOLDER/relative/path`` for
+    a folder's files. ``sha256``: of ``origins.npy``'s payload (little-endian ``int64``, no
+    header), so an edited file is refused.
+    """
+
+    kind: OriginKind
+    files: list[str]
+    sha256: str = Field(pattern=SHA256)
 
 
 class PackMeta(StreamRecord):
     """``meta.json`` (``"schema": "tokpack.pack.v1"``): everything a reader needs to trust
     ``tokens.npy`` and ``starts.npy``; the fields are :class:`StreamRecord`'s, and
     ``vocabulary_files``: the SHA-256 of each file the pack carries of its vocabulary, by its path
-    inside the pack (``vocabulary/tokenizer.json``, ...); empty when it carries none."""
+    inside the pack (``vocabulary/tokenizer.json``, ...); empty when it carries none;
+    ``origins``: where each document came from (``origins.npy``, see :class:`Origins`), or
+    ``None``."""
 
     schema_: Literal["tokpack.pack.v1"] = Field(default="tokpack.pack.v1", alias="schema")
     vocabulary_files: dict[str, Annotated[str, Field(pattern=SHA256)]] = Field(default_factory=dict)
+    origins: Origins | None = None
 
     @model_serializer(mode="wrap")
     def _no_vocabulary_files_field_without_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Left out when empty, from the JSON and from the seal alike: a pack without vocabulary
-        # files is byte for byte what tokpack wrote before the field existed, and opens.
+        # files or origins is byte for byte what tokpack wrote before the fields existed, and opens.
         data: dict[str, Any] = handler(self)
         if not data.get("vocabulary_files"):
             data.pop("vocabulary_files", None)
+        if data.get("origins") is None:
+            data.pop("origins", None)
         return data
 
 
@@ -173,14 +207,16 @@ def token_dtype(n_vocab: int) -> np.dtype:
     return np.dtype(np.uint16) if n_vocab <= 1 << 16 else np.dtype(np.uint32)
 
 
-def npy_header(dtype: np.dtype, length: int) -> bytes:
-    """A ``.npy`` 1.0 header for a 1-D little-endian array, padded to :data:`NPY_HEADER_BYTES`.
+def npy_header(dtype: np.dtype, length: int, *, columns: int | None = None) -> bytes:
+    """A ``.npy`` 1.0 header for a 1-D little-endian array (``columns``: a C-ordered 2-D one of
+    that many columns), padded to :data:`NPY_HEADER_BYTES`.
 
     >>> header = npy_header(np.dtype(np.uint16), 3)
     >>> len(header), header[:8]
     (128, b'\\x93NUMPY\\x01\\x00')
     """
     # Spelled as numpy spells it, so the file equals what ``numpy.save`` writes for the same array.
-    text = f"{{'descr': '{dtype.newbyteorder('<').str}', 'fortran_order': False, 'shape': ({length},), }}"
+    shape = f"({length},)" if columns is None else f"({length}, {columns})"
+    text = f"{{'descr': '{dtype.newbyteorder('<').str}', 'fortran_order': False, 'shape': {shape}, }}"
     text = text.ljust(NPY_HEADER_BYTES - 10 - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin-1")

@@ -19,10 +19,13 @@ from tokpack.errors import InputError, VocabularyMismatch
 from tokpack.store.carried import vouch
 from tokpack.store.format import (
     META_FILE,
+    ORIGINS_FILE,
     STARTS_FILE,
     TOKENS_FILE,
     VOCABULARY_DIR,
     DocumentCut,
+    OriginKind,
+    Origins,
     PackMeta,
     Source,
     Span,
@@ -57,8 +60,13 @@ class PackWriter:
     (2, 4, 'uint16')
     """
 
-    def __init__(self, destination: Path, *, vocabulary: VocabIdentity) -> None:
+    def __init__(self, destination: Path, *, vocabulary: VocabIdentity,
+                 origins: tuple[OriginKind, Sequence[str]] | None = None) -> None:
         """Open a temporary sibling of ``destination`` for writing.
+
+        ``origins``: the kind and the files of the documents' origins (see
+        :class:`~tokpack.store.format.Origins`), when every batch added gives each document's
+        ``(unit, start, end)``; the pack then records them in ``origins.npy``.
 
         Raises:
             InputError: ``destination`` already exists.
@@ -74,6 +82,10 @@ class PackWriter:
         self._tokens_hash = hashlib.sha256()
         self._starts = array("q")
         self._files: dict[str, str] = {}
+        # Each document's origin, while every batch gives them (a batch without makes a pack without).
+        self._origin_kind: OriginKind | None = origins[0] if origins is not None else None
+        self._origin_files: list[str] = list(origins[1]) if origins is not None else []
+        self._origins: array | None = array("q") if origins is not None else None
         self.n_tokens = 0
         # The highest id written, each one checked on the way in (None once a whole pack was
         # appended unchecked): what lets commit() vouch for the ids without reading them again.
@@ -84,8 +96,10 @@ class PackWriter:
         """Documents written so far (empty ones are skipped)."""
         return len(self._starts)
 
-    def add_documents(self, documents: Iterable[Sequence[int] | np.ndarray]) -> None:
-        """Append documents' ids, in order, with one write for the whole batch.
+    def add_documents(self, documents: Iterable[Sequence[int] | np.ndarray], *,
+                      origins: np.ndarray | Sequence[tuple[int, int, int]] | None = None) -> None:
+        """Append documents' ids, in order, with one write for the whole batch; ``origins``:
+        each document's ``(unit, start, end)`` (an empty document's is dropped with it).
 
         Raises:
             InputError: an id outside ``[0, n_vocab)``, or a document that is not one flat
@@ -101,17 +115,19 @@ class PackWriter:
         if not kept:
             return
         if any(a.dtype.kind not in "iu" or a.ndim != 1 for a in kept) or len({a.dtype for a in kept}) > 1:
-            self.add_flat(np.concatenate(kept), lengths)  # add_flat refuses or promotes as it always did
+            self.add_flat(np.concatenate(kept), lengths, origins=origins)  # add_flat refuses or promotes as it always did
             return
         # Checked array by array, then joined straight into the pack's dtype: no joined copy in the
         # encoder's wider dtype is ever made (the ids of a batch are hundreds of MB at scale).
         self._check_range(min(int(a.min()) for a in kept) if kept[0].dtype.kind == "i" else 0,
                           max(int(a.max()) for a in kept))
-        self._append(np.concatenate(kept, dtype=self.dtype.newbyteorder("<"), casting="unsafe"), lengths)
+        self._append(np.concatenate(kept, dtype=self.dtype.newbyteorder("<"), casting="unsafe"), lengths, origins)
 
-    def add_flat(self, ids: np.ndarray, lengths: np.ndarray) -> None:
+    def add_flat(self, ids: np.ndarray, lengths: np.ndarray, *,
+                 origins: np.ndarray | Sequence[tuple[int, int, int]] | None = None) -> None:
         """Append documents given as one flat array of ids and their lengths (the fast path for
-        batch encoders: no per-document arrays). Empty documents are skipped.
+        batch encoders: no per-document arrays). Empty documents are skipped; ``origins`` as
+        :meth:`add_documents` takes them.
 
         Raises:
             InputError: an id outside ``[0, n_vocab)``, ``ids`` not one flat array, or lengths that
@@ -128,7 +144,7 @@ class PackWriter:
         if ids.dtype.kind not in "iu":
             raise InputError(f"ids must be integers, got {ids.dtype}")
         self._check_range(int(ids.min()) if ids.dtype.kind == "i" else 0, int(ids.max()))
-        self._append(ids.astype(self.dtype.newbyteorder("<"), copy=False), lengths)
+        self._append(ids.astype(self.dtype.newbyteorder("<"), copy=False), lengths, origins)
 
     def _check_range(self, low: int, high: int) -> None:
         """Refuse ids outside ``[0, n_vocab)``; remember the highest id written."""
@@ -138,10 +154,18 @@ class PackWriter:
         if self._highest is not None:
             self._highest = max(self._highest, high)
 
-    def _append(self, payload: np.ndarray, lengths: np.ndarray) -> None:
-        """Write ``payload`` (checked ids, in the pack's dtype) and the starts of ``lengths``."""
+    def _append(self, payload: np.ndarray, lengths: np.ndarray,
+                origins: np.ndarray | Sequence[tuple[int, int, int]] | None) -> None:
+        """Write ``payload`` (checked ids, in the pack's dtype), the starts of ``lengths`` and
+        the origins of the documents kept."""
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
+        if self._origins is not None:
+            rows = None if origins is None else np.asarray(origins, dtype=np.int64).reshape(-1, 3)
+            if rows is None or len(rows) != len(lengths):
+                self._origins = None  # a batch without them: the pack records none
+            else:
+                self._origins.frombytes(np.ascontiguousarray(rows[lengths > 0]).tobytes())
         self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
         self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
         self.n_tokens += len(payload)
@@ -187,6 +211,7 @@ class PackWriter:
         if pack.vocabulary != self.vocabulary:
             raise VocabularyMismatch(f"vocabulary {pack.vocabulary.short} differs from {self.vocabulary.short}", where=pack.path)
         self._highest = None  # its ids are copied, not checked: commit() cannot vouch for them
+        self._append_origins(pack)
         self._starts.extend((pack.starts + self.n_tokens).tolist())
         step = max(1, _COPY_CHUNK // pack.tokens.itemsize)
         for offset in range(0, pack.n_tokens, step):
@@ -194,6 +219,50 @@ class PackWriter:
             self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
             self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
         self.n_tokens += pack.n_tokens
+
+    def _append_origins(self, pack: Pack) -> None:
+        """Carry ``pack``'s origins over (its files joined to this pack's by name), or record
+        none when it has none or another kind (the first pack of a writer without origins sets them)."""
+        from tokpack.store.origins import read_origins
+
+        theirs = read_origins(pack)
+        if self._origin_kind is None and not self.n_docs and theirs is not None:
+            self._origin_kind, self._origins = theirs[0].kind, array("q")
+        if self._origins is None or theirs is None or theirs[0].kind != self._origin_kind:
+            self._origins = None
+            return
+        record, rows = theirs
+        rows = np.array(rows)
+        if record.kind != "records":  # units are files: renumbered into this pack's list
+            index = {name: number for number, name in enumerate(self._origin_files)}
+            for name in record.files:
+                index.setdefault(name, len(self._origin_files))
+                if index[name] == len(self._origin_files):
+                    self._origin_files.append(name)
+            rows[:, 0] = np.array([index[name] for name in record.files], dtype=np.int64)[rows[:, 0]]
+        elif self._origin_files != record.files and self._origin_files:
+            self._origins = None  # records of two files cannot share one list
+            return
+        else:
+            self._origin_files = list(record.files)
+        self._origins.frombytes(np.ascontiguousarray(rows, dtype=np.int64).tobytes())
+
+    def _write_origins(self) -> Origins | None:
+        """Write ``origins.npy`` (files no document names left out) and return its record."""
+        if self._origins is None or self._origin_kind is None or len(self._origins) != 3 * self.n_docs:
+            return None
+        rows = np.frombuffer(self._origins, dtype=np.int64).reshape(-1, 3).copy()
+        files = self._origin_files
+        if self._origin_kind != "records" and len(rows):
+            used = np.unique(rows[:, 0])
+            files = [files[i] for i in used.tolist()]
+            rows[:, 0] = np.searchsorted(used, rows[:, 0])
+        payload = rows.astype("<i8").tobytes()
+        with open(self._temporary / ORIGINS_FILE, "wb") as handle:
+            handle.write(npy_header(np.dtype("<i8"), len(rows), columns=3))
+            handle.write(payload)
+            _close_durably(handle)
+        return Origins(kind=self._origin_kind, files=files, sha256=hashlib.sha256(payload).hexdigest())
 
     def commit(
         self,
@@ -245,6 +314,7 @@ class PackWriter:
             tokens_sha256=self._tokens_hash.hexdigest(),
             starts_sha256=hashlib.sha256(starts_payload).hexdigest(),
             vocabulary_files=dict(sorted(self._files.items())),
+            origins=self._write_origins(),
         ).sealed()
         write_record(meta, self._temporary / META_FILE)
         publish(self._temporary, self.destination)
