@@ -172,3 +172,32 @@ def test_a_sidecar_without_the_record_still_holds_its_ranges_to_its_parts(pack: 
         code, output = run(*command)
         assert code == 2 and "range 'train' differs from the part written for it" in output, output
     assert not (tmp_path / "back").exists()
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nanogpt", "hf"])
+def test_an_empty_range_goes_out_and_comes_back(tmp_path: Path, fmt: str) -> None:
+    """A pack whose validation range holds no document (``prepare --validation`` on a corpus of
+    one document writes one, with a warning) exports and imports back: its empty part is the
+    empty range at the end of the stream, not the sidecar edited."""
+    pack = tmp_path / "pack"
+    with PackWriter(pack, vocabulary=TOKENIZER.identity) as writer:
+        writer.add_vocabulary(TOKENIZER)
+        writer.add_documents([TOKENIZER.encode("abba cab"), TOKENIZER.encode("dab")])
+        end = (writer.n_docs, writer.n_tokens)
+        writer.commit(source=Source(name="c.txt", sha256="5" * 64, n_bytes=12), cut=DocumentCut(rule="newline"),
+                      ranges={"train": Span(documents=(0, end[0]), tokens=(0, end[1])),
+                              "validation": Span(documents=(end[0], end[0]), tokens=(end[1], end[1]))},
+                      pad_id=TOKENIZER.eot_id)
+    code, output = run("export", pack, tmp_path / "out", "--format", fmt)
+    assert code == 0, output
+    assert run("inspect", tmp_path / "out")[0] == 0
+    code, output = run("import", tmp_path / "out", tmp_path / "back")
+    assert code == 0, output
+    assert (tmp_path / "back" / "meta.json").read_bytes() == (pack / "meta.json").read_bytes()
+    # an empty part's ids given as (0, 0) hold nothing either: still the same part
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    sidecar["parts"]["validation"]["tokens"] = [0, 0]
+    path.write_text(json.dumps(sidecar))
+    code, output = run("import", tmp_path / "out", tmp_path / "again")
+    assert code == 0, output

@@ -148,7 +148,11 @@ def part_span(source: TokenSource, documents: tuple[int, int], files: list[str])
     """An :class:`ExportPart` for documents ``[d0, d1)``."""
     starts, ends = np.asarray(source.starts), document_ends(source)
     d0, d1 = documents
-    tokens = (int(starts[d0]), int(ends[d1 - 1])) if d1 > d0 else (0, 0)
+    if d1 > d0:
+        tokens = (int(starts[d0]), int(ends[d1 - 1]))
+    else:  # an empty part sits where its range does: before document d0, or at the stream's end
+        at = int(starts[d0]) if d0 < source.n_docs else source.n_tokens
+        tokens = (at, at)
     return ExportPart(documents=documents, tokens=tokens, files=files)
 
 

@@ -143,12 +143,12 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
         whole = Span(documents=(0, record.n_docs), tokens=(0, record.n_tokens))
         for name, part in sidecar.parts.items():
             expected = record.ranges.get(name, whole if name in ("train", "all") else None)
-            if expected is None or (part.documents, part.tokens) != (expected.documents, expected.tokens):
+            if expected is None or not _same_span(part, expected):
                 raise IntegrityError(f"part {name!r} (documents [{part.documents[0]}, {part.documents[1]})) is not a range "
                                      "of the exported pack's record", where=where, fix=fix)
     for name, part in sidecar.parts.items():  # a range written as a part is that part
         span = sidecar.ranges.get(name)
-        if span is not None and (span.documents, span.tokens) != (part.documents, part.tokens):
+        if span is not None and not _same_span(span, part):
             raise IntegrityError(f"range {name!r} differs from the part written for it (documents [{span.documents[0]}, "
                                  f"{span.documents[1]}) against [{part.documents[0]}, {part.documents[1]}))", where=where, fix=fix)
     separators = sidecar.eod_id is not None
@@ -162,6 +162,16 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
             raise IntegrityError(f"part {name!r}'s files hold {span.documents[1] - span.documents[0]:,} documents, the "
                                  f"export's sidecar says {documents:,} documents", where=where,
                                  fix="the export was altered; export it again from the pack")
+
+
+def _same_span(a: Span | ExportPart, b: Span | ExportPart) -> bool:
+    """Whether two spans hold the same documents and ids: empty spans hold no ids wherever they
+    say those are (an export may give an empty part's as ``(0, 0)``), so only their documents count."""
+    if a.documents != b.documents:
+        return False
+    if a.documents[0] == a.documents[1]:
+        return a.tokens[0] == a.tokens[1] and b.tokens[0] == b.tokens[1]
+    return a.tokens == b.tokens
 
 
 def _brief(value: object) -> str:
