@@ -201,3 +201,72 @@ def test_an_empty_range_goes_out_and_comes_back(tmp_path: Path, fmt: str) -> Non
     path.write_text(json.dumps(sidecar))
     code, output = run("import", tmp_path / "out", tmp_path / "again")
     assert code == 0, output
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nanogpt"])
+def test_ids_changed_with_the_sidecar_checksums_recomputed_are_refused_where_the_export_is_read(
+        pack: Path, tmp_path: Path, fmt: str) -> None:
+    """The sidecar's file checksums have no seal: ids changed (every "a" made "c", lengths kept)
+    with the file's SHA-256 recomputed passed ``inspect`` and were served in place. The whole
+    exported stream must be the one the exported pack's sealed record hashes."""
+    import hashlib
+
+    assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
+    code, output = run("inspect", tmp_path / "out")
+    assert code == 0 and "the ids are the exported pack's stream" in output, output
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    name = next(file for file in sidecar["parts"]["train"]["files"] if file.endswith(".bin"))  # raw ids
+    data = path.parent / name
+    ids = np.fromfile(data, dtype=np.uint16)
+    assert (ids == 97).any()
+    ids[ids == 97] = 99
+    ids.tofile(data)
+    sidecar["files_sha256"][name] = hashlib.sha256(data.read_bytes()).hexdigest()
+    path.write_text(json.dumps(sidecar))
+    code, output = run("inspect", tmp_path / "out")
+    assert code == 2 and "not the stream of the exported pack" in output, output
+    with pytest.raises(IntegrityError, match="not the stream of the exported pack"):
+        TokenBatches(str(tmp_path / "out"), batch=2, length=4)
+    code, output = run("import", tmp_path / "out", tmp_path / "back")
+    assert code == 2 and not (tmp_path / "back").exists(), output
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "hf"])
+def test_a_separator_renamed_in_the_sidecar_is_refused(pack: Path, tmp_path: Path, fmt: str) -> None:
+    """``eod_id`` is the sidecar's word alone (the pack never had one): named as an ordinary id,
+    the documents do not end with it, which reading the export in place finds."""
+    assert run("export", pack, tmp_path / "out", "--format", fmt, "--append-eod")[0] == 0
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    sidecar["eod_id"] = 97
+    path.write_text(json.dumps(sidecar))
+    code, output = run("inspect", tmp_path / "out")
+    assert code == 2 and "does not end with the separator 97" in output, output
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "hf"])
+def test_a_separator_removed_from_the_sidecar_is_named_as_ids_not_documents(pack: Path, tmp_path: Path, fmt: str) -> None:
+    assert run("export", pack, tmp_path / "out", "--format", fmt, "--append-eod")[0] == 0
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    sidecar["eod_id"] = None
+    path.write_text(json.dumps(sidecar))
+    code, output = run("inspect", tmp_path / "out")
+    assert code == 2 and re.search(r"part 'train''s files hold [\d,]+ ids, the export's sidecar says [\d,]+ ids", output), output
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nanogpt"])
+def test_a_sidecar_that_leaves_out_the_carried_vocabulary_is_refused(pack: Path, tmp_path: Path, fmt: str) -> None:
+    """The exported pack's record lists the vocabulary files it carries: an export whose sidecar
+    drops them would import as a pack without them (its ``meta.json`` silently not the record)."""
+    assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    folder = sidecar.pop("vocabulary_dir")
+    sidecar["files_sha256"] = {k: v for k, v in sidecar["files_sha256"].items() if not k.startswith(folder + "/")}
+    path.write_text(json.dumps(sidecar))
+    for command in (["inspect", tmp_path / "out"], ["import", tmp_path / "out", tmp_path / "back"]):
+        code, output = run(*command)
+        assert code == 2 and "the exported pack carries vocabulary files" in output, output
+    assert not (tmp_path / "back").exists()

@@ -192,13 +192,14 @@ class ExportedFolder(PartsStream, RecordedStream):
             IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
-        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary
+        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary, check_stream
 
         check_files(self.sidecar, self.path)
         check_export_vocabulary(self.sidecar, self.path, self.path / SIDECAR)
         for index, shard in enumerate(self.shards):
             self._reading(index)
             check_ids([shard], self.vocabulary.n_vocab)
+        check_stream(self, self.sidecar, self.path / SIDECAR)
 
     def __repr__(self) -> str:
         return f"ExportedFolder({str(self.path)!r}, format={self.sidecar.format!r}, n_docs={self.n_docs})"

@@ -173,12 +173,14 @@ class MegatronDataset(PartsStream, RecordedStream):
                 vocabulary files that do not mean its vocabulary.
             VocabularyMismatch: naming the file and the id.
         """
-        from tokpack.store.sidecar import check_export_vocabulary
+        from tokpack.store.sidecar import check_export_vocabulary, check_stream
 
         if self.sidecar is not None:
             check_files(self.sidecar, self.path.parent)
             check_export_vocabulary(self.sidecar, self.path.parent, self.sidecar_path)
         check_ids(self.shards, self.vocabulary.n_vocab)
+        if self.sidecar is not None:
+            check_stream(self, self.sidecar, self.sidecar_path)
 
     def __repr__(self) -> str:
         return f"MegatronDataset({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"

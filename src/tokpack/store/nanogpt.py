@@ -114,12 +114,14 @@ class NanoGptData(PartsStream, RecordedStream):
             IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
-        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary
+        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary, check_stream
 
         if self.sidecar is not None:
             check_files(self.sidecar, self.folder, [p.path.relative_to(self.folder).as_posix() for p in self.shards])
             check_export_vocabulary(self.sidecar, self.folder, self.folder / SIDECAR)
         check_ids(self.shards, self.vocabulary.n_vocab)
+        if self.sidecar is not None:
+            check_stream(self, self.sidecar, self.folder / SIDECAR)
 
     def __repr__(self) -> str:
         return f"NanoGptData({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"

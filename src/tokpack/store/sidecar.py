@@ -4,9 +4,11 @@ the vocabulary files a token source carries, which an export copies and an impor
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack._atomic import write_atomically
@@ -137,6 +139,15 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
             if said != recorded:
                 raise IntegrityError(f"{name} {_brief(said)} differs from the exported pack's record ({_brief(recorded)})",
                                      where=where, fix=fix)
+        # the vocabulary files go with the pack: the same names and bytes as its record lists
+        carried = {name.split("/", 1)[1]: digest for name, digest in record.vocabulary_files.items()} \
+            if isinstance(record, PackMeta) else {}
+        listed = {name.split("/", 1)[1]: digest for name, digest in sidecar.files_sha256.items()
+                  if sidecar.vocabulary_dir is not None and name.startswith(f"{sidecar.vocabulary_dir}/")}
+        if isinstance(record, PackMeta) and carried != listed:
+            raise IntegrityError(f"the exported pack carries vocabulary files ({', '.join(sorted(carried)) or 'none'}), "
+                                 f"the sidecar lists {', '.join(sorted(listed)) or 'none'} (or other bytes)",
+                                 where=where, fix=fix)
         if sidecar.ranges != record.ranges:
             raise IntegrityError(f"ranges differ from the exported pack's record ({_spans(sidecar.ranges)}; the record "
                                  f"says {_spans(record.ranges)})", where=where, fix=fix)
@@ -158,10 +169,51 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
             raise IntegrityError(f"lists no part {name!r}", where=where, fix="the export was altered; export it again from the pack")
         documents = listed.documents[1] - listed.documents[0]
         tokens = listed.tokens[1] - listed.tokens[0] + (documents if separators else 0)
-        if span.documents[1] - span.documents[0] != documents or span.tokens[1] - span.tokens[0] != tokens:
-            raise IntegrityError(f"part {name!r}'s files hold {span.documents[1] - span.documents[0]:,} documents, the "
-                                 f"export's sidecar says {documents:,} documents", where=where,
-                                 fix="the export was altered; export it again from the pack")
+        held = (span.documents[1] - span.documents[0], span.tokens[1] - span.tokens[0])
+        if held != (documents, tokens):
+            what, said, unit = (held[0], documents, "documents") if held[0] != documents else (held[1], tokens, "ids")
+            raise IntegrityError(f"part {name!r}'s files hold {what:,} {unit}, the export's sidecar says {said:,} {unit}",
+                                 where=where, fix="the export was altered; export it again from the pack")
+
+
+def check_stream(source: TokenSource, sidecar: ExportRecord, where: Path) -> bool:
+    """When an export holds every document of the pack it came from, check that its files hold
+    that pack's stream: the ids, less the separator appended to each document (which each must
+    end with), hash to the sealed record's ``tokens_sha256`` in its id type, and their starts to
+    its ``starts_sha256``. The files' own checksums are the unsealed sidecar's, so this is what
+    ties them to the record. Return whether the stream was checked (not for a part of a pack, or
+    without a record).
+
+    Raises:
+        IntegrityError: naming the sidecar: a document without its separator, or another stream.
+    """
+    from tokpack.store.source import chunks
+
+    record = sidecar.sealed_record
+    if record is None or source.n_docs != record.n_docs or sum(
+            part.documents[1] - part.documents[0] for part in sidecar.parts.values()) != record.n_docs:
+        return False
+    dtype, separator = np.dtype(record.dtype).newbyteorder("<"), sidecar.eod_id
+    ids_hash, starts_hash, at, done = hashlib.sha256(), hashlib.sha256(), 0, 0
+    for ids, lengths in chunks(source, (0, source.n_docs)):
+        if separator is not None:
+            ends = np.cumsum(lengths) - 1
+            if np.any(ids[ends] != separator):
+                document = done + int(np.argmax(ids[ends] != separator))
+                raise IntegrityError(f"document {document:,} does not end with the separator {separator} the "
+                                     "sidecar names", where=where,
+                                     fix="the export was altered; export it again from the pack")
+            kept = np.ones(len(ids), dtype=bool)
+            kept[ends] = False
+            ids, lengths = ids[kept], lengths - 1
+        starts_hash.update((at + np.cumsum(lengths) - lengths).astype("<i8").tobytes())
+        ids_hash.update(np.ascontiguousarray(ids, dtype=dtype).data)
+        at, done = at + int(lengths.sum()), done + len(lengths)
+    if (ids_hash.hexdigest(), starts_hash.hexdigest()) != (record.tokens_sha256, record.starts_sha256):
+        raise IntegrityError("its files' ids are not the stream of the exported pack (they hash to another SHA-256 "
+                             "than its sealed record names)", where=where,
+                             fix="the export was altered; export it again from the pack")
+    return True
 
 
 def _same_span(a: Span | ExportPart, b: Span | ExportPart) -> bool:
