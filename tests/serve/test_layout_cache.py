@@ -46,8 +46,8 @@ def stream_positions(pack: Path) -> Counter[int]:
 
 
 def test_a_piece_pointed_at_another_of_the_same_length_is_not_served(cached: tuple[Path, Path]) -> None:
-    """The finding: a piece's start set to another piece's start (same length, so the ids still
-    add up) made an epoch serve some ids twice and skip others."""
+    """A piece's start set to another piece's start (same length, so the ids still add up)
+    would serve some ids twice an epoch and skip others: the index is rebuilt instead."""
     pack, index = cached
     with np.load(index, allow_pickle=False) as stored:
         arrays = {name: stored[name] for name in stored.files}

@@ -84,8 +84,8 @@ def refused_everywhere(pack: Path, tmp_path: Path, expected: str) -> None:
 
 
 def test_another_vocabularys_tokenizer_json_is_refused(packs: dict[str, Path], tmp_path: Path) -> None:
-    """The finding: ``tokenizer.json`` swapped for another vocabulary's (the same size) and
-    ``meta.json`` re-sealed passed every check, and export copied the foreign file on."""
+    """``tokenizer.json`` swapped for another vocabulary's (the same size) with ``meta.json``
+    re-sealed matches every checksum: it is refused for what it means, and export copies nothing."""
     pack = tmp_path / "pack"
     shutil.copytree(packs["ab"], pack)
     shutil.copy(packs["ba"] / "vocabulary" / "tokenizer.json", pack / "vocabulary" / "tokenizer.json")
@@ -120,8 +120,9 @@ def test_a_file_put_beside_the_carried_ones_is_refused(packs: dict[str, Path], t
 
 def test_a_padding_id_resealed_to_an_ordinary_token_is_refused_wherever_the_pack_opens(
         packs: dict[str, Path], tmp_path: Path) -> None:
-    """The finding: ``pad_id`` re-sealed to an ordinary token absent from the stream passed
-    ``Pack(verify=True)``, ``inspect`` and ``PackedBatches`` (whose ``ignore_index`` it became)."""
+    """``pad_id`` re-sealed to an ordinary token absent from the stream (it would become
+    ``PackedBatches``' ``ignore_index``) is refused by ``Pack(verify=True)``, ``inspect`` and
+    ``PackedBatches``."""
     pack = tmp_path / "pack"
     shutil.copytree(packs["ab"], pack)
     absent = next(i for i in range(256) if i not in set(np.asarray(Pack(pack).tokens).tolist()))

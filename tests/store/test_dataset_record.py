@@ -63,7 +63,7 @@ def reseal(path: Path, **changes: object) -> None:
 
 
 def _validation_made_training(record: DatasetRecord, dataset: Path) -> dict[str, object]:
-    """The finding: 5 validation documents made training data, both ranges on document starts."""
+    """5 validation documents made training data, both ranges on document starts."""
     validation = record.ranges["validation"]
     moved_to = validation.documents[0] + 5
     token = int(ShardedDataset(dataset).starts[moved_to])
@@ -119,8 +119,8 @@ def test_write_dataset_refuses_a_cut_or_source_its_shards_do_not_record(tmp_path
 
 
 def test_an_export_never_copies_a_forged_stream_checksum(tmp_path: Path) -> None:
-    """The finding: ``dataset.json`` re-sealed with another stream's SHA-256 was copied into an
-    export's sidecar (``source_tokens_sha256``), so the import "matched" the forged value."""
+    """``dataset.json`` re-sealed with another stream's SHA-256 is not copied into an export's
+    sidecar (``source_tokens_sha256``), where an import would "match" the forged value."""
     dataset = make_dataset(tmp_path / "ds")
     reseal(dataset / "dataset.json", tokens_sha256="4" * 64)
     for fmt in ("nanogpt", "megatron", "hf"):

@@ -58,9 +58,9 @@ def sidecar_of(tmp_path: Path, fmt: str) -> Path:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_range_comes_back_and_the_record_is_restored_exactly(pack: Path, tmp_path: Path, fmt: str) -> None:
-    """The finding: a nanoGPT export with a ``test`` range failed to import back (its files were
-    read in the sidecar's key order, ``test`` first). The import restores the exported pack's
-    ``meta.json`` byte for byte: ranges, padding id, counts, source, cut, checksums."""
+    """Every range comes back, ``test`` included (a nanoGPT export's files are read in stream
+    order, not in the sidecar's key order, where ``test`` comes first). The import restores the
+    exported pack's ``meta.json`` byte for byte: ranges, padding id, counts, source, cut, checksums."""
     code, output = run("export", pack, tmp_path / "out", "--format", fmt)
     assert code == 0, output
     assert "test (4 documents)" in output
@@ -73,9 +73,9 @@ def test_every_range_comes_back_and_the_record_is_restored_exactly(pack: Path, t
 
 @pytest.mark.parametrize("fmt", ["megatron", "hf"])
 def test_an_export_with_appended_separators_imports_with_them_kept(pack: Path, tmp_path: Path, fmt: str) -> None:
-    """The finding: ``import --keep-eod`` of a ``--append-eod`` export with ranges always failed,
-    naming a temporary folder. Kept, every document ends with the separator, each range holds its
-    documents, and the separator is no padding id (it is in the stream)."""
+    """``import --keep-eod`` of an ``--append-eod`` export with ranges: every document ends
+    with the separator, each range holds its documents, and the separator is no padding id (it
+    is in the stream)."""
     assert run("export", pack, tmp_path / "out", "--format", fmt, "--append-eod")[0] == 0
     code, output = run("import", tmp_path / "out", tmp_path / "back", "--keep-eod")
     assert code == 0, output
@@ -105,8 +105,8 @@ def _move_boundary(sidecar: dict, pack: Path, n: int = 3) -> None:  # type: igno
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_sidecar_whose_split_boundary_moved_is_refused(pack: Path, tmp_path: Path, fmt: str) -> None:
-    """The finding: the sidecar has no seal, and moving its split boundary gave a "verified"
-    pack whose splits differed from the exported pack's; ``inspect`` of the export said OK."""
+    """The sidecar has no seal: a split boundary moved in it would import as a "verified" pack
+    whose splits differ from the exported pack's. ``inspect`` and ``import`` refuse it."""
     assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
     path = sidecar_of(tmp_path, fmt)
     sidecar = json.loads(path.read_text())
@@ -141,8 +141,8 @@ def test_a_sidecar_and_record_both_moved_are_refused_by_the_files(pack: Path, tm
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_sidecar_padding_id_edited_to_an_ordinary_token_is_refused(pack: Path, tmp_path: Path, fmt: str) -> None:
-    """The finding: the same edit of ``pad_id`` in an export's sidecar went straight into the
-    pack ``tokpack import`` wrote."""
+    """``pad_id`` edited to an ordinary token in an export's sidecar never reaches the pack
+    ``tokpack import`` writes, nor a reader of the export."""
     assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
     path = sidecar_of(tmp_path, fmt)
     sidecar = json.loads(path.read_text())
@@ -207,8 +207,8 @@ def test_an_empty_range_goes_out_and_comes_back(tmp_path: Path, fmt: str) -> Non
 def test_ids_changed_with_the_sidecar_checksums_recomputed_are_refused_where_the_export_is_read(
         pack: Path, tmp_path: Path, fmt: str) -> None:
     """The sidecar's file checksums have no seal: ids changed (every "a" made "c", lengths kept)
-    with the file's SHA-256 recomputed passed ``inspect`` and were served in place. The whole
-    exported stream must be the one the exported pack's sealed record hashes."""
+    with the file's SHA-256 recomputed match them. The whole exported stream must be the one
+    the exported pack's sealed record hashes, for ``inspect``, readers in place and ``import``."""
     import hashlib
 
     assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0

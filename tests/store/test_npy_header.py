@@ -43,9 +43,9 @@ def make_dataset(folder: Path) -> Path:
 
 
 def test_a_remote_shard_with_a_forged_header_is_refused_as_it_downloads(tmp_path: Path) -> None:
-    """The finding: the download check hashed ``tokens.npy`` from byte 128, numpy reads from
-    where the file's own header ends: ``open_remote`` served the 16 chosen ids, the stream
-    shifted by 16."""
+    """numpy reads the ids from where the file's own header ends: a 96-byte header then 16
+    chosen ids before the genuine payload would hash like the genuine file from byte 128 and
+    serve the chosen ids, the stream shifted by 16. The download refuses it."""
     dataset = make_dataset(tmp_path / "ds")
     forge_header(dataset / "shard-00001" / "tokens.npy")
     remote = open_remote(f"file://{dataset}", cache_dir=tmp_path / "cache")

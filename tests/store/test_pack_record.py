@@ -46,8 +46,8 @@ def refused(pack: Path, expected: str) -> None:
 
 
 def test_a_resealed_train_range_overlapping_validation_is_refused(tmp_path: Path) -> None:
-    """The finding: ``train`` moved to end 4 documents into ``validation`` (both on document
-    starts) and re-sealed was accepted: those documents were trained on and evaluated on."""
+    """``train`` moved to end 4 documents into ``validation`` (both on document starts) and
+    re-sealed would have those documents trained on and evaluated on: refused on open."""
     pack = pack_of_documents(DOCUMENTS, n_vocab=100, pad_id=0, directory=tmp_path / "pack", train_documents=32)
     starts = Pack(pack).starts
     reseal(pack / "meta.json", ranges={**PackMeta.model_validate_json((pack / "meta.json").read_text()).ranges,
@@ -70,8 +70,8 @@ def test_a_resealed_dataset_with_overlapping_splits_is_refused(tmp_path: Path) -
 
 
 def test_a_resealed_id_type_too_narrow_for_the_vocabulary_is_refused(tmp_path: Path) -> None:
-    """The finding: a record of 100,277 ids (cl100k's size) re-sealed as ``uint16`` was
-    accepted, though ``uint16`` holds no id above 65,535."""
+    """A record of 100,277 ids (cl100k's size) re-sealed as ``uint16`` is refused: ``uint16``
+    holds no id above 65,535."""
     pack = pack_of_documents(DOCUMENTS, n_vocab=100, pad_id=0, directory=tmp_path / "pack")
     wide = VocabIdentity(scheme="list", sha256=hashlib.sha256(b"list:100277").hexdigest(), n_vocab=100_277)
     reseal(pack / "meta.json", vocabulary=wide)
