@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,38 @@ def test_a_damaged_index_is_rebuilt_not_an_error(cached: tuple[Path, Path], dama
     assert np.array_equal(served(pack), uncached)
     with np.load(index, allow_pickle=False) as stored:
         assert "checksum" in stored.files
+
+
+def _other_layout_of_arrays(index: Path) -> None:
+    """The pieces as (start, length) columns, row offsets and counts: a layout of arrays other
+    tokpack versions write under the same folder."""
+    with np.load(index, allow_pickle=False) as stored:
+        n = len(stored["order"])
+        np.savez(index, piece_start=np.arange(n, dtype=np.int64) * LENGTH, piece_len=np.full(n, LENGTH, np.int64),
+                 row_ptr=stored["row_ptr"], counts=np.array([0, 0], dtype=np.int64))
+
+
+def _pickled_objects(index: Path) -> None:
+    with np.load(index, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    arrays["order"] = np.array([object()] * 3, dtype=object)
+    np.savez(index, **arrays)
+
+
+@pytest.mark.parametrize("written", [_other_layout_of_arrays, _pickled_objects], ids=["other arrays", "pickled"])
+def test_an_index_in_another_layout_of_arrays_is_rebuilt_not_an_error(cached: tuple[Path, Path],
+                                                                      written: Callable[[Path], None]) -> None:
+    """A cache folder outlives the tokpack that wrote it: an index file of other arrays under
+    this name (``piece_start``, ``piece_len``, ``row_ptr``, ``counts``), or of arrays numpy only
+    reads by unpickling, is rebuilt and replaced, never an ``IntegrityError``."""
+    pack, index = cached
+    uncached = served(pack, cache=False)
+    written(index)
+    assert np.array_equal(served(pack), uncached)
+    assert set(stream_positions(pack).values()) == {1}
+    with np.load(index, allow_pickle=False) as stored:
+        assert {"order", "row_ptr", "built_from", "checksum"} <= set(stored.files)
+        assert stored["order"].dtype == np.int64
 
 
 @settings(max_examples=300, deadline=None)
