@@ -164,11 +164,11 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
                                  f"{span.documents[1]}) against [{part.documents[0]}, {part.documents[1]}))", where=where, fix=fix)
     separators = sidecar.eod_id is not None
     for name, span in found.items():
-        listed = sidecar.parts.get(name)
-        if listed is None:
+        written = sidecar.parts.get(name)
+        if written is None:
             raise IntegrityError(f"lists no part {name!r}", where=where, fix="the export was altered; export it again from the pack")
-        documents = listed.documents[1] - listed.documents[0]
-        tokens = listed.tokens[1] - listed.tokens[0] + (documents if separators else 0)
+        documents = written.documents[1] - written.documents[0]
+        tokens = written.tokens[1] - written.tokens[0] + (documents if separators else 0)
         held = (span.documents[1] - span.documents[0], span.tokens[1] - span.tokens[0])
         if held != (documents, tokens):
             what, said, unit = (held[0], documents, "documents") if held[0] != documents else (held[1], tokens, "ids")
