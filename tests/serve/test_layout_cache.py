@@ -121,6 +121,16 @@ def test_a_damaged_index_is_rebuilt_not_an_error(cached: tuple[Path, Path], dama
         assert "checksum" in stored.files
 
 
+def test_an_index_is_named_by_the_whole_key_it_was_built_from(cached: tuple[Path, Path]) -> None:
+    """The file's name is the whole SHA-256 it carries as ``built_from``: a cache shared with a
+    tokpack whose index has other arrays, named by the first 32 digits, holds both apart."""
+    _, index = cached
+    with np.load(index, allow_pickle=False) as stored:
+        built_from = str(stored["built_from"])
+    assert len(built_from) == 64
+    assert index.name == f"bestfit-{built_from}.npz"
+
+
 def _other_layout_of_arrays(index: Path) -> None:
     """The pieces as (start, length) columns, row offsets and counts: a layout of arrays other
     tokpack versions write under the same folder."""

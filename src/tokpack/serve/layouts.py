@@ -538,6 +538,7 @@ def _fingerprint_key(fingerprint: dict[str, Any]) -> str:
 
 
 def _cache_path(layout: str, key: str, cache: bool | str | Path) -> Path | None:
+    """Where the index built from ``key`` is cached: named by the whole key it carries."""
     if cache is False:
         return None
     if cache is True:
@@ -546,7 +547,9 @@ def _cache_path(layout: str, key: str, cache: bool | str | Path) -> Path | None:
         root = default_cache_dir() / LAYOUT_CACHE
     else:
         root = Path(cache)
-    return root / f"{layout}-{key[:32]}.npz"
+    # The whole key: indexes of other arrays, named by its first 32 digits, are never opened
+    # here, nor these by their readers, so installs sharing a cache do not fail on each other's.
+    return root / f"{layout}-{key}.npz"
 
 
 def _index_checksum(order: np.ndarray, row_ptr: np.ndarray, built_from: str) -> str:
