@@ -142,3 +142,29 @@ def test_a_dataset_verified_once_is_exported_without_hashing_again(tmp_path: Pat
     monkeypatch.setattr(dataset_module, "stream_hashes", lambda *a, **k: calls.append(1) or ("", ""))
     tokpack.export(dataset, "nanogpt", tmp_path / "out")
     assert not calls
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nanogpt"])
+def test_an_exported_datasets_ids_are_held_to_its_sealed_record(tmp_path: Path, fmt: str) -> None:
+    """An export of a whole dataset carries ``dataset.json`` as sealed: one id changed in its
+    files, with the sidecar's file checksum recomputed, is not the dataset's stream, for
+    ``inspect`` and ``import``."""
+    import hashlib
+    import json
+
+    dataset = make_dataset(tmp_path / "ds")
+    out = tmp_path / "out"
+    assert run("export", dataset, out, "--format", fmt)[0] == 0
+    sidecar_path = out / "tokpack-export.json" if fmt == "nanogpt" else tmp_path / "out.tokpack.json"
+    sidecar = json.loads(sidecar_path.read_text())
+    name = next(file for file in sidecar["parts"]["train"]["files"] if file.endswith(".bin"))
+    data = sidecar_path.parent / name
+    ids = np.fromfile(data, dtype=np.uint16)
+    ids[5] = (ids[5] + 1) % PAD
+    ids.tofile(data)
+    sidecar["files_sha256"][name] = hashlib.sha256(data.read_bytes()).hexdigest()
+    sidecar_path.write_text(json.dumps(sidecar))
+    for command in (("inspect", out), ("import", out, tmp_path / "back")):
+        code, output = run(*command)
+        assert code == 2 and "not the stream of the exported pack" in output, output
+    assert not (tmp_path / "back").exists()
