@@ -270,3 +270,22 @@ def test_a_sidecar_that_leaves_out_the_carried_vocabulary_is_refused(pack: Path,
         code, output = run(*command)
         assert code == 2 and "the exported pack carries vocabulary files" in output, output
     assert not (tmp_path / "back").exists()
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "nanogpt"])
+def test_the_sidecar_lists_the_exported_counts_and_is_held_to_them(pack: Path, tmp_path: Path, fmt: str) -> None:
+    """The sidecar lists the exported pack's counts (characters, ...) beside its other fields:
+    edited there, they differ from the carried record and are refused; an export without the
+    record still brings them back on import."""
+    assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    assert sidecar["counts"] == {"characters": 600}
+    path.write_text(json.dumps(sidecar | {"counts": {"characters": 6000}}))
+    code, output = run("inspect", tmp_path / "out")
+    assert code == 2 and "counts" in output and "differs from the exported pack's record" in output, output
+    del sidecar["sealed_record"]
+    path.write_text(json.dumps(sidecar))
+    code, output = run("import", tmp_path / "out", tmp_path / "back")
+    assert code == 0, output
+    assert Pack(tmp_path / "back").meta.counts == {"characters": 600}

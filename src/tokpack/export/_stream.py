@@ -136,6 +136,7 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
                         source_tokens_sha256=meta.tokens_sha256, source_starts_sha256=meta.starts_sha256,
                         source_n_docs=source.n_docs,
                         eod_id=eod_id, dtype=dtype.name, ranges=dict(meta.ranges), parts=parts,
+                        counts=dict(getattr(meta, "counts", {})),
                         files_sha256={name: file_sha256(Path(root) / name)
                                       for part in parts.values() for name in part.files}
                         | {f"{vocabulary_dir}/{name}": file_sha256(Path(root) / vocabulary_dir / name)

@@ -212,7 +212,7 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
         counts: dict[str, int] = {}
         if sidecar is not None and restored:
             ranges = dict(sidecar.ranges) or ranges
-            counts = dict(sidecar.sealed_record.counts) if sidecar.sealed_record is not None else {}
+            counts = dict(sidecar.sealed_record.counts if sidecar.sealed_record is not None else sidecar.counts)
         if sidecar is not None:  # the exported pack's padding id, unless separators kept made it a real token
             pad_id = None if found_separator and sidecar.pad_id == separator else sidecar.pad_id
             origin, cut = sidecar.source, sidecar.cut

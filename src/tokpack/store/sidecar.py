@@ -46,11 +46,13 @@ class ExportRecord(Record):
         ranges: the source's named ranges (an import of a whole export restores them).
         parts: what was written, by name, as spans of the source.
         files_sha256: SHA-256 of every written file, by its name in ``parts`` (what ``inspect``
-            and ``import`` check the files against; empty in exports written before it existed),
+            and ``import`` check the files against; empty when none were recorded),
             and of the vocabulary files carried (``VOCABULARY_DIR/NAME``).
         vocabulary_dir: the folder, beside the sidecar, holding the source pack's vocabulary
             files (``vocabulary`` in a folder export, ``OUT.vocabulary`` beside a Megatron
             prefix), so the ids decode where they are copied; ``None`` when it carried none.
+        counts: the exported pack's counts (its characters, skipped inputs, ...), which an import
+            of the whole export restores.
         sealed_record: the exported pack's ``meta.json`` (or dataset's ``dataset.json``) as it
             was, seal and all: the sidecar has no seal of its own, so every field above that
             repeats the pack's is checked against it (:func:`check_export`), and an import
@@ -73,14 +75,15 @@ class ExportRecord(Record):
     parts: dict[str, ExportPart]
     files_sha256: dict[str, str] = Field(default_factory=dict)
     vocabulary_dir: str | None = Field(default=None, pattern=r"^[^/\\]+$")
+    counts: dict[str, int] = Field(default_factory=dict)
     sealed_record: PackMeta | DatasetRecord | None = None
 
     @model_serializer(mode="wrap")
     def _no_optional_field_without_a_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Written only when set, so exports of packs without vocabulary files stay as they were.
+        # Left out when empty: an export of a pack without vocabulary files or counts has no such keys.
         data: dict[str, Any] = handler(self)
-        for name in ("vocabulary_dir", "sealed_record"):
-            if data.get(name) is None:
+        for name in ("vocabulary_dir", "sealed_record", "counts"):
+            if not data.get(name):
                 data.pop(name, None)
         return data
 
@@ -134,7 +137,7 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
                     "source": (sidecar.source, record.source), "cut": (sidecar.cut, record.cut),
                     "source_tokens_sha256": (sidecar.source_tokens_sha256, record.tokens_sha256),
                     "source_starts_sha256": (sidecar.source_starts_sha256, record.starts_sha256),
-                    "source_n_docs": (sidecar.source_n_docs, record.n_docs)}
+                    "source_n_docs": (sidecar.source_n_docs, record.n_docs), "counts": (sidecar.counts, record.counts)}
         for name, (said, recorded) in repeated.items():
             if said != recorded:
                 raise IntegrityError(f"{name} {_brief(said)} differs from the exported pack's record ({_brief(recorded)})",
