@@ -95,7 +95,7 @@ def child(args: argparse.Namespace) -> None:
             source._reading(index)  # type: ignore[attr-defined]
         wall = time.perf_counter() - started
         print(json.dumps({"mode": "verify", "wall_s": wall, "cpu_s": time.process_time() - cpu,
-                          "bytes": int(source.n_tokens * source.dtype.itemsize + source.starts.nbytes)}))
+                          "bytes": int(source.n_tokens * np.dtype(source.meta.dtype).itemsize + source.starts.nbytes)}))
         return
     layout = args.mode.split()[0]
     batches = PackedBatches(args.pack, layout=layout, length=args.length, global_batch=args.global_batch,

@@ -174,7 +174,7 @@ def make_dataset(folder: Path) -> Path:
     second = pack_of_documents(_documents(2, 20), n_vocab=N_VOCAB, pad_id=PAD, directory=folder / "shard-00001",
                                train_documents=12)
     write_dataset(folder, [first.name, second.name], source=Source(name="t", sha256="0" * 64, n_bytes=0),
-                  cut=DocumentCut(rule="test"))
+                  cut=DocumentCut(rule="list"))
     return folder
 
 
@@ -210,14 +210,14 @@ def test_a_refused_import_leaves_nothing_behind(pack: Path, tmp_path: Path) -> N
     assert run("export", pack, tmp_path / "m", "--format", "megatron")[0] == 0
     sidecar = tmp_path / "m.tokpack.json"
     record = json.loads(sidecar.read_text())
-    del record["files_sha256"]  # as an export written before the checksums: only the ids' checksums catch it
+    del record["files_sha256"]  # no file checksums: only the stream's checksum catches it
     sidecar.write_text(json.dumps(record))
     flip(tmp_path / "m.bin", 2 * 5)
     code, output = run("import", tmp_path / "m", tmp_path / "back")
-    assert code == 2 and "differ from the pack that was exported" in output, output
+    assert code == 2 and "not the stream of the exported pack" in output, output
     assert not (tmp_path / "back").exists() and not list(tmp_path.glob(".back*"))
     code, output = run("import", tmp_path / "m", tmp_path / "back")  # and again: nothing in the way
-    assert code == 2 and "differ from the pack that was exported" in output
+    assert code == 2 and "not the stream of the exported pack" in output
 
 
 # --- a dataset's record is checked against its shards' -----------------------------------------------

@@ -617,7 +617,7 @@ def test_a_padding_id_the_encoder_can_emit_is_refused_even_when_absent_from_the_
     present = set(np.unique(prepared.pack().tokens).tolist())
     absent = next(i for i in range(256) if i not in present)  # an ordinary byte id the stream does not hold
     reseal(prepared.tokens_dir / "meta.json", pad_id=absent)
-    with pytest.raises(IntegrityError, match=rf"pad_id {absent} is an ordinary token of vocabulary\.json"):
+    with pytest.raises(IntegrityError, match=rf"pad_id {absent} is an ordinary token of"):
         TokenizedCorpus(prepared.tokens_dir, prepared.vocabulary_path)
     with pytest.raises(IntegrityError, match=rf"pad_id {absent}"):
         prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)

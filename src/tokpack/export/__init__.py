@@ -104,9 +104,10 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
 def verified(source: TokenSource) -> TokenSource:
     """``source``, checked against its record the way every reader's default open checks it,
     whatever ``verify=`` it was opened with: a pack's checksums, ids and padding id unless its
-    verification stamp shows it unchanged since it was last verified; each shard of a dataset the
-    same way; another framework's files (a tokpack export) against its sidecar's checksums and
-    the vocabulary; a remote dataset's shards are checked as they download.
+    verification stamp shows it unchanged since it was last verified; a dataset's shards and its
+    whole stream's checksums (which the export's sidecar copies) the same way; another
+    framework's files (a tokpack export) against its sidecar's checksums and the vocabulary; a
+    remote dataset's shards as they download, and its whole stream's checksums.
 
     Raises:
         IntegrityError / VocabularyMismatch: naming the file that does not match.
@@ -115,16 +116,17 @@ def verified(source: TokenSource) -> TokenSource:
     from tokpack.store.reader import Pack
     from tokpack.store.remote import RemoteDataset
 
-    packs = [source] if isinstance(source, Pack) else list(source.shards) if isinstance(source, ShardedDataset) else None
-    if packs is not None:
-        for pack in packs:
-            if not pack.stamped():
-                pack.verify()
+    if isinstance(source, (Pack, ShardedDataset)):
+        # A dataset's stamp covers its whole-stream checksums too, which the sidecar copies.
+        if not source.stamped():
+            source.verify()
     elif getattr(getattr(source, "sidecar", None), "files_sha256", None):  # a tokpack export, read in place
         from tokpack.store.importing import verify_unless_stamped
 
         verify_unless_stamped(source)
-    elif not isinstance(source, RemoteDataset):
+    elif isinstance(source, RemoteDataset):
+        source.check_stream()
+    else:
         source.verify()
     return source
 

@@ -8,21 +8,16 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
 import numpy as np
 
 from tokpack import _checks as checks
 from tokpack._atomic import write_atomically
-from tokpack.corpus.manifest import SplitName
 from tokpack.errors import InputError
-from tokpack.store.format import DocumentCut, Source, Span
+from tokpack.store.dataset import DatasetRecord
+from tokpack.store.format import SPLIT_NAMES, DocumentCut, PackMeta, Source, Span
 from tokpack.store.sidecar import ExportPart, ExportRecord, carried_vocabulary_files
 from tokpack.store.source import TokenSource, document_ends
-
-#: The ranges an export writes as its splits.
-SPLIT_NAMES: tuple[str, ...] = get_args(SplitName)
-
 
 Progress = Callable[[int], None]
 """Called with the number of ids just written (to drive a progress bar)."""
@@ -146,14 +141,19 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
                                       for part in parts.values() for name in part.files}
                         | {f"{vocabulary_dir}/{name}": file_sha256(Path(root) / vocabulary_dir / name)
                            for name in vocabulary},
-                        vocabulary_dir=vocabulary_dir if vocabulary else None)
+                        vocabulary_dir=vocabulary_dir if vocabulary else None,
+                        sealed_record=meta if isinstance(meta, (PackMeta, DatasetRecord)) else None)
 
 
 def part_span(source: TokenSource, documents: tuple[int, int], files: list[str]) -> ExportPart:
     """An :class:`ExportPart` for documents ``[d0, d1)``."""
     starts, ends = np.asarray(source.starts), document_ends(source)
     d0, d1 = documents
-    tokens = (int(starts[d0]), int(ends[d1 - 1])) if d1 > d0 else (0, 0)
+    if d1 > d0:
+        tokens = (int(starts[d0]), int(ends[d1 - 1]))
+    else:  # an empty part sits where its range does: before document d0, or at the stream's end
+        at = int(starts[d0]) if d0 < source.n_docs else source.n_tokens
+        tokens = (at, at)
     return ExportPart(documents=documents, tokens=tokens, files=files)
 
 

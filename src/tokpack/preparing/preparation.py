@@ -583,7 +583,10 @@ def write_pack(
                 "(files, records or rows, as the format counts them)")
 
     with PackWriter(pack_dir, vocabulary=tokenizer.identity, origins=(source.origin_kind, source.origin_files())) as writer:
-        writer.add_vocabulary_files(tokenizer.files() if files is None else files)
+        if files is None:
+            writer.add_vocabulary(tokenizer)
+        else:
+            writer.add_vocabulary_files(files)
         ranges = {}
         for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens

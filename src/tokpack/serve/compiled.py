@@ -230,6 +230,67 @@ def best_fit_rows(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.n
 
 
 @njit(cache=True)
+def bestfit_pieces(starts: np.ndarray, hi: int, width: int) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """Every piece of the documents starting at ``starts`` (ascending; the last ends at ``hi``)
+    in stream order: its start and length, each document whole or cut into pieces of ``width``
+    ids when longer; and the ids of the documents that were cut."""
+    n = len(starts)
+    total = 0
+    for d in range(n):
+        end = starts[d + 1] if d + 1 < n else hi
+        total += (end - starts[d] + width - 1) // width
+    piece_start = np.empty(total, dtype=np.int64)
+    piece_len = np.empty(total, dtype=np.int64)
+    k = cut = 0
+    for d in range(n):
+        end = starts[d + 1] if d + 1 < n else hi
+        if end - starts[d] > width:
+            cut += end - starts[d]
+        at = starts[d]
+        while at < end:
+            piece_start[k] = at
+            piece_len[k] = min(width, end - at)
+            at += width
+            k += 1
+    return piece_start, piece_len, cut
+
+
+@njit(cache=True)
+def bestfit_moved(order: np.ndarray, row_ends: np.ndarray, lengths: np.ndarray, width: int) -> int:  # pragma: no cover
+    """The ids of pieces placed while an older piece still waited, for the packing of pieces
+    ``lengths`` into rows that ``order`` (the pieces in row order) and ``row_ends`` (each row's
+    end in that order) describe; ``-1`` when they describe no packing :func:`best_fit_rows`
+    could make: a piece missing, repeated or unknown, an empty or too wide row, or a row not
+    headed by the oldest piece still waiting."""
+    total = len(lengths)
+    if len(order) != total:
+        return -1
+    taken = np.zeros(total + 1, dtype=np.uint8)  # one spare: the pointer to the oldest may rest past the end
+    oldest = placed = moved = 0
+    for row in range(len(row_ends)):
+        end = row_ends[row]
+        if end <= placed or end > total:
+            return -1
+        used = 0
+        for slot in range(placed, end):
+            piece = order[slot]
+            if piece < 0 or piece >= total or taken[piece]:
+                return -1
+            while taken[oldest]:
+                oldest += 1
+            if slot == placed and piece != oldest:
+                return -1
+            if piece != oldest:
+                moved += lengths[piece]
+            taken[piece] = 1
+            used += lengths[piece]
+        if used > width:
+            return -1
+        placed = end
+    return moved if placed == total else -1
+
+
+@njit(cache=True)
 def fill_batch(ids: np.ndarray, segments: np.ndarray, real: np.ndarray, ignore_index: int,
                input_ids: np.ndarray, labels: np.ndarray, positions: np.ndarray, documents: np.ndarray,
                cu_seqlens: np.ndarray, want_positions: bool, want_documents: bool,
@@ -295,5 +356,5 @@ def fill_batch(ids: np.ndarray, segments: np.ndarray, real: np.ndarray, ignore_i
     return count, longest, largest
 
 
-__all__ = ["best_fit_rows", "bestfit_gather", "bestfit_positions", "bestfit_segments", "contiguous_gather", "contiguous_segments",
+__all__ = ["best_fit_rows", "bestfit_gather", "bestfit_moved", "bestfit_pieces", "bestfit_positions", "bestfit_segments", "contiguous_gather", "contiguous_segments",
            "fill_batch", "outside"]

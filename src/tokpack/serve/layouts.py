@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import secrets
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -49,7 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tokpack._checks import fits_in_memory, positive_int, text
-from tokpack.errors import InputError, IntegrityError
+from tokpack.errors import InputError
 from tokpack.store import Pack, TokenSource, open_tokens
 
 #: Index files of layouts that are costly to build live under ``<cache>/layouts/``.
@@ -398,8 +399,10 @@ class BestFitLayout(Layout):
 
     Each row takes the oldest waiting document first (so nothing waits more than ``lookahead``
     documents), then, while one fits, the longest waiting document that fits the space left.
-    The index (row offsets and each piece's start and length, about 20 bytes a document) is
-    cached under ``<cache>/layouts/`` keyed by the data's checksums and the parameters.
+    The index (the pieces in row order and the rows' offsets, about 16 bytes a document) is
+    cached under ``<cache>/layouts/`` keyed by the data's checksums and the parameters; the file
+    carries that key and a checksum of itself, and one that does not check out against the
+    data's pieces is rebuilt, never served (see :func:`_load_index`).
     """
 
     name = "bestfit"
@@ -410,55 +413,25 @@ class BestFitLayout(Layout):
         self.lookahead = positive_int("lookahead", lookahead)
         if not isinstance(cache, (bool, str, os.PathLike)):
             raise InputError(f"cache must be True, False or a folder, got {type(cache).__name__}")
-        path = _cache_path(self.fingerprint, cache)
-        if path is not None and path.exists():
-            self._load(path)
-        else:
-            self._build()
+        width = self.length + 1
+        starts = np.ascontiguousarray(self.source.starts[self.first_doc : self.last_doc], dtype=np.int64)
+        piece_start, piece_len, self._cut = kernels().bestfit_pieces(starts, self.hi, width)
+        key = _fingerprint_key(self.fingerprint)
+        path = _cache_path(self.name, key, cache)
+        found = None if path is None else _load_index(path, key, piece_len, width)
+        if found is None:
+            order, self._row_ptr, self._moved = _best_fit(piece_len, width, self.lookahead)
             if path is not None:
-                self._save(path)
+                _save_index(path, key, order, self._row_ptr)
+        else:
+            order, self._row_ptr, self._moved = found
+        self._piece_start = piece_start[order]
+        self._piece_len = piece_len[order].astype(np.int32)
         self.n_rows = len(self._row_ptr) - 1
 
     @property
     def options(self) -> dict[str, Any]:
         return {"lookahead": self.lookahead}
-
-    def _build(self) -> None:
-        width = self.length + 1
-        starts = np.asarray(self.source.starts[self.first_doc : self.last_doc], dtype=np.int64)
-        lengths = np.diff(np.append(starts, self.hi))
-        n_pieces = -(-lengths // width)
-        total = int(n_pieces.sum())
-        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
-        piece_start = np.repeat(starts, n_pieces) + within * width
-        piece_len = np.minimum(np.repeat(starts + lengths, n_pieces) - piece_start, width)
-        self._cut = int(lengths[n_pieces > 1].sum())
-        placed, self._row_ptr, self._moved = _best_fit(piece_len, width, self.lookahead)
-        self._piece_start = piece_start[placed]
-        self._piece_len = piece_len[placed].astype(np.int32)
-
-    def _save(self, path: Path) -> None:
-        # A unique temporary renamed into place: ranks on several hosts may build the same index at
-        # once; each publishes whole, identical bytes. A cache that cannot be written is skipped.
-        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(temporary, piece_start=self._piece_start, piece_len=self._piece_len, row_ptr=self._row_ptr,
-                     counts=np.array([self._cut, self._moved], dtype=np.int64))
-            os.replace(temporary, path)
-        except OSError:
-            with contextlib.suppress(OSError):  # the cache may be a file, or read-only: nothing to clean
-                temporary.unlink(missing_ok=True)
-
-    def _load(self, path: Path) -> None:
-        try:
-            with np.load(path, allow_pickle=False) as stored:
-                self._piece_start, self._piece_len = stored["piece_start"], stored["piece_len"]
-                self._row_ptr, (self._cut, self._moved) = stored["row_ptr"], stored["counts"].tolist()
-        except (OSError, ValueError, KeyError) as error:
-            raise IntegrityError(f"unreadable layout index ({error})", where=path, fix="delete it to rebuild") from None
-        if int(self._piece_len.sum()) != self.hi - self.lo or self._row_ptr[-1] != len(self._piece_len):
-            raise IntegrityError("layout index does not cover its range", where=path, fix="delete it to rebuild")
 
     def _segments(self, indices: np.ndarray, want_starts: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         # Each row's pieces are copied as contiguous runs (one compiled loop) where the source is
@@ -548,30 +521,24 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
     that fits" is the highest set bit at or below the space in a bit set whose bit ``L`` says a
     piece of length ``L`` waits: a few integer operations a piece, no sorted buffer, in one
     compiled loop (:func:`tokpack.serve.compiled.best_fit_rows`). The oldest waiting piece is a
-    pointer that only moves forward, and the moved ids are counted afterwards in one vectorized
-    pass. A full piece (``width`` ids) can only head a row: it joins no queue.
+    pointer that only moves forward, and the moved ids are counted afterwards in one compiled
+    pass (:func:`tokpack.serve.compiled.bestfit_moved`, which also checks a cached packing). A
+    full piece (``width`` ids) can only head a row: it joins no queue.
     """
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
     row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
     row_ptr[1:] = row_ends
-    return order, row_ptr, _moved_ids(order, lengths)
+    return order, row_ptr, int(kernels().bestfit_moved(order, row_ends, lengths, int(width)))
 
 
-def _moved_ids(order: np.ndarray, lengths: np.ndarray) -> int:
-    """Ids of the pieces placed while an older piece was still waiting: piece ``k`` placed at
-    ``p`` moved iff some older piece (index below ``k``) is placed after ``p``."""
-    if not len(order):
-        return 0
-    placed_at = np.empty(len(order), dtype=np.int64)
-    placed_at[order] = np.arange(len(order))
-    latest_older = np.empty(len(order), dtype=np.int64)  # the latest placement among pieces below k
-    latest_older[0] = -1
-    np.maximum.accumulate(placed_at[:-1], out=latest_older[1:])
-    return int(lengths[latest_older > placed_at].sum())
+def _fingerprint_key(fingerprint: dict[str, Any]) -> str:
+    """The SHA-256 that names what a layout index is built from (the data and the parameters)."""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
 
 
-def _cache_path(fingerprint: dict[str, Any], cache: bool | str | Path) -> Path | None:
+def _cache_path(layout: str, key: str, cache: bool | str | Path) -> Path | None:
+    """Where the index built from ``key`` is cached: named by the whole key it carries."""
     if cache is False:
         return None
     if cache is True:
@@ -580,8 +547,60 @@ def _cache_path(fingerprint: dict[str, Any], cache: bool | str | Path) -> Path |
         root = default_cache_dir() / LAYOUT_CACHE
     else:
         root = Path(cache)
-    key = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:32]
-    return root / f"{fingerprint['layout']}-{key}.npz"
+    # The whole key: indexes of other arrays, named by its first 32 digits, are never opened
+    # here, nor these by their readers, so installs sharing a cache do not fail on each other's.
+    return root / f"{layout}-{key}.npz"
+
+
+def _index_checksum(order: np.ndarray, row_ptr: np.ndarray, built_from: str) -> str:
+    """The SHA-256 a cached index carries of itself: its two arrays and what it was built from."""
+    digest = hashlib.sha256(built_from.encode())
+    for array in (order, row_ptr):
+        digest.update(np.ascontiguousarray(array, dtype="<i8").data)
+    return digest.hexdigest()
+
+
+def _save_index(path: Path, key: str, order: np.ndarray, row_ptr: np.ndarray) -> None:
+    """Cache a bestfit index (the pieces in row order and the rows' offsets) with the key of what
+    it was built from and its checksum.
+
+    A unique temporary is renamed into place: ranks on several hosts may build the same index at
+    once; each publishes whole, identical bytes. A cache that cannot be written is skipped.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp.npz")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(temporary, order=order, row_ptr=row_ptr, built_from=np.array(key),
+                 checksum=np.array(_index_checksum(order, row_ptr, key)))
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # the cache may be a file, or read-only: nothing to clean
+            temporary.unlink(missing_ok=True)
+
+
+def _load_index(path: Path, key: str, lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The cached index at ``path`` (the pieces in row order, the rows' offsets, and the ids
+    moved ahead of older pieces), or ``None`` when there is none or it cannot be trusted, and so
+    is rebuilt.
+
+    Trusted only when it was built from ``key``, matches its own checksum, and describes a
+    packing of exactly the pieces of ``lengths`` (what the data gives): each once, every row
+    non-empty, within ``width`` ids and headed by the oldest piece still waiting. The checksum
+    has no key (anyone can recompute it), so what it could not catch is checked against the
+    pieces; only the choice of fills within those rules is taken from the file.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            order, row_ptr = stored["order"], stored["row_ptr"]
+            built_from, checksum = str(stored["built_from"]), str(stored["checksum"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # missing, damaged, another format
+        return None
+    if (built_from != key or order.dtype != np.int64 or row_ptr.dtype != np.int64 or order.ndim != 1
+            or row_ptr.ndim != 1 or len(row_ptr) < 2 or row_ptr[0] != 0
+            or checksum != _index_checksum(order, row_ptr, built_from)):
+        return None
+    moved = int(kernels().bestfit_moved(order, row_ptr[1:], lengths, int(width)))
+    return None if moved < 0 else (order, row_ptr, moved)
 
 
 #: Every layout by name: the one place a new layout is added.

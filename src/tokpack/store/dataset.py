@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -27,8 +27,9 @@ from pydantic import Field
 from tokpack._schema import Record, read_record, write_record
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.format import DATASET_FILE, SHA256, DocumentCut, PackMeta, Source, Span, StreamRecord
-from tokpack.store.reader import Pack, check_ranges
+from tokpack.store.reader import PACK_FILES, Pack, check_ranges
 from tokpack.store.source import RecordedStream
+from tokpack.store.stamps import is_stamped, stamp
 from tokpack.vocab.identity import VocabIdentity
 
 SHARD_PREFIX = "shard-"
@@ -170,7 +171,8 @@ class ShardedDataset(PartsStream, RecordedStream):
             self._verified[index] = True
 
     def verify(self) -> None:
-        """Verify every shard, then hash the whole stream and its starts against the record.
+        """Verify every shard, then hash the whole stream and its starts against the record, and
+        leave a verification stamp of the whole dataset (see :meth:`stamped`).
 
         Raises:
             IntegrityError: naming the shard or file that does not match.
@@ -178,8 +180,14 @@ class ShardedDataset(PartsStream, RecordedStream):
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
             raise IntegrityError("the stream's checksums differ from the record", where=self.path / DATASET_FILE,
-                                 fix="shards were reordered or replaced; rebuild the dataset")
+                                 fix="shards were reordered or replaced, or the record was edited; rebuild the dataset")
         self._verified = [True] * len(self.shards)
+        stamp(self.path, self.meta.seal, dataset_files(self.meta.shards, [shard.meta for shard in self.shards]))
+
+    def stamped(self) -> bool:
+        """Whether the whole dataset (every shard and the stream's checksums, which schedules and
+        exports name the data by) was verified and none of its files changed since."""
+        return is_stamped(self.path, self.meta.seal, dataset_files(self.meta.shards, [shard.meta for shard in self.shards]))
 
     def __repr__(self) -> str:
         return f"ShardedDataset({str(self.path)!r}, shards={len(self.shards)}, n_tokens={self.n_tokens})"
@@ -218,9 +226,10 @@ def check_against_shards(where: Path | str, record: DatasetRecord, shard_metas: 
     Raises:
         IntegrityError: naming ``where`` and what differs.
     """
-    check_places(where, [entry.name for entry in record.shards], shard_metas)
+    names = [entry.name for entry in record.shards]
+    check_places(where, names, shard_metas)
     for index, meta in enumerate(shard_metas):
-        name = record.shards[index].name if index < len(record.shards) else str(index)
+        name = names[index] if index < len(names) else str(index)
         if meta.pad_id != record.pad_id:
             raise IntegrityError(f"pad_id {record.pad_id} differs from shard {name}'s {meta.pad_id}", where=where,
                                  fix="the record was edited; rebuild the dataset")
@@ -228,6 +237,79 @@ def check_against_shards(where: Path | str, record: DatasetRecord, shard_metas: 
             raise IntegrityError(f"dtype {record.dtype} differs from shard {name}'s {meta.dtype}", where=where,
                                  fix="the record was edited; rebuild the dataset")
     check_ranges(where, record.ranges, starts, record.n_tokens)
+    said = shards_say(where, names, shard_metas)
+    fix = "the record was edited; rebuild the dataset"
+    if record.ranges != said.ranges:
+        raise IntegrityError(f"ranges differ from what its shards record ({_shown(record.ranges)}; the shards say "
+                             f"{_shown(said.ranges)})", where=where, fix=fix)
+    if record.counts != said.counts:
+        raise IntegrityError(f"counts differ from what its shards record ({record.counts}; the shards add up to "
+                             f"{said.counts})", where=where, fix=fix)
+    check_cut_and_source(where, record.cut, record.source, said, fix=fix)
+
+
+class ShardsSay(NamedTuple):
+    """What the shards' records say of the whole stream they make."""
+
+    #: their ranges moved to the stream's offsets and joined by name
+    ranges: dict[str, Span]
+    #: their counts summed by name
+    counts: dict[str, int]
+    #: the cut every shard records (``None``: they differ)
+    cut: DocumentCut | None
+    #: the source every shard records (``None``: they differ, as a chess job's month tables do)
+    source: Source | None
+
+
+def shards_say(where: Path | str, names: Sequence[str], metas: Sequence[PackMeta]) -> ShardsSay:
+    """What the records ``metas`` of shards ``names`` (in stream order) say of their stream:
+    what a dataset's record must say too (see :class:`ShardsSay`).
+
+    Raises:
+        IntegrityError: a range whose parts are not contiguous across shards.
+    """
+    ranges: dict[str, Span] = {}
+    counts: dict[str, int] = {}
+    docs = tokens = 0
+    for name, meta in zip(names, metas):
+        for range_name, span in meta.ranges.items():
+            moved = Span(documents=(span.documents[0] + docs, span.documents[1] + docs),
+                         tokens=(span.tokens[0] + tokens, span.tokens[1] + tokens))
+            if range_name in ranges:
+                joined = ranges[range_name]
+                if joined.tokens[1] != moved.tokens[0] or joined.documents[1] != moved.documents[0]:
+                    raise IntegrityError(f"range {range_name!r} of shard {name} does not continue the one before it",
+                                         where=where, fix="the shards are not one job's; rebuild the dataset")
+                moved = Span(documents=(joined.documents[0], moved.documents[1]), tokens=(joined.tokens[0], moved.tokens[1]))
+            ranges[range_name] = moved
+        for key, value in meta.counts.items():
+            counts[key] = counts.get(key, 0) + value
+        docs, tokens = docs + meta.n_docs, tokens + meta.n_tokens
+    cuts = {meta.cut for meta in metas}
+    sources = {meta.source for meta in metas}
+    return ShardsSay(ranges=ranges, counts=counts, cut=cuts.pop() if len(cuts) == 1 else None,
+                     source=sources.pop() if len(sources) == 1 else None)
+
+
+def check_cut_and_source(where: Path | str, cut: DocumentCut, source: Source, said: ShardsSay, *, fix: str) -> None:
+    """A dataset's ``cut`` is the one every shard records; its ``source`` is theirs when they
+    share one (a chess job's shards each record their own tables, and the dataset all of them).
+
+    Raises:
+        IntegrityError: naming ``where`` and what differs.
+    """
+    if said.cut is None:
+        raise IntegrityError("its shards record different cuts: they are not one job's", where=where, fix=fix)
+    if cut != said.cut:
+        raise IntegrityError(f"cut differs from what its shards record ({cut.model_dump(exclude_none=True)}; the "
+                             f"shards say {said.cut.model_dump(exclude_none=True)})", where=where, fix=fix)
+    if said.source is not None and source != said.source:
+        raise IntegrityError(f"source differs from what its shards record ({source.name} {source.sha256[:12]}…; the "
+                             f"shards say {said.source.name} {said.source.sha256[:12]}…)", where=where, fix=fix)
+
+
+def _shown(ranges: dict[str, Span]) -> str:
+    return ", ".join(f"{name} documents [{span.documents[0]}, {span.documents[1]})" for name, span in ranges.items()) or "none"
 
 
 def _pieces(tokens: np.ndarray) -> Iterator[np.ndarray]:
@@ -283,22 +365,10 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
     for shard in shards[1:]:
         if shard.vocabulary != first.vocabulary or shard.meta.pad_id != first.pad_id:
             raise IntegrityError(f"vocabulary or padding id differs from {shards[0].path.name}'s", where=shard.path)
-    ranges: dict[str, Span] = {}
-    docs = tokens = 0
-    counts: dict[str, int] = {}
-    for shard in shards:
-        for name, span in shard.meta.ranges.items():
-            moved = Span(documents=(span.documents[0] + docs, span.documents[1] + docs),
-                         tokens=(span.tokens[0] + tokens, span.tokens[1] + tokens))
-            if name in ranges:
-                if ranges[name].tokens[1] != moved.tokens[0] or ranges[name].documents[1] != moved.documents[0]:
-                    raise IntegrityError(f"range {name!r} is not contiguous across shards", where=shard.path)
-                moved = Span(documents=(ranges[name].documents[0], moved.documents[1]),
-                             tokens=(ranges[name].tokens[0], moved.tokens[1]))
-            ranges[name] = moved
-        for key, value in shard.meta.counts.items():
-            counts[key] = counts.get(key, 0) + value
-        docs, tokens = docs + shard.n_docs, tokens + shard.n_tokens
+    said = shards_say(path, [shard.path.name for shard in shards], [shard.meta for shard in shards])
+    check_cut_and_source(path, cut, source, said, fix="pass the cut and source the shards were made with")
+    ranges, counts = said.ranges, said.counts
+    docs, tokens = sum(shard.n_docs for shard in shards), sum(shard.n_tokens for shard in shards)
     tokens_sha, starts_sha = stream_hashes(shards, verify=True)
     record = DatasetRecord(
         n_docs=docs, n_tokens=tokens, dtype=first.dtype, vocabulary=first.vocabulary, source=source, cut=cut,
@@ -309,7 +379,16 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
     )
     record = record.sealed()
     write_record(record, path / DATASET_FILE)
+    # Every shard was verified and the stream hashed in one pass above: the checksums recorded
+    # are of what was read, as ShardedDataset.verify() would find them.
+    stamp(path, record.seal, dataset_files(record.shards, [shard.meta for shard in shards]))
     return record
+
+
+def dataset_files(entries: Sequence[ShardEntry], metas: Sequence[PackMeta]) -> list[str]:
+    """Every file of a dataset a verification stamp covers: its record and each shard's files."""
+    return [DATASET_FILE, *(f"{entry.name}/{name}" for entry, meta in zip(entries, metas)
+                            for name in (*PACK_FILES, *meta.vocabulary_files))]
 
 
 def merge_dataset(dataset: ShardedDataset, destination: Path) -> PackMeta:

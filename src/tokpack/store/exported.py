@@ -136,7 +136,7 @@ class ExportedFolder(PartsStream, RecordedStream):
             IntegrityError: a data file that does not parse as the sidecar says.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar.
         """
-        from tokpack.store.sidecar import SIDECAR, read_sidecar
+        from tokpack.store.sidecar import SIDECAR, check_export, read_sidecar
 
         self.path = Path(path)
         sidecar = read_sidecar(self.path / SIDECAR)
@@ -163,6 +163,7 @@ class ExportedFolder(PartsStream, RecordedStream):
                 self.shards.append(shard)
                 docs, tokens = docs + len(shard.starts), tokens + shard.n_tokens
             ranges[name] = Span(documents=(first[0], docs), tokens=(first[1], tokens))
+        check_export(sidecar, self.path / SIDECAR, ranges)
         self.offsets = np.concatenate(([0], np.cumsum([p.n_tokens for p in self.shards]))).astype(np.int64)
         self.starts = np.concatenate([p.starts + o for p, o in zip(self.shards, self.offsets)] or [np.zeros(0, np.int64)])
         pad_id = sidecar.pad_id if sidecar.eod_id is None else None
@@ -191,10 +192,14 @@ class ExportedFolder(PartsStream, RecordedStream):
             IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
+        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary, check_stream
+
         check_files(self.sidecar, self.path)
+        check_export_vocabulary(self.sidecar, self.path, self.path / SIDECAR)
         for index, shard in enumerate(self.shards):
             self._reading(index)
             check_ids([shard], self.vocabulary.n_vocab)
+        check_stream(self, self.sidecar, self.path / SIDECAR)
 
     def __repr__(self) -> str:
         return f"ExportedFolder({str(self.path)!r}, format={self.sidecar.format!r}, n_docs={self.n_docs})"

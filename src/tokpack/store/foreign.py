@@ -135,8 +135,11 @@ def check_files(sidecar: Any, root: Path, names: Sequence[str] | None = None) ->
 
 def verified_what(sidecar: Any) -> str:
     """What verifying a foreign source checks, in words, for ``tokpack inspect``."""
+    record = getattr(sidecar, "sealed_record", None)
+    whole = record is not None and sum(p.documents[1] - p.documents[0] for p in sidecar.parts.values()) == record.n_docs
+    stream = "; the ids are the exported pack's stream, as its sealed record hashes it" if whole else ""
     if sidecar is not None and getattr(sidecar, "files_sha256", None):
-        return "every file's SHA-256 matches the export's sidecar; every id is in the vocabulary"
+        return f"every file's SHA-256 matches the export's sidecar; every id is in the vocabulary{stream}"
     if sidecar is not None:
         return "every id is in the vocabulary; no file checksums checked (the sidecar records none)"
     return "every id is in the vocabulary; no checksums checked (these files record none)"

@@ -28,13 +28,13 @@ it into place. Readers check counts, sizes and the seal on open; the full checks
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tokpack._schema import Record, SealedRecord
-from tokpack.corpus.manifest import Source
+from tokpack.corpus.manifest import Source, SplitName
 from tokpack.vocab.identity import VocabIdentity
 
 PACK_SCHEMA = "tokpack.pack.v1"
@@ -45,6 +45,8 @@ DATASET_FILE = "dataset.json"  # a sharded dataset's record
 #: Every tokpack ``.npy`` header is this long, whatever the length, so it can be rewritten in place.
 NPY_HEADER_BYTES = 128
 SHA256 = r"^[0-9a-f]{64}$"
+#: The named ranges that split a stream: no document is in two of them.
+SPLIT_NAMES: tuple[str, ...] = get_args(SplitName)
 
 
 class DocumentCut(Record):
@@ -128,6 +130,18 @@ class StreamRecord(SealedRecord):
             if not (0 <= d0 <= d1 <= self.n_docs and 0 <= t0 <= t1 <= self.n_tokens):
                 raise ValueError(f"range {name!r} (documents {d0}-{d1}, ids {t0}-{t1}) lies outside the stream "
                                  f"({self.n_docs} documents, {self.n_tokens} ids)")
+        # A document in two splits would be trained on and evaluated on (other named ranges, such
+        # as a chess dataset's months, are selections inside the splits and may overlap them).
+        splits = sorted((span.documents, name) for name, span in self.ranges.items()
+                        if name in SPLIT_NAMES and span.documents[1] > span.documents[0])
+        for ((a0, a1), first), ((b0, b1), second) in zip(splits, splits[1:]):
+            if b0 < a1:
+                raise ValueError(f"ranges {first!r} (documents {a0}-{a1}) and {second!r} (documents {b0}-{b1}) overlap: "
+                                 "a split's documents belong to it alone")
+        needed = token_dtype(self.vocabulary.n_vocab)
+        if self.dtype != needed.name:
+            raise ValueError(f"dtype {self.dtype} is not the id type of a vocabulary of {self.vocabulary.n_vocab:,} ids "
+                             f"({needed.name})")
         return self
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from tokpack._atomic import publish, temporary_sibling
 from tokpack.errors import InputError, IntegrityError
+from tokpack.store.carried import vouch
 from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.exported import KINDS as EXPORTED_KINDS
 from tokpack.store.exported import ExportedFolder
@@ -148,7 +149,9 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     # (the readers above have already refused one whose identity contradicts the ids).
     carried = None if tokenizer is None else load_vocabulary(tokenizer)
     files = carried.files() if carried is not None and carried.identity == source.vocabulary else {}
-    if not files:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
+    if files:
+        vouch(files, source.vocabulary)  # made from the vocabulary here: the pack's check need not read them back
+    else:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
         from tokpack.store.sidecar import carried_vocabulary_files
 
         files = carried_vocabulary_files(source)
@@ -202,21 +205,29 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                 report(int(lengths.sum()))
             if name is not None:
                 ranges[name] = Span(documents=(begin[0], writer.n_docs), tokens=(begin[1], writer.n_tokens))
-        whole = sidecar is not None and _exported_whole(sidecar, source)
-        if sidecar is not None and whole:
+        # The exported pack comes back when every document of it does, as it was: none kept
+        # with a separator the export appended. Then its record is restored (the sidecar's
+        # fields were checked against it on open), and its checksums must match below.
+        restored = sidecar is not None and _exported_whole(sidecar, source) and (sidecar.eod_id is None or strip_eod)
+        counts: dict[str, int] = {}
+        if sidecar is not None and restored:
             ranges = dict(sidecar.ranges) or ranges
-        pad_id = sidecar.pad_id if sidecar is not None else (separator if strip_eod and not found_separator else None)
-        if sidecar is not None:
-            origin = sidecar.source
+            counts = dict(sidecar.sealed_record.counts if sidecar.sealed_record is not None else sidecar.counts)
+        if sidecar is not None:  # the exported pack's padding id, unless separators kept made it a real token
+            pad_id = None if found_separator and sidecar.pad_id == separator else sidecar.pad_id
+            origin, cut = sidecar.source, sidecar.cut
         else:
+            pad_id = separator if strip_eod and not found_separator else None
             n_bytes = int(sum(getattr(part.tokens, "nbytes", 0) for part in getattr(source, "shards", [])))
             origin = Source(name=Path(source.path).name, sha256=source.meta.tokens_sha256, n_bytes=n_bytes)
-        cut = sidecar.cut if sidecar is not None else DocumentCut(rule=kind)
-        # The whole export of a pack gets back what its encoder counted (its characters, ...).
-        counts = dict(sidecar.counts) if sidecar is not None and whole else {}
+            cut = DocumentCut(rule=kind)
         meta = writer.commit(source=origin, cut=cut, ranges=ranges, pad_id=pad_id, counts=counts)
-    Pack(Path(out), verify=True)
-    if whole and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
+    try:
+        Pack(Path(out), verify=True)
+    except IntegrityError as error:  # said of the input: the pack it was written to never appears
+        raise IntegrityError(f"the pack it imports into does not verify ({error.what})", where=source.path,
+                             fix=error.fix or "export it again from the pack") from None
+    if restored and sidecar is not None and (meta.tokens_sha256, meta.starts_sha256) != (sidecar.source_tokens_sha256, sidecar.source_starts_sha256):
         raise IntegrityError("the imported ids differ from the pack that was exported; nothing imported", where=source.path,
                              fix="the export was altered: export it again from the pack")
     return meta
@@ -240,8 +251,9 @@ def _segments(source: TokenSource) -> list[tuple[str | None, tuple[int, int]]]:
 
 
 def _exported_whole(sidecar: Any, source: TokenSource) -> bool:
-    """Whether the export holds every document of the pack it came from."""
-    return sum(part.documents[1] - part.documents[0] for part in sidecar.parts.values()) == sidecar.source_n_docs
+    """Whether the export holds every document of the pack it came from, and ``source`` read them all."""
+    held = sum(part.documents[1] - part.documents[0] for part in sidecar.parts.values())
+    return held == sidecar.source_n_docs == source.n_docs
 
 
 __all__ = ["READERS", "detect", "import_pack", "open_foreign", "verify_unless_stamped"]

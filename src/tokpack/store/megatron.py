@@ -118,7 +118,7 @@ class MegatronDataset(PartsStream, RecordedStream):
             InputError / IntegrityError: a header field, size or index that is wrong, by name.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.store.sidecar import read_sidecar
+        from tokpack.store.sidecar import check_export, read_sidecar
 
         bin_path, idx_path, sidecar_path = megatron_paths(path)
         self.path = bin_path.with_suffix("")
@@ -136,6 +136,9 @@ class MegatronDataset(PartsStream, RecordedStream):
             self.shards.append(part)
             ranges[name] = Span(documents=(docs, docs + len(part.starts)), tokens=(offset, offset + part.n_tokens))
             docs, offset = docs + len(part.starts), offset + part.n_tokens
+        if self.sidecar is not None:
+            check_export(self.sidecar, sidecar_path, ranges)
+        self.sidecar_path = sidecar_path
         self.index = MegatronIndex(idx_path)
         dtypes = {part.tokens.dtype.newbyteorder("<") for part in self.shards}
         if len(dtypes) > 1:
@@ -166,12 +169,18 @@ class MegatronDataset(PartsStream, RecordedStream):
         and every id is inside the vocabulary.
 
         Raises:
-            IntegrityError: a file whose checksum differs from the sidecar's.
+            IntegrityError: a file whose checksum differs from the sidecar's, or carried
+                vocabulary files that do not mean its vocabulary.
             VocabularyMismatch: naming the file and the id.
         """
+        from tokpack.store.sidecar import check_export_vocabulary, check_stream
+
         if self.sidecar is not None:
             check_files(self.sidecar, self.path.parent)
+            check_export_vocabulary(self.sidecar, self.path.parent, self.sidecar_path)
         check_ids(self.shards, self.vocabulary.n_vocab)
+        if self.sidecar is not None:
+            check_stream(self, self.sidecar, self.sidecar_path)
 
     def __repr__(self) -> str:
         return f"MegatronDataset({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"

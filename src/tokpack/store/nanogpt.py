@@ -50,7 +50,7 @@ class NanoGptData(PartsStream, RecordedStream):
             InputError: no ``.bin`` files, an odd file size, no end-of-text id to split on.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.store.sidecar import SIDECAR, read_sidecar
+        from tokpack.store.sidecar import SIDECAR, check_export, read_sidecar
 
         self.path = Path(path)
         folder = self.folder = self.path if self.path.is_dir() else self.path.parent
@@ -66,7 +66,8 @@ class NanoGptData(PartsStream, RecordedStream):
         if self.path.is_dir():
             named = self._files_in(self.path)
         elif self.path.exists():
-            named = [(self.path, RANGE_OF_FILE.get(self.path.name, "train"))]
+            exported = [name for name, part in self.sidecar.parts.items() if part.files[0] == self.path.name] if self.sidecar else []
+            named = [(self.path, exported[0] if exported else RANGE_OF_FILE.get(self.path.name, "train"))]
         else:
             raise InputError("missing", where=self.path)
         self.dtype = DTYPE
@@ -80,6 +81,8 @@ class NanoGptData(PartsStream, RecordedStream):
             self.shards.append(part)
             ranges[name] = Span(documents=(docs, docs + len(part.starts)), tokens=(tokens, tokens + part.n_tokens))
             docs, tokens = docs + len(part.starts), tokens + part.n_tokens
+        if self.sidecar is not None:
+            check_export(self.sidecar, folder / SIDECAR, ranges)
         self.offsets = np.concatenate(([0], np.cumsum([p.n_tokens for p in self.shards]))).astype(np.int64)
         self.starts = np.concatenate([p.starts + o for p, o in zip(self.shards, self.offsets)])
         self.meta = ForeignMeta(schema="nanogpt", parts=self.shards, vocabulary=vocabulary, pad_id=None,
@@ -89,8 +92,9 @@ class NanoGptData(PartsStream, RecordedStream):
             self.verify()
 
     def _files_in(self, folder: Path) -> list[tuple[Path, str]]:
-        if self.sidecar is not None:
-            named = [(folder / part.files[0], name) for name, part in self.sidecar.parts.items()]
+        if self.sidecar is not None:  # in stream order, as the export wrote them
+            ordered = sorted(self.sidecar.parts.items(), key=lambda item: item[1].documents)
+            named = [(folder / part.files[0], name) for name, part in ordered]
         else:
             named = [(folder / file, name) for file, name in RANGE_OF_FILE.items() if (folder / file).exists()]
         if not named:
@@ -110,9 +114,14 @@ class NanoGptData(PartsStream, RecordedStream):
             IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
+        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary, check_stream
+
         if self.sidecar is not None:
             check_files(self.sidecar, self.folder, [p.path.relative_to(self.folder).as_posix() for p in self.shards])
+            check_export_vocabulary(self.sidecar, self.folder, self.folder / SIDECAR)
         check_ids(self.shards, self.vocabulary.n_vocab)
+        if self.sidecar is not None:
+            check_stream(self, self.sidecar, self.folder / SIDECAR)
 
     def __repr__(self) -> str:
         return f"NanoGptData({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"

@@ -11,7 +11,16 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
-from tokpack.store.format import META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, VOCABULARY_DIR, PackMeta
+from tokpack.store.carried import check_carried, pack_carrier
+from tokpack.store.format import (
+    META_FILE,
+    NPY_HEADER_BYTES,
+    STARTS_FILE,
+    TOKENS_FILE,
+    VOCABULARY_DIR,
+    PackMeta,
+    npy_header,
+)
 from tokpack.store.source import RecordedStream
 from tokpack.store.stamps import is_stamped, stamp
 
@@ -75,42 +84,14 @@ class Pack(RecordedStream):
         return self.path / VOCABULARY_DIR if self.meta.vocabulary_files else None
 
     def verify_vocabulary_files(self) -> None:
-        """Hash the vocabulary files against ``meta.json``.
+        """Check the vocabulary files against ``meta.json``: their checksums, and that each one
+        means the recorded vocabulary, with the padding id one of its special tokens (see
+        :mod:`tokpack.store.carried`).
 
         Raises:
-            IntegrityError: a missing or altered file.
+            IntegrityError: a missing, altered or unlisted file, or a record they contradict.
         """
-        for name, expected in self.meta.vocabulary_files.items():
-            try:
-                actual = hashlib.sha256((self.path / name).read_bytes()).hexdigest()
-            except FileNotFoundError:
-                raise IntegrityError("missing; the pack's vocabulary is incomplete", where=self.path / name,
-                                     fix="copy the whole pack folder, or rebuild it") from None
-            if actual != expected:
-                raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / name,
-                                     fix="the pack's vocabulary was altered; restore it or rebuild the pack")
-        self._check_vocabulary_identity()
-
-    def _check_vocabulary_identity(self) -> None:
-        """The identity ``meta.json`` records is what every reader trusts to match a model; the
-        seal has no key, so check it against the vocabulary the pack carries (when it carries one)."""
-        from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer  # only a pack that carries one needs it
-
-        saved = f"{VOCABULARY_DIR}/{VOCABULARY_FILE}"
-        if saved not in self.meta.vocabulary_files:
-            return
-
-        if BpeTokenizer.saved_as(self.path / saved, self.meta.vocabulary):  # the bytes it hashes: no parse needed
-            return
-        identity = BpeTokenizer.load_saved(self.path / saved).identity
-        if identity != self.meta.vocabulary:
-            def shown(vocabulary: Any) -> str:
-                return f"{vocabulary.scheme} {vocabulary.short} of {vocabulary.n_vocab:,} ids"
-
-            raise IntegrityError(f"records the vocabulary {shown(self.meta.vocabulary)}, but the one it carries in "
-                                 f"{VOCABULARY_DIR}/ is {shown(identity)}",
-                                 where=self.path / META_FILE,
-                                 fix="the record was edited; restore it or rebuild the pack")
+        check_carried(pack_carrier(self.path), self.meta.vocabulary_files, self.meta.vocabulary, self.meta.pad_id)
 
     def document_bounds(self) -> np.ndarray:
         """``(n_docs, 2)`` array of each document's ``[start, end)`` in the stream."""
@@ -229,6 +210,16 @@ def _open_array(path: Path, dtype: np.dtype, length: int) -> np.ndarray:
     expected = NPY_HEADER_BYTES + length * dtype.itemsize
     if size != expected:
         raise IntegrityError(f"{size} bytes, expected {expected} ({length} {dtype.name} ids after the header)", where=path)
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(NPY_HEADER_BYTES)
+    except OSError as error:
+        raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
+    if header != npy_header(dtype, length):
+        # numpy reads the ids from where the file's own header ends: a shorter one would shift
+        # every id past what the checksums (of the bytes after 128) vouch for.
+        raise IntegrityError(f"its .npy header is not the one {META_FILE} implies ({NPY_HEADER_BYTES} bytes, "
+                             f"{dtype.name}, {length:,} ids)", where=path, fix="the pack was altered; restore it or rebuild it")
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as error:

@@ -31,6 +31,7 @@ from tokpack import _checks as checks
 from tokpack._atomic import partial_sibling
 from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError, TokpackError, VocabularyMismatch
+from tokpack.store.carried import Carrier, check_carried
 from tokpack.store.dataset import (
     DatasetRecord,
     PartsStream,
@@ -39,9 +40,18 @@ from tokpack.store.dataset import (
     check_against_shards,
     stream_hashes,
 )
-from tokpack.store.format import DATASET_FILE, META_FILE, NPY_HEADER_BYTES, STARTS_FILE, TOKENS_FILE, PackMeta
+from tokpack.store.format import (
+    DATASET_FILE,
+    META_FILE,
+    NPY_HEADER_BYTES,
+    STARTS_FILE,
+    TOKENS_FILE,
+    VOCABULARY_DIR,
+    PackMeta,
+    npy_header,
+)
 from tokpack.store.opening import open_tokens
-from tokpack.store.reader import check_ranges
+from tokpack.store.reader import Pack, check_ranges
 from tokpack.store.source import RecordedStream, TokenSource
 
 #: The cache's default bound: 8 GiB.
@@ -243,8 +253,35 @@ class RemoteDataset(PartsStream, RecordedStream):
         else:
             check_ranges(self.url_of(META_FILE), self.meta.ranges, self.starts, self.meta.n_tokens)
         self.dtype = np.dtype(self.meta.dtype)
+        if self.shards:
+            self._check_vocabulary(self.shards[0])
         if verify:
             self.verify()
+
+    def _check_vocabulary(self, shard: RemoteShard) -> None:
+        """Fetch the vocabulary record and rank file ``shard`` carries (small files) and check
+        them as a local pack's are checked (:func:`tokpack.store.carried.check_carried`): they
+        are the recorded vocabulary, and the padding id is one of its special tokens. The other
+        carried files are for loading the vocabulary elsewhere; they stay remote.
+
+        Raises:
+            IntegrityError: naming the remote shard's record.
+        """
+        from tokpack.vocab.bytelevel import RANKS_FILE, VOCABULARY_FILE
+
+        wanted = {name: digest for name, digest in shard.meta.vocabulary_files.items()
+                  if name in (f"{VOCABULARY_DIR}/{VOCABULARY_FILE}", f"{VOCABULARY_DIR}/{RANKS_FILE}")}
+        if len(wanted) < 2 or not all(self.fs.exists(f"{self.root}/{shard._remote(name)}") for name in wanted):
+            return  # none carried, or a pack uploaded without them: nothing to check against
+        folder = shard.local / VOCABULARY_DIR
+        shutil.rmtree(folder, ignore_errors=True)
+        for name in wanted:
+            self.fetch_small(shard._remote(name), shard.local / name)
+        try:
+            check_carried(Carrier(shard.local, VOCABULARY_DIR, shard.local / META_FILE, "the remote dataset was altered"),
+                          wanted, self.meta.vocabulary, shard.meta.pad_id)
+        except IntegrityError as error:
+            raise IntegrityError(error.what, where=self.url_of(shard._remote(META_FILE)), fix=error.fix) from None
 
     def url_of(self, relative: str) -> str:
         return f"{self.url}/{relative}"
@@ -264,14 +301,21 @@ class RemoteDataset(PartsStream, RecordedStream):
         vocabulary, the padding id never in the stream."""
         entry, target = shard.entry, shard.local / TOKENS_FILE
         size = NPY_HEADER_BYTES + entry.n_tokens * self.dtype.itemsize
+        # numpy reads the ids from where the file's own header ends: the header must be the one
+        # the record implies, or a shorter one and chosen ids would shift the stream past the hash.
+        expected_header = npy_header(self.dtype, entry.n_tokens)
         self.cache.make_room(size)
-        if fresh or not (target.exists() and _payload_sha256(target) == entry.tokens_sha256):
+        if fresh or not (target.exists() and _payload_sha256(target, expected_header) == entry.tokens_sha256):
             partial = partial_sibling(target)
             digest = hashlib.sha256()
             remote = self.url_of(shard._remote(TOKENS_FILE))
             try:
                 with self.fs.open(f"{self.root}/{shard._remote(TOKENS_FILE)}", "rb") as source, open(partial, "wb") as sink:
                     header = source.read(NPY_HEADER_BYTES)
+                    if header != expected_header:
+                        raise IntegrityError(f"its .npy header is not the one {DATASET_FILE} implies ({NPY_HEADER_BYTES} "
+                                             f"bytes, {self.dtype.name}, {entry.n_tokens:,} ids); refused", where=remote,
+                                             fix="the remote shard was altered")
                     sink.write(header)
                     while block := source.read(_BLOCK):
                         digest.update(block)
@@ -320,6 +364,18 @@ class RemoteDataset(PartsStream, RecordedStream):
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
             raise IntegrityError("the stream's checksums differ from the record", where=self.url_of(DATASET_FILE))
 
+    def check_stream(self) -> None:
+        """Hash the whole stream and its starts against the record, each shard read through the
+        cache (fetched and checked against its entry where not already there).
+
+        Raises:
+            IntegrityError: the record's checksums are not those of its shards' ids.
+        """
+        if stream_hashes(self.shards) != (self.meta.tokens_sha256, self.meta.starts_sha256):
+            record = DATASET_FILE if isinstance(self.meta, DatasetRecord) else META_FILE
+            raise IntegrityError("the stream's checksums differ from the record", where=self.url_of(record),
+                                 fix="the remote record was edited")
+
     @property
     def verified_what(self) -> str:
         """What :meth:`verify` checks, in words (``tokpack inspect`` prints it)."""
@@ -334,10 +390,13 @@ def _check_seal(record: Any, where: str) -> None:
         raise IntegrityError("edited after it was written (seal mismatch)", where=where, fix="the remote record was altered")
 
 
-def _payload_sha256(path: Path) -> str:
+def _payload_sha256(path: Path, header: bytes) -> str | None:
+    """The SHA-256 of a cached copy's ids, or ``None`` when its header is not ``header`` (numpy
+    would read the ids from elsewhere than the bytes hashed)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        handle.seek(NPY_HEADER_BYTES)
+        if handle.read(NPY_HEADER_BYTES) != header:
+            return None
         while block := handle.read(_BLOCK):
             digest.update(block)
     return digest.hexdigest()
@@ -401,8 +460,9 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
     if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
         for entry in opened.meta.shards:
             upload(local / entry.name, f"{url}/{entry.name}", storage_options=storage_options, last=(META_FILE,))
-    else:
-        for name in (TOKENS_FILE, STARTS_FILE):
+    else:  # the arrays and the vocabulary files the pack carries (no stray files)
+        assert isinstance(opened, Pack)
+        for name in (TOKENS_FILE, STARTS_FILE, *opened.meta.vocabulary_files):
             upload(local / name, f"{url}/{name}", storage_options=storage_options)
     upload(local / record, f"{url}/{record}", storage_options=storage_options)
 

@@ -4,15 +4,19 @@ the vocabulary files a token source carries, which an export copies and an impor
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
 from tokpack.errors import IntegrityError
-from tokpack.store.format import DocumentCut, Source, Span
+from tokpack.store.carried import Carrier, check_carried
+from tokpack.store.dataset import DatasetRecord
+from tokpack.store.format import DocumentCut, PackMeta, Source, Span
 from tokpack.store.source import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
@@ -42,13 +46,18 @@ class ExportRecord(Record):
         ranges: the source's named ranges (an import of a whole export restores them).
         parts: what was written, by name, as spans of the source.
         files_sha256: SHA-256 of every written file, by its name in ``parts`` (what ``inspect``
-            and ``import`` check the files against; empty in exports written before it existed),
+            and ``import`` check the files against; empty when none were recorded),
             and of the vocabulary files carried (``VOCABULARY_DIR/NAME``).
         vocabulary_dir: the folder, beside the sidecar, holding the source pack's vocabulary
             files (``vocabulary`` in a folder export, ``OUT.vocabulary`` beside a Megatron
             prefix), so the ids decode where they are copied; ``None`` when it carried none.
         counts: the exported pack's counts (its characters, skipped inputs, ...), which an import
             of the whole export restores.
+        sealed_record: the exported pack's ``meta.json`` (or dataset's ``dataset.json``) as it
+            was, seal and all: the sidecar has no seal of its own, so every field above that
+            repeats the pack's is checked against it (:func:`check_export`), and an import
+            restores it. ``None`` for a source that has no sealed record (another framework's
+            files); an export that carries none is held to its parts and files only.
     """
 
     schema_: Literal["tokpack.export.v1"] = Field(default="tokpack.export.v1", alias="schema")
@@ -67,15 +76,15 @@ class ExportRecord(Record):
     files_sha256: dict[str, str] = Field(default_factory=dict)
     vocabulary_dir: str | None = Field(default=None, pattern=r"^[^/\\]+$")
     counts: dict[str, int] = Field(default_factory=dict)
+    sealed_record: PackMeta | DatasetRecord | None = None
 
     @model_serializer(mode="wrap")
-    def _no_vocabulary_dir_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Written only when set, so exports of packs without vocabulary files (or counts) stay as they were.
+    def _no_optional_field_without_a_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Left out when empty: an export of a pack without vocabulary files or counts has no such keys.
         data: dict[str, Any] = handler(self)
-        if data.get("vocabulary_dir") is None:
-            data.pop("vocabulary_dir", None)
-        if not data.get("counts"):
-            data.pop("counts", None)
+        for name in ("vocabulary_dir", "sealed_record", "counts"):
+            if not data.get(name):
+                data.pop(name, None)
         return data
 
 
@@ -104,6 +113,135 @@ def carried_vocabulary_files(source: TokenSource) -> dict[str, bytes]:
     return {name.split("/", 1)[1]: (Path(root) / name).read_bytes() for name in sorted(names)}
 
 
+def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> None:
+    """Check an export's sidecar (at ``where``), which has no seal, against the exported pack's
+    sealed record it carries, and against ``found``: each part's span as its files hold it (what
+    a reader counted in them, in stream order).
+
+    Each field the sidecar repeats of the pack (vocabulary, padding id, source, cut, ranges,
+    checksums, size) must be the record's, each part the record's range of that name (or the
+    whole stream), and each part read must hold in its files as many documents (and ids) as its
+    span says: a moved split boundary is refused whether it was moved in the sidecar, in both,
+    or not at all but in the files.
+
+    Raises:
+        IntegrityError: naming the sidecar and what differs.
+    """
+    fix = "the export's sidecar was edited; export it again from the pack"
+    record = sidecar.sealed_record
+    if record is not None:
+        if record.seal != record.computed_seal():
+            raise IntegrityError("the exported pack's record it carries was edited after it was written (seal mismatch)",
+                                 where=where, fix=fix)
+        repeated = {"vocabulary": (sidecar.vocabulary, record.vocabulary), "pad_id": (sidecar.pad_id, record.pad_id),
+                    "source": (sidecar.source, record.source), "cut": (sidecar.cut, record.cut),
+                    "source_tokens_sha256": (sidecar.source_tokens_sha256, record.tokens_sha256),
+                    "source_starts_sha256": (sidecar.source_starts_sha256, record.starts_sha256),
+                    "source_n_docs": (sidecar.source_n_docs, record.n_docs), "counts": (sidecar.counts, record.counts)}
+        for name, (said, recorded) in repeated.items():
+            if said != recorded:
+                raise IntegrityError(f"{name} {_brief(said)} differs from the exported pack's record ({_brief(recorded)})",
+                                     where=where, fix=fix)
+        # the vocabulary files go with the pack: the same names and bytes as its record lists
+        carried = {name.split("/", 1)[1]: digest for name, digest in record.vocabulary_files.items()} \
+            if isinstance(record, PackMeta) else {}
+        listed = {name.split("/", 1)[1]: digest for name, digest in sidecar.files_sha256.items()
+                  if sidecar.vocabulary_dir is not None and name.startswith(f"{sidecar.vocabulary_dir}/")}
+        if isinstance(record, PackMeta) and carried != listed:
+            raise IntegrityError(f"the exported pack carries vocabulary files ({', '.join(sorted(carried)) or 'none'}), "
+                                 f"the sidecar lists {', '.join(sorted(listed)) or 'none'} (or other bytes)",
+                                 where=where, fix=fix)
+        if sidecar.ranges != record.ranges:
+            raise IntegrityError(f"ranges differ from the exported pack's record ({_spans(sidecar.ranges)}; the record "
+                                 f"says {_spans(record.ranges)})", where=where, fix=fix)
+        whole = Span(documents=(0, record.n_docs), tokens=(0, record.n_tokens))
+        for name, part in sidecar.parts.items():
+            expected = record.ranges.get(name, whole if name in ("train", "all") else None)
+            if expected is None or not _same_span(part, expected):
+                raise IntegrityError(f"part {name!r} (documents [{part.documents[0]}, {part.documents[1]})) is not a range "
+                                     "of the exported pack's record", where=where, fix=fix)
+    for name, part in sidecar.parts.items():  # a range written as a part is that part
+        span = sidecar.ranges.get(name)
+        if span is not None and not _same_span(span, part):
+            raise IntegrityError(f"range {name!r} differs from the part written for it (documents [{span.documents[0]}, "
+                                 f"{span.documents[1]}) against [{part.documents[0]}, {part.documents[1]}))", where=where, fix=fix)
+    separators = sidecar.eod_id is not None
+    for name, span in found.items():
+        written = sidecar.parts.get(name)
+        if written is None:
+            raise IntegrityError(f"lists no part {name!r}", where=where, fix="the export was altered; export it again from the pack")
+        documents = written.documents[1] - written.documents[0]
+        tokens = written.tokens[1] - written.tokens[0] + (documents if separators else 0)
+        held = (span.documents[1] - span.documents[0], span.tokens[1] - span.tokens[0])
+        if held != (documents, tokens):
+            what, said, unit = (held[0], documents, "documents") if held[0] != documents else (held[1], tokens, "ids")
+            raise IntegrityError(f"part {name!r}'s files hold {what:,} {unit}, the export's sidecar says {said:,} {unit}",
+                                 where=where, fix="the export was altered; export it again from the pack")
+
+
+def check_stream(source: TokenSource, sidecar: ExportRecord, where: Path) -> bool:
+    """When an export holds every document of the pack it came from, check that its files hold
+    that pack's stream: the ids, less the separator appended to each document (which each must
+    end with), hash to the sealed record's ``tokens_sha256`` in its id type, and their starts to
+    its ``starts_sha256``. The files' own checksums are the unsealed sidecar's, so this is what
+    ties them to the record. Return whether the stream was checked (not for a part of a pack, or
+    without a record).
+
+    Raises:
+        IntegrityError: naming the sidecar: a document without its separator, or another stream.
+    """
+    from tokpack.store.source import chunks
+
+    record = sidecar.sealed_record
+    if record is None or source.n_docs != record.n_docs or sum(
+            part.documents[1] - part.documents[0] for part in sidecar.parts.values()) != record.n_docs:
+        return False
+    dtype, separator = np.dtype(record.dtype).newbyteorder("<"), sidecar.eod_id
+    ids_hash, starts_hash, at, done = hashlib.sha256(), hashlib.sha256(), 0, 0
+    for ids, lengths in chunks(source, (0, source.n_docs)):
+        if separator is not None:
+            ends = np.cumsum(lengths) - 1
+            if np.any(ids[ends] != separator):
+                document = done + int(np.argmax(ids[ends] != separator))
+                raise IntegrityError(f"document {document:,} does not end with the separator {separator} the "
+                                     "sidecar names", where=where,
+                                     fix="the export was altered; export it again from the pack")
+            kept = np.ones(len(ids), dtype=bool)
+            kept[ends] = False
+            ids, lengths = ids[kept], lengths - 1
+        starts_hash.update((at + np.cumsum(lengths) - lengths).astype("<i8").tobytes())
+        ids_hash.update(np.ascontiguousarray(ids, dtype=dtype).data)
+        at, done = at + int(lengths.sum()), done + len(lengths)
+    if (ids_hash.hexdigest(), starts_hash.hexdigest()) != (record.tokens_sha256, record.starts_sha256):
+        raise IntegrityError("its files' ids are not the stream of the exported pack (they hash to another SHA-256 "
+                             "than its sealed record names)", where=where,
+                             fix="the export was altered; export it again from the pack")
+    return True
+
+
+def _same_span(a: Span | ExportPart, b: Span | ExportPart) -> bool:
+    """Whether two spans hold the same documents and ids: empty spans hold no ids wherever they
+    say those are (an export may give an empty part's as ``(0, 0)``), so only their documents count."""
+    if a.documents != b.documents:
+        return False
+    if a.documents[0] == a.documents[1]:
+        return a.tokens[0] == a.tokens[1] and b.tokens[0] == b.tokens[1]
+    return a.tokens == b.tokens
+
+
+def _brief(value: object) -> str:
+    short = getattr(value, "short", None)
+    if short is not None:
+        return str(short)
+    if isinstance(value, Source):
+        return f"{value.name} {value.sha256[:12]}…"
+    return value.model_dump_json(by_alias=True) if isinstance(value, Record) else repr(value)
+
+
+def _spans(ranges: dict[str, Span]) -> str:
+    return ", ".join(f"{name} documents [{span.documents[0]}, {span.documents[1]})" for name, span in ranges.items()) or "none"
+
+
 def write_sidecar(record: ExportRecord, path: Path) -> Path:
     """Write the sidecar atomically."""
     return write_atomically(path, record.to_json())
@@ -129,28 +267,39 @@ def export_sidecar(path: Path) -> tuple[ExportRecord, Path] | None:
 
 def export_vocabulary_dir(path: Path) -> Path | None:
     """The folder of vocabulary files the tokpack export at ``path`` carries (``vocabulary/`` in a
-    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), every file checked against
-    the SHA-256 its sidecar records; ``None`` when ``path`` is no tokpack export or carries none.
+    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), checked as
+    :func:`check_export_vocabulary` checks it; ``None`` when ``path`` is no tokpack export or
+    carries none.
 
     Raises:
-        InputError: a carried file is missing.
-        IntegrityError: a carried file was altered, added, or is not recorded in the sidecar.
+        IntegrityError: a carried file missing, altered, added, or not recorded in the sidecar,
+            or one that means another vocabulary.
     """
+    from tokpack.store.megatron import megatron_paths
+
     found = export_sidecar(path)
     if found is None or found[0].vocabulary_dir is None:
         return None
     sidecar, root = found
-    folder = root / str(sidecar.vocabulary_dir)
-    names = [name for name in sidecar.files_sha256 if name.startswith(f"{sidecar.vocabulary_dir}/")]
-    if not names:
-        raise IntegrityError("the export's sidecar records no checksums of its vocabulary files", where=folder,
-                             fix="export it again from the pack")
-    from tokpack.store.foreign import check_files
+    where = Path(path) / SIDECAR if Path(path).is_dir() else megatron_paths(path)[2]
+    check_export_vocabulary(sidecar, root, where)
+    return root / str(sidecar.vocabulary_dir)
 
-    check_files(sidecar, root, names)
-    # A file put beside the recorded ones would be read as if the export carried it.
-    present = {f"{sidecar.vocabulary_dir}/{entry.name}" for entry in folder.iterdir()} if folder.is_dir() else set()
-    if extra := sorted(present - set(names)):
-        raise IntegrityError(f"{extra[0]} is not one of the vocabulary files the export's sidecar records",
-                             where=root / extra[0], fix="remove it, or export again from the pack")
-    return folder
+
+def check_export_vocabulary(sidecar: ExportRecord, root: Path, where: Path) -> None:
+    """The vocabulary files an export carries (in ``root``; its sidecar at ``where``) checked as
+    a pack's are (:func:`tokpack.store.carried.check_carried`): against the sidecar's checksums,
+    for what they mean against its vocabulary, nothing else in their folder, and the padding id
+    one of the vocabulary's special tokens.
+
+    Raises:
+        IntegrityError: naming the file, or the sidecar, that does not match.
+    """
+    if sidecar.vocabulary_dir is None:
+        return
+    folder = str(sidecar.vocabulary_dir)
+    names = {name: digest for name, digest in sidecar.files_sha256.items() if name.startswith(f"{folder}/")}
+    if not names:
+        raise IntegrityError("the export's sidecar records no checksums of its vocabulary files", where=root / folder,
+                             fix="export it again from the pack")
+    check_carried(Carrier(root, folder, where, "export it again from the pack"), names, sidecar.vocabulary, sidecar.pad_id)

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from tokpack._schema import Record
 
-STAMP_SCHEMA = "tokpack.verified.v1"
+STAMP_SCHEMA = "tokpack.verified.v2"
 
 
 class FileState(Record):
@@ -40,7 +40,7 @@ class FileState(Record):
 class VerificationStamp(Record):
     """``$TOKPACK_CACHE/verified/<hash of the path>.json``: a pack that matched its record."""
 
-    schema_: Literal["tokpack.verified.v1"] = Field(default="tokpack.verified.v1", alias="schema")
+    schema_: Literal["tokpack.verified.v2"] = Field(default="tokpack.verified.v2", alias="schema")
     path: str
     seal: str
     files: list[FileState]

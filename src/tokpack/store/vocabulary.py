@@ -89,12 +89,13 @@ def carried_vocabulary(directory: Path) -> BpeTokenizer:
             raise IntegrityError(f"not the vocabulary {DATASET_FILE} records",
                                  where=directory / dataset.shards[0].name / VOCABULARY_DIR, fix="rebuild the dataset")
         return tokenizer
-    pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are hashed below
+    pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are checked below
     if pack.vocabulary_dir is None:
         raise InputError("this pack carries no vocabulary files (it was written by an older tokpack, or "
                          "its vocabulary is not a byte-level BPE)", where=directory,
                          fix="pass the vocabulary file it was made with (its identity is checked), or prepare it again")
-    pack.verify_vocabulary_files()
+    if not pack.stamped():  # a stamp covers the vocabulary files: they were checked and are unchanged since
+        pack.verify_vocabulary_files()
     tokenizer = BpeTokenizer.load_saved(pack.vocabulary_dir / VOCABULARY_FILE)
     if tokenizer.identity != pack.vocabulary:
         raise IntegrityError(f"not the vocabulary {META_FILE} records", where=pack.vocabulary_dir, fix="rebuild the pack")

@@ -9,13 +9,14 @@ from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from tokpack._atomic import full_disk, publish, temporary_sibling
 from tokpack._schema import write_record
 from tokpack.errors import InputError, VocabularyMismatch
+from tokpack.store.carried import vouch
 from tokpack.store.format import (
     META_FILE,
     ORIGINS_FILE,
@@ -35,6 +36,9 @@ from tokpack.store.format import (
 from tokpack.store.reader import PACK_FILES, Pack
 from tokpack.store.stamps import stamp
 from tokpack.vocab.identity import VocabIdentity
+
+if TYPE_CHECKING:
+    from tokpack.vocab.bytelevel import BpeTokenizer
 
 _COPY_CHUNK = 32 << 20  # bytes per copy when appending a whole pack
 
@@ -184,6 +188,20 @@ class PackWriter:
                 handle.write(content)
                 _close_durably(handle)
             self._files[f"{VOCABULARY_DIR}/{name}"] = hashlib.sha256(content).hexdigest()
+
+    def add_vocabulary(self, tokenizer: BpeTokenizer) -> None:
+        """Store ``tokenizer``'s own files (:meth:`~tokpack.vocab.bytelevel.BpeTokenizer.files`)
+        as :meth:`add_vocabulary_files` does. Made from the vocabulary here, they are known to
+        mean it: opening the pack in this process does not read them back to check.
+
+        Raises:
+            VocabularyMismatch: ``tokenizer`` is not the vocabulary the ids come from.
+        """
+        if tokenizer.identity != self.vocabulary:
+            raise VocabularyMismatch(f"vocabulary {tokenizer.identity.short} is not the pack's {self.vocabulary.short}")
+        files = tokenizer.files()
+        vouch(files, tokenizer.identity)
+        self.add_vocabulary_files(files)
 
     def append_pack(self, pack: Pack) -> None:
         """Append every document of ``pack`` (same vocabulary), copying in bounded pieces.

@@ -325,19 +325,7 @@ class BpeTokenizer:
         >>> sorted(files), json.loads(files["special_tokens_map.json"])["pad_token"]
         (['special_tokens_map.json', 'tokenizer_config.json'], '<|endoftext|>')
         """
-        if self.eot_id is None:
-            return {}
-        special = {"eos_token": END_OF_TEXT, "pad_token": END_OF_TEXT}
-        config = {
-            "tokenizer_class": "PreTrainedTokenizerFast", **special, "model_max_length": 1_000_000_000_000_000_000,
-            "clean_up_tokenization_spaces": False, "add_prefix_space": False,
-            # Text that spells <|endoftext|> is text, as for tokpack's encoder: never the special id.
-            "split_special_tokens": True,
-            "added_tokens_decoder": {str(self.eot_id): {"content": END_OF_TEXT, "special": True, "lstrip": False,
-                                                         "rstrip": False, "normalized": False, "single_word": False}},
-        }
-        return {"tokenizer_config.json": json.dumps(config, indent=2) + "\n",
-                "special_tokens_map.json": json.dumps(special, indent=2) + "\n"}
+        return transformers_files(self.special_tokens)
 
     def files(self, *, trained_on: dict[str, str | int] | None = None,
               tokenizer_json: bytes | None = None) -> dict[str, bytes]:
@@ -422,6 +410,26 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def transformers_files(special_tokens: Mapping[str, int]) -> dict[str, str]:
+    """``tokenizer_config.json`` and ``special_tokens_map.json`` for a vocabulary with these
+    special tokens (see :meth:`BpeTokenizer.transformers_files`): they depend on nothing else,
+    so a carried copy is checked against the vocabulary's record alone."""
+    eot_id = special_tokens.get(END_OF_TEXT)
+    if eot_id is None:
+        return {}
+    special = {"eos_token": END_OF_TEXT, "pad_token": END_OF_TEXT}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast", **special, "model_max_length": 1_000_000_000_000_000_000,
+        "clean_up_tokenization_spaces": False, "add_prefix_space": False,
+        # Text that spells <|endoftext|> is text, as for tokpack's encoder: never the special id.
+        "split_special_tokens": True,
+        "added_tokens_decoder": {str(eot_id): {"content": END_OF_TEXT, "special": True, "lstrip": False,
+                                               "rstrip": False, "normalized": False, "single_word": False}},
+    }
+    return {"tokenizer_config.json": json.dumps(config, indent=2) + "\n",
+            "special_tokens_map.json": json.dumps(special, indent=2) + "\n"}
 
 
 def _threads(num_threads: object) -> int:

@@ -24,6 +24,7 @@ arrays they take (with numba's own inlining, those counts were most of the scan'
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,7 +67,7 @@ _CLASSES = ((_L, r"\p{L}"), (_N, r"\p{N}"), (_S, r"\s"), (_UPPER, UPPER_CLASS), 
 # Contraction letters in the fold tables (0: none): 's, 'd, 'm, 't, 'll, 've, 're.
 LETTERS = "sdmtlvre"
 #: The layout of the cached tables: a cache of another layout is never read.
-_LAYOUT = 2
+_LAYOUT = 3
 _CR, _LF, _TAB, _SPACE, _APOSTROPHE, _SLASH = 13, 10, 9, 32, 39, 47
 _COMMA, _PERIOD, _COLON, _SEMICOLON = 44, 46, 58, 59
 
@@ -87,29 +88,40 @@ def _build(members: Callable[[str], np.ndarray]) -> Tables:
     return classes, fold, exact
 
 
-def _cached(name: str, build: Callable[[], Tables]) -> Tables:
-    """Tables kept in ``__pycache__`` beside this module as ``name``; where that is read-only,
-    built per process."""
-    cache = Path(__file__).parent / "__pycache__" / f"{name}-layout{_LAYOUT}.npy"
+def _cached(name: str, build: Callable[[], Tables], *, folder: Path | None = None) -> Tables:
+    """Tables kept in ``folder`` (``__pycache__`` beside this module) as ``name``; where that is
+    read-only, built per process. The file ends with the SHA-256 of ``name`` (which says the
+    engine's version) and the tables: one that does not match is rebuilt and replaced, never read."""
+    cache = (folder or Path(__file__).parent / "__pycache__") / f"{name}-layout{_LAYOUT}.npy"
+    size = 3 * 0x110000
     try:
-        stacked = np.load(cache)
-        if stacked.shape == (3, 0x110000):
-            return stacked[0], stacked[1], stacked[2]
-    except (OSError, ValueError):
+        stored = np.load(cache, allow_pickle=False)
+        if stored.shape == (size + 32,) and stored.dtype == np.uint8:
+            stacked = stored[:size].reshape(3, 0x110000)
+            if stored[size:].tobytes() == _digest(name, stacked):
+                return stacked[0], stacked[1], stacked[2]
+    except (OSError, ValueError):  # missing or damaged: built again
         pass
     built = build()
+    stacked = np.stack(built).astype(np.uint8, copy=False)
     try:
         cache.parent.mkdir(exist_ok=True)
         partial = partial_sibling(cache)
         try:
             with partial.open("wb") as handle:
-                np.save(handle, np.stack(built))
+                np.save(handle, np.concatenate([stacked.ravel(), np.frombuffer(_digest(name, stacked), dtype=np.uint8)]))
             partial.replace(cache)  # atomic: a concurrent reader sees the old file or the whole new one
         finally:
             partial.unlink(missing_ok=True)
     except OSError:
         pass
     return built
+
+
+def _digest(name: str, stacked: np.ndarray) -> bytes:
+    digest = hashlib.sha256(name.encode() + b"\0")
+    digest.update(np.ascontiguousarray(stacked).data)  # no copy of the tables
+    return digest.digest()
 
 
 def build_tables() -> Tables:
