@@ -166,6 +166,8 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
     """
     expected = model.model_fields["schema_"].default
     try:
+        if not path.is_file():  # missing, or a FIFO whose read would block: read_record says which
+            return
         found = json.loads(path.read_bytes()).get("schema")
     except (OSError, ValueError, AttributeError, RecursionError):
         return  # missing or unreadable: read_record says what is wrong
