@@ -192,6 +192,22 @@ def test_a_shard_of_another_job_copied_in_before_its_marker_is_refused(tmp_path:
     assert not (tmp_path / "mine" / "shard-00001.done").exists()
 
 
+def test_a_folder_in_a_shards_place_that_holds_no_pack_is_named_with_the_fix(tmp_path: Path,
+                                                                              tokenizer: BpeTokenizer) -> None:
+    """Something else under a shard's name (an empty folder, a copy cut short) is neither taken
+    for the shard nor deleted: the task says what it is and what to do."""
+    (tmp_path / "corpus.txt").write_text(lines(20), encoding="utf-8")
+    start_job(tmp_path / "corpus.txt", tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    (tmp_path / "job" / "shard-00001").mkdir()
+    (tmp_path / "job" / "shard-00001" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    code, output = shard_run(tmp_path / "job", 1)
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert "shard-00001: holds no shard (no meta.json)" in output and "delete shard-00001" in output, output
+    assert (tmp_path / "job" / "shard-00001" / "notes.txt").exists()
+    shutil.rmtree(tmp_path / "job" / "shard-00001")
+    assert shard_run(tmp_path / "job", 1)[0] == 0
+
+
 def test_a_shard_and_marker_of_another_job_copied_in_are_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
     """The same place in a job of the same size, from another corpus, with its marker: the marker
     names the other job, none (its ``job`` field deleted) or this one (edited); whichever, the

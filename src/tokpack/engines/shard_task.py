@@ -210,7 +210,8 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
         Whether ``write`` ran (``False``: the shard was already complete).
 
     Raises:
-        InputError: a rank outside ``[0, world_size)``; whatever ``write`` raises.
+        InputError: a rank outside ``[0, world_size)``; a folder in the shard's place that holds
+            no pack; whatever ``write`` raises.
         IntegrityError: the shard's marker names another job than ``job`` (the seal of job.json)
             or another rank, or the shard records another place than rank ``rank`` of
             ``world_size``, or another input, cut or vocabulary than ``origin``.
@@ -232,6 +233,10 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                     raise
             _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
         elif not _complete(dataset, rank, world_size, job, origin):  # renamed into place, its marker never written
+            if not (shard / META_FILE).exists():  # not ours: left for its owner, never deleted
+                raise InputError(f"holds no shard (no {META_FILE}); a shard is renamed into place complete, so "
+                                 "this folder is not one this job wrote", where=shard,
+                                 fix=f"delete {shard.name} (or move it away) and run the task of rank {rank} again")
             _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
     return wrote
 
