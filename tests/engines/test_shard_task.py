@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tokpack.cli import app
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import open_corpus
-from tokpack.engines import run_shard, start_job
+from tokpack.engines import prepare_sharded, run_shard, start_job
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store import Pack, ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
@@ -153,6 +153,25 @@ def test_a_finished_job_of_the_first_version_opens_and_a_rerun_says_so(tmp_path:
 
 
 # --- a shard belongs to its rank -----------------------------------------------------------
+
+def test_a_shard_deleted_from_a_finished_job_is_made_again_by_a_rerun(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """A finished job's rerun (or that rank's task) remakes a shard that went missing, the same
+    bytes as its record in dataset.json says, rather than failing in whichever task looked first."""
+    (tmp_path / "corpus.txt").write_text(lines(30), encoding="utf-8")
+    job = tmp_path / "job"
+    made = prepare_sharded(tmp_path / "corpus.txt", job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES,
+                           processes=1)
+    tokens = (job / "shard-00001" / "tokens.npy").read_bytes()
+    shutil.rmtree(job / "shard-00001")
+    again = prepare_sharded(tmp_path / "corpus.txt", job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES,
+                            processes=1)
+    assert (job / "shard-00001" / "tokens.npy").read_bytes() == tokens
+    assert ShardedDataset(job, verify=True).meta == again.meta == made.meta
+    shutil.rmtree(job / "shard-00002")
+    assert shard_run(job, 0)[0] == 0 and not (job / "shard-00002").exists()  # another rank leaves it be
+    assert shard_run(job, 2)[0] == 0
+    ShardedDataset(job, verify=True)
+
 
 def test_a_shard_copied_under_another_rank_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
     """``shard-00001/`` copied to ``shard-00002/`` with its marker's rank edited must not complete

@@ -276,9 +276,13 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
     it, under a lock. Until every marker is there, a call opens nothing (it looks for a few
     markers, at most lists the folder once); the call that finds them all checks each shard
     once (its marker names ``job`` and its rank, its record its place and ``origin_of(rank)``):
-    finishing a job is linear in its shards.
+    finishing a job is linear in its shards. A task that finds ``dataset.json`` written already
+    opens nothing and returns ``None``: the caller without a rank opens the dataset, once every
+    task (remaking any shard gone since) is over.
     """
-    if not (dataset / DATASET_FILE).exists() and not _all_marked(dataset, world_size, rank):
+    if (dataset / DATASET_FILE).exists():
+        return None if rank is not None else ShardedDataset(dataset)
+    if not _all_marked(dataset, world_size, rank):
         return None
     with locked(dataset / DATASET_FILE):
         if not (dataset / DATASET_FILE).exists():
