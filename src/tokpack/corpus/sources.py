@@ -93,6 +93,11 @@ class DocumentSource:
         """Every file whose bytes this source reads."""
         return [self.path]
 
+    def linked_folders(self) -> dict[Path, Path]:
+        """Each link to a folder whose files this source reads, and the real folder it leads to
+        (a folder corpus's linked subfolders; none for a file)."""
+        return {}
+
     def check_unchanged(self) -> None:
         """Refuse to go on when an input file changed since this source was opened.
 
@@ -412,6 +417,7 @@ class TextDirectory(DocumentSource):
         # to one again (a loop, a second link) is seen; links into the corpus are the duplicates of
         # what they lead to whatever their names, so which one is read does not depend on the order.
         seen: dict[tuple[str, int, int], Path] = {}
+        self._links: dict[Path, Path] = {}
         real_root = Path(os.path.realpath(self.path))
         linked: set[str] = set()  # the folders walked that a link leads to (or into)
         try:
@@ -434,6 +440,8 @@ class TextDirectory(DocumentSource):
                     kept.append(name)
                     if folder in linked or os.path.islink(subfolder):
                         linked.add(os.path.join(folder, name))  # as os.walk names it
+                    if os.path.islink(subfolder):
+                        self._links[subfolder] = Path(os.path.realpath(subfolder))
             subfolders[:] = kept
             for name in sorted(names):
                 if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
@@ -470,6 +478,9 @@ class TextDirectory(DocumentSource):
 
     def input_files(self) -> list[Path]:
         return [file for index, file in enumerate(self.files) if index not in self._unreadable]
+
+    def linked_folders(self) -> dict[Path, Path]:
+        return dict(self._links)
 
     @cached_property
     def _hashed(self) -> list[InputFile]:
