@@ -93,11 +93,6 @@ class DocumentSource:
         """Every file whose bytes this source reads."""
         return [self.path]
 
-    def linked_folders(self) -> dict[Path, Path]:
-        """Each link to a folder whose files this source reads, and the real folder it leads to
-        (a folder corpus's linked subfolders; none for a file)."""
-        return {}
-
     def check_unchanged(self) -> None:
         """Refuse to go on when an input file changed since this source was opened.
 
@@ -120,6 +115,11 @@ class DocumentSource:
         sharded job records when it starts and each of its tasks compares before it reads."""
         return Pins(inputs=[InputFile(path=os.path.abspath(self.path), sha256=self.record.sha256,
                                       n_bytes=self.record.n_bytes)])
+
+    def linked_folders(self) -> dict[Path, Path]:
+        """Each link to a folder whose files this source reads, and the real folder it leads to
+        (a folder corpus's linked subfolders; none for a file)."""
+        return {}
 
     def close(self) -> None:
         """Release open files and maps (a source is also a context manager)."""
@@ -460,6 +460,9 @@ class TextDirectory(DocumentSource):
         files = [file for file, _ in found]
         return files, {index: f"{file}: {problem}" for index, (file, problem) in enumerate(found) if problem}
 
+    def linked_folders(self) -> dict[Path, Path]:
+        return dict(self._links)
+
     def _open(self, file: Path) -> FileBytes | None:
         """The file's bytes, or ``None`` (skipped and counted) when it cannot be read in skip mode."""
         try:
@@ -478,9 +481,6 @@ class TextDirectory(DocumentSource):
 
     def input_files(self) -> list[Path]:
         return [file for index, file in enumerate(self.files) if index not in self._unreadable]
-
-    def linked_folders(self) -> dict[Path, Path]:
-        return dict(self._links)
 
     @cached_property
     def _hashed(self) -> list[InputFile]:
