@@ -84,9 +84,9 @@ def _flipped(folder: Path) -> Path:
     return pack
 
 
-def _rank_file(folder: Path) -> Path:
+def _rank_file(folder: Path, rank: int = 2**32 + 5) -> Path:
     lines = [f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)]
-    lines.append(f"{base64.b64encode(b'ab').decode()} {2**32 + 5}")
+    lines.append(f"{base64.b64encode(b'ab').decode()} {rank}")
     return write(folder / "ranks.tiktoken", "\n".join(lines) + "\n")
 
 
@@ -122,6 +122,8 @@ CASES: dict[str, Case] = {
     "parquet: not parquet": lambda f, v: (prepare_args(write(f / "corpus.parquet", b"PAR1 this is not parquet"), v), "corpus.parquet"),
     "parquet: invalid UTF-8 in the text column": lambda f, v: (prepare_args(_parquet(f, [b"ok", b"\xff\xfe"]), v), "corpus.parquet"),
     "vocabulary: rank 2**32": lambda f, v: (prepare_args(write(f / "c.txt", "abc\n"), _rank_file(f)), "ranks.tiktoken"),
+    # Its <|endoftext|> would take id 2**32, which tiktoken cannot hold.
+    "vocabulary: rank 2**32 - 1": lambda f, v: (prepare_args(write(f / "c.txt", "abc\n"), _rank_file(f, 2**32 - 1), "--pattern", "gpt2"), "ranks.tiktoken"),
     "vocabulary: tokenizer.json model not an object": lambda f, v: (prepare_args(write(f / "c.txt", "abc\n"), _tokenizer_json(f, [1, 2])), "tokenizer.json"),
     "vocabulary: tokenizer.json vocab of lists": lambda f, v: (prepare_args(write(f / "c.txt", "abc\n"), _tokenizer_json(f, {"type": "BPE", "vocab": [["a", 1]], "merges": []})), "tokenizer.json"),
     "vocabulary: tokenizer.json merges of numbers": lambda f, v: (prepare_args(write(f / "c.txt", "abc\n"), _tokenizer_json(f, {"type": "BPE", "vocab": {"a": 0}, "merges": [1, 2]})), "tokenizer.json"),

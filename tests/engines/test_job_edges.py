@@ -3,6 +3,9 @@ mistake, so one line and exit 2, never an internal error."""
 
 from __future__ import annotations
 
+import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -11,7 +14,7 @@ from typer.testing import CliRunner
 
 from tokpack.chess.shards import plan_shards
 from tokpack.cli import app
-from tokpack.engines import start_job
+from tokpack.engines import run_shard, start_job
 from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
 
@@ -71,3 +74,30 @@ def test_a_rank_outside_a_chess_job_and_shard_sizes_of_no_end_are_mistakes(games
     one_line_mistake(*run("shard", "run", str(games / "tokens" / "uci" / "train"), "--rank", "4294967295"), "outside")
     with pytest.raises(InputError, match="shard_bytes must be an integer in"):
         plan_shards([games / "games" / "year=2016" / "month=01" / "games.parquet"], shard_bytes=1 << 70)
+
+
+@pytest.fixture
+def deadline() -> Iterator[None]:
+    """Fail, rather than hang the suite, when a call blocks for 20 seconds (reading a FIFO does);
+    the timer fires again every 20 seconds, for each blocked call."""
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError("blocked for 20 seconds")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, 20, 20)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_job_record_that_is_no_file_is_a_mistake_not_a_hang(tmp_path: Path, deadline: None) -> None:
+    (tmp_path / "corpus.txt").write_text("Ala ma kota.\n" * 30, encoding="utf-8")
+    vocab = BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256})
+    start_job(tmp_path / "corpus.txt", tmp_path / "job", shards=2, document_bytes=64, vocab=vocab)
+    (tmp_path / "job" / "job.json").unlink()
+    os.mkfifo(tmp_path / "job" / "job.json")
+    one_line_mistake(*run("shard", "run", str(tmp_path / "job"), "--rank", "0"), "job.json", "FIFO")
+    with pytest.raises(InputError, match="FIFO"):
+        run_shard(tmp_path / "job", 0)
+    with pytest.raises(InputError, match="FIFO"):
+        start_job(tmp_path / "corpus.txt", tmp_path / "job", shards=2, document_bytes=64, vocab=vocab)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tokpack.cli import app
 from tokpack.corpus.manifest import split_manifest
 from tokpack.corpus.sources import open_corpus
-from tokpack.engines import run_shard, start_job
+from tokpack.engines import prepare_sharded, run_shard, start_job
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store import Pack, ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
@@ -154,6 +154,25 @@ def test_a_finished_job_of_the_first_version_opens_and_a_rerun_says_so(tmp_path:
 
 # --- a shard belongs to its rank -----------------------------------------------------------
 
+def test_a_shard_deleted_from_a_finished_job_is_made_again_by_a_rerun(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """A finished job's rerun (or that rank's task) remakes a shard that went missing, the same
+    bytes as its record in dataset.json says, rather than failing in whichever task looked first."""
+    (tmp_path / "corpus.txt").write_text(lines(30), encoding="utf-8")
+    job = tmp_path / "job"
+    made = prepare_sharded(tmp_path / "corpus.txt", job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES,
+                           processes=1)
+    tokens = (job / "shard-00001" / "tokens.npy").read_bytes()
+    shutil.rmtree(job / "shard-00001")
+    again = prepare_sharded(tmp_path / "corpus.txt", job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES,
+                            processes=1)
+    assert (job / "shard-00001" / "tokens.npy").read_bytes() == tokens
+    assert ShardedDataset(job, verify=True).meta == again.meta == made.meta
+    shutil.rmtree(job / "shard-00002")
+    assert shard_run(job, 0)[0] == 0 and not (job / "shard-00002").exists()  # another rank leaves it be
+    assert shard_run(job, 2)[0] == 0
+    ShardedDataset(job, verify=True)
+
+
 def test_a_shard_copied_under_another_rank_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
     """``shard-00001/`` copied to ``shard-00002/`` with its marker's rank edited must not complete
     the job with shard 1 twice and shard 2 missing."""
@@ -190,6 +209,22 @@ def test_a_shard_of_another_job_copied_in_before_its_marker_is_refused(tmp_path:
     with pytest.raises(IntegrityError, match="shard-00001: was made from another input than this job's"):
         run_shard(tmp_path / "mine", 1)
     assert not (tmp_path / "mine" / "shard-00001.done").exists()
+
+
+def test_a_folder_in_a_shards_place_that_holds_no_pack_is_named_with_the_fix(tmp_path: Path,
+                                                                              tokenizer: BpeTokenizer) -> None:
+    """Something else under a shard's name (an empty folder, a copy cut short) is neither taken
+    for the shard nor deleted: the task says what it is and what to do."""
+    (tmp_path / "corpus.txt").write_text(lines(20), encoding="utf-8")
+    start_job(tmp_path / "corpus.txt", tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    (tmp_path / "job" / "shard-00001").mkdir()
+    (tmp_path / "job" / "shard-00001" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    code, output = shard_run(tmp_path / "job", 1)
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert "shard-00001: holds no shard (no meta.json)" in output and "delete shard-00001" in output, output
+    assert (tmp_path / "job" / "shard-00001" / "notes.txt").exists()
+    shutil.rmtree(tmp_path / "job" / "shard-00001")
+    assert shard_run(tmp_path / "job", 1)[0] == 0
 
 
 def test_a_shard_and_marker_of_another_job_copied_in_are_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:

@@ -72,3 +72,20 @@ def test_a_folder_that_cannot_be_written_says_so_not_the_cache(inputs: tuple[Pat
     if not Path("/sys/kernel").is_dir():
         pytest.skip("needs Linux's /sys, a folder no one can write")
     refused(*prepare(inputs, unwritable / "pack", *shards), str(unwritable), "-o")
+
+
+@pytest.mark.parametrize("shards", [[], ["--shards", "2"]])
+def test_a_folder_the_corpus_reads_through_a_link_is_refused(inputs: tuple[Path, Path], tmp_path: Path,
+                                                            shards: list[str]) -> None:
+    """A corpus folder's linked subfolder is read as the corpus: an output inside it would be
+    read as text by the next task or run, as one inside the corpus folder itself would."""
+    corpus, vocab = inputs
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_bytes(corpus.read_bytes())
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "texts" / "more").symlink_to(tmp_path / "elsewhere")
+    for out in (tmp_path / "elsewhere", tmp_path / "elsewhere" / "out"):
+        result = CliRunner().invoke(app, ["prepare", str(tmp_path / "texts"), "--vocab", str(vocab), "-o", str(out),
+                                          "--cache-dir", str(tmp_path / "store"), *shards])
+        refused(result.exit_code, result.output, "through its link", str(tmp_path / "texts" / "more"))
+        assert os.listdir(tmp_path / "elsewhere") == []

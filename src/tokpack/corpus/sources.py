@@ -139,6 +139,11 @@ class DocumentSource:
         return Pins(inputs=[InputFile(path=os.path.abspath(self.path), sha256=self.record.sha256,
                                       n_bytes=self.record.n_bytes)])
 
+    def linked_folders(self) -> dict[Path, Path]:
+        """Each link to a folder whose files this source reads, and the real folder it leads to
+        (a folder corpus's linked subfolders; none for a file)."""
+        return {}
+
     def close(self) -> None:
         """Release open files and maps (a source is also a context manager)."""
 
@@ -605,6 +610,7 @@ class TextDirectory(DocumentSource):
         # to one again (a loop, a second link) is seen; links into the corpus are the duplicates of
         # what they lead to whatever their names, so which one is read does not depend on the order.
         seen: dict[tuple[str, int, int], Path] = {}
+        self._links: dict[Path, Path] = {}
         real_root = Path(os.path.realpath(self.path))
         linked: set[str] = set()  # the folders walked that a link leads to (or into)
         try:
@@ -627,6 +633,8 @@ class TextDirectory(DocumentSource):
                     kept.append(name)
                     if folder in linked or os.path.islink(subfolder):
                         linked.add(os.path.join(folder, name))  # as os.walk names it
+                    if os.path.islink(subfolder):
+                        self._links[subfolder] = Path(os.path.realpath(subfolder))
             subfolders[:] = kept
             for name in sorted(names):
                 if name.startswith(".") or name.endswith(MANIFEST_SUFFIX):  # a file's split is not text of the corpus
@@ -644,6 +652,9 @@ class TextDirectory(DocumentSource):
         found.sort(key=lambda item: item[0])
         files = [file for file, _ in found]
         return files, {index: f"{file}: {problem}" for index, (file, problem) in enumerate(found) if problem}
+
+    def linked_folders(self) -> dict[Path, Path]:
+        return dict(self._links)
 
     def _open(self, file: Path) -> FileBytes | None:
         """The file's bytes, or ``None`` (skipped and counted) when it cannot be read in skip mode."""

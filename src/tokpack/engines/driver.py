@@ -14,7 +14,7 @@ from tokpack.engines.encoders import ENCODER_FILE, write_encoder
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
 from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard
 from tokpack.errors import InputError
-from tokpack.preparing.preparation import check_output
+from tokpack.preparing.preparation import check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
 from tokpack.store.format import DATASET_FILE
 from tokpack.store.vocabulary import load_vocabulary
@@ -44,6 +44,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     tokenizer = load_vocabulary(vocab)
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
+        check_output_unread(dataset, source)
         kind, record, units, pins = source.format, source.record, source.n_units, source.pins()
         warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)
     # Shards are cut on input units (documents, lines, records); more shards than units only adds

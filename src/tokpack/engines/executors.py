@@ -23,6 +23,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from tokpack._atomic import remove_abandoned
+from tokpack._files import regular_file
 from tokpack._progress import PrepareProgress
 from tokpack.engines.shard_task import run_shard
 from tokpack.errors import InputError, MissingExtra, WorkerDied
@@ -343,6 +344,8 @@ def task_of(dataset: Path) -> tuple[ShardTask, int]:
     from tokpack.engines.shard_task import JOB_FILE
 
     path = Path(dataset) / JOB_FILE
+    if path.exists():  # a FIFO would block the read forever; a missing file is said below
+        regular_file(path, "input")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         kind, world_size = record["schema"], int(record["world_size"])

@@ -166,6 +166,8 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
     """
     expected = model.model_fields["schema_"].default
     try:
+        if not path.is_file():  # missing, or a FIFO whose read would block: read_record says which
+            return
         found = json.loads(path.read_bytes()).get("schema")
     except (OSError, ValueError, AttributeError, RecursionError):
         return  # missing or unreadable: read_record says what is wrong
@@ -208,7 +210,8 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
         Whether ``write`` ran (``False``: the shard was already complete).
 
     Raises:
-        InputError: a rank outside ``[0, world_size)``; whatever ``write`` raises.
+        InputError: a rank outside ``[0, world_size)``; a folder in the shard's place that holds
+            no pack; whatever ``write`` raises.
         IntegrityError: the shard's marker names another job than ``job`` (the seal of job.json)
             or another rank, or the shard records another place than rank ``rank`` of
             ``world_size``, or another input, cut or vocabulary than ``origin``.
@@ -230,6 +233,10 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                     raise
             _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
         elif not _complete(dataset, rank, world_size, job, origin):  # renamed into place, its marker never written
+            if not (shard / META_FILE).exists():  # not ours: left for its owner, never deleted
+                raise InputError(f"holds no shard (no {META_FILE}); a shard is renamed into place complete, so "
+                                 "this folder is not one this job wrote", where=shard,
+                                 fix=f"delete {shard.name} (or move it away) and run the task of rank {rank} again")
             _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
     return wrote
 
@@ -269,9 +276,13 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
     it, under a lock. Until every marker is there, a call opens nothing (it looks for a few
     markers, at most lists the folder once); the call that finds them all checks each shard
     once (its marker names ``job`` and its rank, its record its place and ``origin_of(rank)``):
-    finishing a job is linear in its shards.
+    finishing a job is linear in its shards. A task that finds ``dataset.json`` written already
+    opens nothing and returns ``None``: the caller without a rank opens the dataset, once every
+    task (remaking any shard gone since) is over.
     """
-    if not (dataset / DATASET_FILE).exists() and not _all_marked(dataset, world_size, rank):
+    if (dataset / DATASET_FILE).exists():
+        return None if rank is not None else ShardedDataset(dataset)
+    if not _all_marked(dataset, world_size, rank):
         return None
     with locked(dataset / DATASET_FILE):
         if not (dataset / DATASET_FILE).exists():

@@ -259,6 +259,8 @@ def prepare(
                                 pattern=pattern)
     execution = Execution(batch_documents=batch_documents, workers=workers, report=report)
     with reading.open(path) as source:
+        if out is not None:
+            check_output_unread(Path(out), source)
         return _prepare_source(source, cache, request, execution, out=None if out is None else Path(out))
 
 
@@ -344,6 +346,20 @@ def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -
     if kind == "pack" and (out / DATASET_FILE).exists():
         raise InputError("already a sharded dataset; the output of a pack must be a new folder or a pack "
                          "of the same corpus", where=out, fix="choose a new --out")
+
+
+def check_output_unread(out: Path, source: DocumentSource) -> None:
+    """Refuse ``out`` inside a folder ``source`` reads through a link (a corpus folder's linked
+    subfolder): as inside the corpus itself, the next read would take tokpack's files as text.
+
+    Raises:
+        InputError: naming ``out``, the link and the fix.
+    """
+    target = out.resolve()
+    for link, folder in source.linked_folders().items():
+        if target == folder or folder in target.parents:
+            raise InputError(f"the output is inside {folder}, which the corpus reads through its link {link}: its "
+                             "files would become training text", where=out, fix="choose an --out outside the corpus")
 
 
 def document_cut(source: DocumentSource) -> DocumentCut:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 SCHEME = "bytelevel-bpe"
 RANKS_FILE = "ranks.tiktoken"
 VOCABULARY_FILE = "vocabulary.json"
+#: Every id is below this: tiktoken stores them as 32-bit integers.
+_ID_LIMIT = 1 << 32
 
 
 class VocabularyRecord(Record):
@@ -111,6 +113,13 @@ class BpeTokenizer:
         ids = [*self.ranks.values(), *self.special_tokens.values()]
         if len(set(ids)) != len(ids) or min(ids) < 0:
             raise InputError("ranks and special tokens must use distinct non-negative ids")
+        if max(ids) >= _ID_LIMIT:
+            # tiktoken holds ids as 32-bit integers; a rank of 2**32 - 1 leaves no id for <|endoftext|>.
+            named = ", ".join(f"{name} is {number:,}" for name, number in self.special_tokens.items()
+                              if number >= _ID_LIMIT)
+            raise InputError(f"ids must be below 2**32 (the highest rank is {max(self.ranks.values()):,}"
+                             + (f"; {named}" if named else "") + ")", where=source,
+                             fix="number the ranks and special tokens from 0 without such gaps")
         self.pattern = resolve_pattern(pattern, "pattern")
         self.n_vocab = max(ids) + 1
 
