@@ -53,13 +53,29 @@ def main() -> None:
     app()
 
 
+#: The young generation's collection threshold in the ``tokpack`` command's own process (Python's
+#: default: 700). One ``prepare`` of a 10 MB file makes ~53,000 container objects (its imports,
+#: pydantic's schemas, the records), nearly all alive to the end.
+_YOUNG_OBJECTS = 100_000
+
+
 def script() -> None:
     """The ``tokpack`` command's own process (the installed script, ``python -m tokpack.cli``):
-    :func:`main`, then, as the process exits, the objects still alive are frozen (``gc.freeze``)
-    so the interpreter's shutdown frees them without walking them in several full collections
-    (about a tenth of a CPU second once numpy, pydantic and typer are loaded). tokpack closes its
-    files itself, so nothing waits on a collection to be flushed; a program that calls
-    :func:`main` keeps its collector as it was."""
+    :func:`main`, with the cyclic garbage collector set for a short-lived process.
+
+    - What importing the command line made is frozen (``gc.freeze``) before the command runs, and
+      the young generation is collected after 100,000 new objects instead of 700: a ``prepare``
+      of 10 MB then runs no collection at all, where ~35 collections walked the same long-lived
+      objects again (12-19 CPU ms). The collector still runs, so a long command's memory stays
+      bounded.
+    - As the process exits, the objects still alive are frozen, so the interpreter's shutdown frees
+      them without walking them in several full collections (about a tenth of a CPU second once
+      numpy, pydantic and typer are loaded). tokpack closes its files itself, so nothing waits on
+      a collection to be flushed.
+
+    A program that calls :func:`main` keeps its collector as it was."""
+    gc.freeze()
+    gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:
         main()
     finally:

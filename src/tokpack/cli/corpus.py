@@ -144,7 +144,7 @@ def _as_a_batch_process() -> Callable[[], None]:
     from tokpack._memory import reuse_freed_blocks
 
     threshold = gc.get_threshold()
-    gc.set_threshold(50_000, *threshold[1:])
+    gc.set_threshold(max(50_000, threshold[0]), *threshold[1:])  # never lower than the process's own
     reuse_freed_blocks()
     skipping = _NumbaExtensionsSkipped()
     loaded = sys.modules.get(_NUMBA_ENTRY_POINTS)
