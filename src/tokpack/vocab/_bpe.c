@@ -1,0 +1,1363 @@
+/* tokpack's compiled byte-level BPE encoder: tiktoken's encode_ordinary ids, on UTF-8 bytes.
+ *
+ * The module docstring (MODULE_DOC below) and tokpack/vocab/compiled.py say what it does and why;
+ * this file is organised in the order a text goes through it:
+ *   1. the text's UTF-8 (an ASCII str is read in place; any other is transcoded into the
+ *      thread's buffer, lone surrogates as tiktoken's encode_ordinary treats them);
+ *   2. the pre-tokenizer: one scanner per pattern, over bytes, with byte-class tables for ASCII
+ *      and a two-stage table of Unicode classes (_bpe_classes.h, generated from tiktoken);
+ *   3. each piece: one byte is its rank; a piece of at most 15 bytes is keyed by its bytes in two
+ *      machine words and looked up among the vocabulary's tokens (tiktoken's shortcut: a piece
+ *      that is a token is that token), then in the thread's piece cache; a longer piece by a hash
+ *      of its bytes, verified against them;
+ *   4. a miss is merged as tiktoken's byte_pair_merge does (lowest rank first, leftmost on ties):
+ *      by a scan for short pieces, by an indexed heap for long ones (n log n at any length).
+ *
+ * C11 and the CPython API only; no third-party code, no intrinsics.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_bpe_classes.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#define TP_BIG_ENDIAN 1
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TP_INLINE static inline __attribute__((always_inline))
+#define TP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TP_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define TP_INLINE static inline
+#define TP_LIKELY(x) (x)
+#define TP_UNLIKELY(x) (x)
+#define TP_PREFETCH(p) ((void)(p))
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Character classes                                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { CL_L = 1, CL_N = 2, CL_S = 4, CL_UP = 8, CL_LO = 16, CL_LNS = 7, CL_CASED = 24 };
+/* Scanners, numbered as tokpack.vocab.pretokenizer numbers them. */
+enum { MODE_GPT2 = 1, MODE_GPT4 = 2, MODE_O200K = 3, MODE_POLISH = 4, MODE_POLISH_PHRASE = 5 };
+
+static uint8_t ascii_class[128];
+
+TP_INLINE uint8_t class_of(uint32_t cp) {
+    return tp_class_blocks[tp_class_index[cp / TP_CLASS_BLOCK]][cp % TP_CLASS_BLOCK];
+}
+
+TP_INLINE size_t char_len(uint8_t lead) {
+    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
+
+/* The code point at s[i] (valid UTF-8: this module writes or checks every text it scans). */
+TP_INLINE uint32_t decode_at(const uint8_t *s, size_t i, size_t *len) {
+    uint32_t b = s[i];
+    if (b < 0x80) { *len = 1; return b; }
+    if (b < 0xE0) { *len = 2; return ((b & 0x1F) << 6) | (s[i + 1] & 0x3F); }
+    if (b < 0xF0) { *len = 3; return ((b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F); }
+    *len = 4;
+    return ((b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6)
+           | (s[i + 3] & 0x3F);
+}
+
+TP_INLINE uint8_t class_at(const uint8_t *s, size_t i, size_t *len) {
+    uint8_t b = s[i];
+    if (TP_LIKELY(b < 0x80)) { *len = 1; return ascii_class[b]; }
+    return class_of(decode_at(s, i, len));
+}
+
+/* The contraction letter (1-8 for s d m t l v r e, 0 for none) of the character at s[i]. */
+TP_INLINE unsigned letter_at(const uint8_t *s, size_t i, size_t *len, int fold) {
+    uint8_t b = s[i];
+    if (b < 0x80) { *len = 1; return fold ? tp_fold_ascii[b] : tp_exact_ascii[b]; }
+    uint32_t cp = decode_at(s, i, len);
+    if (fold) {
+        for (int k = 0; k < TP_FOLD_WIDE_COUNT; k++) if (tp_fold_wide[k][0] == cp) return tp_fold_wide[k][1];
+    } else {
+        for (int k = 0; k < TP_EXACT_WIDE_COUNT; k++) if (tp_exact_wide[k][0] == cp) return tp_exact_wide[k][1];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The pre-tokenizer: each pattern's alternatives in its order, over bytes                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The end of the run of characters in class `bits` from i. */
+TP_INLINE size_t run(const uint8_t *s, size_t i, size_t n, uint8_t bits) {
+    while (i < n) {
+        uint8_t b = s[i];
+        if (TP_LIKELY(b < 0x80)) {
+            if (!(ascii_class[b] & bits)) break;
+            i++;
+        } else {
+            size_t len;
+            if (!(class_of(decode_at(s, i, &len)) & bits)) break;
+            i += len;
+        }
+    }
+    return i;
+}
+
+/* The end of the run of [^\s\p{L}\p{N}] from i. */
+TP_INLINE size_t other_run(const uint8_t *s, size_t i, size_t n) {
+    while (i < n) {
+        uint8_t b = s[i];
+        if (TP_LIKELY(b < 0x80)) {
+            if (ascii_class[b] & CL_LNS) break;
+            i++;
+        } else {
+            size_t len;
+            if (class_of(decode_at(s, i, &len)) & CL_LNS) break;
+            i += len;
+        }
+    }
+    return i;
+}
+
+TP_INLINE size_t newlines(const uint8_t *s, size_t i, size_t n) {
+    while (i < n && (s[i] == '\r' || s[i] == '\n')) i++;
+    return i;
+}
+
+/* [^\r\n\p{L}\p{N}] */
+TP_INLINE int is_lead(uint8_t cls, uint8_t byte) {
+    return !(cls & (CL_L | CL_N)) && byte != '\r' && byte != '\n';
+}
+
+/* The end of '(?:[sdmt]|ll|ve|re) at i (letters folded or exact), or 0. */
+TP_INLINE size_t contraction(const uint8_t *s, size_t i, size_t n, int fold) {
+    if (s[i] != '\'' || i + 1 >= n) return 0;
+    size_t len1, len2;
+    unsigned first = letter_at(s, i + 1, &len1, fold);
+    if (first >= 1 && first <= 4) return i + 1 + len1;
+    if (first == 0 || i + 1 + len1 >= n) return 0;
+    unsigned second = letter_at(s, i + 1 + len1, &len2, fold);
+    if ((first == 5 && second == 5) || (first == 6 && second == 8) || (first == 7 && second == 8))
+        return i + 1 + len1 + len2;
+    return 0;
+}
+
+/* \p{N}{1,3} at i, which holds a digit of `len` bytes. */
+TP_INLINE size_t digits(const uint8_t *s, size_t i, size_t len, size_t n) {
+    size_t j = i + len;
+    for (int count = 1; count < 3 && j < n; count++) {
+        size_t l;
+        if (!(class_at(s, j, &l) & CL_N)) break;
+        j += l;
+    }
+    return j;
+}
+
+/* At i, which holds whitespace: \s++$ (end_first) | \s*[\r\n] (newline_rule) | \s+(?!\S) | \s. */
+TP_INLINE size_t whitespace(const uint8_t *s, size_t i, size_t n, int newline_rule, int end_first) {
+    size_t j = run(s, i, n, CL_S);
+    if (end_first && j == n) return j;
+    if (newline_rule) {
+        /* \s* gives back characters until a newline follows: the last one in the run (CR and LF
+           are never part of a longer character's bytes). */
+        for (size_t k = j; k > i; k--) if (s[k - 1] == '\r' || s[k - 1] == '\n') return k;
+    }
+    if (j == n) return j;
+    size_t last = j - 1;
+    while ((s[last] & 0xC0) == 0x80) last--;
+    if (last > i) return last; /* two or more characters: all but the last */
+    return i + char_len(s[i]);
+}
+
+static size_t gpt4_piece(const uint8_t *s, size_t i, size_t n) {
+    uint8_t b = s[i];
+    if (b == '\'') {
+        size_t j = contraction(s, i, n, 1);
+        if (j) return j;
+    }
+    size_t len;
+    uint8_t kind = class_at(s, i, &len);
+    /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
+    if (kind & CL_L) return run(s, i + len, n, CL_L);
+    if (!(kind & CL_N) && b != '\r' && b != '\n' && i + len < n) {
+        size_t len2;
+        if (class_at(s, i + len, &len2) & CL_L) return run(s, i + len + len2, n, CL_L);
+    }
+    /* \p{N}{1,3} */
+    if (kind & CL_N) return digits(s, i, len, n);
+    /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
+    size_t start = i, start_len = len;
+    uint8_t start_kind = kind;
+    if (b == ' ' && i + 1 < n) {
+        size_t len2;
+        uint8_t next = class_at(s, i + 1, &len2);
+        if (!(next & CL_LNS)) { start = i + 1; start_len = len2; start_kind = next; }
+    }
+    if (!(start_kind & CL_LNS)) return newlines(s, other_run(s, start + start_len, n), n);
+    /* \s++$ | \s*[\r\n] | \s+(?!\S) | \s */
+    return whitespace(s, i, n, 1, 1);
+}
+
+static size_t gpt2_piece(const uint8_t *s, size_t i, size_t n) {
+    if (s[i] == '\'') {
+        size_t j = contraction(s, i, n, 0);
+        if (j) return j;
+    }
+    size_t start = (s[i] == ' ' && i + 1 < n) ? i + 1 : i;
+    size_t len;
+    uint8_t kind = class_at(s, start, &len);
+    /*  ?\p{L}++ |  ?\p{N}++ |  ?[^\s\p{L}\p{N}]++ */
+    if (kind & CL_L) return run(s, start + len, n, CL_L);
+    if (kind & CL_N) return run(s, start + len, n, CL_N);
+    if (!(kind & CL_LNS)) return other_run(s, start + len, n);
+    /* \s++$ | \s+(?!\S) | \s */
+    return whitespace(s, i, n, 0, 1);
+}
+
+#define NO_END SIZE_MAX
+
+/* The end of o200k's [UPPER]*[LOWER]+ at i (greedy, backtracking), or NO_END. */
+TP_INLINE size_t upper_lower(const uint8_t *s, size_t i, size_t n) {
+    size_t a = run(s, i, n, CL_UP);
+    if (a < n) {
+        size_t len;
+        if (class_at(s, a, &len) & CL_LO) return run(s, a + len, n, CL_LO);
+    }
+    /* [UPPER]* gives back characters until one is in LOWER too (Lm, Lo, marks): the last one,
+       after which no LOWER character follows, so [LOWER]+ ends right after it. */
+    size_t k = a;
+    while (k > i) {
+        size_t end = k;
+        k--;
+        while ((s[k] & 0xC0) == 0x80) k--;
+        size_t len;
+        if (class_at(s, k, &len) & CL_LO) return end;
+    }
+    return NO_END;
+}
+
+static size_t o200k_piece(const uint8_t *s, size_t i, size_t n) {
+    uint8_t b = s[i];
+    size_t len;
+    uint8_t kind = class_at(s, i, &len);
+    int lead = is_lead(kind, b) && i + len < n; /* [^\r\n\p{L}\p{N}]? may take this character */
+    size_t len2 = 0;
+    uint8_t next = lead ? class_at(s, i + len, &len2) : 0;
+    if ((kind & CL_CASED) || (lead && (next & CL_CASED))) {
+        /* [^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?: with the lead first, then
+           without it (a mark is both a lead and a cased character). */
+        size_t j = lead ? upper_lower(s, i + len, n) : NO_END;
+        if (j == NO_END) j = upper_lower(s, i, n);
+        if (j == NO_END) {
+            /* [^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(?i:...)? */
+            if (lead && (next & CL_UP)) j = run(s, i + len + len2, n, CL_UP);
+            else if (kind & CL_UP) j = run(s, i + len, n, CL_UP);
+            if (j != NO_END) j = run(s, j, n, CL_LO);
+        }
+        if (j != NO_END) {
+            if (j < n && s[j] == '\'') {
+                size_t c = contraction(s, j, n, 1);
+                if (c) return c;
+            }
+            return j;
+        }
+    }
+    /* \p{N}{1,3} */
+    if (kind & CL_N) return digits(s, i, len, n);
+    /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+    size_t start = i, start_len = len;
+    uint8_t start_kind = kind;
+    if (b == ' ' && i + 1 < n) {
+        size_t l;
+        uint8_t k2 = class_at(s, i + 1, &l);
+        if (!(k2 & CL_LNS)) { start = i + 1; start_len = l; start_kind = k2; }
+    }
+    if (!(start_kind & CL_LNS)) {
+        size_t j = other_run(s, start + start_len, n);
+        while (j < n && (s[j] == '\r' || s[j] == '\n' || s[j] == '/')) j++;
+        return j;
+    }
+    /* \s*[\r\n]+ | \s+(?!\S) | \s+ */
+    return whitespace(s, i, n, 1, 0);
+}
+
+static size_t polish_piece(const uint8_t *s, size_t i, size_t n, int phrase) {
+    /* [\r\n]*+[ \t]*+ leads the first two alternatives. */
+    size_t b = newlines(s, i, n);
+    while (b < n && (s[b] == ' ' || s[b] == '\t')) b++;
+    /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
+    size_t k = b;
+    if (b < n) {
+        size_t len;
+        uint8_t cls = class_at(s, b, &len);
+        if (b + len < n && is_lead(cls, s[b])) k = b + len;
+    }
+    size_t len;
+    if (k < n && (class_at(s, k, &len) & CL_L)) {
+        size_t j = run(s, k + len, n, CL_L);
+        while (phrase) {
+            /* (?:[,.:;]?+ [^\r\n\p{L}\p{N}]?+\p{L}++)*+ */
+            k = j;
+            if (k < n && (s[k] == ',' || s[k] == '.' || s[k] == ':' || s[k] == ';')) k++;
+            if (k >= n || s[k] != ' ') break;
+            k++;
+            if (k < n) {
+                size_t l;
+                uint8_t cls = class_at(s, k, &l);
+                if (k + l < n && is_lead(cls, s[k])) k += l;
+            }
+            size_t l;
+            if (k >= n || !(class_at(s, k, &l) & CL_L)) break;
+            j = run(s, k + l, n, CL_L);
+        }
+        return j;
+    }
+    /* [^\s\p{L}\p{N}]++[\r\n]*+ */
+    if (b < n && !(class_at(s, b, &len) & CL_LNS)) return newlines(s, other_run(s, b + len, n), n);
+    /*  ?\p{N}{1,3} */
+    size_t start = i;
+    if (s[i] == ' ' && i + 1 < n && (class_at(s, i + 1, &len) & CL_N)) start = i + 1;
+    if (class_at(s, start, &len) & CL_N) return digits(s, start, len, n);
+    /* \s++$ | \s*[\r\n] | \s+(?!\S) | \s */
+    return whitespace(s, i, n, 1, 1);
+}
+
+TP_INLINE size_t piece_end(int mode, const uint8_t *s, size_t i, size_t n) {
+    switch (mode) {
+    case MODE_GPT4: return gpt4_piece(s, i, n);
+    case MODE_GPT2: return gpt2_piece(s, i, n);
+    case MODE_O200K: return o200k_piece(s, i, n);
+    case MODE_POLISH: return polish_piece(s, i, n, 0);
+    default: return polish_piece(s, i, n, 1);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Keys and hashes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Bytes of a short key: a piece of 1 to SHORT bytes is two words, its length in the top byte. */
+#define SHORT 15
+#define NONE 0xFFFFFFFFu
+/* Ids must be below this (they are packed with a count in one word of the piece cache). */
+#define MAX_ID (1u << 24)
+
+typedef struct { uint64_t lo, hi; } Key;
+
+/* `p[0:len]` (1 <= len <= SHORT) as a key; `limit`: how far past p may be read. */
+TP_INLINE Key short_key(const uint8_t *p, size_t len, const uint8_t *limit) {
+    Key key;
+#ifndef TP_BIG_ENDIAN
+    if (TP_LIKELY(p + 16 <= limit)) {
+        memcpy(&key.lo, p, 8);
+        memcpy(&key.hi, p + 8, 8);
+        if (len < 8) {
+            key.lo &= (((uint64_t)1) << (8 * len)) - 1;
+            key.hi = 0;
+        } else {
+            key.hi &= (((uint64_t)1) << (8 * (len - 8))) - 1;
+        }
+        key.hi |= (uint64_t)len << 56;
+        return key;
+    }
+#endif
+    key.lo = 0;
+    key.hi = (uint64_t)len << 56;
+    for (size_t k = 0; k < len; k++) {
+        if (k < 8) key.lo |= (uint64_t)p[k] << (8 * k);
+        else key.hi |= (uint64_t)p[k] << (8 * (k - 8));
+    }
+    return key;
+}
+
+TP_INLINE uint64_t key_hash(Key key) {
+    uint64_t h = key.lo * 0x9E3779B97F4A7C15ull ^ (key.hi + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 31;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* A 64-bit hash of any bytes (pieces and tokens longer than SHORT). */
+static uint64_t bytes_hash(const uint8_t *p, size_t len) {
+    uint64_t h = 0x243F6A8885A308D3ull ^ (len * 0x9E3779B97F4A7C15ull);
+    size_t k = 0;
+    for (; k + 8 <= len; k += 8) {
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    for (size_t q = k; q < len; q++) w |= (uint64_t)p[q] << (8 * (q - k));
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 32;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Aligned zeroed memory (calloc'd: untouched pages cost nothing)                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct { void *raw; void *data; } Block;
+
+static int block_new(Block *b, size_t bytes) {
+    b->raw = calloc(1, bytes + 64);
+    if (!b->raw) { b->data = NULL; return -1; }
+    b->data = (void *)(((uintptr_t)b->raw + 63) & ~(uintptr_t)63);
+    return 0;
+}
+
+static void block_free(Block *b) {
+    free(b->raw);
+    b->raw = b->data = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The vocabulary: every token by its bytes                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct { uint64_t lo, hi; uint32_t id, pad; } ShortSlot;               /* hi == 0: empty */
+typedef struct { uint64_t hash; size_t offset; uint32_t len, id; } LongSlot;   /* len == 0: empty */
+
+typedef struct {
+    PyObject_HEAD
+    int mode;
+    uint32_t byte_rank[256];
+    uint32_t *pair_rank;    /* 65,536: the id of each two-byte token, NONE if none */
+    Block short_block;      /* ShortSlot[short_mask + 1] */
+    ShortSlot *shorts;
+    uint64_t short_mask;
+    Block long_block;       /* LongSlot[long_mask + 1] */
+    LongSlot *longs;
+    uint64_t long_mask;
+    uint8_t *long_bytes;    /* the long tokens' bytes */
+    Py_ssize_t n_tokens;
+} Encoder;
+
+TP_INLINE uint32_t short_rank(const Encoder *e, Key key, uint64_t h) {
+    uint64_t i = h & e->short_mask;
+    for (;;) {
+        const ShortSlot *slot = &e->shorts[i];
+        if (slot->lo == key.lo && slot->hi == key.hi) return slot->id;
+        if (slot->hi == 0) return NONE;
+        i = (i + 1) & e->short_mask;
+    }
+}
+
+static uint32_t long_rank(const Encoder *e, const uint8_t *p, size_t len, uint64_t h) {
+    uint64_t i = h & e->long_mask;
+    for (;;) {
+        const LongSlot *slot = &e->longs[i];
+        if (slot->len == 0) return NONE;
+        if (slot->hash == h && slot->len == len && memcmp(e->long_bytes + slot->offset, p, len) == 0) return slot->id;
+        i = (i + 1) & e->long_mask;
+    }
+}
+
+/* The id of the token whose bytes are p[0:len] (len >= 2), or NONE. */
+TP_INLINE uint32_t rank_of(const Encoder *e, const uint8_t *p, size_t len, const uint8_t *limit) {
+    if (len == 2) return e->pair_rank[(p[0] << 8) | p[1]];
+    if (len <= SHORT) {
+        Key key = short_key(p, len, limit);
+        return short_rank(e, key, key_hash(key));
+    }
+    return long_rank(e, p, len, bytes_hash(p, len));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A thread's piece cache and scratch                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A short piece's entry: its key, then its ids: v[0] = count << 24 | first id, v[1..3] the rest.
+   Two entries a set, one 64-byte line: a new entry goes first, the first moves second. */
+typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
+#define ENTRY_IDS 4
+/* A longer piece's row (direct-mapped): its hash, length and ids, then its bytes. */
+#define ROW_BYTES 64
+#define ROW_IDS 12
+typedef struct { uint64_t hash; uint32_t len, count; uint32_t ids[ROW_IDS]; uint8_t bytes[ROW_BYTES]; } Row;
+
+enum { STAT_HITS, STAT_MISSES, STAT_UNCACHED, STAT_TOKENS, STAT_COUNT };
+
+typedef struct {
+    PyObject_HEAD
+    Block entry_block;
+    Entry *entries;
+    uint64_t set_mask;      /* sets - 1 */
+    Block row_block;
+    Row *rows;
+    uint64_t row_mask;
+    uint8_t *text;          /* a text's UTF-8, when it is not read in place */
+    size_t text_cap;
+    uint32_t *scratch;      /* the heap merge's arrays: 5 words a byte */
+    size_t scratch_cap;     /* in bytes of piece */
+    uint64_t stats[STAT_COUNT];
+    int busy;
+} Cache;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Merging a piece                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Pieces of at most this many bytes merge by tiktoken's scan (n^2, on the stack); longer ones by
+   an indexed heap (n log n). */
+#define SCAN_MERGE 32
+
+/* tiktoken's byte_pair_merge of p[0:n] (n >= 2) by scanning; ids to out; returns their count. */
+static size_t merge_scan(const Encoder *e, const uint8_t *p, size_t n, const uint8_t *limit, uint32_t *out) {
+    uint32_t start[SCAN_MERGE + 1], rank[SCAN_MERGE], tok[SCAN_MERGE];
+    size_t m = n;
+    for (size_t k = 0; k < n; k++) {
+        start[k] = (uint32_t)k;
+        tok[k] = e->byte_rank[p[k]];
+        rank[k] = k + 1 < n ? e->pair_rank[(p[k] << 8) | p[k + 1]] : NONE;
+    }
+    start[n] = (uint32_t)n;
+    for (;;) {
+        uint32_t best = NONE;
+        size_t i = 0;
+        for (size_t k = 0; k + 1 < m; k++) {
+            if (rank[k] < best) { best = rank[k]; i = k; }
+        }
+        if (best == NONE) break;
+        tok[i] = best;
+        for (size_t k = i + 1; k + 1 < m; k++) {
+            start[k] = start[k + 1];
+            rank[k] = rank[k + 1];
+            tok[k] = tok[k + 1];
+        }
+        start[m - 1] = start[m];
+        m--;
+        rank[i] = i + 1 < m ? rank_of(e, p + start[i], start[i + 2] - start[i], limit) : NONE;
+        if (i > 0) rank[i - 1] = rank_of(e, p + start[i - 1], start[i + 1] - start[i - 1], limit);
+    }
+    memcpy(out, tok, m * sizeof(uint32_t));
+    return m;
+}
+
+/* The indexed heap of parts by (rank of the pair they begin, position): the least first. */
+typedef struct {
+    uint32_t *rank, *next, *prev, *heap, *where;
+    size_t size;
+} Heap;
+
+#define NOT_IN 0xFFFFFFFFu
+
+TP_INLINE int heap_less(const Heap *h, uint32_t a, uint32_t b) {
+    return h->rank[a] < h->rank[b] || (h->rank[a] == h->rank[b] && a < b);
+}
+
+static void heap_up(Heap *h, size_t k) {
+    uint32_t x = h->heap[k];
+    while (k > 0) {
+        size_t parent = (k - 1) / 2;
+        uint32_t y = h->heap[parent];
+        if (!heap_less(h, x, y)) break;
+        h->heap[k] = y;
+        h->where[y] = (uint32_t)k;
+        k = parent;
+    }
+    h->heap[k] = x;
+    h->where[x] = (uint32_t)k;
+}
+
+static void heap_down(Heap *h, size_t k) {
+    uint32_t x = h->heap[k];
+    for (;;) {
+        size_t child = 2 * k + 1;
+        if (child >= h->size) break;
+        if (child + 1 < h->size && heap_less(h, h->heap[child + 1], h->heap[child])) child++;
+        uint32_t y = h->heap[child];
+        if (!heap_less(h, y, x)) break;
+        h->heap[k] = y;
+        h->where[y] = (uint32_t)k;
+        k = child;
+    }
+    h->heap[k] = x;
+    h->where[x] = (uint32_t)k;
+}
+
+static void heap_remove(Heap *h, uint32_t x) {
+    size_t k = h->where[x];
+    h->where[x] = NOT_IN;
+    h->size--;
+    if (k == h->size) return;
+    uint32_t moved = h->heap[h->size];
+    h->heap[k] = moved;
+    h->where[moved] = (uint32_t)k;
+    heap_up(h, k);
+    heap_down(h, h->where[moved]);
+}
+
+/* Part x's pair now has `rank` (NONE: no pair): its place in the heap follows. */
+static void heap_set(Heap *h, uint32_t x, uint32_t rank) {
+    if (rank == NONE) {
+        if (h->where[x] != NOT_IN) heap_remove(h, x);
+        h->rank[x] = NONE;
+        return;
+    }
+    uint32_t old = h->rank[x];
+    h->rank[x] = rank;
+    if (h->where[x] == NOT_IN) {
+        h->heap[h->size] = x;
+        h->where[x] = (uint32_t)h->size;
+        h->size++;
+        heap_up(h, h->size - 1);
+    } else if (rank < old) {
+        heap_up(h, h->where[x]);
+    } else {
+        heap_down(h, h->where[x]);
+    }
+}
+
+static int ensure_scratch(Cache *c, size_t n) {
+    if (n <= c->scratch_cap) return 0;
+    size_t cap = n + n / 2;
+    uint32_t *grown = malloc(cap * 5 * sizeof(uint32_t));
+    if (!grown) return -1;
+    free(c->scratch);
+    c->scratch = grown;
+    c->scratch_cap = cap;
+    return 0;
+}
+
+/* tiktoken's byte_pair_merge of p[0:n] by the heap; ids to out; returns their count, or
+   (size_t)-1 if its scratch could not be had. */
+static size_t merge_heap(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit,
+                         uint32_t *out) {
+    if (ensure_scratch(c, n) < 0) return (size_t)-1;
+    size_t cap = c->scratch_cap;
+    Heap h = {c->scratch, c->scratch + cap, c->scratch + 2 * cap, c->scratch + 3 * cap, c->scratch + 4 * cap, 0};
+    for (size_t k = 0; k < n; k++) {
+        h.next[k] = (uint32_t)(k + 1);
+        h.prev[k] = (uint32_t)k - 1; /* NOT_IN for the first */
+        h.where[k] = NOT_IN;
+        uint32_t r = k + 1 < n ? e->pair_rank[(p[k] << 8) | p[k + 1]] : NONE;
+        h.rank[k] = r;
+        if (r != NONE) {
+            h.where[k] = (uint32_t)h.size;
+            h.heap[h.size++] = (uint32_t)k;
+        }
+    }
+    for (size_t k = h.size / 2; k-- > 0;) heap_down(&h, k);
+    while (h.size > 0) {
+        uint32_t i = h.heap[0];
+        uint32_t gone = h.next[i];
+        if (h.where[gone] != NOT_IN) heap_remove(&h, gone);
+        uint32_t after = h.next[gone];
+        h.next[i] = after;
+        h.rank[gone] = NONE;
+        if (after < n) h.prev[after] = i;
+        heap_set(&h, i, after < n ? rank_of(e, p + i, h.next[after] - i, limit) : NONE);
+        uint32_t before = h.prev[i];
+        if (before != NOT_IN) heap_set(&h, before, rank_of(e, p + before, after - before, limit));
+    }
+    size_t m = 0;
+    for (size_t k = 0; k < n; k = h.next[k]) {
+        size_t len = h.next[k] - k;
+        out[m++] = len == 1 ? e->byte_rank[p[k]] : rank_of(e, p + k, len, limit);
+    }
+    return m;
+}
+
+TP_INLINE size_t merge(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, uint32_t *out) {
+    if (n <= SCAN_MERGE) return merge_scan(e, p, n, limit, out);
+    return merge_heap(e, c, p, n, limit, out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Encoding texts                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} Out;
+
+static int out_reserve(Out *o, size_t more) {
+    if (o->len + more <= o->cap) return 0;
+    size_t cap = o->cap + o->cap / 2 + more + 1024;
+    uint32_t *grown = realloc(o->ids, cap * sizeof(uint32_t));
+    if (!grown) return -1;
+    o->ids = grown;
+    o->cap = cap;
+    return 0;
+}
+
+/* A piece found ahead of its encoding: where it starts, its length, and (2 to SHORT bytes) its
+   key and the key's hash, whose table slots were prefetched. */
+typedef struct { size_t start, len; Key key; uint64_t hash; } Ahead;
+
+/* Pieces found, and their slots prefetched, before the first of them is encoded: the vocabulary's
+   table and the piece cache are larger than the CPU's caches and read in no order, and a look-up
+   that waits for memory costs more than scanning and hashing a piece. */
+#define AHEAD 32
+
+TP_INLINE Entry *cache_set(const Cache *c, uint64_t h) {
+    return &c->entries[2 * ((h >> 20) & c->set_mask)];
+}
+
+TP_INLINE void look_ahead(const Encoder *e, const Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Ahead *a) {
+    a->len = n;
+    if (n >= 2 && n <= SHORT) {
+        a->key = short_key(p, n, limit);
+        a->hash = key_hash(a->key);
+        if (n > 2) TP_PREFETCH(&e->shorts[a->hash & e->short_mask]);
+        TP_PREFETCH(cache_set(c, a->hash));
+    }
+}
+
+/* The ids of a short piece (2 to SHORT bytes, its key and hash in a) appended to o (room for n
+   ids is there). */
+TP_INLINE void encode_short(const Encoder *e, Cache *c, const uint8_t *p, const Ahead *a, const uint8_t *limit,
+                            Out *o) {
+    uint32_t *dst = o->ids + o->len;
+    size_t n = a->len;
+    uint32_t id = n == 2 ? e->pair_rank[(p[0] << 8) | p[1]] : short_rank(e, a->key, a->hash);
+    if (id != NONE) {
+        *dst = id;
+        o->len++;
+        c->stats[STAT_TOKENS]++;
+        return;
+    }
+    Entry *set = cache_set(c, a->hash);
+    Entry *hit = (set[0].lo == a->key.lo && set[0].hi == a->key.hi) ? &set[0]
+                 : (set[1].lo == a->key.lo && set[1].hi == a->key.hi) ? &set[1] : NULL;
+    if (hit) {
+        size_t count = hit->v[0] >> 24;
+        dst[0] = hit->v[0] & (MAX_ID - 1);
+        for (size_t k = 1; k < count; k++) dst[k] = hit->v[k];
+        o->len += count;
+        c->stats[STAT_HITS]++;
+        return;
+    }
+    size_t count = merge_scan(e, p, n, limit, dst);
+    o->len += count;
+    if (count <= ENTRY_IDS) {
+        set[1] = set[0];
+        set[0].lo = a->key.lo;
+        set[0].hi = a->key.hi;
+        set[0].v[0] = (uint32_t)(count << 24) | dst[0];
+        for (size_t k = 1; k < ENTRY_IDS; k++) set[0].v[k] = k < count ? dst[k] : 0;
+        c->stats[STAT_MISSES]++;
+    } else {
+        c->stats[STAT_UNCACHED]++;
+    }
+}
+
+/* The ids of a piece of more than SHORT bytes appended to o (room for n ids is there); -1 on a
+   failed allocation. */
+static int encode_long(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Out *o) {
+    uint32_t *dst = o->ids + o->len;
+    uint64_t h = bytes_hash(p, n);
+    uint32_t id = long_rank(e, p, n, h);
+    if (id != NONE) {
+        *dst = id;
+        o->len++;
+        c->stats[STAT_TOKENS]++;
+        return 0;
+    }
+    Row *row = NULL;
+    if (n <= ROW_BYTES) {
+        row = &c->rows[(h >> 20) & c->row_mask];
+        if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
+            memcpy(dst, row->ids, row->count * sizeof(uint32_t));
+            o->len += row->count;
+            c->stats[STAT_HITS]++;
+            return 0;
+        }
+    }
+    size_t count = merge(e, c, p, n, limit, dst);
+    if (count == (size_t)-1) return -1;
+    o->len += count;
+    if (row && count <= ROW_IDS) {
+        row->hash = h;
+        row->len = (uint32_t)n;
+        row->count = (uint32_t)count;
+        memcpy(row->ids, dst, count * sizeof(uint32_t));
+        memcpy(row->bytes, p, n);
+        c->stats[STAT_MISSES]++;
+    } else {
+        c->stats[STAT_UNCACHED]++;
+    }
+    return 0;
+}
+
+/* Encode s[0:n]: find up to AHEAD pieces (prefetching their slots), then encode them. */
+#define ENCODE_LOOP(SCAN)                                                                        \
+    while (i < n) {                                                                              \
+        size_t found = 0, bytes = 0;                                                             \
+        for (; found < AHEAD && i < n; found++) {                                                \
+            size_t j = SCAN;                                                                     \
+            ahead[found].start = i;                                                              \
+            look_ahead(e, c, s + i, j - i, limit, &ahead[found]);                                \
+            bytes += j - i;                                                                      \
+            i = j;                                                                               \
+        }                                                                                        \
+        if (TP_UNLIKELY(o->len + bytes > o->cap) && out_reserve(o, bytes) < 0) return -1;        \
+        for (size_t k = 0; k < found; k++) {                                                     \
+            const Ahead *a = &ahead[k];                                                          \
+            const uint8_t *p = s + a->start;                                                     \
+            if (a->len == 1) {                                                                   \
+                o->ids[o->len++] = e->byte_rank[p[0]];                                           \
+            } else if (TP_LIKELY(a->len <= SHORT)) {                                             \
+                encode_short(e, c, p, a, limit, o);                                              \
+            } else if (encode_long(e, c, p, a->len, limit, o) < 0) {                             \
+                return -1;                                                                       \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+/* The ids of the UTF-8 text s[0:n] appended to o; -1 on a failed allocation. */
+static int encode_utf8(const Encoder *e, Cache *c, const uint8_t *s, size_t n, Out *o) {
+    const uint8_t *limit = s + n;
+    Ahead ahead[AHEAD];
+    size_t i = 0;
+    switch (e->mode) {
+    case MODE_GPT4: ENCODE_LOOP(gpt4_piece(s, i, n)) break;
+    case MODE_GPT2: ENCODE_LOOP(gpt2_piece(s, i, n)) break;
+    case MODE_O200K: ENCODE_LOOP(o200k_piece(s, i, n)) break;
+    case MODE_POLISH: ENCODE_LOOP(polish_piece(s, i, n, 0)) break;
+    default: ENCODE_LOOP(polish_piece(s, i, n, 1)) break;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A str's UTF-8                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+TP_INLINE uint8_t *put_utf8(uint8_t *d, uint32_t cp) {
+    if (cp < 0x80) { *d++ = (uint8_t)cp; }
+    else if (cp < 0x800) { *d++ = (uint8_t)(0xC0 | (cp >> 6)); *d++ = (uint8_t)(0x80 | (cp & 0x3F)); }
+    else if (cp < 0x10000) {
+        *d++ = (uint8_t)(0xE0 | (cp >> 12));
+        *d++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (uint8_t)(0x80 | (cp & 0x3F));
+    } else {
+        *d++ = (uint8_t)(0xF0 | (cp >> 18));
+        *d++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        *d++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (uint8_t)(0x80 | (cp & 0x3F));
+    }
+    return d;
+}
+
+/* The code point at data[k] of a str of `kind`, surrogates resolved as tiktoken's encode_ordinary
+   does (text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")): a high surrogate and
+   a low one in a row are their astral character, any other surrogate U+FFFD. *k moves past it. */
+TP_INLINE uint32_t str_char(int kind, const void *data, size_t length, size_t *k) {
+    uint32_t cp = kind == PyUnicode_2BYTE_KIND ? ((const Py_UCS2 *)data)[*k] : ((const Py_UCS4 *)data)[*k];
+    (*k)++;
+    if (TP_LIKELY(cp < 0xD800 || cp > 0xDFFF)) return cp;
+    if (cp <= 0xDBFF && *k < length) {
+        uint32_t low = kind == PyUnicode_2BYTE_KIND ? ((const Py_UCS2 *)data)[*k] : ((const Py_UCS4 *)data)[*k];
+        if (low >= 0xDC00 && low <= 0xDFFF) {
+            (*k)++;
+            return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        }
+    }
+    return 0xFFFD;
+}
+
+/* The UTF-8 of a (ready) str: in place for ASCII, else written to c->text. NULL if the buffer
+   could not be had. */
+static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
+    size_t length = (size_t)PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        *n = length;
+        return (const uint8_t *)PyUnicode_DATA(text);
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    size_t need = length * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4) + 16;
+    if (need > c->text_cap) {
+        uint8_t *grown = malloc(need);
+        if (!grown) return NULL;
+        free(c->text);
+        c->text = grown;
+        c->text_cap = need;
+    }
+    uint8_t *d = c->text;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *u = data;
+        for (size_t k = 0; k < length; k++) {
+            uint8_t b = u[k];
+            if (b < 0x80) *d++ = b;
+            else { *d++ = (uint8_t)(0xC0 | (b >> 6)); *d++ = (uint8_t)(0x80 | (b & 0x3F)); }
+        }
+    } else {
+        size_t k = 0;
+        while (k < length) {
+            /* ASCII runs, four at a time where they are */
+            if (kind == PyUnicode_2BYTE_KIND) {
+                const Py_UCS2 *u = data;
+                while (k + 4 <= length && (u[k] | u[k + 1] | u[k + 2] | u[k + 3]) < 0x80) {
+                    d[0] = (uint8_t)u[k]; d[1] = (uint8_t)u[k + 1]; d[2] = (uint8_t)u[k + 2]; d[3] = (uint8_t)u[k + 3];
+                    d += 4;
+                    k += 4;
+                }
+                if (k >= length) break;
+            }
+            d = put_utf8(d, str_char(kind, data, length, &k));
+        }
+    }
+    *n = (size_t)(d - c->text);
+    return c->text;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A buffer of ids handed to numpy (np.frombuffer) without a copy                             */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t count;
+    Py_ssize_t itemsize;
+    char *format;
+    Py_ssize_t exports;
+} Buffer;
+
+static void buffer_dealloc(Buffer *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int buffer_get(Buffer *self, Py_buffer *view, int flags) {
+    int done = PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : (void *)"",
+                                 self->count * self->itemsize, 1, flags);
+    if (done < 0) return -1;
+    view->itemsize = self->itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? self->format : NULL;
+    if (flags & PyBUF_ND) {
+        view->ndim = 1;
+        view->shape = &self->count;
+        view->strides = (flags & PyBUF_STRIDES) ? &view->itemsize : NULL;
+    }
+    return 0;
+}
+
+static PyBufferProcs buffer_procs = {(getbufferproc)buffer_get, NULL};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tokpack.vocab._bpe.Buffer",
+    .tp_basicsize = sizeof(Buffer),
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_as_buffer = &buffer_procs,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory the encoder wrote (ids or ends), read with numpy.frombuffer.",
+};
+
+/* A Buffer owning `data` (freed with it, or now if the object cannot be made). */
+static PyObject *buffer_wrap(void *data, Py_ssize_t count, Py_ssize_t itemsize, char *format) {
+    Buffer *b = PyObject_New(Buffer, &BufferType);
+    if (!b) { free(data); return NULL; }
+    b->data = data;
+    b->count = count;
+    b->itemsize = itemsize;
+    b->format = format;
+    b->exports = 0;
+    return (PyObject *)b;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Cache: the Python type                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"set_bits", "row_bits", NULL};
+    int set_bits = 16, row_bits = 14;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ii", names, &set_bits, &row_bits)) return -1;
+    if (set_bits < 0 || set_bits > 30 || row_bits < 0 || row_bits > 30) {
+        PyErr_SetString(PyExc_ValueError, "set_bits and row_bits must be from 0 to 30");
+        return -1;
+    }
+    block_free(&self->entry_block);
+    block_free(&self->row_block);
+    size_t sets = (size_t)1 << set_bits, rows = (size_t)1 << row_bits;
+    if (block_new(&self->entry_block, 2 * sets * sizeof(Entry)) < 0 || block_new(&self->row_block, rows * sizeof(Row)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->entries = self->entry_block.data;
+    self->set_mask = sets - 1;
+    self->rows = self->row_block.data;
+    self->row_mask = rows - 1;
+    memset(self->stats, 0, sizeof(self->stats));
+    return 0;
+}
+
+static void cache_dealloc(Cache *self) {
+    block_free(&self->entry_block);
+    block_free(&self->row_block);
+    free(self->text);
+    free(self->scratch);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *cache_stats(Cache *self, PyObject *unused) {
+    (void)unused;
+    size_t held = 0, rows_held = 0;
+    for (size_t k = 0; k < 2 * (self->set_mask + 1); k++) held += self->entries[k].hi != 0;
+    for (size_t k = 0; k <= self->row_mask; k++) rows_held += self->rows[k].len != 0;
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:n,s:n,s:n}",
+                         "hits", (unsigned long long)self->stats[STAT_HITS],
+                         "misses", (unsigned long long)self->stats[STAT_MISSES],
+                         "uncached", (unsigned long long)self->stats[STAT_UNCACHED],
+                         "tokens", (unsigned long long)self->stats[STAT_TOKENS],
+                         "entries", (Py_ssize_t)(2 * (self->set_mask + 1)),
+                         "entries_held", (Py_ssize_t)held,
+                         "rows", (Py_ssize_t)(self->row_mask + 1),
+                         "rows_held", (Py_ssize_t)rows_held,
+                         "bytes", (Py_ssize_t)(2 * (self->set_mask + 1) * sizeof(Entry) + (self->row_mask + 1) * sizeof(Row)),
+                         "buffer_bytes", (Py_ssize_t)(self->text_cap + self->scratch_cap * 5 * sizeof(uint32_t)));
+}
+
+static PyMethodDef cache_methods[] = {
+    {"stats", (PyCFunction)cache_stats, METH_NOARGS,
+     "What the cache did and holds: hits, misses (merged, then kept), uncached (merged, too long to "
+     "keep), tokens (pieces that are a token), its entries and rows and how many hold a piece, its "
+     "bytes, and the bytes of its thread's buffers."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tokpack.vocab._bpe.Cache",
+    .tp_basicsize = sizeof(Cache),
+    .tp_dealloc = (destructor)cache_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Cache(set_bits=16, row_bits=14): one thread's piece cache (2 << set_bits entries of "
+              "pieces of up to 15 bytes, 1 << row_bits rows of pieces of 16 to 64 bytes, fixed) and "
+              "its scratch. One call uses it at a time.",
+    .tp_methods = cache_methods,
+    .tp_init = (initproc)cache_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Encoder: the Python type                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint64_t table_size(size_t n) {
+    uint64_t size = 256;
+    while (size < 2 * (uint64_t)n + 2) size *= 2;
+    return size;
+}
+
+static int encoder_init(Encoder *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"ranks", "mode", NULL};
+    PyObject *ranks;
+    int mode;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i", names, &PyDict_Type, &ranks, &mode)) return -1;
+    if (mode < MODE_GPT2 || mode > MODE_POLISH_PHRASE) {
+        PyErr_Format(PyExc_ValueError, "no scanner numbered %d", mode);
+        return -1;
+    }
+    if (self->pair_rank) {
+        PyErr_SetString(PyExc_RuntimeError, "an Encoder is initialised once");
+        return -1;
+    }
+    self->mode = mode;
+    size_t shorts = 0, longs = 0, long_total = 0;
+    Py_ssize_t pos = 0;
+    PyObject *token, *value;
+    while (PyDict_Next(ranks, &pos, &token, &value)) {
+        if (!PyBytes_Check(token) || !PyLong_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "ranks must map bytes to int");
+            return -1;
+        }
+        unsigned long id = PyLong_AsUnsignedLong(value);
+        if (id == (unsigned long)-1 && PyErr_Occurred()) return -1;
+        if (id >= MAX_ID) {
+            PyErr_Format(PyExc_ValueError, "id %lu is not below %u", id, MAX_ID);
+            return -1;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(token);
+        if (len > SHORT) { longs++; long_total += (size_t)len; }
+        else if (len > 0) shorts++;
+    }
+    self->pair_rank = malloc(65536 * sizeof(uint32_t));
+    uint64_t short_size = table_size(shorts), long_size = table_size(longs);
+    self->long_bytes = malloc(long_total + 1);
+    if (!self->pair_rank || !self->long_bytes || block_new(&self->short_block, short_size * sizeof(ShortSlot)) < 0
+        || block_new(&self->long_block, long_size * sizeof(LongSlot)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(self->pair_rank, 0xFF, 65536 * sizeof(uint32_t));
+    for (int b = 0; b < 256; b++) self->byte_rank[b] = NONE;
+    self->shorts = self->short_block.data;
+    self->short_mask = short_size - 1;
+    self->longs = self->long_block.data;
+    self->long_mask = long_size - 1;
+    size_t offset = 0;
+    pos = 0;
+    while (PyDict_Next(ranks, &pos, &token, &value)) {
+        uint32_t id = (uint32_t)PyLong_AsUnsignedLong(value);
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(token);
+        size_t len = (size_t)PyBytes_GET_SIZE(token);
+        if (len == 0) continue;
+        if (len == 1) self->byte_rank[p[0]] = id;
+        if (len == 2) self->pair_rank[(p[0] << 8) | p[1]] = id;
+        if (len <= SHORT) {
+            Key key = short_key(p, len, p); /* (bytes one at a time) */
+            uint64_t i = key_hash(key) & self->short_mask;
+            while (self->shorts[i].hi != 0) i = (i + 1) & self->short_mask;
+            self->shorts[i].lo = key.lo;
+            self->shorts[i].hi = key.hi;
+            self->shorts[i].id = id;
+        } else {
+            uint64_t h = bytes_hash(p, len);
+            uint64_t i = h & self->long_mask;
+            while (self->longs[i].len != 0) i = (i + 1) & self->long_mask;
+            memcpy(self->long_bytes + offset, p, len);
+            self->longs[i].hash = h;
+            self->longs[i].offset = offset;
+            self->longs[i].len = (uint32_t)len;
+            self->longs[i].id = id;
+            offset += len;
+        }
+    }
+    for (int b = 0; b < 256; b++) {
+        if (self->byte_rank[b] == NONE) {
+            PyErr_Format(PyExc_ValueError, "the ranks lack the single byte %d", b);
+            return -1;
+        }
+    }
+    self->n_tokens = PyDict_GET_SIZE(ranks);
+    return 0;
+}
+
+static void encoder_dealloc(Encoder *self) {
+    free(self->pair_rank);
+    free(self->long_bytes);
+    block_free(&self->short_block);
+    block_free(&self->long_block);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int check_ready(Encoder *self, Cache *cache) {
+    if (!self->pair_rank) {
+        PyErr_SetString(PyExc_RuntimeError, "the Encoder was not initialised");
+        return -1;
+    }
+    if (!cache->entries) {
+        PyErr_SetString(PyExc_RuntimeError, "the Cache was not initialised");
+        return -1;
+    }
+    if (cache->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "a Cache serves one call at a time");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *encoder_encode(Encoder *self, PyObject *args) {
+    PyObject *texts;
+    Cache *cache;
+    if (!PyArg_ParseTuple(args, "OO!", &texts, &CacheType, &cache)) return NULL;
+    if (check_ready(self, cache) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* the strs, held: another thread may change the list while this one encodes without the GIL */
+    PyObject **held = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(PyObject *));
+    int64_t *ends = malloc((size_t)(count ? count : 1) * sizeof(int64_t));
+    if (!held || !ends) {
+        PyMem_Free(held);
+        free(ends);
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    size_t total = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *text = items[k];
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError, "texts[%zd] is %.80s, not str", k, Py_TYPE(text)->tp_name);
+            PyMem_Free(held);
+            free(ends);
+            Py_DECREF(seq);
+            return NULL;
+        }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(text) < 0) {
+            PyMem_Free(held);
+            free(ends);
+            Py_DECREF(seq);
+            return NULL;
+        }
+#endif
+        total += (size_t)PyUnicode_GET_LENGTH(text);
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        held[k] = items[k];
+        Py_INCREF(held[k]);
+    }
+    Py_DECREF(seq);
+    Out out = {NULL, 0, 0};
+    int failed = out_reserve(&out, total / 3 + 64);
+    cache->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count && !failed; k++) {
+        size_t n;
+        const uint8_t *s = str_utf8(cache, held[k], &n);
+        failed = !s || encode_utf8(self, cache, s, n, &out) < 0;
+        ends[k] = (int64_t)out.len;
+    }
+    Py_END_ALLOW_THREADS
+    cache->busy = 0;
+    for (Py_ssize_t k = 0; k < count; k++) Py_DECREF(held[k]);
+    PyMem_Free(held);
+    if (failed) {
+        free(out.ids);
+        free(ends);
+        return PyErr_NoMemory();
+    }
+    if (out.len < out.cap) {
+        uint32_t *shrunk = realloc(out.ids, (out.len ? out.len : 1) * sizeof(uint32_t));
+        if (shrunk) out.ids = shrunk;
+    }
+    PyObject *ids = buffer_wrap(out.ids, (Py_ssize_t)out.len, sizeof(uint32_t), "I");
+    if (!ids) { free(ends); return NULL; }
+    PyObject *bounds = buffer_wrap(ends, count, sizeof(int64_t), "q");
+    if (!bounds) { Py_DECREF(ids); return NULL; }
+    return Py_BuildValue("(NN)", ids, bounds);
+}
+
+static PyObject *encoder_pieces(Encoder *self, PyObject *args) {
+    PyObject *text;
+    Cache *cache;
+    if (!PyArg_ParseTuple(args, "UO!", &text, &CacheType, &cache)) return NULL;
+    if (check_ready(self, cache) < 0) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return NULL;
+#endif
+    size_t n;
+    const uint8_t *s = str_utf8(cache, text, &n);
+    if (!s) return PyErr_NoMemory();
+    PyObject *ends = PyList_New(0);
+    if (!ends) return NULL;
+    for (size_t i = 0; i < n;) {
+        i = piece_end(self->mode, s, i, n);
+        PyObject *end = PyLong_FromSize_t(i);
+        if (!end || PyList_Append(ends, end) < 0) {
+            Py_XDECREF(end);
+            Py_DECREF(ends);
+            return NULL;
+        }
+        Py_DECREF(end);
+    }
+    PyObject *utf8 = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
+    if (!utf8) { Py_DECREF(ends); return NULL; }
+    return Py_BuildValue("(NN)", utf8, ends);
+}
+
+static PyObject *encoder_merge(Encoder *self, PyObject *args) {
+    Py_buffer piece;
+    Cache *cache;
+    if (!PyArg_ParseTuple(args, "y*O!", &piece, &CacheType, &cache)) return NULL;
+    if (check_ready(self, cache) < 0) { PyBuffer_Release(&piece); return NULL; }
+    size_t n = (size_t)piece.len;
+    uint32_t *ids = malloc((n ? n : 1) * sizeof(uint32_t));
+    size_t count = 0;
+    if (ids && n == 1) { ids[0] = self->byte_rank[((const uint8_t *)piece.buf)[0]]; count = 1; }
+    else if (ids && n > 1) {
+        const uint8_t *p = piece.buf;
+        cache->busy = 1;
+        Py_BEGIN_ALLOW_THREADS
+        count = merge(self, cache, p, n, p + n, ids);
+        Py_END_ALLOW_THREADS
+        cache->busy = 0;
+    }
+    PyBuffer_Release(&piece);
+    if (!ids || count == (size_t)-1) { free(ids); return PyErr_NoMemory(); }
+    return buffer_wrap(ids, (Py_ssize_t)count, sizeof(uint32_t), "I");
+}
+
+static PyMethodDef encoder_methods[] = {
+    {"encode", (PyCFunction)encoder_encode, METH_VARARGS,
+     "encode(texts, cache) -> (ids, ends): every text's ids (uint32) and the end of each text's ids "
+     "(int64), as buffers for numpy.frombuffer. Releases the GIL while it encodes."},
+    {"pieces", (PyCFunction)encoder_pieces, METH_VARARGS,
+     "pieces(text, cache) -> (utf8, ends): the text's UTF-8 (lone surrogates as tiktoken's "
+     "encode_ordinary treats them) and the end of each pre-tokenizer piece in it, in bytes."},
+    {"merge", (PyCFunction)encoder_merge, METH_VARARGS,
+     "merge(piece, cache) -> ids: tiktoken's byte_pair_merge of the bytes (without the shortcut for "
+     "a piece that is a token), as a buffer for numpy.frombuffer."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *encoder_n_tokens(Encoder *self, void *unused) {
+    (void)unused;
+    return PyLong_FromSsize_t(self->n_tokens);
+}
+
+static PyObject *encoder_bytes(Encoder *self, void *unused) {
+    (void)unused;
+    return PyLong_FromSize_t(65536 * sizeof(uint32_t) + (self->short_mask + 1) * sizeof(ShortSlot)
+                             + (self->long_mask + 1) * sizeof(LongSlot));
+}
+
+static PyGetSetDef encoder_getset[] = {
+    {"n_tokens", (getter)encoder_n_tokens, NULL, "How many tokens the ranks hold.", NULL},
+    {"table_bytes", (getter)encoder_bytes, NULL, "The bytes of the vocabulary's tables.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject EncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tokpack.vocab._bpe.Encoder",
+    .tp_basicsize = sizeof(Encoder),
+    .tp_dealloc = (destructor)encoder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Encoder(ranks, mode): the tables of one vocabulary ({token bytes: id}, every single byte "
+              "present, ids below MAX_ID) and one scanner (mode: 1 gpt2, 2 gpt4/cl100k, 3 o200k, 4 polish, "
+              "5 polish-phrase). Read-only once made: any number of threads may use it, each with its "
+              "own Cache.",
+    .tp_methods = encoder_methods,
+    .tp_getset = encoder_getset,
+    .tp_init = (initproc)encoder_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* The module                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "tokpack.vocab._bpe",
+    .m_doc = "tokpack's compiled BPE encoder (see tokpack.vocab.compiled).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__bpe(void) {
+    for (int b = 0; b < 128; b++) ascii_class[b] = class_of((uint32_t)b);
+    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&EncoderType);
+    Py_INCREF(&CacheType);
+    Py_INCREF(&BufferType);
+    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0
+        || PyModule_AddObject(m, "Cache", (PyObject *)&CacheType) < 0
+        || PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0
+        || PyModule_AddIntConstant(m, "MAX_ID", MAX_ID) < 0
+        || PyModule_AddIntConstant(m, "SHORT", SHORT) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
