@@ -440,6 +440,10 @@ typedef struct {
     uint64_t long_mask;
     uint8_t *long_bytes;    /* the long tokens' bytes */
     Py_ssize_t n_tokens;
+    uint64_t *cut_pairs;    /* the cut table: bits over hashed sides of tokens' inner boundaries */
+    uint8_t *sides;         /* per character of the Basic Multilingual Plane: which sides occur */
+    uint8_t *reach;         /* per id: 0 not known yet, 1 merging its bytes gives it, 2 not */
+    uint32_t max_id;
 } Encoder;
 
 TP_INLINE uint32_t short_rank(const Encoder *e, Key key, uint64_t h) {
@@ -485,7 +489,7 @@ typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
 #define ROW_IDS 12
 typedef struct { uint64_t hash; uint32_t len, count; uint32_t ids[ROW_IDS]; uint8_t bytes[ROW_BYTES]; } Row;
 
-enum { STAT_HITS, STAT_MISSES, STAT_UNCACHED, STAT_TOKENS, STAT_COUNT };
+enum { STAT_HITS, STAT_MISSES, STAT_UNCACHED, STAT_TOKENS, STAT_PARTS, STAT_PART_HITS, STAT_COUNT };
 
 typedef struct {
     PyObject_HEAD
@@ -715,80 +719,318 @@ TP_INLINE void look_ahead(const Encoder *e, const Cache *c, const uint8_t *p, si
     }
 }
 
-/* The ids of a short piece (2 to SHORT bytes, its key and hash in a) appended to o (room for n
-   ids is there). */
-TP_INLINE void encode_short(const Encoder *e, Cache *c, const uint8_t *p, const Ahead *a, const uint8_t *limit,
-                            Out *o) {
-    uint32_t *dst = o->ids + o->len;
-    size_t n = a->len;
-    uint32_t id = n == 2 ? e->pair_rank[(p[0] << 8) | p[1]] : short_rank(e, a->key, a->hash);
-    if (id != NONE) {
-        *dst = id;
-        o->len++;
-        c->stats[STAT_TOKENS]++;
-        return;
-    }
-    Entry *set = cache_set(c, a->hash);
-    Entry *hit = (set[0].lo == a->key.lo && set[0].hi == a->key.hi) ? &set[0]
-                 : (set[1].lo == a->key.lo && set[1].hi == a->key.hi) ? &set[1] : NULL;
-    if (hit) {
-        size_t count = hit->v[0] >> 24;
-        dst[0] = hit->v[0] & (MAX_ID - 1);
-        for (size_t k = 1; k < count; k++) dst[k] = hit->v[k];
-        o->len += count;
-        c->stats[STAT_HITS]++;
-        return;
-    }
-    size_t count = merge_scan(e, p, n, limit, dst);
-    o->len += count;
-    if (count <= ENTRY_IDS) {
-        set[1] = set[0];
-        set[0].lo = a->key.lo;
-        set[0].hi = a->key.hi;
-        set[0].v[0] = (uint32_t)(count << 24) | dst[0];
-        for (size_t k = 1; k < ENTRY_IDS; k++) set[0].v[k] = k < count ? dst[k] : 0;
-        c->stats[STAT_MISSES]++;
-    } else {
-        c->stats[STAT_UNCACHED]++;
-    }
+/* ------------------------------------------------------------------------------------------ */
+/* Cutting a piece where no token spans a boundary                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A piece that misses the caches and holds a character from U+2E80 on (CJK radicals onward: Han,
+   kana, Hangul, full-width forms) is cut wherever no token can span the boundary between two of
+   its characters, and each part is encoded alone, through the same caches: a run of Han or kana
+   letters, a piece that rarely repeats, becomes parts that do (mostly single characters). In
+   other scripts a missed word seldom has a cut, and when it has one its parts miss too.
+
+   Exact: every part the merge ever holds is a token made of the piece's bytes, so none crosses a
+   cut (it would be a token spanning it); no pair across a cut has a rank; the lowest-rank pair of
+   the whole piece is therefore the lowest of the side it lies in (leftmost on ties, the left
+   side's first), and each side goes through the very merges, in the same order, that it goes
+   through alone. A piece with a cut is no token (that token would span the cut), so tiktoken's
+   shortcut does not apply to it, and its parts are merged without the shortcut either: a part
+   whose bytes are a token that merging them does not give (reach[] says; none in the published
+   vocabularies) gets the merge's ids. */
+#define CUT_FROM 0x2E80
+#define CUT_BITS 22
+#define RIGHT_SIDE ((uint64_t)1 << 40)
+#define NO_CUT ((size_t)-2)
+
+TP_INLINE uint64_t mix64(uint64_t h) {
+    h ^= h >> 30;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 27;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 31;
+    return h;
 }
 
-/* The ids of a piece of more than SHORT bytes appended to o (room for n ids is there); -1 on a
-   failed allocation. */
-static int encode_long(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Out *o) {
-    uint32_t *dst = o->ids + o->len;
-    uint64_t h = bytes_hash(p, n);
+/* A side of a boundary: a whole character (its code point), or the last `count` bytes of one (on
+   the left: their 6-bit payloads) or its first `count` bytes (on the right: its lead byte, then
+   payloads). */
+TP_INLINE uint64_t left_key(uint64_t value, unsigned count) {
+    return count ? ((uint64_t)1 << 21) | ((uint64_t)count << 18) | value : value;
+}
+TP_INLINE uint64_t right_key(uint64_t value, unsigned count) {
+    return count ? ((uint64_t)1 << 23) | ((uint64_t)count << 20) | value : value;
+}
+TP_INLINE uint64_t side_bit(uint64_t left, uint64_t right) { return mix64((left << 24) | right) >> (64 - CUT_BITS); }
+TP_INLINE uint64_t side_hash(uint64_t key) { return mix64(key) >> (64 - CUT_BITS); }
+TP_INLINE int bit_set(const uint64_t *bits, uint64_t bit) { return (int)((bits[bit >> 6] >> (bit & 63)) & 1); }
+TP_INLINE void set_bit(uint64_t *bits, uint64_t bit) { bits[bit >> 6] |= (uint64_t)1 << (bit & 63); }
+
+TP_INLINE size_t cp_size(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+
+/* Code point c on a boundary's left: whole (s 0) or its last s bytes. */
+TP_INLINE uint64_t left_side(uint32_t c, unsigned s) {
+    return s == 0 ? c : left_key(c & ((1u << (6 * s)) - 1), s);
+}
+
+/* Code point c (of `size` bytes) on a boundary's right: whole (r 0) or its first r bytes. */
+TP_INLINE uint64_t right_side(uint32_t c, size_t size, unsigned r) {
+    if (r == 0) return c;
+    static const uint32_t leads[3] = {0xC0, 0xE0, 0xF0};
+    uint64_t v = leads[size - 2] | (c >> (6 * (size - 1)));
+    for (unsigned q = 1; q < r; q++) v = (v << 6) | ((c >> (6 * (size - 1 - q))) & 0x3F);
+    return right_key(v, r);
+}
+
+/* The cut table (a bit per hashed pair of sides of every character boundary inside every token)
+   and, per BMP character, which of its sides any token's boundary has on its left (bit s: whole
+   if s is 0, else its last s bytes) or right (bit 4 + r): a boundary with no such side on either
+   hand needs no look-up. A token's bytes parse as in any valid text that holds them: a head of
+   continuation bytes (the end of a character begun before it), whole characters, maybe the
+   beginning of one; a token no valid text holds is left out (it never equals a piece's bytes). */
+static int build_cuts(Encoder *e, PyObject *ranks) {
+    size_t words = ((size_t)1 << CUT_BITS) >> 6;
+    e->cut_pairs = calloc(words, sizeof(uint64_t));
+    uint64_t *left_sides = calloc(words, sizeof(uint64_t)), *right_sides = calloc(words, sizeof(uint64_t));
+    e->sides = calloc(0x10000, 1);
+    if (!e->cut_pairs || !left_sides || !right_sides || !e->sides) {
+        free(left_sides);
+        free(right_sides);
+        return -1;
+    }
+    uint64_t keys_left[SHORT + 64], keys_right[SHORT + 64];
+    Py_ssize_t pos = 0;
+    PyObject *token, *value;
+    while (PyDict_Next(ranks, &pos, &token, &value)) {
+        const uint8_t *t = (const uint8_t *)PyBytes_AS_STRING(token);
+        size_t b = 0, e_ = (size_t)PyBytes_GET_SIZE(token);
+        size_t k = b;
+        while (k < e_ && (t[k] & 0xC0) == 0x80) k++;
+        size_t head = k - b;
+        if (head > 3 || e_ < 2) continue;
+        uint64_t *kl = keys_left, *kr = keys_right;
+        uint64_t *heap_l = NULL;
+        if (e_ + 2 > SHORT + 64) {
+            heap_l = malloc(2 * (e_ + 2) * sizeof(uint64_t));
+            if (!heap_l) { free(left_sides); free(right_sides); return -1; }
+            kl = heap_l;
+            kr = heap_l + e_ + 2;
+        }
+        size_t m = 0;
+        if (head > 0) {
+            uint64_t v = 0;
+            for (size_t q = b; q < k; q++) v = (v << 6) | (t[q] & 0x3F);
+            kl[0] = left_key(v, (unsigned)head);
+        }
+        int valid = 1;
+        while (k < e_) {
+            uint32_t x = t[k], cp;
+            size_t size;
+            if (x < 0x80) { size = 1; cp = x; }
+            else if (x >= 0xC2 && x < 0xE0) { size = 2; cp = x & 0x1F; }
+            else if (x >= 0xE0 && x < 0xF0) { size = 3; cp = x & 0x0F; }
+            else if (x >= 0xF0 && x < 0xF5) { size = 4; cp = x & 0x07; }
+            else { valid = 0; break; }
+            size_t stop = k + size < e_ ? k + size : e_;
+            uint64_t v = x;
+            for (size_t q = k + 1; q < stop; q++) {
+                if ((t[q] & 0xC0) != 0x80) valid = 0;
+                cp = (cp << 6) | (t[q] & 0x3F);
+                v = (v << 6) | (t[q] & 0x3F);
+            }
+            if (!valid) break;
+            if (k + size > e_) {
+                kr[m] = right_key(v, (unsigned)(e_ - k));
+            } else {
+                kr[m] = cp;
+                kl[m + 1] = cp;
+            }
+            m++;
+            k += size;
+        }
+        if (valid) {
+            for (size_t q = head > 0 ? 0 : 1; q < m; q++) {
+                set_bit(e->cut_pairs, side_bit(kl[q], kr[q]));
+                set_bit(left_sides, side_hash(kl[q]));
+                set_bit(right_sides, side_hash(kr[q] | RIGHT_SIDE));
+            }
+        }
+        free(heap_l);
+    }
+    for (uint32_t c = 0; c < 0x10000; c++) {
+        size_t size = cp_size(c);
+        uint8_t flags = 0;
+        for (unsigned q = 0; q < size; q++) {
+            if (bit_set(left_sides, side_hash(left_side(c, q)))) flags |= (uint8_t)(1u << q);
+            if (bit_set(right_sides, side_hash(right_side(c, size, q) | RIGHT_SIDE))) flags |= (uint8_t)(16u << q);
+        }
+        e->sides[c] = flags;
+    }
+    free(left_sides);
+    free(right_sides);
+    return 0;
+}
+
+/* Whether no token can span the boundary between code points a and b (0 may be wrong, 1 never is). */
+static int cut_ok(const Encoder *e, uint32_t a, uint32_t b) {
+    size_t size_a = cp_size(a), size_b = cp_size(b);
+    unsigned left_flags = 15, right_flags = 15;
+    if (a < 0x10000 && b < 0x10000) {
+        left_flags = e->sides[a] & 15u;
+        right_flags = e->sides[b] >> 4;
+        if (left_flags == 0 || right_flags == 0) return 1;
+    }
+    for (unsigned s = 0; s < size_a; s++) {
+        if (!((left_flags >> s) & 1)) continue;
+        uint64_t left = left_side(a, s);
+        for (unsigned r = 0; r < size_b; r++) {
+            if (!((right_flags >> r) & 1)) continue;
+            if (bit_set(e->cut_pairs, side_bit(left, right_side(b, size_b, r)))) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether merging token `id`'s bytes p[0:n] gives that token (dst: room for n ids, scratch). */
+static int reachable(const Encoder *e, Cache *c, uint32_t id, const uint8_t *p, size_t n, const uint8_t *limit,
+                     uint32_t *dst) {
+#if defined(__GNUC__) || defined(__clang__)
+    uint8_t known = __atomic_load_n(&e->reach[id], __ATOMIC_RELAXED);
+#else
+    uint8_t known = e->reach[id];
+#endif
+    if (known) return known == 1;
+    size_t count = merge(e, c, p, n, limit, dst);
+    if (count == (size_t)-1) return 0; /* (merged again by the caller, which reports the failure) */
+    known = (count == 1 && dst[0] == id) ? 1 : 2;
+#if defined(__GNUC__) || defined(__clang__)
+    __atomic_store_n(&e->reach[id], known, __ATOMIC_RELAXED);
+#else
+    e->reach[id] = known;
+#endif
+    return known == 1;
+}
+
+static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, Key key, uint64_t h,
+                        const uint8_t *limit, uint32_t *dst, int part);
+
+/* The ids of the piece p[0:n] cut where no token spans a boundary, each part encoded alone; NO_CUT
+   if it has no cut; (size_t)-1 on a failed allocation. */
+static size_t encode_cut(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit,
+                         uint32_t *dst) {
+    size_t len, start = 0, count = 0;
+    uint32_t a = decode_at(p, 0, &len);
+    for (size_t k = len; k <= n; k += len) {
+        uint32_t b = 0;
+        if (k < n) {
+            b = decode_at(p, k, &len);
+            if (!cut_ok(e, a, b)) { a = b; continue; }
+        } else {
+            len = 1; /* (ends the loop) */
+            if (start == 0) return NO_CUT;
+        }
+        Key key = {0, 0};
+        uint64_t h = 0;
+        if (k - start >= 2 && k - start <= SHORT) {
+            key = short_key(p + start, k - start, limit);
+            h = key_hash(key);
+        }
+        size_t got = piece_ids(e, c, p + start, k - start, key, h, limit, dst + count, 1);
+        if (got == (size_t)-1) return got;
+        count += got;
+        c->stats[STAT_PARTS]++;
+        start = k;
+        a = b;
+    }
+    return count;
+}
+
+/* Whether p[0:n] holds a character from CUT_FROM on (lead bytes 0xE2 0xBA and above). */
+TP_INLINE int has_wide(const uint8_t *p, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        if (p[k] >= 0xE3 || (p[k] == 0xE2 && k + 1 < n && p[k + 1] >= 0xBA)) return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A piece's ids                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The ids of the piece p[0:n] (n >= 2; key and h: its key and hash if n <= SHORT) written to dst
+   (room for n ids); returns their count, or (size_t)-1 on a failed allocation. A whole piece that
+   is a token is that token (tiktoken's shortcut); a part of a cut piece (`part`) is merged unless
+   its bytes are a token that merging them gives. A piece that is no token is looked up in the
+   piece cache, else cut or merged and kept there. */
+static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, Key key, uint64_t h,
+                        const uint8_t *limit, uint32_t *dst, int part) {
+    if (n == 1) {
+        dst[0] = e->byte_rank[p[0]];
+        return 1;
+    }
+    if (TP_LIKELY(n <= SHORT)) {
+        uint32_t id = n == 2 ? e->pair_rank[(p[0] << 8) | p[1]] : short_rank(e, key, h);
+        if (id != NONE && (!part || reachable(e, c, id, p, n, limit, dst))) {
+            dst[0] = id;
+            c->stats[STAT_TOKENS]++;
+            return 1;
+        }
+        Entry *set = cache_set(c, h);
+        Entry *hit = (set[0].lo == key.lo && set[0].hi == key.hi) ? &set[0]
+                     : (set[1].lo == key.lo && set[1].hi == key.hi) ? &set[1] : NULL;
+        if (hit) {
+            size_t count = hit->v[0] >> 24;
+            dst[0] = hit->v[0] & (MAX_ID - 1);
+            for (size_t k = 1; k < count; k++) dst[k] = hit->v[k];
+            c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
+            return count;
+        }
+        size_t count = NO_CUT;
+        if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
+        if (count == NO_CUT) count = merge_scan(e, p, n, limit, dst);
+        if (count == (size_t)-1) return count;
+        if (count <= ENTRY_IDS) {
+            set[1] = set[0];
+            set[0].lo = key.lo;
+            set[0].hi = key.hi;
+            set[0].v[0] = (uint32_t)(count << 24) | dst[0];
+            for (size_t k = 1; k < ENTRY_IDS; k++) set[0].v[k] = k < count ? dst[k] : 0;
+            if (!part) c->stats[STAT_MISSES]++;
+        } else if (!part) {
+            c->stats[STAT_UNCACHED]++;
+        }
+        return count;
+    }
+    h = bytes_hash(p, n);
     uint32_t id = long_rank(e, p, n, h);
-    if (id != NONE) {
-        *dst = id;
-        o->len++;
+    if (id != NONE && (!part || reachable(e, c, id, p, n, limit, dst))) {
+        dst[0] = id;
         c->stats[STAT_TOKENS]++;
-        return 0;
+        return 1;
     }
     Row *row = NULL;
     if (n <= ROW_BYTES) {
         row = &c->rows[(h >> 20) & c->row_mask];
         if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
             memcpy(dst, row->ids, row->count * sizeof(uint32_t));
-            o->len += row->count;
-            c->stats[STAT_HITS]++;
-            return 0;
+            c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
+            return row->count;
         }
     }
-    size_t count = merge(e, c, p, n, limit, dst);
-    if (count == (size_t)-1) return -1;
-    o->len += count;
+    size_t count = NO_CUT;
+    if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
+    if (count == NO_CUT) count = merge(e, c, p, n, limit, dst);
+    if (count == (size_t)-1) return count;
     if (row && count <= ROW_IDS) {
         row->hash = h;
         row->len = (uint32_t)n;
         row->count = (uint32_t)count;
         memcpy(row->ids, dst, count * sizeof(uint32_t));
         memcpy(row->bytes, p, n);
-        c->stats[STAT_MISSES]++;
-    } else {
+        if (!part) c->stats[STAT_MISSES]++;
+    } else if (!part) {
         c->stats[STAT_UNCACHED]++;
     }
-    return 0;
+    return count;
 }
 
 /* Encode s[0:n]: find up to AHEAD pieces (prefetching their slots), then encode them. */
@@ -808,10 +1050,10 @@ static int encode_long(const Encoder *e, Cache *c, const uint8_t *p, size_t n, c
             const uint8_t *p = s + a->start;                                                     \
             if (a->len == 1) {                                                                   \
                 o->ids[o->len++] = e->byte_rank[p[0]];                                           \
-            } else if (TP_LIKELY(a->len <= SHORT)) {                                             \
-                encode_short(e, c, p, a, limit, o);                                              \
-            } else if (encode_long(e, c, p, a->len, limit, o) < 0) {                             \
-                return -1;                                                                       \
+            } else {                                                                             \
+                size_t got = piece_ids(e, c, p, a->len, a->key, a->hash, limit, o->ids + o->len, 0); \
+                if (got == (size_t)-1) return -1;                                                \
+                o->len += got;                                                                   \
             }                                                                                    \
         }                                                                                        \
     }
@@ -1010,7 +1252,9 @@ static PyObject *cache_stats(Cache *self, PyObject *unused) {
     size_t held = 0, rows_held = 0;
     for (size_t k = 0; k < 2 * (self->set_mask + 1); k++) held += self->entries[k].hi != 0;
     for (size_t k = 0; k <= self->row_mask; k++) rows_held += self->rows[k].len != 0;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:n,s:n,s:n}",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:n,s:n,s:n}",
+                         "parts", (unsigned long long)self->stats[STAT_PARTS],
+                         "part_hits", (unsigned long long)self->stats[STAT_PART_HITS],
                          "hits", (unsigned long long)self->stats[STAT_HITS],
                          "misses", (unsigned long long)self->stats[STAT_MISSES],
                          "uncached", (unsigned long long)self->stats[STAT_UNCACHED],
@@ -1083,6 +1327,7 @@ static int encoder_init(Encoder *self, PyObject *args, PyObject *kwargs) {
             PyErr_Format(PyExc_ValueError, "id %lu is not below %u", id, MAX_ID);
             return -1;
         }
+        if (id > self->max_id) self->max_id = (uint32_t)id;
         Py_ssize_t len = PyBytes_GET_SIZE(token);
         if (len > SHORT) { longs++; long_total += (size_t)len; }
         else if (len > 0) shorts++;
@@ -1136,12 +1381,20 @@ static int encoder_init(Encoder *self, PyObject *args, PyObject *kwargs) {
         }
     }
     self->n_tokens = PyDict_GET_SIZE(ranks);
+    self->reach = calloc((size_t)self->max_id + 1, 1);
+    if (!self->reach || build_cuts(self, ranks) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
 static void encoder_dealloc(Encoder *self) {
     free(self->pair_rank);
     free(self->long_bytes);
+    free(self->cut_pairs);
+    free(self->sides);
+    free(self->reach);
     block_free(&self->short_block);
     block_free(&self->long_block);
     Py_TYPE(self)->tp_free((PyObject *)self);
