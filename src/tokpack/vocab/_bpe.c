@@ -714,7 +714,6 @@ TP_INLINE void look_ahead(const Encoder *e, const Cache *c, const uint8_t *p, si
     if (n >= 2 && n <= SHORT) {
         a->key = short_key(p, n, limit);
         a->hash = key_hash(a->key);
-        if (n > 2) TP_PREFETCH(&e->shorts[a->hash & e->short_mask]);
         TP_PREFETCH(cache_set(c, a->hash));
     }
 }
@@ -910,7 +909,7 @@ static int reachable(const Encoder *e, Cache *c, uint32_t id, const uint8_t *p, 
     return known == 1;
 }
 
-static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, Key key, uint64_t h,
+static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const Key *key, uint64_t h,
                         const uint8_t *limit, uint32_t *dst, int part);
 
 /* The ids of the piece p[0:n] cut where no token spans a boundary, each part encoded alone; NO_CUT
@@ -934,7 +933,7 @@ static size_t encode_cut(const Encoder *e, Cache *c, const uint8_t *p, size_t n,
             key = short_key(p + start, k - start, limit);
             h = key_hash(key);
         }
-        size_t got = piece_ids(e, c, p + start, k - start, key, h, limit, dst + count, 1);
+        size_t got = piece_ids(e, c, p + start, k - start, &key, h, limit, dst + count, 1);
         if (got == (size_t)-1) return got;
         count += got;
         c->stats[STAT_PARTS]++;
@@ -956,80 +955,102 @@ TP_INLINE int has_wide(const uint8_t *p, size_t n) {
 /* A piece's ids                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Keep ids[0:count] as the piece's in a short entry (if they fit). */
+TP_INLINE void keep_short(Entry *set, Key key, const uint32_t *ids, size_t count) {
+    if (count > ENTRY_IDS) return;
+    set[1] = set[0];
+    set[0].lo = key.lo;
+    set[0].hi = key.hi;
+    set[0].v[0] = (uint32_t)(count << 24) | ids[0];
+    for (size_t k = 1; k < ENTRY_IDS; k++) set[0].v[k] = k < count ? ids[k] : 0;
+}
+
+/* Keep ids[0:count] as the piece p[0:n]'s in a row (if they fit). */
+TP_INLINE void keep_row(Row *row, uint64_t h, const uint8_t *p, size_t n, const uint32_t *ids, size_t count) {
+    if (!row || count > ROW_IDS) return;
+    row->hash = h;
+    row->len = (uint32_t)n;
+    row->count = (uint32_t)count;
+    memcpy(row->ids, ids, count * sizeof(uint32_t));
+    memcpy(row->bytes, p, n);
+}
+
 /* The ids of the piece p[0:n] (n >= 2; key and h: its key and hash if n <= SHORT) written to dst
-   (room for n ids); returns their count, or (size_t)-1 on a failed allocation. A whole piece that
-   is a token is that token (tiktoken's shortcut); a part of a cut piece (`part`) is merged unless
-   its bytes are a token that merging them gives. A piece that is no token is looked up in the
-   piece cache, else cut or merged and kept there. */
-static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, Key key, uint64_t h,
+   (room for n ids); returns their count, or (size_t)-1 on a failed allocation.
+
+   The piece cache holds what tiktoken gives each piece whole: a piece seen before is one probe.
+   A piece it does not hold is looked up among the vocabulary's tokens (a token is that token:
+   tiktoken's shortcut), else cut or merged; either way kept. A part of a cut piece (`part`) must
+   get what merging its bytes gives instead: the same, except where its bytes are a token that
+   merging them does not give (reachable() says; none in the published vocabularies), which is
+   then merged and not kept. */
+static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const Key *key_at, uint64_t h,
                         const uint8_t *limit, uint32_t *dst, int part) {
-    if (n == 1) {
-        dst[0] = e->byte_rank[p[0]];
-        return 1;
-    }
+    Key key = *key_at;
     if (TP_LIKELY(n <= SHORT)) {
-        uint32_t id = n == 2 ? e->pair_rank[(p[0] << 8) | p[1]] : short_rank(e, key, h);
-        if (id != NONE && (!part || reachable(e, c, id, p, n, limit, dst))) {
-            dst[0] = id;
-            c->stats[STAT_TOKENS]++;
-            return 1;
+        if (n == 2) { /* (a token of two bytes is what merging them gives) */
+            uint32_t id = e->pair_rank[(p[0] << 8) | p[1]];
+            if (id != NONE) {
+                dst[0] = id;
+                return 1;
+            }
         }
         Entry *set = cache_set(c, h);
         Entry *hit = (set[0].lo == key.lo && set[0].hi == key.hi) ? &set[0]
                      : (set[1].lo == key.lo && set[1].hi == key.hi) ? &set[1] : NULL;
-        if (hit) {
+        if (TP_LIKELY(hit != NULL)) {
             size_t count = hit->v[0] >> 24;
-            dst[0] = hit->v[0] & (MAX_ID - 1);
+            uint32_t first = hit->v[0] & (MAX_ID - 1);
+            if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, first, p, n, limit, dst)))
+                return merge_scan(e, p, n, limit, dst);
+            dst[0] = first;
             for (size_t k = 1; k < count; k++) dst[k] = hit->v[k];
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
             return count;
+        }
+        uint32_t id = n == 2 ? NONE : short_rank(e, key, h);
+        if (id != NONE) {
+            keep_short(set, key, &id, 1);
+            c->stats[STAT_TOKENS]++;
+            if (part && !reachable(e, c, id, p, n, limit, dst)) return merge_scan(e, p, n, limit, dst);
+            dst[0] = id;
+            return 1;
         }
         size_t count = NO_CUT;
         if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
         if (count == NO_CUT) count = merge_scan(e, p, n, limit, dst);
         if (count == (size_t)-1) return count;
-        if (count <= ENTRY_IDS) {
-            set[1] = set[0];
-            set[0].lo = key.lo;
-            set[0].hi = key.hi;
-            set[0].v[0] = (uint32_t)(count << 24) | dst[0];
-            for (size_t k = 1; k < ENTRY_IDS; k++) set[0].v[k] = k < count ? dst[k] : 0;
-            if (!part) c->stats[STAT_MISSES]++;
-        } else if (!part) {
-            c->stats[STAT_UNCACHED]++;
-        }
+        keep_short(set, key, dst, count);
+        c->stats[count <= ENTRY_IDS ? STAT_MISSES : STAT_UNCACHED]++;
         return count;
     }
     h = bytes_hash(p, n);
-    uint32_t id = long_rank(e, p, n, h);
-    if (id != NONE && (!part || reachable(e, c, id, p, n, limit, dst))) {
-        dst[0] = id;
-        c->stats[STAT_TOKENS]++;
-        return 1;
-    }
     Row *row = NULL;
     if (n <= ROW_BYTES) {
         row = &c->rows[(h >> 20) & c->row_mask];
         if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
-            memcpy(dst, row->ids, row->count * sizeof(uint32_t));
+            size_t count = row->count;
+            if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, row->ids[0], p, n, limit, dst)))
+                return merge(e, c, p, n, limit, dst);
+            memcpy(dst, row->ids, count * sizeof(uint32_t));
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
-            return row->count;
+            return count;
         }
+    }
+    uint32_t id = long_rank(e, p, n, h);
+    if (id != NONE) {
+        keep_row(row, h, p, n, &id, 1);
+        c->stats[STAT_TOKENS]++;
+        if (part && !reachable(e, c, id, p, n, limit, dst)) return merge(e, c, p, n, limit, dst);
+        dst[0] = id;
+        return 1;
     }
     size_t count = NO_CUT;
     if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
     if (count == NO_CUT) count = merge(e, c, p, n, limit, dst);
     if (count == (size_t)-1) return count;
-    if (row && count <= ROW_IDS) {
-        row->hash = h;
-        row->len = (uint32_t)n;
-        row->count = (uint32_t)count;
-        memcpy(row->ids, dst, count * sizeof(uint32_t));
-        memcpy(row->bytes, p, n);
-        if (!part) c->stats[STAT_MISSES]++;
-    } else if (!part) {
-        c->stats[STAT_UNCACHED]++;
-    }
+    keep_row(row, h, p, n, dst, count);
+    c->stats[row && count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
     return count;
 }
 
@@ -1044,17 +1065,40 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             bytes += j - i;                                                                      \
             i = j;                                                                               \
         }                                                                                        \
-        if (TP_UNLIKELY(o->len + bytes > o->cap) && out_reserve(o, bytes) < 0) return -1;        \
+        if (TP_UNLIKELY(o->len + bytes + ENTRY_IDS > o->cap) && out_reserve(o, bytes + ENTRY_IDS) < 0) return -1; \
         for (size_t k = 0; k < found; k++) {                                                     \
             const Ahead *a = &ahead[k];                                                          \
             const uint8_t *p = s + a->start;                                                     \
+            uint32_t *dst = o->ids + o->len;                                                     \
             if (a->len == 1) {                                                                   \
-                o->ids[o->len++] = e->byte_rank[p[0]];                                           \
-            } else {                                                                             \
-                size_t got = piece_ids(e, c, p, a->len, a->key, a->hash, limit, o->ids + o->len, 0); \
-                if (got == (size_t)-1) return -1;                                                \
-                o->len += got;                                                                   \
+                *dst = e->byte_rank[p[0]];                                                       \
+                o->len++;                                                                        \
+                continue;                                                                        \
             }                                                                                    \
+            if (a->len == 2) {                                                                   \
+                uint32_t id = e->pair_rank[(p[0] << 8) | p[1]];                                  \
+                if (TP_LIKELY(id != NONE)) {                                                     \
+                    *dst = id;                                                                   \
+                    o->len++;                                                                    \
+                    continue;                                                                    \
+                }                                                                                \
+            }                                                                                    \
+            if (TP_LIKELY(a->len <= SHORT)) {                                                    \
+                /* the hit, inline: its ids (all four words: the buffer has room) */             \
+                const Entry *set = cache_set(c, a->hash);                                        \
+                const Entry *hit = (set[0].lo == a->key.lo && set[0].hi == a->key.hi) ? &set[0]  \
+                                   : (set[1].lo == a->key.lo && set[1].hi == a->key.hi) ? &set[1] : NULL; \
+                if (TP_LIKELY(hit != NULL)) {                                                    \
+                    memcpy(dst, hit->v, sizeof(hit->v));                                         \
+                    dst[0] &= MAX_ID - 1;                                                        \
+                    o->len += hit->v[0] >> 24;                                                   \
+                    c->stats[STAT_HITS]++;                                                       \
+                    continue;                                                                    \
+                }                                                                                \
+            }                                                                                    \
+            size_t got = piece_ids(e, c, p, a->len, &a->key, a->hash, limit, dst, 0);            \
+            if (got == (size_t)-1) return -1;                                                    \
+            o->len += got;                                                                       \
         }                                                                                        \
     }
 
