@@ -987,6 +987,10 @@ TP_INLINE void keep_row(Row *row, uint64_t h, const uint8_t *p, size_t n, const 
 static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const Key *key_at, uint64_t h,
                         const uint8_t *limit, uint32_t *dst, int part) {
     Key key = *key_at;
+    if (n == 1) {
+        dst[0] = e->byte_rank[p[0]];
+        return 1;
+    }
     if (TP_LIKELY(n <= SHORT)) {
         if (n == 2) { /* (a token of two bytes is what merging them gives) */
             uint32_t id = e->pair_rank[(p[0] << 8) | p[1]];
