@@ -501,7 +501,7 @@ typedef struct {
     uint64_t row_mask;
     uint8_t *text;          /* a text's UTF-8, when it is not read in place */
     size_t text_cap;
-    uint32_t *scratch;      /* the heap merge's arrays: 5 words a byte */
+    void *scratch;          /* the long merge's arrays: 12 bytes a byte of piece, and its blocks' */
     size_t scratch_cap;     /* in bytes of piece */
     uint64_t stats[STAT_COUNT];
     int busy;
@@ -547,85 +547,106 @@ static size_t merge_scan(const Encoder *e, const uint8_t *p, size_t n, const uin
     return m;
 }
 
-/* The indexed heap of parts by (rank of the pair they begin, position): the least first. */
-typedef struct {
-    uint32_t *rank, *next, *prev, *heap, *where;
-    size_t size;
-} Heap;
-
+/* The long merge's state. Part x (a position where a part begins) has next[x] and prev[x] and the
+   rank of the pair it begins, rank[x] (NONE: no pair, or no part there). Positions are grouped in
+   blocks of BLOCK; each block's least key, rank << 32 | position (the least rank, leftmost on
+   ties: tiktoken's order), is bkey[block], and a 4-ary indexed heap orders the blocks by it. A
+   merge changes at most three ranks; a block is scanned again only when its least key went up.
+   The heap has a BLOCK-th of the parts, so it stays in the CPU's caches where a heap of every part
+   (tried first: 4.4 s for a piece of 8 MiB) missed them on every level; this one does it in
+   under a second. 12 bytes of scratch a byte of piece, and a little for the blocks. */
+#define BLOCK_BITS 7
+#define BLOCK ((size_t)1 << BLOCK_BITS)
+#define NO_KEY UINT64_MAX
 #define NOT_IN 0xFFFFFFFFu
+#define KEY(rank, part) (((uint64_t)(rank) << 32) | (part))
 
-TP_INLINE int heap_less(const Heap *h, uint32_t a, uint32_t b) {
-    return h->rank[a] < h->rank[b] || (h->rank[a] == h->rank[b] && a < b);
+typedef struct {
+    uint32_t *rank, *next, *prev;
+    uint64_t *bkey;   /* per block */
+    uint64_t *slot;   /* slot[h + 3]: the key at heap index h (children of h: 4h+1..4h+4, one 32-byte group) */
+    uint32_t *where;  /* per block: its heap index, or NOT_IN */
+    size_t size, n;
+} Merge;
+
+TP_INLINE void heap_place(Merge *m, size_t k, uint64_t key) {
+    m->slot[k + 3] = key;
+    m->where[(uint32_t)key >> BLOCK_BITS] = (uint32_t)k;
 }
 
-static void heap_up(Heap *h, size_t k) {
-    uint32_t x = h->heap[k];
+static void heap_up(Merge *m, size_t k, uint64_t key) {
     while (k > 0) {
-        size_t parent = (k - 1) / 2;
-        uint32_t y = h->heap[parent];
-        if (!heap_less(h, x, y)) break;
-        h->heap[k] = y;
-        h->where[y] = (uint32_t)k;
+        size_t parent = (k - 1) / 4;
+        uint64_t above = m->slot[parent + 3];
+        if (above <= key) break;
+        heap_place(m, k, above);
         k = parent;
     }
-    h->heap[k] = x;
-    h->where[x] = (uint32_t)k;
+    heap_place(m, k, key);
 }
 
-static void heap_down(Heap *h, size_t k) {
-    uint32_t x = h->heap[k];
+static void heap_down(Merge *m, size_t k, uint64_t key) {
     for (;;) {
-        size_t child = 2 * k + 1;
-        if (child >= h->size) break;
-        if (child + 1 < h->size && heap_less(h, h->heap[child + 1], h->heap[child])) child++;
-        uint32_t y = h->heap[child];
-        if (!heap_less(h, y, x)) break;
-        h->heap[k] = y;
-        h->where[y] = (uint32_t)k;
-        k = child;
+        size_t first = 4 * k + 1;
+        if (first >= m->size) break;
+        const uint64_t *kids = &m->slot[first + 3];
+        size_t count = m->size - first < 4 ? m->size - first : 4, best = 0;
+        for (size_t q = 1; q < count; q++) if (kids[q] < kids[best]) best = q;
+        if (kids[best] >= key) break;
+        heap_place(m, k, kids[best]);
+        k = first + best;
     }
-    h->heap[k] = x;
-    h->where[x] = (uint32_t)k;
+    heap_place(m, k, key);
 }
 
-static void heap_remove(Heap *h, uint32_t x) {
-    size_t k = h->where[x];
-    h->where[x] = NOT_IN;
-    h->size--;
-    if (k == h->size) return;
-    uint32_t moved = h->heap[h->size];
-    h->heap[k] = moved;
-    h->where[moved] = (uint32_t)k;
-    heap_up(h, k);
-    heap_down(h, h->where[moved]);
-}
-
-/* Part x's pair now has `rank` (NONE: no pair): its place in the heap follows. */
-static void heap_set(Heap *h, uint32_t x, uint32_t rank) {
-    if (rank == NONE) {
-        if (h->where[x] != NOT_IN) heap_remove(h, x);
-        h->rank[x] = NONE;
-        return;
-    }
-    uint32_t old = h->rank[x];
-    h->rank[x] = rank;
-    if (h->where[x] == NOT_IN) {
-        h->heap[h->size] = x;
-        h->where[x] = (uint32_t)h->size;
-        h->size++;
-        heap_up(h, h->size - 1);
-    } else if (rank < old) {
-        heap_up(h, h->where[x]);
+/* Block b's key is now `key` (NO_KEY: none of its parts begins a pair): its place follows. */
+static void block_set(Merge *m, size_t b, uint64_t key) {
+    uint64_t old = m->bkey[b];
+    m->bkey[b] = key;
+    uint32_t at = m->where[b];
+    if (key == NO_KEY) {
+        if (at == NOT_IN) return;
+        m->where[b] = NOT_IN;
+        m->size--;
+        if (at == m->size) return;
+        uint64_t moved = m->slot[m->size + 3];
+        if (moved < old) heap_up(m, at, moved);
+        else heap_down(m, at, moved);
+    } else if (at == NOT_IN) {
+        m->size++;
+        heap_up(m, m->size - 1, key);
+    } else if (key < old) {
+        heap_up(m, at, key);
     } else {
-        heap_down(h, h->where[x]);
+        heap_down(m, at, key);
     }
+}
+
+/* The least key among block b's ranks. */
+static uint64_t block_scan(const Merge *m, size_t b) {
+    size_t start = b << BLOCK_BITS, stop = start + BLOCK < m->n ? start + BLOCK : m->n;
+    uint32_t least = NONE;
+    for (size_t x = start; x < stop; x++) least = m->rank[x] < least ? m->rank[x] : least;
+    if (least == NONE) return NO_KEY;
+    size_t x = start;
+    while (m->rank[x] != least) x++;
+    return KEY(least, x);
+}
+
+/* Part x's pair now has `rank` (NONE: none). */
+static void rank_set(Merge *m, uint32_t x, uint32_t rank) {
+    m->rank[x] = rank;
+    size_t b = x >> BLOCK_BITS;
+    uint64_t key = rank == NONE ? NO_KEY : KEY(rank, x);
+    if (key < m->bkey[b]) block_set(m, b, key);
+    else if (m->bkey[b] != NO_KEY && (uint32_t)m->bkey[b] == x) block_set(m, b, block_scan(m, b));
 }
 
 static int ensure_scratch(Cache *c, size_t n) {
     if (n <= c->scratch_cap) return 0;
-    size_t cap = n + n / 2;
-    uint32_t *grown = malloc(cap * 5 * sizeof(uint32_t));
+    size_t cap = n + n / 2 + 8;
+    size_t blocks = (cap >> BLOCK_BITS) + 1;
+    void *grown = malloc(cap * 3 * sizeof(uint32_t) + blocks * (2 * sizeof(uint64_t) + sizeof(uint32_t)) + 128);
     if (!grown) return -1;
     free(c->scratch);
     c->scratch = grown;
@@ -633,48 +654,60 @@ static int ensure_scratch(Cache *c, size_t n) {
     return 0;
 }
 
-/* tiktoken's byte_pair_merge of p[0:n] by the heap; ids to out; returns their count, or
+/* tiktoken's byte_pair_merge of p[0:n] by the blocks' heap; ids to out; returns their count, or
    (size_t)-1 if its scratch could not be had. */
-static size_t merge_heap(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit,
+static size_t merge_long(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit,
                          uint32_t *out) {
+    if (n >= NOT_IN) return (size_t)-1; /* positions are 32 bits (a piece of 4 GiB would need 48 GiB) */
     if (ensure_scratch(c, n) < 0) return (size_t)-1;
-    size_t cap = c->scratch_cap;
-    Heap h = {c->scratch, c->scratch + cap, c->scratch + 2 * cap, c->scratch + 3 * cap, c->scratch + 4 * cap, 0};
+    size_t cap = c->scratch_cap, blocks = (cap >> BLOCK_BITS) + 1, used = (n + BLOCK - 1) >> BLOCK_BITS;
+    uintptr_t base = ((uintptr_t)c->scratch + 31) & ~(uintptr_t)31;
+    Merge m;
+    m.slot = (uint64_t *)(base + 32) - 3; /* slot 3 on a 32-byte boundary */
+    m.bkey = m.slot + 3 + blocks;
+    m.where = (uint32_t *)(m.bkey + blocks);
+    m.rank = m.where + blocks;
+    m.next = m.rank + cap;
+    m.prev = m.next + cap;
+    m.size = 0;
+    m.n = n;
     for (size_t k = 0; k < n; k++) {
-        h.next[k] = (uint32_t)(k + 1);
-        h.prev[k] = (uint32_t)k - 1; /* NOT_IN for the first */
-        h.where[k] = NOT_IN;
-        uint32_t r = k + 1 < n ? e->pair_rank[(p[k] << 8) | p[k + 1]] : NONE;
-        h.rank[k] = r;
-        if (r != NONE) {
-            h.where[k] = (uint32_t)h.size;
-            h.heap[h.size++] = (uint32_t)k;
+        m.next[k] = (uint32_t)(k + 1);
+        m.prev[k] = (uint32_t)k - 1; /* NOT_IN for the first */
+        m.rank[k] = k + 1 < n ? e->pair_rank[(p[k] << 8) | p[k + 1]] : NONE;
+    }
+    for (size_t b = 0; b < used; b++) {
+        m.bkey[b] = block_scan(&m, b);
+        m.where[b] = NOT_IN;
+        if (m.bkey[b] != NO_KEY) {
+            m.slot[m.size + 3] = m.bkey[b];
+            m.where[b] = (uint32_t)m.size;
+            m.size++;
         }
     }
-    for (size_t k = h.size / 2; k-- > 0;) heap_down(&h, k);
-    while (h.size > 0) {
-        uint32_t i = h.heap[0];
-        uint32_t gone = h.next[i];
-        if (h.where[gone] != NOT_IN) heap_remove(&h, gone);
-        uint32_t after = h.next[gone];
-        h.next[i] = after;
-        h.rank[gone] = NONE;
-        if (after < n) h.prev[after] = i;
-        heap_set(&h, i, after < n ? rank_of(e, p + i, h.next[after] - i, limit) : NONE);
-        uint32_t before = h.prev[i];
-        if (before != NOT_IN) heap_set(&h, before, rank_of(e, p + before, after - before, limit));
+    for (size_t k = m.size; k-- > 0;) heap_down(&m, k, m.slot[k + 3]);
+    while (m.size > 0) {
+        uint32_t i = (uint32_t)m.slot[3];
+        uint32_t gone = m.next[i];
+        uint32_t after = m.next[gone];
+        m.next[i] = after;
+        if (after < n) m.prev[after] = i;
+        rank_set(&m, gone, NONE);
+        rank_set(&m, i, after < n ? rank_of(e, p + i, m.next[after] - i, limit) : NONE);
+        uint32_t before = m.prev[i];
+        if (before != NOT_IN) rank_set(&m, before, rank_of(e, p + before, after - before, limit));
     }
-    size_t m = 0;
-    for (size_t k = 0; k < n; k = h.next[k]) {
-        size_t len = h.next[k] - k;
-        out[m++] = len == 1 ? e->byte_rank[p[k]] : rank_of(e, p + k, len, limit);
+    size_t count = 0;
+    for (size_t k = 0; k < n; k = m.next[k]) {
+        size_t len = m.next[k] - k;
+        out[count++] = len == 1 ? e->byte_rank[p[k]] : rank_of(e, p + k, len, limit);
     }
-    return m;
+    return count;
 }
 
 TP_INLINE size_t merge(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, uint32_t *out) {
     if (n <= SCAN_MERGE) return merge_scan(e, p, n, limit, out);
-    return merge_heap(e, c, p, n, limit, out);
+    return merge_long(e, c, p, n, limit, out);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1312,7 +1345,7 @@ static PyObject *cache_stats(Cache *self, PyObject *unused) {
                          "rows", (Py_ssize_t)(self->row_mask + 1),
                          "rows_held", (Py_ssize_t)rows_held,
                          "bytes", (Py_ssize_t)(2 * (self->set_mask + 1) * sizeof(Entry) + (self->row_mask + 1) * sizeof(Row)),
-                         "buffer_bytes", (Py_ssize_t)(self->text_cap + self->scratch_cap * 5 * sizeof(uint32_t)));
+                         "buffer_bytes", (Py_ssize_t)(self->text_cap + self->scratch_cap * 12));
 }
 
 static PyMethodDef cache_methods[] = {
