@@ -92,8 +92,57 @@ TP_INLINE unsigned letter_at(const uint8_t *s, size_t i, size_t *len, int fold) 
 /* The pre-tokenizer: each pattern's alternatives in its order, over bytes                    */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Eight bytes at a time (SWAR, plain 64-bit arithmetic): a run of ASCII letters, digits or spaces
+   ends at the lowest byte whose high bit the member mask leaves clear, found by counting trailing
+   zeros instead of a branch per byte (whose mispredicted exit cost about a word's worth of time).
+   Only where bytes load little-endian and the compiler counts zeros; checked against the class
+   table when the module loads (swar_ok), else a byte at a time. */
+#if !defined(TP_BIG_ENDIAN) && (defined(__GNUC__) || defined(__clang__))
+#define TP_SWAR 1
+#endif
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+static int swar_ok;
+
+/* The high bit of each byte of x strictly between m and n (m < n <= 128), exactly (Bit Twiddling
+   Hacks' hasbetween). */
+TP_INLINE uint64_t between(uint64_t x, uint64_t m, uint64_t n) {
+    uint64_t low = x & (ONES * 127);
+    return (ONES * (127 + n) - low) & ~x & (low + ONES * (127 - m)) & HIGHS;
+}
+
+/* The high bit of each byte of x that is ASCII and in class `bits` (one of L, N, S, UP, LO). */
+TP_INLINE uint64_t swar_member(uint64_t x, uint8_t bits) {
+    switch (bits) {
+    case CL_L: return between(x | (ONES * 0x20), 0x60, 0x7B);
+    case CL_LO: return between(x, 0x60, 0x7B);
+    case CL_UP: return between(x, 0x40, 0x5B);
+    case CL_N: return between(x, 0x2F, 0x3A);
+    default: return between(x, 0x08, 0x0E) | between(x, 0x1F, 0x21); /* \t \n \v \f \r, space */
+    }
+}
+
 /* The end of the run of characters in class `bits` from i. */
 TP_INLINE size_t run(const uint8_t *s, size_t i, size_t n, uint8_t bits) {
+#ifdef TP_SWAR
+    if (TP_LIKELY(swar_ok)) {
+        while (i + 8 <= n) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            uint64_t outside = ~swar_member(x, bits) & HIGHS;
+            if (!outside) {
+                i += 8;
+                continue;
+            }
+            i += (size_t)__builtin_ctzll(outside) >> 3;
+            if (s[i] < 0x80) return i;
+            size_t len;
+            if (!(class_of(decode_at(s, i, &len)) & bits)) return i;
+            i += len;
+        }
+    }
+#endif
     while (i < n) {
         uint8_t b = s[i];
         if (TP_LIKELY(b < 0x80)) {
@@ -484,9 +533,10 @@ TP_INLINE uint32_t rank_of(const Encoder *e, const uint8_t *p, size_t len, const
    Two entries a set, one 64-byte line: a new entry goes first, the first moves second. */
 typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
 #define ENTRY_IDS 4
-/* A longer piece's row (direct-mapped): its hash, length and ids, then its bytes. */
-#define ROW_BYTES 64
-#define ROW_IDS 12
+/* A row (direct-mapped, 256 bytes): a piece of 16 to 128 bytes, or a shorter one with more ids
+   than an entry holds; its hash, length and ids, then its bytes. */
+#define ROW_BYTES 128
+#define ROW_IDS 28
 typedef struct { uint64_t hash; uint32_t len, count; uint32_t ids[ROW_IDS]; uint8_t bytes[ROW_BYTES]; } Row;
 
 enum { STAT_HITS, STAT_MISSES, STAT_UNCACHED, STAT_TOKENS, STAT_PARTS, STAT_PART_HITS, STAT_COUNT };
@@ -501,6 +551,8 @@ typedef struct {
     uint64_t row_mask;
     uint8_t *text;          /* a text's UTF-8, when it is not read in place */
     size_t text_cap;
+    Block pair_block;       /* PairMemo[PAIRS] */
+    uint64_t *pairs;        /* a merge's pair (left id, right id) and the id they make (or NONE) */
     void *scratch;          /* the long merge's arrays: 12 bytes a byte of piece, and its blocks' */
     size_t scratch_cap;     /* in bytes of piece */
     uint64_t stats[STAT_COUNT];
@@ -515,8 +567,27 @@ typedef struct {
    an indexed heap (n log n). */
 #define SCAN_MERGE 32
 
+/* The pair memo: what two adjacent parts (by their ids) make, per thread, direct-mapped: 2 << 14
+   words (256 KiB, in a core's L2), a pair's key ((left + 1) << 24 | right) beside the id the two
+   make (or NONE). A merge's look-ups in the vocabulary's table (megabytes, read in no order) were
+   most of a missed piece's cost, and the same pairs recur from piece to piece. */
+#define PAIR_BITS 14
+#define PAIRS ((size_t)1 << PAIR_BITS)
+
+/* The id of the token made of the parts `left` and `right` (ids; their bytes p[0:len]), or NONE. */
+TP_INLINE uint32_t pair_of(const Encoder *e, Cache *c, uint32_t left, uint32_t right, const uint8_t *p, size_t len,
+                           const uint8_t *limit) {
+    uint64_t key = ((uint64_t)(left + 1) << 24) | right;
+    uint64_t *slot = &c->pairs[2 * ((key * 0x9E3779B97F4A7C15ull) >> (64 - PAIR_BITS))];
+    if (slot[0] == key) return (uint32_t)slot[1];
+    uint32_t id = rank_of(e, p, len, limit);
+    slot[0] = key;
+    slot[1] = id;
+    return id;
+}
+
 /* tiktoken's byte_pair_merge of p[0:n] (n >= 2) by scanning; ids to out; returns their count. */
-static size_t merge_scan(const Encoder *e, const uint8_t *p, size_t n, const uint8_t *limit, uint32_t *out) {
+static size_t merge_scan(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, uint32_t *out) {
     uint32_t start[SCAN_MERGE + 1], rank[SCAN_MERGE], tok[SCAN_MERGE];
     size_t m = n;
     for (size_t k = 0; k < n; k++) {
@@ -540,8 +611,8 @@ static size_t merge_scan(const Encoder *e, const uint8_t *p, size_t n, const uin
         }
         start[m - 1] = start[m];
         m--;
-        rank[i] = i + 1 < m ? rank_of(e, p + start[i], start[i + 2] - start[i], limit) : NONE;
-        if (i > 0) rank[i - 1] = rank_of(e, p + start[i - 1], start[i + 1] - start[i - 1], limit);
+        rank[i] = i + 1 < m ? pair_of(e, c, tok[i], tok[i + 1], p + start[i], start[i + 2] - start[i], limit) : NONE;
+        if (i > 0) rank[i - 1] = pair_of(e, c, tok[i - 1], tok[i], p + start[i - 1], start[i + 1] - start[i - 1], limit);
     }
     memcpy(out, tok, m * sizeof(uint32_t));
     return m;
@@ -706,7 +777,7 @@ static size_t merge_long(const Encoder *e, Cache *c, const uint8_t *p, size_t n,
 }
 
 TP_INLINE size_t merge(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, uint32_t *out) {
-    if (n <= SCAN_MERGE) return merge_scan(e, p, n, limit, out);
+    if (n <= SCAN_MERGE) return merge_scan(e, c, p, n, limit, out);
     return merge_long(e, c, p, n, limit, out);
 }
 
@@ -1039,7 +1110,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             size_t count = hit->v[0] >> 24;
             uint32_t first = hit->v[0] & (MAX_ID - 1);
             if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, first, p, n, limit, dst)))
-                return merge_scan(e, p, n, limit, dst);
+                return merge_scan(e, c, p, n, limit, dst);
             dst[0] = first;
             for (size_t k = 1; k < count; k++) dst[k] = hit->v[k];
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
@@ -1049,16 +1120,24 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         if (id != NONE) {
             keep_short(set, key, &id, 1);
             c->stats[STAT_TOKENS]++;
-            if (part && !reachable(e, c, id, p, n, limit, dst)) return merge_scan(e, p, n, limit, dst);
+            if (part && !reachable(e, c, id, p, n, limit, dst)) return merge_scan(e, c, p, n, limit, dst);
             dst[0] = id;
             return 1;
         }
+        /* a piece of more ids than an entry holds is kept in a row */
+        Row *row = &c->rows[(h >> 20) & c->row_mask];
+        if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
+            memcpy(dst, row->ids, row->count * sizeof(uint32_t));
+            c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
+            return row->count;
+        }
         size_t count = NO_CUT;
         if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
-        if (count == NO_CUT) count = merge_scan(e, p, n, limit, dst);
+        if (count == NO_CUT) count = merge_scan(e, c, p, n, limit, dst);
         if (count == (size_t)-1) return count;
-        keep_short(set, key, dst, count);
-        c->stats[count <= ENTRY_IDS ? STAT_MISSES : STAT_UNCACHED]++;
+        if (count <= ENTRY_IDS) keep_short(set, key, dst, count);
+        else keep_row(row, h, p, n, dst, count);
+        c->stats[count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
         return count;
     }
     h = bytes_hash(p, n);
@@ -1299,7 +1378,7 @@ static PyObject *buffer_wrap(void *data, Py_ssize_t count, Py_ssize_t itemsize, 
 
 static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"set_bits", "row_bits", NULL};
-    int set_bits = 16, row_bits = 14;
+    int set_bits = 16, row_bits = 13;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ii", names, &set_bits, &row_bits)) return -1;
     if (set_bits < 0 || set_bits > 30 || row_bits < 0 || row_bits > 30) {
         PyErr_SetString(PyExc_ValueError, "set_bits and row_bits must be from 0 to 30");
@@ -1307,14 +1386,17 @@ static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
     }
     block_free(&self->entry_block);
     block_free(&self->row_block);
+    block_free(&self->pair_block);
     size_t sets = (size_t)1 << set_bits, rows = (size_t)1 << row_bits;
-    if (block_new(&self->entry_block, 2 * sets * sizeof(Entry)) < 0 || block_new(&self->row_block, rows * sizeof(Row)) < 0) {
+    if (block_new(&self->entry_block, 2 * sets * sizeof(Entry)) < 0 || block_new(&self->row_block, rows * sizeof(Row)) < 0
+        || block_new(&self->pair_block, 2 * PAIRS * sizeof(uint64_t)) < 0) {
         PyErr_NoMemory();
         return -1;
     }
     self->entries = self->entry_block.data;
     self->set_mask = sets - 1;
     self->rows = self->row_block.data;
+    self->pairs = self->pair_block.data; /* (a key of 0 is no pair's: the left id is stored + 1) */
     self->row_mask = rows - 1;
     memset(self->stats, 0, sizeof(self->stats));
     return 0;
@@ -1323,6 +1405,7 @@ static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
 static void cache_dealloc(Cache *self) {
     block_free(&self->entry_block);
     block_free(&self->row_block);
+    block_free(&self->pair_block);
     free(self->text);
     free(self->scratch);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1362,8 +1445,9 @@ static PyTypeObject CacheType = {
     .tp_basicsize = sizeof(Cache),
     .tp_dealloc = (destructor)cache_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Cache(set_bits=16, row_bits=14): one thread's piece cache (2 << set_bits entries of "
-              "pieces of up to 15 bytes, 1 << row_bits rows of pieces of 16 to 64 bytes, fixed) and "
+    .tp_doc = "Cache(set_bits=16, row_bits=13): one thread's piece cache (2 << set_bits entries of "
+              "pieces of up to 15 bytes and 4 ids, 1 << row_bits rows of pieces of up to 128 bytes and 28 "
+              "ids, fixed) and "
               "its scratch. One call uses it at a time.",
     .tp_methods = cache_methods,
     .tp_init = (initproc)cache_init,
@@ -1679,6 +1763,18 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__bpe(void) {
     for (int b = 0; b < 128; b++) ascii_class[b] = class_of((uint32_t)b);
+#ifdef TP_SWAR
+    /* the eight-byte runs agree with the class table on every byte, or are not used */
+    swar_ok = 1;
+    static const uint8_t classes[5] = {CL_L, CL_N, CL_S, CL_UP, CL_LO};
+    for (int k = 0; k < 5; k++) {
+        for (int b = 0; b < 256; b++) {
+            uint64_t member = swar_member(ONES * (uint64_t)b, classes[k]) != 0;
+            uint64_t expected = b < 0x80 && (ascii_class[b] & classes[k]);
+            if (member != expected) swar_ok = 0;
+        }
+    }
+#endif
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -17,15 +17,15 @@ other dependency, built by ``pip install``). Per batch of texts, in one call tha
    shared by every thread, read-only: tiktoken takes a piece that is a token as that token), then
    in its thread's piece cache (2-way sets of 32-byte entries, a set one 64-byte line: a hit is
    one probe); a longer piece by a 64-bit hash of its bytes, verified against them, in a table of
-   the long tokens, then in direct-mapped rows of pieces up to 64 bytes. The pieces are found 32
+   the long tokens, then in direct-mapped rows of pieces up to 128 bytes. The pieces are found 32
    at a time and their slots prefetched before the first of them is looked up (the tables are
    megabytes, read in no order: without it a profile of English had 70% of the encoder's time on
    those two loads, and the prefetch took it from 56 to 84 MB per CPU-s).
 4. A **miss** is merged as tiktoken's ``byte_pair_merge`` does, lowest rank first and leftmost on
    ties, each pair's rank looked up by its bytes: by a scan for pieces of up to 32 bytes, by an
    indexed heap for longer ones (``n log n`` at any length; 20 bytes of scratch a byte of piece),
-   then kept in the cache if its ids fit (a piece of up to 15 bytes with at most 4 ids, of up to
-   64 bytes with at most 12). The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
+   then kept in the cache if its ids fit (a piece of up to 15 bytes with at most 4 ids in an
+   entry, one of up to 128 bytes with at most 28 in a row). The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
    piece overwrites an old one, never grows them.
 
 Why C and not numba (the encoder before this one): importing numba costs ~0.55 CPU s and its first
@@ -82,11 +82,11 @@ COMPILED_PATTERNS: dict[str, int] = {
 
 #: Ids must be below this for the compiled encoder (16,777,216; real vocabularies are far smaller).
 MAX_ID = 1 << 24
-#: The piece cache's entries of pieces of up to 15 bytes (``2 << SET_BITS``) and rows of pieces of
-#: 16 to 64 bytes (``1 << ROW_BITS``), per thread.
-SET_BITS, ROW_BITS = 16, 14
-#: Bytes of one thread's piece cache (32 a short entry, 128 a row): 6 MiB.
-CACHE_BYTES = (2 << SET_BITS) * 32 + (1 << ROW_BITS) * 128
+#: The piece cache's entries of pieces of up to 15 bytes and 4 ids (``2 << SET_BITS``) and rows of
+#: pieces of up to 128 bytes and 28 ids (``1 << ROW_BITS``), per thread.
+SET_BITS, ROW_BITS = 16, 13
+#: Bytes of one thread's piece cache (32 a short entry, 256 a row): 6 MiB.
+CACHE_BYTES = (2 << SET_BITS) * 32 + (1 << ROW_BITS) * 256
 
 
 @dataclass(frozen=True)
