@@ -60,14 +60,17 @@ from tokpack.vocab.patterns import (
 )
 from tokpack.vocab.published import O200K_PATTERN
 
+#: The extension module (``None`` where it is not built).
 _bpe: ModuleType | None
+#: Why the compiled encoder is missing (``None``: it is there).
+MISSING: str | None
 try:
-    from tokpack.vocab import _bpe
+    import tokpack.vocab._bpe as _built
 except ImportError as error:  # pragma: no cover - the test environment has it (test_encoder_build.py)
     _bpe = None
-    #: Why the compiled encoder is missing (``None``: it is there).
-    MISSING: str | None = f"tokpack's compiled encoder (its C extension) is not built ({error})"
+    MISSING = f"tokpack's compiled encoder (its C extension) is not built ({error})"
 else:
+    _bpe = _built
     MISSING = None
 
 #: Patterns with a compiled pre-tokenizer, and its scanner's number; any other falls back to tiktoken.
