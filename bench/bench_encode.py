@@ -29,8 +29,8 @@ gigatoken-bytes, tiktoken, ...) so a shared machine's drift hits each alike; eac
 median over ``--runs``. Every tool's ids must equal tiktoken's on every text and pass (checked
 by the hashes; a difference is printed and fails the run).
 
-``prepare``: ``tokpack prepare FILE --vocab cl100k_base.tiktoken`` in a fresh process with fresh
-caches, against a script that loads gigatoken, encodes the same file (``Tokenizer.encode`` of its
+``prepare``: ``tokpack prepare FILE --vocab cl100k_base.tiktoken --document-bytes SIZE`` (the file one
+document, as the script encodes it) in a fresh process with fresh caches, against a script that loads gigatoken, encodes the same file (``Tokenizer.encode`` of its
 bytes) and saves the ids with ``numpy.save``; whole-process CPU seconds (``RUSAGE_CHILDREN``),
 medians, interleaved. The file is the eight texts repeated to ``--prepare-megabytes``.
 """
@@ -211,7 +211,7 @@ def prepare_rows(runs: int, megabytes: float) -> list[str]:
         work.mkdir()
         times["tokpack prepare"].append(whole_process(
             [tokpack, "prepare", str(corpus), "--vocab", str(ranks), "--cache-dir", str(work / "packs"), "--workers",
-             "1"], work))
+             "1", "--document-bytes", str(corpus.stat().st_size + 1)], work))
         times["gigatoken script"].append(whole_process([sys.executable, str(script), str(ranks), str(corpus),
                                                         str(work / "ids.npy")], work))
     packs = list((scratch / "run0" / "packs").rglob("tokens.npy"))
