@@ -188,6 +188,27 @@ def test_ids_of_24_bits_and_counts_share_a_cache_word() -> None:
         assert [ids.tolist() for ids in ours.encode(texts)] == [oracle.encode_ordinary(text) for text in texts]
 
 
+def test_pieces_of_five_to_twelve_ids_take_their_whole_set() -> None:
+    # with single bytes only, " " + "a" * k is k + 1 ids: up to 4 in an entry, 5 to 12 in both
+    # entries of a set, more in a row; in a cache of one set they evict each other both ways
+    vocabulary = {bytes([b]): b for b in range(256)}
+    oracle = _oracle(vocabulary, GPT2_PATTERN)
+    words = [" " + "a" * k for k in range(1, 15)]
+    texts = ["".join(words), "".join(words[::-1]), "".join(w + words[0] for w in words)]
+    expected = [oracle.encode_ordinary(text) for text in texts]
+    ours = CompiledBpe(vocabulary, GPT2_PATTERN)
+    for bits in (0, 17):
+        cache = ours.new_cache(set_bits=bits, row_bits=bits)
+        ours._pool.put(cache)
+        for _ in range(2):
+            assert [ids.tolist() for ids in ours.encode(texts)] == expected
+        ours._pool.get()
+    stats = cache.stats()  # type: ignore[attr-defined]
+    # in the large cache each word was merged once and found where it was kept ever after
+    pieces = 4 * len(words)  # a pass: each word in the first two texts, each and " a" in the third
+    assert stats["misses"] == len(words) and stats["hits"] == 2 * pieces - len(words)
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), pattern=st.sampled_from(PATTERNS),
        bits=st.sampled_from([(0, 0), (1, 1), (2, 0), (6, 1), (16, 14)]), as_tuple=st.booleans())

@@ -546,9 +546,13 @@ TP_INLINE uint32_t rank_of(const Encoder *e, const uint8_t *p, size_t len, const
 /* ------------------------------------------------------------------------------------------ */
 
 /* A short piece's entry: its key, then its ids: v[0] = count << 24 | first id, v[1..3] the rest.
-   Two entries a set, one 64-byte line: a new entry goes first, the first moves second. */
+   Two entries a set, one 64-byte line: a new entry goes first, the first moves second. A piece of
+   5 to WIDE_IDS ids takes the whole set: its entry first, its ids from the fifth on in the second
+   (whose words are ids below 2^24, so its top byte, where a key has its length, is 0: no piece's
+   key matches it). */
 typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
 #define ENTRY_IDS 4
+#define WIDE_IDS 12
 /* A row (direct-mapped, 256 bytes): a piece of 16 to 128 bytes, or a shorter one with more ids
    than an entry holds; its hash, length and ids, then its bytes. */
 #define ROW_BYTES 128
@@ -829,12 +833,23 @@ TP_INLINE Entry *cache_set(const Cache *c, uint64_t h) {
     return &c->entries[2 * ((h >> 20) & c->set_mask)];
 }
 
+TP_INLINE Row *cache_row(const Cache *c, uint64_t h) {
+    return &c->rows[(h >> 20) & c->row_mask];
+}
+
 TP_INLINE void look_ahead(const Encoder *e, const Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Ahead *a) {
     a->len = n;
     if (n >= 2 && n <= SHORT) {
         a->key = short_key(p, n, limit);
         a->hash = key_hash(a->key);
         TP_PREFETCH(cache_set(c, a->hash));
+    } else if (n > SHORT) {
+        a->hash = bytes_hash(p, n);
+        if (n <= ROW_BYTES) {
+            const Row *row = cache_row(c, a->hash);
+            TP_PREFETCH(row);
+            TP_PREFETCH(row->bytes);
+        }
     }
 }
 
@@ -1067,6 +1082,8 @@ static size_t encode_cut(const Encoder *e, Cache *c, const uint8_t *p, size_t n,
         if (k - start >= 2 && k - start <= SHORT) {
             key = short_key(p + start, k - start, limit);
             h = key_hash(key);
+        } else if (k - start > SHORT) {
+            h = bytes_hash(p + start, k - start);
         }
         size_t got = piece_ids(e, c, p + start, k - start, &key, h, limit, dst + count, 1);
         if (got == (size_t)-1) return got;
@@ -1090,14 +1107,37 @@ TP_INLINE int has_wide(const uint8_t *p, size_t n) {
 /* A piece's ids                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Keep ids[0:count] as the piece's in a short entry (if they fit). */
+/* Keep ids[0:count] as the piece's in its set (if they fit: up to WIDE_IDS). */
 TP_INLINE void keep_short(Entry *set, Key key, const uint32_t *ids, size_t count) {
-    if (count > ENTRY_IDS) return;
-    set[1] = set[0];
+    if (count > WIDE_IDS) return;
+    if (count > ENTRY_IDS) {
+        memcpy(&set[1], ids + ENTRY_IDS, (count - ENTRY_IDS) * sizeof(uint32_t));
+        memset((uint32_t *)&set[1] + (count - ENTRY_IDS), 0, (WIDE_IDS - count) * sizeof(uint32_t));
+    } else if ((set[0].v[0] >> 24) > ENTRY_IDS) {
+        memset(&set[1], 0, sizeof(Entry)); /* a wide entry's ids go with it */
+    } else {
+        set[1] = set[0];
+    }
     set[0].lo = key.lo;
     set[0].hi = key.hi;
     set[0].v[0] = (uint32_t)(count << 24) | ids[0];
     for (size_t k = 1; k < ENTRY_IDS; k++) set[0].v[k] = k < count ? ids[k] : 0;
+}
+
+/* The piece's entry in its set (`key`), or NULL. */
+TP_INLINE const Entry *find_short(const Entry *set, Key key) {
+    return (set[0].lo == key.lo && set[0].hi == key.hi) ? &set[0]
+           : (set[1].lo == key.lo && set[1].hi == key.hi) ? &set[1] : NULL;
+}
+
+/* An entry's ids to dst (all four words of the entry, and all eight of a wide one's second entry:
+   dst has room); returns their count. */
+TP_INLINE size_t entry_ids(const Entry *hit, uint32_t *dst) {
+    size_t count = hit->v[0] >> 24;
+    memcpy(dst, hit->v, sizeof(hit->v));
+    dst[0] &= MAX_ID - 1;
+    if (TP_UNLIKELY(count > ENTRY_IDS)) memcpy(dst + ENTRY_IDS, hit + 1, sizeof(Entry));
+    return count;
 }
 
 /* Keep ids[0:count] as the piece p[0:n]'s in a row (if they fit). */
@@ -1110,7 +1150,8 @@ TP_INLINE void keep_row(Row *row, uint64_t h, const uint8_t *p, size_t n, const 
     memcpy(row->bytes, p, n);
 }
 
-/* The ids of the piece p[0:n] (n >= 2; key and h: its key and hash if n <= SHORT) written to dst
+/* The ids of the piece p[0:n] (n >= 2; key: its key if n <= SHORT; h: its key's hash, or a longer
+   piece's bytes_hash) written to dst
    (room for n ids); returns their count, or (size_t)-1 on a failed allocation.
 
    The piece cache holds what tiktoken gives each piece whole: a piece seen before is one probe.
@@ -1135,15 +1176,12 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             }
         }
         Entry *set = cache_set(c, h);
-        Entry *hit = (set[0].lo == key.lo && set[0].hi == key.hi) ? &set[0]
-                     : (set[1].lo == key.lo && set[1].hi == key.hi) ? &set[1] : NULL;
+        const Entry *hit = find_short(set, key);
         if (TP_LIKELY(hit != NULL)) {
             size_t count = hit->v[0] >> 24;
-            uint32_t first = hit->v[0] & (MAX_ID - 1);
-            if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, first, p, n, limit, dst)))
+            if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, hit->v[0] & (MAX_ID - 1), p, n, limit, dst)))
                 return merge_scan(e, c, p, n, limit, dst);
-            dst[0] = first;
-            for (size_t k = 1; k < count; k++) dst[k] = hit->v[k];
+            entry_ids(hit, dst);
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
             return count;
         }
@@ -1156,7 +1194,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             return 1;
         }
         /* a piece of more ids than an entry holds is kept in a row */
-        Row *row = &c->rows[(h >> 20) & c->row_mask];
+        Row *row = cache_row(c, h);
         if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
             memcpy(dst, row->ids, row->count * sizeof(uint32_t));
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
@@ -1166,15 +1204,14 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
         if (count == NO_CUT) count = merge_scan(e, c, p, n, limit, dst);
         if (count == (size_t)-1) return count;
-        if (count <= ENTRY_IDS) keep_short(set, key, dst, count);
+        if (count <= WIDE_IDS) keep_short(set, key, dst, count);
         else keep_row(row, h, p, n, dst, count);
         c->stats[count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
         return count;
     }
-    h = bytes_hash(p, n);
     Row *row = NULL;
     if (n <= ROW_BYTES) {
-        row = &c->rows[(h >> 20) & c->row_mask];
+        row = cache_row(c, h);
         if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
             size_t count = row->count;
             if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, row->ids[0], p, n, limit, dst)))
@@ -1212,7 +1249,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             bytes += j - i;                                                                      \
             i = j;                                                                               \
         }                                                                                        \
-        if (TP_UNLIKELY(o->len + bytes + ENTRY_IDS > o->cap) && out_reserve(o, bytes + ENTRY_IDS) < 0) return -1; \
+        if (TP_UNLIKELY(o->len + bytes + WIDE_IDS > o->cap) && out_reserve(o, bytes + WIDE_IDS) < 0) return -1; \
         for (size_t k = 0; k < found; k++) {                                                     \
             const Ahead *a = &ahead[k];                                                          \
             const uint8_t *p = s + a->start;                                                     \
@@ -1231,14 +1268,10 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
                 }                                                                                \
             }                                                                                    \
             if (TP_LIKELY(a->len <= SHORT)) {                                                    \
-                /* the hit, inline: its ids (all four words: the buffer has room) */             \
-                const Entry *set = cache_set(c, a->hash);                                        \
-                const Entry *hit = (set[0].lo == a->key.lo && set[0].hi == a->key.hi) ? &set[0]  \
-                                   : (set[1].lo == a->key.lo && set[1].hi == a->key.hi) ? &set[1] : NULL; \
+                /* the hit, inline */                                                            \
+                const Entry *hit = find_short(cache_set(c, a->hash), a->key);                    \
                 if (TP_LIKELY(hit != NULL)) {                                                    \
-                    memcpy(dst, hit->v, sizeof(hit->v));                                         \
-                    dst[0] &= MAX_ID - 1;                                                        \
-                    o->len += hit->v[0] >> 24;                                                   \
+                    o->len += entry_ids(hit, dst);                                               \
                     c->stats[STAT_HITS]++;                                                       \
                     continue;                                                                    \
                 }                                                                                \
@@ -1409,7 +1442,7 @@ static PyObject *buffer_wrap(void *data, Py_ssize_t count, Py_ssize_t itemsize, 
 
 static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"set_bits", "row_bits", NULL};
-    int set_bits = 16, row_bits = 13;
+    int set_bits = 17, row_bits = 13;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ii", names, &set_bits, &row_bits)) return -1;
     if (set_bits < 0 || set_bits > 30 || row_bits < 0 || row_bits > 30) {
         PyErr_SetString(PyExc_ValueError, "set_bits and row_bits must be from 0 to 30");
@@ -1445,7 +1478,7 @@ static void cache_dealloc(Cache *self) {
 static PyObject *cache_stats(Cache *self, PyObject *unused) {
     (void)unused;
     size_t held = 0, rows_held = 0;
-    for (size_t k = 0; k < 2 * (self->set_mask + 1); k++) held += self->entries[k].hi != 0;
+    for (size_t k = 0; k < 2 * (self->set_mask + 1); k++) held += (self->entries[k].hi >> 56) != 0; /* (a key's length) */
     for (size_t k = 0; k <= self->row_mask; k++) rows_held += self->rows[k].len != 0;
     return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:n,s:n,s:n,s:n}",
                          "parts", (unsigned long long)self->stats[STAT_PARTS],
@@ -1476,8 +1509,9 @@ static PyTypeObject CacheType = {
     .tp_basicsize = sizeof(Cache),
     .tp_dealloc = (destructor)cache_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Cache(set_bits=16, row_bits=13): one thread's piece cache (2 << set_bits entries of "
-              "pieces of up to 15 bytes and 4 ids, 1 << row_bits rows of pieces of up to 128 bytes and 28 "
+    .tp_doc = "Cache(set_bits=17, row_bits=13): one thread's piece cache (2 << set_bits entries of "
+              "pieces of up to 15 bytes and 4 ids, two for one of 5 to 12 ids, 1 << row_bits rows of "
+              "pieces of up to 128 bytes and 28 "
               "ids, fixed) and "
               "its scratch. One call uses it at a time.",
     .tp_methods = cache_methods,

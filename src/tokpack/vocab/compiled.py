@@ -23,9 +23,10 @@ other dependency, built by ``pip install``). Per batch of texts, in one call tha
    those two loads, and the prefetch took it from 56 to 84 MB per CPU-s).
 4. A **miss** is merged as tiktoken's ``byte_pair_merge`` does, lowest rank first and leftmost on
    ties, each pair's rank looked up by its bytes: by a scan for pieces of up to 32 bytes, by an
-   indexed heap for longer ones (``n log n`` at any length; 20 bytes of scratch a byte of piece),
+   heap of blocks for longer ones (``n log n`` at any length; 12 bytes of scratch a byte of piece),
    then kept in the cache if its ids fit (a piece of up to 15 bytes with at most 4 ids in an
-   entry, one of up to 128 bytes with at most 28 in a row). The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
+   entry, with 5 to 12 in the two entries of its set, one of up to 128 bytes with at most 28 in a
+   row). The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
    piece overwrites an old one, never grows them.
 
 Why C and not numba (the encoder before this one): importing numba costs ~0.55 CPU s and its first
@@ -85,10 +86,11 @@ COMPILED_PATTERNS: dict[str, int] = {
 
 #: Ids must be below this for the compiled encoder (16,777,216; real vocabularies are far smaller).
 MAX_ID = 1 << 24
-#: The piece cache's entries of pieces of up to 15 bytes and 4 ids (``2 << SET_BITS``) and rows of
-#: pieces of up to 128 bytes and 28 ids (``1 << ROW_BITS``), per thread.
-SET_BITS, ROW_BITS = 16, 13
-#: Bytes of one thread's piece cache (32 a short entry, 256 a row): 6 MiB.
+#: The piece cache's entries of pieces of up to 15 bytes and 4 ids (``2 << SET_BITS``; a piece of 5
+#: to 12 ids takes both entries of its set) and rows of pieces of up to 128 bytes and 28 ids
+#: (``1 << ROW_BITS``), per thread.
+SET_BITS, ROW_BITS = 17, 13
+#: Bytes of one thread's piece cache (32 a short entry, 256 a row): 10 MiB.
 CACHE_BYTES = (2 << SET_BITS) * 32 + (1 << ROW_BITS) * 256
 
 
