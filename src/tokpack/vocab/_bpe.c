@@ -391,6 +391,162 @@ TP_INLINE size_t piece_end(int mode, const uint8_t *s, size_t i, size_t n) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* The window scanner: cl100k's pieces 64 bytes at a time                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* From a piece's start p, the 64 bytes s[p:p+64] are classified into one bit mask per class (bit k:
+   byte p+k), and where every piece in them starts is worked out with whole-word bit operations, no
+   branch per piece: the regex matched from p depends only on the bytes from p on, and each rule of
+   the pattern is a relation between neighbouring bytes' classes (below). Only starts the window
+   decides are used: those before its first byte the masks do not classify (a character from U+0080
+   on that is no letter, one that crosses the window's end, the two bytes after an apostrophe that
+   is not ASCII) and before a run of whitespace that reaches that point (where the run ends and what
+   follows decide its cuts). The pieces between those starts are taken; the last start is the next
+   window's p. A window that decides no start but p's takes one piece from the byte scanner.
+
+   The scanners of the other patterns are the byte scanners above; this one is checked against
+   gpt4_piece (and both against tiktoken) by the tests. */
+typedef struct { uint64_t letter, digit, space, tab, newline, apostrophe, high; } Masks;
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define TP_SSE2 1
+
+TP_INLINE uint64_t bits16(__m128i v, int k) { return (uint64_t)(uint16_t)_mm_movemask_epi8(v) << (16 * k); }
+
+/* Bytes below `limit` (unsigned) after subtracting `from`. */
+TP_INLINE __m128i in_range(__m128i v, char from, char count) {
+    __m128i shifted = _mm_xor_si128(_mm_sub_epi8(v, _mm_set1_epi8(from)), _mm_set1_epi8((char)0x80));
+    return _mm_cmplt_epi8(shifted, _mm_set1_epi8((char)(0x80 + count)));
+}
+
+static void classify(const uint8_t *p, Masks *m) {
+    memset(m, 0, sizeof(*m));
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        __m128i newline = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+        m->letter |= bits16(in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26), k);
+        m->digit |= bits16(in_range(v, '0', 10), k);
+        m->space |= bits16(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), k);
+        m->tab |= bits16(_mm_andnot_si128(newline, in_range(v, '\t', 5)), k);
+        m->newline |= bits16(newline, k);
+        m->apostrophe |= bits16(_mm_cmpeq_epi8(v, _mm_set1_epi8('\'')), k);
+        m->high |= bits16(v, k);
+    }
+}
+#else
+/* The high bits of x's eight bytes as eight bits. */
+TP_INLINE uint64_t gather_highs(uint64_t x) { return (((x & HIGHS) >> 7) * 0x0102040810204080ull) >> 56; }
+
+static void classify(const uint8_t *p, Masks *m) {
+    memset(m, 0, sizeof(*m));
+    for (int k = 0; k < 8; k++) {
+        uint64_t x = 0;
+        for (int q = 0; q < 8; q++) x |= (uint64_t)p[8 * k + q] << (8 * q);
+        uint64_t high = x & HIGHS, ascii = ~x & HIGHS;
+        uint64_t newline = between(x, '\r' - 1, '\r' + 1) | between(x, '\n' - 1, '\n' + 1);
+        int shift = 8 * k;
+        m->letter |= gather_highs(between(x | (ONES * 0x20), 'a' - 1, 'z' + 1) & ascii) << shift;
+        m->digit |= gather_highs(between(x, '0' - 1, '9' + 1) & ascii) << shift;
+        m->space |= gather_highs(between(x, ' ' - 1, ' ' + 1) & ascii) << shift;
+        m->tab |= gather_highs(between(x, '\t' - 1, '\r' + 1) & ~newline & ascii) << shift;
+        m->newline |= gather_highs(newline & ascii) << shift;
+        m->apostrophe |= gather_highs(between(x, '\'' - 1, '\'' + 1) & ascii) << shift;
+        m->high |= gather_highs(high) << shift;
+    }
+}
+#endif
+
+/* Whether the masks' classes of the 128 ASCII bytes are the class table's (checked at load). */
+static int window_ok;
+
+/* The bits of `within` at or below a bit of `seed` in the same run of `within`'s bits. */
+TP_INLINE uint64_t smear_down(uint64_t seed, uint64_t within) {
+    uint64_t a = seed & within, m = within;
+    for (int shift = 1; shift < 64; shift <<= 1) {
+        a |= (a >> shift) & m;
+        m &= m >> shift;
+    }
+    return a;
+}
+
+/* The piece starts cl100k's pattern (GPT4_PATTERN) puts in s[p:p+64] (p + 64 <= n) that these 64
+   bytes decide, as bits (bit 0, p itself, always). */
+static uint64_t gpt4_window(const uint8_t *s, size_t p) {
+    Masks m;
+    classify(s + p, &m);
+    uint64_t letter = m.letter;
+    unsigned edge = 64; /* bytes from here on are not classified */
+    uint64_t high = m.high;
+    while (high) {
+        /* a letter from U+0080 on is a letter in the masks; any other character ends them */
+        unsigned k = (unsigned)__builtin_ctzll(high);
+        size_t len;
+        uint8_t cls = class_of(decode_at(s, p + k, &len));
+        if (!(cls & CL_L) || k + len > 64) { edge = k; break; }
+        uint64_t bytes = (((uint64_t)1 << len) - 1) << k;
+        letter |= bytes;
+        high &= ~bytes;
+    }
+    uint64_t space_like = m.space | m.tab; /* whitespace that may lead a letter run */
+    uint64_t ws = space_like | m.newline;
+    uint64_t other = ~(letter | m.digit | ws | m.high);
+    /* ?[^\s\p{L}\p{N}]++[\r\n]*+: a run of others starts a piece unless a space before it does;
+       the newlines right after it are its own */
+    uint64_t other_start = other & ~((other | m.space) << 1);
+    uint64_t taken = m.newline & ~(m.newline + (m.newline & (other << 1)));
+    /* [^\r\n\p{L}\p{N}]?+\p{L}++: a letter run starts a piece unless a space, a tab or an other that
+       starts a piece leads it */
+    uint64_t letter_start = letter & ~((letter | space_like | other_start) << 1);
+    /* \p{N}{1,3}: each digit run cut every three digits */
+    uint64_t digit_start = m.digit & ~(m.digit << 1), group = digit_start;
+    uint64_t three = m.digit & (m.digit << 1) & (m.digit << 2);
+    while ((group = (group << 3) & three)) digit_start |= group;
+    /* \s*[\r\n] | \s+(?!\S) | \s: a run of whitespace (its newlines after an other's run aside)
+       is a piece through its last newline, then all but its last character, then that one (which
+       a letter or an other may follow in its piece) */
+    uint64_t run = ws & ~taken;
+    uint64_t tail = run & ~smear_down(m.newline & run, run);
+    uint64_t ws_start = (run & ~(run << 1)) | (tail & ~(tail << 1)) | (tail & ~(tail >> 1) & (tail << 1));
+    uint64_t starts = letter_start | other_start | digit_start | ws_start | 1;
+    /* '(?i:[sdmt]|ll|ve|re): an apostrophe that starts a piece, then those letters, is a piece */
+    uint64_t quotes = m.apostrophe & other_start;
+    while (quotes) {
+        unsigned k = (unsigned)__builtin_ctzll(quotes);
+        quotes &= quotes - 1;
+        if (k + 3 > edge) {
+            if (k < edge) edge = k;
+            break;
+        }
+        uint8_t a = s[p + k + 1], b = s[p + k + 2];
+        if ((a | b) >= 0x80) { edge = k; break; } /* (a letter that folds to one of them) */
+        a |= 0x20;
+        b |= 0x20;
+        unsigned end = 0;
+        if (a == 's' || a == 'd' || a == 'm' || a == 't') end = k + 2;
+        else if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) end = k + 3;
+        if (end && end < 64) starts |= (uint64_t)1 << end;
+    }
+    /* decided: the starts before `edge` and before a run of whitespace that reaches it */
+    uint64_t decided = edge == 64 ? ~(uint64_t)0 : ((uint64_t)1 << edge) - 1;
+    if (edge > 0 && ((ws >> (edge - 1)) & 1)) {
+        uint64_t before = ~ws & (((uint64_t)1 << (edge - 1)) - 1);
+        unsigned from = before ? 64 - (unsigned)__builtin_clzll(before) : 0;
+        decided = ((uint64_t)1 << from) - 1;
+    }
+    return (starts & decided) | 1;
+}
+
+/* A window's piece starts (bit 0 only: the pattern has no window scanner, or the masks are off). */
+TP_INLINE uint64_t window_starts(int mode, const uint8_t *s, size_t i) {
+    if (!window_ok) return 1;
+    switch (mode) {
+    case MODE_GPT4: return gpt4_window(s, i);
+    default: return 1;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Keys and hashes                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -409,12 +565,9 @@ TP_INLINE Key short_key(const uint8_t *p, size_t len, const uint8_t *limit) {
     if (TP_LIKELY(p + 16 <= limit)) {
         memcpy(&key.lo, p, 8);
         memcpy(&key.hi, p + 8, 8);
-        if (len < 8) {
-            key.lo &= (((uint64_t)1) << (8 * len)) - 1;
-            key.hi = 0;
-        } else {
-            key.hi &= (((uint64_t)1) << (8 * (len - 8))) - 1;
-        }
+        size_t low = len < 8 ? len : 8; /* (no branch: the lengths come in no order) */
+        key.lo &= ~(uint64_t)0 >> (64 - 8 * low);
+        key.hi &= (~(uint64_t)0 >> (63 - 8 * (len - low))) >> 1;
         key.hi |= (uint64_t)len << 56;
         return key;
     }
@@ -839,7 +992,7 @@ TP_INLINE Row *cache_row(const Cache *c, uint64_t h) {
 
 TP_INLINE void look_ahead(const Encoder *e, const Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Ahead *a) {
     a->len = n;
-    if (n >= 2 && n <= SHORT) {
+    if (TP_LIKELY(n <= SHORT)) { /* (pieces of one byte too: the branch would be mispredicted) */
         a->key = short_key(p, n, limit);
         a->hash = key_hash(a->key);
         TP_PREFETCH(cache_set(c, a->hash));
@@ -1163,18 +1316,21 @@ TP_INLINE void keep_row(Row *row, uint64_t h, const uint8_t *p, size_t n, const 
 static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const Key *key_at, uint64_t h,
                         const uint8_t *limit, uint32_t *dst, int part) {
     Key key = *key_at;
-    if (n == 1) {
-        dst[0] = e->byte_rank[p[0]];
-        return 1;
+    if (n <= 2) {
+        /* a byte is its rank, a token of two bytes what merging them gives; a whole piece's is
+           kept, so that it is a hit like any other (a branch on the length, mispredicted, cost
+           more than the probe) */
+        uint32_t id = n == 1 ? e->byte_rank[p[0]] : e->pair_rank[(p[0] << 8) | p[1]];
+        if (id != NONE) {
+            if (!part) {
+                keep_short(cache_set(c, h), key, &id, 1);
+                c->stats[STAT_TOKENS]++;
+            }
+            dst[0] = id;
+            return 1;
+        }
     }
     if (TP_LIKELY(n <= SHORT)) {
-        if (n == 2) { /* (a token of two bytes is what merging them gives) */
-            uint32_t id = e->pair_rank[(p[0] << 8) | p[1]];
-            if (id != NONE) {
-                dst[0] = id;
-                return 1;
-            }
-        }
         Entry *set = cache_set(c, h);
         const Entry *hit = find_short(set, key);
         if (TP_LIKELY(hit != NULL)) {
@@ -1238,61 +1394,70 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
     return count;
 }
 
-/* Encode s[0:n]: find up to AHEAD pieces (prefetching their slots), then encode them. */
-#define ENCODE_LOOP(SCAN)                                                                        \
+/* Encode s[0:n]: find AHEAD pieces or more (by windows where the pattern has a window scanner,
+   WINDOW(s, i) giving a window's starts, else by SCAN), prefetch their slots, then encode them. */
+#define ENCODE_LOOP(SCAN, WINDOW)                                                                \
     while (i < n) {                                                                              \
         size_t found = 0, bytes = 0;                                                             \
-        for (; found < AHEAD && i < n; found++) {                                                \
-            size_t j = SCAN;                                                                     \
-            ahead[found].start = i;                                                              \
-            look_ahead(e, c, s + i, j - i, limit, &ahead[found]);                                \
-            bytes += j - i;                                                                      \
-            i = j;                                                                               \
+        while (found < AHEAD && i < n) {                                                         \
+            uint64_t starts = i + 64 <= n ? (WINDOW) & ~(uint64_t)1 : 0;                         \
+            if (starts) {                                                                        \
+                size_t from = i;                                                                 \
+                do {                                                                             \
+                    size_t to = i + (size_t)__builtin_ctzll(starts);                             \
+                    starts &= starts - 1;                                                        \
+                    ahead[found].start = from;                                                   \
+                    ahead[found++].len = to - from;                                              \
+                    from = to;                                                                   \
+                } while (starts);                                                                \
+                i = from;                                                                        \
+            } else {                                                                             \
+                size_t j = SCAN;                                                                 \
+                ahead[found].start = i;                                                          \
+                ahead[found++].len = j - i;                                                      \
+                i = j;                                                                           \
+            }                                                                                    \
+        }                                                                                        \
+        for (size_t k = 0; k < found; k++) {                                                     \
+            look_ahead(e, c, s + ahead[k].start, ahead[k].len, limit, &ahead[k]);               \
+            bytes += ahead[k].len;                                                               \
         }                                                                                        \
         if (TP_UNLIKELY(o->len + bytes + WIDE_IDS > o->cap) && out_reserve(o, bytes + WIDE_IDS) < 0) return -1; \
+        uint32_t *ids = o->ids;                                                                  \
+        size_t len = o->len, hits = 0;                                                           \
         for (size_t k = 0; k < found; k++) {                                                     \
             const Ahead *a = &ahead[k];                                                          \
-            const uint8_t *p = s + a->start;                                                     \
-            uint32_t *dst = o->ids + o->len;                                                     \
-            if (a->len == 1) {                                                                   \
-                *dst = e->byte_rank[p[0]];                                                       \
-                o->len++;                                                                        \
-                continue;                                                                        \
-            }                                                                                    \
-            if (a->len == 2) {                                                                   \
-                uint32_t id = e->pair_rank[(p[0] << 8) | p[1]];                                  \
-                if (TP_LIKELY(id != NONE)) {                                                     \
-                    *dst = id;                                                                   \
-                    o->len++;                                                                    \
-                    continue;                                                                    \
-                }                                                                                \
-            }                                                                                    \
             if (TP_LIKELY(a->len <= SHORT)) {                                                    \
                 /* the hit, inline */                                                            \
                 const Entry *hit = find_short(cache_set(c, a->hash), a->key);                    \
                 if (TP_LIKELY(hit != NULL)) {                                                    \
-                    o->len += entry_ids(hit, dst);                                               \
-                    c->stats[STAT_HITS]++;                                                       \
+                    len += entry_ids(hit, ids + len);                                            \
+                    hits++;                                                                      \
                     continue;                                                                    \
                 }                                                                                \
             }                                                                                    \
-            size_t got = piece_ids(e, c, p, a->len, &a->key, a->hash, limit, dst, 0);            \
+            size_t got = piece_ids(e, c, s + a->start, a->len, &a->key, a->hash, limit, ids + len, 0); \
             if (got == (size_t)-1) return -1;                                                    \
-            o->len += got;                                                                       \
+            len += got;                                                                          \
         }                                                                                        \
+        o->len = len;                                                                            \
+        c->stats[STAT_HITS] += hits;                                                             \
     }
 
 /* The ids of the UTF-8 text s[0:n] appended to o; -1 on a failed allocation. */
 static int encode_utf8(const Encoder *e, Cache *c, const uint8_t *s, size_t n, Out *o) {
     const uint8_t *limit = s + n;
-    Ahead ahead[AHEAD];
+    Ahead ahead[AHEAD + 64];
     size_t i = 0;
     switch (e->mode) {
-    case MODE_GPT4: ENCODE_LOOP(gpt4_piece(s, i, n)) break;
-    case MODE_GPT2: ENCODE_LOOP(gpt2_piece(s, i, n)) break;
-    case MODE_O200K: ENCODE_LOOP(o200k_piece(s, i, n)) break;
-    case MODE_POLISH: ENCODE_LOOP(polish_piece(s, i, n, 0)) break;
-    default: ENCODE_LOOP(polish_piece(s, i, n, 1)) break;
+    case MODE_GPT4:
+        if (window_ok) ENCODE_LOOP(gpt4_piece(s, i, n), gpt4_window(s, i))
+        else ENCODE_LOOP(gpt4_piece(s, i, n), 0)
+        break;
+    case MODE_GPT2: ENCODE_LOOP(gpt2_piece(s, i, n), 0) break;
+    case MODE_O200K: ENCODE_LOOP(o200k_piece(s, i, n), 0) break;
+    case MODE_POLISH: ENCODE_LOOP(polish_piece(s, i, n, 0), 0) break;
+    default: ENCODE_LOOP(polish_piece(s, i, n, 1), 0) break;
     }
     return 0;
 }
@@ -1756,7 +1921,8 @@ static PyObject *encoder_encode(Encoder *self, PyObject *args) {
 static PyObject *encoder_pieces(Encoder *self, PyObject *args) {
     PyObject *text;
     Cache *cache;
-    if (!PyArg_ParseTuple(args, "UO!", &text, &CacheType, &cache)) return NULL;
+    int windows = 1;
+    if (!PyArg_ParseTuple(args, "UO!|p", &text, &CacheType, &cache, &windows)) return NULL;
     if (check_ready(self, cache) < 0) return NULL;
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) return NULL;
@@ -1767,14 +1933,23 @@ static PyObject *encoder_pieces(Encoder *self, PyObject *args) {
     PyObject *ends = PyList_New(0);
     if (!ends) return NULL;
     for (size_t i = 0; i < n;) {
-        i = piece_end(self->mode, s, i, n);
-        PyObject *end = PyLong_FromSize_t(i);
-        if (!end || PyList_Append(ends, end) < 0) {
-            Py_XDECREF(end);
-            Py_DECREF(ends);
-            return NULL;
-        }
-        Py_DECREF(end);
+        /* as encode finds them: a window's starts, else one piece from the byte scanner */
+        uint64_t starts = windows && i + 64 <= n ? window_starts(self->mode, s, i) & ~(uint64_t)1 : 0;
+        size_t from = i;
+        if (!starts) i = piece_end(self->mode, s, i, n);
+        do {
+            if (starts) {
+                i = from + (size_t)__builtin_ctzll(starts);
+                starts &= starts - 1;
+            }
+            PyObject *end = PyLong_FromSize_t(i);
+            if (!end || PyList_Append(ends, end) < 0) {
+                Py_XDECREF(end);
+                Py_DECREF(ends);
+                return NULL;
+            }
+            Py_DECREF(end);
+        } while (starts);
     }
     PyObject *utf8 = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
     if (!utf8) { Py_DECREF(ends); return NULL; }
@@ -1808,8 +1983,9 @@ static PyMethodDef encoder_methods[] = {
      "encode(texts, cache) -> (ids, ends): every text's ids (uint32) and the end of each text's ids "
      "(int64), as buffers for numpy.frombuffer. Releases the GIL while it encodes."},
     {"pieces", (PyCFunction)encoder_pieces, METH_VARARGS,
-     "pieces(text, cache) -> (utf8, ends): the text's UTF-8 (lone surrogates as tiktoken's "
-     "encode_ordinary treats them) and the end of each pre-tokenizer piece in it, in bytes."},
+     "pieces(text, cache, windows=True) -> (utf8, ends): the text's UTF-8 (lone surrogates as "
+     "tiktoken's encode_ordinary treats them) and the end of each pre-tokenizer piece in it, in bytes, "
+     "found as encode finds them (windows=False: by the byte scanner alone)."},
     {"merge", (PyCFunction)encoder_merge, METH_VARARGS,
      "merge(piece, cache) -> ids: tiktoken's byte_pair_merge of the bytes (without the shortcut for "
      "a piece that is a token), as a buffer for numpy.frombuffer."},
@@ -1874,6 +2050,22 @@ PyMODINIT_FUNC PyInit__bpe(void) {
         }
     }
 #endif
+    /* the window scanner's masks agree with the class table on every ASCII byte, or it is not used */
+    window_ok = 1;
+    uint8_t ascii[128];
+    for (int b = 0; b < 128; b++) ascii[b] = (uint8_t)b;
+    for (int half = 0; half < 2; half++) {
+        Masks m;
+        classify(ascii + 64 * half, &m);
+        for (int k = 0; k < 64; k++) {
+            uint8_t cls = ascii_class[64 * half + k], b = (uint8_t)(64 * half + k);
+            int space_like = (int)((m.space | m.tab) >> k & 1), newline = (int)(m.newline >> k & 1);
+            if ((int)(m.letter >> k & 1) != !!(cls & CL_L) || (int)(m.digit >> k & 1) != !!(cls & CL_N)
+                || (space_like | newline) != !!(cls & CL_S) || newline != (b == '\r' || b == '\n')
+                || (int)(m.space >> k & 1) != (b == ' ') || (int)(m.apostrophe >> k & 1) != (b == '\'') || (m.high >> k & 1))
+                window_ok = 0;
+        }
+    }
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

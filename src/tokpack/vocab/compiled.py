@@ -100,8 +100,7 @@ class CacheReport:
     entries and rows, ``bytes_each``), the bytes their threads' buffers hold now (the UTF-8 of
     a text that is not ASCII, a long piece's merge), the pieces they hold, and how each piece was
     found: a token of the vocabulary (``tokens``), in a cache (``hits``), merged and kept
-    (``misses``) or merged and too long to keep (``uncached``). Pieces of one byte are counted
-    nowhere."""
+    (``misses``) or merged and too long to keep (``uncached``); a piece of one byte is a token."""
 
     caches: int
     slots_each: int
