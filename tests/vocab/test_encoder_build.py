@@ -21,6 +21,8 @@ def test_the_extension_is_built_and_encodes() -> None:
     assert tokenizer.engine == "compiled" and tokenizer.fallback_reason is None
     assert tokenizer.encode("abc ab") == [256, 99, 257]
     assert tokenizer._compiled is not None
+    # the window scanners' masks agree with the class table here (else the byte scanners alone run)
+    assert compiled._bpe.WINDOWS == 1  # type: ignore[attr-defined]
 
 
 def test_the_class_table_regenerates_from_tiktoken_to_the_shipped_bytes() -> None:

@@ -78,3 +78,16 @@ def test_windows_cut_the_repositorys_files_as_the_byte_scanner_does(
     for path, text in zip(files, texts):
         by_windows, by_bytes = _both(ours, text)
         assert by_windows == by_bytes, path
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_contraction_at_every_offset_of_a_window(
+        encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], pattern: str) -> None:
+    # (a contraction ending on a window's last byte, or crossing it, is where a mask's shift runs out)
+    ours, oracle = encoders[pattern]
+    for word in ("We've", "it's", "THEY'LL", "x'd"):
+        for offset in range(70):
+            text = "x" * offset + " " + word + " found" + " zz" * 30
+            by_windows, by_bytes = _both(ours, text)
+            assert by_windows == by_bytes, (word, offset)
+            assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text), (word, offset)

@@ -391,46 +391,47 @@ TP_INLINE size_t piece_end(int mode, const uint8_t *s, size_t i, size_t n) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The window scanner: cl100k's pieces 64 bytes at a time                                     */
+/* The window scanners: a pattern's pieces 64 bytes at a time                                 */
 /* ------------------------------------------------------------------------------------------ */
 
 /* From a piece's start p, the 64 bytes s[p:p+64] are classified into one bit mask per class (bit k:
    byte p+k), and where every piece in them starts is worked out with whole-word bit operations, no
    branch per piece: the regex matched from p depends only on the bytes from p on, and each rule of
-   the pattern is a relation between neighbouring bytes' classes (below). Only starts the window
-   decides are used: those before its first byte the masks do not classify (a character from U+0080
-   on that is no letter, one that crosses the window's end, the two bytes after an apostrophe that
-   is not ASCII) and before a run of whitespace that reaches that point (where the run ends and what
-   follows decide its cuts). The pieces between those starts are taken; the last start is the next
-   window's p. A window that decides no start but p's takes one piece from the byte scanner.
+   the pattern is a relation between neighbouring bytes' classes (in each scanner below). Only starts
+   the window decides are used: those before its first byte the masks do not classify (a character
+   from U+0080 on that is not a letter the masks can hold, one that crosses the window's end, the
+   two bytes after an apostrophe that are not ASCII) and before a run of whitespace that reaches
+   that point (where the run ends and what follows decide its cuts). The pieces between those starts
+   are taken; the last start is the next window's p. A window that decides no start but p's takes
+   one piece from the byte scanner. GPT-2's, cl100k's and o200k's patterns have one; the Polish ones
+   use the byte scanners alone. tests/vocab/test_encoder_windows.py holds each to its byte scanner. */
+/* (upper and slash: only where `cased`, for o200k's rules) */
+typedef struct { uint64_t letter, upper, digit, space, tab, newline, apostrophe, slash, high; } Masks;
 
-   The scanners of the other patterns are the byte scanners above; this one is checked against
-   gpt4_piece (and both against tiktoken) by the tests. */
-typedef struct { uint64_t letter, digit, space, tab, newline, apostrophe, high; } Masks;
-
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
 #include <emmintrin.h>
-#define TP_SSE2 1
 
 TP_INLINE uint64_t bits16(__m128i v, int k) { return (uint64_t)(uint16_t)_mm_movemask_epi8(v) << (16 * k); }
 
-/* Bytes below `limit` (unsigned) after subtracting `from`. */
+/* The bytes whose value minus `from` is below `count` (unsigned). */
 TP_INLINE __m128i in_range(__m128i v, char from, char count) {
     __m128i shifted = _mm_xor_si128(_mm_sub_epi8(v, _mm_set1_epi8(from)), _mm_set1_epi8((char)0x80));
     return _mm_cmplt_epi8(shifted, _mm_set1_epi8((char)(0x80 + count)));
 }
 
-static void classify(const uint8_t *p, Masks *m) {
+TP_INLINE void classify(const uint8_t *p, Masks *m, int cased) {
     memset(m, 0, sizeof(*m));
     for (int k = 0; k < 4; k++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
         __m128i newline = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
         m->letter |= bits16(in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26), k);
+        if (cased) m->upper |= bits16(in_range(v, 'A', 26), k);
         m->digit |= bits16(in_range(v, '0', 10), k);
         m->space |= bits16(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), k);
         m->tab |= bits16(_mm_andnot_si128(newline, in_range(v, '\t', 5)), k);
         m->newline |= bits16(newline, k);
         m->apostrophe |= bits16(_mm_cmpeq_epi8(v, _mm_set1_epi8('\'')), k);
+        if (cased) m->slash |= bits16(_mm_cmpeq_epi8(v, _mm_set1_epi8('/')), k);
         m->high |= bits16(v, k);
     }
 }
@@ -438,21 +439,25 @@ static void classify(const uint8_t *p, Masks *m) {
 /* The high bits of x's eight bytes as eight bits. */
 TP_INLINE uint64_t gather_highs(uint64_t x) { return (((x & HIGHS) >> 7) * 0x0102040810204080ull) >> 56; }
 
-static void classify(const uint8_t *p, Masks *m) {
+/* The bytes of x equal to b (as high bits). */
+TP_INLINE uint64_t equal_to(uint64_t x, uint8_t b) { return between(x, (uint64_t)b - 1, (uint64_t)b + 1); }
+
+TP_INLINE void classify(const uint8_t *p, Masks *m, int cased) {
     memset(m, 0, sizeof(*m));
     for (int k = 0; k < 8; k++) {
         uint64_t x = 0;
         for (int q = 0; q < 8; q++) x |= (uint64_t)p[8 * k + q] << (8 * q);
-        uint64_t high = x & HIGHS, ascii = ~x & HIGHS;
-        uint64_t newline = between(x, '\r' - 1, '\r' + 1) | between(x, '\n' - 1, '\n' + 1);
+        uint64_t ascii = ~x & HIGHS, newline = (equal_to(x, '\r') | equal_to(x, '\n')) & ascii;
         int shift = 8 * k;
         m->letter |= gather_highs(between(x | (ONES * 0x20), 'a' - 1, 'z' + 1) & ascii) << shift;
+        if (cased) m->upper |= gather_highs(between(x, 'A' - 1, 'Z' + 1) & ascii) << shift;
         m->digit |= gather_highs(between(x, '0' - 1, '9' + 1) & ascii) << shift;
-        m->space |= gather_highs(between(x, ' ' - 1, ' ' + 1) & ascii) << shift;
+        m->space |= gather_highs(equal_to(x, ' ') & ascii) << shift;
         m->tab |= gather_highs(between(x, '\t' - 1, '\r' + 1) & ~newline & ascii) << shift;
-        m->newline |= gather_highs(newline & ascii) << shift;
-        m->apostrophe |= gather_highs(between(x, '\'' - 1, '\'' + 1) & ascii) << shift;
-        m->high |= gather_highs(high) << shift;
+        m->newline |= gather_highs(newline) << shift;
+        m->apostrophe |= gather_highs(equal_to(x, '\'') & ascii) << shift;
+        if (cased) m->slash |= gather_highs(equal_to(x, '/') & ascii) << shift;
+        m->high |= gather_highs(x) << shift;
     }
 }
 #endif
@@ -470,24 +475,115 @@ TP_INLINE uint64_t smear_down(uint64_t seed, uint64_t within) {
     return a;
 }
 
-/* The piece starts cl100k's pattern (GPT4_PATTERN) puts in s[p:p+64] (p + 64 <= n) that these 64
-   bytes decide, as bits (bit 0, p itself, always). */
-static uint64_t gpt4_window(const uint8_t *s, size_t p) {
-    Masks m;
-    classify(s + p, &m);
-    uint64_t letter = m.letter;
-    unsigned edge = 64; /* bytes from here on are not classified */
-    uint64_t high = m.high;
+/* The bits of `within` at or above a bit of `seed` in the same run of `within`'s bits. */
+TP_INLINE uint64_t smear_up(uint64_t seed, uint64_t within) {
+    uint64_t a = seed & within, m = within;
+    for (int shift = 1; shift < 64; shift <<= 1) {
+        a |= (a << shift) & m;
+        m &= m << shift;
+    }
+    return a;
+}
+
+/* The window's letters from U+0080 on, added to the masks: any letter (`cased` 0), or, for o200k's
+   case rules, a letter that is in its upper class or its lower class alone (`cased` 1; `upper` gets
+   the former). Returns where the masks stop: the first character they cannot hold. */
+TP_INLINE unsigned wide_letters(const uint8_t *s, size_t p, uint64_t high, int cased, uint64_t *letter,
+                                uint64_t *upper) {
     while (high) {
-        /* a letter from U+0080 on is a letter in the masks; any other character ends them */
         unsigned k = (unsigned)__builtin_ctzll(high);
         size_t len;
         uint8_t cls = class_of(decode_at(s, p + k, &len));
-        if (!(cls & CL_L) || k + len > 64) { edge = k; break; }
+        uint8_t kind = cls & CL_CASED;
+        if (!(cls & CL_L) || k + len > 64 || (cased && kind != CL_UP && kind != CL_LO)) return k;
         uint64_t bytes = (((uint64_t)1 << len) - 1) << k;
-        letter |= bytes;
+        *letter |= bytes;
+        if (kind == CL_UP) *upper |= bytes;
         high &= ~bytes;
     }
+    return 64;
+}
+
+/* \p{N}{1,3}: the starts of each digit run's groups of three. */
+TP_INLINE uint64_t digit_groups(uint64_t digit) {
+    uint64_t starts = digit & ~(digit << 1), group = starts;
+    uint64_t three = digit & (digit << 1) & (digit << 2);
+    while ((group = (group << 3) & three)) starts |= group;
+    return starts;
+}
+
+/* \s*[\r\n]+? | \s+(?!\S) | \s: the starts in runs of whitespace (`run`: those not taken by an
+   earlier piece): a run is a piece through its last newline, then all but its last character, then
+   that one (which a following letter or other may join). */
+TP_INLINE uint64_t whitespace_starts(uint64_t run, uint64_t newline) {
+    uint64_t tail = newline & run ? run & ~smear_down(newline & run, run) : run;
+    return (run & ~(run << 1)) | (tail & ~(tail << 1)) | (tail & ~(tail >> 1) & (tail << 1));
+}
+
+/* The starts the window decides: those before `edge` and before a run of whitespace reaching it. */
+TP_INLINE uint64_t decided(uint64_t starts, uint64_t ws, unsigned edge) {
+    uint64_t below = edge == 64 ? ~(uint64_t)0 : ((uint64_t)1 << edge) - 1;
+    if (edge > 0 && ((ws >> (edge - 1)) & 1)) {
+        uint64_t before = ~ws & (((uint64_t)1 << (edge - 1)) - 1);
+        unsigned from = before ? 64 - (unsigned)__builtin_clzll(before) : 0;
+        below = ((uint64_t)1 << from) - 1;
+    }
+    return (starts & below) | 1;
+}
+
+/* The end of the contraction the apostrophe at s[at] begins ('s 'd 'm 't 'll 've 're, letters folded
+   or exact), 0 if none, or NO_END if a byte after it is not ASCII (a letter that folds to one). */
+TP_INLINE size_t contraction_end(const uint8_t *s, size_t at, int fold) {
+    uint8_t a = s[at + 1], b = s[at + 2];
+    if ((a | b) >= 0x80) return NO_END;
+    if (fold) {
+        a |= 0x20;
+        b |= 0x20;
+    }
+    if (a == 's' || a == 'd' || a == 'm' || a == 't') return at + 2;
+    if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) return at + 3;
+    return 0;
+}
+
+/* The apostrophes in `quotes` that begin a contraction become a piece of their own (`prefix`: cl100k's
+   and GPT-2's, at a piece's start) or the end of the letters' piece before them (o200k's); the piece
+   after starts where it ends. Returns the starts; *edge comes down to an apostrophe the masks cannot
+   decide. */
+TP_INLINE uint64_t contractions(const uint8_t *s, size_t p, uint64_t quotes, uint64_t starts, int fold, int prefix,
+                                unsigned *edge) {
+    uint64_t taken = 0;
+    while (quotes) {
+        unsigned k = (unsigned)__builtin_ctzll(quotes);
+        quotes &= quotes - 1;
+        if (!prefix && k > 0 && ((taken >> (k - 1)) & 1)) continue; /* (it follows a contraction, not letters) */
+        if (k + 3 > *edge) {
+            if (k < *edge) *edge = k;
+            break;
+        }
+        size_t end = contraction_end(s, p + k, fold);
+        if (end == NO_END) {
+            *edge = k;
+            break;
+        }
+        if (!end) continue;
+        unsigned stop = (unsigned)(end - p);
+        uint64_t below_stop = stop == 64 ? ~(uint64_t)0 : ((uint64_t)1 << stop) - 1;
+        uint64_t inside = below_stop & ~(((uint64_t)1 << (k + 1)) - 1);
+        if (!prefix) inside |= (uint64_t)1 << k;
+        starts &= ~inside;
+        taken |= inside | ((uint64_t)1 << k);
+        if (stop < 64) starts |= (uint64_t)1 << stop;
+    }
+    return starts;
+}
+
+/* cl100k's pattern (GPT4_PATTERN):
+   '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s */
+static uint64_t gpt4_window(const uint8_t *s, size_t p) {
+    Masks m;
+    classify(s + p, &m, 0);
+    uint64_t letter = m.letter, upper = 0;
+    unsigned edge = wide_letters(s, p, m.high, 0, &letter, &upper);
     uint64_t space_like = m.space | m.tab; /* whitespace that may lead a letter run */
     uint64_t ws = space_like | m.newline;
     uint64_t other = ~(letter | m.digit | ws | m.high);
@@ -498,43 +594,46 @@ static uint64_t gpt4_window(const uint8_t *s, size_t p) {
     /* [^\r\n\p{L}\p{N}]?+\p{L}++: a letter run starts a piece unless a space, a tab or an other that
        starts a piece leads it */
     uint64_t letter_start = letter & ~((letter | space_like | other_start) << 1);
-    /* \p{N}{1,3}: each digit run cut every three digits */
-    uint64_t digit_start = m.digit & ~(m.digit << 1), group = digit_start;
-    uint64_t three = m.digit & (m.digit << 1) & (m.digit << 2);
-    while ((group = (group << 3) & three)) digit_start |= group;
-    /* \s*[\r\n] | \s+(?!\S) | \s: a run of whitespace (its newlines after an other's run aside)
-       is a piece through its last newline, then all but its last character, then that one (which
-       a letter or an other may follow in its piece) */
-    uint64_t run = ws & ~taken;
-    uint64_t tail = run & ~smear_down(m.newline & run, run);
-    uint64_t ws_start = (run & ~(run << 1)) | (tail & ~(tail << 1)) | (tail & ~(tail >> 1) & (tail << 1));
-    uint64_t starts = letter_start | other_start | digit_start | ws_start | 1;
-    /* '(?i:[sdmt]|ll|ve|re): an apostrophe that starts a piece, then those letters, is a piece */
-    uint64_t quotes = m.apostrophe & other_start;
-    while (quotes) {
-        unsigned k = (unsigned)__builtin_ctzll(quotes);
-        quotes &= quotes - 1;
-        if (k + 3 > edge) {
-            if (k < edge) edge = k;
-            break;
-        }
-        uint8_t a = s[p + k + 1], b = s[p + k + 2];
-        if ((a | b) >= 0x80) { edge = k; break; } /* (a letter that folds to one of them) */
-        a |= 0x20;
-        b |= 0x20;
-        unsigned end = 0;
-        if (a == 's' || a == 'd' || a == 'm' || a == 't') end = k + 2;
-        else if ((a == 'l' && b == 'l') || (a == 'v' && b == 'e') || (a == 'r' && b == 'e')) end = k + 3;
-        if (end && end < 64) starts |= (uint64_t)1 << end;
-    }
-    /* decided: the starts before `edge` and before a run of whitespace that reaches it */
-    uint64_t decided = edge == 64 ? ~(uint64_t)0 : ((uint64_t)1 << edge) - 1;
-    if (edge > 0 && ((ws >> (edge - 1)) & 1)) {
-        uint64_t before = ~ws & (((uint64_t)1 << (edge - 1)) - 1);
-        unsigned from = before ? 64 - (unsigned)__builtin_clzll(before) : 0;
-        decided = ((uint64_t)1 << from) - 1;
-    }
-    return (starts & decided) | 1;
+    uint64_t starts = letter_start | other_start | digit_groups(m.digit) | whitespace_starts(ws & ~taken, m.newline);
+    starts = contractions(s, p, m.apostrophe & other_start, starts, 1, 1, &edge);
+    return decided(starts, ws, edge);
+}
+
+/* o200k's pattern (O200K_PATTERN): [^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(?i:'s|'t|'re|'ve|'m|'ll|'d)? |
+   the same with [UPPER]+[LOWER]* | \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) |
+   \s+ (UPPER: Lu Lt Lm Lo M, LOWER: Ll Lm Lo M) */
+static uint64_t o200k_window(const uint8_t *s, size_t p) {
+    Masks m;
+    classify(s + p, &m, 1);
+    uint64_t letter = m.letter, upper = m.upper;
+    unsigned edge = wide_letters(s, p, m.high, 1, &letter, &upper);
+    uint64_t space_like = m.space | m.tab;
+    uint64_t ws = space_like | m.newline;
+    uint64_t other = ~(letter | m.digit | ws | m.high);
+    /* ?[^\s\p{L}\p{N}]+[\r\n/]*: after a run of others, line ends and slashes are its own */
+    uint64_t tail = smear_up(m.newline & (other << 1), m.newline | m.slash);
+    uint64_t other_start = other & ~tail & ~(((other & ~tail) | m.space) << 1);
+    /* a letter run starts a piece unless a lead does, and is cut where an upper follows a lower */
+    uint64_t letter_start = (letter & ~((letter | space_like | other_start) << 1)) | (upper & ((letter & ~upper) << 1));
+    uint64_t starts = letter_start | other_start | digit_groups(m.digit) | whitespace_starts(ws & ~tail, m.newline);
+    starts = contractions(s, p, m.apostrophe & (letter << 1), starts, 1, 0, &edge);
+    return decided(starts, ws, edge);
+}
+
+/* GPT-2's pattern (GPT2_PATTERN): '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s */
+static uint64_t gpt2_window(const uint8_t *s, size_t p) {
+    Masks m;
+    classify(s + p, &m, 0);
+    uint64_t letter = m.letter, upper = 0;
+    unsigned edge = wide_letters(s, p, m.high, 0, &letter, &upper);
+    uint64_t ws = m.space | m.tab | m.newline;
+    uint64_t other = ~(letter | m.digit | ws | m.high);
+    /* each run starts a piece unless a space leads it; whitespace: all but its last character */
+    uint64_t led = m.space << 1;
+    uint64_t starts = (letter & ~((letter << 1) | led)) | (m.digit & ~((m.digit << 1) | led))
+                      | (other & ~((other << 1) | led)) | (ws & ~(ws << 1)) | (ws & ~(ws >> 1) & (ws << 1));
+    starts = contractions(s, p, m.apostrophe & ~((other << 1) | led), starts, 0, 1, &edge);
+    return decided(starts, ws, edge);
 }
 
 /* A window's piece starts (bit 0 only: the pattern has no window scanner, or the masks are off). */
@@ -542,6 +641,8 @@ TP_INLINE uint64_t window_starts(int mode, const uint8_t *s, size_t i) {
     if (!window_ok) return 1;
     switch (mode) {
     case MODE_GPT4: return gpt4_window(s, i);
+    case MODE_O200K: return o200k_window(s, i);
+    case MODE_GPT2: return gpt2_window(s, i);
     default: return 1;
     }
 }
@@ -990,7 +1091,7 @@ TP_INLINE Row *cache_row(const Cache *c, uint64_t h) {
     return &c->rows[(h >> 20) & c->row_mask];
 }
 
-TP_INLINE void look_ahead(const Encoder *e, const Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Ahead *a) {
+TP_INLINE void look_ahead(const Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Ahead *a) {
     a->len = n;
     if (TP_LIKELY(n <= SHORT)) { /* (pieces of one byte too: the branch would be mispredicted) */
         a->key = short_key(p, n, limit);
@@ -1419,7 +1520,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             }                                                                                    \
         }                                                                                        \
         for (size_t k = 0; k < found; k++) {                                                     \
-            look_ahead(e, c, s + ahead[k].start, ahead[k].len, limit, &ahead[k]);               \
+            look_ahead(c, s + ahead[k].start, ahead[k].len, limit, &ahead[k]);                  \
             bytes += ahead[k].len;                                                               \
         }                                                                                        \
         if (TP_UNLIKELY(o->len + bytes + WIDE_IDS > o->cap) && out_reserve(o, bytes + WIDE_IDS) < 0) return -1; \
@@ -1454,8 +1555,14 @@ static int encode_utf8(const Encoder *e, Cache *c, const uint8_t *s, size_t n, O
         if (window_ok) ENCODE_LOOP(gpt4_piece(s, i, n), gpt4_window(s, i))
         else ENCODE_LOOP(gpt4_piece(s, i, n), 0)
         break;
-    case MODE_GPT2: ENCODE_LOOP(gpt2_piece(s, i, n), 0) break;
-    case MODE_O200K: ENCODE_LOOP(o200k_piece(s, i, n), 0) break;
+    case MODE_GPT2:
+        if (window_ok) ENCODE_LOOP(gpt2_piece(s, i, n), gpt2_window(s, i))
+        else ENCODE_LOOP(gpt2_piece(s, i, n), 0)
+        break;
+    case MODE_O200K:
+        if (window_ok) ENCODE_LOOP(o200k_piece(s, i, n), o200k_window(s, i))
+        else ENCODE_LOOP(o200k_piece(s, i, n), 0)
+        break;
     case MODE_POLISH: ENCODE_LOOP(polish_piece(s, i, n, 0), 0) break;
     default: ENCODE_LOOP(polish_piece(s, i, n, 1), 0) break;
     }
@@ -2056,13 +2163,15 @@ PyMODINIT_FUNC PyInit__bpe(void) {
     for (int b = 0; b < 128; b++) ascii[b] = (uint8_t)b;
     for (int half = 0; half < 2; half++) {
         Masks m;
-        classify(ascii + 64 * half, &m);
+        classify(ascii + 64 * half, &m, 1);
         for (int k = 0; k < 64; k++) {
             uint8_t cls = ascii_class[64 * half + k], b = (uint8_t)(64 * half + k);
             int space_like = (int)((m.space | m.tab) >> k & 1), newline = (int)(m.newline >> k & 1);
             if ((int)(m.letter >> k & 1) != !!(cls & CL_L) || (int)(m.digit >> k & 1) != !!(cls & CL_N)
                 || (space_like | newline) != !!(cls & CL_S) || newline != (b == '\r' || b == '\n')
-                || (int)(m.space >> k & 1) != (b == ' ') || (int)(m.apostrophe >> k & 1) != (b == '\'') || (m.high >> k & 1))
+                || (int)(m.space >> k & 1) != (b == ' ') || (int)(m.apostrophe >> k & 1) != (b == '\'')
+                || (int)(m.slash >> k & 1) != (b == '/') || (int)(m.upper >> k & 1) != !!(cls & CL_UP)
+                || (int)((m.letter & ~m.upper) >> k & 1) != !!(cls & CL_LO) || (m.high >> k & 1))
                 window_ok = 0;
         }
     }
@@ -2076,7 +2185,8 @@ PyMODINIT_FUNC PyInit__bpe(void) {
         || PyModule_AddObject(m, "Cache", (PyObject *)&CacheType) < 0
         || PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0
         || PyModule_AddIntConstant(m, "MAX_ID", MAX_ID) < 0
-        || PyModule_AddIntConstant(m, "SHORT", SHORT) < 0) {
+        || PyModule_AddIntConstant(m, "SHORT", SHORT) < 0
+        || PyModule_AddIntConstant(m, "WINDOWS", window_ok) < 0) {
         Py_DECREF(m);
         return NULL;
     }
