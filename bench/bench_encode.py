@@ -1,39 +1,50 @@
-"""tokpack's compiled encoder against tiktoken and gigatoken, and ``prepare`` against another
-checkout's, interleaved, one thread and every thread, CPU seconds and wall.
+"""tokpack's compiled encoder against gigatoken and tiktoken, each through its fastest call: one
+thread, a fresh tokenizer per text, the first pass (cold) and the second (warm) apart, CPU seconds
+and wall, children interleaved, medians; and ``prepare`` of a 10 MB file against a minimal
+gigatoken script, whole process.
 
-    PYTHONPATH=src .venv/bin/python bench/bench_encode.py [--runs 3] [--megabytes 10]
-        [--compare-src /path/to/other/src] [--skip-prepare]
+    PYTHONPATH=src .venv/bin/python bench/bench_encode.py [--runs 5] [--vocabs cl100k o200k]
+        [--kinds english python ...] [--prepare-megabytes 10] [--skip-prepare]
 
-Texts (each file of ``data/`` one document, never cut): ``mixed``, the files of ``data/polish``
-and ``data/other`` (Polish prose, dialogue, numbers and code; English; Latin, Cyrillic, Greek,
-Hebrew, Arabic, CJK and Hangul scripts; emoji) in a fixed shuffled order up to ``--megabytes``;
-``english``, ``data/other/english``; ``code``, ``data/polish/code``.
+Texts: ``bench/encode_texts.py`` (about 2 MB each of English prose, Python, C, JSON, minified
+JavaScript, CSV, Polish and CJK, none of it this repository's; sources and licences there).
+Vocabularies: cl100k's and o200k's published rank files (inside the ``bpe-openai`` package), with
+their own patterns.
 
-Vocabularies: GPT-2's ranks (the tests' PyPI fetch) and cl100k's (inside the ``bpe-openai``
-package), each with its own pattern. Each measurement is a fresh child process that loads the
-vocabulary and warms the encoder up on a few documents (numba's compiled code is loaded from its
-cache; neither is timed), then encodes each text once and reports CPU seconds
-(``time.process_time``: every thread of the process) and wall seconds. Children run in turns
-(tokpack, tiktoken, gigatoken, tokpack, ...) so a shared machine's drift hits each alike. Every
-encoder's ids are hashed and must agree.
+The calls (each tool's documented batch calls; the fastest of each is what the ratios use):
 
-``prepare`` end to end (hash the file, load the vocabulary, cut, encode on every core, write and
-checksum the pack), on the ``mixed`` text written as one file, with GPT-2's ranks: tokpack from
-this checkout against ``--compare-src`` (the code before the compiled encoder).
+- tokpack: ``BpeTokenizer.encode_arrays(docs, num_threads=1)`` (``uint32`` arrays, views of one buffer).
+- gigatoken: ``Tokenizer.encode_batch(docs, parallel=False)`` (one flat ``uint32`` buffer with
+  offsets, an awkward array), and ``encode_batch(BytesSource([utf8], separator))``, the same call on
+  the documents' UTF-8 joined by a separator (made before the clock starts: the UTF-8 is given to it).
+- tiktoken: ``Encoding.encode_ordinary_batch(docs, num_threads=1)`` (lists of ints) and
+  ``encode_to_numpy(doc)`` per document (``uint32`` arrays; the encoding has no special tokens).
 
-The table prints MB of UTF-8 per CPU second and per wall second (medians), and each encoder's
-ratio to tiktoken.
+Each child process loads one tool and one vocabulary; for each text it builds a fresh tokenizer
+and encodes one short word (neither timed: code loaded, tables and caches made), then times the
+first pass over the text (cold), frees its output outside the clock, times a second pass (warm),
+and hashes each pass's ids outside the clock. CPU seconds are ``time.process_time`` (every thread
+of the process), wall seconds ``time.perf_counter``. Children run in turns (tokpack, gigatoken,
+gigatoken-bytes, tiktoken, ...) so a shared machine's drift hits each alike; each figure is the
+median over ``--runs``. Every tool's ids must equal tiktoken's on every text and pass (checked
+by the hashes; a difference is printed and fails the run).
+
+``prepare``: ``tokpack prepare FILE --vocab cl100k_base.tiktoken --document-bytes SIZE`` (the file one
+document, as the script encodes it) in a fresh process with fresh caches, against a script that loads gigatoken, encodes the same file (``Tokenizer.encode`` of its
+bytes) and saves the ids with ``numpy.save``; whole-process CPU seconds (``RUSAGE_CHILDREN``),
+medians, interleaved. The file is the eight texts repeated to ``--prepare-megabytes``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import hashlib
 import json
 import os
 import platform
-import queue
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,281 +55,248 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from corpus import mixed_documents  # noqa: E402
+sys.path.insert(0, str(REPO / "bench"))
+from encode_texts import KINDS, texts  # noqa: E402
 
-ENCODERS = ("tokpack", "tiktoken", "gigatoken")
-VOCABS = ("gpt2", "cl100k")
-SLICES = ("mixed", "english", "code")
-CL100K_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-
-
-def texts(megabytes: float) -> dict[str, list[str]]:
-    """The three slices, as lists of documents."""
-    data = REPO / "data"
-    mixed = mixed_documents(megabytes)
-    english = [p.read_text(encoding="utf-8") for p in sorted((data / "other" / "english").iterdir())]
-    code = [p.read_text(encoding="utf-8") for p in sorted((data / "polish" / "code").iterdir())]
-    return {"mixed": mixed, "english": english, "code": code}
+TOOLS = ("tokpack", "gigatoken", "gigatoken-bytes", "tiktoken-batch", "tiktoken-numpy")
+#: What each tool row is, for the table.
+CALLS = {
+    "tokpack": "encode_arrays(docs, num_threads=1)",
+    "gigatoken": "encode_batch(docs, parallel=False)",
+    "gigatoken-bytes": "encode_batch(BytesSource(utf8, separator), parallel=False)",
+    "tiktoken-batch": "encode_ordinary_batch(docs, num_threads=1)",
+    "tiktoken-numpy": "encode_to_numpy(doc) per document",
+}
+VOCABS = ("cl100k", "o200k")
+SEPARATOR = b"\x00\x01\x00"  # in no text
 
 
-def rank_file(vocab: str, folder: Path) -> Path:
-    if vocab == "gpt2":
-        from registry import gpt2_rank_file
-
-        return gpt2_rank_file()
-    path = folder / "cl100k_base.tiktoken"
+def rank_file(vocab: str) -> Path:
+    """The published rank file, unpacked from the ``bpe-openai`` package."""
+    path = Path(tempfile.gettempdir()) / "tokpack-bench-encode" / f"{vocab}_base.tiktoken"
     if not path.exists():
-        packed = resources.files("bpe_openai.data").joinpath("cl100k_base.tiktoken.gz").read_bytes()
-        path.write_bytes(gzip.decompress(packed))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        packed = resources.files("bpe_openai.data").joinpath(f"{vocab}_base.tiktoken.gz").read_bytes()
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(gzip.decompress(packed))
+        partial.replace(path)
     return path
 
 
-def child(encoder: str, vocab: str, threads: int, megabytes: float, ranks: Path) -> dict[str, Any]:
-    """Encode each slice once; CPU and wall seconds, MB and a digest of the ids for each."""
+def _digest(ids: list[Any]) -> str:
     import numpy as np
 
-    slices = texts(megabytes)
-    if encoder == "tokpack":
-        from tokpack import GPT2_PATTERN, load_vocabulary
+    digest = hashlib.sha256()
+    for one in ids:
+        digest.update(np.asarray(one, dtype=np.uint32).tobytes() + b"|")
+    return digest.hexdigest()[:16]
 
-        # cl100k's published rank file loads with its own pattern (tokpack's spelling of tiktoken's)
-        tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN) if vocab == "gpt2" else load_vocabulary(ranks)
-        assert tokenizer.engine == "compiled"
 
-        def encode(docs: list[str]) -> list[Any]:
-            return tokenizer.encode_arrays(docs, num_threads=threads)
-    elif encoder == "tiktoken":
-        import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
+def _maker(tool: str, vocab: str) -> Any:
+    """A function that makes a fresh tokenizer and returns its encode of a list of documents (and a
+    function that turns its output into per-document id sequences, outside the clock)."""
+    path = rank_file(vocab)
+    if tool == "tokpack":
+        from tokpack import load_vocabulary
 
-        from tokpack import GPT2_PATTERN
+        base = load_vocabulary(path)  # the published file: its own pattern
 
-        encoding = tiktoken.Encoding(name=vocab, pat_str=GPT2_PATTERN if vocab == "gpt2" else CL100K_PATTERN,
-                                     mergeable_ranks=load_tiktoken_bpe(str(ranks)), special_tokens={})
+        def make() -> Any:
+            from tokpack.vocab import BpeTokenizer
 
-        def encode(docs: list[str]) -> list[Any]:
-            return encoding.encode_ordinary_batch(docs, num_threads=threads)
-    else:
+            tokenizer = BpeTokenizer(ranks=base.ranks, pattern=base.pattern, special_tokens=base.special_tokens)
+            assert tokenizer.engine == "compiled", tokenizer.fallback_reason
+            return lambda docs: tokenizer.encode_arrays(docs, num_threads=1), list
+        return make
+    if tool.startswith("gigatoken"):
+        import awkward as ak
         import gigatoken
 
-        giga = gigatoken.Tokenizer.from_tiktoken(ranks, pretokenizer="gpt2" if vocab == "gpt2" else "cl100k",
-                                                 special_tokens={})
+        def unpack(out: Any) -> list[Any]:
+            flat = ak.to_numpy(ak.flatten(out))
+            ends = ak.to_numpy(ak.num(out)).cumsum()
+            return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
-        def encode(docs: list[str]) -> list[Any]:
-            return giga.encode_batch_list(docs, parallel=threads > 1)
-    encode(slices["mixed"][:20])  # warm up: compiled code loaded, tables built
-    results = {}
-    for name, docs in slices.items():
-        cpu, wall = time.process_time(), time.perf_counter()
-        ids = encode(docs)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        digest = hashlib.sha256()
-        for one in ids:
-            digest.update(np.asarray(one, dtype=np.uint32).tobytes() + b"|")
-        results[name] = {"cpu": cpu, "wall": wall, "mb": sum(len(d.encode()) for d in docs) / 1e6,
-                         "ids": digest.hexdigest()[:16], "tokens": sum(len(one) for one in ids)}
-    return results
-
-
-def prepare_child(corpus: Path, ranks: Path) -> dict[str, Any]:
-    from tokpack import prepare
-
-    cores = os.cpu_count() or 1
-    with tempfile.TemporaryDirectory() as cache:
-        cpu, wall = time.process_time(), time.perf_counter()
-        prepared = prepare(corpus, vocab=ranks, cache_dir=cache, workers=cores)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        tokens = (prepared.tokens_dir / "tokens.npy").read_bytes() if (prepared.tokens_dir / "tokens.npy").exists() else b""
-        return {"cpu": cpu, "wall": wall, "mb": corpus.stat().st_size / 1e6, "tokens": prepared.manifest.n_tokens,
-                "ids": hashlib.sha256(tokens).hexdigest()[:16]}
-
-
-def profile(megabytes: float) -> list[str]:
-    """Where tokpack's single-thread time goes on each slice (GPT-2 ranks, one fresh cache as in a
-    real run), measured phase by phase in this process: the text to code points, the
-    pre-tokenizer alone, the whole encoder, the same again with the cache it left (fewer misses),
-    and the whole encoder with a one-row cache (every piece a miss), whence the cost of a miss."""
-    import numpy as np
-
-    import tokpack.vocab.compiled as compiled
-    from tokpack import GPT2_PATTERN, load_vocabulary
-    from tokpack.vocab.pretokenizer import GPT2, split_all
-
-    encoder = compiled.CompiledBpe(load_vocabulary(rank_file("gpt2", Path(tempfile.gettempdir()))).ranks, GPT2_PATTERN)
-    encoder.encode(["warm up"])
-    lines = ["| text | MB | to code points | pre-tokenizer | whole encoder (CPU s) | pieces: hits / misses | "
-             "cut parts: hits / misses | µs per miss (all-miss run) | again, warm cache: CPU s, misses | "
-             "every piece a miss: CPU s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, docs in texts(megabytes).items():
-        mb = sum(len(d.encode()) for d in docs) / 1e6
-
-        def timed(action: Any) -> float:
-            start = time.process_time()
-            action()
-            return time.process_time() - start
-
-        convert = timed(lambda: compiled.code_points(docs))  # noqa: B023
-        cps, ends = compiled.code_points(docs)
-        out = np.empty(cps.size + 1, dtype=np.int64)
-        split_all(cps[:0], ends[:0], GPT2, *encoder.tables, out)  # compiled before the clock starts
-        split = timed(lambda: split_all(cps, ends, GPT2, *encoder.tables, out))  # noqa: B023
-        def run(cache: Any) -> None:
-            # the encoder's own path (runs of GROUP_CODE_POINTS code points, text to code points
-            # included), with this cache
-            encoder._pool = queue.SimpleQueue()
-            encoder._pool.put(cache)
-            encoder.encode(docs)  # noqa: B023
-
-        fresh = encoder.new_cache()  # as a real run starts: filled with the tokens
-        whole = timed(lambda: run(fresh))  # noqa: B023
-        before = fresh.stats.copy()
-        warm = timed(lambda: run(fresh))  # noqa: B023
-        warm_misses = int(fresh.stats[1] + fresh.stats[2] - before[1] - before[2])
-        fresh.stats[:] = before
-        blind = compiled.PieceCache.new(1, 1)
-        every = timed(lambda: run(blind))  # noqa: B023
-        hits, misses, uncached, part_hits, part_misses = (int(x) for x in fresh.stats)
-        per_miss = (every - split - convert) / max(1, int(blind.stats[1] + blind.stats[2]))
-        lines.append(f"| {name} | {mb:.1f} | {convert:.3f} | {split:.3f} | {whole:.3f} | {hits} / "
-                     f"{misses + uncached} | {part_hits} / {part_misses} | {per_miss * 1e6:.2f} | {warm:.3f}, {warm_misses} | {every:.3f} |")
-    return lines
-
-
-def by_file() -> list[str]:
-    """tokpack (one thread, a fresh cache per group) against tiktoken on each group of ``data/``'s
-    files, GPT-2 ranks, in this process, interleaved, best of 3: which text is slow, and why (the
-    piece cache's misses per MB)."""
-
+        def make() -> Any:
+            giga = gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=vocab, special_tokens={})
+            if tool == "gigatoken":
+                return lambda docs: giga.encode_batch(docs, parallel=False), unpack
+            return lambda source: giga.encode_batch(source, parallel=False), unpack
+        return make
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
 
-    from tokpack import GPT2_PATTERN, load_vocabulary
+    from tokpack.vocab.patterns import CL100K_PATTERN
+    from tokpack.vocab.published import O200K_PATTERN
 
-    ranks = rank_file("gpt2", Path(tempfile.gettempdir()))
-    tokenizer = load_vocabulary(ranks, pattern=GPT2_PATTERN)
-    encoder = tokenizer._compiled  # noqa: SLF001 - its cache counters
-    oracle = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(ranks)),
-                               special_tokens={})
-    data = REPO / "data"
-    groups = [p for p in sorted((data / "other" / "scripts").iterdir())] + [
-        data / "other" / "english", data / "other" / "emoji", *sorted(p for p in (data / "polish").iterdir() if p.is_dir())]
-    lines = ["| text | MB | tokpack MB per CPU-s | tiktoken MB per CPU-s | × tiktoken | tokpack's misses per MB (pieces / cut parts) |",
-             "|---|---|---|---|---|---|"]
-    tokenizer.encode_arrays(["warm up"], num_threads=1)
-    for group in groups:
-        docs = [p.read_text(encoding="utf-8") for p in sorted(group.rglob("*")) if p.is_file()] if group.is_dir() \
-            else [group.read_text(encoding="utf-8")]
-        mb = sum(len(d.encode()) for d in docs) / 1e6
-        best = {"tokpack": float("inf"), "tiktoken": float("inf")}
-        for _ in range(3):
-            encoder._pool, encoder._caches = queue.SimpleQueue(), []  # noqa: SLF001 - a fresh cache
-            start = time.process_time()
-            tokenizer.encode_arrays(docs, num_threads=1)
-            best["tokpack"] = min(best["tokpack"], time.process_time() - start)
-            start = time.process_time()
-            oracle.encode_ordinary_batch(docs, num_threads=1)
-            best["tiktoken"] = min(best["tiktoken"], time.process_time() - start)
-        report = encoder.cache_report()
-        lines.append(f"| {group.relative_to(data)} | {mb:.2f} | {mb / best['tokpack']:.1f} | {mb / best['tiktoken']:.1f} | "
-                     f"{best['tiktoken'] / best['tokpack']:.2f} | {(report.misses + report.uncached) / mb:,.0f} / "
-                     f"{report.part_misses / mb:,.0f} |")
-    return lines
+    ranks = load_tiktoken_bpe(str(path))
+    pattern = CL100K_PATTERN if vocab == "cl100k" else O200K_PATTERN
+
+    def make() -> Any:
+        encoding = tiktoken.Encoding(name=vocab, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        if tool == "tiktoken-batch":
+            return lambda docs: encoding.encode_ordinary_batch(docs, num_threads=1), list
+        return lambda docs: [encoding.encode_to_numpy(doc) for doc in docs], list
+    return make
 
 
-def run_child(arguments: list[str], src: str) -> dict[str, Any]:
-    environment = dict(os.environ, PYTHONPATH=src)
+def child(tool: str, vocab: str, kinds: list[str]) -> dict[str, Any]:
+    """Each text: a fresh tokenizer, a cold pass and a warm pass, timed apart."""
+    make = _maker(tool, vocab)
+    results = {}
+    for kind, docs in texts(kinds).items():
+        encode, unpack = make()
+        given: Any = docs
+        if tool == "gigatoken-bytes":
+            import gigatoken
+
+            given = gigatoken.BytesSource([SEPARATOR.join(doc.encode("utf-8") for doc in docs)],
+                                          separator=SEPARATOR)
+            encode(gigatoken.BytesSource([b"warm"]))
+        else:
+            encode(["warm"])
+        passes = []
+        for _ in range(2):
+            gc.collect()
+            cpu, wall = time.process_time(), time.perf_counter()
+            out = encode(given)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            ids = unpack(out)
+            passes.append({"cpu": cpu, "wall": wall, "ids": _digest(ids), "tokens": sum(len(one) for one in ids)})
+            del out, ids  # freed outside the clock
+        results[kind] = {"mb": sum(len(d.encode("utf-8")) for d in docs) / 1e6, "cold": passes[0], "warm": passes[1]}
+    return results
+
+
+def run_child(arguments: list[str]) -> Any:
+    environment = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     done = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True, env=environment,
                           check=False)
     if done.returncode != 0:
         raise SystemExit(f"child {arguments} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+GIGA_SCRIPT = """import sys, numpy as np, gigatoken
+tok = gigatoken.Tokenizer.from_tiktoken(sys.argv[1], pretokenizer="cl100k", special_tokens={})
+np.save(sys.argv[3], tok.encode(open(sys.argv[2], "rb").read()))
+"""
+
+
+def whole_process(command: list[str], cwd: Path) -> float:
+    """CPU seconds (user + system) of a command's whole process tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, cwd=cwd, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=str(REPO / "src"), TOKPACK_CACHE=str(cwd / "cache")))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def prepare_rows(runs: int, megabytes: float) -> list[str]:
+    """``tokpack prepare FILE --vocab`` against a minimal gigatoken script, whole process."""
+    import numpy as np
+
+    scratch = Path(tempfile.mkdtemp(prefix="tokpack-bench-prepare-"))
+    corpus = scratch / "corpus.txt"
+    joined = "\n".join(doc for docs in texts().values() for doc in docs).encode("utf-8")
+    corpus.write_bytes((joined * int(megabytes * 1e6 // len(joined) + 1))[:int(megabytes * 1e6)].decode(
+        "utf-8", errors="ignore").encode("utf-8"))
+    script = scratch / "giga.py"
+    script.write_text(GIGA_SCRIPT)
+    ranks = rank_file("cl100k")
+    tokpack = str(Path(sys.executable).with_name("tokpack"))
+    times: dict[str, list[float]] = {"tokpack prepare": [], "gigatoken script": []}
+    for run in range(runs):
+        work = scratch / f"run{run}"
+        work.mkdir()
+        times["tokpack prepare"].append(whole_process(
+            [tokpack, "prepare", str(corpus), "--vocab", str(ranks), "--cache-dir", str(work / "packs"), "--workers",
+             "1", "--document-bytes", str(corpus.stat().st_size + 1)], work))
+        times["gigatoken script"].append(whole_process([sys.executable, str(script), str(ranks), str(corpus),
+                                                        str(work / "ids.npy")], work))
+    packs = list((scratch / "run0" / "packs").rglob("tokens.npy"))
+    same = bool(packs) and np.array_equal(np.load(packs[0]).astype(np.uint32), np.load(scratch / "run0" / "ids.npy"))
+    mb = corpus.stat().st_size / 1e6
+    lines = ["", f"prepare of one {mb:.1f} MB file (the eight texts repeated), cl100k, one worker, whole process "
+             f"(ids equal: {same}):", "", "| command | CPU s (median) | runs |", "|---|---|---|"]
+    for name, values in times.items():
+        lines.append(f"| {name} | {statistics.median(values):.3f} | {', '.join(f'{v:.3f}' for v in values)} |")
+    ratio = statistics.median(times["gigatoken script"]) / statistics.median(times["tokpack prepare"])
+    lines.append(f"\ngigatoken script / tokpack prepare (CPU): {ratio:.2f}x")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--megabytes", type=float, default=10.0)
-    parser.add_argument("--compare-src", help="another checkout's src, for prepare's baseline")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--vocabs", nargs="+", choices=VOCABS, default=list(VOCABS))
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    parser.add_argument("--prepare-megabytes", type=float, default=10.0)
     parser.add_argument("--skip-prepare", action="store_true")
-    parser.add_argument("--only-vocab", choices=VOCABS)
-    parser.add_argument("--profile", action="store_true", help="only print where tokpack's time goes")
-    parser.add_argument("--by-file", action="store_true", help="only compare tokpack and tiktoken on each group of data/'s files")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-encode"
-    scratch.mkdir(exist_ok=True)
     if args.child:
-        kind, *rest = args.child.split(":")
-        if kind == "prepare":
-            print(json.dumps(prepare_child(Path(rest[0]), Path(rest[1]))))
-        else:
-            encoder, vocab, threads = rest
-            print(json.dumps(child(encoder, vocab, int(threads), args.megabytes, rank_file(vocab, scratch))))
+        tool, vocab = args.child.split(":")
+        print(json.dumps(child(tool, vocab, args.kinds)))
         return
-    if args.profile:
-        print("\n".join(profile(args.megabytes)))
-        return
-    if args.by_file:
-        print("\n".join(by_file()))
-        return
-    cores = os.cpu_count() or 1
-    ours = str(REPO / "src")
-    vocabs = [args.only_vocab] if args.only_vocab else list(VOCABS)
-    results: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    texts(args.kinds)  # assembled (and cached) before any child
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for run in range(args.runs):
-        for vocab in vocabs:
-            for threads in (1, cores):
-                for encoder in ENCODERS:
-                    key = (encoder, vocab, threads)
-                    results.setdefault(key, []).append(run_child(
-                        ["--child", f"encode:{encoder}:{vocab}:{threads}", "--megabytes", str(args.megabytes)], ours))
+        for vocab in args.vocabs:
+            for tool in args.tools:
+                results.setdefault((tool, vocab), []).append(
+                    run_child(["--child", f"{tool}:{vocab}", "--kinds", *args.kinds]))
         print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
-    lines = [f"machine: {platform.processor() or platform.machine()}, {cores} cores, Python "
-             f"{platform.python_version()}; load average at the end {os.getloadavg()[0]:.1f}",
-             f"command: PYTHONPATH=src python bench/bench_encode.py --runs {args.runs} --megabytes {args.megabytes}", "",
-             "| vocabulary | text (MB) | threads | encoder | MB per CPU-s | MB per wall-s | × tiktoken (CPU) | × gigatoken (CPU) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for vocab in vocabs:
-        for name in SLICES:
-            for threads in (1, cores):
-                rates: dict[str, tuple[float, float]] = {}
-                digests = set()
-                for encoder in ENCODERS:
-                    rows = [r[name] for r in results[(encoder, vocab, threads)]]
-                    mb = rows[0]["mb"]
-                    rates[encoder] = (mb / statistics.median(r["cpu"] for r in rows),
-                                      mb / statistics.median(r["wall"] for r in rows))
-                    digests.add(rows[0]["ids"])
-                if len(digests) != 1:
-                    print(f"IDS DIFFER: {vocab} {name} {threads} threads", file=sys.stderr)
-                for encoder in ENCODERS:
-                    cpu, wall = rates[encoder]
-                    lines.append(f"| {vocab} | {name} ({mb:.1f}) | {threads} | {encoder} | {cpu:.1f} | {wall:.1f} | "
-                                 f"{cpu / rates['tiktoken'][0]:.2f} | {cpu / rates['gigatoken'][0]:.2f} |")
-    if not args.skip_prepare and args.compare_src:
-        corpus = scratch / f"mixed-{args.megabytes}.txt"
-        corpus.write_text("\n".join(texts(args.megabytes)["mixed"]), encoding="utf-8")
-        ranks = rank_file("gpt2", scratch)
-        timings: dict[str, list[dict[str, Any]]] = {"this checkout": [], "baseline": []}
-        for _ in range(args.runs):
-            for label, src in (("this checkout", ours), ("baseline", args.compare_src)):
-                timings[label].append(run_child(["--child", f"prepare:{corpus}:{ranks}"], src))
-        if len({t[0]["ids"] for t in timings.values()}) != 1:
-            print("PACKS DIFFER", file=sys.stderr)
-        lines += ["", f"prepare end to end, {corpus.stat().st_size / 1e6:.1f} MB mixed, GPT-2 ranks, {cores} workers:",
-                  "", "| prepare | CPU s | wall s | MB per wall-s |", "|---|---|---|---|"]
-        walls = {}
-        for label, rows in timings.items():
-            cpu = statistics.median(r["cpu"] for r in rows)
-            walls[label] = statistics.median(r["wall"] for r in rows)
-            lines.append(f"| {label} | {cpu:.2f} | {walls[label]:.2f} | {rows[0]['mb'] / walls[label]:.1f} |")
-        lines.append(f"\nprepare speed-up (wall): {walls['baseline'] / walls['this checkout']:.2f}×")
+    import tiktoken
+
+    giga_version = "?"
+    try:
+        from importlib.metadata import version
+
+        giga_version = version("gigatoken")
+    except Exception:  # noqa: BLE001 - only the table's heading
+        pass
+    lines = [f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, tiktoken "
+             f"{tiktoken.__version__}, gigatoken {giga_version}; load average at the end {os.getloadavg()[0]:.1f}",
+             f"command: PYTHONPATH=src python bench/bench_encode.py --runs {args.runs}", "",
+             "MB of UTF-8 per CPU second (median of the runs); cold: the first pass of a fresh tokenizer, warm: the "
+             "second. Ratios: tokpack / gigatoken's faster call, CPU.", "",
+             "| vocabulary | text (MB) | " + " | ".join(f"{tool} cold / warm" for tool in args.tools)
+             + " | × gigatoken cold / warm | wall × gigatoken cold |",
+             "|---|---|" + "---|" * len(args.tools) + "---|---|"]
+    failed = False
+    for vocab in args.vocabs:
+        for kind in args.kinds:
+            rate: dict[str, dict[str, float]] = {}
+            wall: dict[str, float] = {}
+            digests: dict[str, set[str]] = {}
+            for tool in args.tools:
+                rows = [r[kind] for r in results[(tool, vocab)]]
+                mb = rows[0]["mb"]
+                rate[tool] = {p: mb / statistics.median(r[p]["cpu"] for r in rows) for p in ("cold", "warm")}
+                wall[tool] = mb / statistics.median(r["cold"]["wall"] for r in rows)
+                digests[tool] = {r[p]["ids"] for r in rows for p in ("cold", "warm")}
+            oracle = digests.get("tiktoken-batch") or digests.get("tiktoken-numpy") or set()
+            for tool, found in digests.items():
+                if found != oracle:
+                    print(f"IDS DIFFER from tiktoken's: {tool} {vocab} {kind}", file=sys.stderr)
+                    failed = True
+            cells = [f"{rate[t]['cold']:.1f} / {rate[t]['warm']:.1f}" for t in args.tools]
+            gigas = [t for t in ("gigatoken", "gigatoken-bytes") if t in rate]
+            if "tokpack" in rate and gigas:
+                best_cold = max(rate[t]["cold"] for t in gigas)
+                best_warm = max(rate[t]["warm"] for t in gigas)
+                ratio = f"{rate['tokpack']['cold'] / best_cold:.2f} / {rate['tokpack']['warm'] / best_warm:.2f}"
+                wall_ratio = f"{wall['tokpack'] / max(wall[t] for t in gigas):.2f}"
+            else:
+                ratio = wall_ratio = "-"
+            lines.append(f"| {vocab} | {kind} ({mb:.1f}) | " + " | ".join(cells) + f" | {ratio} | {wall_ratio} |")
+    if not args.skip_prepare:
+        lines += prepare_rows(args.runs, args.prepare_megabytes)
     print("\n".join(lines))
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

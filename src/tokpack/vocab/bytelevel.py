@@ -158,33 +158,31 @@ class BpeTokenizer:
 
     @cached_property
     def _compiled(self) -> CompiledBpe | None:
-        # Imported here: numba loads only when a compiled encoder is built.
         from tokpack.vocab.compiled import CompiledBpe
 
         return CompiledBpe(self.ranks, self.pattern) if self._compilable else None
 
     @cached_property
     def _compilable(self) -> bool:
-        from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID
-
-        return self.pattern in COMPILED_PATTERNS and max(self.ranks.values(), default=0) < MAX_ID
+        return self.fallback_reason is None
 
     @property
     def engine(self) -> Literal["compiled", "tiktoken"]:
         """Which encoder gives the ids: tokpack's compiled one, or tiktoken for a pattern that has
-        no compiled pre-tokenizer or ids past the compiled encoder's limit (same ids either way)."""
+        no compiled pre-tokenizer, ids past the compiled encoder's limit, or an installation whose
+        C extension was not built (same ids either way; :attr:`fallback_reason` says which)."""
         return "compiled" if self._compilable else "tiktoken"
 
-    @property
+    @cached_property
     def fallback_reason(self) -> str | None:
         """Why tiktoken encodes this vocabulary, or ``None`` if the compiled encoder does."""
-        from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID
+        from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID, MISSING
 
-        if self._compilable:
-            return None
         if self.pattern not in COMPILED_PATTERNS:
             return "the pattern has no compiled pre-tokenizer"
-        return f"ids of {MAX_ID:,} and more have no compiled encoder"
+        if max(self.ranks.values(), default=0) >= MAX_ID:
+            return f"ids of {MAX_ID:,} and more have no compiled encoder"
+        return MISSING
 
     def encoder_report(self) -> dict[str, object]:
         """Which engine encodes, and (compiled) what its bounded piece caches hold and did."""
@@ -461,7 +459,7 @@ def _canonical_header(pattern: str, special_tokens: Mapping[str, int]) -> bytes:
 
 def _encode_compiled(encoder: CompiledBpe, texts: list[str], threads: int) -> list[np.ndarray]:
     """``encoder.encode(texts)`` on up to ``threads`` threads, each given a run of texts of about
-    the same number of characters (one numba call each, which releases the GIL)."""
+    the same number of characters (one call of the extension each, which releases the GIL)."""
     if threads == 1 or len(texts) < 2:
         return encoder.encode(texts)
     sizes = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))

@@ -1,27 +1,22 @@
-"""The compiled encoder's new piece caches start filled with the vocabulary's tokens, and a batch
-is encoded a run of texts at a time: attacks on both, against tiktoken (the oracle) and against a
-plain-Python ``byte_pair_merge``. A cache row must hold what tiktoken gives that piece whole *and*
-what merging its bytes gives (a cut-off part of a piece reads the same rows): so only tokens whose
-bytes are strict UTF-8 (no overlong form, no surrogate, nothing past U+10FFFF, no character begun
-or ended outside the token) of 1 to ``CACHE_ROW - 2`` code points, that merging their own bytes
-gives. Hostile vocabularies hold every kind of other token, ids past the small cache's 20 bits and
-near :data:`MAX_ID`, gaps in the ids, and tokens in no id order; caches of one to a few rows; runs
-of one to seven code points; texts of tokens run together and cut by Han characters."""
+"""The compiled encoder's piece caches, attacked against tiktoken (the oracle): a cache entry must
+hold what tiktoken gives that piece whole *and* what merging its bytes gives (a cut-off part of a
+piece reads the same entries). Hostile vocabularies hold tokens that are no text's UTF-8
+(overlong forms, surrogates, past U+10FFFF, characters begun or ended outside them), tokens that
+merging their own bytes does not give, ids near :data:`MAX_ID`, gaps in the ids, and tokens in no
+id order; caches of one set and row to a few; texts of tokens run together and cut by Han
+characters; threads, each with its own cache."""
 
 from __future__ import annotations
 
 import random
 
-import numpy as np
-import pytest
 import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tokpack.vocab.compiled as compiled
 from tokpack import GPT2_PATTERN
 from tokpack.vocab import BpeTokenizer
-from tokpack.vocab.compiled import CACHE_ROW, COMPILED_PATTERNS, MAX_ID, CompiledBpe, PieceCache
+from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID, CompiledBpe
 
 PATTERNS = sorted(COMPILED_PATTERNS)
 #: Characters of 1 to 4 UTF-8 bytes, the extremes of the planes, classes the patterns split on.
@@ -134,25 +129,6 @@ def _oracle(ranks: dict[bytes, int], pattern: str) -> tiktoken.Encoding:
     return tiktoken.Encoding(name="oracle", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
 
 
-def _warmable(ranks: dict[bytes, int]) -> list[tuple[int, str]]:
-    """The tokens a new cache may start with, in id order: strict UTF-8 of 1 to
-    ``CACHE_ROW - 2`` code points, that merging their own bytes gives."""
-    held = []
-    for token, rank in ranks.items():
-        try:
-            text = token.decode("utf-8")  # strict: no overlong form, no surrogate, nothing past U+10FFFF
-        except UnicodeDecodeError:
-            continue
-        if 1 <= len(text) <= CACHE_ROW - 2 and _merge(ranks, token) == [rank]:
-            held.append((rank, text))
-    return sorted(held)
-
-
-def _held(encoder: CompiledBpe) -> list[tuple[int, str]]:
-    cps, ends, ids = encoder.warm_tokens
-    return [(int(rank), "".join(map(chr, cps[begin:end]))) for rank, begin, end in zip(ids, [0, *ends[:-1]], ends)]
-
-
 def _run(letter: bytes, count: int, first: int) -> dict[bytes, int]:
     """Tokens (ids from ``first``) that merge ``count`` copies of ``letter`` into one: powers of two
     first (the merge pairs them off from the left), then the rest from the longest down."""
@@ -171,83 +147,87 @@ HANDMADE = ({bytes([b]): b for b in range(256)}
                b"\xf4\x90\x80\x80": 263, b"ab": 264, b"abc": (1 << 20) + 3, b"cd": 265, b"bc": 266,
                b"abcd": 267,  # unreachable: merging gives ab|cd
                "中".encode()[1:]: 268, b"c" * 30: 269}
-            | _run(b"a", 30, 300) | _run(b"b", 31, 400)  # "a" * 30 is reachable and fits a row, "b" * 31 does not
-            | {b"": 1000})  # last: its code points begin where all the others' end
+            | _run(b"a", 30, 300) | _run(b"b", 70, 400)  # "a" * 30 is reachable and fits a row, "b" * 70 does not
+            | {b"": 1000})  # last: an empty token is no piece's
 
 
-def test_a_new_cache_starts_with_exactly_the_strict_reachable_tokens_that_fit_a_row() -> None:
-    # The empty token (last here) is no piece's: a new cache must not hold it (its start is the
-    # end of the other tokens' code points, which the cache's filling read past).
-    for vocabulary in [HANDMADE, *(_vocabulary(random.Random(seed)) for seed in range(40))]:
-        assert _held(CompiledBpe(vocabulary, GPT2_PATTERN)) == _warmable(vocabulary)
-
-
-def test_every_row_of_a_new_cache_is_what_tiktoken_gives_the_piece_whole_and_merged() -> None:
-    for seed, (slots, small_slots) in enumerate([(1, 1), (2, 2), (4, 1), (64, 2), (None, None)] * 8):
-        vocabulary = HANDMADE if seed == 0 else _vocabulary(random.Random(seed))
-        cache = CompiledBpe(vocabulary, GPT2_PATTERN).new_cache(slots, small_slots)
-        for row in cache.rows[np.flatnonzero(cache.rows[:, 0])]:
-            length, count = int(row[0] & 0xFF), int(row[0] >> 8)
-            data = "".join(map(chr, row[1:1 + length])).encode()  # no surrogate
-            ids = row[1 + length:1 + length + count].tolist()
-            assert ids == [vocabulary[data]] == _merge(vocabulary, data), (seed, data)
-        for key, word in cache.small[np.flatnonzero(cache.small[:, 0])].tolist():
-            data = bytes((key >> (7 * k)) & 0x7F for k in range(key >> 56))
-            assert [(word >> (20 * k)) & 0xFFFFF for k in range(word >> 62)] == [vocabulary[data]], (seed, data)
-
-
-def test_where_tokens_share_a_row_the_lowest_id_stays() -> None:
-    # the vocabulary's dict is in no id order: a cache of one row (and one small line) keeps the
-    # token of the lowest id, as the filling promises
-    vocabulary = {bytes([b]): b for b in range(256)} | {b"xy": 300, "żó".encode(): 280, b"ab": 256, b"cd": 290}
-    cache = CompiledBpe(vocabulary, GPT2_PATTERN).new_cache(slots=1, small_slots=1)
-    assert cache.rows[0, :4].tolist() == [2 | 1 << 8, ord("a"), ord("b"), 256]
-    assert cache.small[0, 1] == 1 << 62 | 256
+def test_every_entry_is_what_tiktoken_gives_the_piece_whole_and_merged() -> None:
+    # after encoding texts of the vocabulary's tokens (whole pieces and cut parts), through caches
+    # of every size, the same texts again give the same ids (read from the entries)
+    for seed, bits in enumerate([0, 1, 2, 6, 16] * 8):
+        rng = random.Random(seed)
+        vocabulary = HANDMADE if seed == 0 else _vocabulary(rng)
+        texts = _texts(rng, vocabulary)
+        oracle = _oracle(vocabulary, GPT2_PATTERN)
+        ours = CompiledBpe(vocabulary, GPT2_PATTERN)
+        cache = ours.new_cache(set_bits=bits, row_bits=bits)
+        for _ in range(3):
+            ours._pool.put(cache)
+            assert [ids.tolist() for ids in ours.encode(texts)] == [oracle.encode_ordinary(t) for t in texts], seed
+            ours._pool.get()
 
 
 def test_overlong_and_out_of_range_tokens_never_stand_for_text() -> None:
     # b"\xe0\x80\x80\xe0\x80\x80" decodes loosely to "\x00\x00": that text is two zero bytes' ids
     ours, oracle = CompiledBpe(HANDMADE, GPT2_PATTERN), _oracle(HANDMADE, GPT2_PATTERN)
     texts = ["\x00\x00", "a\x00\x00中\x00\x00", "\U0010ffff\U0010ffff", "\ud800\udc00", "abcd中abcd", "abc ab",
-             "a" * 30, "a" * 31, "b" * 31, "c" * 30, "中" * 3]
+             "a" * 30, "a" * 31, "b" * 70, "c" * 30, "中" * 3, "b" * 70 + "中" + "b" * 70]
     expected = [oracle.encode_ordinary(text) for text in texts]
     assert expected[0] == [0, 0]
-    for _ in range(2):  # from the new cache, then from what the first pass wrote
+    for _ in range(2):  # from a new cache, then from what the first pass wrote
         assert [ids.tolist() for ids in ours.encode(texts)] == expected
 
 
-def test_ids_past_20_bits_are_never_packed_into_the_small_cache() -> None:
-    vocabulary = {bytes([b]): b for b in range(256)} | {b"ab": (1 << 20) + 3, b"abc": MAX_ID - 1, b"xy": (1 << 20) - 1,
-                                                       b"xyz": 1 << 20}
+def test_ids_of_24_bits_and_counts_share_a_cache_word() -> None:
+    # an entry packs its count above its first id: ids just under MAX_ID come back whole
+    vocabulary = {bytes([b]): b for b in range(256)} | {b"ab": MAX_ID - 3, b"abc": MAX_ID - 1, b"xy": (1 << 20) - 1,
+                                                       b"xyz": 1 << 20, b"qq": MAX_ID - 2}
     ours, oracle = CompiledBpe(vocabulary, GPT2_PATTERN), _oracle(vocabulary, GPT2_PATTERN)
-    texts = ["ab abc xy xyz ab", "xyz abc", "ab"]
+    texts = ["ab abc xy xyz ab abqq qqab", "xyz abc", "ab", "abqqab"]
     for _ in range(2):
         assert [ids.tolist() for ids in ours.encode(texts)] == [oracle.encode_ordinary(text) for text in texts]
 
 
+def test_pieces_of_five_to_twelve_ids_take_their_whole_set() -> None:
+    # with single bytes only, " " + "a" * k is k + 1 ids: up to 4 in an entry, 5 to 12 in both
+    # entries of a set, more in a row; in a cache of one set they evict each other both ways
+    vocabulary = {bytes([b]): b for b in range(256)}
+    oracle = _oracle(vocabulary, GPT2_PATTERN)
+    words = [" " + "a" * k for k in range(1, 15)]
+    texts = ["".join(words), "".join(words[::-1]), "".join(w + words[0] for w in words)]
+    expected = [oracle.encode_ordinary(text) for text in texts]
+    ours = CompiledBpe(vocabulary, GPT2_PATTERN)
+    for bits in (0, 17):
+        cache = ours.new_cache(set_bits=bits, row_bits=bits)
+        ours._pool.put(cache)
+        for _ in range(2):
+            assert [ids.tolist() for ids in ours.encode(texts)] == expected
+        ours._pool.get()
+    stats = cache.stats()  # type: ignore[attr-defined]
+    # in the large cache each word was merged once and found where it was kept ever after
+    pieces = 4 * len(words)  # a pass: each word in the first two texts, each and " a" in the third
+    assert stats["misses"] == len(words) and stats["hits"] == 2 * pieces - len(words)
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), pattern=st.sampled_from(PATTERNS),
-       sizes=st.sampled_from([(1, 1), (2, 2), (4, 1), (64, 2), (None, None)]), group=st.sampled_from([1, 2, 7, 1 << 20]),
-       as_tuple=st.booleans())
-def test_hostile_vocabularies_equal_tiktoken_from_new_caches_run_by_run(
-        seed: int, pattern: str, sizes: tuple[int | None, int | None], group: int, as_tuple: bool) -> None:
+       bits=st.sampled_from([(0, 0), (1, 1), (2, 0), (6, 1), (16, 14)]), as_tuple=st.booleans())
+def test_hostile_vocabularies_equal_tiktoken_from_new_caches(
+        seed: int, pattern: str, bits: tuple[int, int], as_tuple: bool) -> None:
     rng = random.Random(seed)
     vocabulary = _vocabulary(rng)
     texts = _texts(rng, vocabulary)
     oracle = _oracle(vocabulary, pattern)
     expected = [oracle.encode_ordinary(text) for text in texts]
     ours = CompiledBpe(vocabulary, pattern)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiled, "GROUP_CODE_POINTS", group)  # a run ends anywhere: between any two texts
-        for _ in range(2):  # a new (tiny) cache, then the same one again after the first pass
-            ours._pool.put(ours.new_cache(*sizes))
-            batch = tuple(texts) if as_tuple else texts
-            assert [ids.tolist() for ids in ours.encode(batch)] == expected
-        assert [ids.tolist() for ids in ours.encode(texts[::-1])] == expected[::-1]
+    for _ in range(2):  # a new (tiny) cache each time, the earlier one kept in the pool too
+        ours._pool.put(ours.new_cache(*bits))
+        batch = tuple(texts) if as_tuple else texts
+        assert [ids.tolist() for ids in ours.encode(batch)] == expected
+    assert [ids.tolist() for ids in ours.encode(texts[::-1])] == expected[::-1]
 
 
-def test_threads_each_fill_their_cache_and_give_tiktokens_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compiled, "GROUP_CODE_POINTS", 7)
+def test_threads_each_fill_their_cache_and_give_tiktokens_ids() -> None:
     for seed in range(6):
         rng = random.Random(seed)
         vocabulary = HANDMADE if seed == 0 else _vocabulary(rng)
@@ -257,15 +237,3 @@ def test_threads_each_fill_their_cache_and_give_tiktokens_ids(monkeypatch: pytes
         tokenizer = BpeTokenizer(ranks=vocabulary, pattern=pattern, special_tokens={})
         got = tokenizer.encode_arrays(tuple(texts), num_threads=2)
         assert [ids.tolist() for ids in got] == [oracle.encode_ordinary(text) for text in texts]
-
-
-def test_a_cache_made_empty_and_one_made_full_give_the_same_ids() -> None:
-    rng = random.Random(7)
-    vocabulary = HANDMADE
-    texts = _texts(rng, vocabulary) + [text for _, text in _warmable(vocabulary)]
-    ours = CompiledBpe(vocabulary, GPT2_PATTERN)
-    ours._pool.put(PieceCache.new(slots=4, small_slots=2))
-    cold = [ids.tolist() for ids in ours.encode(texts)]
-    warm = CompiledBpe(vocabulary, GPT2_PATTERN)
-    assert [ids.tolist() for ids in warm.encode(texts)] == cold
-    assert cold == [_oracle(vocabulary, GPT2_PATTERN).encode_ordinary(text) for text in texts]

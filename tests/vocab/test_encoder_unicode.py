@@ -1,0 +1,86 @@
+"""The compiled encoder on any Unicode, against tiktoken (the oracle): every compiled pattern with
+a real vocabulary (cl100k's ranks: tiktoken takes any pattern with them), random text over every
+plane and text built from what the patterns treat specially (whitespace of every kind, contractions
+in both cases, marks, digits of several scripts, astral letters, lone and paired surrogates), the
+extension's pieces against the trainer's scanner with tiktoken's classes, and single pieces of
+hundreds of kilobytes of each kind (letters of several scripts, digits, spaces, punctuation, Han)."""
+
+from __future__ import annotations
+
+import gzip
+from importlib import resources
+
+import numpy as np
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiktoken.load import load_tiktoken_bpe
+
+from tokpack.vocab.compiled import COMPILED_PATTERNS, CompiledBpe
+from tokpack.vocab.pretokenizer import code_points, split_all, tiktoken_tables
+
+PATTERNS = sorted(COMPILED_PATTERNS)
+
+_SPECIAL = [" ", "  ", "\t", "\n", "\r", "\r\n", " \n", "\x0b", "\x0c", "\x85", "\xa0", "\u1680", "\u2000", "\u2028",
+            "\u3000", "\x1c", *"'’sSſdDmMtTlLvVeErRkK\u212a", "'s", "'S", "'ſ", "'ll", "'LL", "'Ve", "'re", "'d",
+            *"0123٣۴३৯๓１𝟘²½Ⅻ", *",.:;!?-_/\\\"()<>[]#", *"\u0301\u0308\u0903\u20dd\u200d", *"aeząłżAEZĄŁŻǅᾈʰʼ々",
+            *"中ｶ한あΩωЖж", "😀", "👍🏽", "🇵🇱", "\U0001d400", "\U00018d80", "\U000e0001", "\U0010fffd", "\U00020000",
+            "\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00", "\ud83d\ude00", "\x00", "\x7f", "\x80", "\xff"]
+TEXTS = st.lists(st.one_of(st.sampled_from(_SPECIAL), st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
+                                                                    categories=None)), max_size=50).map("".join)
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[bytes, int]:
+    path = tmp_path_factory.mktemp("cl100k") / "cl100k_base.tiktoken"
+    path.write_bytes(gzip.decompress(resources.files("bpe_openai.data").joinpath("cl100k_base.tiktoken.gz").read_bytes()))
+    return load_tiktoken_bpe(str(path))
+
+
+@pytest.fixture(scope="module")
+def encoders(ranks: dict[bytes, int]) -> dict[str, tuple[CompiledBpe, tiktoken.Encoding]]:
+    return {pattern: (CompiledBpe(ranks, pattern),
+                      tiktoken.Encoding(name="oracle", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}))
+            for pattern in PATTERNS}
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=TEXTS, pattern=st.sampled_from(PATTERNS))
+def test_any_text_under_every_pattern_equals_tiktoken(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]],
+                                                      text: str, pattern: str) -> None:
+    ours, oracle = encoders[pattern]
+    assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text)
+
+
+@settings(max_examples=800, deadline=None)
+@given(text=TEXTS, pattern=st.sampled_from(PATTERNS))
+def test_pieces_equal_the_trainers_scanner_with_tiktokens_classes(
+        encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], text: str, pattern: str) -> None:
+    from tokpack.vocab.pretokenizer import COMPILED
+
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    ours, _ = encoders[pattern]
+    with ours.cache() as cache:
+        utf8, ends = ours.encoder.pieces(text, cache)  # type: ignore[attr-defined]
+    assert utf8 == fixed.encode("utf-8")
+    cps, part_ends = code_points([fixed])
+    out = np.empty(len(fixed) + 1, dtype=np.int64)
+    count = split_all(cps, part_ends, COMPILED[pattern], *tiktoken_tables(), out)
+    expected = [len(fixed[:end].encode("utf-8")) for end in out[:count].tolist()]
+    assert ends == expected
+
+
+@pytest.mark.parametrize("unit", ["a", "Ż", "ж", "1", " ", "\u3000", "!", "中", "😀", "ab ", "\r\n", "'s"])
+def test_single_long_pieces_of_every_kind_equal_tiktoken(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]],
+                                                         unit: str) -> None:
+    text = unit * (200_000 // len(unit.encode()))
+    for pattern in PATTERNS:
+        ours, oracle = encoders[pattern]
+        assert ours.encode([text, "x" + text])[1].tolist() == oracle.encode_ordinary("x" + text), pattern
+
+
+def test_the_published_ids_of_hello_world(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]]) -> None:
+    from tokpack.vocab.patterns import CL100K_PATTERN
+
+    assert encoders[CL100K_PATTERN][0].encode(["hello world"])[0].tolist() == [15339, 1917]
