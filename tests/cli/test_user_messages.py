@@ -77,6 +77,23 @@ def test_a_shard_without_a_rank_names_the_flag(tmp_path: Path, byte_vocab: Path,
     assert "--rank N" in line and "SLURM_ARRAY_TASK_ID" in line and "SLURM_ARRAY_TASK_COUNT" in line
 
 
+def test_each_array_task_says_whether_the_dataset_is_complete(tmp_path: Path, byte_vocab: Path) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("one\ntwo\nthree\nfour\n", encoding="utf-8")
+    job = tmp_path / "adata"
+    made = runner.invoke(app, ["prepare", str(corpus), "--vocab", str(byte_vocab), "--shards", "2", "--engine", "array",
+                               "--out", str(job)])
+    assert made.exit_code == 0, made.output
+    first = runner.invoke(app, ["shard", "run", str(job), "--rank", "1"], terminal_width=300)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.strip() == "shard 1 of 2: written; 1 of 2 shards done (the last to finish writes dataset.json)"
+    last = runner.invoke(app, ["shard", "run", str(job), "--rank", "0"], terminal_width=300)
+    assert last.exit_code == 0, last.output
+    assert last.stdout.strip() == f"shard 0 of 2: written; the dataset is complete: {job / 'dataset.json'}"
+    again = runner.invoke(app, ["shard", "run", str(job), "--rank", "1"], terminal_width=300)
+    assert again.stdout.strip() == f"shard 1 of 2: already complete; the dataset is complete: {job / 'dataset.json'}"
+
+
 def test_rank_help_names_both_slurm_variables() -> None:
     shown = " ".join(runner.invoke(app, ["shard", "run", "--help"], terminal_width=300).output.split())
     assert "SLURM_ARRAY_TASK_ID" in shown and "SLURM_ARRAY_TASK_COUNT" in shown

@@ -344,10 +344,17 @@ def shard_run_command(
     rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, or TOKPACK_RANK and TOKPACK_WORLD_SIZE)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
-    from tokpack.engines import run_array_task
+    from tokpack.engines import run_array_task, shards_done
+    from tokpack.store.format import DATASET_FILE
 
     rank, world_size, wrote = run_array_task(dataset, rank)
-    stdout().print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete"))
+    # each task's log says whether the job is finished: only the last task to finish writes the dataset
+    if (dataset / DATASET_FILE).is_file():
+        state = f"the dataset is complete: {dataset / DATASET_FILE}"
+    else:
+        state = f"{shards_done(dataset, world_size):,} of {world_size:,} shards done (the last to finish writes {DATASET_FILE})"
+    stdout().print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete") + f"; {state}",
+                   soft_wrap=True, highlight=False, markup=False)
 
 
 def merge_command(
