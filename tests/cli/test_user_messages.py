@@ -153,3 +153,13 @@ def test_decoding_a_pack_of_ids_no_text_vocabulary_spells_names_its_scheme(tmp_p
     pack = pack_of_documents([[1, 2, 3], [4, 5]], n_vocab=9, pad_id=0, directory=tmp_path / "games")
     line = one_line_error(["inspect", str(pack), "--decode", "0"])
     assert "holds 'list' ids, which no text vocabulary spells" in line and "written before" not in line
+
+
+def test_the_summary_lists_the_ranges_in_the_packs_order(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(f'{{"text": "document {i}"}}\n' for i in range(20)), encoding="utf-8")
+    shown = runner.invoke(app, ["prepare", str(docs), "--vocab", str(byte_vocab), "--validation", "0.1", "--test", "0.1",
+                                "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c")], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    rows = [line.split()[1] for line in shown.stdout.splitlines() if line.split()[1:2] in (["train"], ["validation"], ["test"])]
+    assert rows == ["train", "validation", "test"]  # as the pack holds them: training documents first

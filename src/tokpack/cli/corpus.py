@@ -473,7 +473,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
     table.add_column(overflow="fold")  # a hash wraps onto the next line, never cut with "…"
     table.add_row("documents", f"{meta.n_docs:,}")
     table.add_row("tokens", f"{meta.n_tokens:,} ({meta.dtype})")
-    for name, span in meta.ranges.items():
+    # meta.json keeps its ranges sorted by name; the table lists them as the pack holds them
+    for name, span in sorted(meta.ranges.items(), key=lambda item: (item[1].tokens[0], item[1].documents[0])):
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
