@@ -163,3 +163,14 @@ def test_the_summary_lists_the_ranges_in_the_packs_order(tmp_path: Path, byte_vo
     assert shown.exit_code == 0, shown.output
     rows = [line.split()[1] for line in shown.stdout.splitlines() if line.split()[1:2] in (["train"], ["validation"], ["test"])]
     assert rows == ["train", "validation", "test"]  # as the pack holds them: training documents first
+
+
+def test_another_split_of_a_split_json_lines_file_names_the_flags(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(f'{{"text": "document {i}"}}\n' for i in range(20)), encoding="utf-8")
+    args = ["prepare", str(docs), "--vocab", str(byte_vocab), "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c")]
+    assert runner.invoke(app, [*args, "--validation", "0.1"]).exit_code == 0
+    line = one_line_error([*args, "--validation", "0.2"])
+    assert line.endswith("delete it to split the corpus again, or drop --validation and --test "
+                         "(validation= and test= in Python) to use it"), line
+    assert runner.invoke(app, args).exit_code == 0  # the fix it names works

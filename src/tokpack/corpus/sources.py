@@ -1106,7 +1106,8 @@ def split_documents(path: Path, *, validation: float, test: float, manifest: Pat
         if existing != made:
             raise InputError(f"already there with another split (validation {existing.made_by.validation:g}, "
                              f"test {existing.made_by.test:g})", where=target,
-                             fix="delete it to split the corpus again, or drop validation= and test= to use it")
+                             fix="delete it to split the corpus again, or drop --validation and --test "
+                                 "(validation= and test= in Python) to use it")
         return existing
     try:
         write_atomically(target, made.to_json())
