@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokpack.cli import app
-from tokpack.errors import InputError
+from tokpack.errors import InputError, InputsSkipped
 from tokpack.preparing import prepare
 from tokpack.vocab import BpeTokenizer
 
@@ -174,3 +174,20 @@ def test_another_split_of_a_split_json_lines_file_names_the_flags(tmp_path: Path
     assert line.endswith("delete it to split the corpus again, or drop --validation and --test "
                          "(validation= and test= in Python) to use it"), line
     assert runner.invoke(app, args).exit_code == 0  # the fix it names works
+
+
+def test_the_inputs_on_error_skip_left_out_are_named(tmp_path: Path, byte_vocab: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.txt").write_text("kept text\n", encoding="utf-8")
+    (folder / "b.bin").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4)
+    (folder / "c.txt").write_bytes(b"latin-1 \xe9t\xe9\n")
+    shown = runner.invoke(app, ["prepare", str(folder), "--vocab", str(byte_vocab), "--on-error", "skip",
+                                "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c")], terminal_width=300)
+    assert shown.exit_code == 0, shown.output
+    said = [line for line in shown.stderr.splitlines() if line.startswith("warning:")]
+    assert len(said) == 1 and said[0].startswith("warning: --on-error skip left out 2 files or records: "), shown.stderr
+    assert f"{folder / 'b.bin'}: " in said[0] and f"{folder / 'c.txt'}: " in said[0]
+    with pytest.warns(InputsSkipped, match="b.bin") as caught:
+        prepare(folder, vocab=byte_vocab, on_error="skip", out=tmp_path / "again", cache_dir=tmp_path / "c2")
+    assert [warning.message.count for warning in caught if isinstance(warning.message, InputsSkipped)] == [2]

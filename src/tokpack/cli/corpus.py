@@ -229,16 +229,24 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest:
 def _special_tokens_said() -> Iterator[None]:
     """Say on stderr, in the command line's words, every special token the corpus's text spells
     without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
-    done; other warnings pass on as they came."""
+    done, and the inputs ``--on-error skip`` left out (:class:`~tokpack.errors.InputsSkipped`);
+    other warnings pass on as they came."""
     from tokpack.corpus.manifest import separator_flag
-    from tokpack.errors import SpecialTokenInText
+    from tokpack.errors import InputsSkipped, SpecialTokenInText
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SpecialTokenInText)
+        warnings.simplefilter("always", InputsSkipped)
         try:
             yield
         finally:
             for warning in caught:
+                if isinstance(warning.message, InputsSkipped):
+                    left_out = warning.message
+                    more = ", …" if left_out.count > len(left_out.problems) else ""
+                    stderr().print(f"warning: --on-error skip left out {left_out.count:,} files or records: "
+                                   f"{'; '.join(left_out.problems)}{more}", soft_wrap=True, highlight=False, markup=False)
+                    continue
                 if not isinstance(warning.message, SpecialTokenInText):
                     warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
                     continue

@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -28,7 +29,7 @@ from tokpack.corpus.sources import (
     reading_cut,
     warn_spelled_special_tokens,
 )
-from tokpack.errors import InputError, IntegrityError, TokpackError
+from tokpack.errors import InputError, InputsSkipped, IntegrityError, TokpackError
 from tokpack.preparing.carried import carried_files
 from tokpack.preparing.options import (
     DEFAULT_VOCAB_SAMPLE_BYTES,
@@ -618,6 +619,8 @@ def write_pack(
         # open (prepare's own, next) does not read and hash them again.
         writer.commit(source=record, cut=document_cut(source),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True, shard=shard)
+        if skipped and shard is None:  # the pack counts them; the user needs their names to fix them
+            warnings.warn(InputsSkipped(skipped, source.problems[:3]), stacklevel=2)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
