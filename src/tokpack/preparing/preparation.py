@@ -613,7 +613,7 @@ def write_pack(
             first_problem = source.problems[0] if source.problems else "unreadable"
             raise InputError(f"--on-error skip skipped every file or record ({skipped:,}), "
                              f"leaving no document; the first: {first_problem}", where=source.path,
-                             fix="convert or fix the inputs (e.g. decompress .gz files) before preparing them")
+                             fix="fix these inputs, or give the text they hold")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         # Stamped as verified: the checksums are of the bytes just written, so the pack's first
         # open (prepare's own, next) does not read and hash them again.
