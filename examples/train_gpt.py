@@ -447,14 +447,19 @@ def learning_rate(args: argparse.Namespace, batches: PackedBatches, step: int) -
 EVAL_PROGRESS_SECONDS = 10.0
 
 
+def validation_batches(args: argparse.Namespace, ranks: Ranks) -> EvalBatches:
+    """This rank's batches of the data's validation range (refused when the data has none)."""
+    return EvalBatches(args.data, length=args.length, batch_size=args.global_batch // ranks.world_size,
+                       rank=ranks.rank, world_size=ranks.world_size,
+                       position_ids=args.document_mask, document_ids=args.document_mask)
+
+
 def evaluate(model: GPT, args: argparse.Namespace, ranks: Ranks) -> float:
     """The mean loss over the validation range: every id a target exactly once across all ranks
     (the last rows are padding, never repeats). Under ``--document-mask`` the model sees the
     same document boundaries as in training (block-causal attention, restarting positions).
     A long one says how far it got every ``EVAL_PROGRESS_SECONDS``, with the time left."""
-    evaluation = EvalBatches(args.data, length=args.length, batch_size=args.global_batch // ranks.world_size,
-                             rank=ranks.rank, world_size=ranks.world_size,
-                             position_ids=args.document_mask, document_ids=args.document_mask)
+    evaluation = validation_batches(args, ranks)
     total = len(evaluation)
     if ranks.main:
         print(f"validation: {evaluation.layout.n_rows:,} rows of {args.length} ids in {total:,} steps", flush=True)
@@ -540,6 +545,8 @@ def train(args: argparse.Namespace, ranks: Ranks) -> list[float]:
         batches.skip(start, end)
         if ranks.main:
             print(f"step {start:>6}  skipping steps {start}-{end - 1}", flush=True)
+    if args.eval_every:  # data without a validation range is refused now, not at the first evaluation
+        validation_batches(args, ranks)
     step = batches.position
     trained = DistributedDataParallel(model) if ranks.distributed else model
 

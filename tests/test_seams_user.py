@@ -79,6 +79,17 @@ def test_skipping_every_file_is_refused(byte_vocab: Path, tmp_path: Path) -> Non
     assert not (tmp_path / "p").exists()
 
 
+def test_skipping_every_binary_file_gives_a_fix_that_fits(byte_vocab: Path, tmp_path: Path) -> None:
+    """Compressed text is read as its text, so the fix for inputs that are no text never says to decompress."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "tool").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)))
+    code, output = _run("prepare", folder, "--vocab", byte_vocab, "--on-error", "skip", "-o", tmp_path / "p",
+                        "--cache-dir", tmp_path / "cache")
+    assert code == 2 and "skipped every file or record (1)" in output, output
+    assert "decompress" not in output and output.rstrip().endswith("fix these inputs, or give the text they hold"), output
+
+
 def test_help_and_refusals_name_the_flags(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
     helped = runner.invoke(app, ["import", "--help"], terminal_width=400).output
     kind = " ".join(helped.split()).split("--kind", 1)[1].split(" --", 1)[0]

@@ -25,6 +25,7 @@ from os import PathLike
 
 __all__ = [
     "InputError",
+    "InputsSkipped",
     "IntegrityError",
     "MissingExtra",
     "SpecialTokenInText",
@@ -109,6 +110,17 @@ class WorkerDied(TokpackError, RuntimeError):
 
 class MissingExtra(TokpackError, ImportError):
     """A feature needs an optional dependency that is not installed; the message names the extra."""
+
+
+class InputsSkipped(UserWarning):
+    """``on_error="skip"`` left files or records out of a pack: ``count`` of them, the first few
+    named with what was wrong in ``problems``. Issued by :func:`tokpack.prepare` once the pack is
+    written (its ``meta.json`` counts them as ``counts.skipped``)."""
+
+    def __init__(self, count: int, problems: list[str]) -> None:
+        self.count, self.problems = count, list(problems)
+        more = ", …" if count > len(self.problems) else ""
+        super().__init__(f"on_error='skip' left out {count:,} files or records: {'; '.join(self.problems)}{more}")
 
 
 class SpecialTokenInText(UserWarning):

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokpack.cli import app
-from tokpack.errors import InputError
+from tokpack.errors import InputError, InputsSkipped
 from tokpack.preparing import prepare
 from tokpack.vocab import BpeTokenizer
 
@@ -77,6 +77,23 @@ def test_a_shard_without_a_rank_names_the_flag(tmp_path: Path, byte_vocab: Path,
     assert "--rank N" in line and "SLURM_ARRAY_TASK_ID" in line and "SLURM_ARRAY_TASK_COUNT" in line
 
 
+def test_each_array_task_says_whether_the_dataset_is_complete(tmp_path: Path, byte_vocab: Path) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("one\ntwo\nthree\nfour\n", encoding="utf-8")
+    job = tmp_path / "adata"
+    made = runner.invoke(app, ["prepare", str(corpus), "--vocab", str(byte_vocab), "--shards", "2", "--engine", "array",
+                               "--out", str(job)])
+    assert made.exit_code == 0, made.output
+    first = runner.invoke(app, ["shard", "run", str(job), "--rank", "1"], terminal_width=300)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.strip() == "shard 1 of 2: written; 1 of 2 shards done (the last to finish writes dataset.json)"
+    last = runner.invoke(app, ["shard", "run", str(job), "--rank", "0"], terminal_width=300)
+    assert last.exit_code == 0, last.output
+    assert last.stdout.strip() == f"shard 0 of 2: written; the dataset is complete: {job / 'dataset.json'}"
+    again = runner.invoke(app, ["shard", "run", str(job), "--rank", "1"], terminal_width=300)
+    assert again.stdout.strip() == f"shard 1 of 2: already complete; the dataset is complete: {job / 'dataset.json'}"
+
+
 def test_rank_help_names_both_slurm_variables() -> None:
     shown = " ".join(runner.invoke(app, ["shard", "run", "--help"], terminal_width=300).output.split())
     assert "SLURM_ARRAY_TASK_ID" in shown and "SLURM_ARRAY_TASK_COUNT" in shown
@@ -136,3 +153,41 @@ def test_decoding_a_pack_of_ids_no_text_vocabulary_spells_names_its_scheme(tmp_p
     pack = pack_of_documents([[1, 2, 3], [4, 5]], n_vocab=9, pad_id=0, directory=tmp_path / "games")
     line = one_line_error(["inspect", str(pack), "--decode", "0"])
     assert "holds 'list' ids, which no text vocabulary spells" in line and "written before" not in line
+
+
+def test_the_summary_lists_the_ranges_in_the_packs_order(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(f'{{"text": "document {i}"}}\n' for i in range(20)), encoding="utf-8")
+    shown = runner.invoke(app, ["prepare", str(docs), "--vocab", str(byte_vocab), "--validation", "0.1", "--test", "0.1",
+                                "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c")], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    rows = [line.split()[1] for line in shown.stdout.splitlines() if line.split()[1:2] in (["train"], ["validation"], ["test"])]
+    assert rows == ["train", "validation", "test"]  # as the pack holds them: training documents first
+
+
+def test_another_split_of_a_split_json_lines_file_names_the_flags(tmp_path: Path, byte_vocab: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(f'{{"text": "document {i}"}}\n' for i in range(20)), encoding="utf-8")
+    args = ["prepare", str(docs), "--vocab", str(byte_vocab), "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c")]
+    assert runner.invoke(app, [*args, "--validation", "0.1"]).exit_code == 0
+    line = one_line_error([*args, "--validation", "0.2"])
+    assert line.endswith("delete it to split the corpus again, or drop --validation and --test "
+                         "(validation= and test= in Python) to use it"), line
+    assert runner.invoke(app, args).exit_code == 0  # the fix it names works
+
+
+def test_the_inputs_on_error_skip_left_out_are_named(tmp_path: Path, byte_vocab: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "a.txt").write_text("kept text\n", encoding="utf-8")
+    (folder / "b.bin").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4)
+    (folder / "c.txt").write_bytes(b"latin-1 \xe9t\xe9\n")
+    shown = runner.invoke(app, ["prepare", str(folder), "--vocab", str(byte_vocab), "--on-error", "skip",
+                                "-o", str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "c")], terminal_width=300)
+    assert shown.exit_code == 0, shown.output
+    said = [line for line in shown.stderr.splitlines() if line.startswith("warning:")]
+    assert len(said) == 1 and said[0].startswith("warning: --on-error skip left out 2 files or records: "), shown.stderr
+    assert f"{folder / 'b.bin'}: " in said[0] and f"{folder / 'c.txt'}: " in said[0]
+    with pytest.warns(InputsSkipped, match="b.bin") as caught:
+        prepare(folder, vocab=byte_vocab, on_error="skip", out=tmp_path / "again", cache_dir=tmp_path / "c2")
+    assert [warning.message.count for warning in caught if isinstance(warning.message, InputsSkipped)] == [2]

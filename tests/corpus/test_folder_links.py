@@ -118,3 +118,18 @@ def test_a_folder_outside_reached_twice_through_links_is_read_once(data: Path, t
     with open_corpus(corpus, on_error="skip") as source:
         assert [piece.text for piece in source.pieces()] == ["Pan Tadeusz\n", "styczeń\n", "wiadomości dnia\n"]
         assert source.skipped == 1
+
+
+def test_a_file_reached_through_a_linked_folder_and_a_link_names_both_links(data: Path, tmp_path: Path) -> None:
+    """The walk reads a folder's own files before its subfolders, so the second way to the file is
+    the one inside the linked folder, which is no link itself: the fix names the links to remove."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    os.symlink(data / "books", corpus / "books")
+    os.symlink(data / "books" / "c.txt", corpus / "extra.txt")
+    with pytest.raises(InputError) as refused:
+        texts(corpus)
+    assert str(refused.value) == (f"{corpus / 'books' / 'c.txt'}: the same file as {corpus / 'extra.txt'}, read already "
+                                  "(through a link) (its documents would be read twice); remove one of the two links "
+                                  f"to it ({corpus / 'extra.txt'} or {corpus / 'books'}), or leave it out with "
+                                  "--on-error skip (on_error='skip' in Python)")

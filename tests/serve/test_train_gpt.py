@@ -162,6 +162,18 @@ def test_a_checkpoint_is_refused_on_other_data(corpus: tokpack.TokenizedCorpus, 
     assert "\n" not in message and expected in message, message
 
 
+def test_eval_every_on_data_without_a_validation_range_is_refused_before_training(
+        corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
+    text = tmp_path / "train-only.txt"
+    text.write_text(tokpack.sample_corpus().read_text(encoding="utf-8")[:40_000], encoding="utf-8")
+    train_only = tokpack.prepare(text, vocab=corpus.vocabulary_path, cache_dir=tmp_path / "cache", document_bytes=4096)
+    refused = run(["--data", str(train_only.tokens_dir), "--steps", "4", "--length", str(LENGTH), "--global-batch",
+                   str(GLOBAL_BATCH), "--eval-every", "2", "--print-every", "1"], cache=tmp_path / "cache")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "no 'validation' range" in refused.stderr and "\n" not in refused.stderr.strip(), refused.stderr
+    assert "step" not in refused.stdout  # refused at the start, not after training up to the first evaluation
+
+
 def test_help_names_every_flag(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(EXAMPLE), "--help"], capture_output=True, text=True, env=environment(tmp_path),
                             check=True)

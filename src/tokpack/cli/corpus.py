@@ -229,16 +229,24 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest:
 def _special_tokens_said() -> Iterator[None]:
     """Say on stderr, in the command line's words, every special token the corpus's text spells
     without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
-    done; other warnings pass on as they came."""
+    done, and the inputs ``--on-error skip`` left out (:class:`~tokpack.errors.InputsSkipped`);
+    other warnings pass on as they came."""
     from tokpack.corpus.manifest import separator_flag
-    from tokpack.errors import SpecialTokenInText
+    from tokpack.errors import InputsSkipped, SpecialTokenInText
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SpecialTokenInText)
+        warnings.simplefilter("always", InputsSkipped)
         try:
             yield
         finally:
             for warning in caught:
+                if isinstance(warning.message, InputsSkipped):
+                    left_out = warning.message
+                    more = ", …" if left_out.count > len(left_out.problems) else ""
+                    stderr().print(f"warning: --on-error skip left out {left_out.count:,} files or records: "
+                                   f"{'; '.join(left_out.problems)}{more}", soft_wrap=True, highlight=False, markup=False)
+                    continue
                 if not isinstance(warning.message, SpecialTokenInText):
                     warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
                     continue
@@ -344,10 +352,17 @@ def shard_run_command(
     rank: Optional[int] = typer.Option(None, "--rank", help="The shard to make (default: from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, or TOKPACK_RANK and TOKPACK_WORLD_SIZE)."),
 ) -> None:
     """Make one shard of a sharded job: the task of a job array, one rank per array job."""
-    from tokpack.engines import run_array_task
+    from tokpack.engines import run_array_task, shards_done
+    from tokpack.store.format import DATASET_FILE
 
     rank, world_size, wrote = run_array_task(dataset, rank)
-    stdout().print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete"))
+    # each task's log says whether the job is finished: only the last task to finish writes the dataset
+    if (dataset / DATASET_FILE).is_file():
+        state = f"the dataset is complete: {dataset / DATASET_FILE}"
+    else:
+        state = f"{shards_done(dataset, world_size):,} of {world_size:,} shards done (the last to finish writes {DATASET_FILE})"
+    stdout().print(f"shard {rank} of {world_size}: " + ("written" if wrote else "already complete") + f"; {state}",
+                   soft_wrap=True, highlight=False, markup=False)
 
 
 def merge_command(
@@ -466,7 +481,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
     table.add_column(overflow="fold")  # a hash wraps onto the next line, never cut with "…"
     table.add_row("documents", f"{meta.n_docs:,}")
     table.add_row("tokens", f"{meta.n_tokens:,} ({meta.dtype})")
-    for name, span in meta.ranges.items():
+    # meta.json keeps its ranges sorted by name; the table lists them as the pack holds them
+    for name, span in sorted(meta.ranges.items(), key=lambda item: (item[1].tokens[0], item[1].documents[0])):
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")

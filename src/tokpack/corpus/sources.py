@@ -515,6 +515,17 @@ def _read_in_place(inside: Path, kind: str) -> bool:
             and not (kind == "file" and inside.name.endswith(MANIFEST_SUFFIX)))
 
 
+def _link_to(entry: Path, root: Path) -> Path:
+    """The link nearest ``entry`` on its way from ``root`` (``entry`` itself if it is one): the
+    link a user removes so that the walk no longer reaches ``entry`` that way."""
+    for way in (entry, *entry.parents):
+        if way == root or root not in way.parents:
+            break
+        if os.path.islink(way):
+            return way
+    return entry
+
+
 class TextDirectory(DocumentSource):
     """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
     (``*.manifest.json``); documents never span files.
@@ -601,7 +612,10 @@ class TextDirectory(DocumentSource):
                 return False
             problem += f" (its {'files' if kind == 'folder' else 'documents'} would be read twice)"
             if self.on_error != "skip":
-                raise InputError(problem, where=entry, fix="remove the link (or the loop), or leave it out with "
+                # an entry that is no link itself is reached through a linked folder: name the links
+                ways = "the link (or the loop)" if is_link else \
+                    f"one of the two links to it ({_link_to(first, self.path)} or {_link_to(entry, self.path)})"
+                raise InputError(problem, where=entry, fix=f"remove {ways}, or leave it out with "
                                                            "--on-error skip (on_error='skip' in Python)")
             found.append((entry, problem))
             return True
@@ -1103,7 +1117,8 @@ def split_documents(path: Path, *, validation: float, test: float, manifest: Pat
         if existing != made:
             raise InputError(f"already there with another split (validation {existing.made_by.validation:g}, "
                              f"test {existing.made_by.test:g})", where=target,
-                             fix="delete it to split the corpus again, or drop validation= and test= to use it")
+                             fix="delete it to split the corpus again, or drop --validation and --test "
+                                 "(validation= and test= in Python) to use it")
         return existing
     try:
         write_atomically(target, made.to_json())

@@ -2,7 +2,7 @@
 
 from tokpack.engines.driver import prepare_sharded, start_job
 from tokpack.engines.executors import EXECUTORS, JOB_TASKS, rank_from_environment, run_array_task, run_local, run_ray, task_of
-from tokpack.engines.shard_task import ShardJob, build_shard, finish_dataset, finish_if_complete, run_shard
+from tokpack.engines.shard_task import ShardJob, build_shard, finish_dataset, finish_if_complete, run_shard, shards_done
 
 __all__ = ["EXECUTORS", "JOB_TASKS", "ShardJob", "build_shard", "finish_dataset", "finish_if_complete", "prepare_sharded", "rank_from_environment", "run_array_task", "run_local", "run_ray",
-           "run_shard", "start_job", "task_of"]
+           "run_shard", "shards_done", "start_job", "task_of"]

@@ -307,6 +307,14 @@ def _all_marked(dataset: Path, world_size: int, rank: int | None = None) -> bool
     return len(marked) >= world_size and all(marker_path(dataset, rank).name in marked for rank in range(world_size))
 
 
+def shards_done(dataset: Path, world_size: int) -> int:
+    """How many of the job's ``world_size`` shards have their completion marker in ``dataset``
+    (one listing of the folder, nothing opened): what a task reports while others still run."""
+    with os.scandir(dataset) as entries:
+        marked = {entry.name for entry in entries if entry.name.endswith(".done")}
+    return sum(marker_path(dataset, rank).name in marked for rank in range(world_size))
+
+
 #: How many markers :func:`_all_marked` looks for before it lists the folder.
 _LOOK_AHEAD = 8
 

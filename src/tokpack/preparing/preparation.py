@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -28,7 +29,7 @@ from tokpack.corpus.sources import (
     reading_cut,
     warn_spelled_special_tokens,
 )
-from tokpack.errors import InputError, IntegrityError, TokpackError
+from tokpack.errors import InputError, InputsSkipped, IntegrityError, TokpackError
 from tokpack.preparing.carried import carried_files
 from tokpack.preparing.options import (
     DEFAULT_VOCAB_SAMPLE_BYTES,
@@ -631,12 +632,14 @@ def write_pack(
             first_problem = source.problems[0] if source.problems else "unreadable"
             raise InputError(f"--on-error skip skipped every file or record ({skipped:,}), "
                              f"leaving no document; the first: {first_problem}", where=source.path,
-                             fix="convert or fix the inputs (e.g. decompress .gz files) before preparing them")
+                             fix="fix these inputs, or give the text they hold")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
         # Stamped as verified: the checksums are of the bytes just written, so the pack's first
         # open (prepare's own, next) does not read and hash them again.
         writer.commit(source=record, cut=document_cut(source),
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True, shard=shard)
+        if skipped and shard is None:  # the pack counts them; the user needs their names to fix them
+            warnings.warn(InputsSkipped(skipped, source.problems[:3]), stacklevel=2)
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,
