@@ -118,3 +118,15 @@ def test_a_folder_outside_reached_twice_through_links_is_read_once(data: Path, t
     with open_corpus(corpus, on_error="skip") as source:
         assert [piece.text for piece in source.pieces()] == ["Pan Tadeusz\n", "styczeń\n", "wiadomości dnia\n"]
         assert source.skipped == 1
+
+
+def test_a_dangling_link_stops_the_run_with_the_fix_or_is_skipped_and_counted(data: Path) -> None:
+    os.symlink(data / "gone.txt", data / "news" / "old.txt")
+    with pytest.raises(InputError, match=r"news/old.txt: a link to .*gone.txt, which does not exist; remove the link"
+                                         r".*on_error='skip'"):
+        texts(data)
+    result = CliRunner().invoke(app, ["prepare", str(data), "--vocab-size", "260", "--cache-dir", str(data / "cache")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    with open_corpus(data, on_error="skip") as source:
+        assert len([piece.text for piece in source.pieces()]) == 3
+        assert source.skipped == 1 and "old.txt" in source.problems[0]
