@@ -510,6 +510,22 @@ def _read_in_place(inside: Path, kind: str) -> bool:
             and not (kind == "file" and inside.name.endswith(MANIFEST_SUFFIX)))
 
 
+def manifest_outside(folder: Path, manifest: Path | None) -> None:
+    """Refuse a manifest inside the corpus folder it splits: it would be read as one of the
+    folder's files, so writing it would change the folder it records.
+
+    Raises:
+        InputError: naming the manifest, the folder and the fix.
+    """
+    if manifest is None:
+        return
+    real = Path(os.path.realpath(manifest))
+    if real.is_relative_to(os.path.realpath(folder)):
+        raise InputError(f"is inside the corpus folder {folder}, so it would be read as one of its files (and the "
+                         "folder would change by being split)", where=manifest,
+                         fix="give a manifest path outside the folder (--manifest, manifest= in Python)")
+
+
 class TextDirectory(DocumentSource):
     """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
     (``*.manifest.json``); documents never span files.
@@ -528,6 +544,7 @@ class TextDirectory(DocumentSource):
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
                  manifest: Path | None = None) -> None:
         self.path, self.on_error = Path(path), on_error
+        manifest_outside(self.path, manifest)
         # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
         # (or the shard) that reaches it counts the skip, once.
         self.files, self._unreadable = self._listing()
@@ -1081,6 +1098,8 @@ def split_documents(path: Path, *, validation: float, test: float, manifest: Pat
     if validation + test <= 0 or validation + test >= 1:
         raise InputError(f"validation {validation} and test {test} must hold out a share between 0 and 1")
     target = manifest or manifest_beside(path)
+    if Path(path).is_dir():
+        manifest_outside(Path(path), target)
     with open_corpus(path, text_field=text_field, on_error=on_error, manifest=target if target.exists() else None) as source:
         units, sha256, kind = source.split_units(), source.record.sha256, source.format
     shares = HeldOutShares(validation=validation, test=test)
