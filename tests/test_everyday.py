@@ -273,7 +273,7 @@ def test_extension_points_are_dicts_and_the_store_has_no_import_circle(tmp_path:
     from tokpack.engines import start_job
 
     start_job(corpus, tmp_path / "job", vocab=REPO / "artifacts" / "polish-8192" / "tokenizer.json", shards=2)
-    with pytest.raises(InputError, match="job array has 3 tasks but the job 2 shards"):
+    with pytest.raises(InputError, match="job array has 3 tasks but the job has 2 shards"):
         run_array_task(tmp_path / "job", environment={"TOKPACK_RANK": "0", "TOKPACK_WORLD_SIZE": "3"})
     assert run_array_task(tmp_path / "job", environment={"TOKPACK_RANK": "1", "TOKPACK_WORLD_SIZE": "2"}) == (1, 2, True)
     assert "world != " not in inspect.getsource(corpus_cli.shard_run_command)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import json
 import lzma
 import shutil
@@ -18,6 +19,7 @@ import zstandard
 from typer.testing import CliRunner
 
 from tokpack import prepare
+from tokpack._compressed import compression_of, decompress_into, file_compression
 from tokpack.cli import app
 from tokpack.errors import InputError
 from tokpack.store.origins import read_origins
@@ -140,3 +142,66 @@ def test_binary_inputs_are_named_as_binary_with_the_fix(text: bytes, tmp_path: P
     latin.write_bytes("zażółć".encode("iso8859_2"))
     with pytest.raises(InputError, match="invalid UTF-8 at byte 2; convert it to UTF-8 \\(e.g. iconv"):
         prepare(latin, cache_dir=tmp_path / "c", vocab_size=300)
+
+
+def _damaged_at(data: bytes, offset: int) -> bytes:
+    changed = bytearray(data)
+    changed[offset] ^= 0xFF
+    return bytes(changed)
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+@pytest.mark.parametrize("offset", [1, 3])
+def test_a_damaged_later_stream_is_refused_not_dropped(suffix: str, offset: int, text: bytes, tmp_path: Path) -> None:
+    # bz2 and xz readers take what follows a complete stream for trailing garbage and stop there:
+    # the text of every later stream would be lost without a word.
+    half = len(text) // 2
+    damaged = tmp_path / f"x.txt.{suffix}"
+    damaged.write_bytes(COMPRESS[suffix](text[:half]) + _damaged_at(COMPRESS[suffix](text[half:]), offset))
+    with pytest.raises(InputError, match=f"{damaged}: byte [0-9,]+: cannot be decompressed: its .* stream .*; the file was cut "
+                                         "short or damaged; copy or download it again"):
+        decompress_into(damaged, io.BytesIO())
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_bytes_after_the_last_stream_are_refused_and_zero_padding_is_read(suffix: str, text: bytes, tmp_path: Path) -> None:
+    padded, trailing = tmp_path / f"padded.txt.{suffix}", tmp_path / f"trailing.txt.{suffix}"
+    padded.write_bytes(COMPRESS[suffix](text) + b"\x00" * 8)  # tape padding, as gzip and xz read it
+    trailing.write_bytes(COMPRESS[suffix](text) + b"appended text")
+    out = io.BytesIO()
+    assert decompress_into(padded, out)[1] == len(text) and out.getvalue() == text
+    with pytest.raises(InputError, match=f"{trailing}: byte [0-9,]+: cannot be decompressed"):
+        decompress_into(trailing, io.BytesIO())
+
+
+def test_text_that_opens_like_a_bz2_file_is_read_as_text(text: bytes, tmp_path: Path) -> None:
+    # "BZh" alone is how some text begins; a bz2 stream goes on with a block size digit and a
+    # block (or end-of-stream) magic number.
+    corpus = tmp_path / "notes.txt"
+    corpus.write_bytes(b"BZh is a prefix that bzip2 also writes.\n" + text)
+    assert file_compression(corpus) is None
+    assert compression_of(bz2.compress(b"")) == "bz2" and compression_of(bz2.compress(b"text")) == "bz2"
+    prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=300)
+    assert len(prepared.pack().starts) >= 1
+
+
+class _LargestWrite(io.RawIOBase):
+    def __init__(self) -> None:
+        self.largest = self.total = 0
+
+    def write(self, block: bytes) -> int:  # type: ignore[override]
+        self.largest, self.total = max(self.largest, len(block)), self.total + len(block)
+        return len(block)
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_a_compression_bomb_is_decompressed_with_flat_memory(suffix: str, tmp_path: Path) -> None:
+    # 256 MiB of one byte is 8 KiB of zstd (128 KiB per 4-byte block): held whole, a 1 MiB file
+    # of it would need 32 GiB.
+    bomb = tmp_path / f"bomb.txt.{suffix}"
+    size = 256 << 20 if suffix == "zst" else 8 << 20  # the others' readers are asked for 1 MiB at a time
+    compress = zstandard.ZstdCompressor(level=1).compress if suffix == "zst" else COMPRESS[suffix]
+    bomb.write_bytes(compress(b"a" * size))
+    sink = _LargestWrite()
+    assert decompress_into(bomb, sink)[1] == size == sink.total  # type: ignore[arg-type]
+    assert sink.largest <= (32 << 20 if suffix == "zst" else 1 << 20)

@@ -150,3 +150,31 @@ def test_the_command_splits_a_folder_and_a_sharded_job_keeps_the_split(lines: li
     record = json.loads(sharded.stdout)
     assert record["ranges"]["validation"]["documents"] == single["ranges"]["validation"]["documents"]
     assert record["n_tokens"] == single["n_tokens"]
+
+
+@pytest.mark.parametrize("edit", [{"made_by": {"validation": 0.6, "test": 0.5}, "counts": {"train": 0, "validation": 11, "test": 9}},
+                                  {"counts": {"train": 20, "validation": 0}},
+                                  {"made_by": {"validation": 0.0, "test": 0.0}}])
+def test_a_forged_split_is_refused(edit: dict[str, object], lines: list[str], tmp_path: Path) -> None:
+    """A split whose shares hold out every document, or whose counts are not what its rule holds
+    out, was not written by tokpack: it is refused, not used to cut the corpus."""
+    folder = _folder(tmp_path, lines)
+    prepare(folder, cache_dir=tmp_path / "cache", vocab_size=300, validation=0.2, document_bytes=64)
+    path = tmp_path / "corpus.manifest.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | edit))
+    with pytest.raises(InputError, match="corpus.manifest.json: .*; delete it to split the corpus again"):
+        prepare(folder, cache_dir=tmp_path / "cache", vocab_size=300, document_bytes=64)
+
+
+def test_a_manifest_inside_the_folder_it_splits_is_refused_with_the_fix(lines: list[str], tmp_path: Path) -> None:
+    """Written inside the folder, the split would be one of the folder's files: the folder would
+    change by being split, and the run that wrote it would refuse it (deleting it, as that
+    refusal advises, only starts the loop again)."""
+    folder = _folder(tmp_path, lines)
+    for manifest in (folder / "split.json", folder / "sub" / "split.json"):
+        with pytest.raises(InputError, match=f"{manifest}: is inside the corpus folder {folder}.*outside the folder"):
+            prepare(folder, cache_dir=tmp_path / "cache", vocab_size=300, validation=0.2, manifest=manifest, document_bytes=64)
+        assert not manifest.exists()
+    result = runner.invoke(app, ["prepare", str(folder), "--vocab-size", "300", "--validation", "0.2", "--manifest",
+                                 str(folder / "split.json"), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output

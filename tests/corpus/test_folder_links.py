@@ -133,3 +133,15 @@ def test_a_file_reached_through_a_linked_folder_and_a_link_names_both_links(data
                                   "(through a link) (its documents would be read twice); remove one of the two links "
                                   f"to it ({corpus / 'extra.txt'} or {corpus / 'books'}), or leave it out with "
                                   "--on-error skip (on_error='skip' in Python)")
+
+
+def test_a_dangling_link_stops_the_run_with_the_fix_or_is_skipped_and_counted(data: Path) -> None:
+    os.symlink(data / "gone.txt", data / "news" / "old.txt")
+    with pytest.raises(InputError, match=r"news/old.txt: a link to .*gone.txt, which does not exist; remove the link"
+                                         r".*on_error='skip'"):
+        texts(data)
+    result = CliRunner().invoke(app, ["prepare", str(data), "--vocab-size", "260", "--cache-dir", str(data / "cache")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    with open_corpus(data, on_error="skip") as source:
+        assert len([piece.text for piece in source.pieces()]) == 3
+        assert source.skipped == 1 and "old.txt" in source.problems[0]

@@ -82,3 +82,21 @@ def test_folders_records_rows_and_a_given_vocabulary_s_special_tokens(documents:
     plain.write_text(documents[0] + "<|fim_prefix|>" + documents[1], encoding="utf-8")
     (found,) = _found(lambda: prepare(plain, cache_dir=tmp_path / "c", vocab=given))
     assert (found.token, found.count) == ("<|fim_prefix|>", 1)
+
+
+def test_json_lines_that_escape_a_special_token_s_characters_are_said_too(documents: list[str], tmp_path: Path) -> None:
+    """JSON encoders escape characters: Go's and .NET's ``<`` and ``>`` (``\\u003c``, ``\\u003C``),
+    PHP's ``/``, Python's every non-ASCII one by default; the records' text holds the token
+    all the same."""
+    sentence = "<｜end▁of▁sentence｜>"  # full-width bars and a block character, as DeepSeek spells it
+    ranks = {bytes([b]): b for b in range(256)}
+    given = BpeTokenizer(ranks=ranks, pattern="gpt4", special_tokens={EOT: 256, sentence: 257, "</s>": 258})
+    escapes = [lambda line: line.replace("<", "\\u003c").replace(">", "\\u003e"),
+               lambda line: line.replace("<", "\\u003C").replace(">", "\\u003E"),
+               lambda line: line.replace("/", "\\/")]
+    records = tmp_path / "r.jsonl"
+    for token, escape in [(EOT, escapes[0]), (EOT, escapes[1]), ("</s>", escapes[2]), (sentence, lambda line: line)]:
+        records.write_text("".join(escape(json.dumps({"text": d + token})) + "\n" for d in documents[:3]))
+        assert token not in records.read_text(encoding="utf-8")
+        (found,) = _found(lambda: prepare(records, cache_dir=tmp_path / "c", vocab=given))
+        assert (found.token, found.count) == (token, 3)

@@ -58,6 +58,15 @@ def test_a_rank_outside_a_text_job_is_a_mistake(tmp_path: Path, rank: str) -> No
     assert not list((tmp_path / "job").glob("shard-*"))
 
 
+@pytest.mark.parametrize("tasks", ["0", "3"])
+def test_an_array_of_another_size_than_the_job_says_how_to_run_it(tmp_path: Path, tasks: str) -> None:
+    (tmp_path / "corpus.txt").write_text("Ala ma kota.\n" * 30, encoding="utf-8")
+    start_job(tmp_path / "corpus.txt", tmp_path / "job", shards=2, document_bytes=64,
+              vocab=BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}))
+    one_line_mistake(*run("shard", "run", str(tmp_path / "job"), env={"TOKPACK_RANK": "1", "TOKPACK_WORLD_SIZE": tasks}),
+                     f"the job array has {tasks} tasks but the job has 2 shards", "an array of 2 tasks", "--array=0-1")
+
+
 def test_a_rank_outside_a_chess_job_and_shard_sizes_of_no_end_are_mistakes(games: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(games)

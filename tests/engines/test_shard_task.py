@@ -270,11 +270,45 @@ def test_a_dataset_recorded_over_a_copied_shard_is_refused_by_inspect(tmp_path: 
     (job / "dataset.json").unlink()
     meta = Pack(job / "shard-00000").meta
     monkeypatch.setattr(datasets, "check_places", lambda *args: None, raising=False)
+    monkeypatch.setattr(datasets, "check_documents_once", lambda *args: None)
     datasets.write_dataset(job, ["shard-00000", "shard-00001", "shard-00002"], source=meta.source, cut=meta.cut)
     monkeypatch.undo()
     result = CliRunner().invoke(app, ["inspect", str(job)])
     assert result.exit_code == 2, result.output
     assert "shard-00002 holds shard 1" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_shard_copied_under_another_rank_and_resealed_is_refused(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """The seal has no key: ``shard-00001/`` copied to ``shard-00002/`` with the rank in its
+    ``meta.json`` edited and the seal recomputed records rank 2, but it holds the documents shard
+    1 holds, which no job writes twice; the job does not finish with them, nor does ``inspect``
+    pass a dataset over them."""
+    from tokpack.store.format import PackMeta
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(30), encoding="utf-8")
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(job, 0)
+    run_shard(job, 1)
+    shutil.copytree(job / "shard-00001", job / "shard-00002")
+    meta_path = job / "shard-00002" / "meta.json"
+    meta = PackMeta.model_validate_json(meta_path.read_text())
+    assert meta.shard is not None
+    meta_path.write_text(meta.model_copy(update={"shard": meta.shard.model_copy(update={"rank": 2})}).sealed().to_json())
+    with pytest.raises(IntegrityError, match="shard-00002 holds corpus.txt bytes .* which shard-00001 holds too"):
+        run_shard(job, 2)
+    code, output = shard_run(job, 2)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and "run its task again" in output, output
+    assert not (job / "dataset.json").exists()
+    # A dataset.json written over it anyway (as write_dataset would without its check) fails inspect.
+    from tokpack.store import dataset as datasets
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(datasets, "check_documents_once", lambda *args: None)
+        datasets.write_dataset(job, ["shard-00000", "shard-00001", "shard-00002"], source=meta.source, cut=meta.cut)
+    result = CliRunner().invoke(app, ["inspect", str(job)])
+    assert result.exit_code == 2 and "shard-00002 holds corpus.txt bytes" in result.output, result.output
 
 
 # --- finishing is linear in shards ---------------------------------------------------------

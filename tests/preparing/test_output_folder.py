@@ -89,3 +89,24 @@ def test_a_folder_the_corpus_reads_through_a_link_is_refused(inputs: tuple[Path,
                                           "--cache-dir", str(tmp_path / "store"), *shards])
         refused(result.exit_code, result.output, "through its link", str(tmp_path / "texts" / "more"))
         assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_a_cache_inside_the_corpus_folder_is_refused_and_a_hidden_one_is_used(tmp_path: Path) -> None:
+    """A cache in the corpus folder would be read by the next run as corpus text: its packs are
+    refused as binary, and with ``on_error="skip"`` its vocabularies' JSON would be trained on.
+    A hidden folder is never read as the corpus (``~/.cache`` when the corpus is ``~``)."""
+    import tokpack
+    from tokpack.errors import InputError
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Ala ma kota.\nKot ma Alę.\n" * 20, encoding="utf-8")
+    ranks = BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256})
+    with pytest.raises(InputError, match=f"{folder / 'cache'}: the cache is inside the corpus folder {folder}.*"
+                                         "outside the corpus"):
+        tokpack.prepare(folder, vocab=ranks, cache_dir=folder / "cache")
+    assert not (folder / "cache").exists()
+    result = CliRunner().invoke(app, ["prepare", str(folder), "--vocab-size", "260", "--cache-dir", str(folder / "c")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    tokpack.prepare(folder, vocab=ranks, cache_dir=folder / ".cache" / "tokpack")
+    tokpack.prepare(folder, vocab=ranks, cache_dir=folder / ".cache" / "tokpack")  # read again: the cache is not text

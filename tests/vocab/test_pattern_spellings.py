@@ -92,3 +92,14 @@ def test_equivalent_spellings_cut_every_text_alike(text: str) -> None:
     for pattern in (*KNOWN_PATTERNS, CL100K_PATTERN, O200K_PATTERN):
         assert regex.findall(_meaning(pattern), text) == regex.findall(pattern, text)
     assert regex.findall(CL100K_PATTERN, text) == regex.findall(GPT4_PATTERN, text)
+
+
+@pytest.mark.parametrize("atom", [r"\p{N}", r"\P{L}", r"\N{DIGIT ONE}"])
+def test_a_plus_after_an_escape_in_braces_is_a_quantifier_not_a_possessive_mark(atom: str) -> None:
+    # ``\p{N}+`` takes every digit of a run, ``\p{N}`` one: the braces close an escape, not a
+    # quantifier, so the ``+`` after them is no possessive mark to drop.
+    one, many = rf"\p{{L}}+|{atom}|\s+", rf"\p{{L}}+|{atom}+|\s+"
+    assert not same_meaning(one, many)
+    text = "ab 1234 AAA ١٢"
+    assert regex.findall(one, text) != regex.findall(many, text) or atom == r"\N{DIGIT ONE}"
+    assert same_meaning(r"\p{L}+|\p{N}{1,3}", r"\p{L}+|\p{N}{1,3}+") and same_meaning(r"a|\d{2,}", r"a|\d{2,}+")

@@ -166,3 +166,15 @@ def test_extended_vocabularies_are_encoded_as_hugging_face_does_or_refused(train
 
     check()
     assert True in outcomes and False in outcomes, outcomes
+
+
+def test_two_tokens_of_one_id_name_the_file_the_id_and_both_tokens(tmp_path: Path) -> None:
+    source = Path(__file__).parents[2] / "artifacts" / "polish-8192" / "tokenizer.json"
+    document = json.loads(source.read_text(encoding="utf-8"))
+    vocab = document["model"]["vocab"]
+    token, other = list(vocab)[300], list(vocab)[299]
+    vocab[token] = vocab[other]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(InputError, match=f"{path}: id {vocab[other]} is both {other!r} and {token!r}.*; give each token its own id"):
+        read_vocabulary(path)

@@ -443,3 +443,14 @@ def check_split(split: DocumentSplit, path: Path, *, name: str, format: str, sha
         raise InputError(f"{name} changed since it was split ({now} now, {then} in {path.name})", where=path,
                          fix=f"restore {name} as it was, or delete {path.name} to split it again "
                              "(the held-out documents change, so evaluate anew)")
+    # Written by tokpack, the shares hold out a part and the counts are what they hold out; a
+    # file that says otherwise was edited, and its documents cannot be trusted to be held out.
+    forged = "delete it to split the corpus again (the held-out documents change, so evaluate anew)"
+    shares = split.made_by.validation + split.made_by.test
+    if not 0 < shares < 1:
+        raise InputError(f"its shares (validation {split.made_by.validation:g}, test {split.made_by.test:g}) hold out "
+                         f"{'every' if shares >= 1 else 'no'} document, which no split does (edited?)", where=path, fix=forged)
+    held = dict(zip(SPLITS, np.bincount(split.ranges(), minlength=3).tolist()))
+    if split.counts != {name: count for name, count in held.items() if name == "train" or getattr(split.made_by, name)}:
+        raise InputError(f"its counts {split.counts} are not what its shares hold out of {split.units:,} ({held}; edited?)",
+                         where=path, fix=forged)

@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -526,6 +527,22 @@ def _link_to(entry: Path, root: Path) -> Path:
     return entry
 
 
+def manifest_outside(folder: Path, manifest: Path | None) -> None:
+    """Refuse a manifest inside the corpus folder it splits: it would be read as one of the
+    folder's files, so writing it would change the folder it records.
+
+    Raises:
+        InputError: naming the manifest, the folder and the fix.
+    """
+    if manifest is None:
+        return
+    real = Path(os.path.realpath(manifest))
+    if real.is_relative_to(os.path.realpath(folder)):
+        raise InputError(f"is inside the corpus folder {folder}, so it would be read as one of its files (and the "
+                         "folder would change by being split)", where=manifest,
+                         fix="give a manifest path outside the folder (--manifest, manifest= in Python)")
+
+
 class TextDirectory(DocumentSource):
     """Every non-hidden file under a folder, in sorted path order, but for text files' manifests
     (``*.manifest.json``); documents never span files.
@@ -544,6 +561,7 @@ class TextDirectory(DocumentSource):
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
                  manifest: Path | None = None) -> None:
         self.path, self.on_error = Path(path), on_error
+        manifest_outside(self.path, manifest)
         # A placeholder unit (begin == end == 0) stands for each unreadable entry, so that the pass
         # (or the shard) that reaches it counts the skip, once.
         self.files, self._unreadable = self._listing()
@@ -831,8 +849,15 @@ class JsonLines(DocumentSource):
         return self._line_ends[first:last] - self._line_starts[first:last]  # the record's JSON line
 
     def spelled(self, tokens: list[str]) -> dict[str, tuple[int, str]]:
-        # Searched in the JSON text: a record that escapes a token's characters (\u003c) is not seen.
-        return _spelled_in([(self._data, self._data.where)], tokens)
+        # Searched in the JSON text, as the token is written there by any common encoder.
+        spellings = {token: json_spellings(token) for token in tokens}
+        seen = _spelled_in([(self._data, self._data.where)], [spelling for token in tokens for spelling in spellings[token]])
+        found: dict[str, tuple[int, str]] = {}
+        for token in tokens:
+            hits = [seen[spelling] for spelling in spellings[token] if spelling in seen]
+            if hits:
+                found[token] = (sum(count for count, _ in hits), hits[0][1])
+        return found
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         for record, start, end in zip(self._records[first:last].tolist(), self._line_starts[first:last].tolist(),
@@ -1106,6 +1131,8 @@ def split_documents(path: Path, *, validation: float, test: float, manifest: Pat
     if validation + test <= 0 or validation + test >= 1:
         raise InputError(f"validation {validation} and test {test} must hold out a share between 0 and 1")
     target = manifest or manifest_beside(path)
+    if Path(path).is_dir():
+        manifest_outside(Path(path), target)
     with open_corpus(path, text_field=text_field, on_error=on_error, manifest=target if target.exists() else None) as source:
         units, sha256, kind = source.split_units(), source.record.sha256, source.format
     shares = HeldOutShares(validation=validation, test=test)
@@ -1204,6 +1231,28 @@ def warn_spelled_special_tokens(source: DocumentSource, tokens: list[str], stack
         return
     for token, (count, first) in source.spelled(sorted(tokens)).items():
         warnings.warn(SpecialTokenInText(token, count, first), stacklevel=stacklevel + 1)
+
+
+def json_spellings(token: str) -> list[str]:
+    r"""How JSON encoders write ``token`` inside a string: as it is, with every non-ASCII
+    character escaped (Python's default), with ``<``, ``>`` and ``&`` escaped (Go's, .NET's: in
+    lower or upper case hex), with ``/`` escaped (PHP's); the first is the token itself.
+
+    >>> json_spellings("</s>")
+    ['</s>', '<\\/s>', '\\u003c/s\\u003e', '\\u003C/s\\u003E', '\\u003c\\/s\\u003e', '\\u003C\\/s\\u003E']
+    """
+    found: list[str] = []
+    for ascii_only, html, slash, upper in itertools.product((False, True), repeat=4):
+        written = json.dumps(token, ensure_ascii=ascii_only)[1:-1]
+        if html:
+            written = written.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        if slash:
+            written = written.replace("/", "\\/")
+        if upper:
+            written = re.sub(r"\\u([0-9a-f]{4})", lambda hexa: "\\u" + hexa[1].upper(), written)
+        if written not in found:
+            found.append(written)
+    return found
 
 
 def _spelled_in(files: list[tuple[FileBytes | bytes, str]], tokens: list[str], chunk: int = _CHUNK) -> dict[str, tuple[int, str]]:

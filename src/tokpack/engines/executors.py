@@ -375,5 +375,7 @@ def run_array_task(dataset: Path, rank: int | None = None,
     if rank is None:
         rank, world = rank_from_environment(environment)
         if world != world_size:
-            raise InputError(f"the job array has {world} tasks but the job {world_size} shards")
+            raise InputError(f"the job array has {world} tasks but the job has {world_size} shards", where=dataset,
+                             fix=f"run it as an array of {world_size} tasks (e.g. sbatch --array=0-{world_size - 1}), or "
+                                 "pass --rank N (rank= in Python)")
     return rank, world_size, task(Path(dataset), rank)

@@ -249,6 +249,7 @@ def prepare(
                                             manifest=manifest)
     if out is not None:
         check_output(Path(out), path, kind="pack")
+    check_cache(cache, path)
     if validation or test:
         hold_out(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                  manifest=manifest, text_field=text_field, on_error=on_error)
@@ -311,6 +312,22 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
                     raise
                 _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
     return TokenizedCorpus(pack_dir, vocabulary_json, tokenizer=tokenizer)
+
+
+def check_cache(cache: Path, corpus: Path) -> None:
+    """Refuse a cache folder inside the corpus folder, where the next read of the corpus would
+    take its files (packs, vocabularies) as text, unless a hidden folder holds it (a folder's
+    hidden entries are not read: ``~/.cache`` for a corpus at ``~``).
+
+    Raises:
+        InputError: naming the cache and the fix.
+    """
+    corpus_dir, target = corpus.resolve(), cache.resolve()
+    if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents) \
+            and not any(part.startswith(".") for part in target.relative_to(corpus_dir).parts):
+        raise InputError(f"the cache is inside the corpus folder {corpus}: its files would become training text",
+                         where=cache, fix="choose a cache folder outside the corpus (--cache-dir or TOKPACK_CACHE, "
+                                          "cache_dir= in Python)")
 
 
 def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -> None:

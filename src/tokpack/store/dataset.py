@@ -178,6 +178,7 @@ class ShardedDataset(PartsStream, RecordedStream):
             IntegrityError: naming the shard or file that does not match.
         """
         tokens_sha, starts_sha = stream_hashes(self.shards, verify=True)
+        check_documents_once(self.path, self.shards)
         if (tokens_sha, starts_sha) != (self.meta.tokens_sha256, self.meta.starts_sha256):
             raise IntegrityError("the stream's checksums differ from the record", where=self.path / DATASET_FILE,
                                  fix="shards were reordered or replaced, or the record was edited; rebuild the dataset")
@@ -214,6 +215,58 @@ def check_places(where: Path | str, names: Sequence[str], shard_metas: Sequence[
             raise IntegrityError(f"{name} holds shard {place.rank} of a job of {place.world_size}, not shard {index} "
                                  f"of {len(names)} (copied or moved from another rank?)", where=where,
                                  fix=f"delete {name} (and its .done marker) and run its task again to remake it")
+
+
+def check_documents_once(where: Path | str, shards: Sequence[Pack]) -> None:
+    """Check that no two shards hold the same document of the input: their origins (see
+    :class:`~tokpack.store.format.Origins`) overlap nowhere. A shard copied under another rank's
+    name with its place edited and its seal recomputed (a seal has no key) records that rank, but
+    still the documents of the shard it was copied from. Shards that record no origins are not
+    compared. Linear in documents (one sort).
+
+    Raises:
+        IntegrityError: naming both shards and the span they share.
+    """
+    from tokpack.store.origins import read_origins
+
+    names: dict[str, int] = {}
+    files: list[np.ndarray] = []
+    units: list[np.ndarray] = []
+    spans: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    kinds: dict[int, str] = {}
+    for index, shard in enumerate(shards):
+        found = read_origins(shard)
+        if found is None or not len(found[1]):
+            continue
+        record, rows = found
+        rows, kinds[index] = np.asarray(rows), record.kind
+        ids = np.array([names.setdefault(name, len(names)) for name in record.files], np.int64)
+        records = record.kind == "records"  # a span of a record's text: the record is part of the place
+        files.append(np.full(len(rows), ids[0], np.int64) if records else ids[rows[:, 0]])
+        units.append(rows[:, 0] if records else np.full(len(rows), -1, np.int64))
+        spans.append(rows[:, 1:])
+        owners.append(np.full(len(rows), index, np.int64))
+    if not spans:
+        return
+    file, unit, span, owner = (np.concatenate(parts) for parts in (files, units, spans, owners))
+    order = np.lexsort((span[:, 0], unit, file))
+    file, unit, span, owner = file[order], unit[order], span[order], owner[order]
+    # Sorted by place, any two overlapping spans make some neighbouring pair overlap.
+    shared = ((file[1:] == file[:-1]) & (unit[1:] == unit[:-1]) & (span[1:, 0] < span[:-1, 1])
+              & (span[1:, 1] > span[1:, 0]))
+    if not shared.any():
+        return
+    at = int(np.argmax(shared)) + 1
+    first, second = sorted((int(owner[at - 1]), int(owner[at])))
+    name = next(name for name, number in names.items() if number == file[at])
+    start, end = int(span[at, 0]), int(span[at, 1])
+    place = {"records": f"{name} record {int(unit[at])} bytes [{start}, {end})", "rows": f"{name} row {start}"}.get(
+        kinds[second], f"{name} bytes [{start}, {end})")
+    a, b = shards[first].path.name, shards[second].path.name
+    raise IntegrityError(f"{b} holds {place}, which {a} holds too (one of them copied under another rank's name?)",
+                         where=where, fix=f"delete the copy (or both, {a} and {b}) with its .done marker, and run its "
+                                          "task again to remake it")
 
 
 def check_against_shards(where: Path | str, record: DatasetRecord, shard_metas: Sequence[PackMeta],
@@ -361,6 +414,7 @@ def write_dataset(path: Path, shard_names: Sequence[str], *, source: Source, cut
     if not shards:
         raise InputError("a dataset needs at least one shard", where=path)
     check_places(path, [shard.path.name for shard in shards], [shard.meta for shard in shards])
+    check_documents_once(path, shards)
     first: PackMeta = shards[0].meta
     for shard in shards[1:]:
         if shard.vocabulary != first.vocabulary or shard.meta.pad_id != first.pad_id:
@@ -412,4 +466,4 @@ def merge_dataset(dataset: ShardedDataset, destination: Path) -> PackMeta:
     return meta
 
 
-__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "check_against_shards", "check_places", "merge_dataset", "shard_name", "write_dataset"]
+__all__ = ["DatasetRecord", "ShardEntry", "ShardedDataset", "check_against_shards", "check_documents_once", "check_places", "merge_dataset", "shard_name", "write_dataset"]

@@ -517,6 +517,11 @@ def read_tokenizer_json(path: Path) -> tuple[Ranks, str, dict[str, int]]:
     if not isinstance(added, list) or not all(isinstance(entry, dict) and isinstance(entry.get("content"), str)
                                               and _is_id(entry.get("id")) for entry in added):
         raise InputError("added_tokens must be objects with a string 'content' and an id in [0, 2**32)", where=path)
+    owners: dict[int, str] = {}
+    for token, rank in [*vocab.items(), *((entry["content"], entry["id"]) for entry in added if entry["content"] not in vocab)]:
+        if owners.setdefault(rank, token) != token:  # Hugging Face would decode the id as one of them only
+            raise InputError(f"id {rank} is both {owners[rank]!r} and {token!r}", where=path,
+                             fix="give each token its own id (a file edited by hand, or two vocabularies merged?)")
     plain = next((entry for entry in added if entry.get("special") is not True), None)
     if plain is not None:  # Hugging Face reads these from text whatever encode_special_tokens says
         raise InputError(f"added token {plain['content']!r} (id {plain['id']}) is not special: Hugging Face "

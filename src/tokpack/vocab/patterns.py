@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Sequence
 from os import PathLike
 
@@ -131,9 +132,20 @@ def _ends_possessive(alternative: str) -> bool:
 
     >>> _ends_possessive(r"\p{L}++"), _ends_possessive(r"\++"), _ends_possessive(r"\\++"), _ends_possessive("a+")
     (True, False, True, False)
+    >>> _ends_possessive(r"\d{1,3}+"), _ends_possessive(r"\p{N}+"), _ends_possessive(r"\x{41}+")  # braces of an escape
+    (True, False, False)
     """
     if len(alternative) < 2 or alternative[-1] != "+" or alternative[-2] not in "+*?}":
         return False
+    if alternative[-2] == "}":
+        # ``{m}``, ``{m,}``, ``{m,n}``, ``{,n}`` are quantifiers; ``\p{N}``, ``\x{41}``, ``\N{…}`` close
+        # an escape, and the ``+`` after them is a greedy quantifier of their own.
+        braces = re.search(r"\{(?:\d+(?:,\d*)?|,\d+)\}\+$", alternative)
+        if braces is None:
+            return False
+        opening = alternative[: braces.start()]
+        escape = len(opening) >= 2 and opening[-1] in "pPxNo" and opening[-2] == "\\"  # the escapes that take braces
+        return not (escape and (len(opening[:-1]) - len(opening[:-1].rstrip("\\"))) % 2 == 1)
     before = alternative[:-2]
     return (len(before) - len(before.rstrip("\\"))) % 2 == 0  # an escaped mark is a literal, quantified greedily
 
