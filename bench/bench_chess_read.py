@@ -85,16 +85,21 @@ def one_line_movetext(text: str) -> str:
     return "".join(out)
 
 
-def tokpack_read(path: Path, stages: Counter[str] | None = None) -> tuple[float, list[str | None]]:
+def tokpack_read(path: Path) -> tuple[float, list[str | None]]:
+    """CPU seconds of reading ``path`` into its chunks' tables, and each game's main line (None
+    for a skipped game), gathered from the tables outside the clock."""
     start = time.process_time()
-    moves: list[str | None] = []
+    chunks = []
     stream, _ = reader.open_pgn(path)
     with stream:
         for offset, data in reader.pgn_chunks(stream, str(path)):
-            chunk = chunk_games(data, offset, ReadOptions())
-            kept = dict(zip(chunk.offsets, chunk.table.column("uci").to_pylist(), strict=True))
-            moves.extend(kept.get(o) for o in sorted([*chunk.offsets, *(o for o, _ in chunk.skipped)]))
-    return time.process_time() - start, moves
+            chunks.append(chunk_games(data, offset, ReadOptions()))
+    seconds = time.process_time() - start
+    moves: list[str | None] = []
+    for chunk in chunks:
+        kept = dict(zip(chunk.offsets.tolist(), chunk.table.column("uci").to_pylist(), strict=True))
+        moves.extend(kept.get(o) for o in sorted([*kept, *(o for o, _ in chunk.skipped)]))
+    return seconds, moves
 
 
 def python_chess_read(path: Path) -> tuple[float, list[str | None], list[list[str]]]:
@@ -128,9 +133,11 @@ def stage_times(path: Path) -> Counter[str]:
 
     spent: Counter[str] = Counter()
     patched = []
-    for module, name in [(reader, "cut_games"), (_cut_compiled, "cut_spans"), (pgn, "_judge"), (_tags_compiled, "scan_tags"),
-                         (reader, "main_line_words"), (_resolve_compiled, "scan_movetexts"),
-                         (_resolve_compiled, "resolve_games_compiled"), (reader, "resolve_games"), (pgn, "_table")]:
+    for module, name in [(reader, "pgn_chunks"), (reader, "cut_chunk"), (_cut_compiled, "cut_spans"),
+                         (reader, "tag_spans"), (_tags_compiled, "scan_tags"), (pgn, "_judge"),
+                         (reader, "main_lines"), (_resolve_compiled, "scan_movetexts"),
+                         (_resolve_compiled, "resolve_main_lines"), (pgn, "_results"), (pgn, "_game_ids"),
+                         (pgn, "string_array")]:
         original = getattr(module, name)
         label = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
 
@@ -140,7 +147,17 @@ def stage_times(path: Path) -> Counter[str]:
                 return _original(*args, **kwargs)
             finally:
                 spent[_label] += time.process_time() - start
-        setattr(module, name, timed)
+
+        def timed_items(*args, _original=original, _label=label, **kwargs):  # type: ignore[no-untyped-def]
+            items = _original(*args, **kwargs)
+            while True:  # the time of each item made, not of the caller's work between them
+                start = time.process_time()
+                item = next(items, None)
+                spent[_label] += time.process_time() - start
+                if item is None:
+                    return
+                yield item
+        setattr(module, name, timed_items if name == "pgn_chunks" else timed)
         patched.append((module, name, original))
     try:
         spent["total"] = tokpack_read(path)[0]

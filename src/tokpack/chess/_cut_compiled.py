@@ -1,18 +1,22 @@
 """A chunk of PGN cut into games by numba: each game's tag lines, movetext and byte offset, as spans.
 
 :func:`cut_spans` is :func:`tokpack.chess.reader.cut_games_python` (the specification, kept in
-Python and tested against this) run over the code points of ``"\\n" + text``: paragraphs are
-split at blank lines (lines of whitespace only, as ``str.isspace`` defines it); a tag line is a
+Python and tested against this) run over the UTF-8 bytes of the text itself: paragraphs are
+split at blank lines (lines of whitespace only, as ``str.isspace`` defines it; a whitespace
+character outside ASCII is recognised by its bytes, :func:`_space_length`); a tag line is a
 line whose first non-whitespace character is ``[``; a paragraph of tag lines with no moves takes
 the paragraph after one blank line as more tag lines (unless they repeat one of its tags: a new
 game) or as its movetext (python-chess allows one blank line there); and a brace comment left
 open takes in the paragraphs after it, except one starting with a tag line when a ``{`` comes
-before the next ``}``. A game's tag lines and movetext are each one contiguous span of the text,
-so no string is built here.
+before the next ``}``. A game's tag lines and movetext are each one contiguous span of the bytes,
+so no string is built here, and a span's position is its byte offset.
+
+Every rule compares ASCII bytes, and an ASCII byte is never part of a longer UTF-8 sequence, so
+byte positions stand in for character positions; a span starts after a line end and ends before
+one, where the bytes decode (``surrogateescape``) to the characters the Python cutter slices.
 
 Measured (BENCHMARKS.md, chess): the Python cutter, a regular-expression split and a loop per
-paragraph, took about 15 us a Lichess-style game; this takes under 1 us, and slicing the spans
-into strings about 1 more.
+paragraph, took about 15 us a Lichess-style game; this takes under 1 us.
 """
 
 from __future__ import annotations
@@ -22,26 +26,31 @@ from numba import njit
 
 #: Problems found while cutting, by code (0: none); :mod:`tokpack.chess.reader` words them.
 _HEADER_ONLY, _UNREADABLE = 1, 2
-#: ``str.isspace`` for every code point up to the last whitespace one (U+3000); none above it.
-SPACE = np.array([chr(c).isspace() for c in range(0x3001)], dtype=np.bool_)
+#: ``str.isspace`` for the ASCII bytes.
+_ASCII_SPACE = np.array([chr(c).isspace() for c in range(128)], dtype=np.bool_)
+#: The UTF-8 bytes of every other character ``str.isspace`` holds (U+0085, U+00A0, U+1680, ...,
+#: U+3000), zero-padded to 3; all of them are 2 or 3 bytes long.
+_WIDE = [chr(c).encode("utf-8") for c in range(128, 0x110000) if chr(c).isspace()]
+_WIDE_SPACES = np.array([list(w.ljust(3, b"\0")) for w in _WIDE], dtype=np.uint8)
+_WIDE_LENGTHS = np.array([len(w) for w in _WIDE], dtype=np.int64)
 
 
 @njit(nogil=True, cache=True)
-def _space(c: int) -> bool:
-    return c < 0x3001 and SPACE[c]
+def _space_length(b: np.ndarray, i: int, e: int) -> int:
+    """The length in bytes of the whitespace character starting at ``b[i]`` (before ``e``), or 0.
 
-
-@njit(nogil=True, cache=True)
-def _utf8_length(c: int) -> int:
-    """Bytes of code point ``c`` in UTF-8 with ``surrogateescape`` (U+DC80..U+DCFF are one raw byte).
-
-    Other lone surrogates cannot occur: the text was decoded with ``surrogateescape``.
+    A byte that continues a longer sequence never starts one of these, so ``i`` may be any byte.
     """
-    if c < 0x80 or 0xDC80 <= c <= 0xDCFF:
-        return 1
-    if c < 0x800:
-        return 2
-    return 3 if c < 0x10000 else 4
+    c = b[i]
+    if c < 128:
+        return 1 if _ASCII_SPACE[c] else 0
+    for k in range(len(_WIDE_LENGTHS)):
+        n = _WIDE_LENGTHS[k]
+        if i + n > e or c != _WIDE_SPACES[k, 0]:
+            continue
+        if b[i + 1] == _WIDE_SPACES[k, 1] and (n == 2 or b[i + 2] == _WIDE_SPACES[k, 2]):
+            return n
+    return 0
 
 
 @njit(nogil=True, cache=True)
@@ -62,10 +71,13 @@ def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
     ``{`` opens a comment to the first ``}``; outside one, ``;`` and a ``%`` at a line's start
     open a comment to the end of the line. ``b[s]`` is at a line's start.
     """
-    for i in range(s, e):
+    i = s
+    while i < e:
         c = b[i]
         if state == 1:
-            if c == 125:
+            while i < e and b[i] != 125:  # the comment's text, to its '}'
+                i += 1
+            if i < e:
                 state = 0
         elif state == 2:
             if c == 10:
@@ -74,14 +86,18 @@ def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
             state = 1
         elif c == 59 or (c == 37 and (i == s or b[i - 1] == 10)):
             state = 2
+        i += 1
     return state
 
 
 @njit(nogil=True, cache=True)
 def _tag_start(b: np.ndarray, s: int, e: int) -> bool:
     """Whether the line at ``b[s]`` is a tag line: ``[`` after any whitespace (python-chess strips it)."""
-    while s < e and b[s] != 10 and _space(b[s]):
-        s += 1
+    while s < e and b[s] != 10:
+        n = _space_length(b, s, e)
+        if n == 0:
+            break
+        s += n
     return s < e and b[s] == 91
 
 
@@ -100,12 +116,15 @@ def _tag_lines_end(b: np.ndarray, s: int, e: int) -> int:
 @njit(nogil=True, cache=True)
 def _name_end(b: np.ndarray, s: int, e: int) -> int:
     """The end of the tag name of the line at ``b[s]`` (from its ``[``), or -1 for no tag line."""
-    while s < e and b[s] != 10 and _space(b[s]):
-        s += 1
+    while s < e and b[s] != 10:
+        n = _space_length(b, s, e)
+        if n == 0:
+            break
+        s += n
     if s >= e or b[s] != 91:
         return -1
     k = s + 1
-    while k < e and b[k] != 10 and b[k] != 34 and b[k] != 93 and not _space(b[k]):
+    while k < e and b[k] != 10 and b[k] != 34 and b[k] != 93 and _space_length(b, k, e) == 0:
         k += 1
     return k
 
@@ -157,36 +176,46 @@ def _closes_first(b: np.ndarray, s: int, e: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
-    """The games of ``b``, the code points of ``"\\n" + text``, one column each: the start and end
-    in ``b`` of its tag lines and of its movetext, its byte offset, its problem code.
+def _blank_to(b: np.ndarray, q: int, size: int) -> int:
+    """Where the line at ``b[q]`` ends (its ``\\n``) if it holds only whitespace, else -1."""
+    while q < size and b[q] != 10:
+        n = _space_length(b, q, size)
+        if n == 0:
+            return -1
+        q += n
+    return q if q < size else -1
 
-    ``byte_offset`` is the byte offset of ``text`` in its file; a game's offset is where its first
-    paragraph starts. ``b`` is ``uint8`` for ASCII text (a byte a code point), else ``uint32``.
+
+@njit(nogil=True, cache=True)
+def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
+    """The games of ``b``, the UTF-8 bytes of a text with ``\\n`` line ends, one column each: the
+    start and end in ``b`` of its tag lines and of its movetext, its byte offset, its problem code.
+
+    ``byte_offset`` is the byte offset of ``b[0]`` in its file; a game's offset is where its first
+    paragraph starts. The text is read as if a line end came before it (as ``"\\n" + text``),
+    so blank lines at its start separate nothing from the first paragraph.
     """
     size = len(b)
-    lines = 1
+    lines = 2
     for i in range(size):
         lines += b[i] == 10
     games_out = np.empty((6, lines), dtype=np.int64)  # a paragraph at most per line
     tag_start, tag_end, move_start, move_end, offsets, problems = (
         games_out[0], games_out[1], games_out[2], games_out[3], games_out[4], games_out[5])
-    ascii_text = b.itemsize == 1
     starts = np.empty(lines, dtype=np.int64)
     ends = np.empty_like(starts)
     newlines = np.zeros_like(starts)  # in the separator after each paragraph
-    n, paragraph, p = 0, 0, 0
+    # Paragraphs: text between a line end and the next line end followed by blank lines; the
+    # line end at -1 is the one read before the text.
+    n, paragraph, p = 0, -1, -1
     while p < size:
-        if b[p] == 10:
+        if p < 0 or b[p] == 10:
             q, last, count = p + 1, -1, 1
             while True:
-                r = q
-                while r < size and b[r] != 10 and _space(b[r]):
-                    r += 1
-                if r < size and b[r] == 10:
-                    last, q, count = r, r + 1, count + 1
-                else:
+                r = _blank_to(b, q, size)
+                if r < 0:
                     break
+                last, q, count = r, r + 1, count + 1
             if last >= 0:
                 starts[n], ends[n], newlines[n] = paragraph, p, count
                 n += 1
@@ -196,22 +225,23 @@ def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
     starts[n], ends[n], newlines[n] = paragraph, size, 0
     n += 1
     i = 0
-    if ends[0] == 0:  # text starts with blank lines
+    if ends[0] == -1:  # text starts with blank lines
         i = 1
     else:
-        starts[0] = 1  # the "\n" put before the text
-    games, done_chars, done_bytes = 0, 1, byte_offset
+        starts[0] = 0
+    games = 0
     while i < n:
         s, e = starts[i], ends[i]
         i += 1
         if s == e or (b[s] == 37 or b[s] == 59) and _escape_lines_only(b, s, e):
             continue
-        blank = True
-        for k in range(s, e):
-            if not _space(b[k]):
-                blank = False
+        k = s
+        while k < e:
+            step = _space_length(b, k, e)
+            if step == 0:
                 break
-        if blank:
+            k += step
+        if k >= e:  # whitespace only
             continue
         q = _tag_lines_end(b, s, e)
         ms, me, problem = q, e, 0
@@ -243,13 +273,7 @@ def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
             else:
                 problem = _UNREADABLE
                 break
-        if ascii_text:
-            done_bytes += s - done_chars
-        else:
-            for k in range(done_chars, s):
-                done_bytes += _utf8_length(b[k])
-        done_chars = s
         tag_start[games], tag_end[games], move_start[games], move_end[games] = s, q, ms, me
-        offsets[games], problems[games] = done_bytes, problem
+        offsets[games], problems[games] = byte_offset + s, problem
         games += 1
     return games_out[:, :games]
