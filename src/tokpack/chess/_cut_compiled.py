@@ -53,6 +53,38 @@ def _space_length(b: np.ndarray, i: int, e: int) -> int:
     return 0
 
 
+_ONES, _HIGHS, _NEWLINES = (np.uint64(0x0101010101010101 * byte) for byte in (1, 0x80, 10))
+
+
+@njit(nogil=True, cache=True)
+def _line_ends(b: np.ndarray) -> np.ndarray:
+    """The position of every ``\\n`` in ``b``, then ``len(b)`` (where the last line ends).
+
+    ``b`` is read 8 bytes at a time, and only a word holding a ``\\n`` byte by byte (the
+    "has a zero byte" test of the word xor ``\\n\\n...``).
+    """
+    count = 0
+    for i in range(len(b)):
+        if b[i] == 10:
+            count += 1
+    out = np.empty(count + 1, dtype=np.int64)
+    words = b[:len(b) // 8 * 8].view(np.uint64)
+    n = 0
+    for k in range(len(words)):
+        x = words[k] ^ _NEWLINES
+        if ((x - _ONES) & ~x & _HIGHS) != 0:
+            for i in range(8 * k, 8 * k + 8):
+                if b[i] == 10:
+                    out[n] = i
+                    n += 1
+    for i in range(8 * len(words), len(b)):
+        if b[i] == 10:
+            out[n] = i
+            n += 1
+    out[n] = len(b)
+    return out
+
+
 @njit(nogil=True, cache=True)
 def _escape_lines_only(b: np.ndarray, s: int, e: int) -> bool:
     """Whether every line of ``b[s:e]`` (an empty one after a final newline too) starts with % or ;."""
@@ -91,6 +123,45 @@ def _comment_state(b: np.ndarray, s: int, e: int, state: int) -> int:
 
 
 @njit(nogil=True, cache=True)
+def _escapes(b: np.ndarray, line_ends: np.ndarray) -> np.ndarray:
+    """The positions of every ``;`` and every ``%`` at a line's start (usually none: counted first)."""
+    count = 0
+    for i in range(len(b)):
+        if b[i] == 59:
+            count += 1
+    if len(b) and b[0] == 37:
+        count += 1
+    for j in range(len(line_ends) - 1):
+        if line_ends[j] + 1 < len(b) and b[line_ends[j] + 1] == 37:
+            count += 1
+    out = np.empty(count, dtype=np.int64)
+    n = 0
+    for i in range(len(b) if count else 0):
+        if b[i] == 59 or (b[i] == 37 and (i == 0 or b[i - 1] == 10)):
+            out[n] = i
+            n += 1
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _state_after(b: np.ndarray, escapes: np.ndarray, braces: bool, s: int, e: int, state: int) -> int:
+    """:func:`_comment_state` (from state 0 or 1), quickly where ``b[s:e]`` holds none of the
+    ``escapes`` (:func:`_escapes`): then only braces change the state, and the last one decides
+    (``braces``: whether the text holds a ``{`` at all)."""
+    if not braces:
+        return state
+    j = np.searchsorted(escapes, s)
+    if j < len(escapes) and escapes[j] < e:
+        return _comment_state(b, s, e, state)
+    k = e - 1
+    while k >= s and b[k] != 123 and b[k] != 125:
+        k -= 1
+    if k < s:
+        return state
+    return 1 if b[k] == 123 else 0
+
+
+@njit(nogil=True, cache=True)
 def _tag_start(b: np.ndarray, s: int, e: int) -> bool:
     """Whether the line at ``b[s]`` is a tag line: ``[`` after any whitespace (python-chess strips it)."""
     while s < e and b[s] != 10:
@@ -102,14 +173,17 @@ def _tag_start(b: np.ndarray, s: int, e: int) -> bool:
 
 
 @njit(nogil=True, cache=True)
-def _tag_lines_end(b: np.ndarray, s: int, e: int) -> int:
-    """The end of the tag lines (and ``%``/``;`` escape lines among them) that start ``b[s:e]``."""
+def _tag_lines_end(b: np.ndarray, line_ends: np.ndarray, s: int, e: int) -> int:
+    """The end of the tag lines (and ``%``/``;`` escape lines among them) that start ``b[s:e]``
+    (``line_ends``: :func:`_line_ends`)."""
     q = s
+    j = np.searchsorted(line_ends, s)
     while q < e and (b[q] == 37 or b[q] == 59 or _tag_start(b, q, e)):
-        while q < e and b[q] != 10:
-            q += 1
-        if q < e:
-            q += 1
+        while line_ends[j] < q:
+            j += 1
+        if line_ends[j] >= e:
+            return e
+        q = line_ends[j] + 1
     return q
 
 
@@ -187,6 +261,13 @@ def _blank_to(b: np.ndarray, q: int, size: int) -> int:
 
 
 @njit(nogil=True, cache=True)
+def _grown(a: np.ndarray) -> np.ndarray:
+    out = np.empty(2 * len(a), dtype=a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+@njit(nogil=True, cache=True)
 def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
     """The games of ``b``, the UTF-8 bytes of a text with ``\\n`` line ends, one column each: the
     start and end in ``b`` of its tag lines and of its movetext, its byte offset, its problem code.
@@ -196,34 +277,39 @@ def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
     so blank lines at its start separate nothing from the first paragraph.
     """
     size = len(b)
-    lines = 2
+    line_ends = _line_ends(b)
+    escapes = _escapes(b, line_ends)
+    braces = False
     for i in range(size):
-        lines += b[i] == 10
-    games_out = np.empty((6, lines), dtype=np.int64)  # a paragraph at most per line
-    tag_start, tag_end, move_start, move_end, offsets, problems = (
-        games_out[0], games_out[1], games_out[2], games_out[3], games_out[4], games_out[5])
-    starts = np.empty(lines, dtype=np.int64)
+        if b[i] == 123:
+            braces = True
+    starts = np.empty(size // 512 + 64, dtype=np.int64)
     ends = np.empty_like(starts)
-    newlines = np.zeros_like(starts)  # in the separator after each paragraph
+    newlines = np.empty_like(starts)  # in the separator after each paragraph
     # Paragraphs: text between a line end and the next line end followed by blank lines; the
     # line end at -1 is the one read before the text.
-    n, paragraph, p = 0, -1, -1
-    while p < size:
-        if p < 0 or b[p] == 10:
-            q, last, count = p + 1, -1, 1
-            while True:
-                r = _blank_to(b, q, size)
-                if r < 0:
-                    break
-                last, q, count = r, r + 1, count + 1
-            if last >= 0:
-                starts[n], ends[n], newlines[n] = paragraph, p, count
-                n += 1
-                paragraph = p = last + 1
-                continue
-        p += 1
+    n, paragraph, p, j = 0, -1, -1, 0
+    while p < size:  # b[p] is a line end
+        q, last, count = p + 1, -1, 1
+        while True:
+            r = _blank_to(b, q, size)
+            if r < 0:
+                break
+            last, q, count = r, r + 1, count + 1
+        if last >= 0:
+            if n + 1 >= len(starts):
+                starts, ends, newlines = _grown(starts), _grown(ends), _grown(newlines)
+            starts[n], ends[n], newlines[n] = paragraph, p, count
+            n += 1
+            paragraph, p = last + 1, last
+        while line_ends[j] <= p:  # the next line end
+            j += 1
+        p = line_ends[j]
     starts[n], ends[n], newlines[n] = paragraph, size, 0
     n += 1
+    games_out = np.empty((6, n), dtype=np.int64)  # a game at most per paragraph
+    tag_start, tag_end, move_start, move_end, offsets, problems = (
+        games_out[0], games_out[1], games_out[2], games_out[3], games_out[4], games_out[5])
     i = 0
     if ends[0] == -1:  # text starts with blank lines
         i = 1
@@ -243,31 +329,31 @@ def cut_spans(b: np.ndarray, byte_offset: int) -> np.ndarray:
             k += step
         if k >= e:  # whitespace only
             continue
-        q = _tag_lines_end(b, s, e)
+        q = _tag_lines_end(b, line_ends, s, e)
         ms, me, problem = q, e, 0
         while q > s and ms == me:  # tags and no movetext: after one blank line, more tags or the moves
             if i < n and newlines[i - 1] == 2 and starts[i] < ends[i]:
                 following, e2 = starts[i], ends[i]
                 i += 1
                 if _tag_start(b, following, e2):
-                    if _repeats_tag(b, s, q, following, _tag_lines_end(b, following, e2)):
+                    if _repeats_tag(b, s, q, following, _tag_lines_end(b, line_ends, following, e2)):
                         i -= 1  # a new game's tags: this one has none of its own moves
                         problem = _HEADER_ONLY
                         break
-                    q = _tag_lines_end(b, following, e2)
+                    q = _tag_lines_end(b, line_ends, following, e2)
                     ms, me = q, e2
                     continue
                 ms, me = following, e2
             else:
                 problem = _HEADER_ONLY
             break
-        state = _comment_state(b, ms, me, 0)
+        state = _state_after(b, escapes, braces, ms, me, 0)
         closed_at = -1  # where the open comment is known to close, before any '{'
         while state == 1:
             if i < n and _tag_start(b, starts[i], ends[i]) and starts[i] > closed_at:
                 closed_at = _closes_first(b, starts[i], size)
             if i < n and (not _tag_start(b, starts[i], ends[i]) or starts[i] < closed_at):
-                state = _comment_state(b, me, ends[i], state)
+                state = _state_after(b, escapes, braces, me, ends[i], state)
                 me = ends[i]
                 i += 1
             else:

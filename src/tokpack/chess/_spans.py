@@ -24,9 +24,9 @@ def _gather(source: np.ndarray, starts: np.ndarray, ends: np.ndarray, offsets: n
     for i in range(len(starts)):
         s = starts[i]
         if s >= 0:
-            for k in range(s, ends[i]):
-                data[p] = source[k]
-                p += 1
+            n = ends[i] - s
+            data[p:p + n] = source[s:s + n]
+            p += n
         offsets[i + 1] = p
 
 

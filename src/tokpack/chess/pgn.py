@@ -501,36 +501,46 @@ def _results(cut: reader.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves
     """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
     its movetext gives, as python-chess's game reads it (``*`` if none).
 
-    A movetext without ``1-0``, ``0-1`` or ``1/2-1/2`` anywhere gives ``*``. Otherwise a movetext
-    with a ``(`` is read by python-chess entering the variations
-    (:func:`tokpack.chess.reader.game_result`), as its game builder does: an illegal move inside
-    one keeps it there, reading no result after. A game python-chess read gives the result it
-    met; any other gives its first main-line result word other than ``*``, from the compiled scan
-    (:func:`tokpack.chess.reader.movetext_result` where a word of it was coded in Python).
+    That is (:func:`_movetext_result`, in Python) ``*`` for a movetext without ``1-0``, ``0-1``
+    or ``1/2-1/2`` anywhere; else for one with a ``(`` anywhere, python-chess's reading entering
+    the variations (:func:`tokpack.chess.reader.game_result`), as its game builder does (an
+    illegal move inside one keeps it there, reading no result after); else the result
+    python-chess met in a game it read, or the first main-line result word other than ``*``
+    (:func:`tokpack.chess.reader.movetext_result`). For a game the compiled path resolved with
+    every word coded by it and no ``(``, that word is the scan's
+    (:attr:`tokpack.chess.reader.MainLines.results`), and the rest is not asked.
     """
     import pyarrow as pa
 
-    from tokpack.chess._resolve_compiled import movetext_marks
+    from tokpack.chess._resolve_compiled import variations_and_results
 
     result = headers.result[kept]
     star = np.flatnonzero(result == _STAR)
     if len(star):
         games = kept[star]
-        result_text, parenthesis = np.empty(len(star), dtype=np.bool_), np.empty(len(star), dtype=np.bool_)
-        movetext_marks(cut.text, cut.move_start[games], cut.move_end[games], result_text, parenthesis)
         line = np.flatnonzero(moves.kept)[star]  # each one's place among the usable games
-        from_scan = result_text & ~parenthesis & moves.lines.resolved[line] & ~moves.lines.asked[line]
+        parenthesis, result_text = np.empty(len(star), dtype=np.bool_), np.empty(len(star), dtype=np.bool_)
+        variations_and_results(cut.text, cut.move_start[games], cut.move_end[games], parenthesis, result_text)
+        from_scan = moves.lines.resolved[line] & ~moves.lines.asked[line] & ~parenthesis
         result[star[from_scan]] = _RESULT_OF_WORD[moves.lines.results[line[from_scan]]]
-        for row in np.flatnonzero(result_text & ~from_scan).tolist():  # read in Python (few)
+        for row in np.flatnonzero(~from_scan & (result_text | ~parenthesis)).tolist():  # read in Python (few)
             g = int(games[row])
-            if parenthesis[row]:
-                found = reader.game_result(cut.game(g))
-            elif g in moves.their_results:
-                found = moves.their_results[g]
-            else:
-                found = reader.movetext_result(cut.game(g).movetext)
-            result[star[row]] = RESULTS.index(found or "*")
+            found = _movetext_result(cut.game(g), moves.their_results.get(g), g in moves.their_results)
+            result[star[row]] = RESULTS.index(found)
     return pa.array(RESULTS, pa.string()).take(pa.array(result))
+
+
+def _movetext_result(game: reader.Game, theirs: str | None, read_by_them: bool) -> str:
+    """The result a game whose ``Result`` tag is ``*`` or missing is given (see :func:`_results`);
+    ``theirs``: the result python-chess met, if ``read_by_them``."""
+    movetext = game.movetext
+    if not ("1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext):  # surely "*": no regex
+        return "*"
+    if "(" in movetext:
+        return reader.game_result(game) or "*"
+    if read_by_them:
+        return theirs or "*"
+    return reader.movetext_result(movetext) or "*"
 
 
 def _game_ids(headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
