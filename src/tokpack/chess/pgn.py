@@ -49,7 +49,7 @@ from tokpack._atomic import building
 from tokpack._schema import Record, write_record
 from tokpack.chess import _tags_compiled as _tags
 from tokpack.chess import reader
-from tokpack.chess._spans import list_array, string_array
+from tokpack.chess._spans import list_array, numbers, string_array
 from tokpack.chess.uci import RESULTS
 from tokpack.errors import InputError
 
@@ -315,15 +315,26 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
         columns["clocks"] = moves.clocks
     skipped.sort(key=lambda entry: entry[0])
     schema = _schema(options.clocks)
-    table = pa.Table.from_arrays([pa.array(column, schema.field(name).type) if isinstance(column, np.ndarray) else column
-                                  for name, column in columns.items()], schema=schema)
+    table = pa.Table.from_arrays([numbers(column) if isinstance(column, np.ndarray) else column
+                                  for column in columns.values()], schema=schema)
     return ChunkGames(table, cut.offsets[kept], headers.months(kept), skipped, filtered)
 
 
 @cache
 def _schema(clocks: bool) -> pa.Schema:
     """Every converted table's schema (see :func:`_table`)."""
-    return _table({name: [] for name in (*COLUMNS, "clocks")}, clocks).schema
+    import pyarrow as pa
+
+    return pa.schema([(name, _column_type(name)) for name in (*COLUMNS, *(["clocks"] if clocks else []))])
+
+
+def _column_type(name: str) -> pa.DataType:
+    """The Arrow type of the converted tables' column ``name``."""
+    import pyarrow as pa
+
+    if name == "clocks":
+        return pa.list_(pa.float64())
+    return pa.int32() if name in ("white_elo", "black_elo", "n_plies") else pa.string()
 
 
 #: The column of :class:`_Headers` after the tags of :data:`tokpack.chess._tags_compiled.TAGS`:
@@ -333,6 +344,9 @@ _STAR = RESULTS.index("*")
 #: A movetext's first result word other than ``*``, by :mod:`tokpack.chess._resolve_compiled`'s
 #: code (NO_RESULT, WIN, LOSS, DRAW), as an index in RESULTS.
 _RESULT_OF_WORD = np.array([_STAR, RESULTS.index("1-0"), RESULTS.index("0-1"), RESULTS.index("1/2-1/2")])
+#: RESULTS spelled one after another, result ``r`` at ``_RESULT_BYTES[_RESULT_BOUNDS[r]:_RESULT_BOUNDS[r + 1]]``.
+_RESULT_BYTES = np.frombuffer("".join(RESULTS).encode("ascii"), np.uint8)
+_RESULT_BOUNDS = np.cumsum([0, *(len(result) for result in RESULTS)])
 
 
 @dataclass
@@ -510,7 +524,6 @@ def _results(cut: reader.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves
     every word coded by it and no ``(``, that word is the scan's
     (:attr:`tokpack.chess.reader.MainLines.results`), and the rest is not asked.
     """
-    import pyarrow as pa
 
     from tokpack.chess._resolve_compiled import variations_and_results
 
@@ -527,7 +540,7 @@ def _results(cut: reader.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves
             g = int(games[row])
             found = _movetext_result(cut.game(g), moves.their_results.get(g), g in moves.their_results)
             result[star[row]] = RESULTS.index(found)
-    return pa.array(RESULTS, pa.string()).take(pa.array(result))
+    return string_array(_RESULT_BYTES, _RESULT_BOUNDS[result], _RESULT_BOUNDS[result + 1])
 
 
 def _movetext_result(game: reader.Game, theirs: str | None, read_by_them: bool) -> str:
@@ -547,7 +560,6 @@ def _game_ids(headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
     """Each kept game's id: the site's own when the Site tag is a game URL (the last part of its
     path, :func:`tokpack.chess._tags_compiled.site_ids`), else 16 hex digits of a hash of who,
     where, when and what (its :data:`_ID_TAGS` and its moves)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from tokpack.chess._tags_compiled import site_ids
@@ -558,12 +570,14 @@ def _game_ids(headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
     hashed = np.flatnonzero(id_start < 0)
     if not len(hashed):
         return ids
-    digests = [""] * len(kept)
-    for row, line in zip(hashed.tolist(), moves.uci.take(pa.array(hashed)).to_pylist(), strict=True):
+    digests = []
+    for row, line in zip(hashed.tolist(), moves.uci.take(numbers(hashed)).to_pylist(), strict=True):
         g = int(kept[row])
         key = b"\n".join([*(headers.value(g, tag) for tag in _ID_TAGS), line.encode("ascii")])
-        digests[row] = hashlib.sha256(key).hexdigest()[:16]
-    return pc.coalesce(ids, pa.array(digests, pa.string()))
+        digests.append(hashlib.sha256(key).hexdigest()[:16])
+    starts = np.full(len(kept), -1, dtype=np.int64)  # null where the site gave the id
+    starts[hashed] = 16 * np.arange(len(hashed))
+    return pc.coalesce(ids, string_array(np.frombuffer("".join(digests).encode("ascii"), np.uint8), starts, starts + 16))
 
 
 def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[str, int, int, str]:
@@ -864,10 +878,9 @@ def _table(columns: dict[str, list[Any]], clocks: bool) -> pa.Table:
     """Columns :data:`COLUMNS` (and ``clocks``) as the converted table, with the types it always has."""
     import pyarrow as pa
 
-    types = {"white_elo": pa.int32(), "black_elo": pa.int32(), "n_plies": pa.int32()}
-    arrays = {name: pa.array(columns[name], types.get(name, pa.string())) for name in COLUMNS}
+    arrays = {name: pa.array(columns[name], _column_type(name)) for name in COLUMNS}
     if clocks:
-        arrays["clocks"] = pa.array(columns["clocks"], pa.list_(pa.float64()))
+        arrays["clocks"] = pa.array(columns["clocks"], _column_type("clocks"))
     return pa.table(arrays)
 
 
@@ -900,7 +913,7 @@ class _MonthParts:
         self.writers: dict[str, pq.ParquetWriter] = {}  # the first MONTH_WRITERS months: written straight
         self.parts: dict[str, list[Path]] = {}  # any other month: part files, joined at the end
         self.buffered = 0
-        self.schema = _table({name: [] for name in (*COLUMNS, "clocks")}, clocks).schema  # every file's
+        self.schema = _schema(clocks)  # every file's
 
     def add(self, table: pa.Table, months: np.ndarray) -> None:
         """Buffer the games of ``table`` (in input order; ``months`` is each row's), spilling whenever
@@ -931,7 +944,7 @@ class _MonthParts:
             target = month_parquet(self.root, month)
             target.parent.mkdir(parents=True, exist_ok=True)
             whole = len(rows) == buffered.num_rows  # one month: no copy
-            table = buffered if whole else buffered.take(pa.array(rows)).combine_chunks()
+            table = buffered if whole else buffered.take(numbers(np.frombuffer(rows, dtype=np.int64))).combine_chunks()
             if month not in self.writers and month not in self.parts and len(self.writers) < MONTH_WRITERS:
                 self.writers[month] = pq.ParquetWriter(target, self.schema, compression="zstd")
             if month in self.writers:
