@@ -35,6 +35,12 @@ def test_compiled_cut_is_the_python_cut(fragments: list[str], offset: int) -> No
     assert cut_games(text, offset) == cut_games_python(text, offset)
 
 
+def test_the_compiled_cut_knows_every_whitespace_character() -> None:
+    from tokpack.chess._cut_compiled import _WIDE
+
+    assert _WIDE == [chr(c).encode("utf-8") for c in range(128, 0x110000) if chr(c).isspace()]
+
+
 def test_compiled_cut_is_the_python_cut_on_real_and_lichess_style_games(shared_data: Path) -> None:
     real = zstandard.decompress((shared_data / "chess" / "games.pgn.zst").read_bytes()).decode("utf-8", "surrogateescape")
     lichess = lichess_pgn(2_000, seed=3)[0]

@@ -88,6 +88,42 @@ def test_a_pinned_piece_does_not_make_a_move_ambiguous() -> None:
     assert resolve([sans]) == [ucis]
 
 
+def _spelled(board: chess.Board, move: chess.Move) -> str:
+    """A move in SAN with its origin spelled out (``Nb1xc3``, ``exd5``, ``e8=Q``), legal or not."""
+    piece = board.piece_type_at(move.from_square)
+    taking = board.piece_at(move.to_square) is not None or board.is_en_passant(move)
+    promotion = "=" + chess.piece_symbol(move.promotion).upper() if move.promotion else ""
+    if piece == chess.PAWN:
+        origin = chess.square_name(move.from_square)[0] + "x" if taking else ""
+        return origin + chess.square_name(move.to_square) + promotion
+    return (chess.piece_symbol(piece).upper() + chess.square_name(move.from_square) + "x" * taking  # type: ignore[arg-type]
+            + chess.square_name(move.to_square))
+
+
+def test_moves_that_leave_the_king_attacked_are_refused() -> None:
+    """At every ply of random games, each move that python-chess generates but refuses (a pinned
+    piece leaving its line, a move ignoring a check, an en passant exposing the king) leaves the
+    game to python-chess; the game's legal moves at that ply, spelled the same way, resolve."""
+    rng = random.Random(18)
+    games: list[list[str]] = []
+    truth: list[list[str] | None] = []
+    in_check = 0
+    for i in range(150):
+        sans, ucis = random_game(rng, mates=i % 3 == 0)
+        board = chess.Board()
+        for ply, uci in enumerate(ucis):
+            legal = list(board.legal_moves)
+            illegal = [m for m in board.pseudo_legal_moves if m not in legal and not board.is_castling(m)]
+            for move in illegal + rng.sample(legal, min(2, len(legal))):
+                word = _spelled(board, move)
+                games.append(sans[:ply] + [word])
+                truth.append(_python_chess(games[-1]))
+                in_check += board.is_check() and move in illegal
+            board.push(chess.Move.from_uci(uci))
+    assert sum(t is None for t in truth) > 2_000 and in_check > 200, (sum(t is None for t in truth), in_check)
+    assert resolve(games) == truth
+
+
 def _python_chess(sans: list[str]) -> list[str] | None:
     board, ucis = chess.Board(), []
     try:

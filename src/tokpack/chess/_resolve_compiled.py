@@ -14,12 +14,13 @@ several, an unusual token) stops the game there and marks it unresolved, so the 
 python-chess and a resolved game is always python-chess's own answer.
 
 Measured (BENCHMARKS.md, chess): the lockstep numpy boards this replaces took ~75 % of a
-conversion; this loop takes ~4 % (about 350 ns a move), and :func:`scan_words`, which codes the
-movetext words in place of a Python dict lookup per word, ~2 %. :func:`scan_movetexts` does the
-same over a whole chunk's movetexts as bytes while dropping comments and variations (about 3 ns a
-byte), in place of two regular-expression substitutions per game that cost about as much as
-resolving; :func:`uci_text` writes the UCI strings. With ``--clocks`` the same scan reads each
-move's ``[%clk]`` comment (:func:`clock_in`), in place of a regular-expression pass per game.
+conversion. :func:`scan_movetexts` codes a chunk's movetext words in place of a Python dict
+lookup per word while dropping comments and variations, in place of two regular-expression
+substitutions per game that cost about as much as resolving; with ``--clocks`` the same scan reads
+each move's ``[%clk]`` comment (:func:`clock_in`), in place of a regular-expression pass per game.
+:func:`resolve_main_lines` resolves the moves and writes their UCI text in one pass. A move's
+legality looks at one line (from its king through the square it leaves) unless its side is in
+check, which :func:`_gives_check` tracks move by move.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ _KNIGHT = np.ascontiguousarray(_T["knight"][:64])
 _KING = np.ascontiguousarray(_T["king"][:64])
 _PAWN_ATTACKERS = np.ascontiguousarray(_T["pawn_attackers"][:, :64])  # [attacker colour, target, 2]
 _CORNER = np.ascontiguousarray(_T["corner_rights"][:64].astype(np.int64))
+_DIRECTION = np.ascontiguousarray(_T["direction"][:64, :64])  # [from, to]: the ray from one to the other, or -1
 _BOARD = _START.copy()
+_PROMOTION_LETTER = np.frombuffer(b"\0pnbrqk", np.uint8)  # by piece number
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _attacked(board: np.ndarray, square: int, by: int) -> bool:
     """Whether ``square`` is attacked by side ``by`` (+1 white, -1 black)."""
     for d in range(8):
@@ -68,7 +71,7 @@ def attacked_on(boards: np.ndarray, rows: np.ndarray, squares: np.ndarray, by: i
     return out
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int, king: int) -> bool:
     """Whether moving ``frm`` to ``to`` leaves the side's king unattacked (the board is restored)."""
     moving, taken = board[frm], board[to]
@@ -84,10 +87,84 @@ def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: in
     return safe
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
+def _first_on_ray(board: np.ndarray, square: int, d: int) -> int:
+    """The first cell from ``square`` along direction ``d`` that is not empty (the off-board cell at the edge)."""
+    for k in range(7):
+        cell = _RAY[square, d, k]
+        if board[cell] != 0:
+            return cell
+    return SENTINEL
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _slides_to(board: np.ndarray, square: int, d: int, by: int) -> bool:
+    """Whether the first piece from ``square`` along direction ``d`` is a piece of side ``by`` that
+    slides along it (so it attacks ``square``)."""
+    value = board[_first_on_ray(board, square, d)]
+    return value == by * QUEEN or value == by * (ROOK if d < 4 else BISHOP)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _safe_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int, king: int, in_check: bool) -> bool:
+    """:func:`_legal_after`, looking at one line where that is enough: when the side is not in
+    check and moves a piece other than its king (not taking en passant), the only attack the move
+    can let through is along the line from its king through ``frm``."""
+    moving = board[frm]
+    if in_check or moving == side * KING or (moving == side * PAWN and to == en_passant and frm % 8 != to % 8):
+        return _legal_after(board, side, frm, to, en_passant, king)
+    d = _DIRECTION[king, frm]
+    if d < 0:
+        return True
+    taken = board[to]
+    board[to], board[frm] = moving, 0
+    safe = not _slides_to(board, king, d, -side)
+    board[frm], board[to] = moving, taken
+    return safe
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _gives_check(board: np.ndarray, side: int, frm: int, to: int, their_king: int, passant: int) -> bool:
+    """Whether the move ``side`` just played from ``frm`` to ``to`` (taking en passant on
+    ``passant``, else -1) attacks the other side's king.
+
+    Before it the other king was not attacked (every move played was legal), so an attack comes
+    from the piece on ``to``, or along a line the move opened: through ``frm``, through the pawn
+    taken en passant, or from the rook a castling moved.
+    """
+    piece = board[to] * side
+    if piece == KNIGHT:
+        for j in range(8):
+            if _KNIGHT[their_king, j] == to:
+                return True
+    elif piece == PAWN:
+        colour = 0 if side > 0 else 1
+        if _PAWN_ATTACKERS[colour, their_king, 0] == to or _PAWN_ATTACKERS[colour, their_king, 1] == to:
+            return True
+    elif piece != KING:
+        d = _DIRECTION[their_king, to]
+        if d >= 0 and (piece == QUEEN or piece == (ROOK if d < 4 else BISHOP)) and _first_on_ray(board, their_king, d) == to:
+            return True
+    d = _DIRECTION[their_king, frm]
+    if d >= 0 and _slides_to(board, their_king, d, side):
+        return True
+    if piece == KING and (to - frm == 2 or frm - to == 2):  # castling: the rook now beside the king
+        rook = (frm + to) // 2
+        d = _DIRECTION[their_king, rook]
+        if 0 <= d < 4 and _first_on_ray(board, their_king, d) == rook:
+            return True
+    elif passant >= 0:
+        d = _DIRECTION[their_king, passant]
+        if d >= 0 and _slides_to(board, their_king, d, side):
+            return True
+    return False
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, from_rank: int, promotion: int,
-          en_passant: int, king: int, candidates: np.ndarray) -> int:
-    """The one legal origin of a SAN move, or -1 (none or several); ``candidates`` is scratch (8 cells)."""
+          en_passant: int, king: int, in_check: bool, candidates: np.ndarray) -> int:
+    """The one legal origin of a SAN move, or -1 (none or several); ``in_check``: the side's king
+    is attacked; ``candidates`` is scratch (8 cells)."""
     target = board[to] * side
     if target > 0:
         return -1  # python-chess masks the target with the side's own pieces
@@ -132,12 +209,12 @@ def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, fro
             continue
         if (from_file >= 0 and origin % 8 != from_file) or (from_rank >= 0 and origin // 8 != from_rank):
             continue
-        if _legal_after(board, side, origin, to, en_passant, king):
+        if _safe_after(board, side, origin, to, en_passant, king, in_check):
             found, count = origin, count + 1
     return found if count == 1 else -1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
     """The king's target square of a castling move, or -1 when python-chess would not allow it."""
     home = 4 if side > 0 else 60
@@ -155,58 +232,133 @@ def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
     return home + 2 * step if safe else -1
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _new_game(board: np.ndarray, state: np.ndarray) -> None:
+    """The standard starting position, and its state: both kings' squares, castling rights, en passant,
+    whether the side to move is in check."""
+    board[:] = _BOARD
+    state[0], state[1], state[2], state[3], state[4] = 4, 60, 15, -1, 0
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _play(board: np.ndarray, state: np.ndarray, side: int, move: int, candidates: np.ndarray) -> tuple[int, int, int]:
+    """Play one packed SAN move (fields as :func:`tokpack.chess._resolve.pack` lays them out) for
+    ``side``: ``(from, to, promotion)``, or ``from`` -1 when it is not exactly one legal move
+    (the board is then left as it was). ``state`` is :func:`_new_game`'s; ``candidates`` scratch."""
+    white_king, black_king, rights, en_passant = state[0], state[1], state[2], state[3]
+    k = move & 3
+    p = 0
+    if k == NORMAL:
+        t = (move >> 5) & 63
+        p = (move >> 19) & 7
+        f = _find(board, side, (move >> 2) & 7, t, ((move >> 11) & 15) - 1, ((move >> 15) & 15) - 1, p,
+                  en_passant, white_king if side > 0 else black_king, state[4] != 0, candidates)
+    elif k == UNUSUAL:
+        return -1, 0, 0
+    else:
+        f = 4 if side > 0 else 60
+        t = _castle(board, side, k == SHORT_CASTLE, rights)
+        if t < 0:
+            return -1, 0, 0
+    if f < 0:
+        return -1, 0, 0
+    moving = board[f] * side
+    passant = -1
+    if moving == PAWN and t == en_passant and f % 8 != t % 8:
+        passant = t - 8 * side
+        board[passant] = 0
+    board[f] = 0
+    board[t] = (p if p > 0 else moving) * side
+    if moving == KING:
+        state[0 if side > 0 else 1] = t
+        rights &= ~(3 if side > 0 else 12)
+        if t - f == 2:
+            board[f + 3], board[f + 1] = 0, side * ROOK
+        elif f - t == 2:
+            board[f - 4], board[f - 1] = 0, side * ROOK
+    state[2] = rights & ~(_CORNER[f] | _CORNER[t])
+    state[3] = f + 8 * side if moving == PAWN and abs(t - f) == 16 else -1
+    state[4] = _gives_check(board, side, f, t, state[1] if side > 0 else state[0], passant)
+    return f, t, p
+
+
 @njit(nogil=True, cache=True)
 def resolve_games_compiled(moves: np.ndarray, counts: np.ndarray, start: np.ndarray, end: np.ndarray,
                            promo: np.ndarray, resolved: np.ndarray) -> None:
     """Fill ``start``/``end``/``promo`` per move and ``resolved`` per game (see :func:`resolve_san`)."""
     board = np.empty(65, dtype=np.int8)
+    state = np.empty(5, dtype=np.int64)
     candidates = np.empty(8, dtype=np.int64)
     first = 0
     for g in range(len(counts)):
-        board[:] = _BOARD
-        white_king, black_king = 4, 60
-        rights, en_passant, ok = 15, -1, True
+        _new_game(board, state)
+        ok = True
         for i in range(first, first + counts[g]):
-            side = 1 if (i - first) % 2 == 0 else -1
-            move = moves[i]  # fields as tokpack.chess._resolve.pack lays them out
-            k = move & 3
-            p = 0
-            if k == NORMAL:
-                t = (move >> 5) & 63
-                p = (move >> 19) & 7
-                f = _find(board, side, (move >> 2) & 7, t, ((move >> 11) & 15) - 1, ((move >> 15) & 15) - 1, p,
-                          en_passant, white_king if side > 0 else black_king, candidates)
-            elif k == UNUSUAL:
-                f = -1
-                t = 0
-            else:
-                f = 4 if side > 0 else 60
-                t = _castle(board, side, k == SHORT_CASTLE, rights)
-                if t < 0:
-                    f = -1
+            f, t, p = _play(board, state, 1 if (i - first) % 2 == 0 else -1, moves[i], candidates)
             if f < 0:
                 ok = False
                 break
-            moving = board[f] * side
-            if moving == PAWN and t == en_passant and f % 8 != t % 8:
-                board[t - 8 * side] = 0
-            board[f] = 0
-            board[t] = (p if p > 0 else moving) * side
-            if moving == KING:
-                if side > 0:
-                    white_king = t
-                else:
-                    black_king = t
-                rights &= ~(3 if side > 0 else 12)
-                if t - f == 2:
-                    board[f + 3], board[f + 1] = 0, side * ROOK
-                elif f - t == 2:
-                    board[f - 4], board[f - 1] = 0, side * ROOK
-            rights &= ~(_CORNER[f] | _CORNER[t])
-            en_passant = f + 8 * side if moving == PAWN and abs(t - f) == 16 else -1
             start[i], end[i], promo[i] = f, t, p
         resolved[g] = ok
         first += counts[g]
+
+
+@njit(nogil=True, cache=True)
+def resolve_main_lines(codes: np.ndarray, bounds: np.ndarray, refused: np.ndarray, clocks: np.ndarray,
+                       out: np.ndarray, out_bounds: np.ndarray, plies: np.ndarray, resolved: np.ndarray,
+                       ply_clocks: np.ndarray) -> None:
+    """Every game's main line resolved on its board and written as UCI text.
+
+    Game ``g``'s words are ``codes[bounds[g]:bounds[g + 1]]`` (as :func:`scan_movetexts` leaves
+    them, with each ``ASK`` replaced by its code): ``NO_MOVE`` words are passed over, a move is
+    played by :func:`_play`, and any other code, a move that is not exactly one legal move, or
+    ``refused[g]`` leaves the game unresolved (its text empty, ``plies[g]`` 0). A resolved game's
+    moves are ``out[out_bounds[g]:out_bounds[g + 1]]``, ASCII, space-separated; with ``clocks``
+    (one per word, else empty), its moves' clocks go to ``ply_clocks``, game after game.
+    """
+    board = np.empty(65, dtype=np.int8)
+    state = np.empty(5, dtype=np.int64)
+    candidates = np.empty(8, dtype=np.int64)
+    timed = len(clocks) > 0
+    p, m = 0, 0
+    out_bounds[0] = 0
+    for g in range(len(bounds) - 1):
+        game_start, clock_start = p, m
+        ok = not refused[g]
+        ply = 0
+        if ok:
+            _new_game(board, state)
+            for i in range(bounds[g], bounds[g + 1]):
+                code = codes[i]
+                if code == NO_MOVE:
+                    continue
+                if code < 0:
+                    ok = False
+                    break
+                f, t, promotion = _play(board, state, 1 if ply % 2 == 0 else -1, code, candidates)
+                if f < 0:
+                    ok = False
+                    break
+                if ply:
+                    out[p] = 32
+                    p += 1
+                out[p] = 97 + f % 8
+                out[p + 1] = 49 + f // 8
+                out[p + 2] = 97 + t % 8
+                out[p + 3] = 49 + t // 8
+                p += 4
+                if promotion:
+                    out[p] = _PROMOTION_LETTER[promotion]
+                    p += 1
+                if timed:
+                    ply_clocks[m] = clocks[i]
+                    m += 1
+                ply += 1
+        if not ok:
+            p, m, ply = game_start, clock_start, 0
+        resolved[g] = ok
+        plies[g] = ply
+        out_bounds[g + 1] = p
 
 
 # Byte classes for scan_words: str.split()'s ASCII whitespace, SAN pieces, promotion letters.
@@ -216,12 +368,11 @@ _PIECE_OF = np.zeros(256, dtype=np.int64)
 for _letter, _piece in zip(b"NBRQK", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
     _PIECE_OF[_letter] = _piece
 _PROMOTION_OF = _PIECE_OF.copy()
-_PROMOTION_LETTER = np.frombuffer(b"\0pnbrqk", np.uint8)  # by piece number
 for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict=True):
     _PROMOTION_OF[_letter] = _piece
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _word_code(b: np.ndarray, s: int, e: int) -> int:
     """The code of word ``b[s:e]`` as :class:`tokpack.chess._resolve.SanCodes` gives it, or ASK.
 
@@ -312,7 +463,7 @@ def scan_words(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.nd
     return n
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _word_at_depth(b: np.ndarray, s: int, e: int) -> int:
     """A main-line word's code, or -99 for a word holding a byte outside ASCII (never a move)."""
     for i in range(s, e):
@@ -385,109 +536,140 @@ def clock_in(b: np.ndarray, s: int, e: int) -> tuple[int, float]:
     return NO_CLOCK, 0.0
 
 
-@njit(nogil=True, cache=True)
-def scan_movetexts(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                   refused: np.ndarray, clocks: np.ndarray, clock_doubt: np.ndarray) -> int:
-    """Words of many movetexts (UTF-8 bytes, games separated by a NUL byte) without comments and variations.
+#: What :func:`scan_movetexts` records of a game's first main-line result word other than ``*``.
+NO_RESULT, WIN, LOSS, DRAW = 0, 1, 2, 3
 
-    Each game's main-line words (split as ``str.split()`` splits ASCII) get their code and span;
-    a SEPARATOR word stands between games. ``{...}`` (to the first ``}``) and ``(...)`` (nested)
-    end a word and are dropped, at any depth, as :mod:`tokpack.chess.reader`'s expressions dropped
-    them. ``refused[g]`` is set (and the rest of game ``g`` skipped) for what python-chess must
-    read: outside comments a ``;``, ``%``, ``}``, a stray ``)``, a ``(`` before the game's first
-    move word, a variation or comment never closed, or a non-ASCII byte in a main-line word.
-    With ``clocks`` as long as ``codes`` (else empty), each move word gets the clock of the first
-    main-line comment after it that has one (:func:`clock_in`; NaN for none), as python-chess's
-    visitor in :mod:`tokpack.chess.pgn` reads them; ``clock_doubt[g]``: Python must read game
-    ``g``'s clocks. Returns the number of words.
+
+@njit(nogil=True, cache=True, inline="always")
+def _result_word(b: np.ndarray, s: int, e: int) -> int:
+    """Which result ``b[s:e]`` is exactly (``1-0``, ``0-1``, ``1/2-1/2``), or NO_RESULT."""
+    n = e - s
+    if n == 3 and b[s + 1] == 45:
+        if b[s] == 49 and b[s + 2] == 48:
+            return WIN
+        if b[s] == 48 and b[s + 2] == 49:
+            return LOSS
+    if n == 7 and b[s] == 49 and b[s + 1] == 47 and b[s + 2] == 50 and b[s + 3] == 45 and b[s + 4] == 49 \
+            and b[s + 5] == 47 and b[s + 6] == 50:
+        return DRAW
+    return NO_RESULT
+
+
+# Bytes that end a word in a movetext: str.split()'s ASCII whitespace, NUL, and { } ( ) ; %.
+_BOUNDARY = _SPACE.copy()
+_BOUNDARY[[0, 123, 125, 40, 41, 59, 37]] = True
+
+
+@njit(nogil=True, cache=True)
+def scan_movetexts(b: np.ndarray, first: np.ndarray, last: np.ndarray, codes: np.ndarray, bounds: np.ndarray,
+                   asks: np.ndarray, refused: np.ndarray, results: np.ndarray, clocks: np.ndarray,
+                   clock_doubt: np.ndarray) -> tuple[int, int]:
+    """The main-line words of many movetexts (game ``g``'s is ``b[first[g]:last[g]]``, UTF-8 bytes)
+    without comments and variations.
+
+    Each game's main-line words (split as ``str.split()`` splits ASCII) that are moves, or that
+    :func:`_word_code` leaves to Python, get their code in ``codes``: game ``g``'s are
+    ``codes[bounds[g]:bounds[g + 1]]``; an ``ASK`` word's position in ``codes`` and its span go to
+    a row of ``asks``. Words that are not moves (move
+    numbers, NAGs, results) are passed over; ``results[g]`` is the first main-line result word
+    other than ``*`` (``WIN``, ``LOSS``, ``DRAW``, or ``NO_RESULT``). ``{...}`` (to the first
+    ``}``) and ``(...)`` (nested) end a word and are dropped, at any depth, as
+    :mod:`tokpack.chess.reader`'s expressions dropped them. ``refused[g]`` is set (and the rest
+    of game ``g`` skipped) for what python-chess must read: outside comments a ``;``, ``%``,
+    ``}``, a stray ``)``, a ``(`` before the game's first move word, a variation or comment
+    never closed, a NUL, or a non-ASCII byte in a main-line word. With ``clocks`` as long as
+    ``codes`` (else empty), each move word gets the clock of the first main-line comment after
+    it that has one (:func:`clock_in`; NaN for none), as python-chess's visitor in
+    :mod:`tokpack.chess.pgn` reads them; ``clock_doubt[g]``: Python must read game ``g``'s
+    clocks. Returns the number of codes and of ``asks`` rows.
     """
-    n, i, size, game = 0, 0, len(b), 0
-    depth, seen_move, s, last_move = 0, False, -1, -1
+    n, n_ask = 0, 0
     timed = len(clocks) > 0
-    while i <= size:
-        c = b[i] if i < size else 0
-        boundary = c == 0 or _SPACE[c] or c == 123 or c == 125 or c == 40 or c == 41 or c == 59 or c == 37
-        if not boundary:
-            if depth == 0 and s < 0:
-                s = i
-            i += 1
-            continue
-        bad = False
-        if s >= 0:  # a main-line word ends here
-            code = _word_at_depth(b, s, i)
-            codes[n], starts[n], ends[n] = code, s, i
-            if timed:
-                clocks[n] = np.nan
-            if code >= 0:
-                seen_move, last_move = True, n
-            n += 1
-            s = -1
-            bad = code == -99
-        if c == 123:  # {: skip to the first }
-            j = i + 1
-            while j < size and b[j] != 125 and b[j] != 0:
-                j += 1
-            if j == size or b[j] == 0:
-                bad = True
-            else:
-                if timed and depth == 0 and last_move >= 0 and np.isnan(clocks[last_move]):
-                    found, seconds = clock_in(b, i + 1, j)
-                    if found == CLOCK:
-                        clocks[last_move] = seconds
-                    elif found == CLOCK_IN_DOUBT:
-                        clock_doubt[game] = True
-                i = j
-        elif c == 40:  # (
-            if depth == 0 and not seen_move:
-                bad = True
-            depth += 1
-        elif c == 41:  # )
-            if depth == 0:
-                bad = True
-            else:
-                depth -= 1
-        elif c == 125 or c == 59 or c == 37:  # } ; %
-            bad = True
-        if c == 0 and depth > 0:
-            bad = True
-        if bad:
-            refused[game] = True
-            while i < size and b[i] != 0:
+    for game in range(len(first)):
+        bounds[game] = n
+        results[game] = NO_RESULT
+        i, size = first[game], last[game]
+        depth, seen_move, s, last_move = 0, False, -1, -1
+        while True:
+            c = b[i] if i < size else 32  # the end of the game ends its last word
+            if not _BOUNDARY[c]:
+                if depth == 0 and s < 0:
+                    s = i
                 i += 1
-            c = 0
-        if c == 0:  # the end of a game
+                continue
+            bad = False
+            if s >= 0:  # a main-line word ends here
+                code = _word_at_depth(b, s, i)
+                if code >= 0 or code == ASK:
+                    codes[n] = code
+                    if timed:
+                        clocks[n] = np.nan
+                    if code >= 0:
+                        seen_move, last_move = True, n
+                    else:
+                        asks[n_ask, 0], asks[n_ask, 1], asks[n_ask, 2] = n, s, i
+                        n_ask += 1
+                    n += 1
+                elif code == NO_MOVE and results[game] == NO_RESULT:
+                    results[game] = _result_word(b, s, i)
+                s = -1
+                bad = code == -99
             if i >= size:
+                if bad or depth > 0:
+                    refused[game] = True
                 break
-            codes[n], starts[n], ends[n] = SEPARATOR, i, i + 1
-            n += 1
-            game += 1
-            depth, seen_move, last_move = 0, False, -1
-        i += 1
-    return n
+            if c == 123:  # {: skip to the first }
+                j = i + 1
+                while j < size and b[j] != 125 and b[j] != 0:
+                    j += 1
+                if j == size or b[j] == 0:
+                    bad = True
+                else:
+                    if timed and depth == 0 and last_move >= 0 and np.isnan(clocks[last_move]):
+                        found, seconds = clock_in(b, i + 1, j)
+                        if found == CLOCK:
+                            clocks[last_move] = seconds
+                        elif found == CLOCK_IN_DOUBT:
+                            clock_doubt[game] = True
+                    i = j
+            elif c == 40:  # (
+                if depth == 0 and not seen_move:
+                    bad = True
+                depth += 1
+            elif c == 41:  # )
+                if depth == 0:
+                    bad = True
+                else:
+                    depth -= 1
+            elif c == 125 or c == 59 or c == 37 or c == 0:  # } ; % NUL
+                bad = True
+            if bad:
+                refused[game] = True
+                break
+            i += 1
+    bounds[len(first)] = n
+    return n, n_ask
 
 
 @njit(nogil=True, cache=True)
-def uci_text(start: np.ndarray, end: np.ndarray, promo: np.ndarray, counts: np.ndarray, out: np.ndarray,
-             bounds: np.ndarray) -> None:
-    """Every game's UCI moves as ASCII, space-separated, into ``out``; game ``g`` is ``out[bounds[g]:bounds[g + 1]]``.
-
-    ``out`` holds at least ``6 * len(start)`` bytes; ``bounds`` ``len(counts) + 1`` ints.
-    """
-    p, m = 0, 0
-    bounds[0] = 0
-    for g in range(len(counts)):
-        for k in range(counts[g]):
-            if k:
-                out[p] = 32
-                p += 1
-            a, b = start[m], end[m]
-            out[p] = 97 + a % 8
-            out[p + 1] = 49 + a // 8
-            out[p + 2] = 97 + b % 8
-            out[p + 3] = 49 + b // 8
-            p += 4
-            if promo[m]:
-                out[p] = _PROMOTION_LETTER[promo[m]]
-                p += 1
-            m += 1
-        bounds[g + 1] = p
+def variations_and_results(b: np.ndarray, first: np.ndarray, last: np.ndarray, parenthesis: np.ndarray,
+                           result_text: np.ndarray) -> None:
+    """Whether each movetext ``b[first[i]:last[i]]`` holds a ``(`` anywhere (comments too), and for
+    those that do, whether it holds ``1-0``, ``0-1`` or ``1/2-1/2`` anywhere (else False)."""
+    for i in range(len(first)):
+        s, e = first[i], last[i]
+        p = s
+        while p < e and b[p] != 40:
+            p += 1
+        parenthesis[i] = p < e
+        found = False
+        for k in range(s, e if p < e else s):
+            c = b[k]
+            if k + 2 < e and b[k + 1] == 45 and ((c == 49 and b[k + 2] == 48) or (c == 48 and b[k + 2] == 49)):
+                found = True
+                break
+            if c == 49 and k + 6 < e and b[k + 1] == 47 and b[k + 2] == 50 and b[k + 3] == 45 and b[k + 4] == 49 \
+                    and b[k + 5] == 47 and b[k + 6] == 50:
+                found = True
+                break
+        result_text[i] = found

@@ -22,12 +22,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokpack.chess.encoders import RESULTS
+
 #: The tags a conversion reads, in the order of :func:`scan_tags`'s columns.
 TAGS = ("Event", "Site", "Date", "Round", "White", "Black", "Result", "UTCDate", "WhiteElo", "BlackElo",
         "TimeControl", "Termination", "ECO", "Variant", "FEN", "SetUp")
 EVENT, SITE, DATE, ROUND, WHITE, BLACK, RESULT, UTC_DATE, WHITE_ELO, BLACK_ELO = range(10)
 TIME_CONTROL, TERMINATION, ECO, VARIANT, FEN, SET_UP = range(10, 16)
-NAMES = np.zeros((len(TAGS), max(map(len, TAGS))), dtype=np.uint32)
+NAMES = np.zeros((len(TAGS), max(map(len, TAGS))), dtype=np.uint8)
 for _row, _name in enumerate(TAGS):
     NAMES[_row, :len(_name)] = np.frombuffer(_name.encode("ascii"), np.uint8)
 NAME_LENGTHS = np.array([len(name) for name in TAGS], dtype=np.int64)
@@ -45,20 +47,22 @@ def _blank(c: int) -> bool:
 
 
 @njit(nogil=True, cache=True)
-def scan_tags(b: np.ndarray, bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, plain: np.ndarray) -> None:
+def scan_tags(b: np.ndarray, first: np.ndarray, last: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+              plain: np.ndarray) -> None:
     """Value spans of :data:`TAGS` in each game's tag lines, and whether each game is plain.
 
-    ``b`` holds code points (``uint8`` for ASCII text, else ``uint32``); game ``g``'s tag lines
-    are ``b[bounds[g]:bounds[g + 1]]``, lines ending at ``\\n``. ``starts[g, t]``/``ends[g, t]``
-    get tag ``t``'s value span (``-1`` when absent); ``plain[g]`` is False when a ``[`` line is
-    not ``[Name<spaces or tabs>"value"]<spaces or tabs>``.
+    ``b`` holds UTF-8 bytes; game ``g``'s tag lines are ``b[first[g]:last[g]]``, lines ending at
+    ``\\n`` (the last one may end at ``last[g]``). ``starts[g, t]``/``ends[g, t]`` get tag
+    ``t``'s value span (``-1`` when absent); ``plain[g]`` is False when a ``[`` line is not
+    ``[Name<spaces or tabs>"value"]<spaces or tabs>``. Every byte compared is ASCII, so the spans
+    are those of the characters the tag expression reads.
     """
     n_tags = NAMES.shape[0]
-    for g in range(len(bounds) - 1):
+    for g in range(len(first)):
         starts[g, :] = -1
         ends[g, :] = -1
         ok = True
-        i, stop = bounds[g], bounds[g + 1]
+        i, stop = first[g], last[g]
         while i < stop:
             j = i
             while j < stop and b[j] != 10:
@@ -135,23 +139,28 @@ def _unknown(b: np.ndarray, s: int, n: int) -> bool:
 
 
 @njit(nogil=True, cache=True)
-def _same(b: np.ndarray, s: int, e: int, text: np.ndarray) -> bool:
-    if e - s != len(text):
+def _same(b: np.ndarray, s: int, e: int, r: int) -> bool:
+    """Whether ``b[s:e]`` is result number ``r``."""
+    if e - s != _RESULT_LENGTHS[r]:
         return False
-    for i in range(len(text)):
-        if b[s + i] != text[i]:
+    for i in range(e - s):
+        if b[s + i] != _RESULT_TEXTS[r, i]:
             return False
     return True
 
 
-_RESULT_TEXTS = [np.frombuffer(r.encode("ascii"), np.uint8).astype(np.uint32) for r in ("1-0", "0-1", "1/2-1/2", "*")]
-_WIN, _LOSS, _DRAW, _UNFINISHED = _RESULT_TEXTS
+#: The results a ``Result`` tag may hold, in :data:`tokpack.chess.encoders.RESULTS`'s order.
+_RESULT_TEXTS = np.zeros((4, 7), dtype=np.uint8)
+_RESULT_LENGTHS = np.array([len(r) for r in RESULTS], dtype=np.int64)
+for _row, _result in enumerate(RESULTS):
+    _RESULT_TEXTS[_row, :len(_result)] = np.frombuffer(_result.encode("ascii"), np.uint8)
 
 
 @njit(nogil=True, cache=True)
 def judge_plain(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, plain: np.ndarray, judged: np.ndarray,
-                date_tag: np.ndarray, white_elo: np.ndarray, black_elo: np.ndarray) -> None:
-    """Which plain games are surely usable (``judged``), the tag their date comes from, and their ratings.
+                date_tag: np.ndarray, white_elo: np.ndarray, black_elo: np.ndarray, result: np.ndarray) -> None:
+    """Which plain games are surely usable (``judged``), the tag their date comes from, their ratings
+    and their result (its index in :data:`tokpack.chess.encoders.RESULTS`).
 
     A game left unjudged may still be usable: :func:`tokpack.chess.pgn.judge_headers` decides.
     """
@@ -174,9 +183,47 @@ def judge_plain(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, plain: np.n
         if white < 0 or black < 0:
             continue
         s, e = starts[g, RESULT], ends[g, RESULT]
-        if s < 0 or not (_same(b, s, e, _WIN) or _same(b, s, e, _LOSS) or _same(b, s, e, _DRAW)
-                         or _same(b, s, e, _UNFINISHED)):
+        if s < 0:
+            continue
+        outcome = -1
+        for r in range(len(_RESULT_LENGTHS)):
+            if _same(b, s, e, r):
+                outcome = r
+        if outcome < 0:
             continue
         judged[g] = True
         date_tag[g] = tag
         white_elo[g], black_elo[g] = white, black
+        result[g] = outcome
+
+
+_HTTPS, _HTTP = (np.frombuffer(prefix, np.uint8).copy() for prefix in (b"https://", b"http://"))
+
+
+@njit(nogil=True, cache=True)
+def _starts_with(b: np.ndarray, s: int, e: int, prefix: np.ndarray) -> bool:
+    if e - s < len(prefix):
+        return False
+    for i in range(len(prefix)):
+        if b[s + i] != prefix[i]:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def site_ids(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, id_start: np.ndarray, id_end: np.ndarray) -> None:
+    """The span of each ``Site`` value's last part when it is a URL (``https://`` or ``http://``):
+    what comes after its last ``/`` once trailing ``/`` are dropped (the whole value without them
+    if none is left); ``id_start`` -1 where the value is absent, not a URL, or its part empty."""
+    for i in range(len(starts)):
+        s, e = starts[i], ends[i]
+        id_start[i], id_end[i] = -1, -1
+        if s < 0 or not (_starts_with(b, s, e, _HTTPS) or _starts_with(b, s, e, _HTTP)):
+            continue
+        while e > s and b[e - 1] == 47:  # /
+            e -= 1
+        k = e
+        while k > s and b[k - 1] != 47:
+            k -= 1
+        if k < e:
+            id_start[i], id_end[i] = k, e

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import math
 import re
 from array import array
 from collections import Counter, deque
@@ -37,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,6 +49,7 @@ from tokpack._atomic import building
 from tokpack._schema import Record, write_record
 from tokpack.chess import _tags_compiled as _tags
 from tokpack.chess import reader
+from tokpack.chess._spans import list_array, numbers, string_array
 from tokpack.chess.uci import RESULTS
 from tokpack.errors import InputError
 
@@ -164,19 +166,47 @@ class GameFilter:
 
     def drops(self, white_elo: int, black_elo: int, event: str | None, time_control: str | None,
               termination: str | None) -> str | None:
-        """The first filter that drops a game with these ratings and tags (None: absent), or None to keep it."""
+        """The first filter that drops a game with these ratings and tags (None: absent), or None to keep it.
+
+        >>> GameFilter(min_elo=2000, rated_only=True).drops(2100, 1990, "Rated Blitz game", "180+2", None)
+        'min_elo'
+        """
         if self.min_elo is not None and min(white_elo, black_elo) < self.min_elo:
             return "min_elo"
-        if self.rated_only and "rated" not in (event or "").lower().split():
-            return "rated_only"
-        control = time_control or ""
-        if self.time_controls and control not in self.time_controls:
-            return "time_control"
-        if self.speeds and self.speed_of(control) not in self.speeds:
-            return "speed"
-        if self.terminations and (termination or "").lower() not in {t.lower() for t in self.terminations}:
-            return "termination"
+        values = {"event": event, "time_control": time_control, "termination": termination}
+        for name, tag, test in self._tag_tests():
+            if test(values[tag]):
+                return name
         return None
+
+    def first_drops(self, white_elo: np.ndarray, black_elo: np.ndarray, tags: dict[str, pa.Array]) -> np.ndarray:
+        """:meth:`drops` of many games at once: for each, the index in :attr:`names` of the first
+        filter that drops it, or -1. ``tags`` holds the games' ``event``, ``time_control`` and
+        ``termination`` columns; each filter on a tag is asked once per distinct value."""
+        tests = [np.minimum(white_elo, black_elo) < self.min_elo] if self.min_elo is not None else []
+        tests += [_by_value(tags[tag], test) for _, tag, test in self._tag_tests()]
+        first = np.full(len(white_elo), -1, dtype=np.int64)
+        for number in reversed(range(len(tests))):
+            first[tests[number]] = number
+        return first
+
+    def _tag_tests(self) -> list[tuple[str, str, Callable[[str | None], bool]]]:
+        """The filters in use that read a tag, in order: (name, the tag's column, whether a value drops the game)."""
+        terminations = {t.lower() for t in self.terminations}
+        tests: list[tuple[str, str, Callable[[str | None], bool]]] = [
+            ("rated_only", "event", lambda event: "rated" not in (event or "").lower().split()),
+            ("time_control", "time_control", lambda control: (control or "") not in self.time_controls),
+            ("speed", "time_control", lambda control: self.speed_of(control or "") not in self.speeds),
+            ("termination", "termination", lambda termination: (termination or "").lower() not in terminations)]
+        return [test for test in tests if test[0] in self.names]
+
+
+def _by_value(column: pa.Array, test: Callable[[str | None], bool]) -> np.ndarray:
+    """``test`` of each value of a string column, asked once per distinct value (None for null)."""
+    encoded = column.dictionary_encode()
+    values = encoded.dictionary.to_pylist()
+    verdicts = np.array([test(value) for value in [*values, None]], dtype=np.bool_)
+    return verdicts[np.asarray(encoded.indices.fill_null(len(values)), dtype=np.int64)]
 
 
 class ConversionReport(Record):
@@ -209,8 +239,8 @@ class ChunkGames:
     """The games of one chunk: the readable ones as one table, in input order, and what became of the others."""
 
     table: pa.Table  # the kept games: COLUMNS, then ``clocks`` if asked
-    offsets: list[int]  # byte offset of each kept game
-    months: list[str]  # "YYYY-MM" of each kept game
+    offsets: np.ndarray  # byte offset of each kept game
+    months: np.ndarray  # "YYYY-MM" of each kept game (numpy strings)
     skipped: list[tuple[int, Skipped]]  # (byte offset, why), in input order
     filtered: list[tuple[int, str]]  # (byte offset, the filter that dropped it), in input order
 
@@ -224,7 +254,7 @@ class ChunkGames:
         kept = [PgnGame(**row) for row in self.table.to_pylist()]
         if "clocks" in self.table.column_names:
             kept = [replace(game, clocks=tuple(game.clocks or ())) for game in kept]
-        merged: list[Entry] = sorted([*zip(self.offsets, kept, strict=True), *self.skipped, *self.filtered],
+        merged: list[Entry] = sorted([*zip(self.offsets.tolist(), kept, strict=True), *self.skipped, *self.filtered],
                                      key=lambda entry: entry[0])
         return merged
 
@@ -261,145 +291,293 @@ _ID_TAGS = (_tags.EVENT, _tags.SITE, _tags.DATE, _tags.ROUND, _tags.WHITE, _tags
 
 
 def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
-    games = reader.cut_games(data.decode("utf-8", "surrogateescape"), offset)
-    headers, usable, skipped = _judge(games, reader.read_tags(games))
+    import pyarrow as pa
+
+    cut = reader.cut_chunk(data, offset)
+    headers, skipped = _judge(cut, reader.tag_spans(cut.text, cut.tag_start, cut.tag_end))
+    usable = np.flatnonzero(headers.usable)
     filtered: list[tuple[int, str]] = []
     if options.filters.names:
-        kept_by_filters = []
-        for g in usable:
-            dropped = options.filters.drops(headers.white_elo[g], headers.black_elo[g], headers.values[_tags.EVENT][g],
-                                            headers.values[_tags.TIME_CONTROL][g], headers.values[_tags.TERMINATION][g])
-            if dropped is None:
-                kept_by_filters.append(g)
-            else:
-                filtered.append((games[g].offset, dropped))
-        usable = kept_by_filters
-    their_results: dict[int, str | None] = {}
-    moves = _read_moves(games, usable, options.clocks, skipped, their_results)
-    kept = [g for g in usable if g in moves]
-    uci = [moves[g][0] for g in kept]
-    columns: dict[str, list[Any]] = {
-        "id": _game_ids(kept, headers.values, uci),
-        "date": [headers.dates[g] for g in kept],
-        "white_elo": [headers.white_elo[g] for g in kept],
-        "black_elo": [headers.black_elo[g] for g in kept],
-        "result": _results(games, kept, headers.values[_tags.RESULT], their_results),
-        "uci": uci,
-        "n_plies": [moves[g][1] for g in kept],
-        **{name: [headers.values[tag][g] for g in kept] for name, tag in _KEPT_TAGS.items()},
+        usable, filtered = _filter(options.filters, cut, headers, usable)
+    moves = _read_moves(cut, usable, options.clocks, skipped)
+    kept = usable[moves.kept]
+    columns = {
+        "id": _game_ids(headers, kept, moves),
+        "date": headers.strings(kept, _DATE_COLUMN),
+        "white_elo": headers.white_elo[kept].astype(np.int32),
+        "black_elo": headers.black_elo[kept].astype(np.int32),
+        "result": _results(cut, headers, kept, moves),
+        "uci": moves.uci,
+        "n_plies": moves.plies.astype(np.int32),
+        **{name: headers.strings(kept, tag) for name, tag in _KEPT_TAGS.items()},
     }
     if options.clocks:
-        columns["clocks"] = [moves[g][2][:moves[g][1]] for g in kept]  # type: ignore[index]
-    months = [_month(date) for date in columns["date"]]
+        columns["clocks"] = moves.clocks
     skipped.sort(key=lambda entry: entry[0])
-    return ChunkGames(_table(columns, options.clocks), [games[g].offset for g in kept], months, skipped, filtered)
+    schema = _schema(options.clocks)
+    table = pa.Table.from_arrays([numbers(column) if isinstance(column, np.ndarray) else column
+                                  for column in columns.values()], schema=schema)
+    return ChunkGames(table, cut.offsets[kept], headers.months(kept), skipped, filtered)
+
+
+@cache
+def _schema(clocks: bool) -> pa.Schema:
+    """Every converted table's schema (see :func:`_table`)."""
+    import pyarrow as pa
+
+    return pa.schema([(name, _column_type(name)) for name in (*COLUMNS, *(["clocks"] if clocks else []))])
+
+
+def _column_type(name: str) -> pa.DataType:
+    """The Arrow type of the converted tables' column ``name``."""
+    import pyarrow as pa
+
+    if name == "clocks":
+        return pa.list_(pa.float64())
+    return pa.int32() if name in ("white_elo", "black_elo", "n_plies") else pa.string()
+
+
+#: The column of :class:`_Headers` after the tags of :data:`tokpack.chess._tags_compiled.TAGS`:
+#: the date a game is filed under (its ``UTCDate``, else its ``Date``).
+_DATE_COLUMN = len(_tags.TAGS)
+_STAR = RESULTS.index("*")
+#: A movetext's first result word other than ``*``, by :mod:`tokpack.chess._resolve_compiled`'s
+#: code (NO_RESULT, WIN, LOSS, DRAW), as an index in RESULTS.
+_RESULT_OF_WORD = np.array([_STAR, RESULTS.index("1-0"), RESULTS.index("0-1"), RESULTS.index("1/2-1/2")])
+#: RESULTS spelled one after another, result ``r`` at ``_RESULT_BYTES[_RESULT_BOUNDS[r]:_RESULT_BOUNDS[r + 1]]``.
+_RESULT_BYTES = np.frombuffer("".join(RESULTS).encode("ascii"), np.uint8)
+_RESULT_BOUNDS = np.cumsum([0, *(len(result) for result in RESULTS)])
 
 
 @dataclass
 class _Headers:
-    """A chunk's games' tag values (tag number -> a value or None per game), dates and ratings."""
+    """A chunk's games' tag values, as spans of ``text`` (the chunk's bytes, then the values of the
+    games judged in Python), their dates, ratings and results, and which games are usable.
 
-    values: dict[int, list[str | None]]
-    dates: list[str | None]
-    white_elo: list[int]
-    black_elo: list[int]
+    ``starts[g, t]``/``ends[g, t]``: game ``g``'s value of tag ``TAGS[t]`` (-1: absent), and in
+    column :data:`_DATE_COLUMN` its date; ``result[g]``: an index in RESULTS.
+    """
+
+    text: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    white_elo: np.ndarray
+    black_elo: np.ndarray
+    result: np.ndarray
+    usable: np.ndarray
+    in_python: np.ndarray  # judged by judge_headers: its values follow the chunk's bytes in text
+
+    def strings(self, games: np.ndarray, column: int) -> pa.Array:
+        """Column ``column`` of games ``games`` as an Arrow string array (null where absent)."""
+        return string_array(self.text, self.starts[games, column], self.ends[games, column])
+
+    def months(self, games: np.ndarray) -> np.ndarray:
+        """``"YYYY-MM"`` of each of ``games`` (see :func:`_month`), as a numpy string array."""
+        starts = self.starts[games, _DATE_COLUMN]
+        spelled = self.text[starts[:, None] + np.arange(7)] if len(games) else np.empty((0, 7), dtype=np.uint8)
+        spelled[:, 4] = ord("-")
+        spelled[spelled == ord("?")] = ord("0")
+        months = spelled.view("S7").ravel().astype("U7")
+        for row in np.flatnonzero(self.in_python[games]).tolist():  # a date judged in Python may be any digits
+            g = games[row]
+            months[row] = _month(self.text[self.starts[g, _DATE_COLUMN]:self.ends[g, _DATE_COLUMN]].tobytes().decode(
+                "utf-8", "surrogateescape"))
+        return months
+
+    def value(self, g: int, column: int) -> bytes:
+        """Game ``g``'s value in ``column`` as bytes (``b""`` where absent)."""
+        s = self.starts[g, column]
+        return self.text[s:self.ends[g, column]].tobytes() if s >= 0 else b""
 
 
-def _judge(games: list[reader.Game], tags: reader.Tags) -> tuple[_Headers, list[int], list[tuple[int, Skipped]]]:
-    """Every game's headers, the games usable by their headers, and the others' reasons."""
-    values = {tag: tags.column(tag) for tag in {*_KEPT_TAGS.values(), *_ID_TAGS}}
-    headers = _Headers(values, tags.dates(), tags.white_elo.tolist(), tags.black_elo.tolist())
-    problems = [g for g, game in enumerate(games) if game.problem is not None]
-    skipped = [(games[g].offset, Skipped(*games[g].problem)) for g in problems]  # type: ignore[misc]
-    usable, unjudged = tags.judged.copy(), ~tags.judged
-    usable[problems] = unjudged[problems] = False
-    for g in np.flatnonzero(unjudged).tolist():  # games the compiled judge leaves to Python (few)
-        game = games[g]
+def _judge(cut: reader.Cut, tags: reader.Tags) -> tuple[_Headers, list[tuple[int, Skipped]]]:
+    """Every game's headers, and the reasons of the games unusable by their cut or headers.
+
+    The compiled judge takes most games (:attr:`tokpack.chess.reader.Tags.judged`); the others are
+    read by :func:`tokpack.chess.reader.read_headers` and judged by :func:`judge_headers`, and the
+    values of those usable are appended to the chunk's bytes.
+    """
+    n = len(cut)
+    starts = np.empty((n, _DATE_COLUMN + 1), dtype=np.int64)
+    ends = np.empty_like(starts)
+    starts[:, :_DATE_COLUMN], ends[:, :_DATE_COLUMN] = tags.starts, tags.ends
+    games = np.arange(n)
+    starts[:, _DATE_COLUMN], ends[:, _DATE_COLUMN] = tags.starts[games, tags.date_tag], tags.ends[games, tags.date_tag]
+    white_elo, black_elo, result = tags.white_elo.copy(), tags.black_elo.copy(), tags.result.astype(np.int64)
+    problems = np.flatnonzero(cut.problems)
+    skipped = [(int(cut.offsets[g]), Skipped(*cut.problem(g))) for g in problems.tolist()]  # type: ignore[misc]
+    usable, in_python = tags.judged & (cut.problems == 0), np.zeros(n, dtype=np.bool_)
+    appended = bytearray()
+    for g in np.flatnonzero(~tags.judged & (cut.problems == 0)).tolist():  # games the compiled judge leaves to Python (few)
+        game = cut.game(g)
         found, bad = reader.read_headers(game)
         verdict = judge_headers(found, bad)
         if isinstance(verdict, Skipped):
             skipped.append((game.offset, verdict))
             continue
-        usable[g] = True
-        headers.dates[g], headers.white_elo[g], headers.black_elo[g], _ = verdict
-        for tag, column in values.items():
-            column[g] = found.get(_tags.TAGS[tag])
-    return headers, np.flatnonzero(usable).tolist(), skipped
+        usable[g] = in_python[g] = True
+        date, white_elo[g], black_elo[g], outcome = verdict
+        result[g] = RESULTS.index(outcome)
+        for column, value in enumerate([*(found.get(name) for name in _tags.TAGS), date]):
+            if value is None:
+                starts[g, column] = ends[g, column] = -1
+                continue
+            starts[g, column] = len(cut.text) + len(appended)
+            appended += value.encode("utf-8", "surrogateescape")
+            ends[g, column] = len(cut.text) + len(appended)
+    text = np.concatenate([cut.text, np.frombuffer(bytes(appended), np.uint8)]) if appended else cut.text
+    return _Headers(text, starts, ends, white_elo, black_elo, result, usable, in_python), skipped
 
 
-def _results(games: list[reader.Game], kept: list[int], tags: list[str | None],
-             their_results: dict[int, str | None]) -> list[str]:
-    """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
-    its movetext gives, as python-chess's game reads it (``*`` if none). A movetext with a
-    variation is read by python-chess entering the variations (:func:`tokpack.chess.reader.game_result`),
-    as its game builder does: an illegal move inside one keeps it there, reading no result after."""
-    results = []
-    for g in kept:
-        result = tags[g]
-        if result is None or result == "*":
-            movetext = games[g].movetext
-            if not ("1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext):  # surely "*": no regex
-                result = "*"
-            elif "(" in movetext:
-                result = reader.game_result(games[g]) or "*"
-            elif g in their_results:
-                result = their_results[g] or "*"
-            else:
-                result = reader.movetext_result(movetext) or "*"
-        results.append(result)
-    return results
+def _filter(filters: GameFilter, cut: reader.Cut, headers: _Headers,
+            usable: np.ndarray) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    """The usable games ``filters`` keep, and the byte offset and filter of each one dropped."""
+    tags = {name: headers.strings(usable, tag) for name, tag in
+            (("event", _tags.EVENT), ("time_control", _tags.TIME_CONTROL), ("termination", _tags.TERMINATION))}
+    first = filters.first_drops(headers.white_elo[usable], headers.black_elo[usable], tags)
+    dropped = np.flatnonzero(first >= 0)
+    names = filters.names
+    filtered = [(offset, names[number]) for offset, number in
+                zip(cut.offsets[usable[dropped]].tolist(), first[dropped].tolist(), strict=True)]
+    return usable[first < 0], filtered
 
 
-def _read_moves(games: list[reader.Game], usable: list[int], clocks: bool, skipped: list[tuple[int, Skipped]],
-                their_results: dict[int, str | None]) -> dict[int, tuple[str, int, list[float | None] | None]]:
-    """``game number -> (UCI moves, plies, clocks or None)`` of the usable games whose moves are;
-    the others' reasons are added to ``skipped``, and the movetext result of the games python-chess
-    reads to ``their_results``."""
-    moves: dict[int, tuple[str, int, list[float | None] | None]] = {}
-    lines = reader.resolve_games([games[g].movetext for g in usable], _CODES, clocks=clocks)
-    for g, resolved in zip(usable, lines, strict=True):
-        if resolved is None:
-            found, errors, their_clocks, their_results[g] = reader.python_chess_moves(games[g])
-            problem = _moves_problem(found, errors)
-            if problem is not None:
-                skipped.append((games[g].offset, problem))
-            else:
-                moves[g] = (" ".join(found), len(found), their_clocks if clocks else None)
-        elif resolved.plies == 0:
-            skipped.append((games[g].offset, Skipped("no_moves", "no moves")))
-        elif clocks and resolved.clocks is None:  # clocks the compiled scanner could not vouch for
-            moves[g] = (resolved.uci, resolved.plies, reader.clocks_of(reader.clock_movetext(games[g].movetext)))
-        else:
-            moves[g] = resolved
-    return moves
+@dataclass
+class _Moves:
+    """The moves of a chunk's usable games: which are kept, and the kept ones' moves as columns.
+
+    ``lines`` is the compiled reading (one entry per usable game, in order); ``their_results``
+    holds, by game number, the result python-chess read in the movetext of each game it read.
+    """
+
+    kept: np.ndarray  # per usable game
+    uci: pa.Array  # per kept game
+    plies: np.ndarray
+    clocks: pa.Array | None
+    lines: reader.MainLines
+    their_results: dict[int, str | None]
+
+
+def _read_moves(cut: reader.Cut, usable: np.ndarray, clocks: bool, skipped: list[tuple[int, Skipped]]) -> _Moves:
+    """The main lines of the usable games: resolved together by compiled code, and those it leaves
+    read by python-chess; the reasons of the games whose moves cannot be used go to ``skipped``."""
+    lines = reader.main_lines(cut.text, cut.move_start[usable], cut.move_end[usable], _CODES, clocks=clocks)
+    kept = lines.resolved & (lines.plies > 0)
+    skipped += [(offset, Skipped("no_moves", "no moves")) for offset in
+                cut.offsets[usable[lines.resolved & (lines.plies == 0)]].tolist()]
+    uci_starts, uci_ends, plies = lines.bounds[:-1].copy(), lines.bounds[1:].copy(), lines.plies.copy()
+    their_moves = bytearray()
+    their_results: dict[int, str | None] = {}
+    their_clocks: dict[int, list[float | None]] = {}  # by usable game: clocks read in Python
+    for i in np.flatnonzero(~lines.resolved).tolist():  # python-chess reads what the compiled path leaves (few)
+        game = cut.game(usable[i])
+        found, errors, game_clocks, their_results[usable[i]] = reader.python_chess_moves(game)
+        problem = _moves_problem(found, errors)
+        if problem is not None:
+            skipped.append((game.offset, problem))
+            continue
+        kept[i] = True
+        uci_starts[i] = len(lines.uci) + len(their_moves)
+        their_moves += " ".join(found).encode("ascii")
+        uci_ends[i], plies[i] = len(lines.uci) + len(their_moves), len(found)
+        their_clocks[i] = game_clocks
+    rows = np.flatnonzero(kept)
+    source = np.concatenate([lines.uci, np.frombuffer(bytes(their_moves), np.uint8)]) if their_moves else lines.uci
+    column = None
+    if clocks:
+        assert lines.clock_doubt is not None
+        for i in np.flatnonzero(kept & lines.resolved & lines.clock_doubt).tolist():  # clocks the scan could not vouch for
+            their_clocks[i] = reader.clocks_of(reader.clock_movetext(cut.game(usable[i]).movetext))
+        column = _clocks_column(lines, plies, rows, their_clocks)
+    return _Moves(kept, string_array(source, uci_starts[rows], uci_ends[rows]), plies[rows], column, lines, their_results)
+
+
+def _clocks_column(lines: reader.MainLines, plies: np.ndarray, rows: np.ndarray,
+                   their_clocks: dict[int, list[float | None]]) -> pa.Array:
+    """Each kept game's moves' clocks (``rows``: the kept usable games), as a list column."""
+    assert lines.clocks is not None
+    starts = np.zeros(len(plies), dtype=np.int64)
+    np.cumsum(lines.plies[:-1], out=starts[1:])  # where each resolved game's clocks start
+    lengths = plies.copy()
+    appended: list[float] = []
+    for i, game_clocks in their_clocks.items():
+        values = [math.nan if value is None else value for value in game_clocks[:plies[i]]]
+        starts[i], lengths[i] = len(lines.clocks) + len(appended), len(values)
+        appended += values
+    everything = np.concatenate([lines.clocks, np.array(appended, dtype=np.float64)]) if appended else lines.clocks
+    return list_array(everything, starts[rows], lengths[rows])
 
 
 _CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each parsed once
 
 
-def _game_ids(kept: list[int], values: dict[int, list[str | None]], uci: list[str]) -> list[str]:
-    """Each kept game's id: the site's own when the Site tag is a game URL (:func:`_site_id`), else
-    16 hex digits of a hash of who, where, when and what (its :data:`_ID_TAGS` and its moves)."""
-    sites = values[_tags.SITE]
-    ids = []
-    for g, moves in zip(kept, uci, strict=True):
-        site_id = _site_id(sites[g])
-        if not site_id:
-            key = "\n".join([*(values[t][g] or "" for t in _ID_TAGS), moves])
-            site_id = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        ids.append(site_id)
-    return ids
+def _results(cut: reader.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
+    """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
+    its movetext gives, as python-chess's game reads it (``*`` if none).
 
-
-def _site_id(site: str | None) -> str:
-    """The last part of a ``Site`` tag that is a URL (a game's page), or ``""``.
-
-    >>> _site_id("https://lichess.org/AbCd1234"), _site_id("https://lichess.org/AbCd1234/"), _site_id("Berlin")
-    ('AbCd1234', 'AbCd1234', '')
+    That is (:func:`_movetext_result`, in Python) ``*`` for a movetext without ``1-0``, ``0-1``
+    or ``1/2-1/2`` anywhere; else for one with a ``(`` anywhere, python-chess's reading entering
+    the variations (:func:`tokpack.chess.reader.game_result`), as its game builder does (an
+    illegal move inside one keeps it there, reading no result after); else the result
+    python-chess met in a game it read, or the first main-line result word other than ``*``
+    (:func:`tokpack.chess.reader.movetext_result`). For a game the compiled path resolved with
+    every word coded by it and no ``(``, that word is the scan's
+    (:attr:`tokpack.chess.reader.MainLines.results`), and the rest is not asked.
     """
-    if site and site.startswith(("https://", "http://")):
-        return site.rstrip("/").rsplit("/", 1)[-1]
-    return ""
+
+    from tokpack.chess._resolve_compiled import variations_and_results
+
+    result = headers.result[kept]
+    star = np.flatnonzero(result == _STAR)
+    if len(star):
+        games = kept[star]
+        line = np.flatnonzero(moves.kept)[star]  # each one's place among the usable games
+        parenthesis, result_text = np.empty(len(star), dtype=np.bool_), np.empty(len(star), dtype=np.bool_)
+        variations_and_results(cut.text, cut.move_start[games], cut.move_end[games], parenthesis, result_text)
+        from_scan = moves.lines.resolved[line] & ~moves.lines.asked[line] & ~parenthesis
+        result[star[from_scan]] = _RESULT_OF_WORD[moves.lines.results[line[from_scan]]]
+        for row in np.flatnonzero(~from_scan & (result_text | ~parenthesis)).tolist():  # read in Python (few)
+            g = int(games[row])
+            found = _movetext_result(cut.game(g), moves.their_results.get(g), g in moves.their_results)
+            result[star[row]] = RESULTS.index(found)
+    return string_array(_RESULT_BYTES, _RESULT_BOUNDS[result], _RESULT_BOUNDS[result + 1])
+
+
+def _movetext_result(game: reader.Game, theirs: str | None, read_by_them: bool) -> str:
+    """The result a game whose ``Result`` tag is ``*`` or missing is given (see :func:`_results`);
+    ``theirs``: the result python-chess met, if ``read_by_them``."""
+    movetext = game.movetext
+    if not ("1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext):  # surely "*": no regex
+        return "*"
+    if "(" in movetext:
+        return reader.game_result(game) or "*"
+    if read_by_them:
+        return theirs or "*"
+    return reader.movetext_result(movetext) or "*"
+
+
+def _game_ids(headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
+    """Each kept game's id: the site's own when the Site tag is a game URL (the last part of its
+    path, :func:`tokpack.chess._tags_compiled.site_ids`), else 16 hex digits of a hash of who,
+    where, when and what (its :data:`_ID_TAGS` and its moves)."""
+    import pyarrow.compute as pc
+
+    from tokpack.chess._tags_compiled import site_ids
+
+    id_start, id_end = np.empty(len(kept), dtype=np.int64), np.empty(len(kept), dtype=np.int64)
+    site_ids(headers.text, headers.starts[kept, _tags.SITE], headers.ends[kept, _tags.SITE], id_start, id_end)
+    ids = string_array(headers.text, id_start, id_end)
+    hashed = np.flatnonzero(id_start < 0)
+    if not len(hashed):
+        return ids
+    digests = []
+    for row, line in zip(hashed.tolist(), moves.uci.take(numbers(hashed)).to_pylist(), strict=True):
+        g = int(kept[row])
+        key = b"\n".join([*(headers.value(g, tag) for tag in _ID_TAGS), line.encode("ascii")])
+        digests.append(hashlib.sha256(key).hexdigest()[:16])
+    starts = np.full(len(kept), -1, dtype=np.int64)  # null where the site gave the id
+    starts[hashed] = 16 * np.arange(len(hashed))
+    return pc.coalesce(ids, string_array(np.frombuffer("".join(digests).encode("ascii"), np.uint8), starts, starts + 16))
 
 
 def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[str, int, int, str]:
@@ -536,7 +714,8 @@ def convert_pgn(pgn_files: Sequence[Path | str], out: Path, *, flush_games: int 
                         skipped[game.reason] += 1
                         if game.reason not in first_skipped:
                             first_skipped[game.reason] = f"{where(offset)}: {game.detail}"
-                    months.update(chunk.months)
+                    names, counts = np.unique(chunk.months, return_counts=True)
+                    months.update(dict(zip(names.tolist(), counts.tolist(), strict=True)))
                     parts.add(chunk.table, chunk.months)
                     if progress is not None and size:
                         progress(done_before + done(), total)
@@ -699,10 +878,9 @@ def _table(columns: dict[str, list[Any]], clocks: bool) -> pa.Table:
     """Columns :data:`COLUMNS` (and ``clocks``) as the converted table, with the types it always has."""
     import pyarrow as pa
 
-    types = {"white_elo": pa.int32(), "black_elo": pa.int32(), "n_plies": pa.int32()}
-    arrays = {name: pa.array(columns[name], types.get(name, pa.string())) for name in COLUMNS}
+    arrays = {name: pa.array(columns[name], _column_type(name)) for name in COLUMNS}
     if clocks:
-        arrays["clocks"] = pa.array(columns["clocks"], pa.list_(pa.float64()))
+        arrays["clocks"] = pa.array(columns["clocks"], _column_type("clocks"))
     return pa.table(arrays)
 
 
@@ -735,9 +913,9 @@ class _MonthParts:
         self.writers: dict[str, pq.ParquetWriter] = {}  # the first MONTH_WRITERS months: written straight
         self.parts: dict[str, list[Path]] = {}  # any other month: part files, joined at the end
         self.buffered = 0
-        self.schema = _table({name: [] for name in (*COLUMNS, "clocks")}, clocks).schema  # every file's
+        self.schema = _schema(clocks)  # every file's
 
-    def add(self, table: pa.Table, months: list[str]) -> None:
+    def add(self, table: pa.Table, months: np.ndarray) -> None:
         """Buffer the games of ``table`` (in input order; ``months`` is each row's), spilling whenever
         ``flush_games`` are buffered."""
         start = 0
@@ -766,7 +944,7 @@ class _MonthParts:
             target = month_parquet(self.root, month)
             target.parent.mkdir(parents=True, exist_ok=True)
             whole = len(rows) == buffered.num_rows  # one month: no copy
-            table = buffered if whole else buffered.take(pa.array(rows)).combine_chunks()
+            table = buffered if whole else buffered.take(numbers(np.frombuffer(rows, dtype=np.int64))).combine_chunks()
             if month not in self.writers and month not in self.parts and len(self.writers) < MONTH_WRITERS:
                 self.writers[month] = pq.ParquetWriter(target, self.schema, compression="zstd")
             if month in self.writers:

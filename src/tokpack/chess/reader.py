@@ -6,18 +6,21 @@ end cleanly is an error naming the offset, never a shorter stream); :func:`pgn_c
 it into text chunks that end where a game ends, so memory is flat in the file's size.
 
 A chunk's games are read together (:func:`tokpack.chess.pgn.chunk_games` puts the steps in
-order), each step one pass of compiled code over the whole chunk:
+order), each step one pass of compiled code over the chunk's bytes, which are never decoded:
+every step keeps spans (offsets) of them in numpy arrays, and the converter gathers the values it
+keeps straight into Arrow columns.
 
-- :func:`cut_games`: a game is a paragraph of tag lines and the paragraph of movetext after it
-  (blank lines separate paragraphs; one blank line may come among the tags; a comment may span them). :func:`cut_games_python` is the
-  same cut in plain Python, kept as its specification.
-- :func:`read_tags`: the tag values a conversion keeps, and which games are surely usable; a game
+- :func:`cut_chunk`: a game is a paragraph of tag lines and the paragraph of movetext after it
+  (blank lines separate paragraphs; one blank line may come among the tags; a comment may span
+  them). :func:`cut_games_python` is the same cut in plain Python, kept as its specification.
+- :func:`tag_spans`: the tag values a conversion keeps, and which games are surely usable; a game
   whose tag lines or values it cannot vouch for is read by :func:`read_headers` (python-chess's
   tag expression, :data:`TAG`) and judged in Python.
-- :func:`resolve_games`: the movetexts scanned as one byte string (:func:`main_line_words`, which
-  drops comments and variations, codes the main-line words and, if asked, reads each move's
-  ``[%clk]``), every game's SAN moves resolved together by :func:`tokpack.chess._resolve.resolve_san`.
+- :func:`main_lines`: the movetexts scanned (comments and variations dropped, the main-line words
+  coded and, if asked, each move's ``[%clk]`` read), every game's SAN moves resolved on its board
+  and written as UCI text.
 
+:func:`cut_games`, :func:`read_tags` and :func:`resolve_games` run the same steps on strings.
 Each step replaced Python per game (regular expressions, a dict of tags, a loop per paragraph);
 together they took Lichess-style reading from about 20x python-chess to the figures in
 BENCHMARKS.md (chess). Whatever that fast path does not take on exactly (a ``;`` comment, an
@@ -41,6 +44,7 @@ import io
 import re
 import sys
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +53,7 @@ from typing import BinaryIO, NamedTuple
 import chess.pgn
 import numpy as np
 
-from tokpack.chess._resolve import ASK, MANY_MOVES, SEPARATOR, SanCodes, resolve_san
+from tokpack.chess._resolve import SanCodes
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start. Reading a
@@ -135,19 +139,34 @@ class _ZstdFrames:
         self._frame: zstandard.ZstdDecompressionObj | None = None  # the frame under way
         self._frame_start = 0  # its compressed offset
         self._consumed = 0  # compressed bytes decompressed so far
-        self._buffer = bytearray()
+        self._pieces: deque[bytes | memoryview] = deque()  # decompressed and not read yet, in order
+        self._ready = 0  # their bytes
 
     def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` decompressed bytes (all that is left for -1); ``b""`` at the end."""
-        while (size < 0 or len(self._buffer) < size) and self._decompress_more():
+        """Up to ``size`` decompressed bytes (all that is left for -1); ``b""`` at the end.
+
+        The decompressor's pieces are kept as they come and joined once into what is read (a
+        growing and shrinking ``bytearray`` moved the bytes twice more: 2x the time of zstd).
+        """
+        while (size < 0 or self._ready < size) and self._decompress_more():
             pass
-        if size < 0 or size >= len(self._buffer):
-            out, self._buffer = bytes(self._buffer), bytearray()
-            return out
-        with memoryview(self._buffer) as view:
-            out = bytes(view[:size])  # one copy
-        del self._buffer[:size]  # cheap: a bytearray drops its head in place
-        return out
+        if size < 0 or size >= self._ready:
+            taken, self._pieces, self._ready = list(self._pieces), deque(), 0
+        else:
+            taken, left = [], size
+            while left:
+                piece = self._pieces.popleft()
+                if len(piece) > left:
+                    view = memoryview(piece)
+                    taken.append(view[:left])
+                    self._pieces.appendleft(view[left:])
+                    break
+                taken.append(piece)
+                left -= len(piece)
+            self._ready -= size
+        if len(taken) == 1 and isinstance(taken[0], bytes):
+            return taken[0]
+        return b"".join(taken)
 
     def _decompress_more(self) -> bool:
         block = self._raw.read(1 << 20)
@@ -161,7 +180,7 @@ class _ZstdFrames:
             if self._frame is None:
                 self._frame, self._frame_start = self._decompressor.decompressobj(), self._consumed
             try:
-                self._buffer += self._frame.decompress(block)
+                out = self._frame.decompress(block)
             except self._zstd.ZstdError as error:
                 # zstd cannot say which byte is bad (a checksum fails at the frame's end): report the
                 # compressed offset where reading failed, and the frame that holds the damage.
@@ -169,6 +188,9 @@ class _ZstdFrames:
                 raise InputError(f"not a readable zstd stream: the frame starting at byte "
                                  f"{self._frame_start:,} is damaged before this byte ({error})", where=self._where,
                                  byte=failed_at, fix=_TRUNCATED_FIX) from None
+            if out:
+                self._pieces.append(out)
+                self._ready += len(out)
             if not self._frame.eof:
                 self._consumed += len(block)
                 break
@@ -258,11 +280,12 @@ def last_game_start(data: bytes) -> int:
     """
     end = len(data)
     while True:
-        cut = max(data.rfind(b"\n\n[", 0, end), data.rfind(b"\n\r\n[", 0, end))
+        cut = data.rfind(b"\n\n[", 0, end)
+        cut = max(cut, data.rfind(b"\n\r\n[", cut + 1, end))  # only the text after it: the last of the two
         if cut <= 0:
             return -1
-        opened = data.rfind(b"{", 0, cut)
-        if opened > data.rfind(b"}", 0, cut):
+        opened = data.rfind(b"{", data.rfind(b"}", 0, cut) + 1, cut)  # a '{' after the last '}'
+        if opened >= 0:
             end = opened  # inside a comment, maybe: so is every '[' up to the '{'
             continue
         if not _after_tag_line(data, cut):
@@ -291,31 +314,66 @@ class Game:
     problem: tuple[str, str] | None = None  # (skip reason, detail) found while cutting
 
 
-def cut_games(text: str, offset: int) -> list[Game]:
-    """The games of a chunk of text (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets.
+@dataclass
+class Cut:
+    """A chunk's games as spans of its bytes (``text``: UTF-8, line ends ``\\n``, no byte-order
+    mark), one entry per game: its tag lines ``text[tag_start:tag_end]``, its movetext
+    ``text[move_start:move_end]``, its byte offset in the file and its problem code (0: none, else
+    an index in :data:`_PROBLEMS`)."""
 
-    Compiled (:func:`tokpack.chess._cut_compiled.cut_spans`); :func:`cut_games_python` is the
-    same cut written plainly, and the tests hold the two equal.
+    text: np.ndarray
+    tag_start: np.ndarray
+    tag_end: np.ndarray
+    move_start: np.ndarray
+    move_end: np.ndarray
+    offsets: np.ndarray
+    problems: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def problem(self, g: int) -> tuple[str, str] | None:
+        """What cutting found wrong with game ``g``: (skip reason, detail), or None."""
+        return _PROBLEMS[self.problems[g]]
+
+    def game(self, g: int) -> Game:
+        """Game ``g`` as strings (undecodable bytes as ``surrogateescape`` reads them)."""
+        text = self.text
+        return Game(int(self.offsets[g]), _decode(text[self.tag_start[g]:self.tag_end[g]]),
+                    _decode(text[self.move_start[g]:self.move_end[g]]), _PROBLEMS[self.problems[g]])
+
+
+def _decode(span: np.ndarray) -> str:
+    return span.tobytes().decode("utf-8", "surrogateescape")
+
+
+def cut_chunk(data: bytes, offset: int) -> Cut:
+    """The games of a chunk of PGN bytes (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets.
+
+    Compiled (:func:`tokpack.chess._cut_compiled.cut_spans`), over the bytes themselves: no string
+    is made. :func:`cut_games_python` is the same cut written plainly, and the tests hold the two equal.
     """
     from tokpack.chess._cut_compiled import cut_spans
 
-    text, offset = _normalise(text, offset)
-    whole = "\n" + text
-    if whole.isascii():
-        points = np.frombuffer(whole.encode("ascii"), np.uint8)
-    else:
-        points = np.frombuffer(whole.encode("utf-32-le", "surrogatepass"), np.uint32)
-    tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(points, offset).tolist()
-    return [Game(at, whole[ts:te], whole[ms:me], _PROBLEMS[problem])
-            for at, ts, te, ms, me, problem in zip(offsets, tag_start, tag_end, move_start, move_end, problems,
-                                                   strict=True)]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # Offsets past this point are approximate by the \r removed (only reports use them).
+    skip = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a byte-order mark
+    text = np.frombuffer(data, np.uint8, offset=skip)
+    return Cut(text, *cut_spans(text, offset + skip))
+
+
+def cut_games(text: str, offset: int) -> list[Game]:
+    """The games of a chunk of text (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets:
+    :func:`cut_chunk` of its bytes, as strings."""
+    cut = cut_chunk(text.encode("utf-8", "surrogateescape"), offset)
+    return [cut.game(g) for g in range(len(cut))]
 
 
 def _normalise(text: str, offset: int) -> tuple[str, int]:
     """Line ends made ``\\n`` and a byte-order mark dropped (its 3 bytes added to ``offset``)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-        # Offsets past this point are approximate by the \r removed (only reports use them).
     if text.startswith("\ufeff"):
         text, offset = text[1:], offset + 3
     return text, offset
@@ -444,11 +502,12 @@ class Tags:
 
     ``plain[g]``: game ``g``'s tag lines were read without doubt, so its spans are the tag
     expression's (:data:`TAG`) reading; otherwise :func:`read_headers` must read them. ``judged[g]``:
-    a plain game surely usable, its date from tag ``date_tag[g]`` and its ratings ``white_elo[g]``,
-    ``black_elo[g]`` (see :func:`tokpack.chess._tags_compiled.judge_plain`).
+    a plain game surely usable, its date from tag ``date_tag[g]``, its ratings ``white_elo[g]``,
+    ``black_elo[g]`` and its result ``result[g]`` (an index in
+    :data:`tokpack.chess.encoders.RESULTS`; see :func:`tokpack.chess._tags_compiled.judge_plain`).
     """
 
-    text: str
+    text: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
     plain: np.ndarray
@@ -456,40 +515,106 @@ class Tags:
     date_tag: np.ndarray
     white_elo: np.ndarray
     black_elo: np.ndarray
+    result: np.ndarray
 
     def dates(self) -> list[str | None]:
         """Every judged game's date (its ``UTCDate``, else its ``Date``); None for the others."""
         rows = np.arange(len(self.judged))
         starts, ends = self.starts[rows, self.date_tag].tolist(), self.ends[rows, self.date_tag].tolist()
         text = self.text
-        return [text[s:e] if judged else None for s, e, judged in zip(starts, ends, self.judged.tolist(), strict=True)]
+        return [_decode(text[s:e]) if judged else None for s, e, judged in zip(starts, ends, self.judged.tolist(), strict=True)]
 
     def column(self, tag: int) -> list[str | None]:
         """Every game's value of tag number ``tag`` (None where absent; meaningful for plain games)."""
         text = self.text
-        return [text[s:e] if s >= 0 else None for s, e in zip(self.starts[:, tag].tolist(), self.ends[:, tag].tolist(), strict=True)]
+        return [_decode(text[s:e]) if s >= 0 else None for s, e in zip(self.starts[:, tag].tolist(), self.ends[:, tag].tolist(), strict=True)]
 
 
-def read_tags(games: list[Game]) -> Tags:
-    """The tags of every game, read and judged together by compiled code (see :class:`Tags`)."""
+def tag_spans(text: np.ndarray, first: np.ndarray, last: np.ndarray) -> Tags:
+    """The tags of every game (game ``g``'s tag lines are ``text[first[g]:last[g]]``), read and
+    judged together by compiled code (see :class:`Tags`)."""
     from tokpack.chess._tags_compiled import TAGS, judge_plain, scan_tags
 
-    text = "\n".join(game.tags for game in games) + "\n"  # each game's tag lines end at a line end
-    bounds = np.zeros(len(games) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter((len(game.tags) + 1 for game in games), np.int64, len(games)), out=bounds[1:])
-    # Code points, so a span is a slice of the text itself (one byte each for ASCII, the usual case).
-    if text.isascii():
-        points = np.frombuffer(text.encode("ascii"), np.uint8)
-    else:
-        points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
-    n = len(games)
+    n = len(first)
     starts, ends = np.empty((n, len(TAGS)), dtype=np.int64), np.empty((n, len(TAGS)), dtype=np.int64)
     plain, judged = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.bool_)
     date_tag, white_elo, black_elo = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    result = np.zeros(n, dtype=np.int8)
     if n:
-        scan_tags(points, bounds, starts, ends, plain)
-        judge_plain(points, starts, ends, plain, judged, date_tag, white_elo, black_elo)
-    return Tags(text, starts, ends, plain, judged, date_tag, white_elo, black_elo)
+        scan_tags(text, first, last, starts, ends, plain)
+        judge_plain(text, starts, ends, plain, judged, date_tag, white_elo, black_elo, result)
+    return Tags(text, starts, ends, plain, judged, date_tag, white_elo, black_elo, result)
+
+
+def read_tags(games: list[Game]) -> Tags:
+    """:func:`tag_spans` of games given as strings."""
+    texts = [game.tags.encode("utf-8", "surrogateescape") for game in games]
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(text) + 1 for text in texts], out=bounds[1:])
+    text = np.frombuffer(b"\n".join(texts) + b"\n", np.uint8)  # each game's tag lines end at a line end
+    return tag_spans(text, bounds[:-1], bounds[1:] - 1)
+
+
+@dataclass
+class MainLines:
+    """The main lines of many games, read from their movetexts by compiled code (:func:`main_lines`).
+
+    ``resolved[g]``: game ``g``'s moves are ``uci[bounds[g]:bounds[g + 1]]`` (ASCII, UCI moves
+    separated by spaces), ``plies[g]`` of them; otherwise python-chess must read the game.
+    ``results[g]``: its first main-line result word other than ``*`` (a code of
+    :mod:`tokpack.chess._resolve_compiled`, ``NO_RESULT`` for none); ``asked[g]``: a word of its
+    main line was coded in Python, so that result is in doubt. With clocks, ``clocks`` holds the
+    resolved games' moves' clocks in seconds (NaN: none), game after game, and ``clock_doubt[g]``:
+    Python must read game ``g``'s clocks.
+    """
+
+    resolved: np.ndarray
+    plies: np.ndarray
+    uci: np.ndarray
+    bounds: np.ndarray
+    results: np.ndarray
+    asked: np.ndarray
+    clocks: np.ndarray | None
+    clock_doubt: np.ndarray | None
+
+
+def main_lines(text: np.ndarray, first: np.ndarray, last: np.ndarray, codes: SanCodes, *, clocks: bool = False) -> MainLines:
+    """The main lines of games whose movetexts are ``text[first[g]:last[g]]`` (UTF-8 bytes).
+
+    One compiled scan drops comments and variations and codes the main-line words
+    (:func:`tokpack.chess._resolve_compiled.scan_movetexts`; a word it leaves to Python is coded by
+    ``codes``), and one compiled pass resolves every move on its game's board and writes the UCI
+    text (:func:`tokpack.chess._resolve_compiled.resolve_main_lines`). A game is left to
+    python-chess (``resolved`` False) for an unusual, illegal or ambiguous move, and for what the
+    scan refuses: a ``;`` comment, an ``%`` escape, a stray ``}`` or ``)``, a variation before the
+    first move or never closed, a comment never closed, a NUL or a non-ASCII byte outside comments.
+    """
+    from tokpack.chess._resolve_compiled import resolve_main_lines, scan_movetexts
+
+    n = len(first)
+    size = int((last - first).sum()) if n else 0
+    capacity = size // 2 + n + 1  # a word is a byte and a separator at least
+    words = np.empty(capacity, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    asks = np.empty((capacity, 3), dtype=np.int64)
+    refused = np.zeros(n, dtype=np.bool_)
+    results = np.empty(n, dtype=np.int8)
+    word_clocks = np.empty(capacity if clocks else 0, dtype=np.float64)
+    clock_doubt = np.zeros(n if clocks else 0, dtype=np.bool_)
+    count, asked_count = scan_movetexts(text, first, last, words, bounds, asks, refused, results, word_clocks, clock_doubt)
+    asks = asks[:asked_count]
+    for at, s, e in asks.tolist():  # words the scan leaves to Python (few; each distinct one parsed once)
+        words[at] = codes[text[s:e].tobytes().decode("ascii")]
+    asked = np.zeros(n, dtype=np.bool_)
+    asked[np.searchsorted(bounds, asks[:, 0], side="right") - 1] = True
+    uci = np.empty(6 * count, dtype=np.uint8)
+    uci_bounds = np.empty(n + 1, dtype=np.int64)
+    plies = np.empty(n, dtype=np.int64)
+    resolved = np.empty(n, dtype=np.bool_)
+    ply_clocks = np.empty(count if clocks else 0, dtype=np.float64)
+    resolve_main_lines(words, bounds, refused, word_clocks, uci, uci_bounds, plies, resolved, ply_clocks)
+    return MainLines(resolved, plies, uci[:uci_bounds[-1]], uci_bounds, results, asked,
+                     ply_clocks[:int(plies.sum())] if clocks else None, clock_doubt if clocks else None)
 
 
 class MainLine(NamedTuple):
@@ -502,72 +627,26 @@ class MainLine(NamedTuple):
 
 def resolve_games(movetexts: list[str], codes: SanCodes, *, clocks: bool = False) -> list[MainLine | None]:
     """The main line of each game's movetext (comments, variations and all), or ``None`` where
-    python-chess must decide (see :func:`main_line_words`, and an unusual, illegal or ambiguous move).
-
-    All games are one byte string, scanned once by compiled code; each word's code comes from
-    ``codes`` only where the scanner leaves it (``ASK``). With ``clocks``, the scanner also reads
-    each move's ``[%clk]`` (:func:`tokpack.chess._resolve_compiled.clock_in`); a game whose clocks it
-    leaves in doubt gets ``clocks=None``, for :func:`clocks_of` to read.
+    python-chess must decide: :func:`main_lines` of movetexts given as strings. With ``clocks``, a
+    game whose clocks the scan leaves in doubt gets ``clocks=None``, for :func:`clocks_of` to read.
     """
-    from tokpack.chess._resolve_compiled import uci_text
-
-    if not movetexts:
-        return []
-    words, refused, clock_values, clock_doubt = main_line_words(movetexts, codes, clocks=clocks)
-    game_of_word = np.cumsum(words == SEPARATOR)
-    is_move = words >= 0
-    counts = np.bincount(game_of_word[is_move], minlength=len(movetexts))
-    many = np.bincount(game_of_word[words == MANY_MOVES], minlength=len(movetexts)) > 0
-    san = words[is_move]
-    start, end, promo, resolved = resolve_san(san, counts)
-    resolved &= ~many & ~refused
-    out = np.empty(6 * len(san), dtype=np.uint8)
-    bounds = np.empty(len(movetexts) + 1, dtype=np.int64)
-    uci_text(start, end, promo, counts, out, bounds)
-    ends = bounds.tolist()
-    text = out[:ends[-1]].tobytes().decode("ascii")
-    lines = [MainLine(text[ends[g]:ends[g + 1]], n) if ok else None
-             for g, (ok, n) in enumerate(zip(resolved.tolist(), counts.tolist(), strict=True))]
-    if clocks:
-        move_clocks = clock_values[is_move].tolist()
-        first = np.concatenate([[0], np.cumsum(counts)]).tolist()
-        for g in np.flatnonzero(resolved & ~clock_doubt).tolist():
-            game_clocks = [None if value != value else value for value in move_clocks[first[g]:first[g + 1]]]  # NaN: none
-            lines[g] = lines[g]._replace(clocks=game_clocks)
-    return lines
-
-
-def main_line_words(movetexts: list[str], codes: SanCodes, *,
-                    clocks: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The code of every main-line word of every game (``SEPARATOR`` between games), which games
-    python-chess must read instead, and with ``clocks`` each word's clock (NaN for none and for
-    words that are not moves) and which games' clocks Python must read (else two empty arrays).
-
-    Comments ``{...}`` and variations ``(...)`` are dropped by the compiled scanner
-    (:func:`tokpack.chess._resolve_compiled.scan_movetexts`) over the UTF-8 bytes, so non-ASCII
-    comments cost nothing. Refused: a ``;`` comment, an ``%`` escape, a stray ``}`` or ``)``, a
-    variation before the first move or never closed, a comment never closed, a NUL or a non-ASCII
-    byte outside comments.
-    """
-    from tokpack.chess._resolve_compiled import scan_movetexts
-
-    with_nul = [g for g, text in enumerate(movetexts) if "\x00" in text]  # NUL separates games below
-    if with_nul:
-        movetexts = ["" if "\x00" in text else text for text in movetexts]
-    data = "\x00".join(movetexts).encode("utf-8", "surrogateescape")
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    words = np.empty(len(buffer) // 2 + len(movetexts) + 1, dtype=np.int64)
-    starts = np.empty_like(words)
-    ends = np.empty_like(words)
-    refused = np.zeros(len(movetexts), dtype=np.bool_)
-    clock_values = np.empty(len(words) if clocks else 0, dtype=np.float64)
-    clock_doubt = np.zeros(len(movetexts) if clocks else 0, dtype=np.bool_)
-    n = scan_movetexts(buffer, words, starts, ends, refused, clock_values, clock_doubt)
-    words, starts, ends = words[:n], starts[:n], ends[:n]
-    refused[with_nul] = True
-    for i in np.flatnonzero(words == ASK).tolist():
-        words[i] = codes[data[starts[i]:ends[i]].decode("ascii")]
-    return words, refused, clock_values[:n], clock_doubt
+    texts = [movetext.encode("utf-8", "surrogateescape") for movetext in movetexts]
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(text) for text in texts], out=bounds[1:])
+    lines = main_lines(np.frombuffer(b"".join(texts), np.uint8), bounds[:-1], bounds[1:], codes, clocks=clocks)
+    text = lines.uci.tobytes().decode("ascii")
+    ends = lines.bounds.tolist()
+    first_clock = np.concatenate([[0], np.cumsum(lines.plies)]).tolist()
+    out: list[MainLine | None] = []
+    for g, (ok, plies) in enumerate(zip(lines.resolved.tolist(), lines.plies.tolist(), strict=True)):
+        if not ok:
+            out.append(None)
+            continue
+        game_clocks = None
+        if lines.clocks is not None and lines.clock_doubt is not None and not lines.clock_doubt[g]:
+            game_clocks = [None if value != value else value for value in lines.clocks[first_clock[g]:first_clock[g + 1]].tolist()]
+        out.append(MainLine(text[ends[g]:ends[g + 1]], plies, game_clocks))
+    return out
 
 
 def clock_seconds(comment: str) -> float | None:
