@@ -30,7 +30,6 @@ from tokpack.corpus.sources import (
     warn_spelled_special_tokens,
 )
 from tokpack.errors import InputError, InputsSkipped, IntegrityError, TokpackError
-from tokpack.preparing.carried import carried_files
 from tokpack.preparing.options import (
     DEFAULT_VOCAB_SAMPLE_BYTES,
     DEFAULT_VOCAB_SIZE,
@@ -304,7 +303,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
         else:
             remove_abandoned(pack_dir)
             try:
-                write_pack(source, tokenizer, pack_dir, execution=execution, files=carried_files(tokenizer, cache))
+                write_pack(source, tokenizer, pack_dir, execution=execution)
             except TokpackError:
                 # Where flock is node-local, another node may have published this pack meanwhile:
                 # its rename won. Use it once it checks out, as if it had been cached.
@@ -576,13 +575,12 @@ _TRIM_BYTES = 64 << 20
 
 def write_pack(
     source: DocumentSource, tokenizer: BpeTokenizer, pack_dir: Path, *, first_unit: int = 0,
-    last_unit: int | None = None, execution: Execution = Execution(), files: dict[str, bytes] | None = None,
-    shard: ShardPlace | None = None,
+    last_unit: int | None = None, execution: Execution = Execution(), shard: ShardPlace | None = None,
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
-    with the vocabulary's files (``files``, else ``tokenizer.files()``: they depend on the
-    vocabulary alone, so a pack is the same whether its vocabulary was trained here or given);
-    ``shard``: the place of a sharded job's shard, recorded in its ``meta.json``.
+    with the vocabulary's files (derived from ``tokenizer`` here, never read from a cache: they
+    depend on the vocabulary alone, so a pack is the same whether its vocabulary was trained here
+    or given, and being made here, they are not read back to check); ``shard``: the place of a sharded job's shard, recorded in its ``meta.json``.
 
     Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
     threads and written in input order, so the bytes do not depend on the number of workers.
@@ -617,10 +615,7 @@ def write_pack(
                 "(files, records or rows, as the format counts them)")
 
     with PackWriter(pack_dir, vocabulary=tokenizer.identity, origins=(source.origin_kind, source.origin_files())) as writer:
-        if files is None:
-            writer.add_vocabulary(tokenizer)
-        else:
-            writer.add_vocabulary_files(files)
+        writer.add_vocabulary(tokenizer)
         ranges = {}
         for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens

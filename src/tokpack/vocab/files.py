@@ -738,11 +738,6 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
     }
 
 
-#: The version of the ``tokenizer.json`` text :func:`tokenizer_json_bytes` writes: a copy kept by
-#: another version (:mod:`tokpack.preparing.carried`) is made again. Raise it when the text changes.
-TOKENIZER_JSON_VERSION = 1
-
-
 def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *,
                          where: str | os.PathLike[str] | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
