@@ -240,7 +240,9 @@ def check_documents_once(where: Path | str, shards: Sequence[Pack]) -> None:
         if found is None or not len(found[1]):
             continue
         record, rows = found
-        rows, kinds[index] = np.asarray(rows), record.kind
+        # A place a shard names more than once is one place (the position scheme makes a document
+        # of every position of a game, each naming the game's row): only other shards may not share it.
+        rows, kinds[index] = np.unique(np.asarray(rows), axis=0), record.kind
         ids = np.array([names.setdefault(name, len(names)) for name in record.files], np.int64)
         records = record.kind == "records"  # a span of a record's text: the record is part of the place
         files.append(np.full(len(rows), ids[0], np.int64) if records else ids[rows[:, 0]])
