@@ -1,10 +1,11 @@
 """The files a pack carries for its vocabulary: ``tokenizer.json`` is derived once per vocabulary and
 cache, later packs copy the kept one, and a kept copy that does not check out (bytes that are not
-the ones recorded, another vocabulary's, another version's, an unreadable record) is never
-carried: it is made again and replaced."""
+the ones recorded, another vocabulary's, another version's, an unreadable record, another
+vocabulary's bytes with their hash recomputed) is never carried: it is made again and replaced."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def test_a_second_pack_copies_the_kept_tokenizer_json(tmp_path: Path) -> None:
     assert (first / "meta.json").read_bytes() == (second / "meta.json").read_bytes()
 
 
-@pytest.mark.parametrize("damage", ["bytes", "identity", "version", "record"])
+@pytest.mark.parametrize("damage", ["bytes", "identity", "version", "record", "forged"])
 def test_a_kept_copy_that_does_not_check_out_is_made_again(tmp_path: Path, damage: str) -> None:
     first = prepared_pack(tmp_path, "first", derive=True)
     kept = kept_directory(vocabulary().identity, tmp_path / "cache")
@@ -72,6 +73,10 @@ def test_a_kept_copy_that_does_not_check_out_is_made_again(tmp_path: Path, damag
     record = json.loads(record_path.read_text(encoding="utf-8"))
     if damage == "bytes":  # changed after it was kept (the record's hash no longer matches)
         text.write_bytes(text.read_bytes().replace(b'"Al"', b'"lA"'))
+    elif damage == "forged":  # another vocabulary's document, its hash recomputed: checked for what it means
+        forged = text.read_bytes().replace(b'"Al"', b'"lA"')
+        text.write_bytes(forged)
+        record["sha256"] = hashlib.sha256(forged).hexdigest()
     elif damage == "identity":
         record["vocabulary"]["sha256"] = "0" * 64
     elif damage == "version":

@@ -5,8 +5,10 @@ Deriving ``tokenizer.json`` costs a tenth of a second or more for a 100k-rank vo
 every ``prepare`` that writes a pack; reading a kept copy, a few milliseconds. The copy lives in
 ``$TOKPACK_CACHE/tokenizer-json/<identity>/`` beside ``kept.json``, which records the vocabulary it
 was made from, the version of the text and its SHA-256. A copy is used only when all three match
-(the vocabulary's full identity, this version, the bytes' hash); anything else is made again from
-the vocabulary and the copy replaced: the cache saves time, it never decides what a pack holds.
+(the vocabulary's full identity, this version, the bytes' hash) and it reads back as that
+vocabulary (a hash anyone can recompute is no proof; the pack's own check of its carried files
+would read it back anyway, and remembers that it did); anything else is made again from the
+vocabulary and the copy replaced: the cache saves time, it never decides what a pack holds.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tokpack._atomic import building, remove_abandoned
 from tokpack._cache import locked
 from tokpack._schema import Record, read_record, write_record
 from tokpack.errors import InputError
+from tokpack.store.carried import means
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.files import TOKENIZER_JSON_VERSION
 from tokpack.vocab.identity import VocabIdentity
@@ -64,7 +67,8 @@ def kept_directory(identity: VocabIdentity, cache: Path) -> Path:
 
 def _kept(directory: Path, identity: VocabIdentity) -> bytes | None:
     """The kept ``tokenizer.json`` of ``identity``, or ``None`` (none, another vocabulary's or
-    version's, unreadable, or bytes that are not the ones recorded)."""
+    version's, unreadable, bytes that are not the ones recorded, or a document that reads as
+    another vocabulary)."""
     try:
         record = read_record(KeptTokenizerJson, directory / KEPT_RECORD)
         if record.vocabulary != identity or record.version != TOKENIZER_JSON_VERSION:
@@ -72,7 +76,9 @@ def _kept(directory: Path, identity: VocabIdentity) -> bytes | None:
         text = (directory / TOKENIZER_JSON).read_bytes()
     except (OSError, InputError):
         return None
-    return text if hashlib.sha256(text).hexdigest() == record.sha256 else None
+    if hashlib.sha256(text).hexdigest() != record.sha256 or not means(directory / TOKENIZER_JSON, identity):
+        return None
+    return text
 
 
 def _keep(directory: Path, identity: VocabIdentity, text: bytes) -> None:

@@ -47,6 +47,16 @@ def vouch(files: Mapping[str, bytes], identity: VocabIdentity) -> None:
         _KNOWN[hashlib.sha256(document).hexdigest()] = identity
 
 
+def means(path: Path, identity: VocabIdentity) -> bool:
+    """Whether the ``tokenizer.json`` at ``path`` reads back as ``identity`` (remembered by its
+    SHA-256 as a carried file's check is, so a pack that then carries it is not read again)."""
+    try:
+        _check_tokenizer_json(path, path.read_bytes(), identity, "", "")
+    except (OSError, IntegrityError):
+        return False
+    return True
+
+
 class Carrier(NamedTuple):
     """Where vocabulary files are carried, and what to say about them: the pack (or export)
     folder ``root``, the ``folder`` in it that holds them, the ``record`` that lists them, and the
