@@ -253,7 +253,22 @@ def test_a_separator_removed_from_the_sidecar_is_named_as_ids_not_documents(pack
     sidecar["eod_id"] = None
     path.write_text(json.dumps(sidecar))
     code, output = run("inspect", tmp_path / "out")
-    assert code == 2 and re.search(r"part 'train''s files hold [\d,]+ ids, the export's sidecar says [\d,]+ ids", output), output
+    assert code == 2 and re.search(r"the files of part 'train' hold [\d,]+ ids, the export's sidecar says [\d,]+ ids "
+                                   r"\(no eod_id: no end-of-document ids\)", output), output
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "hf"])
+def test_a_separator_added_to_the_sidecar_is_named_in_the_count_it_changes(pack: Path, tmp_path: Path, fmt: str) -> None:
+    """An ``eod_id`` set in the sidecar of an export written without separators says the files
+    hold an id more a document: the refusal says where its count comes from."""
+    assert run("export", pack, tmp_path / "out", "--format", fmt)[0] == 0
+    path = sidecar_of(tmp_path, fmt)
+    sidecar = json.loads(path.read_text())
+    sidecar["eod_id"] = 5
+    path.write_text(json.dumps(sidecar))
+    code, output = run("inspect", tmp_path / "out")
+    assert code == 2 and re.search(r"the files of part 'train' hold [\d,]+ ids, the export's sidecar says [\d,]+ ids "
+                                   r"\([\d,]+ and its eod_id 5 after each of [\d,]+ documents\)", output), output
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "nanogpt"])

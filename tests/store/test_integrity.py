@@ -195,7 +195,8 @@ def test_windows_refuse_a_flipped_byte_without_being_asked_to_verify(tmp_path: P
     pack = small_pack(tmp_path / "pack")
     Windows(pack, block=4)  # verified once, stamped
     flip_a_byte(pack / "tokens.npy")
-    with pytest.raises(IntegrityError, match=r"tokens\.npy: SHA-256 differs from meta\.json"):
+    with pytest.raises(IntegrityError, match=r"tokens\.npy: SHA-256 differs from meta\.json; the pack was altered; "
+                                             r"delete it to rebuild"):
         Windows(pack, block=4)
 
 
@@ -240,7 +241,8 @@ def test_an_id_outside_the_vocabulary_is_refused_on_open_and_in_every_served_bat
     pack = small_pack(tmp_path / "pack")  # ids up to 14
     vocabulary = json.loads((pack / "meta.json").read_text())["vocabulary"]
     reseal(pack / "meta.json", vocabulary={**vocabulary, "n_vocab": 10})  # GPT-2 ids in a smaller vocabulary
-    with pytest.raises(IntegrityError, match=r"tokens\.npy: id 14 outside the vocabulary \(n_vocab 10\)"):
+    with pytest.raises(IntegrityError, match=r"tokens\.npy: id 14 outside the vocabulary \(n_vocab 10\); the pack was "
+                                             r"altered; delete it to rebuild"):
         Pack(pack)
     unverified = Pack(pack, verify=False)
     windows = Windows(unverified, block=3)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -244,6 +247,8 @@ def test_prepare_reports_the_engine_of_the_pattern(pattern: str, engine: str, gp
     # The fallback is said on stderr too (and in the table), with its reason.
     noted = "note: tiktoken encodes this vocabulary (the pattern has no compiled pre-tokenizer)"
     assert (noted in result.stderr) == (engine == "tiktoken")
+    if engine == "tiktoken":  # and what would have the compiled encoder take it
+        assert "the patterns --pattern names (gpt2, gpt4, polish, polish-phrase)" in result.stderr
     table = CliRunner().invoke(app, command)
     assert table.exit_code == 0, table.output
     assert ("tiktoken: the pattern has no compiled pre-tokenizer" if engine == "tiktoken"
@@ -251,3 +256,19 @@ def test_prepare_reports_the_engine_of_the_pattern(pattern: str, engine: str, gp
     sharded = CliRunner().invoke(app, [*command, "--shards", "2", "--out", str(tmp_path / "sharded"), "--json"])
     assert sharded.exit_code == 0, sharded.output
     assert json.loads(sharded.stdout)["encoder"]["engine"] == engine
+
+
+def test_prepare_without_the_built_extension_says_how_to_build_it(gpt2_rank_file: Path, tmp_path: Path) -> None:
+    """An installation whose C extension was not built encodes with tiktoken (same ids) and says
+    what builds it, not which patterns the missing encoder would have."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Zażółć gęślą jaźń.\n" * 20, encoding="utf-8")
+    program = ("import sys; sys.modules['tokpack.vocab._bpe'] = None; from tokpack.cli import app; "
+               "app(sys.argv[1:], prog_name='tokpack')")
+    done = subprocess.run([sys.executable, "-c", program, "prepare", str(corpus), "--vocab", str(gpt2_rank_file),
+                           "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "pack")],
+                          capture_output=True, text=True, env={**os.environ, "TOKPACK_CACHE": str(tmp_path / "c")})
+    assert done.returncode == 0, done.stderr
+    assert "note: tiktoken encodes this vocabulary (tokpack's compiled encoder (its C extension) is not built" in done.stderr
+    assert "install a C compiler (gcc or clang) and reinstall tokpack" in done.stderr
+    assert "patterns" not in done.stderr

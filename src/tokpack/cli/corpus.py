@@ -276,10 +276,19 @@ def _note_added_tokens(vocab: Optional[Path]) -> None:
 
 def _note_fallback(tokenizer: BpeTokenizer) -> None:
     """Say on stderr (stdout may be JSON) that tiktoken encodes this vocabulary, and why."""
-    if tokenizer.fallback_reason is not None:
-        typer.echo(f"note: tiktoken encodes this vocabulary ({tokenizer.fallback_reason}), several times slower "
-                   "than tokpack's compiled encoder, which has the named patterns (gpt2, gpt4, polish, "
-                   "polish-phrase) and the published vocabularies' own", err=True)
+    from tokpack.vocab.compiled import COMPILED_PATTERNS, MISSING
+
+    reason = tokenizer.fallback_reason
+    if reason is None:
+        return
+    if reason == MISSING:  # the pattern is fine: the installation lacks the encoder
+        remedy = "install a C compiler (gcc or clang) and reinstall tokpack to build it"
+    elif tokenizer.pattern not in COMPILED_PATTERNS:
+        remedy = ("tokpack's compiled encoder has the patterns --pattern names (gpt2, gpt4, polish, polish-phrase) "
+                  "and the published vocabularies' own")
+    else:  # ids past the compiled encoder's limit: nothing to change
+        remedy = "the ids are the same"
+    typer.echo(f"note: tiktoken encodes this vocabulary ({reason}), several times slower; {remedy}", err=True)
 
 
 def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,

@@ -153,15 +153,17 @@ class Pack(RecordedStream):
             highest = max(highest, chunk_highest)
             if pad_id is not None and pad_id <= chunk_highest:  # above every id of the chunk: none is it
                 pads += int(np.count_nonzero(chunk == pad_id))
+        altered = "the pack was altered; delete it to rebuild"
         if tokens_hash.hexdigest() != self.meta.tokens_sha256:
-            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / TOKENS_FILE)
+            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / TOKENS_FILE, fix=altered)
         if highest >= self.vocabulary.n_vocab:
-            raise IntegrityError(f"id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})", where=self.path / TOKENS_FILE)
+            raise IntegrityError(f"id {highest} outside the vocabulary (n_vocab {self.vocabulary.n_vocab})",
+                                 where=self.path / TOKENS_FILE, fix=altered)
         if pads:
-            raise IntegrityError(f"the padding id {self.meta.pad_id} occurs {pads} times as a real token", where=self.path / TOKENS_FILE)
+            raise IntegrityError(f"the padding id {self.meta.pad_id} occurs {pads} times as a real token",
+                                 where=self.path / TOKENS_FILE, fix=altered)
         if hashlib.sha256(self.starts.astype("<i8").tobytes()).hexdigest() != self.meta.starts_sha256:
-            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / STARTS_FILE,
-                                 fix="the pack was altered; delete it to rebuild")
+            raise IntegrityError(f"SHA-256 differs from {META_FILE}", where=self.path / STARTS_FILE, fix=altered)
         self.verify_vocabulary_files()
         stamp(self.path, self.meta.seal, self._files())
 

@@ -174,9 +174,15 @@ def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> 
         tokens = written.tokens[1] - written.tokens[0] + (documents if separators else 0)
         held = (span.documents[1] - span.documents[0], span.tokens[1] - span.tokens[0])
         if held != (documents, tokens):
-            what, said, unit = (held[0], documents, "documents") if held[0] != documents else (held[1], tokens, "ids")
-            raise IntegrityError(f"part {name!r}'s files hold {what:,} {unit}, the export's sidecar says {said:,} {unit}",
-                                 where=where, fix="the export was altered; export it again from the pack")
+            if held[0] != documents:
+                what, said, unit, why = held[0], documents, "documents", ""
+            elif separators:  # the sidecar's eod_id adds an id a document to what its part says
+                what, said, unit = held[1], tokens, "ids"
+                why = f" ({tokens - documents:,} and its eod_id {sidecar.eod_id} after each of {documents:,} documents)"
+            else:
+                what, said, unit, why = held[1], tokens, "ids", " (no eod_id: no end-of-document ids)"
+            raise IntegrityError(f"the files of part {name!r} hold {what:,} {unit}, the export's sidecar says {said:,} "
+                                 f"{unit}{why}", where=where, fix="the export was altered; export it again from the pack")
 
 
 def check_stream(source: TokenSource, sidecar: ExportRecord, where: Path) -> bool:
