@@ -355,12 +355,29 @@ def cut_chunk(data: bytes, offset: int) -> Cut:
     """
     from tokpack.chess._cut_compiled import cut_spans
 
+    original = data
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        # Offsets past this point are approximate by the \r removed (only reports use them).
     skip = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a byte-order mark
     text = np.frombuffer(data, np.uint8, offset=skip)
-    return Cut(text, *cut_spans(text, offset + skip))
+    tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(text, offset + skip)
+    return Cut(text, tag_start, tag_end, move_start, move_end, _in_original(original, offsets, offset), problems)
+
+
+def _in_original(data: bytes, offsets: np.ndarray, offset: int) -> np.ndarray:
+    """Byte offsets into ``data`` with its ``\\r\\n`` line ends made ``\\n`` (as the cut reads it),
+    moved to where they are in ``data`` itself: past every ``\\r`` removed before them.
+
+    >>> _in_original(b"[a]\\r\\n\\r\\n[b]", np.array([10, 15]), 10).tolist()
+    [10, 17]
+    """
+    if b"\r\n" not in data:
+        return offsets
+    raw = np.frombuffer(data, np.uint8)
+    removed = np.flatnonzero((raw[:-1] == 13) & (raw[1:] == 10))
+    # Where the "\n" after each removed "\r" is in the text the cut read; a game after it moves by one.
+    after = removed - np.arange(len(removed))
+    return offsets + np.searchsorted(after, offsets - offset, side="left")
 
 
 def cut_games(text: str, offset: int) -> list[Game]:
@@ -381,7 +398,14 @@ def _normalise(text: str, offset: int) -> tuple[str, int]:
 
 def cut_games_python(text: str, offset: int) -> list[Game]:
     """:func:`cut_games` in plain Python: the specification of the compiled cut, kept for the tests."""
-    text, offset = _normalise(text, offset)
+    original = text.encode("utf-8", "surrogateescape")
+    games = _cut_normalised(*_normalise(text, offset))
+    moved = _in_original(original, np.array([game.offset for game in games], dtype=np.int64), offset).tolist()
+    return [Game(at, game.tags, game.movetext, game.problem) for at, game in zip(moved, games, strict=True)]
+
+
+def _cut_normalised(text: str, offset: int) -> list[Game]:
+    """:func:`cut_games_python` of a text with ``\\n`` line ends and no byte-order mark."""
     parts = _PARAGRAPHS.split("\n" + text)  # the "\n" added makes leading blank lines a separator
     position = -1  # character position of parts[i] in text
     if not parts[0]:
