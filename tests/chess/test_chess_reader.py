@@ -308,3 +308,17 @@ def test_a_games_byte_offset_is_where_its_tags_start_whatever_the_line_ends(line
         == [7 + start for start in starts]
     chunked = [entry for offset, chunk in pgn_chunks(io.BytesIO(data), "x", 64) for entry in read_chunk(chunk, offset)]
     assert chunked == read_chunk(data, 0)
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r", "\n  ", "\r\n\t", "\r "])
+def test_chunks_stay_small_whatever_the_line_ends_and_indents(line_end: str) -> None:
+    """A file with ``\\r`` line ends, or whose blank lines hold spaces or tabs, is cut into chunks of
+    about ``chunk_bytes`` as any other (not read whole into one chunk), and reads as it does whole."""
+    from tokpack.chess.pgn import read_chunk
+    from tokpack.chess.reader import pgn_chunks
+
+    text = "".join(lichess(f"c{i}", "1. e4 e5 2. Nf3", white="?" if i % 7 == 0 else "1500") for i in range(300))
+    data = text.replace("\n", line_end).encode()
+    chunks = list(pgn_chunks(io.BytesIO(data), "x", 4096))
+    assert len(chunks) > 10 and max(len(chunk) for _, chunk in chunks) < 2 * 4096
+    assert [entry for offset, chunk in chunks for entry in read_chunk(chunk, offset)] == read_chunk(data, 0)

@@ -271,7 +271,7 @@ def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> 
 
 
 def last_game_start(data: bytes) -> int:
-    """The position of the last ``[`` of ``data`` where a game starts whatever came before, or -1.
+    """The start of the last line of ``data`` where a game starts whatever came before, or -1.
 
     That is a ``[`` after a blank line, outside any brace comment (the last brace before it is a
     ``}``, or there is none), and not after a paragraph ending in a tag or escape line, unless
@@ -283,14 +283,52 @@ def last_game_start(data: bytes) -> int:
         cut = data.rfind(b"\n\n[", 0, end)
         cut = max(cut, data.rfind(b"\n\r\n[", cut + 1, end))  # only the text after it: the last of the two
         if cut <= 0:
-            return -1
-        opened = data.rfind(b"{", data.rfind(b"}", 0, cut) + 1, cut)  # a '{' after the last '}'
-        if opened >= 0:
-            end = opened  # inside a comment, maybe: so is every '[' up to the '{'
-            continue
-        if not _after_tag_line(data, cut):
-            return data.index(b"[", cut)
+            # ``\r`` line ends, or blank lines holding spaces or tabs: the same search, slower
+            return _last_start_spaced(data) if b"\r" in data or b"\n[" not in data else -1
+        if (found := _start_at(data, cut)) is not None:
+            if found < 0:
+                end = -found - 1
+                continue
+            return found
         end = cut
+
+
+#: A blank line (which may hold spaces or tabs) before a line starting, after spaces or tabs, with ``[``.
+_SPACED_START = re.compile(rb"\n[ \t]*\n[ \t]*\[")
+
+
+def _last_start_spaced(data: bytes) -> int:
+    """:func:`last_game_start` of a text whose line ends may be ``\\r`` and whose blank lines may hold
+    spaces or tabs: searched in a copy of the same length with ``\\r\\n`` made `` \\n`` and ``\\r`` made
+    ``\\n`` (a space at a line's end changes nothing the cut reads)."""
+    plain = data.replace(b"\r\n", b" \n").replace(b"\r", b"\n")
+    end = len(plain)
+    for match in reversed(list(_SPACED_START.finditer(plain))):
+        cut = match.start()
+        if cut <= 0:
+            break
+        if match.end() > end:
+            continue
+        found = _start_at(plain, cut)
+        if found is None:
+            end = cut
+        elif found < 0:
+            end = -found - 1
+        else:
+            return found
+    return -1
+
+
+def _start_at(data: bytes, cut: int) -> int | None:
+    """Whether the blank line at ``data[cut]`` starts a game whatever came before: the start of the
+    ``[``'s line (where the cut puts the game, spaces before its ``[`` included); ``-1 - p`` when a ``{`` at ``p`` may hold it in a comment (so every ``[`` up to ``p``);
+    None when it follows a paragraph ending in a tag or escape line (it may join that one)."""
+    opened = data.rfind(b"{", data.rfind(b"}", 0, cut) + 1, cut)  # a '{' after the last '}'
+    if opened >= 0:
+        return -1 - opened
+    if not _after_tag_line(data, cut):
+        return data.rfind(b"\n", cut, data.index(b"[", cut)) + 1  # the start of the ``[``'s line
+    return None
 
 
 def _after_tag_line(data: bytes, cut: int) -> bool:
