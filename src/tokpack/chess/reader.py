@@ -393,13 +393,15 @@ def cut_chunk(data: bytes, offset: int) -> Cut:
     """
     from tokpack.chess._cut_compiled import cut_spans
 
-    original = data
-    if b"\r" in data:
+    original, returns = data, b"\r" in data
+    if returns:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     skip = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a byte-order mark
     text = np.frombuffer(data, np.uint8, offset=skip)
     tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(text, offset + skip)
-    return Cut(text, tag_start, tag_end, move_start, move_end, _in_original(original, offsets, offset), problems)
+    if returns:
+        offsets = _in_original(original, offsets, offset)
+    return Cut(text, tag_start, tag_end, move_start, move_end, offsets, problems)
 
 
 def _in_original(data: bytes, offsets: np.ndarray, offset: int) -> np.ndarray:
@@ -409,8 +411,6 @@ def _in_original(data: bytes, offsets: np.ndarray, offset: int) -> np.ndarray:
     >>> _in_original(b"[a]\\r\\n\\r\\n[b]", np.array([10, 15]), 10).tolist()
     [10, 17]
     """
-    if b"\r\n" not in data:
-        return offsets
     raw = np.frombuffer(data, np.uint8)
     removed = np.flatnonzero((raw[:-1] == 13) & (raw[1:] == 10))
     # Where the "\n" after each removed "\r" is in the text the cut read; a game after it moves by one.
