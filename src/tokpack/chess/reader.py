@@ -32,7 +32,9 @@ line may come among the tags, and a brace comment may hold blank lines and ``[``
 differences on broken input are deliberate: a paragraph of tags with no moves followed by tags that
 repeat one of its own is a game of its own (``header_only``), not tags added to the next game; and
 a comment whose ``}`` does not come before the next game's own ``{`` ends at that game's tags
-(``unreadable_movetext``) instead of swallowing it. A chunk ends only where a game starts whatever
+(``unreadable_movetext``) instead of swallowing it. A byte-order mark after a blank line (files joined end to
+end) is dropped wherever python-chess drops it, at the first line it reads for a game, and also
+after more blank lines, where python-chess reads the game's tags as moves. A chunk ends only where a game starts whatever
 came before (:func:`last_game_start`), so how a file is cut into chunks never changes a game.
 """
 
@@ -396,6 +398,8 @@ def cut_chunk(data: bytes, offset: int) -> Cut:
     original, returns = data, b"\r" in data
     if returns:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if b"\xef" in data:  # files joined end to end: a byte-order mark after a blank line is spaces, as the same length
+        data = data.replace(b"\n\n\xef\xbb\xbf", b"\n\n   ")
     skip = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a byte-order mark
     text = np.frombuffer(data, np.uint8, offset=skip)
     tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(text, offset + skip)
@@ -426,12 +430,14 @@ def cut_games(text: str, offset: int) -> list[Game]:
 
 
 def _normalise(text: str, offset: int) -> tuple[str, int]:
-    """Line ends made ``\\n`` and a byte-order mark dropped (its 3 bytes added to ``offset``)."""
+    """Line ends made ``\\n``, a byte-order mark at the start dropped (its 3 bytes added to ``offset``)
+    and one after a blank line made 3 spaces (what python-chess drops before a game, where files
+    were joined end to end)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text.startswith("\ufeff"):
         text, offset = text[1:], offset + 3
-    return text, offset
+    return text.replace("\n\n\ufeff", "\n\n   "), offset
 
 
 def cut_games_python(text: str, offset: int) -> list[Game]:
