@@ -547,3 +547,18 @@ def test_one_attack_test_and_one_clock_rule() -> None:
     assert boards[0, 4] == KING and boards[0, 0] == ROOK
     assert reader.clock_seconds("[%clk 0:03:00.5]") == 180.5 and reader.clock_seconds("[%eval 1]") is None
     assert reader.clocks_of("1. e4 { [%clk 0:01:00] } e5 { [%clk 1:00:00] }") == [60.0, 3600.0]
+
+
+@pytest.mark.parametrize("between", ["\ufeff", "\ufeff\n", "\ufeff\n\n", "\r\ufeff"])
+def test_a_byte_order_mark_before_a_later_game_is_read_as_python_chess_reads_it(tmp_path: Path, between: str) -> None:
+    """Files joined end to end (``cat a.pgn b.pgn``) put ``b``'s byte-order mark before its first game:
+    python-chess drops it there, and so does tokpack, read whole or in chunks."""
+    first, second = _game("b1", "1. e4 e5"), _game("b2", "1. d4 d5")
+    text = "\ufeff" + first + between + second
+    if between.startswith("\r"):  # the same with \r\n line ends
+        text = ("\ufeff" + first + between[1:] + second).replace("\n", "\r\n")
+    entries = assert_same_as_python_chess(text)
+    assert [getattr(entry, "id", None) for entry in entries] == ["b1", "b2"]
+    path = tmp_path / "joined.pgn"
+    path.write_bytes(text.encode("utf-8"))
+    assert [entry for _, entry in read_games(path)] == entries

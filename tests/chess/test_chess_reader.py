@@ -289,3 +289,36 @@ def test_corrupt_and_truncated_compressed_inputs_are_input_errors(tmp_path: Path
         with pytest.raises(ValueError, match=f"{name}: .*{message}"):
             convert_pgn([tmp_path / name], tmp_path / f"out-{name}")
         assert not (tmp_path / f"out-{name}").exists()
+
+
+@pytest.mark.parametrize("line_end", ["\r\n", "\r"])
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
+def test_a_games_byte_offset_is_where_its_tags_start_whatever_the_line_ends(line_end: str, bom: str) -> None:
+    """A game's offset (what a skip report names) is the byte of its ``[`` in the file, with ``\\r\\n``
+    line ends as with ``\\n``, read whole or cut into chunks."""
+    from tokpack.chess.pgn import read_chunk
+    from tokpack.chess.reader import cut_games, cut_games_python, pgn_chunks
+
+    games = [lichess("a1", "1. e4 e5"), lichess("a2", "1. d4 d5", white="?"), lichess("a3", "1. c4 Ké5 c5")]
+    text = bom + "".join(games).replace("\n", line_end)
+    data = text.encode("utf-8")
+    starts = [m.start() for m in re.finditer(rb"\[Event ", data)]
+    assert [offset for offset, _ in read_chunk(data, 7)] == [7 + start for start in starts]
+    assert [game.offset for game in cut_games(text, 7)] == [game.offset for game in cut_games_python(text, 7)] \
+        == [7 + start for start in starts]
+    chunked = [entry for offset, chunk in pgn_chunks(io.BytesIO(data), "x", 64) for entry in read_chunk(chunk, offset)]
+    assert chunked == read_chunk(data, 0)
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r", "\n  ", "\r\n\t", "\r "])
+def test_chunks_stay_small_whatever_the_line_ends_and_indents(line_end: str) -> None:
+    """A file with ``\\r`` line ends, or whose blank lines hold spaces or tabs, is cut into chunks of
+    about ``chunk_bytes`` as any other (not read whole into one chunk), and reads as it does whole."""
+    from tokpack.chess.pgn import read_chunk
+    from tokpack.chess.reader import pgn_chunks
+
+    text = "".join(lichess(f"c{i}", "1. e4 e5 2. Nf3", white="?" if i % 7 == 0 else "1500") for i in range(300))
+    data = text.replace("\n", line_end).encode()
+    chunks = list(pgn_chunks(io.BytesIO(data), "x", 4096))
+    assert len(chunks) > 10 and max(len(chunk) for _, chunk in chunks) < 2 * 4096
+    assert [entry for offset, chunk in chunks for entry in read_chunk(chunk, offset)] == read_chunk(data, 0)

@@ -173,16 +173,45 @@ def test_no_forged_packing_that_loses_or_repeats_an_id_passes_the_check(width: i
     from tokpack.serve import compiled
 
     lengths = np.array(data.draw(st.lists(st.integers(1, width), min_size=1, max_size=40)), dtype=np.int64)
-    order, row_ptr, _ = layouts_module._best_fit(lengths, width, lookahead)
+    order, row_ptr, moved = layouts_module._best_fit(lengths, width, lookahead)
+    assert moved >= 0  # the packing made passes its own check
     n = len(lengths)
     forged_order = np.array(data.draw(st.lists(st.integers(-1, n), min_size=n - 1, max_size=n + 1)), dtype=np.int64)
     cuts = sorted(set(data.draw(st.lists(st.integers(1, n), max_size=n))) | {n})
     for candidate, ptr in ((forged_order, np.array([0, *cuts])), (data.draw(st.permutations(order.tolist())), row_ptr)):
         candidate = np.asarray(candidate, dtype=np.int64)
-        if compiled.bestfit_moved(candidate, ptr[1:], lengths, width) < 0:
+        if compiled.bestfit_moved(candidate, ptr[1:], lengths, width, lookahead) < 0:
             continue
         assert sorted(candidate.tolist()) == list(range(n))
         assert ptr[-1] == n and (np.diff(ptr) > 0).all()
         assert (np.add.reduceat(lengths[candidate], ptr[:-1]) <= width).all()
         oldest_waiting = np.minimum.accumulate(candidate[::-1])[::-1]
         assert (candidate[ptr[:-1]] == oldest_waiting[ptr[:-1]]).all()
+        row_start = np.repeat(ptr[:-1], np.diff(ptr))  # pieces placed before each piece's row
+        assert (candidate < np.minimum(n, row_start + lookahead)).all()
+
+
+def test_a_forged_index_that_fills_a_row_from_past_the_lookahead_is_rebuilt(cached: tuple[Path, Path]) -> None:
+    """A fill is one of the ``lookahead`` pieces waiting: a forged index (checksum recomputed) that
+    pulls a piece from further on into the first row, keeping every other rule, is rebuilt."""
+    pack, _ = cached
+    lookahead = 2
+    uncached = served(pack, cache=False, lookahead=lookahead)
+    layout = make_layout("bestfit", pack, length=LENGTH, lookahead=lookahead)
+    index = next(path for path in (pack.parent / "cache" / "layouts").iterdir() if path.stat().st_mtime_ns
+                 == max(p.stat().st_mtime_ns for p in (pack.parent / "cache" / "layouts").iterdir()))
+    with np.load(index, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    lengths = np.empty(len(arrays["order"]), dtype=np.int64)
+    lengths[arrays["order"]] = layout._piece_len
+    # One piece a row, oldest first, but for row `head`, which also takes piece `far`.
+    head, far = next((i, j) for i in range(len(lengths)) for j in range(i + lookahead + 5, len(lengths))
+                     if lengths[i] + lengths[j] <= LENGTH + 1)
+    order = np.array([*range(head + 1), far, *[k for k in range(head + 1, len(lengths)) if k != far]], dtype=np.int64)
+    row_ptr = np.array([0, *range(1, head + 1), *range(head + 2, len(lengths) + 1)], dtype=np.int64)
+    forged = arrays | {"order": order, "row_ptr": row_ptr,
+                       "checksum": np.array(layouts_module._index_checksum(order, row_ptr, str(arrays["built_from"])))}
+    np.savez(index, **forged)
+    assert np.array_equal(served(pack, lookahead=lookahead), uncached)
+    with np.load(index, allow_pickle=False) as stored:  # rebuilt in place
+        assert np.array_equal(stored["order"], arrays["order"])

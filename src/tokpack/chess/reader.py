@@ -32,7 +32,9 @@ line may come among the tags, and a brace comment may hold blank lines and ``[``
 differences on broken input are deliberate: a paragraph of tags with no moves followed by tags that
 repeat one of its own is a game of its own (``header_only``), not tags added to the next game; and
 a comment whose ``}`` does not come before the next game's own ``{`` ends at that game's tags
-(``unreadable_movetext``) instead of swallowing it. A chunk ends only where a game starts whatever
+(``unreadable_movetext``) instead of swallowing it. A byte-order mark after a blank line (files joined end to
+end) is dropped wherever python-chess drops it, at the first line it reads for a game, and also
+after more blank lines, where python-chess reads the game's tags as moves. A chunk ends only where a game starts whatever
 came before (:func:`last_game_start`), so how a file is cut into chunks never changes a game.
 """
 
@@ -271,7 +273,7 @@ def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> 
 
 
 def last_game_start(data: bytes) -> int:
-    """The position of the last ``[`` of ``data`` where a game starts whatever came before, or -1.
+    """The start of the last line of ``data`` where a game starts whatever came before, or -1.
 
     That is a ``[`` after a blank line, outside any brace comment (the last brace before it is a
     ``}``, or there is none), and not after a paragraph ending in a tag or escape line, unless
@@ -283,14 +285,52 @@ def last_game_start(data: bytes) -> int:
         cut = data.rfind(b"\n\n[", 0, end)
         cut = max(cut, data.rfind(b"\n\r\n[", cut + 1, end))  # only the text after it: the last of the two
         if cut <= 0:
-            return -1
-        opened = data.rfind(b"{", data.rfind(b"}", 0, cut) + 1, cut)  # a '{' after the last '}'
-        if opened >= 0:
-            end = opened  # inside a comment, maybe: so is every '[' up to the '{'
-            continue
-        if not _after_tag_line(data, cut):
-            return data.index(b"[", cut)
+            # ``\r`` line ends, or blank lines holding spaces or tabs: the same search, slower
+            return _last_start_spaced(data) if b"\r" in data or b"\n[" not in data else -1
+        if (found := _start_at(data, cut)) is not None:
+            if found < 0:
+                end = -found - 1
+                continue
+            return found
         end = cut
+
+
+#: A blank line (which may hold spaces or tabs) before a line starting, after spaces or tabs, with ``[``.
+_SPACED_START = re.compile(rb"\n[ \t]*\n[ \t]*\[")
+
+
+def _last_start_spaced(data: bytes) -> int:
+    """:func:`last_game_start` of a text whose line ends may be ``\\r`` and whose blank lines may hold
+    spaces or tabs: searched in a copy of the same length with ``\\r\\n`` made `` \\n`` and ``\\r`` made
+    ``\\n`` (a space at a line's end changes nothing the cut reads)."""
+    plain = data.replace(b"\r\n", b" \n").replace(b"\r", b"\n")
+    end = len(plain)
+    for match in reversed(list(_SPACED_START.finditer(plain))):
+        cut = match.start()
+        if cut <= 0:
+            break
+        if match.end() > end:
+            continue
+        found = _start_at(plain, cut)
+        if found is None:
+            end = cut
+        elif found < 0:
+            end = -found - 1
+        else:
+            return found
+    return -1
+
+
+def _start_at(data: bytes, cut: int) -> int | None:
+    """Whether the blank line at ``data[cut]`` starts a game whatever came before: the start of the
+    ``[``'s line (where the cut puts the game, spaces before its ``[`` included); ``-1 - p`` when a ``{`` at ``p`` may hold it in a comment (so every ``[`` up to ``p``);
+    None when it follows a paragraph ending in a tag or escape line (it may join that one)."""
+    opened = data.rfind(b"{", data.rfind(b"}", 0, cut) + 1, cut)  # a '{' after the last '}'
+    if opened >= 0:
+        return -1 - opened
+    if not _after_tag_line(data, cut):
+        return data.rfind(b"\n", cut, data.index(b"[", cut)) + 1  # the start of the ``[``'s line
+    return None
 
 
 def _after_tag_line(data: bytes, cut: int) -> bool:
@@ -355,12 +395,31 @@ def cut_chunk(data: bytes, offset: int) -> Cut:
     """
     from tokpack.chess._cut_compiled import cut_spans
 
-    if b"\r" in data:
+    original, returns = data, b"\r" in data
+    if returns:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        # Offsets past this point are approximate by the \r removed (only reports use them).
+    if b"\xef" in data:  # files joined end to end: a byte-order mark after a blank line is spaces, as the same length
+        data = data.replace(b"\n\n\xef\xbb\xbf", b"\n\n   ")
     skip = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a byte-order mark
     text = np.frombuffer(data, np.uint8, offset=skip)
-    return Cut(text, *cut_spans(text, offset + skip))
+    tag_start, tag_end, move_start, move_end, offsets, problems = cut_spans(text, offset + skip)
+    if returns:
+        offsets = _in_original(original, offsets, offset)
+    return Cut(text, tag_start, tag_end, move_start, move_end, offsets, problems)
+
+
+def _in_original(data: bytes, offsets: np.ndarray, offset: int) -> np.ndarray:
+    """Byte offsets into ``data`` with its ``\\r\\n`` line ends made ``\\n`` (as the cut reads it),
+    moved to where they are in ``data`` itself: past every ``\\r`` removed before them.
+
+    >>> _in_original(b"[a]\\r\\n\\r\\n[b]", np.array([10, 15]), 10).tolist()
+    [10, 17]
+    """
+    raw = np.frombuffer(data, np.uint8)
+    removed = np.flatnonzero((raw[:-1] == 13) & (raw[1:] == 10))
+    # Where the "\n" after each removed "\r" is in the text the cut read; a game after it moves by one.
+    after = removed - np.arange(len(removed))
+    return offsets + np.searchsorted(after, offsets - offset, side="left")
 
 
 def cut_games(text: str, offset: int) -> list[Game]:
@@ -371,17 +430,26 @@ def cut_games(text: str, offset: int) -> list[Game]:
 
 
 def _normalise(text: str, offset: int) -> tuple[str, int]:
-    """Line ends made ``\\n`` and a byte-order mark dropped (its 3 bytes added to ``offset``)."""
+    """Line ends made ``\\n``, a byte-order mark at the start dropped (its 3 bytes added to ``offset``)
+    and one after a blank line made 3 spaces (what python-chess drops before a game, where files
+    were joined end to end)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text.startswith("\ufeff"):
         text, offset = text[1:], offset + 3
-    return text, offset
+    return text.replace("\n\n\ufeff", "\n\n   "), offset
 
 
 def cut_games_python(text: str, offset: int) -> list[Game]:
     """:func:`cut_games` in plain Python: the specification of the compiled cut, kept for the tests."""
-    text, offset = _normalise(text, offset)
+    original = text.encode("utf-8", "surrogateescape")
+    games = _cut_normalised(*_normalise(text, offset))
+    moved = _in_original(original, np.array([game.offset for game in games], dtype=np.int64), offset).tolist()
+    return [Game(at, game.tags, game.movetext, game.problem) for at, game in zip(moved, games, strict=True)]
+
+
+def _cut_normalised(text: str, offset: int) -> list[Game]:
+    """:func:`cut_games_python` of a text with ``\\n`` line ends and no byte-order mark."""
     parts = _PARAGRAPHS.split("\n" + text)  # the "\n" added makes leading blank lines a separator
     position = -1  # character position of parts[i] in text
     if not parts[0]:

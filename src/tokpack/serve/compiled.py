@@ -256,25 +256,28 @@ def bestfit_pieces(starts: np.ndarray, hi: int, width: int) -> tuple[np.ndarray,
 
 
 @njit(cache=True)
-def bestfit_moved(order: np.ndarray, row_ends: np.ndarray, lengths: np.ndarray, width: int) -> int:  # pragma: no cover
+def bestfit_moved(order: np.ndarray, row_ends: np.ndarray, lengths: np.ndarray, width: int,
+                  lookahead: int) -> int:  # pragma: no cover
     """The ids of pieces placed while an older piece still waited, for the packing of pieces
     ``lengths`` into rows that ``order`` (the pieces in row order) and ``row_ends`` (each row's
     end in that order) describe; ``-1`` when they describe no packing :func:`best_fit_rows`
-    could make: a piece missing, repeated or unknown, an empty or too wide row, or a row not
-    headed by the oldest piece still waiting."""
+    could make: a piece missing, repeated or unknown, an empty or too wide row, a row not
+    headed by the oldest piece still waiting, or a piece placed before it was among the
+    ``lookahead`` waiting (the buffer is topped up before each row)."""
     total = len(lengths)
     if len(order) != total:
         return -1
     taken = np.zeros(total + 1, dtype=np.uint8)  # one spare: the pointer to the oldest may rest past the end
-    oldest = placed = moved = 0
+    oldest = placed = moved = following = 0
     for row in range(len(row_ends)):
         end = row_ends[row]
         if end <= placed or end > total:
             return -1
+        following = max(following, min(total, placed + lookahead))  # every piece placed so far came before it
         used = 0
         for slot in range(placed, end):
             piece = order[slot]
-            if piece < 0 or piece >= total or taken[piece]:
+            if piece < 0 or piece >= following or taken[piece]:
                 return -1
             while taken[oldest]:
                 oldest += 1

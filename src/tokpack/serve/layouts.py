@@ -418,7 +418,7 @@ class BestFitLayout(Layout):
         piece_start, piece_len, self._cut = kernels().bestfit_pieces(starts, self.hi, width)
         key = _fingerprint_key(self.fingerprint)
         path = _cache_path(self.name, key, cache)
-        found = None if path is None else _load_index(path, key, piece_len, width)
+        found = None if path is None else _load_index(path, key, piece_len, width, self.lookahead)
         if found is None:
             order, self._row_ptr, self._moved = _best_fit(piece_len, width, self.lookahead)
             if path is not None:
@@ -529,7 +529,7 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
     order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
     row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
     row_ptr[1:] = row_ends
-    return order, row_ptr, int(kernels().bestfit_moved(order, row_ends, lengths, int(width)))
+    return order, row_ptr, int(kernels().bestfit_moved(order, row_ends, lengths, int(width), int(lookahead)))
 
 
 def _fingerprint_key(fingerprint: dict[str, Any]) -> str:
@@ -578,14 +578,16 @@ def _save_index(path: Path, key: str, order: np.ndarray, row_ptr: np.ndarray) ->
             temporary.unlink(missing_ok=True)
 
 
-def _load_index(path: Path, key: str, lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+def _load_index(path: Path, key: str, lengths: np.ndarray, width: int,
+                lookahead: int) -> tuple[np.ndarray, np.ndarray, int] | None:
     """The cached index at ``path`` (the pieces in row order, the rows' offsets, and the ids
     moved ahead of older pieces), or ``None`` when there is none or it cannot be trusted, and so
     is rebuilt.
 
     Trusted only when it was built from ``key``, matches its own checksum, and describes a
     packing of exactly the pieces of ``lengths`` (what the data gives): each once, every row
-    non-empty, within ``width`` ids and headed by the oldest piece still waiting. The checksum
+    non-empty, within ``width`` ids, headed by the oldest piece still waiting and filled from the
+    ``lookahead`` pieces waiting. The checksum
     has no key (anyone can recompute it), so what it could not catch is checked against the
     pieces; only the choice of fills within those rules is taken from the file.
     """
@@ -599,7 +601,7 @@ def _load_index(path: Path, key: str, lengths: np.ndarray, width: int) -> tuple[
             or row_ptr.ndim != 1 or len(row_ptr) < 2 or row_ptr[0] != 0
             or checksum != _index_checksum(order, row_ptr, built_from)):
         return None
-    moved = int(kernels().bestfit_moved(order, row_ptr[1:], lengths, int(width)))
+    moved = int(kernels().bestfit_moved(order, row_ptr[1:], lengths, int(width), int(lookahead)))
     return None if moved < 0 else (order, row_ptr, moved)
 
 
