@@ -31,6 +31,10 @@ from numba import njit
 from tokpack.chess._board import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
 from tokpack.chess._words import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 
+# A small helper of the resolver's loop, inlined by LLVM where it is called: numba's own IR
+# inlining would count references to the board at every call (see tokpack._kernels).
+_helper = njit(nogil=True, cache=True, forceinline=True)
+
 _RAY = np.ascontiguousarray(_T["ray"][:64, :, :7])  # [square, direction (4 orthogonal first), step]
 _KNIGHT = np.ascontiguousarray(_T["knight"][:64])
 _KING = np.ascontiguousarray(_T["king"][:64])
@@ -41,7 +45,7 @@ _BOARD = _START.copy()
 _PROMOTION_LETTER = np.frombuffer(b"\0pnbrqk", np.uint8)  # by piece number
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _attacked(board: np.ndarray, square: int, by: int) -> bool:
     """Whether ``square`` is attacked by side ``by`` (+1 white, -1 black)."""
     for d in range(8):
@@ -71,7 +75,7 @@ def attacked_on(boards: np.ndarray, rows: np.ndarray, squares: np.ndarray, by: i
     return out
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int, king: int) -> bool:
     """Whether moving ``frm`` to ``to`` leaves the side's king unattacked (the board is restored)."""
     moving, taken = board[frm], board[to]
@@ -87,7 +91,7 @@ def _legal_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: in
     return safe
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _first_on_ray(board: np.ndarray, square: int, d: int) -> int:
     """The first cell from ``square`` along direction ``d`` that is not empty (the off-board cell at the edge)."""
     for k in range(7):
@@ -97,7 +101,7 @@ def _first_on_ray(board: np.ndarray, square: int, d: int) -> int:
     return SENTINEL
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _slides_to(board: np.ndarray, square: int, d: int, by: int) -> bool:
     """Whether the first piece from ``square`` along direction ``d`` is a piece of side ``by`` that
     slides along it (so it attacks ``square``)."""
@@ -105,7 +109,7 @@ def _slides_to(board: np.ndarray, square: int, d: int, by: int) -> bool:
     return value == by * QUEEN or value == by * (ROOK if d < 4 else BISHOP)
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _safe_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int, king: int, in_check: bool) -> bool:
     """:func:`_legal_after`, looking at one line where that is enough: when the side is not in
     check and moves a piece other than its king (not taking en passant), the only attack the move
@@ -123,7 +127,7 @@ def _safe_after(board: np.ndarray, side: int, frm: int, to: int, en_passant: int
     return safe
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _gives_check(board: np.ndarray, side: int, frm: int, to: int, their_king: int, passant: int) -> bool:
     """Whether the move ``side`` just played from ``frm`` to ``to`` (taking en passant on
     ``passant``, else -1) attacks the other side's king.
@@ -160,7 +164,7 @@ def _gives_check(board: np.ndarray, side: int, frm: int, to: int, their_king: in
     return False
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, from_rank: int, promotion: int,
           en_passant: int, king: int, in_check: bool, candidates: np.ndarray) -> int:
     """The one legal origin of a SAN move, or -1 (none or several); ``in_check``: the side's king
@@ -214,7 +218,7 @@ def _find(board: np.ndarray, side: int, piece: int, to: int, from_file: int, fro
     return found if count == 1 else -1
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
     """The king's target square of a castling move, or -1 when python-chess would not allow it."""
     home = 4 if side > 0 else 60
@@ -232,7 +236,7 @@ def _castle(board: np.ndarray, side: int, short: bool, rights: int) -> int:
     return home + 2 * step if safe else -1
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _new_game(board: np.ndarray, state: np.ndarray) -> None:
     """The standard starting position, and its state: both kings' squares, castling rights, en passant,
     whether the side to move is in check."""
@@ -240,7 +244,7 @@ def _new_game(board: np.ndarray, state: np.ndarray) -> None:
     state[0], state[1], state[2], state[3], state[4] = 4, 60, 15, -1, 0
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _play(board: np.ndarray, state: np.ndarray, side: int, move: int, candidates: np.ndarray) -> tuple[int, int, int]:
     """Play one packed SAN move (fields as :func:`tokpack.chess._resolve.pack` lays them out) for
     ``side``: ``(from, to, promotion)``, or ``from`` -1 when it is not exactly one legal move
@@ -372,7 +376,7 @@ for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict
     _PROMOTION_OF[_letter] = _piece
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _word_code(b: np.ndarray, s: int, e: int) -> int:
     """The code of word ``b[s:e]`` as :class:`tokpack.chess._resolve.SanCodes` gives it, or ASK.
 
@@ -463,7 +467,7 @@ def scan_words(b: np.ndarray, codes: np.ndarray, starts: np.ndarray, ends: np.nd
     return n
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _word_at_depth(b: np.ndarray, s: int, e: int) -> int:
     """A main-line word's code, or -99 for a word holding a byte outside ASCII (never a move)."""
     for i in range(s, e):
@@ -540,7 +544,7 @@ def clock_in(b: np.ndarray, s: int, e: int) -> tuple[int, float]:
 NO_RESULT, WIN, LOSS, DRAW = 0, 1, 2, 3
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _result_word(b: np.ndarray, s: int, e: int) -> int:
     """Which result ``b[s:e]`` is exactly (``1-0``, ``0-1``, ``1/2-1/2``), or NO_RESULT."""
     n = e - s
