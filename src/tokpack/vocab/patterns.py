@@ -60,16 +60,6 @@ POLISH_PHRASE_PATTERN = (
     + _LEAD + r"""[^\s\p{L}\p{N}]++[\r\n]*+|""" + _TAIL
 )
 
-#: o200k_base's pattern, as tiktoken writes it.
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
 
 #: The pattern every trainer uses unless told otherwise (``prepare``, ``tokenizer train``, ``bpe
 #: train``, their APIs): GPT-4's. It is published and read alike by tiktoken and Hugging Face,
