@@ -33,3 +33,18 @@ def test_anything_else_is_refused_at_once(tmp_path: Path) -> None:
     missing = tmp_path / "tokenizer.json"
     with pytest.raises(InputError, match=f"^{missing}: not a chess BPE"):
         make_encoder("bpe", bpe=str(missing))
+
+
+@pytest.mark.parametrize("scheme", ["char", "position"])
+def test_one_games_ids_are_the_batchs_cut_and_an_illegal_move_is_named(scheme: str) -> None:
+    """``encode_game`` of the schemes whose ids come from the moves alone: the table's ids for that
+    game, cut to ``max_len``; an illegal move is an InputError naming its ply."""
+    import pyarrow as pa
+
+    encoder = make_encoder(scheme)
+    game = "e2e4 e7e5 g1f3 b8c6"
+    whole = encoder.encode_batch(pa.table({"uci": [game]})).ids.tolist()
+    assert encoder.encode_game(game, None, None, "*", max_len=10**9) == whole
+    assert encoder.encode_game(game, None, None, "*", max_len=5) == whole[:5]
+    with pytest.raises(InputError, match="ply 2"):
+        encoder.encode_game("e2e4 e2e4", None, None, "*", max_len=10**9)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokpack.chess._moves import parse_moves
-from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity, framed
+from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, one_game_ids
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
@@ -82,13 +82,7 @@ class CharEncoder:
         Raises:
             InputError: an illegal move, naming its ply.
         """
-        import pyarrow as pa
-
-        try:
-            encoded = self.encode_batch(pa.table({"uci": [uci]}))
-        except GameError as error:
-            raise InputError(error.detail) from None
-        return encoded.ids[:max_len].tolist()
+        return one_game_ids(self, uci, max_len)
 
     def decode(self, ids: list[int] | np.ndarray) -> DecodedGame:
         """The UCI moves of one game (``;`` and its movetext), by replaying its SAN with python-chess.

@@ -188,6 +188,22 @@ def framed(body: np.ndarray, counts: np.ndarray, leading: Sequence[np.ndarray | 
     return EncodedGames(ids=ids, lengths=lengths)
 
 
+def one_game_ids(encoder: GameEncoder, uci: str, max_len: int) -> list[int]:
+    """The ids ``encoder.encode_batch`` gives one game of UCI moves, cut to ``max_len``: how an
+    encoder whose ids come from the moves alone answers ``encode_game``.
+
+    Raises:
+        InputError: an illegal move, naming its ply.
+    """
+    import pyarrow as pa
+
+    try:
+        encoded = encoder.encode_batch(pa.table({"uci": [uci]}))
+    except GameError as error:
+        raise InputError(error.detail) from None
+    return encoded.ids[:max_len].tolist()
+
+
 def result_id(result: str) -> int:
     """The id of a result token (the same in every scheme that has them).
 

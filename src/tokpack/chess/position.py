@@ -45,7 +45,7 @@ import numpy as np
 
 from tokpack.chess._moves import PROMOTION_TYPES, parse_moves
 from tokpack.chess._replay import replay_positions
-from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity
+from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity, one_game_ids
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
@@ -270,13 +270,7 @@ class PositionEncoder:
         Raises:
             InputError: an illegal move, naming its ply.
         """
-        import pyarrow as pa
-
-        try:
-            encoded = self.encode_batch(pa.table({"uci": [uci]}))
-        except GameError as error:
-            raise InputError(error.detail) from None
-        return encoded.ids[:max_len].tolist()
+        return one_game_ids(self, uci, max_len)
 
     def decode_position(self, ids: list[int] | np.ndarray) -> DecodedPosition:
         """The FEN and the move of one row (the inverse of :func:`encode_position`).
