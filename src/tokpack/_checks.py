@@ -78,10 +78,10 @@ def positive_int(name: str, value: Any, *, high: int | None = None, what: str | 
     """``value`` as an ``int`` of at least 1 (and at most ``high``); ``what`` words the
     requirement in the message (default ``"a positive integer"``).
 
-    >>> positive_int("--shards", 0, what="at least 1")
+    >>> positive_int("shards", 0, what="at least 1")
     Traceback (most recent call last):
     ...
-    tokpack.errors.InputError: --shards must be at least 1, got 0
+    tokpack.errors.InputError: shards must be at least 1, got 0
     """
     if what is None:
         what = "a positive integer" if high is None else f"an integer in [1, {high}]"

@@ -4,9 +4,11 @@ The command line tells a user's mistake from a bug by this hierarchy alone: a
 :class:`TokpackError` (or a file-system error) is one line on stderr and exit code 2; anything
 else is a bug, reported as such with exit code 1 (the traceback behind ``--debug``).
 
-Messages name the place first, then what is wrong, then the fix where one is obvious::
+Messages name the place first, then what is wrong, then the fix where one is obvious, and a
+parameter by its Python name (``text_field='body'``; the command line says it as its flag,
+``--text-field body``)::
 
-    corpus.jsonl: byte 1234: no string field 'text' (fields: body, id); use --text-field body
+    corpus.jsonl: byte 1234: no string field 'text' (fields: body, id); use text_field='body'
     pack/tokens.npy: sha256 does not match meta.json; the pack was altered (delete it to rebuild)
 
 Every error class below is also a :class:`ValueError`, because the seeds and the first releases
@@ -49,8 +51,8 @@ def located(
 
     >>> located("a.jsonl", "not JSON", line=3, fix="check the quoting")
     'a.jsonl: line 3: not JSON; check the quoting'
-    >>> located(None, "--block must be a positive integer")
-    '--block must be a positive integer'
+    >>> located(None, "block must be a positive integer")
+    'block must be a positive integer'
     """
     parts = [] if where is None else [str(where)]
     for name, value in (("byte", byte), ("line", line), ("game", game)):

@@ -132,7 +132,7 @@ def test_a_file_reached_through_a_linked_folder_and_a_link_names_both_links(data
     assert str(refused.value) == (f"{corpus / 'books' / 'c.txt'}: the same file as {corpus / 'extra.txt'}, read already "
                                   "(through a link) (its documents would be read twice); remove one of the two links "
                                   f"to it ({corpus / 'extra.txt'} or {corpus / 'books'}), or leave it out with "
-                                  "--on-error skip (on_error='skip' in Python)")
+                                  "on_error='skip'")
 
 
 def test_a_dangling_link_stops_the_run_with_the_fix_or_is_skipped_and_counted(data: Path) -> None:

@@ -19,6 +19,7 @@ except ImportError:  # older typer runs on click itself
     from click import exceptions as usage  # type: ignore[no-redef]
 
 from tokpack._extras import missing_extra
+from tokpack.cli._flags import Flags, flags_of, in_flags
 from tokpack.errors import InputError, TokpackError
 
 # rich, pydantic and the library are imported by what uses them, so that ``tokpack --help``
@@ -91,11 +92,12 @@ _RESUMES = {"prepare": "; a sharded job keeps its complete shards and resumes wh
 debug = os.environ.get("TOKPACK_DEBUG", "") not in ("", "0")
 
 
-def report_failure(error: BaseException) -> int:
+def report_failure(error: BaseException, flags: Flags | None = None) -> int:
     """Print ``error`` the way the CLI reports it and return the exit code it deserves.
 
-    A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2; anything
-    else is a bug, reported as one and exit code 1.
+    A user's mistake is one line (``error: path: byte N: what is wrong``) and exit code 2, the
+    Python parameters it names said as the failing command's ``flags``; anything else is a bug,
+    reported as one and exit code 1.
     """
     from pydantic import ValidationError
     from rich.markup import escape
@@ -103,7 +105,10 @@ def report_failure(error: BaseException) -> int:
     if isinstance(error, ImportError):
         error = missing_extra(error) or error  # a missing optional dependency names its extra
     if isinstance(error, (TokpackError, OSError, ValidationError)):
-        stderr().print(f"[bold red]error:[/] {escape(_first_line(error))}", highlight=False, soft_wrap=True)
+        line = _first_line(error)
+        if flags is not None and isinstance(error, TokpackError):
+            line = in_flags(line, flags)
+        stderr().print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     stderr().print(f"[bold red]internal error[/] (a bug in tokpack, not your input): {type(error).__name__}: "
                  f"{escape(_first_line(error))}; rerun with --debug for the traceback and please report it",
@@ -132,6 +137,18 @@ def _exits() -> tuple[type[BaseException], ...]:
             typer.Exit, typer.Abort, typer.exceptions.TyperException)
 
 
+def _failing_flags(ctx: Any) -> dict[str, tuple[str, str | None]]:
+    """The flags of the command that failed (the group's invoked subcommand) and of its groups."""
+    params = []
+    command = ctx.command.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+    if command is not None:
+        params.extend(command.params)
+    while ctx is not None:
+        params.extend(ctx.command.params)
+        ctx = ctx.parent
+    return flags_of(reversed(params))
+
+
 class ReportingGroup(TyperGroup):
     """A command group whose every failure goes through :func:`report_failure`, and whose usage
     errors (an unknown option, a value not among the choices) are one line and exit code 2 too."""
@@ -148,7 +165,7 @@ class ReportingGroup(TyperGroup):
         except Exception as error:
             if debug or isinstance(error, _exits()):  # the commands' own exits and click's usage errors keep their codes
                 raise
-            raise typer.Exit(report_failure(error)) from None
+            raise typer.Exit(report_failure(error, _failing_flags(ctx))) from None
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:

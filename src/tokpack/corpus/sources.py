@@ -540,7 +540,7 @@ def manifest_outside(folder: Path, manifest: Path | None) -> None:
     if real.is_relative_to(os.path.realpath(folder)):
         raise InputError(f"is inside the corpus folder {folder}, so it would be read as one of its files (and the "
                          "folder would change by being split)", where=manifest,
-                         fix="give a manifest path outside the folder (--manifest, manifest= in Python)")
+                         fix="give manifest=PATH outside the folder")
 
 
 class TextDirectory(DocumentSource):
@@ -634,7 +634,7 @@ class TextDirectory(DocumentSource):
                 ways = "the link (or the loop)" if is_link else \
                     f"one of the two links to it ({_link_to(first, self.path)} or {_link_to(entry, self.path)})"
                 raise InputError(problem, where=entry, fix=f"remove {ways}, or leave it out with "
-                                                           "--on-error skip (on_error='skip' in Python)")
+                                                           "on_error='skip'")
             found.append((entry, problem))
             return True
 
@@ -791,7 +791,7 @@ class TextDirectory(DocumentSource):
 
 
 #: The fix that leaves a bad record out.
-_SKIP_RECORDS = "skip such records with --on-error skip (on_error='skip' in Python)"
+_SKIP_RECORDS = "skip such records with on_error='skip'"
 
 
 def _json_kind(value: object) -> str:
@@ -883,7 +883,7 @@ class JsonLines(DocumentSource):
         else:
             holds = f"it is {_json_kind(value)}, not an object"
         if offset == 0:
-            fix = "name the field with --text-field NAME (text_field= in Python)"
+            fix = "name the field with text_field=NAME"
         else:
             fix = f"fix the record, or {_SKIP_RECORDS}"
         return InputError(f"record at byte {offset} has no string field {self.text_field!r} ({holds})",
@@ -1144,8 +1144,7 @@ def split_documents(path: Path, *, validation: float, test: float, manifest: Pat
         if existing != made:
             raise InputError(f"already there with another split (validation {existing.made_by.validation:g}, "
                              f"test {existing.made_by.test:g})", where=target,
-                             fix="delete it to split the corpus again, or drop --validation and --test "
-                                 "(validation= and test= in Python) to use it")
+                             fix="delete it to split the corpus again, or drop validation= and test= to use it")
         return existing
     try:
         write_atomically(target, made.to_json())

@@ -227,10 +227,10 @@ def prepare(
         FileNotFoundError: no corpus.
     """
     if vocab is not None and vocab_size is not None:
-        raise InputError("--vocab-size trains a vocabulary; --vocab gives one (with its own size)",
+        raise InputError("vocab_size trains a vocabulary; vocab= gives one (with its own size)",
                          fix="drop one of them")
     if vocab is not None and allow_smaller_vocab:
-        raise InputError("--allow-smaller-vocab is for training; --vocab gives a vocabulary", fix="drop it")
+        raise InputError("allow_smaller_vocab is for training; vocab= gives a vocabulary", fix="drop it")
     vocab_size = DEFAULT_VOCAB_SIZE if vocab_size is None else vocab_size
     _check_arguments(corpus=corpus, vocab_size=vocab_size, min_frequency=min_frequency,
                      vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,

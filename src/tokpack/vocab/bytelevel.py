@@ -517,7 +517,7 @@ def _regex_failures(pattern: str) -> Iterator[None]:
         raise InputError(f"tiktoken's regex engine gave up on the pattern '{_shown(pattern)}' "
                          f"({said.splitlines()[0][:160]})",
                          fix="use a named pattern (compiled: gpt4, gpt2, polish, polish-phrase) or a simpler "
-                             "regex, or cut shorter documents (--document-bytes)") from None
+                             "regex, or cut shorter documents (document_bytes)") from None
 
 
 def _shown(pattern: str) -> str:

@@ -95,9 +95,9 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
     published = PUBLISHED.get(digest)
     if published is not None:
         if pattern is not None and not same_meaning(pattern, published.pattern):  # tiktoken's own spelling is fine
-            raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; --pattern "
-                             "(pattern= in Python) contradicts it", where=path,
-                             fix="drop --pattern: the published pattern is the one these ranks were made with")
+            raise InputError(f"is {published.name}, whose pre-tokenizer pattern is published; "
+                             "pattern= contradicts it", where=path,
+                             fix="drop pattern=: the published pattern is the one these ranks were made with")
         return BpeTokenizer.from_rank_text(text, pattern=published.pattern, special_tokens=published.special_tokens,
                                            source=path)
     if pattern is None:
@@ -105,7 +105,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
         names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
         raise InputError(f"a rank file records no pre-tokenizer pattern, and this one has no {VOCABULARY_FILE} "
                          f"beside it and is no published vocabulary ({names})", where=path,
-                         fix=f"name its pattern with --pattern ({PATTERN_CHOICES}), or give the tokenizer.json or "
+                         fix=f"name its pattern with pattern= ({PATTERN_CHOICES}), or give the tokenizer.json or "
                              f"{VOCABULARY_FILE} it came with")
     return BpeTokenizer.from_rank_text(text, pattern=pattern, source=path)
 
@@ -126,7 +126,7 @@ def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:
         return record
     if record.ranks_file == path.name:
         raise IntegrityError(f"SHA-256 differs from the one {VOCABULARY_FILE} beside it records", where=path,
-                             fix="restore the rank file, or remove the stale vocabulary.json and pass --pattern")
+                             fix="restore the rank file, or remove the stale vocabulary.json and pass pattern=")
     return None
 
 
@@ -140,8 +140,8 @@ def same_pattern(tokenizer: BpeTokenizer, pattern: str | None, where: str) -> Bp
     if pattern is not None:
         pattern = resolve_pattern(pattern, "pattern")
     if pattern is not None and not same_meaning(pattern, tokenizer.pattern):
-        raise InputError("records its own pre-tokenizer pattern; --pattern (pattern= in Python) contradicts it", where=where,
-                         fix="drop --pattern: the recorded pattern is the one its ids were made with")
+        raise InputError("records its own pre-tokenizer pattern; pattern= contradicts it", where=where,
+                         fix="drop pattern=: the recorded pattern is the one its ids were made with")
     return tokenizer
 
 

@@ -1,0 +1,80 @@
+"""The library's messages name Python parameters; the command line says them as its flags, in one
+place (``tokpack.cli._flags``), and no library module speaks in flags."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import tokpack
+from tokpack.cli import app
+
+from conftest import REPO
+
+SRC = REPO / "src" / "tokpack"
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+#: A flag inside another program's command line is that program's (``ray start --head``,
+#: ``sbatch --array``, a suggested ``tokpack`` command), not a parameter said as a flag.
+COMMAND_LINE = re.compile(r"(?:\btokpack [a-z]|\bray start|\bsbatch|\bpip )")
+#: Strings that are not messages: a page's CSS variables, pip's own arguments.
+NOT_MESSAGES = {"report/page.py", "grading/baselines.py"}
+#: Library modules whose messages still say flags; each entry goes when its module speaks Python.
+STILL_NAMING_FLAGS = {
+    "_cache.py", "_files.py", "bpe/challenge.py", "bpe/fast.py", "chess/config.py", "chess/parquet_games.py",
+    "chess/pgn.py", "chess/pipeline.py", "corpus/manifest.py", "corpus/sources.py", "engines/executors.py",
+    "export/_stream.py", "grading/training.py", "preparing/preparation.py", "report/explorer.py",
+    "store/foreign.py", "store/importing.py", "store/nanogpt.py", "store/remote.py",
+}
+
+
+def _one_line_error(args: list[str]) -> str:
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), result.output
+    return lines[0]
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(node.body[0].value) for node in ast.walk(tree) if isinstance(node, kinds) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def _flags_said(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _docstrings(tree)
+    return [f"{path.relative_to(SRC)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+            and FLAG.search(node.value) and not COMMAND_LINE.search(node.value)]
+
+
+def test_no_library_message_names_a_flag() -> None:
+    speaking = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = path.relative_to(SRC).as_posix()
+        if name.startswith("cli/") or name in NOT_MESSAGES:
+            continue
+        said = _flags_said(path)
+        if said:
+            speaking[name] = said
+    unexpected = {name: said for name, said in speaking.items() if name not in STILL_NAMING_FLAGS}
+    assert not unexpected, f"name Python parameters (vocab_size, on_error='skip'), not flags: {unexpected}"
+    assert STILL_NAMING_FLAGS <= set(speaking), f"these speak Python now: {STILL_NAMING_FLAGS - set(speaking)}"
+
+
+def test_a_python_caller_reads_parameters(tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"body": "hello"}\n', encoding="utf-8")
+    with pytest.raises(tokpack.errors.InputError, match=r"name the field with text_field=NAME$"):
+        tokpack.prepare(docs, vocab_size=300, cache_dir=tmp_path / "c")
+
+
+def test_the_command_line_says_the_same_message_in_its_flags(tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"body": "hello"}\n', encoding="utf-8")
+    line = _one_line_error(["prepare", str(docs), "--vocab-size", "300", "--cache-dir", str(tmp_path / "c")])
+    assert line.endswith("name the field with --text-field NAME")
