@@ -120,7 +120,7 @@ def test_an_export_refuses_rows_per_file_below_one(pack: Path, tmp_path: Path, r
     assert "--rows-per-file" in done.stderr + done.stdout and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
     if rows != "many":
-        with pytest.raises(InputError, match="rows-per-file"):
+        with pytest.raises(InputError, match="rows_per_file"):
             tokpack.export(pack, "mds", tmp_path / "api", rows_per_file=int(rows))
         assert not (tmp_path / "api").exists()
 

@@ -41,8 +41,8 @@ def check_options(options: ExportOptions) -> None:
     Raises:
         InputError: ``rows_per_file`` is not a positive integer.
     """
-    checks.positive_int("--rows-per-file", options.rows_per_file, what="a positive number of documents per file",
-                        fix="pass --rows-per-file 1 or more (default 1048576)")
+    checks.positive_int("rows_per_file", options.rows_per_file, what="a positive number of documents per file",
+                        fix="pass rows_per_file=1 or more (default 1048576)")
 
 
 def split_rows(ids: np.ndarray, lengths: np.ndarray, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -70,7 +70,7 @@ def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dic
     if range_name is not None:
         if range_name not in ranges:
             raise InputError(f"no range {range_name!r} (ranges: {', '.join(ranges) or 'none'})", where=source.path,
-                             fix="omit --range to export everything")
+                             fix="omit range_name= to export everything")
         return {range_name: ranges[range_name].documents}
     splits = {name: span for name, span in ranges.items() if name in SPLIT_NAMES}
     if split and splits:
@@ -99,7 +99,7 @@ def check_fits(source: TokenSource, dtype: np.dtype, eod_id: int | None, fmt: st
     highest = max(source.vocabulary.n_vocab - 1, eod_id if eod_id is not None else -1)
     if highest > limit:
         raise InputError(f"{fmt} stores ids as {dtype.name} (at most {limit:,}), the vocabulary "
-                         f"has {source.vocabulary.n_vocab:,} ids", where=source.path, fix="use --format megatron or hf")
+                         f"has {source.vocabulary.n_vocab:,} ids", where=source.path, fix="use fmt='megatron' or fmt='hf'")
 
 
 def default_eod(source: TokenSource, eod_id: int | None) -> int:
@@ -110,9 +110,9 @@ def default_eod(source: TokenSource, eod_id: int | None) -> int:
     """
     chosen = source.meta.pad_id if eod_id is None else eod_id
     if chosen is None:
-        raise InputError("the vocabulary has no end-of-text id to separate documents", where=source.path, fix="pass --eod-id")
+        raise InputError("the vocabulary has no end-of-text id to separate documents", where=source.path, fix="pass eod_id=ID")
     if not 0 <= chosen < source.vocabulary.n_vocab:
-        raise InputError(f"--eod-id {chosen} is outside the vocabulary (n_vocab {source.vocabulary.n_vocab})")
+        raise InputError(f"eod_id={chosen} is outside the vocabulary (n_vocab {source.vocabulary.n_vocab})")
     return int(chosen)
 
 

@@ -36,7 +36,7 @@ def resolve_vocabulary(where: Path, tokenizer: VocabularySpec | None, recorded: 
     """
     if tokenizer is None:
         if recorded is None:
-            raise InputError("records no vocabulary", where=where, fix="name the tokenizer that made it (tokenizer=, --tokenizer)")
+            raise InputError("records no vocabulary", where=where, fix="name the tokenizer that made it with tokenizer=PATH")
         return recorded
     identity = load_vocabulary(tokenizer).identity
     if recorded is not None and identity != recorded:

@@ -88,7 +88,7 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
             raise
         found = None
     if kind is not None and found is not None and found != kind:
-        raise InputError(f"is a {found} export, not {kind}", where=path, fix=f"use --kind {found}, or leave --kind out")
+        raise InputError(f"is a {found} export, not {kind}", where=path, fix=f"use kind={found!r}, or leave kind= out")
     kind = kind or found
     assert kind is not None
     source = READERS[kind](Path(path), tokenizer, eod_id)
@@ -177,7 +177,7 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
     if strip_eod is None:
         strip_eod = separator is not None
     if strip_eod and separator is None:
-        raise InputError("no end-of-document id to strip", where=source.path, fix="pass eod_id= (--eod-id)")
+        raise InputError("no end-of-document id to strip", where=source.path, fix="pass eod_id=ID")
     from tokpack.store.source import chunks
 
     ranges: dict[str, Span] = {}
@@ -194,9 +194,9 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                     if len(ends) and np.any(ids[ends] != separator):
                         # nanoGPT's separator comes from the tokenizer: keeping it would import the
                         # ids under what is most likely the wrong vocabulary
-                        fix = ("import with strip_eod=False (--keep-eod)" if kind != "nanogpt" else
+                        fix = ("import with strip_eod=False" if kind != "nanogpt" else
                                f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
-                               "vocabulary that made these ids (--tokenizer), or name the separator (--eod-id)")
+                               "vocabulary that made these ids (tokenizer=PATH), or name the separator with eod_id=ID")
                         raise IntegrityError(f"a document does not end with the id {separator}", where=source.path, fix=fix)
                     ids, lengths = np.delete(ids, ends), lengths - 1
                 if separator is not None:

@@ -61,7 +61,7 @@ class NanoGptData(PartsStream, RecordedStream):
         if eod_id is None and tokenizer is not None:
             eod_id = load_vocabulary(tokenizer).eot_id
         if eod_id is None:
-            raise InputError("no end-of-text id to find documents by", where=self.path, fix="pass eod_id= (--eod-id)")
+            raise InputError("no end-of-text id to find documents by", where=self.path, fix="pass eod_id=ID")
         self.eod_id = eod_id
         if self.path.is_dir():
             named = self._files_in(self.path)
