@@ -15,8 +15,8 @@ from tokpack.bpe.fast import train_fast
 from tokpack.chess.shards import plan_shards
 from tokpack.cli import app
 from tokpack.errors import InputError
-from tokpack.export._stream import ExportOptions, check_options
 from tokpack.serve.history import batch_plan, batch_ramp
+from tokpack.store.exporting import ExportOptions, check_options
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.hf_trainer import train_hf_bytelevel
 

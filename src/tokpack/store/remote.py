@@ -470,7 +470,7 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
 @_storage_errors(2)
 def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
                   storage_options: dict[str, Any]) -> Any:
-    """Export locally, verify, upload, the sidecar last (see :func:`tokpack.export.export`)."""
+    """Export locally, verify, upload, the sidecar last (see :func:`tokpack.store.exporting.export`)."""
     from tokpack.store.sidecar import SIDECAR
 
     fs, root = _filesystem(url, storage_options)
@@ -495,7 +495,7 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
 
 def _verify_export(folder: Path, record: Any) -> None:
     """Every file the sidecar lists is there, with the SHA-256 it records."""
-    from tokpack.store.foreign import check_files
+    from tokpack.store.sidecar import check_files
 
     for part in record.parts.values():
         for file in part.files:

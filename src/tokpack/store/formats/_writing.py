@@ -1,6 +1,6 @@
-"""What every exporter shares: the parts to write, the sidecar record of an export, and outputs
-that appear whole or not at all (whole documents are read in bounded chunks by
-:func:`tokpack.store.source.chunks`; the sidecar's record is :mod:`tokpack.store.sidecar`)."""
+"""What every format's writer shares: the options, the parts to write, the sidecar record of an
+export, and outputs that appear whole or not at all (whole documents are read in bounded chunks
+by :func:`tokpack.store.source.chunks`; the sidecar's record is :mod:`tokpack.store.sidecar`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from tokpack._atomic import write_atomically
 from tokpack.errors import InputError
 from tokpack.store.dataset import DatasetRecord
 from tokpack.store.format import SPLIT_NAMES, DocumentCut, PackMeta, Source, Span
-from tokpack.store.sidecar import ExportPart, ExportRecord, carried_vocabulary_files
+from tokpack.store.sidecar import ExportPart, ExportRecord, file_sha256
 from tokpack.store.source import TokenSource, document_ends
+from tokpack.store.vocabulary import carried_vocabulary_files
 
 Progress = Callable[[int], None]
 """Called with the number of ids just written (to drive a progress bar)."""
@@ -121,8 +122,6 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
     """The sidecar record of an export of ``source``, with the SHA-256 of every part's file
     (``root`` is the folder the parts' file names are relative to); the vocabulary files the
     source carries are written to ``root/vocabulary_dir`` and listed too."""
-    from tokpack.store.foreign import file_sha256
-
     vocabulary = carried_vocabulary_files(source)
     if vocabulary:
         (Path(root) / vocabulary_dir).mkdir()
