@@ -27,8 +27,9 @@ from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
 from tokpack.vocab.loading import VocabularySpec
 
-#: No dictionary pages or statistics for the ids (3x faster to write, and a vocabulary-sized
-#: dictionary buys little); zstd keeps the files near the dictionary-encoded size.
+#: No dictionary pages or statistics for the ids (faster to write, see BENCHMARKS.md's export
+#: section, and a vocabulary-sized dictionary buys little); zstd keeps the files near the
+#: dictionary-encoded size.
 PARQUET_OPTIONS: dict = {"use_dictionary": ["doc"], "compression": "zstd", "write_statistics": ["doc"]}
 
 
