@@ -152,7 +152,8 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
     """Write ``source`` as the pack ``out``, with ``vocabulary_files`` in its ``vocabulary/``, and
     verify it (see :func:`import_pack`)."""
     sidecar = getattr(source, "sidecar", None)
-    if kind == "nanogpt":  # its separators are structure: always known, always removed
+    separated = FORMATS[kind].separated
+    if separated:  # its separators are structure: always known, always removed
         separator = getattr(source, "eod_id", None)
     else:  # an id the user names, or the one tokpack's sidecar says it appended
         separator = eod_id if eod_id is not None else (sidecar.eod_id if sidecar else None)
@@ -172,9 +173,9 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                 if strip_eod:
                     ends = np.cumsum(lengths) - 1
                     if len(ends) and np.any(ids[ends] != separator):
-                        # nanoGPT's separator comes from the tokenizer: keeping it would import the
+                        # A structural separator (nanoGPT's) comes from the tokenizer: keeping it would import the
                         # ids under what is most likely the wrong vocabulary
-                        fix = ("import with strip_eod=False" if kind != "nanogpt" else
+                        fix = ("import with strip_eod=False" if not separated else
                                f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
                                "vocabulary that made these ids (tokenizer=PATH), or name the separator with eod_id=ID")
                         raise IntegrityError(f"a document does not end with the id {separator}", where=source.path, fix=fix)

@@ -17,11 +17,14 @@ from types import ModuleType
 
 @dataclass(frozen=True)
 class Format:
-    """A registered format: its module in this package, a one-line description of what an export
-    writes for ``--help`` (``None``: tokpack reads it and does not write it)."""
+    """A registered format: its module in this package; a one-line description of what an export
+    writes (``None``: tokpack reads it and does not write it); and whether the id after every
+    document is the format's structure (nanoGPT's end-of-text: how its reader finds documents),
+    which an import always removes."""
 
     module: str
     writes: str | None = None
+    separated: bool = False
 
     def load(self) -> ModuleType:
         """The format's module, imported now."""
@@ -32,7 +35,7 @@ class Format:
 FORMATS: dict[str, Format] = {
     "megatron": Format("megatron", "OUT.bin + OUT.idx for Megatron-LM's IndexedDataset"),
     "datatrove": Format("datatrove"),
-    "nanogpt": Format("nanogpt", "OUT/train.bin, val.bin: flat uint16, end-of-text after each document"),
+    "nanogpt": Format("nanogpt", "OUT/train.bin, val.bin: flat uint16, end-of-text after each document", separated=True),
     "litdata": Format("litdata", "OUT/RANGE/: litdata chunks for StreamingDataset(item_loader=TokensLoader)"),
     "mds": Format("mds", "OUT/RANGE/: MosaicML MDS shards with a 'tokens' column"),
     "hf": Format("hf", "OUT/RANGE/*.parquet: one row per document, 'input_ids', for datasets.load_dataset"),
