@@ -182,7 +182,8 @@ static int encoder_init(Encoder *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     self->mode = mode;
-    return tables_build(self, ranks);
+    Tokens tokens = {ranks, NULL, NULL, 0, 0};
+    return tables_build(self, &tokens, 1);
 }
 
 static void encoder_dealloc(Encoder *self) {
@@ -387,6 +388,72 @@ static PyTypeObject EncoderType = {
 };
 
 /* ------------------------------------------------------------------------------------------ */
+/* The merges a tokenizer.json lists                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *list;
+    Py_buffer given;
+    if (!PyArg_ParseTuple(args, "O!y*", &PyList_Type, &list, &given)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(list);
+    if (given.len != count * (Py_ssize_t)sizeof(int64_t)) {
+        PyBuffer_Release(&given);
+        PyErr_SetString(PyExc_ValueError, "ids must be one int64 per token");
+        return NULL;
+    }
+    const int64_t *ids = given.buf;
+    Encoder tables;
+    memset(&tables, 0, sizeof(tables));
+    Tokens tokens = {NULL, list, ids, 0, count};
+    int64_t *left = malloc((size_t)(count ? count : 1) * sizeof(int64_t));
+    size_t longest = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *token = PyList_GET_ITEM(list, k);
+        if (PyBytes_Check(token) && (size_t)PyBytes_GET_SIZE(token) > longest) longest = (size_t)PyBytes_GET_SIZE(token);
+    }
+    uint32_t *scratch = malloc((2 * longest + 2) * sizeof(uint32_t));
+    if (!left || !scratch) {
+        free(left);
+        free(scratch);
+        PyBuffer_Release(&given);
+        return PyErr_NoMemory();
+    }
+    if (tables_build(&tables, &tokens, 0) < 0) {
+        tables_free(&tables);
+        free(left);
+        free(scratch);
+        PyBuffer_Release(&given);
+        return NULL;
+    }
+    Py_ssize_t stuck = -1;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *token = PyList_GET_ITEM(list, k);
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(token);
+        size_t n = (size_t)PyBytes_GET_SIZE(token);
+        long at = n < 2 ? 0 : n == 2 ? 1 : last_join(&tables, p, n, (uint32_t)ids[k], scratch, scratch + n + 1);
+        if (at < 0 && stuck < 0) stuck = k;
+        left[k] = at < 0 ? 0 : at;
+    }
+    tables_free(&tables);
+    free(scratch);
+    PyBuffer_Release(&given);
+    PyObject *lefts = buffer_wrap(left, count, sizeof(int64_t), "q");
+    if (!lefts) return NULL;
+    return Py_BuildValue("(Nn)", lefts, stuck);
+}
+
+static PyMethodDef module_methods[] = {
+    {"last_joins", (PyCFunction)module_last_joins, METH_VARARGS,
+     "last_joins(tokens, ids) -> (left, stuck): for each token (a list of bytes; ids: one int64 each, "
+     "from 0 to below MAX_ID), the length of the left part of the last join tiktoken's rank rule makes "
+     "when it encodes the token alone, joining only pairs that make a token of a lower id (0 for a "
+     "single byte), as an int64 buffer for numpy.frombuffer; and the index of the first token that "
+     "lower ids cannot build (-1: none)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------------------------ */
 /* The module                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -395,6 +462,7 @@ static struct PyModuleDef module = {
     .m_name = "tokpack.vocab._bpe",
     .m_doc = "tokpack's compiled BPE encoder (see tokpack.vocab.compiled).",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__bpe(void) {

@@ -248,4 +248,45 @@ static int reachable(const Encoder *e, Cache *c, uint32_t id, const uint8_t *p, 
     return known == 1;
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* A token's last join (the merges a tokenizer.json lists)                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The length of the left part of the last join tiktoken's rank rule makes when it encodes the token
+   p[0:n] (n >= 3, id `own`) alone, joining only pairs that make a token of a lower id; -1 if it
+   stops with more than two parts (lower ids cannot build the token). start: room for n + 1
+   words, rank for n. */
+static long last_join(const Encoder *e, const uint8_t *p, size_t n, uint32_t own, uint32_t *start, uint32_t *rank) {
+    const uint8_t *limit = p + n;
+    for (size_t k = 0; k < n; k++) {
+        start[k] = (uint32_t)k;
+        uint32_t r = k + 1 < n ? e->pair_rank[(p[k] << 8) | p[k + 1]] : NONE;
+        rank[k] = r < own ? r : NONE;
+    }
+    start[n] = (uint32_t)n;
+    size_t m = n;
+    while (m > 2) {
+        uint32_t best = NONE;
+        size_t i = 0;
+        for (size_t k = 0; k + 1 < m; k++) {
+            if (rank[k] < best) { best = rank[k]; i = k; }
+        }
+        if (best == NONE) return -1;
+        for (size_t k = i + 1; k + 1 < m; k++) {
+            start[k] = start[k + 1];
+            rank[k] = rank[k + 1];
+        }
+        start[m - 1] = start[m];
+        m--;
+        uint32_t r = i + 1 < m ? rank_of(e, p + start[i], start[i + 2] - start[i], limit) : NONE;
+        rank[i] = r < own ? r : NONE;
+        if (i > 0) {
+            r = rank_of(e, p + start[i - 1], start[i + 1] - start[i - 1], limit);
+            rank[i - 1] = r < own ? r : NONE;
+        }
+    }
+    return (long)start[1];
+}
+
 #endif

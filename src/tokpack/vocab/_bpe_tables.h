@@ -63,6 +63,48 @@ TP_INLINE uint32_t rank_of(const Encoder *e, const uint8_t *p, size_t len, const
     return long_rank(e, p, len, bytes_hash(p, len));
 }
 
+/* The tokens the tables are built from: a dict {token bytes: id}, or a list of token bytes with
+   their ids (an int64 array of the same length). */
+typedef struct { PyObject *dict, *list; const int64_t *ids; Py_ssize_t pos, count; } Tokens;
+
+/* The next token of t (its bytes and id): 1, or 0 at the end, or -1 with a Python error (a token
+   not bytes, an id not an int from 0 to below MAX_ID). */
+static int tokens_next(Tokens *t, const uint8_t **p, size_t *len, uint32_t *id) {
+    PyObject *token;
+    unsigned long long value;
+    if (t->dict) {
+        PyObject *rank;
+        if (!PyDict_Next(t->dict, &t->pos, &token, &rank)) return 0;
+        if (!PyBytes_Check(token) || !PyLong_Check(rank)) {
+            PyErr_SetString(PyExc_TypeError, "ranks must map bytes to int");
+            return -1;
+        }
+        value = PyLong_AsUnsignedLongLong(rank);
+        if (value == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    } else {
+        if (t->pos >= t->count) return 0;
+        token = PyList_GET_ITEM(t->list, t->pos);
+        int64_t given = t->ids[t->pos++];
+        if (!PyBytes_Check(token)) {
+            PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
+            return -1;
+        }
+        if (given < 0) {
+            PyErr_Format(PyExc_ValueError, "id %lld is negative", (long long)given);
+            return -1;
+        }
+        value = (unsigned long long)given;
+    }
+    if (value >= MAX_ID) {
+        PyErr_Format(PyExc_ValueError, "id %llu is not below %u", value, MAX_ID);
+        return -1;
+    }
+    *p = (const uint8_t *)PyBytes_AS_STRING(token);
+    *len = (size_t)PyBytes_GET_SIZE(token);
+    *id = (uint32_t)value;
+    return 1;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The cut table: the character boundaries some token spans (_bpe_encode.h cuts by it)        */
 /* ------------------------------------------------------------------------------------------ */
@@ -115,7 +157,7 @@ TP_INLINE uint64_t right_side(uint32_t c, size_t size, unsigned r) {
    hand needs no look-up. A token's bytes parse as in any valid text that holds them: a head of
    continuation bytes (the end of a character begun before it), whole characters, maybe the
    beginning of one; a token no valid text holds is left out (it never equals a piece's bytes). */
-static int build_cuts(Encoder *e, PyObject *ranks) {
+static int build_cuts(Encoder *e, Tokens *tokens) {
     size_t words = ((size_t)1 << CUT_BITS) >> 6;
     e->cut_pairs = calloc(words, sizeof(uint64_t));
     uint64_t *left_sides = calloc(words, sizeof(uint64_t)), *right_sides = calloc(words, sizeof(uint64_t));
@@ -126,11 +168,12 @@ static int build_cuts(Encoder *e, PyObject *ranks) {
         return -1;
     }
     uint64_t keys_left[SHORT + 64], keys_right[SHORT + 64];
-    Py_ssize_t pos = 0;
-    PyObject *token, *value;
-    while (PyDict_Next(ranks, &pos, &token, &value)) {
-        const uint8_t *t = (const uint8_t *)PyBytes_AS_STRING(token);
-        size_t b = 0, e_ = (size_t)PyBytes_GET_SIZE(token);
+    tokens->pos = 0;
+    const uint8_t *t;
+    size_t e_;
+    uint32_t id;
+    while (tokens_next(tokens, &t, &e_, &id) > 0) {
+        size_t b = 0;
         size_t k = b;
         while (k < e_ && (t[k] & 0xC0) == 0x80) k++;
         size_t head = k - b;
@@ -243,29 +286,24 @@ static uint64_t table_size(size_t n) {
     return size;
 }
 
-/* Build e's tables from `ranks` ({token bytes: id}, a dict); -1 with a Python error set if it
-   cannot (a key not bytes or a value not an int, an id not below MAX_ID, a single byte missing,
-   no memory). */
-static int tables_build(Encoder *self, PyObject *ranks) {
-    size_t shorts = 0, longs = 0, long_total = 0;
-    Py_ssize_t pos = 0;
-    PyObject *token, *value;
-    while (PyDict_Next(ranks, &pos, &token, &value)) {
-        if (!PyBytes_Check(token) || !PyLong_Check(value)) {
-            PyErr_SetString(PyExc_TypeError, "ranks must map bytes to int");
-            return -1;
-        }
-        unsigned long id = PyLong_AsUnsignedLong(value);
-        if (id == (unsigned long)-1 && PyErr_Occurred()) return -1;
-        if (id >= MAX_ID) {
-            PyErr_Format(PyExc_ValueError, "id %lu is not below %u", id, MAX_ID);
-            return -1;
-        }
-        if (id > self->max_id) self->max_id = (uint32_t)id;
-        Py_ssize_t len = PyBytes_GET_SIZE(token);
-        if (len > SHORT) { longs++; long_total += (size_t)len; }
+/* Build e's tables from `tokens`: the look-ups by bytes, and for `encoding` (an Encoder, not a
+   rank rule's look-ups alone) the cut table, with every single byte required. -1 with a Python
+   error set if it cannot (a token not bytes or an id not an int from 0 to below MAX_ID, a single
+   byte missing, no memory). */
+static int tables_build(Encoder *self, Tokens *tokens, int encoding) {
+    size_t shorts = 0, longs = 0, long_total = 0, count = 0;
+    const uint8_t *p;
+    size_t len;
+    uint32_t id;
+    int more;
+    tokens->pos = 0;
+    while ((more = tokens_next(tokens, &p, &len, &id)) > 0) {
+        count++;
+        if (id > self->max_id) self->max_id = id;
+        if (len > SHORT) { longs++; long_total += len; }
         else if (len > 0) shorts++;
     }
+    if (more < 0) return -1;
     self->pair_rank = malloc(65536 * sizeof(uint32_t));
     uint64_t short_size = table_size(shorts), long_size = table_size(longs);
     self->long_bytes = malloc(long_total + 1);
@@ -297,11 +335,8 @@ static int tables_build(Encoder *self, PyObject *ranks) {
         return -1;
     }
     size_t staged_count = 0, offset = 0;
-    pos = 0;
-    while (PyDict_Next(ranks, &pos, &token, &value)) {
-        uint32_t id = (uint32_t)PyLong_AsUnsignedLong(value);
-        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(token);
-        size_t len = (size_t)PyBytes_GET_SIZE(token);
+    tokens->pos = 0;
+    while (tokens_next(tokens, &p, &len, &id) > 0) {
         if (len == 0) continue;
         if (len == 1) self->byte_rank[p[0]] = id;
         if (len == 2) self->pair_rank[(p[0] << 8) | p[1]] = id;
@@ -340,15 +375,16 @@ static int tables_build(Encoder *self, PyObject *ranks) {
     free(staged);
     free(order);
     free(starts);
+    self->n_tokens = (Py_ssize_t)count;
+    if (!encoding) return 0;
     for (int b = 0; b < 256; b++) {
         if (self->byte_rank[b] == NONE) {
             PyErr_Format(PyExc_ValueError, "the ranks lack the single byte %d", b);
             return -1;
         }
     }
-    self->n_tokens = PyDict_GET_SIZE(ranks);
     self->reach = calloc((size_t)self->max_id + 1, 1);
-    if (!self->reach || build_cuts(self, ranks) < 0) {
+    if (!self->reach || build_cuts(self, tokens) < 0) {
         PyErr_NoMemory();
         return -1;
     }

@@ -169,3 +169,23 @@ class CompiledBpe:
                            buffer_bytes=sum(s["buffer_bytes"] for s in stats),
                            pieces_held=sum(s["entries_held"] + s["rows_held"] for s in stats),
                            **{name: sum(s[name] for s in stats) for name in ("tokens", "hits", "misses", "uncached")})
+
+
+def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """For each token (``ids`` its ids), the length of the left part of the last join tiktoken's
+    rank rule makes when it encodes that token alone, joining only pairs that make a token of a
+    lower id (0 for a single byte); and the index of the first token lower ids cannot build (-1:
+    none). In C, exact (tokens looked up by their bytes). ``None`` without the extension or when an
+    id is outside 0 to :data:`MAX_ID`.
+
+    >>> left, stuck = last_joins([b"a", b"b", b"c", b"ab", b"abc", b"bc", b"bcc"], np.arange(7))
+    >>> left.tolist(), stuck
+    ([0, 0, 0, 1, 2, 1, 2], -1)
+    >>> last_joins([b"a", b"b", b"c", b"abc"], np.arange(4))[1]  # no pair of it is a token
+    3
+    """
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    if _bpe is None or (len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= MAX_ID)):
+        return None
+    left, stuck = _bpe.last_joins(tokens, ids)
+    return np.frombuffer(left, dtype=np.int64), stuck

@@ -425,14 +425,19 @@ def _in_rank_order(ranks: Ranks) -> tuple[list[bytes], np.ndarray]:
 
 def _last_merges(tokens: list[bytes], ranks: np.ndarray, where: str | os.PathLike[str] | None) -> np.ndarray | None:
     """The length of each token's left part in its last merge (0: a single byte), for ``tokens``
-    in rank order (``ranks``), or ``None`` when the numpy rule cannot tell tokens apart.
+    in rank order (``ranks``), or ``None`` when, without the compiled encoder, the numpy rule cannot
+    tell tokens apart.
 
     Raises:
         InputError: a token that lower ranks cannot build.
     """
-    from tokpack.vocab._merges import split_points
+    from tokpack.vocab.compiled import last_joins
 
-    found = split_points(tokens, ranks)
+    found = last_joins(tokens, ranks)
+    if found is None:  # without the compiled extension: the same rule in numpy
+        from tokpack.vocab._merges import split_points
+
+        found = split_points(tokens, ranks)
     if found is None:
         return None
     left, bad = found
