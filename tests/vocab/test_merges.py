@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from tokpack.errors import InputError
 from tokpack.vocab import _merges, compiled
-from tokpack.vocab.files import _derive_merges_python, derive_merges, read_rank_file
+from tokpack.vocab.files import _derive_merges_python, derive_merges, read_rank_file, tokenizer_json_bytes
+from tokpack.vocab.patterns import GPT2_PATTERN
 
 BYTES = {bytes([b]): b for b in range(256)}
 
@@ -94,14 +95,16 @@ def test_a_published_vocabulary_merges_as_the_python_rule_without_numba(gpt2_ran
     assert loaded.stdout.strip() == "False"
 
 
-def test_without_the_compiled_encoder_numpy_finds_the_same_merges(gpt2_rank_file: Path,
+def test_without_the_compiled_encoder_numpy_finds_the_same_merges_and_text(gpt2_rank_file: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     ranks = read_rank_file(gpt2_rank_file)
     assert compiled.last_joins([b"a", b"b", b"ab"], np.arange(3)) is not None
     expected = derive_merges(ranks)
+    text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": len(ranks)})
     monkeypatch.setattr(compiled, "_bpe", None)
     assert compiled.last_joins([b"a", b"b", b"ab"], np.arange(3)) is None
     assert derive_merges(ranks) == expected
+    assert tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": len(ranks)}) == text
     unbuildable = dict(BYTES) | {b"zzz": 256}
     with pytest.raises(InputError, match="zzz.*cannot be built from lower ranks"):
         derive_merges(unbuildable)

@@ -388,7 +388,7 @@ static PyTypeObject EncoderType = {
 };
 
 /* ------------------------------------------------------------------------------------------ */
-/* The merges a tokenizer.json lists                                                          */
+/* The merges a tokenizer.json lists, and their text                                         */
 /* ------------------------------------------------------------------------------------------ */
 
 static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
@@ -443,6 +443,61 @@ static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
     return Py_BuildValue("(Nn)", lefts, stuck);
 }
 
+static PyObject *module_pairs_json(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *list, *spellings;
+    Py_buffer given;
+    if (!PyArg_ParseTuple(args, "O!y*O!", &PyList_Type, &list, &given, &PyList_Type, &spellings)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(list);
+    const char *spelled[256];
+    size_t width[256];
+    int bad = given.len != count * (Py_ssize_t)sizeof(int64_t) || PyList_GET_SIZE(spellings) != 256;
+    for (int b = 0; !bad && b < 256; b++) {
+        PyObject *s = PyList_GET_ITEM(spellings, b);
+        if (!PyBytes_Check(s)) { bad = 1; break; }
+        spelled[b] = PyBytes_AS_STRING(s);
+        width[b] = (size_t)PyBytes_GET_SIZE(s);
+    }
+    const int64_t *cuts = given.buf;
+    size_t total = 0;
+    for (Py_ssize_t k = 0; !bad && k < count; k++) {
+        if (cuts[k] == 0) continue;
+        PyObject *token = PyList_GET_ITEM(list, k);
+        if (!PyBytes_Check(token) || cuts[k] < 0 || cuts[k] >= PyBytes_GET_SIZE(token)) { bad = 1; break; }
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(token);
+        size_t n = (size_t)PyBytes_GET_SIZE(token);
+        total += 10; /* ["", ""], */
+        for (size_t q = 0; q < n; q++) total += width[p[q]];
+    }
+    if (bad) {
+        PyBuffer_Release(&given);
+        PyErr_SetString(PyExc_ValueError, "pairs_json takes a list of bytes, one int64 cut each (from 0 to below "
+                                          "the token's length), and 256 bytes spellings");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total ? total - 2 : 0));
+    if (!out) { PyBuffer_Release(&given); return NULL; }
+    char *d = PyBytes_AS_STRING(out), *end = d + (total ? total - 2 : 0);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (cuts[k] == 0) continue;
+        PyObject *token = PyList_GET_ITEM(list, k);
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(token);
+        size_t n = (size_t)PyBytes_GET_SIZE(token), cut = (size_t)cuts[k];
+        *d++ = '[';
+        *d++ = '"';
+        for (size_t q = 0; q < n; q++) {
+            if (q == cut) { memcpy(d, "\", \"", 4); d += 4; }
+            memcpy(d, spelled[p[q]], width[p[q]]);
+            d += width[p[q]];
+        }
+        *d++ = '"';
+        *d++ = ']';
+        if (d < end) { *d++ = ','; *d++ = ' '; }
+    }
+    PyBuffer_Release(&given);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"last_joins", (PyCFunction)module_last_joins, METH_VARARGS,
      "last_joins(tokens, ids) -> (left, stuck): for each token (a list of bytes; ids: one int64 each, "
@@ -450,6 +505,10 @@ static PyMethodDef module_methods[] = {
      "when it encodes the token alone, joining only pairs that make a token of a lower id (0 for a "
      "single byte), as an int64 buffer for numpy.frombuffer; and the index of the first token that "
      "lower ids cannot build (-1: none)."},
+    {"pairs_json", (PyCFunction)module_pairs_json, METH_VARARGS,
+     "pairs_json(tokens, cuts, spellings) -> bytes: [\"left\", \"right\"] for each token cut in two (cuts: "
+     "int64, the left part's length; 0: not cut, left out), each byte written as spellings[byte] says, "
+     "joined by ', ' (a tokenizer.json's merges, as json.dumps writes them)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -189,3 +189,17 @@ def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] |
         return None
     left, stuck = _bpe.last_joins(tokens, ids)
     return np.frombuffer(left, dtype=np.int64), stuck
+
+
+def pairs_json(tokens: list[bytes], cuts: np.ndarray, spellings: list[bytes]) -> bytes | None:
+    """``["left", "right"]`` for each token cut in two (``cuts``: the left part's length; 0: not
+    cut, left out), each byte written as ``spellings[byte]``, joined by ``", "``: the merges of a
+    ``tokenizer.json`` as ``json.dumps`` writes them, in C. ``None`` without the extension.
+
+    >>> pairs_json([b"a", b"ab", b"abc"], np.array([0, 1, 2]), [bytes([b]) for b in range(256)])
+    b'["a", "b"], ["ab", "c"]'
+    """
+    if _bpe is None:
+        return None
+    text: bytes = _bpe.pairs_json(tokens, np.ascontiguousarray(cuts, dtype=np.int64), spellings)
+    return text

@@ -788,6 +788,14 @@ def _escapes() -> tuple[str, np.ndarray]:
     return "".join(alphabet[byte] for byte in range(256)), np.array(widths, np.int64)
 
 
+@lru_cache(maxsize=1)
+def _json_spellings() -> list[bytes]:
+    """Each byte's spelling in GPT-2's alphabet as a JSON string's UTF-8, escaped as ``json.dumps``
+    escapes it (only ``"`` and ``\\`` need it)."""
+    alphabet = byte_to_unicode()
+    return [json.dumps(alphabet[byte], ensure_ascii=False)[1:-1].encode("utf-8") for byte in range(256)]
+
+
 def _scatter(out: np.ndarray, starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
     """Write the runs of ``data`` (``lengths`` long, one after another) at ``starts`` in ``out``."""
     import numpy as np
@@ -849,6 +857,11 @@ def _json_pairs(tokens: list[bytes], cuts: np.ndarray) -> bytes:
     cut, left out), joined by ``", "``, as ``json.dumps`` writes a list of pairs."""
     import numpy as np
 
+    from tokpack.vocab.compiled import pairs_json
+
+    text = pairs_json(tokens, cuts, _json_spellings())
+    if text is not None:
+        return text
     spelled, byte_widths, widths = _spelled(tokens)
     sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
     owner = np.repeat(np.arange(len(tokens)), sizes)
