@@ -443,6 +443,69 @@ static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
     return Py_BuildValue("(Nn)", lefts, stuck);
 }
 
+/* The 256 byte spellings of a list of bytes objects; 0, or -1 if it is not one. */
+static int spellings_of(PyObject *list, const char **spelled, size_t *width) {
+    if (PyList_GET_SIZE(list) != 256) return -1;
+    for (int b = 0; b < 256; b++) {
+        PyObject *s = PyList_GET_ITEM(list, b);
+        if (!PyBytes_Check(s)) return -1;
+        spelled[b] = PyBytes_AS_STRING(s);
+        width[b] = (size_t)PyBytes_GET_SIZE(s);
+    }
+    return 0;
+}
+
+static PyObject *module_entries_json(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *list, *spellings;
+    Py_buffer given;
+    if (!PyArg_ParseTuple(args, "O!y*O!", &PyList_Type, &list, &given, &PyList_Type, &spellings)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(list);
+    const char *spelled[256];
+    size_t width[256];
+    int bad = given.len != count * (Py_ssize_t)sizeof(int64_t) || spellings_of(spellings, spelled, width) < 0;
+    const int64_t *values = given.buf;
+    size_t total = 0;
+    for (Py_ssize_t k = 0; !bad && k < count; k++) {
+        PyObject *key = PyList_GET_ITEM(list, k);
+        if (!PyBytes_Check(key) || values[k] < 0) { bad = 1; break; }
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
+        size_t n = (size_t)PyBytes_GET_SIZE(key), digits = 1;
+        for (int64_t v = values[k]; v >= 10; v /= 10) digits++;
+        total += 6 + digits; /* "": value, */
+        for (size_t q = 0; q < n; q++) total += width[p[q]];
+    }
+    if (bad) {
+        PyBuffer_Release(&given);
+        PyErr_SetString(PyExc_ValueError, "entries_json takes a list of bytes, one non-negative int64 value each, "
+                                          "and 256 bytes spellings");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total ? total - 2 : 0));
+    if (!out) { PyBuffer_Release(&given); return NULL; }
+    char *d = PyBytes_AS_STRING(out), *end = d + (total ? total - 2 : 0);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *key = PyList_GET_ITEM(list, k);
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
+        size_t n = (size_t)PyBytes_GET_SIZE(key);
+        *d++ = '"';
+        for (size_t q = 0; q < n; q++) {
+            memcpy(d, spelled[p[q]], width[p[q]]);
+            d += width[p[q]];
+        }
+        memcpy(d, "\": ", 3);
+        d += 3;
+        char digits[24];
+        size_t used = 0;
+        int64_t v = values[k];
+        do { digits[used++] = (char)('0' + v % 10); v /= 10; } while (v);
+        while (used) *d++ = digits[--used];
+        if (d < end) { *d++ = ','; *d++ = ' '; }
+    }
+    PyBuffer_Release(&given);
+    return out;
+}
+
 static PyObject *module_pairs_json(PyObject *unused, PyObject *args) {
     (void)unused;
     PyObject *list, *spellings;
@@ -451,13 +514,7 @@ static PyObject *module_pairs_json(PyObject *unused, PyObject *args) {
     Py_ssize_t count = PyList_GET_SIZE(list);
     const char *spelled[256];
     size_t width[256];
-    int bad = given.len != count * (Py_ssize_t)sizeof(int64_t) || PyList_GET_SIZE(spellings) != 256;
-    for (int b = 0; !bad && b < 256; b++) {
-        PyObject *s = PyList_GET_ITEM(spellings, b);
-        if (!PyBytes_Check(s)) { bad = 1; break; }
-        spelled[b] = PyBytes_AS_STRING(s);
-        width[b] = (size_t)PyBytes_GET_SIZE(s);
-    }
+    int bad = given.len != count * (Py_ssize_t)sizeof(int64_t) || spellings_of(spellings, spelled, width) < 0;
     const int64_t *cuts = given.buf;
     size_t total = 0;
     for (Py_ssize_t k = 0; !bad && k < count; k++) {
@@ -509,6 +566,10 @@ static PyMethodDef module_methods[] = {
      "pairs_json(tokens, cuts, spellings) -> bytes: [\"left\", \"right\"] for each token cut in two (cuts: "
      "int64, the left part's length; 0: not cut, left out), each byte written as spellings[byte] says, "
      "joined by ', ' (a tokenizer.json's merges, as json.dumps writes them)."},
+    {"entries_json", (PyCFunction)module_entries_json, METH_VARARGS,
+     "entries_json(keys, values, spellings) -> bytes: \"key\": value for each key (bytes, each byte written "
+     "as spellings[byte] says) and value (int64, non-negative), joined by ', ' (a tokenizer.json's "
+     "vocabulary, as json.dumps writes a dict)."},
     {NULL, NULL, 0, NULL},
 };
 

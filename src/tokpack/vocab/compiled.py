@@ -203,3 +203,17 @@ def pairs_json(tokens: list[bytes], cuts: np.ndarray, spellings: list[bytes]) ->
         return None
     text: bytes = _bpe.pairs_json(tokens, np.ascontiguousarray(cuts, dtype=np.int64), spellings)
     return text
+
+
+def entries_json(keys: list[bytes], values: np.ndarray, spellings: list[bytes]) -> bytes | None:
+    """``"key": value`` for each key (each byte written as ``spellings[byte]``) and non-negative
+    value, joined by ``", "``: the vocabulary of a ``tokenizer.json`` as ``json.dumps`` writes a
+    dict, in C. ``None`` without the extension.
+
+    >>> entries_json([b"a", b"ab"], np.array([0, 257]), [bytes([b]) for b in range(256)])
+    b'"a": 0, "ab": 257'
+    """
+    if _bpe is None:
+        return None
+    text: bytes = _bpe.entries_json(keys, np.ascontiguousarray(values, dtype=np.int64), spellings)
+    return text

@@ -746,8 +746,9 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
 def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *,
                          where: str | os.PathLike[str] | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
-    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) assembled by
-    numpy from the tokens' bytes and :func:`derive_merges`'s cuts, not built as Python objects.
+    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) written by the
+    compiled encoder's extension (by numpy without it) from the tokens' bytes and
+    :func:`derive_merges`'s cuts, not built as Python objects.
 
     >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
     >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
@@ -838,6 +839,11 @@ def _json_entries(keys: list[bytes], values: np.ndarray) -> bytes:
     """``"key": value`` for each token and id, joined by ``", "``, as ``json.dumps`` writes a dict."""
     import numpy as np
 
+    from tokpack.vocab.compiled import entries_json
+
+    text = entries_json(keys, values, _json_spellings())
+    if text is not None:
+        return text
     spelled, _, key_widths = _spelled(keys)
     digits, digit_counts = _digits(values)
     sizes = 1 + key_widths + 3 + digit_counts + 2  # "key": value,
