@@ -5,7 +5,8 @@ three ways, and each is said as a flag when the failing command has a flag of th
 
 - ``name=value``, the value a Python literal or a placeholder in capitals:
   ``on_error='skip'`` becomes ``--on-error skip``, ``manifest=PATH`` ``--manifest PATH``;
-- an identifier with an underscore, anywhere: ``vocab_size`` becomes ``--vocab-size``;
+- an identifier with an underscore, anywhere but before a colon (``games.toml: shard_mb: ...``
+  names a field of that file): ``vocab_size`` becomes ``--vocab-size``;
 - the message's subject, at its very start: ``shards must be at least 1`` and
   ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``.
 
@@ -20,6 +21,8 @@ parameter whose flag says the opposite is in :data:`SAID_AS` (``strip_eod=False`
 '--vocab-size trains a vocabulary; pass --no-resume to start again'
 >>> in_flags("the job has 3 shards", flags)
 'the job has 3 shards'
+>>> in_flags("games.toml: vocab_size: not a number", flags)
+'games.toml: vocab_size: not a number'
 >>> in_flags("import with strip_eod=False", {"keep_eod": ("--keep-eod", None)})
 'import with --keep-eod'
 """
@@ -40,7 +43,8 @@ Flags = Mapping[str, "tuple[str, str | None]"]
 SAID_AS: dict[str, tuple[str, bool]] = {"strip_eod": ("keep_eod", True)}
 
 _ASSIGNED = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
-_UNDERSCORED = re.compile(r"(?<![\w./=-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=-])")
+# A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a parameter.
+_UNDERSCORED = re.compile(r"(?<![\w./=-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=:-])")
 _SUBJECT = re.compile(r"^([a-z][a-z0-9_]*)(?=[ :])")
 
 
