@@ -529,14 +529,14 @@ def test_one_attack_test_and_one_clock_rule() -> None:
     """The attack test is written once (the lockstep replay asks the compiled one), and a clock
     comment is read by one Python rule (:func:`reader.clock_seconds`), which the compiled scan equals."""
     from tokpack.chess import _replay
-    from tokpack.chess._board import _START, KING, QUEEN, ROOK
+    from tokpack.chess.board.mailbox import KING, QUEEN, ROOK, START
 
     sources = {path.name: path.read_text(encoding="utf-8") for path in Path(reader.__file__).parent.glob("*.py")}
     replay_attack = inspect.getsource(_replay._attacked)
-    assert "attacked_on" in replay_attack and "_T[" not in replay_attack
+    assert "attacked_on" in replay_attack and "TABLES[" not in replay_attack
     assert [name for name, text in sources.items() if "%clk" in text and "re.compile" in text] == ["reader.py"]
     assert "_CLOCK" not in sources["pgn.py"]
-    boards = np.tile(_START, (3, 1))
+    boards = np.tile(START, (3, 1))
     boards[1, 12] = 0  # e2 empty: nothing new
     boards[2, 4 + 8] = 0
     boards[2, 60 - 8] = 0

@@ -32,14 +32,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokpack.chess._board import _START, _T, BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL
 from tokpack.chess._moves import ParsedMoves
+from tokpack.chess.board.mailbox import BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL, START, TABLES
 from tokpack.chess.encoders import GameError
 
 _ORTHOGONAL = np.arange(8) < 4  # the first four of a square's eight rays
 #: Width of one move's SAN in :func:`replay_san`'s output (``Qh4xe1+`` and ``exd8=Q#`` need 7).
 SAN_WIDTH = 9
-_START_COUNTS = np.bincount(_START[:64].astype(np.int64) + 6, minlength=13)  # pieces by value + 6
+_START_COUNTS = np.bincount(START[:64].astype(np.int64) + 6, minlength=13)  # pieces by value + 6
 _PIECE_LETTERS = np.frombuffer(b"\0\0NBRQK", dtype=np.uint8)
 _FILES = np.frombuffer(b"abcdefgh", dtype=np.uint8)
 _RANKS = np.frombuffer(b"12345678", dtype=np.uint8)
@@ -54,8 +54,8 @@ def _first_piece(board: np.ndarray, rows: np.ndarray, rays: np.ndarray) -> tuple
 
 def _attacked(board: np.ndarray, rows: np.ndarray, squares: np.ndarray, by: int) -> np.ndarray:
     """Whether each ``squares[i]`` of board ``rows[i]`` is attacked by the side ``by`` (+1 white);
-    the compiled resolver's attack test (:func:`tokpack.chess._resolve_compiled.attacked_on`)."""
-    from tokpack.chess._resolve_compiled import attacked_on  # numba: loaded when a game is replayed
+    the board rules' attack test (:func:`tokpack.chess.board.rules.attacked_on`)."""
+    from tokpack.chess.board.rules import attacked_on  # numba: loaded when a game is replayed
 
     rows = np.asarray(rows, dtype=np.int64)
     squares = np.ascontiguousarray(np.broadcast_to(np.asarray(squares, dtype=np.int64), rows.shape))
@@ -170,7 +170,7 @@ def _legal_en_passant(state: _Boards, active: int, side: int) -> np.ndarray:
     target = square[rows]
     legal = np.zeros(len(rows), dtype=bool)
     for slot in range(2):  # the two squares a pawn of the side takes the target from
-        origin = _T["pawn_attackers"][0 if side > 0 else 1, target, slot]
+        origin = TABLES["pawn_attackers"][0 if side > 0 else 1, target, slot]
         has = state.board[rows, origin] == side * PAWN  # (the off-board cell never holds a pawn)
         if not has.any():
             continue
@@ -187,7 +187,7 @@ def _legal_en_passant(state: _Boards, active: int, side: int) -> np.ndarray:
 
 def _first_on_line(board: np.ndarray, rows: np.ndarray, origin: np.ndarray, line: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first occupied cell from ``origin`` along direction ``line`` (one per row): value, square."""
-    rays = _T["ray"][origin, line]
+    rays = TABLES["ray"][origin, line]
     cells = board[rows[:, None], rays]
     first = (cells != 0).argmax(axis=1)
     pick = np.arange(len(rows))
@@ -199,7 +199,7 @@ def _slider_behind(board: np.ndarray, rows: np.ndarray, king: np.ndarray, square
 
     That is the only way emptying or filling ``square`` can change whether ``king`` is attacked.
     """
-    line = _T["direction"][king, square]
+    line = TABLES["direction"][king, square]
     hit = np.zeros(len(rows), dtype=bool)
     aligned = np.flatnonzero(line >= 0)
     if len(aligned):
@@ -215,7 +215,7 @@ class _Boards:
     _FIELDS = ("board", "kings", "rights", "en_passant", "in_check", "counts")
 
     def __init__(self, n_games: int) -> None:
-        self.board = np.tile(_START, (n_games, 1))
+        self.board = np.tile(START, (n_games, 1))
         self.kings = np.tile(np.array([4, 60], dtype=np.intp), (n_games, 1))
         self.rights = np.full(n_games, 15, dtype=np.uint8)  # castling: 1 K, 2 Q, 4 k, 8 q
         self.en_passant = np.full(n_games, -1, dtype=np.intp)  # where a pawn may capture e.p.
@@ -287,7 +287,7 @@ class _Boards:
         board[rows[castles], rook_from[castles]] = 0
         board[rows[castles], rook_to[castles]] = ROOK * side
         kings[rows[is_king], me] = end[is_king]
-        lost = _T["corner_rights"][start] | _T["corner_rights"][end]
+        lost = TABLES["corner_rights"][start] | TABLES["corner_rights"][end]
         lost |= np.where(is_king, 3 if side > 0 else 12, 0).astype(np.uint8)
         self.rights[:active] &= ~lost
         self.en_passant[:active] = np.where(is_pawn & (rank_step == 2), start + 8 * side, -1)
@@ -307,7 +307,7 @@ class _Boards:
         enemy = kings[:active, 1 - me]
         moved = board[rows, end] * side
         check = (moved == KNIGHT) & (np.abs((enemy % 8 - end % 8) * (enemy // 8 - end // 8)) == 2)
-        check |= (moved == PAWN) & (_T["pawn_attackers"][me, enemy] == end[:, None]).any(axis=1)
+        check |= (moved == PAWN) & (TABLES["pawn_attackers"][me, enemy] == end[:, None]).any(axis=1)
         check |= _slider_behind(board, rows, enemy, end, side) | _slider_behind(board, rows, enemy, start, side)
         check[takes_en_passant] |= _slider_behind(board, rows[takes_en_passant], enemy[takes_en_passant],
                                                   taken_at[takes_en_passant], side)
@@ -359,11 +359,11 @@ class _Boards:
                       distance: np.ndarray, refuse: Callable[[np.ndarray, str], None]) -> None:
         """Refuse a bishop, rook or queen move off its lines or through a piece."""
         sliding = np.flatnonzero((piece >= BISHOP) & (piece <= QUEEN))
-        line = _T["direction"][start[sliding], end[sliding]]
+        line = TABLES["direction"][start[sliding], end[sliding]]
         along = np.maximum(line, 0)
-        cells = self.board[sliding[:, None], _T["ray"][start[sliding], along]]
+        cells = self.board[sliding[:, None], TABLES["ray"][start[sliding], along]]
         blocked = ((cells != 0) & (np.arange(8) < distance[sliding, None] - 1)).any(axis=1)
-        bad = (line < 0) | ~_T["allowed"][piece[sliding], along] | blocked
+        bad = (line < 0) | ~TABLES["allowed"][piece[sliding], along] | blocked
         refuse(np.isin(rows, sliding[bad]), "not a move of that piece, or its path is blocked")
 
     def _disambiguate(self, rows: np.ndarray, piece: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -385,10 +385,10 @@ class _Boards:
             return file_flag, rank_flag
         kind, origin, square = piece[pieces], start[pieces], end[pieces]
         slides = kind != KNIGHT
-        found, found_at = _first_piece(board, pieces, _T["ray"][square])
-        jumps = _T["knight"][square]
+        found, found_at = _first_piece(board, pieces, TABLES["ray"][square])
+        jumps = TABLES["knight"][square]
         candidates_at = np.where(slides[:, None], found_at, jumps)
-        candidates = np.where(slides[:, None], (found == side * kind[:, None]) & _T["allowed"][kind],
+        candidates = np.where(slides[:, None], (found == side * kind[:, None]) & TABLES["allowed"][kind],
                               board[pieces[:, None], jumps] == side * KNIGHT)
         candidates &= candidates_at != origin[:, None]
         which, slot = np.nonzero(candidates)
@@ -410,13 +410,13 @@ class _Boards:
     def _pinned_off_line(self, rows: np.ndarray, squares: np.ndarray, targets: np.ndarray, side: int, me: int) -> np.ndarray:
         """Whether the piece on ``squares`` is pinned to its king and ``targets`` is off the pin line."""
         board, king = self.board, self.kings[rows, me]
-        line = _T["direction"][king, squares]
+        line = TABLES["direction"][king, squares]
         along = np.maximum(line, 0)
-        _, first_at = _first_piece(board, rows, _T["ray"][king, along])
-        beyond, _ = _first_piece(board, rows, _T["ray"][squares, along])
+        _, first_at = _first_piece(board, rows, TABLES["ray"][king, along])
+        beyond, _ = _first_piece(board, rows, TABLES["ray"][squares, along])
         pinner = np.where(line < 4, side * -ROOK, side * -BISHOP)
         pinned = (line >= 0) & (first_at == squares) & ((beyond == pinner) | (beyond == -side * QUEEN))
-        return pinned & (_T["direction"][king, targets] != line)
+        return pinned & (TABLES["direction"][king, targets] != line)
 
     def _check_castling(self, castling: np.ndarray, start: np.ndarray, end: np.ndarray, side: int, me: int,
                         refuse: Callable[[np.ndarray, str], None], rows: np.ndarray) -> None:
@@ -435,7 +435,7 @@ class _Boards:
         """For kings of ``defender`` in check on boards ``rows``: whether it is mate."""
         board = self.board
         king = self.kings[rows, 0 if defender > 0 else 1]
-        steps = _T["king"][king]
+        steps = TABLES["king"][king]
         which, slot = np.nonzero((steps != SENTINEL) & (board[rows[:, None], steps] * defender <= 0))
         board[rows, king] = 0  # lift the king so that a slider's ray runs on through its square
         safe = ~_attacked(board, rows[which], steps[which, slot], -defender)
@@ -456,11 +456,11 @@ class _Boards:
         """
         board, attacker = self.board, -defender
         n, pick = len(rows), np.arange(len(rows))
-        found, found_at = _first_piece(board, rows, _T["ray"][king])
+        found, found_at = _first_piece(board, rows, TABLES["ray"][king])
         by_slider = (found == np.where(_ORTHOGONAL, attacker * ROOK, attacker * BISHOP)) | (found == attacker * QUEEN)
-        jumps = _T["knight"][king]
+        jumps = TABLES["knight"][king]
         by_knight = board[rows[:, None], jumps] == attacker * KNIGHT
-        pawns_at = _T["pawn_attackers"][0 if attacker > 0 else 1, king]
+        pawns_at = TABLES["pawn_attackers"][0 if attacker > 0 else 1, king]
         by_pawn = board[rows[:, None], pawns_at] == attacker * PAWN
         single = by_slider.sum(axis=1) + by_knight.sum(axis=1) + by_pawn.sum(axis=1) == 1
         line = by_slider.argmax(axis=1)
@@ -468,7 +468,7 @@ class _Boards:
                            np.where(by_knight.any(axis=1), jumps[pick, by_knight.argmax(axis=1)],
                                     pawns_at[pick, by_pawn.argmax(axis=1)]))
         # The squares that answer: along the checking line up to the checker, or the checker alone.
-        ray = np.where(by_slider.any(axis=1)[:, None], _T["ray"][king, line], SENTINEL)
+        ray = np.where(by_slider.any(axis=1)[:, None], TABLES["ray"][king, line], SENTINEL)
         ray[:, 0] = np.where(by_slider.any(axis=1), ray[:, 0], checker)
         upto = np.arange(8) <= (ray == checker[:, None]).argmax(axis=1)[:, None]
         which, slot = np.nonzero(upto & single[:, None])
@@ -476,9 +476,9 @@ class _Boards:
         pair_rows = rows[which]
         takes = target == checker[which]
         # Knights, sliders and capturing pawns of the defender that reach each answering square.
-        knight_at = _T["knight"][target]
-        slide_found, slide_at = _first_piece(board, pair_rows, _T["ray"][target])
-        pawn_at = np.where(takes[:, None], _T["pawn_attackers"][0 if defender > 0 else 1, target], SENTINEL)
+        knight_at = TABLES["knight"][target]
+        slide_found, slide_at = _first_piece(board, pair_rows, TABLES["ray"][target])
+        pawn_at = np.where(takes[:, None], TABLES["pawn_attackers"][0 if defender > 0 else 1, target], SENTINEL)
         one_back = np.clip(target - 8 * defender, 0, SENTINEL)
         two_back = np.clip(target - 16 * defender, 0, SENTINEL)
         double_rank = target // 8 == (3 if defender > 0 else 4)

@@ -18,8 +18,8 @@ import re
 
 import numpy as np
 
-from tokpack.chess._board import KING, PAWN
 from tokpack.chess._words import ASK, LONG_CASTLE, MANY_MOVES, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
+from tokpack.chess.board.mailbox import KING, PAWN
 
 _SAN = re.compile(r"^([NBKRQ])?([a-h])?([1-8])?[\-x]?([a-h][1-8])(=?[nbrqkNBRQK])?[\+#]?\Z")  # python-chess's
 _PIECES = "pnbrqk"

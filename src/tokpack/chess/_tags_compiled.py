@@ -8,7 +8,7 @@ game's tags are exactly the expression's, and the last of a repeated tag wins, a
 
 :func:`judge_plain` then takes on the plain games whose verdict needs no words: a date of
 ``UTCDate`` (else ``Date``) that is ``YYYY.MM.DD`` with ASCII digits or ``?`` in range, two
-ratings of one to four ASCII digits, a result of :data:`tokpack.chess.uci.RESULTS`, and no
+ratings of one to four ASCII digits, a result of :data:`tokpack.chess.board.results.RESULTS`, and no
 ``Variant``, ``FEN`` or ``SetUp`` tag. Every other game is judged by
 :func:`tokpack.chess.pgn.judge_headers`, which words the reason a game is skipped.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokpack.chess.encoders import RESULTS
+from tokpack.chess.board.results import RESULTS
 
 #: The tags a conversion reads, in the order of :func:`scan_tags`'s columns.
 TAGS = ("Event", "Site", "Date", "Round", "White", "Black", "Result", "UTCDate", "WhiteElo", "BlackElo",
@@ -149,7 +149,7 @@ def _same(b: np.ndarray, s: int, e: int, r: int) -> bool:
     return True
 
 
-#: The results a ``Result`` tag may hold, in :data:`tokpack.chess.encoders.RESULTS`'s order.
+#: The results a ``Result`` tag may hold, in :data:`tokpack.chess.board.results.RESULTS`'s order.
 _RESULT_TEXTS = np.zeros((4, 7), dtype=np.uint8)
 _RESULT_LENGTHS = np.array([len(r) for r in RESULTS], dtype=np.int64)
 for _row, _result in enumerate(RESULTS):
@@ -160,7 +160,7 @@ for _row, _result in enumerate(RESULTS):
 def judge_plain(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, plain: np.ndarray, judged: np.ndarray,
                 date_tag: np.ndarray, white_elo: np.ndarray, black_elo: np.ndarray, result: np.ndarray) -> None:
     """Which plain games are surely usable (``judged``), the tag their date comes from, their ratings
-    and their result (its index in :data:`tokpack.chess.encoders.RESULTS`).
+    and their result (its index in :data:`tokpack.chess.board.results.RESULTS`).
 
     A game left unjudged may still be usable: :func:`tokpack.chess.pgn.judge_headers` decides.
     """

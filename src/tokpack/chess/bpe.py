@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tokpack._atomic import write_atomically
+from tokpack.chess.board.results import RESULTS
 from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, result_id, result_indices
-from tokpack.chess.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, RESULTS, SPECIAL_TOKENS, UNK_ID
+from tokpack.chess.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, SPECIAL_TOKENS, UNK_ID
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 

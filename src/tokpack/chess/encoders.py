@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from tokpack.chess.board.results import RESULTS
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: The results a game may end with, and their ids (the same in every scheme that has result
-#: tokens: uci and bpe put them right after <pad> <bos> <eos> <unk>).
-RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
+#: The ids of the results a game may end with (the same in every scheme that has result tokens:
+#: uci and bpe put them right after <pad> <bos> <eos> <unk>).
 RESULT_IDS = {result: 4 + i for i, result in enumerate(RESULTS)}
 
 #: Columns an encoder reads from a games table (``white_elo``/``black_elo`` may hold nulls).

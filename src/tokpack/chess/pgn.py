@@ -50,7 +50,7 @@ from tokpack._schema import Record, write_record
 from tokpack.chess import _tags_compiled as _tags
 from tokpack.chess import reader
 from tokpack.chess._spans import list_array, numbers, string_array
-from tokpack.chess.uci import RESULTS
+from tokpack.chess.board.results import RESULTS
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:

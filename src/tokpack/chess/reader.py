@@ -56,6 +56,7 @@ import chess.pgn
 import numpy as np
 
 from tokpack.chess._resolve import SanCodes
+from tokpack.chess.board.results import RESULTS
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start. Reading a
@@ -572,7 +573,7 @@ class Tags:
     expression's (:data:`TAG`) reading; otherwise :func:`read_headers` must read them. ``judged[g]``:
     a plain game surely usable, its date from tag ``date_tag[g]``, its ratings ``white_elo[g]``,
     ``black_elo[g]`` and its result ``result[g]`` (an index in
-    :data:`tokpack.chess.encoders.RESULTS`; see :func:`tokpack.chess._tags_compiled.judge_plain`).
+    :data:`tokpack.chess.board.results.RESULTS`; see :func:`tokpack.chess._tags_compiled.judge_plain`).
     """
 
     text: np.ndarray
@@ -860,10 +861,7 @@ def movetext_result(movetext: str) -> str | None:
         if reduced == text:
             break
         text = reduced
-    return _first_result([token for token in (m.group(0) for m in _TOKENS.finditer(text)) if token in _RESULTS])
-
-
-_RESULTS = {"1-0", "0-1", "1/2-1/2", "*"}
+    return _first_result([token for token in (m.group(0) for m in _TOKENS.finditer(text)) if token in RESULTS])
 
 
 def new_codes() -> SanCodes:

@@ -22,6 +22,7 @@ import numpy as np
 
 from tokpack.chess._moves import ParsedMoves, parse_moves
 from tokpack.chess._replay import replay_san
+from tokpack.chess.board.results import RESULTS
 from tokpack.chess.encoders import (
     DecodedGame,
     EncodedGames,
@@ -31,7 +32,6 @@ from tokpack.chess.encoders import (
     result_id,
     result_indices,
 )
-from tokpack.chess.uci import RESULTS
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokpack.chess._moves import N_PROMOTION_CODES, PROMOTION_TYPES, parse_moves
+from tokpack.chess.board.results import RESULTS
 from tokpack.chess.encoders import (
     RESULT_IDS,
-    RESULTS,
     DecodedGame,
     EloBin,
     EncodedGames,

@@ -1,9 +1,9 @@
 """The board every chess replay here shares: piece codes, a 65-cell mailbox and its move tables.
 
 Squares 0..63 are numbered as python-chess numbers them; cell 64 is an off-board sentinel that
-ends every ray. Pieces are signed by colour (white positive). Used by the numpy lockstep replay
-(:mod:`tokpack.chess._replay`) and the compiled SAN resolver (:mod:`tokpack.chess._resolve_compiled`),
-which also holds the one attack test both use.
+ends every ray. Pieces are signed by colour (white positive). Used by the rules of a legal move
+(:mod:`tokpack.chess.board.rules`, which hold the one attack test), by reading SAN as UCI and by the
+lockstep replay that spells UCI as SAN.
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ def _build_tables() -> dict[str, np.ndarray]:
             "pawn_attackers": pawn_attackers, "allowed": allowed, "corner_rights": corner_rights}
 
 
-_T = _build_tables()
-_START = np.zeros(65, dtype=np.int8)
-_START[:8] = [ROOK, KNIGHT, BISHOP, QUEEN, KING, BISHOP, KNIGHT, ROOK]
-_START[8:16] = PAWN
-_START[48:56] = -PAWN
-_START[56:64] = -_START[:8]
-_START[SENTINEL] = OFF
+TABLES = _build_tables()
+START = np.zeros(65, dtype=np.int8)
+START[:8] = [ROOK, KNIGHT, BISHOP, QUEEN, KING, BISHOP, KNIGHT, ROOK]
+START[8:16] = PAWN
+START[48:56] = -PAWN
+START[56:64] = -START[:8]
+START[SENTINEL] = OFF
