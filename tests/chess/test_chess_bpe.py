@@ -9,7 +9,7 @@ import pytest
 from tokenizers import Tokenizer, models, trainers
 
 from tokpack.chess.bpe import BpeEncoder, spaceless, split_moves, train_bpe
-from tokpack.chess.pgn import read_games_strictly
+from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.uci import BOS_ID, EOS_ID, RESULT_IDS, SPECIAL_TOKENS, UNK_ID
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.cli import app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

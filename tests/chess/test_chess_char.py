@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from tokpack.chess.char import CharEncoder, block_starts, moves_of_text
 from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.pgn import convert_pgn
+from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.chess.pipeline import tokenize
 from tokpack.cli import app
 

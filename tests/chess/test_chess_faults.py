@@ -10,7 +10,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from tokpack.chess.pgn import read_games
+from tokpack.chess.pgn.games import read_games
 from tokpack.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_a_zstd_file_starting_with_a_skippable_frame_is_read_as_zstd(tmp_path: P
 def test_a_month_without_games_after_a_full_shard_adds_no_empty_shard(tmp_path: Path) -> None:
     """A month left with no games still has its named range, but in the shard before it: no shard
     of zero games (the documented rule makes a shard of whole games, one at least)."""
-    from tokpack.chess.pgn import month_parquet
+    from tokpack.chess.pgn.convert import month_parquet
     from tokpack.store.dataset import ShardedDataset
 
     games = tmp_path / "games"

@@ -14,7 +14,7 @@ import pytest
 import tokpack
 from tokpack.chess.bpe import train_bpe
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.uci import BOS_ID, EOS_ID
 from tokpack.store import Pack

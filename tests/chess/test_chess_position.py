@@ -24,7 +24,7 @@ import pytest
 from tokpack.chess.config import ChessPipelineConfig
 from tokpack.chess.encoders import GameError
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import convert_pgn
+from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.chess.pipeline import tokenize
 from tokpack.chess.position import ACTIONS, PAD_ID, PositionEncoder, encode_position, fen_ids
 from tokpack.errors import InputError

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpack.chess.encoders import GameError
-from tokpack.chess.pgn import read_games_strictly
+from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.san import BOS_ID, EOS_ID, TOKENS, SanEncoder, san_moves, san_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from tokpack.chess.bpe import train_bpe
 from tokpack.chess.encoders import GameEncoder
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.stats import ChessStats, compute_stats
 

@@ -10,7 +10,7 @@ import pytest
 
 import tokpack
 from tokpack.chess.encoders import EloBin, GameError
-from tokpack.chess.pgn import read_games_strictly
+from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.uci import (
     BOS_ID,

@@ -16,13 +16,8 @@ from tokpack.chess.encoders import (
 )
 from tokpack.chess.fixture import build_parity, read_parity, write_parity
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import (
-    ConversionReport,
-    convert_pgn,
-    month_parquet,
-    read_games,
-    read_games_strictly,
-)
+from tokpack.chess.pgn.convert import ConversionReport, convert_pgn, month_parquet
+from tokpack.chess.pgn.games import read_games, read_games_strictly
 from tokpack.chess.san import SanEncoder, san_moves
 from tokpack.chess.schemes import SCHEMES, make_encoder
 from tokpack.chess.stats import ChessStats, compute_stats

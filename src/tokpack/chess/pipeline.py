@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.pgn import month_parquet
+from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import SCHEMES, PositionSampling, make_encoder
 from tokpack.engines.shard_task import JOB_FILE
 from tokpack.errors import InputError

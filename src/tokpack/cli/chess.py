@@ -39,7 +39,8 @@ def convert_command(
     """Convert PGN games (or Lichess's Parquet games) to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
     from rich.table import Table
 
-    from tokpack.chess.pgn import GameFilter, convert_pgn
+    from tokpack.chess.pgn.convert import convert_pgn
+    from tokpack.chess.pgn.games import GameFilter
 
     def listed(value: str | None) -> tuple[str, ...]:
         return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()

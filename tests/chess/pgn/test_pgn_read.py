@@ -16,17 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from tokpack.chess.pgn import (
-    REPORT_FILE,
-    GameFilter,
-    PgnGame,
-    Skipped,
-    _Collector,
-    convert_pgn,
-    judge_headers,
-    month_parquet,
-    read_games,
-)
+from tokpack.chess.pgn.convert import REPORT_FILE, convert_pgn, month_parquet
+from tokpack.chess.pgn.games import GameFilter, PgnGame, Skipped, judge_headers, read_games
+from tokpack.chess.pgn.read import Collector
 
 from cached import cached_lichess_pgn
 
@@ -42,7 +34,7 @@ def lichess(id: str, moves: str, result: str = "1-0", date: str = "2016.03.05", 
 def python_chess(text: str) -> list[tuple[list[str], list[str]]]:
     """python-chess's reading of every game: main-line UCI moves and errors (the oracle)."""
     handle, games = io.StringIO(text), []
-    while (collector := chess.pgn.read_game(handle, Visitor=_Collector)) is not None:  # type: ignore[arg-type]
+    while (collector := chess.pgn.read_game(handle, Visitor=Collector)) is not None:  # type: ignore[arg-type]
         games.append((collector.moves, collector.errors))
     return games
 
@@ -100,7 +92,7 @@ def test_every_real_game_reads_as_python_chess_read_it(shared_data: Path) -> Non
     import hashlib
     import json
 
-    oracle = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "chess_real_oracle.json").read_text())
+    oracle = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "chess_real_oracle.json").read_text())
     digest, n = hashlib.sha256(), 0
     for offset, game in read_games(shared_data / oracle["file"]):
         what, detail = (game.uci, None) if isinstance(game, PgnGame) else (game.reason, game.detail)
@@ -110,7 +102,7 @@ def test_every_real_game_reads_as_python_chess_read_it(shared_data: Path) -> Non
 
 
 def _read_text(text: str) -> list[PgnGame | Skipped]:
-    from tokpack.chess.pgn import read_chunk
+    from tokpack.chess.pgn.games import read_chunk
 
     return [game for _, game in read_chunk(text.encode("utf-8", "surrogateescape"), 0)]  # type: ignore[misc]
 
@@ -193,7 +185,7 @@ def test_clocks_match_python_chess(generated: tuple[Path, list[str]], tmp_path: 
     head = path.read_text(encoding="utf-8")[:400_000]
     head = head[: head.rindex("\n\n[") + 2]
     (tmp_path / "head.pgn").write_text(head, encoding="utf-8")
-    from tokpack.chess.pgn import ReadOptions
+    from tokpack.chess.pgn.games import ReadOptions
 
     games = [g for _, g in read_games(tmp_path / "head.pgn", ReadOptions(clocks=True))]
     handle = io.StringIO(head)
@@ -217,7 +209,7 @@ def test_compressed_inputs_and_stdin_convert_like_plain_pgn(generated: tuple[Pat
         out = tmp_path / "stdin"
         code = f"from tokpack.chess.pgn import convert_pgn; convert_pgn(['-'], {str(out)!r})"
         subprocess.run([sys.executable, "-c", code], input=data, check=True,
-                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")})
     else:
         packed = {"zst": zstandard.ZstdCompressor().compress, "gz": gzip.compress, "bz2": bz2.compress}[compress](data)
         source = tmp_path / f"games.pgn.{compress}"
@@ -296,8 +288,9 @@ def test_corrupt_and_truncated_compressed_inputs_are_input_errors(tmp_path: Path
 def test_a_games_byte_offset_is_where_its_tags_start_whatever_the_line_ends(line_end: str, bom: str) -> None:
     """A game's offset (what a skip report names) is the byte of its ``[`` in the file, with ``\\r\\n``
     line ends as with ``\\n``, read whole or cut into chunks."""
-    from tokpack.chess.pgn import read_chunk
-    from tokpack.chess.reader import cut_games, cut_games_python, pgn_chunks
+    from tokpack.chess.pgn.games import read_chunk
+    from tokpack.chess.pgn.read import cut_games, cut_games_python
+    from tokpack.chess.pgn.stream import pgn_chunks
 
     games = [lichess("a1", "1. e4 e5"), lichess("a2", "1. d4 d5", white="?"), lichess("a3", "1. c4 Ké5 c5")]
     text = bom + "".join(games).replace("\n", line_end)
@@ -314,8 +307,8 @@ def test_a_games_byte_offset_is_where_its_tags_start_whatever_the_line_ends(line
 def test_chunks_stay_small_whatever_the_line_ends_and_indents(line_end: str) -> None:
     """A file with ``\\r`` line ends, or whose blank lines hold spaces or tabs, is cut into chunks of
     about ``chunk_bytes`` as any other (not read whole into one chunk), and reads as it does whole."""
-    from tokpack.chess.pgn import read_chunk
-    from tokpack.chess.reader import pgn_chunks
+    from tokpack.chess.pgn.games import read_chunk
+    from tokpack.chess.pgn.stream import pgn_chunks
 
     text = "".join(lichess(f"c{i}", "1. e4 e5 2. Nf3", white="?" if i % 7 == 0 else "1500") for i in range(300))
     data = text.replace("\n", line_end).encode()

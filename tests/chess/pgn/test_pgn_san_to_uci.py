@@ -16,9 +16,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokpack.chess._resolve import ASK, SEPARATOR, code_words, resolve_san
-from tokpack.chess._resolve_compiled import scan_words
-from tokpack.chess.reader import new_codes
+from tokpack.chess.pgn._san_to_uci import ASK, SEPARATOR, code_words, resolve_san
+from tokpack.chess.pgn._san_to_uci_compiled import scan_words
+from tokpack.chess.pgn.read import new_codes
 
 from lichess_games import _pick
 

@@ -1,11 +1,6 @@
-"""A fast streaming PGN reader: compressed inputs, chunks cut into games, tags and SAN read by compiled code.
+"""A chunk of PGN read by compiled code: cut into games, tags judged, SAN main lines resolved to UCI.
 
-:func:`open_pgn` opens ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` (recognised by their
-magic bytes) or ``-`` (standard input) as one decompressed byte stream (a compressed file that does not
-end cleanly is an error naming the offset, never a shorter stream); :func:`pgn_chunks` cuts
-it into text chunks that end where a game ends, so memory is flat in the file's size.
-
-A chunk's games are read together (:func:`tokpack.chess.pgn.chunk_games` puts the steps in
+A chunk's games are read together (:func:`tokpack.chess.pgn.games.chunk_games` puts the steps in
 order), each step one pass of compiled code over the chunk's bytes, which are never decoded:
 every step keeps spans (offsets) of them in numpy arrays, and the converter gathers the values it
 keeps straight into Arrow columns.
@@ -21,9 +16,8 @@ keeps straight into Arrow columns.
   and written as UCI text.
 
 :func:`cut_games`, :func:`read_tags` and :func:`resolve_games` run the same steps on strings.
-Each step replaced Python per game (regular expressions, a dict of tags, a loop per paragraph);
-together they took Lichess-style reading from about 20x python-chess to the figures in
-BENCHMARKS.md (chess). Whatever that fast path does not take on exactly (a ``;`` comment, an
+Each step is one compiled pass in place of Python per game (regular expressions, a dict of tags,
+a loop per paragraph); see BENCHMARKS.md, section chess. Whatever that fast path does not take on exactly (a ``;`` comment, an
 ``%`` escape, a variation before the first move, a null move, an illegal or ambiguous move) is
 read by python-chess (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
 
@@ -34,48 +28,27 @@ repeat one of its own is a game of its own (``header_only``), not tags added to 
 a comment whose ``}`` does not come before the next game's own ``{`` ends at that game's tags
 (``unreadable_movetext``) instead of swallowing it. A byte-order mark after a blank line (files joined end to
 end) is dropped wherever python-chess drops it, at the first line it reads for a game, and also
-after more blank lines, where python-chess reads the game's tags as moves. A chunk ends only where a game starts whatever
-came before (:func:`last_game_start`), so how a file is cut into chunks never changes a game.
+after more blank lines, where python-chess reads the game's tags as moves. The chunks come from
+:mod:`tokpack.chess.pgn.stream`.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
 import re
-import sys
-import zlib
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import NamedTuple
 
 import chess.pgn
 import numpy as np
 
-from tokpack.chess._resolve import SanCodes
 from tokpack.chess.board.results import RESULTS
-from tokpack.errors import InputError
+from tokpack.chess.pgn._san_to_uci import SanCodes
 
-#: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start. Reading a
-#: chunk (its text, its code points, the scanners' arrays) peaks at several times its size (13
-#: times with the Python cutter and tag dicts: 218 MiB for 16 MiB, 54 MiB for 4 MiB of Lichess-style
-#: games, 2,900 of them), and that spike sets the converter's memory; 2,900 games are still a
-#: large lockstep batch.
-CHUNK_BYTES = 4 << 20
-#: A chunk grows up to this many bytes to end where a game surely starts (see
-#: :func:`last_game_start`); past it, a comment never closed for that long, it ends before any tags.
-MAX_GAME_BYTES = 64 << 20
 #: What cutting finds wrong with a game: (skip reason, detail).
 HEADER_ONLY = ("header_only", "tags with no moves")
 COMMENT_LEFT_OPEN = ("unreadable_movetext", "a comment '{' is never closed")
 _PROBLEMS = (None, HEADER_ONLY, COMMENT_LEFT_OPEN)  # by the compiled cutter's codes
-_MAGIC = {b"\x28\xb5\x2f\xfd": "zstd", b"\x1f\x8b": "gzip", b"BZh": "bz2"}
-# A zstd file may open with a skippable frame (magic 0x184D2A50 to 0x184D2A5F, little-endian), as
-# pzstd's and the seekable format's do: ``zstd -d`` passes over it, and so must the reader.
-_MAGIC.update({bytes([0x50 + kind]) + b"\x2a\x4d\x18": "zstd" for kind in range(16)})
 
 # python-chess's, per line, after the leading whitespace it strips from a tag line.
 TAG = re.compile(r'^[^\S\n]*\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r\n]*)"\][^\S\n]*$', re.MULTILINE)
@@ -94,255 +67,6 @@ _TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])
 _CLOCK_TOKENS = re.compile(r"""([NBKRQ]?[a-h]?[1-8]?[\-x]?[a-h][1-8](?:=?[nbrqkNBRQK])?|[PNBRQK]?@[a-h][1-8]|--|Z0|0000|@@@@
     |O-O(?:-O)?|0-0(?:-0)?)|\{([^}]*)\}|\$[0-9]+|\(|\)|\*|1-0|0-1|1/2-1/2|[\?!]{1,2}""", re.VERBOSE)
 _CLOCK = re.compile(r"\[%clk\s(\d+):(\d+):(\d+(?:\.\d*)?)\]")
-
-
-def open_pgn(path: Path | str) -> tuple[BinaryIO, BinaryIO]:
-    """One file (or ``-``, standard input) as a stream of decompressed bytes, and the raw file under it.
-
-    Raises:
-        InputError: the file cannot be opened, or is not a regular file.
-    """
-    if str(path) == "-":
-        raw: BinaryIO = sys.stdin.buffer
-    else:
-        path = Path(path)
-        if not path.is_file():
-            raise InputError("not a file", where=path)
-        try:
-            raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
-        except OSError as error:
-            raise InputError(error.strerror or "cannot be read", where=path) from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
-    head = buffered.peek(4)[:4]
-    for magic, kind in _MAGIC.items():
-        if head.startswith(magic):
-            if kind == "zstd":
-                return _ZstdFrames(buffered, str(path)), raw  # type: ignore[return-value]
-            inner: gzip.GzipFile | bz2.BZ2File = gzip.GzipFile(fileobj=buffered) if kind == "gzip" else bz2.BZ2File(buffered)
-            return _Checked(inner, raw, str(path), kind), raw  # type: ignore[return-value]
-    return buffered, raw
-
-
-_TRUNCATED_FIX = "the file was cut short or damaged; copy or download it again"
-
-
-class _ZstdFrames:
-    """The decompressed bytes of a zstd file of one or more frames, read as a stream.
-
-    Unlike ``zstandard``'s stream reader, which ends quietly where the file does, a file that
-    ends inside a frame (cut at any byte after a frame's first) or holds a damaged frame is an
-    :class:`~tokpack.errors.InputError` naming the file and the compressed byte offset.
-    """
-
-    def __init__(self, raw: BinaryIO, where: str) -> None:
-        import zstandard
-
-        self._raw, self._where, self._zstd = raw, where, zstandard
-        self._decompressor = zstandard.ZstdDecompressor()
-        self._frame: zstandard.ZstdDecompressionObj | None = None  # the frame under way
-        self._frame_start = 0  # its compressed offset
-        self._consumed = 0  # compressed bytes decompressed so far
-        self._pieces: deque[bytes | memoryview] = deque()  # decompressed and not read yet, in order
-        self._ready = 0  # their bytes
-
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` decompressed bytes (all that is left for -1); ``b""`` at the end.
-
-        The decompressor's pieces are kept as they come and joined once into what is read (a
-        growing and shrinking ``bytearray`` moved the bytes twice more: 2x the time of zstd).
-        """
-        while (size < 0 or self._ready < size) and self._decompress_more():
-            pass
-        if size < 0 or size >= self._ready:
-            taken, self._pieces, self._ready = list(self._pieces), deque(), 0
-        else:
-            taken, left = [], size
-            while left:
-                piece = self._pieces.popleft()
-                if len(piece) > left:
-                    view = memoryview(piece)
-                    taken.append(view[:left])
-                    self._pieces.appendleft(view[left:])
-                    break
-                taken.append(piece)
-                left -= len(piece)
-            self._ready -= size
-        if len(taken) == 1 and isinstance(taken[0], bytes):
-            return taken[0]
-        return b"".join(taken)
-
-    def _decompress_more(self) -> bool:
-        block = self._raw.read(1 << 20)
-        if not block:
-            if self._frame is not None:
-                raise InputError(f"not a readable zstd stream: the frame starting at byte {self._frame_start} "
-                                 "is cut short (the file ends before the frame does)", where=self._where, byte=self._consumed,
-                                 fix=_TRUNCATED_FIX)
-            return False
-        while block:
-            if self._frame is None:
-                self._frame, self._frame_start = self._decompressor.decompressobj(), self._consumed
-            try:
-                out = self._frame.decompress(block)
-            except self._zstd.ZstdError as error:
-                # zstd cannot say which byte is bad (a checksum fails at the frame's end): report the
-                # compressed offset where reading failed, and the frame that holds the damage.
-                failed_at = self._consumed + len(block)
-                raise InputError(f"not a readable zstd stream: the frame starting at byte "
-                                 f"{self._frame_start:,} is damaged before this byte ({error})", where=self._where,
-                                 byte=failed_at, fix=_TRUNCATED_FIX) from None
-            if out:
-                self._pieces.append(out)
-                self._ready += len(out)
-            if not self._frame.eof:
-                self._consumed += len(block)
-                break
-            rest = self._frame.unused_data
-            self._consumed += len(block) - len(rest)
-            self._frame, block = None, rest
-        return True
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> _ZstdFrames:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _Checked:
-    """A gzip or bz2 stream whose read errors (a truncated or damaged file) are an
-    :class:`~tokpack.errors.InputError` naming the file and the compressed byte offset reached."""
-
-    def __init__(self, stream: gzip.GzipFile | bz2.BZ2File, raw: BinaryIO, where: str, kind: str) -> None:
-        self._stream, self._raw, self._where, self._kind = stream, raw, where, kind
-
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` decompressed bytes; ``b""`` at the end."""
-        try:
-            return self._stream.read(size)
-        except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
-            try:
-                at: int | None = int(self._raw.tell())
-            except (OSError, ValueError):
-                at = None
-            what = "ends before its end-of-stream marker" if isinstance(error, EOFError) else f"is damaged ({error})"
-            raise InputError(f"cannot be read: the {self._kind} stream {what}", where=self._where, byte=at,
-                             fix=_TRUNCATED_FIX) from None
-
-    def close(self) -> None:
-        self._stream.close()
-        self._raw.close()
-
-    def __enter__(self) -> _Checked:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def pgn_chunks(stream: BinaryIO, where: str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """``(byte offset, bytes)`` pieces of a decompressed stream, each ending just before a game's tags.
-
-    Raises:
-        InputError: the compressed stream is corrupt or truncated.
-    """
-    offset, pending = 0, b""
-    while True:
-        try:
-            block = stream.read(chunk_bytes)
-        except InputError:
-            raise
-        except (OSError, EOFError, ValueError) as error:  # a decompressor's own errors
-            raise InputError(f"byte {offset + len(pending)} of the decompressed text: cannot be read ({error})", where=where) from None
-        if not block:
-            break
-        pending += block
-        cut = last_game_start(pending)
-        if cut < 0 and len(pending) >= max(chunk_bytes, MAX_GAME_BYTES):
-            cut = max(pending.rfind(b"\n\n["), pending.rfind(b"\n\r\n["))  # no sure start: any will do
-            cut = pending.index(b"[", cut) if cut > 0 else -1
-        if cut <= 0:
-            continue
-        yield offset, pending[:cut]
-        offset += cut
-        pending = pending[cut:]
-    if pending:
-        yield offset, pending
-
-
-def last_game_start(data: bytes) -> int:
-    """The start of the last line of ``data`` where a game starts whatever came before, or -1.
-
-    That is a ``[`` after a blank line, outside any brace comment (the last brace before it is a
-    ``}``, or there is none), and not after a paragraph ending in a tag or escape line, unless
-    two blank lines come between (:func:`cut_games` joins tags to tags after one blank line). A
-    chunk cut there reads as the whole text does.
-    """
-    end = len(data)
-    while True:
-        cut = data.rfind(b"\n\n[", 0, end)
-        cut = max(cut, data.rfind(b"\n\r\n[", cut + 1, end))  # only the text after it: the last of the two
-        if cut <= 0:
-            # ``\r`` line ends, or blank lines holding spaces or tabs: the same search, slower
-            return _last_start_spaced(data) if b"\r" in data or b"\n[" not in data else -1
-        if (found := _start_at(data, cut)) is not None:
-            if found < 0:
-                end = -found - 1
-                continue
-            return found
-        end = cut
-
-
-#: A blank line (which may hold spaces or tabs) before a line starting, after spaces or tabs, with ``[``.
-_SPACED_START = re.compile(rb"\n[ \t]*\n[ \t]*\[")
-
-
-def _last_start_spaced(data: bytes) -> int:
-    """:func:`last_game_start` of a text whose line ends may be ``\\r`` and whose blank lines may hold
-    spaces or tabs: searched in a copy of the same length with ``\\r\\n`` made `` \\n`` and ``\\r`` made
-    ``\\n`` (a space at a line's end changes nothing the cut reads)."""
-    plain = data.replace(b"\r\n", b" \n").replace(b"\r", b"\n")
-    end = len(plain)
-    for match in reversed(list(_SPACED_START.finditer(plain))):
-        cut = match.start()
-        if cut <= 0:
-            break
-        if match.end() > end:
-            continue
-        found = _start_at(plain, cut)
-        if found is None:
-            end = cut
-        elif found < 0:
-            end = -found - 1
-        else:
-            return found
-    return -1
-
-
-def _start_at(data: bytes, cut: int) -> int | None:
-    """Whether the blank line at ``data[cut]`` starts a game whatever came before: the start of the
-    ``[``'s line (where the cut puts the game, spaces before its ``[`` included); ``-1 - p`` when a ``{`` at ``p`` may hold it in a comment (so every ``[`` up to ``p``);
-    None when it follows a paragraph ending in a tag or escape line (it may join that one)."""
-    opened = data.rfind(b"{", data.rfind(b"}", 0, cut) + 1, cut)  # a '{' after the last '}'
-    if opened >= 0:
-        return -1 - opened
-    if not _after_tag_line(data, cut):
-        return data.rfind(b"\n", cut, data.index(b"[", cut)) + 1  # the start of the ``[``'s line
-    return None
-
-
-def _after_tag_line(data: bytes, cut: int) -> bool:
-    """Whether the blank line at ``data[cut]`` is the only one after a line that is a tag or escape line."""
-    j = cut
-    while j > 0 and data[j - 1] in b" \t\r\n":
-        j -= 1
-    if data.count(b"\n", j, data.index(b"[", cut)) >= 3:
-        return False
-    line = data[data.rfind(b"\n", 0, j) + 1:j].lstrip()
-    return line[:1] in (b"[", b"%", b";")
 
 
 @dataclass
@@ -391,10 +115,10 @@ def _decode(span: np.ndarray) -> str:
 def cut_chunk(data: bytes, offset: int) -> Cut:
     """The games of a chunk of PGN bytes (line ends ``\\n``, ``\\r\\n`` or ``\\r``), with byte offsets.
 
-    Compiled (:func:`tokpack.chess._cut_compiled.cut_spans`), over the bytes themselves: no string
+    Compiled (:func:`tokpack.chess.pgn._cut_compiled.cut_spans`), over the bytes themselves: no string
     is made. :func:`cut_games_python` is the same cut written plainly, and the tests hold the two equal.
     """
-    from tokpack.chess._cut_compiled import cut_spans
+    from tokpack.chess.pgn._cut_compiled import cut_spans
 
     original, returns = data, b"\r" in data
     if returns:
@@ -567,13 +291,13 @@ def read_headers(game: Game) -> tuple[dict[str, str], str]:
 
 @dataclass
 class Tags:
-    """The tags of :data:`tokpack.chess._tags_compiled.TAGS` of a chunk's games, as spans of ``text``.
+    """The tags of :data:`tokpack.chess.pgn._tags_compiled.TAGS` of a chunk's games, as spans of ``text``.
 
     ``plain[g]``: game ``g``'s tag lines were read without doubt, so its spans are the tag
     expression's (:data:`TAG`) reading; otherwise :func:`read_headers` must read them. ``judged[g]``:
     a plain game surely usable, its date from tag ``date_tag[g]``, its ratings ``white_elo[g]``,
     ``black_elo[g]`` and its result ``result[g]`` (an index in
-    :data:`tokpack.chess.board.results.RESULTS`; see :func:`tokpack.chess._tags_compiled.judge_plain`).
+    :data:`tokpack.chess.board.results.RESULTS`; see :func:`tokpack.chess.pgn._tags_compiled.judge_plain`).
     """
 
     text: np.ndarray
@@ -602,7 +326,7 @@ class Tags:
 def tag_spans(text: np.ndarray, first: np.ndarray, last: np.ndarray) -> Tags:
     """The tags of every game (game ``g``'s tag lines are ``text[first[g]:last[g]]``), read and
     judged together by compiled code (see :class:`Tags`)."""
-    from tokpack.chess._tags_compiled import TAGS, judge_plain, scan_tags
+    from tokpack.chess.pgn._tags_compiled import TAGS, judge_plain, scan_tags
 
     n = len(first)
     starts, ends = np.empty((n, len(TAGS)), dtype=np.int64), np.empty((n, len(TAGS)), dtype=np.int64)
@@ -631,7 +355,7 @@ class MainLines:
     ``resolved[g]``: game ``g``'s moves are ``uci[bounds[g]:bounds[g + 1]]`` (ASCII, UCI moves
     separated by spaces), ``plies[g]`` of them; otherwise python-chess must read the game.
     ``results[g]``: its first main-line result word other than ``*`` (a code of
-    :mod:`tokpack.chess._resolve_compiled`, ``NO_RESULT`` for none); ``asked[g]``: a word of its
+    :mod:`tokpack.chess.pgn._san_to_uci_compiled`, ``NO_RESULT`` for none); ``asked[g]``: a word of its
     main line was coded in Python, so that result is in doubt. With clocks, ``clocks`` holds the
     resolved games' moves' clocks in seconds (NaN: none), game after game, and ``clock_doubt[g]``:
     Python must read game ``g``'s clocks.
@@ -651,14 +375,14 @@ def main_lines(text: np.ndarray, first: np.ndarray, last: np.ndarray, codes: San
     """The main lines of games whose movetexts are ``text[first[g]:last[g]]`` (UTF-8 bytes).
 
     One compiled scan drops comments and variations and codes the main-line words
-    (:func:`tokpack.chess._resolve_compiled.scan_movetexts`; a word it leaves to Python is coded by
+    (:func:`tokpack.chess.pgn._san_to_uci_compiled.scan_movetexts`; a word it leaves to Python is coded by
     ``codes``), and one compiled pass resolves every move on its game's board and writes the UCI
-    text (:func:`tokpack.chess._resolve_compiled.resolve_main_lines`). A game is left to
+    text (:func:`tokpack.chess.pgn._san_to_uci_compiled.resolve_main_lines`). A game is left to
     python-chess (``resolved`` False) for an unusual, illegal or ambiguous move, and for what the
     scan refuses: a ``;`` comment, an ``%`` escape, a stray ``}`` or ``)``, a variation before the
     first move or never closed, a comment never closed, a NUL or a non-ASCII byte outside comments.
     """
-    from tokpack.chess._resolve_compiled import resolve_main_lines, scan_movetexts
+    from tokpack.chess.pgn._san_to_uci_compiled import resolve_main_lines, scan_movetexts
 
     n = len(first)
     size = int((last - first).sum()) if n else 0
@@ -720,7 +444,7 @@ def resolve_games(movetexts: list[str], codes: SanCodes, *, clocks: bool = False
 
 def clock_seconds(comment: str) -> float | None:
     """The first ``[%clk h:mm:ss(.f)]`` of a comment in seconds, or None (the one clock rule in Python;
-    the compiled scanner's :func:`tokpack.chess._resolve_compiled.clock_in` is tested equal to it).
+    the compiled scanner's :func:`tokpack.chess.pgn._san_to_uci_compiled.clock_in` is tested equal to it).
 
     >>> clock_seconds("[%eval 0.2] [%clk 1:02:03.5]"), clock_seconds("no clock")
     (3723.5, None)

@@ -1,26 +1,17 @@
-"""SAN to UCI for many games, compiled by numba: one mailbox board per game, one scalar pass per move.
+"""SAN to UCI for many games, compiled by numba: movetext words scanned and coded, each game played on one mailbox board.
 
-Each game starts from the standard position on a 65-cell board (squares as python-chess numbers
-them, plus an off-board cell that ends every ray; see :mod:`tokpack.chess._replay`). A parsed SAN
-move (packed by :func:`tokpack.chess._resolve.pack`) names a piece kind, a target square and
-optionally the file, rank and promotion; the candidates are the side's pieces of that kind that
-reach the target (knight jumps, the first piece along each ray, king steps, pawn pushes and
-captures including en passant), filtered by file, rank and promotion exactly as python-chess's
-``Board.parse_san`` filters its legal moves. Each candidate is played and taken back on the board,
-and kept only when its own king is not attacked afterwards; the move resolves when exactly one
-candidate is left. Castling needs the right, the king and rook at home, the squares between them
-empty and the king's squares (with the king lifted) unattacked. Anything else (no candidate,
-several, an unusual token) stops the game there and marks it unresolved, so the caller hands it to
-python-chess and a resolved game is always python-chess's own answer.
+Each game starts from the standard position on a 65-cell board and is played by the board's rules
+(:mod:`tokpack.chess.board.rules`). A parsed SAN move (packed by
+:func:`tokpack.chess.pgn._san_to_uci.pack`) names a piece kind, a target square and optionally the
+file, rank and promotion; :func:`_play` decodes it and asks the rules for the one legal origin, as
+python-chess's ``Board.parse_san`` filters its legal moves, or for the castling. Anything else (no
+candidate, several, an unusual token) stops the game there and marks it unresolved, so the caller
+hands it to python-chess and a resolved game is always python-chess's own answer.
 
-Measured (BENCHMARKS.md, chess): the lockstep numpy boards this replaces took ~75 % of a
-conversion. :func:`scan_movetexts` codes a chunk's movetext words in place of a Python dict
-lookup per word while dropping comments and variations, in place of two regular-expression
-substitutions per game that cost about as much as resolving; with ``--clocks`` the same scan reads
-each move's ``[%clk]`` comment (:func:`clock_in`), in place of a regular-expression pass per game.
-:func:`resolve_main_lines` resolves the moves and writes their UCI text in one pass. A move's
-legality looks at one line (from its king through the square it leaves) unless its side is in
-check, which :func:`_gives_check` tracks move by move.
+:func:`scan_movetexts` codes a chunk's movetext words while dropping comments and variations, one
+pass over the bytes; with ``clocks=True`` the same scan reads each move's ``[%clk]`` comment
+(:func:`clock_in`). :func:`resolve_main_lines` resolves the moves and writes their UCI text in one
+pass. See BENCHMARKS.md, section chess, for what each step costs.
 """
 
 from __future__ import annotations
@@ -28,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokpack.chess._words import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 from tokpack.chess.board.mailbox import BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK
 from tokpack.chess.board.rules import apply_move, castle_target, find_origin, new_game
+from tokpack.chess.pgn._words import ASK, LONG_CASTLE, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 
 # A small helper of the resolver's loop, inlined by LLVM where it is called: numba's own IR
 # inlining would count references to the board at every call (see tokpack._kernels).
@@ -41,7 +32,7 @@ _PROMOTION_LETTER = np.frombuffer(b"\0pnbrqk", np.uint8)  # by piece number
 
 @_helper
 def _play(board: np.ndarray, state: np.ndarray, side: int, move: int, candidates: np.ndarray) -> tuple[int, int, int]:
-    """Play one packed SAN move (fields as :func:`tokpack.chess._resolve.pack` lays them out) for
+    """Play one packed SAN move (fields as :func:`tokpack.chess.pgn._san_to_uci.pack` lays them out) for
     ``side``: ``(from, to, promotion)``, or ``from`` -1 when it is not exactly one legal move
     (the board is then left as it was). ``state`` is :func:`tokpack.chess.board.rules.new_game`'s;
     ``candidates`` scratch."""
@@ -158,7 +149,7 @@ for _letter, _piece in zip(b"nbrqk", (KNIGHT, BISHOP, ROOK, QUEEN, KING), strict
 
 @_helper
 def _word_code(b: np.ndarray, s: int, e: int) -> int:
-    """The code of word ``b[s:e]`` as :class:`tokpack.chess._resolve.SanCodes` gives it, or ASK.
+    """The code of word ``b[s:e]`` as :class:`tokpack.chess.pgn._san_to_uci.SanCodes` gives it, or ASK.
 
     Taken on here: the separator, results, NAGs, ``N.``/``N...`` move numbers (at most three
     digits, so never ``0000``), then one SAN move (piece, file, rank, ``x``/``-``, square,
@@ -269,7 +260,7 @@ def _digits_end(b: np.ndarray, p: int, e: int) -> int:
 
 @njit(nogil=True, cache=True)
 def clock_in(b: np.ndarray, s: int, e: int) -> tuple[int, float]:
-    """The first ``[%clk h:mm:ss(.f)]`` in the comment ``b[s:e]``, read as :data:`tokpack.chess.reader._CLOCK`
+    """The first ``[%clk h:mm:ss(.f)]`` in the comment ``b[s:e]``, read as :data:`tokpack.chess.pgn.read._CLOCK`
     is: ``(CLOCK, seconds)``, ``(NO_CLOCK, 0.0)``, or ``(CLOCK_IN_DOUBT, 0.0)`` for a comment with a
     non-ASCII byte (the expression's ``\\d`` and ``\\s`` take Unicode digits and spaces) or a number
     too long to read exactly here; Python reads those.
@@ -358,13 +349,13 @@ def scan_movetexts(b: np.ndarray, first: np.ndarray, last: np.ndarray, codes: np
     numbers, NAGs, results) are passed over; ``results[g]`` is the first main-line result word
     other than ``*`` (``WIN``, ``LOSS``, ``DRAW``, or ``NO_RESULT``). ``{...}`` (to the first
     ``}``) and ``(...)`` (nested) end a word and are dropped, at any depth, as
-    :mod:`tokpack.chess.reader`'s expressions dropped them. ``refused[g]`` is set (and the rest
+    :mod:`tokpack.chess.pgn.read`'s expressions dropped them. ``refused[g]`` is set (and the rest
     of game ``g`` skipped) for what python-chess must read: outside comments a ``;``, ``%``,
     ``}``, a stray ``)``, a ``(`` before the game's first move word, a variation or comment
     never closed, a NUL, or a non-ASCII byte in a main-line word. With ``clocks`` as long as
     ``codes`` (else empty), each move word gets the clock of the first main-line comment after
     it that has one (:func:`clock_in`; NaN for none), as python-chess's visitor in
-    :mod:`tokpack.chess.pgn` reads them; ``clock_doubt[g]``: Python must read game ``g``'s
+    :mod:`tokpack.chess.pgn.games` reads them; ``clock_doubt[g]``: Python must read game ``g``'s
     clocks. Returns the number of codes and of ``asks`` rows.
     """
     n, n_ask = 0, 0

@@ -1,6 +1,6 @@
 """A chunk of PGN cut into games by numba: each game's tag lines, movetext and byte offset, as spans.
 
-:func:`cut_spans` is :func:`tokpack.chess.reader.cut_games_python` (the specification, kept in
+:func:`cut_spans` is :func:`tokpack.chess.pgn.read.cut_games_python` (the specification, kept in
 Python and tested against this) run over the UTF-8 bytes of the text itself: paragraphs are
 split at blank lines (lines of whitespace only, as ``str.isspace`` defines it; a whitespace
 character outside ASCII is recognised by its bytes, :func:`_space_length`); a tag line is a
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: Problems found while cutting, by code (0: none); :mod:`tokpack.chess.reader` words them.
+#: Problems found while cutting, by code (0: none); :mod:`tokpack.chess.pgn.read` words them.
 _HEADER_ONLY, _UNREADABLE = 1, 2
 #: ``str.isspace`` for the ASCII bytes.
 _ASCII_SPACE = np.array([chr(c).isspace() for c in range(128)], dtype=np.bool_)

@@ -19,8 +19,8 @@ import chess.pgn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokpack.chess.pgn import PgnGame, Skipped, _Collector, read_chunk
-from tokpack.chess.reader import clock_movetext, clocks_of, new_codes, resolve_games
+from tokpack.chess.pgn.games import PgnGame, Skipped, read_chunk
+from tokpack.chess.pgn.read import Collector, clock_movetext, clocks_of, new_codes, resolve_games
 
 from lichess_games import _pick
 
@@ -82,7 +82,7 @@ def _odd(text: str) -> bool:
 
 
 def python_chess(text: str) -> tuple[list[str], list[str]]:
-    collector = chess.pgn.read_game(io.StringIO(text), Visitor=_Collector)  # type: ignore[arg-type]
+    collector = chess.pgn.read_game(io.StringIO(text), Visitor=Collector)  # type: ignore[arg-type]
     assert collector is not None
     return collector.moves, collector.errors
 
@@ -140,7 +140,7 @@ def test_scanned_clocks_are_python_chess_clocks(texts: list[str]) -> None:
     for text, result in zip(texts, results, strict=True):
         if result is None:
             continue
-        collector = chess.pgn.read_game(io.StringIO(text), Visitor=_Collector)  # type: ignore[arg-type]
+        collector = chess.pgn.read_game(io.StringIO(text), Visitor=Collector)  # type: ignore[arg-type]
         assert collector is not None and not collector.errors
         theirs = collector.clocks[:result.plies]
         ours = result.clocks if result.clocks is not None else clocks_of(clock_movetext(text))  # Python reads those

@@ -8,9 +8,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tokpack.chess.pgn import COLUMNS, REPORT_FILE, convert_pgn, month_parquet, read_games, read_games_strictly
+from tokpack.chess.pgn.convert import REPORT_FILE, convert_pgn, month_parquet
+from tokpack.chess.pgn.games import COLUMNS, read_games, read_games_strictly
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 GOOD = """[Event "a"]
 [Site "https://lichess.org/AbCd1234"]
@@ -73,11 +74,11 @@ def test_months_written_straight_or_joined_from_parts_are_the_same_bytes(tmp_pat
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The first MONTH_WRITERS months go straight to their file, later ones through part files:
     either way each month's file is byte for byte the same, with or without the clocks list column."""
-    import tokpack.chess.pgn as pgn
+    from tokpack.chess.pgn import convert
 
     inputs = [FIXTURES / "chess_games.pgn"] * 3  # 20 games over several months, three times
     convert_pgn(inputs, tmp_path / "straight", flush_games=7, clocks=clocks)
-    monkeypatch.setattr(pgn, "MONTH_WRITERS", month_writers)
+    monkeypatch.setattr(convert, "MONTH_WRITERS", month_writers)
     report = convert_pgn(inputs, tmp_path / "mixed", flush_games=7, clocks=clocks)
     assert len(report.months) > month_writers + 1
     for month in report.months:

@@ -13,7 +13,7 @@ is Arrow's compute functions over a whole batch of rows; nothing is done per row
 
 A source is a ``.parquet`` file or a folder holding them (searched recursively, in path order,
 ``year=``/``month=`` partition folders included), on local disk or at an fsspec URL (``s3://``,
-``gs://``, ``hf://``, ...). A chunk holds about :data:`tokpack.chess.reader.CHUNK_BYTES` of
+``gs://``, ``hf://``, ...). A chunk holds about :data:`tokpack.chess.pgn.stream.CHUNK_BYTES` of
 text; a skipped game is named by its file and row.
 """
 
@@ -153,7 +153,7 @@ class Chunk:
 
 
 def parquet_chunks(file: ParquetFile, chunk_bytes: int, offset: int = 0) -> Iterator[Chunk]:
-    """The rows of ``file`` as PGN text, a chunk of whole games at a time (:mod:`this module <tokpack.chess.parquet_games>`).
+    """The rows of ``file`` as PGN text, a chunk of whole games at a time (:mod:`this module <tokpack.chess.pgn.parquet_games>`).
 
     ``offset`` is the byte where the file's text starts (so offsets stay distinct across files).
 

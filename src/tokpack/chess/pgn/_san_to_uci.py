@@ -5,7 +5,7 @@ and a promotion; the move it stands for is the one *legal* move that fits (pytho
 ``Board.parse_san`` rules, which ignore ``x``, ``+`` and ``#``). :func:`code_words` gives each
 movetext word its code (compiled for the common words, :class:`SanCodes` with python-chess's
 expression for the others); :func:`resolve_san` replays every game on its own board in compiled code
-(:mod:`tokpack.chess._resolve_compiled`). A game resolves only when every ply has exactly one
+(:mod:`tokpack.chess.pgn._san_to_uci_compiled`). A game resolves only when every ply has exactly one
 legal candidate. Anything else (an illegal, ambiguous or unusual move: null moves, drops,
 squares-only moves such as ``e2e4``, a king naming a castling square) marks the game as
 *unresolved*, and the caller hands that game to python-chess, so a resolved game is always
@@ -18,8 +18,8 @@ import re
 
 import numpy as np
 
-from tokpack.chess._words import ASK, LONG_CASTLE, MANY_MOVES, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 from tokpack.chess.board.mailbox import KING, PAWN
+from tokpack.chess.pgn._words import ASK, LONG_CASTLE, MANY_MOVES, NO_MOVE, NORMAL, SEPARATOR, SHORT_CASTLE, UNUSUAL
 
 _SAN = re.compile(r"^([NBKRQ])?([a-h])?([1-8])?[\-x]?([a-h][1-8])(=?[nbrqkNBRQK])?[\+#]?\Z")  # python-chess's
 _PIECES = "pnbrqk"
@@ -80,7 +80,7 @@ def resolve_san(moves: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.n
     Returns ``(from_square, to_square, promotion, resolved)``: three arrays over the moves and a
     boolean per game. The moves of an unresolved game are meaningless.
     """
-    from tokpack.chess._resolve_compiled import resolve_games_compiled  # numba: imported when first needed
+    from tokpack.chess.pgn._san_to_uci_compiled import resolve_games_compiled  # numba: imported when first needed
 
     n_moves = len(moves)
     start = np.zeros(n_moves, dtype=np.int8)
@@ -101,7 +101,7 @@ def code_words(text: str, codes: SanCodes) -> np.ndarray:
     """
     if not text.isascii():
         return np.fromiter(map(codes.__getitem__, text.split()), dtype=np.int64)
-    from tokpack.chess._resolve_compiled import scan_words
+    from tokpack.chess.pgn._san_to_uci_compiled import scan_words
 
     buffer = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     words = np.empty(len(buffer) // 2 + 1, dtype=np.int64)

@@ -1,7 +1,7 @@
 """The tag lines of a chunk's games, read and judged by numba: the values a conversion keeps, without doubt.
 
 :func:`scan_tags` reads every line starting with ``[`` of every game as
-:data:`tokpack.chess.reader.TAG` does, but only in the plain form Lichess and most databases
+:data:`tokpack.chess.pgn.read.TAG` does, but only in the plain form Lichess and most databases
 write (``[Name "value"]``, spaces or tabs around, before it too): any other ``[`` line leaves its game *not
 plain*, and the caller reads that game's tags with the regular expression instead. So a plain
 game's tags are exactly the expression's, and the last of a repeated tag wins, as in python-chess.
@@ -10,7 +10,7 @@ game's tags are exactly the expression's, and the last of a repeated tag wins, a
 ``UTCDate`` (else ``Date``) that is ``YYYY.MM.DD`` with ASCII digits or ``?`` in range, two
 ratings of one to four ASCII digits, a result of :data:`tokpack.chess.board.results.RESULTS`, and no
 ``Variant``, ``FEN`` or ``SetUp`` tag. Every other game is judged by
-:func:`tokpack.chess.pgn.judge_headers`, which words the reason a game is skipped.
+:func:`tokpack.chess.pgn.games.judge_headers`, which words the reason a game is skipped.
 
 Measured (BENCHMARKS.md, chess): the regular expression over every tag line, a dict per game
 and the judge in Python took 25 us a Lichess-style game (17 tags); this scan takes under 1 us,
@@ -162,7 +162,7 @@ def judge_plain(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, plain: np.n
     """Which plain games are surely usable (``judged``), the tag their date comes from, their ratings
     and their result (its index in :data:`tokpack.chess.board.results.RESULTS`).
 
-    A game left unjudged may still be usable: :func:`tokpack.chess.pgn.judge_headers` decides.
+    A game left unjudged may still be usable: :func:`tokpack.chess.pgn.games.judge_headers` decides.
     """
     for g in range(len(plain)):
         judged[g] = False

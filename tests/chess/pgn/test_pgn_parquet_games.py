@@ -16,7 +16,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from tokpack.chess.pgn import convert_pgn
+from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.cli import app
 from tokpack.errors import InputError
 

@@ -26,12 +26,13 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from tokpack.chess import reader
-from tokpack.chess.pgn import SKIP_REASONS, PgnGame, Skipped, judge_headers, read_chunk, read_games
+import tokpack.chess
+from tokpack.chess.pgn import read, stream
+from tokpack.chess.pgn.games import SKIP_REASONS, PgnGame, Skipped, judge_headers, read_chunk, read_games
 from tokpack.cli import app
 from tokpack.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PYCHESS = ROOT / "tests" / "data" / "python-chess"
 FIXTURE = ROOT / "tests" / "fixtures" / "chess_games.pgn"
 runner = CliRunner()
@@ -117,14 +118,14 @@ def expected_reason(seen: Seen) -> str | None:
 def tokpack_reading(text: str) -> list[tuple[dict[str, str], list[str], PgnGame | Skipped]]:
     """Every game as tokpack reads it: its tags, its main line (the compiled path, or python-chess
     where that path hands the game over), and the converted row or the reason it is skipped."""
-    games = reader.cut_games(text, 0)
+    games = read.cut_games(text, 0)
     entries = read_chunk(text.encode("utf-8", "surrogateescape"), 0)
     assert len(entries) == len(games)
     out = []
     for game, (_, entry) in zip(games, entries, strict=True):
-        headers, _ = reader.read_headers(game)
-        line = reader.resolve_games([game.movetext], reader.new_codes())[0]
-        moves = line.uci.split() if line is not None else reader.python_chess_moves(game)[0]
+        headers, _ = read.read_headers(game)
+        line = read.resolve_games([game.movetext], read.new_codes())[0]
+        moves = line.uci.split() if line is not None else read.python_chess_moves(game)[0]
         assert not isinstance(entry, str)
         out.append((headers, moves, entry))
     return out
@@ -367,13 +368,13 @@ def test_every_skip_reason_whatever_the_chunks(tmp_path: Path) -> None:
     assert whole == ["k1", *reasons, "header_only", "k2", "header_only", "no_rating", "header_only", "k3",
                      "unreadable_movetext", "k4"]
     starts = [m.start() + 2 for m in re.finditer(rb"\n\n\[", data)]  # everywhere a chunk was cut before
-    sure = [c for c in starts if reader.last_game_start(data[:c + 1]) == c]
+    sure = [c for c in starts if stream.last_game_start(data[:c + 1]) == c]
     assert len(sure) >= 12
     for c in sure:  # a cut where a game surely starts reads as the whole
         assert _reasons(read_chunk(data[:c], 0) + read_chunk(data[c:], c)) == whole, c
     cuts = set()
     for chunk_bytes in range(1, len(data) + 1):
-        chunks = list(reader.pgn_chunks(io.BytesIO(data), "x.pgn", chunk_bytes))
+        chunks = list(stream.pgn_chunks(io.BytesIO(data), "x.pgn", chunk_bytes))
         assert b"".join(chunk for _, chunk in chunks) == data
         cuts.update(offset for offset, _ in chunks)
         got = [entry for offset, chunk in chunks for entry in read_chunk(chunk, offset)]
@@ -494,10 +495,11 @@ def _chess_imports() -> dict[str, set[str]]:
     """Each module of ``tokpack.chess`` -> the ``tokpack.chess`` modules it imports, at its top or in a function."""
     import ast
 
-    package = Path(reader.__file__).parent  # the code under test
+    package = Path(tokpack.chess.__file__).parent  # the code under test
     graph: dict[str, set[str]] = {}
-    for path in package.glob("*.py"):
-        name = f"tokpack.chess.{path.stem}" if path.stem != "__init__" else "tokpack.chess"
+    for path in package.rglob("*.py"):
+        parts = ("tokpack", "chess", *path.relative_to(package).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found = graph.setdefault(name, set())
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tokpack.chess"):
@@ -506,15 +508,16 @@ def _chess_imports() -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names if alias.name.startswith("tokpack.chess"))
     for name in graph:
-        # The package itself is imported before any of its modules, so it is no edge of a circle.
-        graph[name] = {module for module in graph[name] if module in graph and module not in (name, "tokpack.chess")}
+        # A package is imported before any of its modules, so it is no edge of a circle.
+        graph[name] = {module for module in graph[name] if module in graph and not name.startswith(f"{module}.")
+                       and module != name}
     return graph
 
 
 def test_the_chess_package_has_no_import_circle() -> None:
     """No module of the chess package reaches itself through imports, lazy ones included."""
     graph = _chess_imports()
-    assert {"tokpack.chess.pgn", "tokpack.chess.reader", "tokpack.chess.pack"} <= set(graph)
+    assert {"tokpack.chess.pgn.convert", "tokpack.chess.pgn.read", "tokpack.chess.pack"} <= set(graph)
     for start in graph:
         paths, seen = [[start, module] for module in graph[start]], set()
         while paths:
@@ -527,15 +530,16 @@ def test_the_chess_package_has_no_import_circle() -> None:
 
 def test_one_attack_test_and_one_clock_rule() -> None:
     """The attack test is written once (the lockstep replay asks the compiled one), and a clock
-    comment is read by one Python rule (:func:`reader.clock_seconds`), which the compiled scan equals."""
+    comment is read by one Python rule (:func:`read.clock_seconds`), which the compiled scan equals."""
     from tokpack.chess import _replay
     from tokpack.chess.board.mailbox import KING, QUEEN, ROOK, START
 
-    sources = {path.name: path.read_text(encoding="utf-8") for path in Path(reader.__file__).parent.glob("*.py")}
+    package = Path(tokpack.chess.__file__).parent
+    sources = {path.relative_to(package).as_posix(): path.read_text(encoding="utf-8") for path in package.rglob("*.py")}
     replay_attack = inspect.getsource(_replay._attacked)
     assert "attacked_on" in replay_attack and "TABLES[" not in replay_attack
-    assert [name for name, text in sources.items() if "%clk" in text and "re.compile" in text] == ["reader.py"]
-    assert "_CLOCK" not in sources["pgn.py"]
+    assert [name for name, text in sources.items() if "%clk" in text and "re.compile" in text] == ["pgn/read.py"]
+    assert "_CLOCK" not in sources["pgn/convert.py"] + sources["pgn/games.py"]
     boards = np.tile(START, (3, 1))
     boards[1, 12] = 0  # e2 empty: nothing new
     boards[2, 4 + 8] = 0
@@ -545,8 +549,8 @@ def test_one_attack_test_and_one_clock_rule() -> None:
     assert _replay._attacked(boards, np.arange(3), np.full(3, 4), -1).tolist() == [False, False, True]
     assert _replay._attacked(boards, np.array([0]), np.array([64]), -1).tolist() == [False]  # off the board
     assert boards[0, 4] == KING and boards[0, 0] == ROOK
-    assert reader.clock_seconds("[%clk 0:03:00.5]") == 180.5 and reader.clock_seconds("[%eval 1]") is None
-    assert reader.clocks_of("1. e4 { [%clk 0:01:00] } e5 { [%clk 1:00:00] }") == [60.0, 3600.0]
+    assert read.clock_seconds("[%clk 0:03:00.5]") == 180.5 and read.clock_seconds("[%eval 1]") is None
+    assert read.clocks_of("1. e4 { [%clk 0:01:00] } e5 { [%clk 1:00:00] }") == [60.0, 3600.0]
 
 
 @pytest.mark.parametrize("between", ["\ufeff", "\ufeff\n", "\ufeff\n\n", "\r\ufeff"])

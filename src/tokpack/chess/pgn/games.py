@@ -1,29 +1,14 @@
-"""PGN files (or Parquet games) to monthly parquet tables of UCI games, streaming, with a report of what was skipped.
+"""A chunk of PGN read into one Arrow table of its usable games, with why each other game was skipped or filtered.
 
-``convert_pgn(pgn_files, out)`` writes ``out/year=YYYY/month=MM/games.parquet`` with one row per
-game (columns :data:`COLUMNS`, plus ``clocks`` with ``clocks=True``) and ``out/convert-report.json``
-(a :class:`ConversionReport`). Inputs are ``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz`` or
-``-`` (standard input), read as streams by :mod:`tokpack.chess.reader`, whose moves are
-python-chess's main line, or Parquet games (Lichess's Hugging Face shards), whose rows
-:mod:`tokpack.chess.parquet_games` spells as the PGN they came from. The month is ``UTCDate``'s when the game has one, else ``Date``'s; an
-unknown month (``1984.??.??``) files the game under ``month=00``, an unknown year under
-``year=0000``. Rows keep the input order (file by file, game by game), whatever ``workers`` is.
-
-A bulk conversion never stops on a bad game: it skips it and counts why (:data:`SKIP_REASONS`),
-keeping the file and byte offset of the first game skipped for each reason. Filters
-(:class:`GameFilter`) drop readable games and are counted apart. Reading a file that must be
-whole (the parity fixture) uses :func:`read_games_strictly`, which raises instead.
-
-A chunk is read by :func:`chunk_games` into one Arrow table of its usable games (no Python object
-per game: tags, dates and ratings are read and judged for the whole chunk by compiled code, see
-:mod:`tokpack.chess.reader`), with the reasons the others were skipped or filtered;
-:func:`read_games` gives each game as a :class:`PgnGame` for callers that want objects.
-
-Memory is flat in the input's size: chunks of :data:`tokpack.chess.reader.CHUNK_BYTES` are read
-one at a time (``2 * workers`` in flight), their games are buffered as Arrow tables, and every
-``flush_games`` games are spilled: straight into the month's ``games.parquet`` for the first
-:data:`MONTH_WRITERS` months, to part files joined at the end for any later month. Peak RSS:
-flat from 30 k to 1 M Lichess-style games (BENCHMARKS.md, chess).
+:func:`chunk_games` puts :mod:`tokpack.chess.pgn.read`'s steps in order over one chunk (no Python
+object per game: tags, dates and ratings are read and judged for the whole chunk by compiled code)
+and gives a :class:`ChunkGames`: the kept games as one table of :data:`COLUMNS` (plus ``clocks``
+with ``clocks=True``), in input order, and each other game's byte offset with its reason
+(:data:`SKIP_REASONS`) or the filter (:class:`GameFilter`) that dropped it. The month a game is
+filed under is ``UTCDate``'s when it has one, else ``Date``'s; an unknown month (``1984.??.??``)
+is ``00``, an unknown year ``0000``. :func:`read_games` gives each game of a file as a
+:class:`PgnGame` for callers that want objects; :func:`read_games_strictly` reads a file that
+must be whole (the parity fixture) and raises at the first unusable game.
 """
 
 from __future__ import annotations
@@ -32,32 +17,24 @@ import gc
 import hashlib
 import math
 import re
-from array import array
-from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field
 
-from tokpack._atomic import building
-from tokpack._schema import Record, write_record
-from tokpack.chess import _tags_compiled as _tags
-from tokpack.chess import reader
-from tokpack.chess._spans import list_array, numbers, string_array
 from tokpack.chess.board.results import RESULTS
+from tokpack.chess.pgn import _tags_compiled as _tags
+from tokpack.chess.pgn import read
+from tokpack.chess.pgn._spans import list_array, numbers, string_array
+from tokpack.chess.pgn.stream import open_pgn, pgn_chunks
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from tokpack.chess.parquet_games import Chunk, ParquetFile
 
 #: Columns of every converted table, in order (``clocks`` follows with ``clocks=True``).
 COLUMNS = ("id", "date", "white_elo", "black_elo", "result", "uci", "n_plies", "time_control", "termination",
@@ -67,11 +44,6 @@ SKIP_REASONS = ("unreadable_header", "header_only", "no_rating", "unknown_result
                 "unreadable_movetext", "illegal_move", "null_move", "no_moves")
 #: Lichess's speed classes by estimated duration (base + 40 x increment, seconds): upper bounds.
 SPEEDS = {"ultrabullet": 29, "bullet": 179, "blitz": 479, "rapid": 1499, "classical": 10**12}
-REPORT_FILE = "convert-report.json"
-GAMES_FILE = "games.parquet"
-#: Months written straight to their ``games.parquet`` during a conversion (one open file each);
-#: the games of any month met after these are spilled to part files and joined at the end.
-MONTH_WRITERS = 64
 #: Highest rating read as one (a 24-digit "Elo" is a broken tag, not a rating).
 MAX_ELO = 9999
 
@@ -209,19 +181,6 @@ def _by_value(column: pa.Array, test: Callable[[str | None], bool]) -> np.ndarra
     return verdicts[np.asarray(encoded.indices.fill_null(len(values)), dtype=np.int64)]
 
 
-class ConversionReport(Record):
-    """``convert-report.json``: what a conversion read, wrote, skipped and filtered."""
-
-    schema_: Literal["tokpack.chess.convert.v2"] = Field(default="tokpack.chess.convert.v2", alias="schema")
-    inputs: list[str]
-    games_read: int
-    games_written: int
-    skipped: dict[str, int]
-    first_skipped: dict[str, str] = Field(description="reason -> 'FILE@BYTE: detail' of its first game ('FILE@row N: detail' in Parquet)")
-    filtered: dict[str, int] = Field(default_factory=dict, description="filter -> games it dropped")
-    months: dict[str, int]
-
-
 @dataclass(frozen=True)
 class ReadOptions:
     """What :func:`chunk_games` keeps besides the moves (a small record, sent to worker processes)."""
@@ -260,15 +219,15 @@ class ChunkGames:
 
 
 def read_chunk(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -> list[Entry]:
-    """Every game of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them), in order."""
+    """Every game of one chunk of PGN (as :func:`tokpack.chess.pgn.stream.pgn_chunks` cuts them), in order."""
     return chunk_games(data, offset, options).entries()
 
 
 def chunk_games(data: bytes, offset: int, options: ReadOptions = ReadOptions()) -> ChunkGames:
-    """The games of one chunk of PGN (as :func:`tokpack.chess.reader.pgn_chunks` cuts them).
+    """The games of one chunk of PGN (as :func:`tokpack.chess.pgn.stream.pgn_chunks` cuts them).
 
     Tags are read and judged (and filters applied) before moves are read, for all games at once
-    by compiled code (:func:`tokpack.chess.reader.read_tags`); a game it cannot vouch for is read
+    by compiled code (:func:`tokpack.chess.pgn.read.read_tags`); a game it cannot vouch for is read
     and judged alone by :func:`judge_headers`. The moves of the games left are resolved together,
     and python-chess reads those the fast path does not take on. Python's cycle collector is
     paused meanwhile: a chunk makes tens of thousands of small objects and no cycles, and its
@@ -293,8 +252,8 @@ _ID_TAGS = (_tags.EVENT, _tags.SITE, _tags.DATE, _tags.ROUND, _tags.WHITE, _tags
 def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
     import pyarrow as pa
 
-    cut = reader.cut_chunk(data, offset)
-    headers, skipped = _judge(cut, reader.tag_spans(cut.text, cut.tag_start, cut.tag_end))
+    cut = read.cut_chunk(data, offset)
+    headers, skipped = _judge(cut, read.tag_spans(cut.text, cut.tag_start, cut.tag_end))
     usable = np.flatnonzero(headers.usable)
     filtered: list[tuple[int, str]] = []
     if options.filters.names:
@@ -314,14 +273,14 @@ def _chunk_games(data: bytes, offset: int, options: ReadOptions) -> ChunkGames:
     if options.clocks:
         columns["clocks"] = moves.clocks
     skipped.sort(key=lambda entry: entry[0])
-    schema = _schema(options.clocks)
+    schema = table_schema(options.clocks)
     table = pa.Table.from_arrays([numbers(column) if isinstance(column, np.ndarray) else column
                                   for column in columns.values()], schema=schema)
     return ChunkGames(table, cut.offsets[kept], headers.months(kept), skipped, filtered)
 
 
 @cache
-def _schema(clocks: bool) -> pa.Schema:
+def table_schema(clocks: bool) -> pa.Schema:
     """Every converted table's schema (see :func:`_table`)."""
     import pyarrow as pa
 
@@ -337,11 +296,11 @@ def _column_type(name: str) -> pa.DataType:
     return pa.int32() if name in ("white_elo", "black_elo", "n_plies") else pa.string()
 
 
-#: The column of :class:`_Headers` after the tags of :data:`tokpack.chess._tags_compiled.TAGS`:
+#: The column of :class:`_Headers` after the tags of :data:`tokpack.chess.pgn._tags_compiled.TAGS`:
 #: the date a game is filed under (its ``UTCDate``, else its ``Date``).
 _DATE_COLUMN = len(_tags.TAGS)
 _STAR = RESULTS.index("*")
-#: A movetext's first result word other than ``*``, by :mod:`tokpack.chess._resolve_compiled`'s
+#: A movetext's first result word other than ``*``, by :mod:`tokpack.chess.pgn._san_to_uci_compiled`'s
 #: code (NO_RESULT, WIN, LOSS, DRAW), as an index in RESULTS.
 _RESULT_OF_WORD = np.array([_STAR, RESULTS.index("1-0"), RESULTS.index("0-1"), RESULTS.index("1/2-1/2")])
 #: RESULTS spelled one after another, result ``r`` at ``_RESULT_BYTES[_RESULT_BOUNDS[r]:_RESULT_BOUNDS[r + 1]]``.
@@ -390,11 +349,11 @@ class _Headers:
         return self.text[s:self.ends[g, column]].tobytes() if s >= 0 else b""
 
 
-def _judge(cut: reader.Cut, tags: reader.Tags) -> tuple[_Headers, list[tuple[int, Skipped]]]:
+def _judge(cut: read.Cut, tags: read.Tags) -> tuple[_Headers, list[tuple[int, Skipped]]]:
     """Every game's headers, and the reasons of the games unusable by their cut or headers.
 
-    The compiled judge takes most games (:attr:`tokpack.chess.reader.Tags.judged`); the others are
-    read by :func:`tokpack.chess.reader.read_headers` and judged by :func:`judge_headers`, and the
+    The compiled judge takes most games (:attr:`tokpack.chess.pgn.read.Tags.judged`); the others are
+    read by :func:`tokpack.chess.pgn.read.read_headers` and judged by :func:`judge_headers`, and the
     values of those usable are appended to the chunk's bytes.
     """
     n = len(cut)
@@ -410,7 +369,7 @@ def _judge(cut: reader.Cut, tags: reader.Tags) -> tuple[_Headers, list[tuple[int
     appended = bytearray()
     for g in np.flatnonzero(~tags.judged & (cut.problems == 0)).tolist():  # games the compiled judge leaves to Python (few)
         game = cut.game(g)
-        found, bad = reader.read_headers(game)
+        found, bad = read.read_headers(game)
         verdict = judge_headers(found, bad)
         if isinstance(verdict, Skipped):
             skipped.append((game.offset, verdict))
@@ -429,7 +388,7 @@ def _judge(cut: reader.Cut, tags: reader.Tags) -> tuple[_Headers, list[tuple[int
     return _Headers(text, starts, ends, white_elo, black_elo, result, usable, in_python), skipped
 
 
-def _filter(filters: GameFilter, cut: reader.Cut, headers: _Headers,
+def _filter(filters: GameFilter, cut: read.Cut, headers: _Headers,
             usable: np.ndarray) -> tuple[np.ndarray, list[tuple[int, str]]]:
     """The usable games ``filters`` keep, and the byte offset and filter of each one dropped."""
     tags = {name: headers.strings(usable, tag) for name, tag in
@@ -454,14 +413,14 @@ class _Moves:
     uci: pa.Array  # per kept game
     plies: np.ndarray
     clocks: pa.Array | None
-    lines: reader.MainLines
+    lines: read.MainLines
     their_results: dict[int, str | None]
 
 
-def _read_moves(cut: reader.Cut, usable: np.ndarray, clocks: bool, skipped: list[tuple[int, Skipped]]) -> _Moves:
+def _read_moves(cut: read.Cut, usable: np.ndarray, clocks: bool, skipped: list[tuple[int, Skipped]]) -> _Moves:
     """The main lines of the usable games: resolved together by compiled code, and those it leaves
     read by python-chess; the reasons of the games whose moves cannot be used go to ``skipped``."""
-    lines = reader.main_lines(cut.text, cut.move_start[usable], cut.move_end[usable], _CODES, clocks=clocks)
+    lines = read.main_lines(cut.text, cut.move_start[usable], cut.move_end[usable], _CODES, clocks=clocks)
     kept = lines.resolved & (lines.plies > 0)
     skipped += [(offset, Skipped("no_moves", "no moves")) for offset in
                 cut.offsets[usable[lines.resolved & (lines.plies == 0)]].tolist()]
@@ -471,7 +430,7 @@ def _read_moves(cut: reader.Cut, usable: np.ndarray, clocks: bool, skipped: list
     their_clocks: dict[int, list[float | None]] = {}  # by usable game: clocks read in Python
     for i in np.flatnonzero(~lines.resolved).tolist():  # python-chess reads what the compiled path leaves (few)
         game = cut.game(usable[i])
-        found, errors, game_clocks, their_results[usable[i]] = reader.python_chess_moves(game)
+        found, errors, game_clocks, their_results[usable[i]] = read.python_chess_moves(game)
         problem = _moves_problem(found, errors)
         if problem is not None:
             skipped.append((game.offset, problem))
@@ -487,12 +446,12 @@ def _read_moves(cut: reader.Cut, usable: np.ndarray, clocks: bool, skipped: list
     if clocks:
         assert lines.clock_doubt is not None
         for i in np.flatnonzero(kept & lines.resolved & lines.clock_doubt).tolist():  # clocks the scan could not vouch for
-            their_clocks[i] = reader.clocks_of(reader.clock_movetext(cut.game(usable[i]).movetext))
+            their_clocks[i] = read.clocks_of(read.clock_movetext(cut.game(usable[i]).movetext))
         column = _clocks_column(lines, plies, rows, their_clocks)
     return _Moves(kept, string_array(source, uci_starts[rows], uci_ends[rows]), plies[rows], column, lines, their_results)
 
 
-def _clocks_column(lines: reader.MainLines, plies: np.ndarray, rows: np.ndarray,
+def _clocks_column(lines: read.MainLines, plies: np.ndarray, rows: np.ndarray,
                    their_clocks: dict[int, list[float | None]]) -> pa.Array:
     """Each kept game's moves' clocks (``rows``: the kept usable games), as a list column."""
     assert lines.clocks is not None
@@ -508,24 +467,24 @@ def _clocks_column(lines: reader.MainLines, plies: np.ndarray, rows: np.ndarray,
     return list_array(everything, starts[rows], lengths[rows])
 
 
-_CODES = reader.new_codes()  # per process: distinct SAN tokens are few, each parsed once
+_CODES = read.new_codes()  # per process: distinct SAN tokens are few, each parsed once
 
 
-def _results(cut: reader.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
+def _results(cut: read.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
     """Each kept game's result: its ``Result`` tag, or, where that is ``*`` or missing, the result
     its movetext gives, as python-chess's game reads it (``*`` if none).
 
     That is (:func:`_movetext_result`, in Python) ``*`` for a movetext without ``1-0``, ``0-1``
     or ``1/2-1/2`` anywhere; else for one with a ``(`` anywhere, python-chess's reading entering
-    the variations (:func:`tokpack.chess.reader.game_result`), as its game builder does (an
+    the variations (:func:`tokpack.chess.pgn.read.game_result`), as its game builder does (an
     illegal move inside one keeps it there, reading no result after); else the result
     python-chess met in a game it read, or the first main-line result word other than ``*``
-    (:func:`tokpack.chess.reader.movetext_result`). For a game the compiled path resolved with
+    (:func:`tokpack.chess.pgn.read.movetext_result`). For a game the compiled path resolved with
     every word coded by it and no ``(``, that word is the scan's
-    (:attr:`tokpack.chess.reader.MainLines.results`), and the rest is not asked.
+    (:attr:`tokpack.chess.pgn.read.MainLines.results`), and the rest is not asked.
     """
 
-    from tokpack.chess._resolve_compiled import variations_and_results
+    from tokpack.chess.pgn._san_to_uci_compiled import variations_and_results
 
     result = headers.result[kept]
     star = np.flatnonzero(result == _STAR)
@@ -543,26 +502,26 @@ def _results(cut: reader.Cut, headers: _Headers, kept: np.ndarray, moves: _Moves
     return string_array(_RESULT_BYTES, _RESULT_BOUNDS[result], _RESULT_BOUNDS[result + 1])
 
 
-def _movetext_result(game: reader.Game, theirs: str | None, read_by_them: bool) -> str:
+def _movetext_result(game: read.Game, theirs: str | None, read_by_them: bool) -> str:
     """The result a game whose ``Result`` tag is ``*`` or missing is given (see :func:`_results`);
     ``theirs``: the result python-chess met, if ``read_by_them``."""
     movetext = game.movetext
     if not ("1-0" in movetext or "0-1" in movetext or "1/2-1/2" in movetext):  # surely "*": no regex
         return "*"
     if "(" in movetext:
-        return reader.game_result(game) or "*"
+        return read.game_result(game) or "*"
     if read_by_them:
         return theirs or "*"
-    return reader.movetext_result(movetext) or "*"
+    return read.movetext_result(movetext) or "*"
 
 
 def _game_ids(headers: _Headers, kept: np.ndarray, moves: _Moves) -> pa.Array:
     """Each kept game's id: the site's own when the Site tag is a game URL (the last part of its
-    path, :func:`tokpack.chess._tags_compiled.site_ids`), else 16 hex digits of a hash of who,
+    path, :func:`tokpack.chess.pgn._tags_compiled.site_ids`), else 16 hex digits of a hash of who,
     where, when and what (its :data:`_ID_TAGS` and its moves)."""
     import pyarrow.compute as pc
 
-    from tokpack.chess._tags_compiled import site_ids
+    from tokpack.chess.pgn._tags_compiled import site_ids
 
     id_start, id_end = np.empty(len(kept), dtype=np.int64), np.empty(len(kept), dtype=np.int64)
     site_ids(headers.text, headers.starts[kept, _tags.SITE], headers.ends[kept, _tags.SITE], id_start, id_end)
@@ -632,9 +591,9 @@ def read_games(path: Path | str, options: ReadOptions = ReadOptions()) -> Iterat
     Raises:
         InputError: the file cannot be opened or decompressed.
     """
-    stream, _ = reader.open_pgn(path)
+    stream, _ = open_pgn(path)
     with stream:
-        for offset, data in reader.pgn_chunks(stream, str(path)):
+        for offset, data in pgn_chunks(stream, str(path)):
             for entry in read_chunk(data, offset, options):
                 if not isinstance(entry[1], str):
                     yield entry  # type: ignore[misc]
@@ -657,214 +616,6 @@ def read_games_strictly(path: Path) -> list[PgnGame]:
     return games
 
 
-def month_parquet(root: Path, month: str) -> Path:
-    """Where :func:`convert_pgn` puts month ``"YYYY-MM"`` under ``root``.
-
-    Raises:
-        InputError: ``month`` is not ``YYYY-MM``.
-
-    >>> month_parquet(Path("games"), "2016-03").as_posix()
-    'games/year=2016/month=03/games.parquet'
-    """
-    if not re.fullmatch(r"\d{4}-\d{2}", month):
-        raise InputError(f"month {month!r} is not YYYY-MM")
-    year, number = month.split("-")
-    return Path(root) / f"year={year}" / f"month={number}" / GAMES_FILE
-
-
-def convert_pgn(pgn_files: Sequence[Path | str], out: Path, *, flush_games: int = 25_000,
-                progress: Callable[[int, int], None] | None = None, filters: GameFilter = GameFilter(),
-                clocks: bool = False, workers: int = 1, chunk_bytes: int = reader.CHUNK_BYTES,
-                storage_options: dict[str, Any] | None = None) -> ConversionReport:
-    """Convert games into ``out/year=YYYY/month=MM/games.parquet`` and a report.
-
-    Each input is a PGN file (``.pgn``, ``.pgn.zst``, ``.pgn.bz2``, ``.pgn.gz``), ``-`` (standard
-    input), or Parquet games such as Lichess's Hugging Face shards: a ``.parquet`` file or a folder
-    of them, local or at an fsspec URL (``storage_options`` are the file system's options), read
-    as the PGN their rows spell (:mod:`tokpack.chess.parquet_games`).
-
-    Memory holds at most ``flush_games`` games (plus ``2 * workers`` chunks in flight): beyond
-    that, the buffered games are written out, a row group per month (see :class:`_MonthParts`). ``out`` appears complete or not at all, and is byte-identical for any ``workers``
-    (chunks are read by worker processes, their games kept in input order).
-    ``progress(bytes_done, bytes_total)`` counts bytes of the input files as stored.
-
-    Raises:
-        InputError: ``out`` exists, or an input file cannot be opened, decompressed or read.
-    """
-    out = Path(out)
-    if out.exists():
-        raise InputError("already exists; a conversion never writes into an old one", where=out,
-                         fix="remove it or pick another --out")
-    inputs = [_input(source, storage_options) for source in pgn_files]
-    total, done_before = sum(size for _, files in inputs for _, size in files), 0
-    skipped = {reason: 0 for reason in SKIP_REASONS}
-    filtered = {name: 0 for name in filters.names}
-    first_skipped: dict[str, str] = {}
-    months: Counter[str] = Counter()
-    read = 0
-    options = ReadOptions(filters, clocks)
-    with building(out) as staging, _chunk_pool(workers) as pool, _MonthParts(staging, flush_games, clocks) as parts:
-        for _, files in inputs:
-            for source, size in files:
-                for chunk, where, done in _chunks_of(source, size, pool, options, workers, chunk_bytes):
-                    read += chunk.games_read
-                    for _, dropped in chunk.filtered:
-                        filtered[dropped] += 1
-                    for offset, game in chunk.skipped:
-                        skipped[game.reason] += 1
-                        if game.reason not in first_skipped:
-                            first_skipped[game.reason] = f"{where(offset)}: {game.detail}"
-                    names, counts = np.unique(chunk.months, return_counts=True)
-                    months.update(dict(zip(names.tolist(), counts.tolist(), strict=True)))
-                    parts.add(chunk.table, chunk.months)
-                    if progress is not None and size:
-                        progress(done_before + done(), total)
-                done_before += size
-        parts.finish()
-        report = ConversionReport(inputs=[name for name, _ in inputs], games_read=read,
-                                  games_written=sum(months.values()), skipped=skipped, first_skipped=first_skipped,
-                                  filtered=filtered, months=dict(sorted(months.items())))
-        write_record(report, staging / REPORT_FILE)
-    if progress is not None:
-        progress(total, total)
-    return report
-
-
-#: One input file: a PGN path (``-`` for standard input) or a Parquet file, and its size.
-_Source = tuple["Path | str | ParquetFile", int]
-
-
-def _input(source: Path | str, storage_options: dict[str, Any] | None) -> tuple[str, list[_Source]]:
-    """An input's name in the report and its files, checked before anything is written."""
-    from tokpack.chess.parquet_games import is_url, parquet_files
-
-    found = parquet_files(source, storage_options)
-    if found is not None:
-        name = str(source) if is_url(source) else Path(source).name
-        return name, [(file, file.size) for file in found]
-    if str(source) == "-":
-        return "-", [("-", 0)]
-    if is_url(source):
-        raise InputError("a URL must name .parquet files or a folder of them", where=str(source),
-                         fix="download PGN files and name them locally")
-    if not Path(source).is_file():
-        raise InputError("not a file", where=source)
-    return Path(source).name, [(Path(source), Path(source).stat().st_size)]
-
-
-def _chunks_of(source: Path | str | ParquetFile, size: int, pool: ProcessPoolExecutor | None, options: ReadOptions,
-               workers: int, chunk_bytes: int) -> Iterator[tuple[ChunkGames, Callable[[int], str], Callable[[], int]]]:
-    """Every chunk of one input file, read, in order: the chunk, what names its byte offsets in the
-    report (``file@byte`` for PGN, ``file@row N`` for Parquet), and the bytes of the file read so far."""
-    from tokpack.chess.parquet_games import ParquetFile, parquet_chunks
-
-    if isinstance(source, ParquetFile):
-        in_flight: deque[Chunk] = deque()  # the chunks handed to _in_order and not read back yet
-
-        def cut() -> Iterator[tuple[int, bytes]]:
-            for piece in parquet_chunks(source, chunk_bytes):
-                in_flight.append(piece)
-                yield piece.offset, piece.data
-                piece.data = b""  # handed over: only its rows' offsets are needed now
-
-        for chunk in _in_order(pool, cut(), options, workers):
-            piece = in_flight.popleft()
-            yield chunk, partial(_row_of, source.name, piece), partial(_share, size, piece.done)
-        return
-    name = "-" if str(source) == "-" else Path(source).name
-    stream, raw = reader.open_pgn(source)
-    with stream:
-        sniff = _PgnSniff(reader.pgn_chunks(stream, str(source), chunk_bytes))
-        for chunk in _in_order(pool, iter(sniff), options, workers):
-            yield chunk, lambda offset: f"{name}@{offset}", lambda: _position(raw, size)
-    sniff.check(source)
-
-
-def _row_of(name: str, chunk: Chunk, offset: int) -> str:
-    return f"{name}@row {chunk.row_at(offset)}"
-
-
-def _share(size: int, done: float) -> int:
-    return int(size * done)
-
-
-#: A PGN tag line (``[Name "value"]``) or a numbered first move (``1. e4``, ``1.Nf3``), at a line's start.
-_PGN_SIGN = re.compile(rb'(?m)^[ \t]*(?:\[[A-Za-z0-9_]+[ \t]+"|1\.[ \t]*(?:[a-h][1-8]|[NBRQK][a-h1-8x]|O-O))')
-
-
-class _PgnSniff:
-    """Passes a file's chunks on, noting whether any of them holds a tag line or a first move.
-
-    A file without either (an HTML error page saved under a ``.pgn`` name, an empty file) yields
-    no game at all, so converting it is refused instead of "succeeding" with every game skipped.
-    The search stops at the first sign of PGN, so a real file costs one regex search of its start.
-    """
-
-    def __init__(self, chunks: Iterator[tuple[int, bytes]]) -> None:
-        self._chunks, self._head, self._seen_text, self.looks_pgn = chunks, b"", False, False
-
-    def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        for offset, data in self._chunks:
-            if not self._seen_text:
-                self._head, self._seen_text = data.lstrip()[:200], bool(data.strip())
-            if not self.looks_pgn:
-                self.looks_pgn = _PGN_SIGN.search(data) is not None
-            yield offset, data
-
-    def check(self, path: Path | str) -> None:
-        """Raise :class:`~tokpack.errors.InputError` if the file held no PGN at all."""
-        if self.looks_pgn:
-            return
-        where = "standard input" if str(path) == "-" else path
-        fix = "check the file (download with curl -f so an error page is not saved as the file)"
-        if not self._seen_text:
-            raise InputError("is empty (no PGN game)", where=where, fix=fix)
-        first = self._head.split(b"\n", 1)[0][:40].decode("utf-8", "replace").strip()
-        raise InputError(f"starts with {first!r}: not PGN (no tag line, no numbered moves)", where=where, fix=fix)
-
-
-def _position(raw: object, size: int) -> int:
-    try:
-        return min(int(raw.tell()), size)  # type: ignore[attr-defined]
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
-class _chunk_pool:
-    """Spawned worker processes for :func:`chunk_games` (none for one worker)."""
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self.executor: ProcessPoolExecutor | None = None
-
-    def __enter__(self) -> ProcessPoolExecutor | None:
-        if self.workers > 1:
-            import multiprocessing
-
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-        return self.executor
-
-    def __exit__(self, *exc: object) -> None:
-        if self.executor is not None:
-            self.executor.shutdown(cancel_futures=True)
-
-
-def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, bytes]], options: ReadOptions,
-              workers: int) -> Iterator[ChunkGames]:
-    """:func:`chunk_games` of every chunk, in order; at most ``2 * workers`` chunks in flight."""
-    if pool is None:
-        for offset, data in chunks:
-            yield chunk_games(data, offset, options)
-        return
-    pending: deque[Future[ChunkGames]] = deque()
-    for offset, data in chunks:
-        pending.append(pool.submit(chunk_games, data, offset, options))
-        if len(pending) >= 2 * workers:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
-
-
 def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
     """The converted table of ``games`` (columns :data:`COLUMNS`, then ``clocks`` if asked), for callers
     holding :class:`PgnGame` objects (the converter builds its tables column-wise)."""
@@ -882,117 +633,3 @@ def _table(columns: dict[str, list[Any]], clocks: bool) -> pa.Table:
     if clocks:
         arrays["clocks"] = pa.array(columns["clocks"], _column_type("clocks"))
     return pa.table(arrays)
-
-
-class _MonthParts:
-    """Buffers games as Arrow tables; when full, writes every month's games to its file or a part file.
-
-    A chunk's games arrive as one Arrow table, and each month keeps only the row numbers of its
-    games (an ``array`` of int64), so no Python object per game is buffered. Buffered ``PgnGame``
-    objects (about 1 KiB each) sat among each chunk's short-lived objects and kept the heap they
-    shared from shrinking: with 4 MiB chunks, peak RSS grew 7 %
-    from 30 k to 150 k Lichess-style games that way, 4 % as Arrow columns (one run
-    under load; the chunk size, :data:`tokpack.chess.reader.CHUNK_BYTES`, was the larger
-    part of the old growth). One table per chunk, not per chunk and month,
-    because an Arrow table costs about 8 KiB however few rows it has: with hundreds of months
-    in a chunk (an over-the-board database) per-month tables would outweigh the games. Spills
-    happen after exactly ``flush_games`` games, as they always did, so the row groups of the
-    output do not depend on how the input is cut into chunks.
-
-    The first :data:`MONTH_WRITERS` months met (in input order) are written straight into their
-    ``games.parquet`` (one row group a spill); a month met after them is spilled to part files
-    joined at the end, with the same schema, which gives the same bytes. Reading the parts back and writing them again was 45 % of the main
-    process's work on 60,000 Lichess-style games (12 months), and the main process is what
-    bounds ``--workers`` (BENCHMARKS.md, chess).
-    """
-
-    def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:
-        self.root, self.flush_games, self.clocks = root, max(1, flush_games), clocks
-        self.tables: list[pa.Table] = []
-        self.rows: dict[str, array[int]] = {}  # month -> its games' rows in the buffered tables
-        self.writers: dict[str, pq.ParquetWriter] = {}  # the first MONTH_WRITERS months: written straight
-        self.parts: dict[str, list[Path]] = {}  # any other month: part files, joined at the end
-        self.buffered = 0
-        self.schema = _schema(clocks)  # every file's
-
-    def add(self, table: pa.Table, months: np.ndarray) -> None:
-        """Buffer the games of ``table`` (in input order; ``months`` is each row's), spilling whenever
-        ``flush_games`` are buffered."""
-        start = 0
-        while start < table.num_rows:
-            batch = table.slice(start, self.flush_games - self.buffered)
-            names, first, month_of_row = np.unique(months[start:start + batch.num_rows], return_index=True,
-                                                   return_inverse=True)
-            rows = np.arange(self.buffered, self.buffered + batch.num_rows, dtype=np.int64)
-            for number in np.argsort(first).tolist():  # months in the order they are met
-                self.rows.setdefault(str(names[number]), array("q")).extend(rows[month_of_row == number].tolist())
-            self.tables.append(batch)
-            self.buffered += batch.num_rows
-            start += batch.num_rows
-            if self.buffered >= self.flush_games:
-                self._spill()
-
-    def _spill(self) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        if not self.tables:
-            return
-        buffered = pa.concat_tables(self.tables).combine_chunks()
-        self.tables = []
-        for month, rows in self.rows.items():
-            target = month_parquet(self.root, month)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            whole = len(rows) == buffered.num_rows  # one month: no copy
-            table = buffered if whole else buffered.take(numbers(np.frombuffer(rows, dtype=np.int64))).combine_chunks()
-            if month not in self.writers and month not in self.parts and len(self.writers) < MONTH_WRITERS:
-                self.writers[month] = pq.ParquetWriter(target, self.schema, compression="zstd")
-            if month in self.writers:
-                self.writers[month].write_table(table)
-                continue
-            part = target.parent / f".part-{len(self.parts.get(month, [])):05d}.parquet"
-            with pq.ParquetWriter(part, self.schema, compression="zstd") as writer:
-                writer.write_table(table)
-            self.parts.setdefault(month, []).append(part)
-        del buffered, table  # before the pool is released below
-        self.rows, self.buffered = {}, 0
-        pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed blocks: give them back
-
-    def finish(self) -> None:
-        """Spill what is left, close the months' files and make each other month's parts one ``games.parquet``."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        self._spill()
-        self.close()
-        for month, parts in self.parts.items():
-            target = month_parquet(self.root, month)
-            if len(parts) == 1:
-                parts[0].rename(target)
-                continue
-            # The schema read back from a part names a list's items "element", not "item": use ours.
-            with pq.ParquetWriter(target, self.schema, compression="zstd") as writer:
-                for part in parts:  # one part in memory at a time
-                    writer.write_table(pq.read_table(part, use_threads=False))
-                    part.unlink()
-                    pa.default_memory_pool().release_unused()
-
-    def __enter__(self) -> _MonthParts:
-        return self
-
-    def __exit__(self, error_type: type[BaseException] | None, *exc: object) -> None:
-        try:
-            self.close()
-        except Exception:
-            if error_type is None:
-                raise  # else the error under way is the one to report; the files are deleted
-
-    def close(self) -> None:
-        """Close every month's open file, each even if closing another fails."""
-        writers, self.writers = self.writers, {}
-        with ExitStack() as stack:
-            for writer in writers.values():
-                stack.callback(writer.close)
-
-
-_Collector = reader.Collector  # the python-chess visitor, under the name tests and benchmarks use

@@ -1,5 +1,5 @@
 """Codes of movetext words and kinds of parsed SAN moves: what the Python coder
-(:mod:`tokpack.chess._resolve`) and the compiled scanner (:mod:`tokpack.chess._resolve_compiled`)
+(:mod:`tokpack.chess.pgn._san_to_uci`) and the compiled scanner (:mod:`tokpack.chess.pgn._san_to_uci_compiled`)
 both write and read."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The compiled game cutter and tag reader against their specifications in plain Python.
 
-The cutter (:func:`tokpack.chess.reader.cut_games`) must give :func:`cut_games_python`'s games,
+The cutter (:func:`tokpack.chess.pgn.read.cut_games`) must give :func:`cut_games_python`'s games,
 offsets and problems on any text: random texts of PGN fragments, blank lines of every kind of
 whitespace, ``\\r`` line ends, byte-order marks, non-ASCII and undecodable bytes, real games and
-Lichess-style games. The tag reader (:func:`tokpack.chess.reader.read_tags`) must read a plain
+Lichess-style games. The tag reader (:func:`tokpack.chess.pgn.read.read_tags`) must read a plain
 game's tags as the tag expression does (the last of a repeated tag wins), and a game it judges
 usable must get :func:`judge_headers`'s date, ratings and result; on Lichess-style games it must
 take every game, or the converter has silently fallen back to Python.
@@ -17,9 +17,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokpack.chess._tags_compiled import TAGS
-from tokpack.chess.pgn import Skipped, judge_headers
-from tokpack.chess.reader import TAG, Game, cut_games, cut_games_python, read_headers, read_tags
+from tokpack.chess.pgn._tags_compiled import TAGS
+from tokpack.chess.pgn.games import Skipped, judge_headers
+from tokpack.chess.pgn.read import TAG, Game, cut_games, cut_games_python, read_headers, read_tags
 
 from lichess_games import lichess_pgn
 
@@ -36,7 +36,7 @@ def test_compiled_cut_is_the_python_cut(fragments: list[str], offset: int) -> No
 
 
 def test_the_compiled_cut_knows_every_whitespace_character() -> None:
-    from tokpack.chess._cut_compiled import _WIDE
+    from tokpack.chess.pgn._cut_compiled import _WIDE
 
     assert _WIDE == [chr(c).encode("utf-8") for c in range(128, 0x110000) if chr(c).isspace()]
 
