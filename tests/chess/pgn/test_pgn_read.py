@@ -207,7 +207,7 @@ def test_compressed_inputs_and_stdin_convert_like_plain_pgn(generated: tuple[Pat
     assert plain.games_written > 100
     if compress == "stdin":
         out = tmp_path / "stdin"
-        code = f"from tokpack.chess.pgn import convert_pgn; convert_pgn(['-'], {str(out)!r})"
+        code = f"from tokpack.chess.pgn.convert import convert_pgn; convert_pgn(['-'], {str(out)!r})"
         subprocess.run([sys.executable, "-c", code], input=data, check=True,
                        env={"PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")})
     else:

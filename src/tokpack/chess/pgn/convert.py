@@ -108,7 +108,7 @@ def convert_pgn(pgn_files: Sequence[Path | str], out: Path, *, flush_games: int 
     out = Path(out)
     if out.exists():
         raise InputError("already exists; a conversion never writes into an old one", where=out,
-                         fix="remove it or pick another --out")
+                         fix="remove it or pick another out=PATH")
     inputs = [_input(source, storage_options) for source in pgn_files]
     total, done_before = sum(size for _, files in inputs for _, size in files), 0
     skipped = {reason: 0 for reason in SKIP_REASONS}

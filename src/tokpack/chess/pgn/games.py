@@ -116,7 +116,7 @@ class GameFilter:
             raise InputError(f"unknown speed {unknown[0]!r}; use one of {', '.join(SPEEDS)}")
         for control in self.time_controls:  # a typo would otherwise drop every game, silently
             if not _TIME_CONTROL.fullmatch(control):
-                raise InputError(f"--time-control: {control!r} is not a PGN TimeControl value",
+                raise InputError(f"time_controls: {control!r} is not a PGN TimeControl value",
                                  fix="use values such as 180+2, 300, 40/7200:3600, - or ?")
 
     @property

@@ -99,7 +99,7 @@ def parquet_files(source: str | Path, storage_options: dict[str, Any] | None = N
         raise
     except Exception as error:  # the store's own errors: credentials, an unreachable endpoint
         raise InputError(f"cannot reach the store ({type(error).__name__}: {_first_line(error)})", where=text,
-                         fix="check the URL, the credentials and --storage-options") from None
+                         fix="check the URL, the credentials and storage_options") from None
     if not root.endswith(SUFFIX):
         raise InputError("a URL must name .parquet files or a folder of them", where=text,
                          fix="download PGN files and name them locally")
@@ -128,7 +128,7 @@ def _filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, 
         raise InputError(f"no file system for this URL ({error})", where=url) from None
     except (ValueError, TypeError) as error:
         raise InputError(f"cannot open ({_first_line(error)})", where=url,
-                         fix="check the URL's protocol and --storage-options") from None
+                         fix="check the URL's protocol and storage_options") from None
 
 
 def _first_line(error: BaseException) -> str:
