@@ -174,7 +174,7 @@ def export_web_command(
 
     trained = None
     if bpe is not None:
-        from tokpack.chess.bpe import BpeEncoder
+        from tokpack.chess.schemes.uci_bpe import BpeEncoder
 
         trained = BpeEncoder.load(bpe)
     for path in export_web(out, trained):
@@ -187,7 +187,7 @@ def blocks_command(
     out: Path = typer.Option(..., "--out", "-o", help="New folder for train.bin, val.bin and meta.pkl."),
 ) -> None:
     """Write char packs as Adam Karvonen's nanoGPT data: blocks of 1,024 characters, uint8, and his meta.pkl."""
-    from tokpack.chess.char import export_blocks
+    from tokpack.chess.schemes.char import export_blocks
 
     written = export_blocks(packed, out)
     for name, blocks in written.items():

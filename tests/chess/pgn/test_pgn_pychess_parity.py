@@ -531,8 +531,8 @@ def test_the_chess_package_has_no_import_circle() -> None:
 def test_one_attack_test_and_one_clock_rule() -> None:
     """The attack test is written once (the lockstep replay asks the compiled one), and a clock
     comment is read by one Python rule (:func:`read.clock_seconds`), which the compiled scan equals."""
-    from tokpack.chess import _replay
     from tokpack.chess.board.mailbox import KING, QUEEN, ROOK, START
+    from tokpack.chess.schemes import _uci_to_san as _replay
 
     package = Path(tokpack.chess.__file__).parent
     sources = {path.relative_to(package).as_posix(): path.read_text(encoding="utf-8") for path in package.rglob("*.py")}

@@ -8,7 +8,7 @@ import pytest
 
 from tokpack.chess import schemes
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 
 
 def test_every_scheme_comes_from_the_one_registry() -> None:
@@ -29,10 +29,11 @@ def test_every_scheme_comes_from_the_one_registry() -> None:
         schemes.make_encoder("uci", sampling=schemes.PositionSampling(sample=0.5))
 
 
-def test_encoders_module_imports_no_scheme() -> None:
-    """The shared records no longer import the schemes that import them (issue 13)."""
+def test_the_game_encoder_module_imports_no_scheme() -> None:
+    """The shared protocol and records import none of the schemes that import them."""
     import ast
 
-    tree = ast.parse((SRC / "tokpack" / "chess" / "encoders.py").read_text(encoding="utf-8"))
+    tree = ast.parse((SRC / "tokpack" / "chess" / "schemes" / "game_encoder.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not imported & {"tokpack.chess.uci", "tokpack.chess.san", "tokpack.chess.bpe", "tokpack.chess.schemes"}
+    assert not imported & {"tokpack.chess.schemes", "tokpack.chess.schemes.uci", "tokpack.chess.schemes.san",
+                           "tokpack.chess.schemes.uci_bpe", "tokpack.chess.schemes.char", "tokpack.chess.schemes.position"}

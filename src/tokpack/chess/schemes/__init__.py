@@ -22,26 +22,26 @@ from tokpack._schema import Record, first_problem
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
-    from tokpack.chess.bpe import BpeEncoder
-    from tokpack.chess.encoders import GameEncoder
+    from tokpack.chess.schemes.game_encoder import GameEncoder
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder
 
 
 class PositionSampling(Record):
     """Which positions of a game the position scheme keeps: a deterministic ``sample`` of them
-    (1.0: all), drawn by ``seed`` (see :func:`tokpack.chess.position.positions_kept`)."""
+    (1.0: all), drawn by ``seed`` (see :func:`tokpack.chess.schemes.position.positions_kept`)."""
 
     sample: float = Field(default=1.0, gt=0, le=1)
     seed: int = Field(default=0, ge=0, lt=2**63)
 
 
 def _uci(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
-    from tokpack.chess.uci import UciEncoder
+    from tokpack.chess.schemes.uci import UciEncoder
 
     return UciEncoder()
 
 
 def _san(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
-    from tokpack.chess.san import SanEncoder
+    from tokpack.chess.schemes.san import SanEncoder
 
     return SanEncoder()
 
@@ -53,14 +53,14 @@ def _bpe(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncod
 
 
 def _position(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
-    from tokpack.chess.position import PositionEncoder
+    from tokpack.chess.schemes.position import PositionEncoder
 
     sampling = sampling or PositionSampling()
     return PositionEncoder(sampling.sample, sampling.seed)
 
 
 def _char(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
-    from tokpack.chess.char import CharEncoder
+    from tokpack.chess.schemes.char import CharEncoder
 
     return CharEncoder()
 
@@ -82,7 +82,7 @@ def _trained_bpe(bpe: BpeEncoder | str | os.PathLike[str] | None) -> BpeEncoder 
     """
     if bpe is None:
         return None
-    from tokpack.chess.bpe import BpeEncoder  # only when a BPE is given: uci and san never import tokenizers
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder  # only when a BPE is given: uci and san never import tokenizers
 
     if isinstance(bpe, (str, os.PathLike)):
         return BpeEncoder.load(Path(bpe))
@@ -95,7 +95,7 @@ def _trained_bpe(bpe: BpeEncoder | str | os.PathLike[str] | None) -> BpeEncoder 
 def make_encoder(scheme: str, bpe: BpeEncoder | str | os.PathLike[str] | None = None,
                  sampling: PositionSampling | None = None) -> GameEncoder:
     """The encoder of ``scheme``; the bpe scheme needs its trained encoder passed in (a
-    :class:`~tokpack.chess.bpe.BpeEncoder`, or the path of the ``tokenizer.json`` it was saved
+    :class:`~tokpack.chess.schemes.uci_bpe.BpeEncoder`, or the path of the ``tokenizer.json`` it was saved
     to), and the position scheme takes its sampling (default: every position).
 
     Raises:
@@ -146,6 +146,6 @@ def encoder_from_spec(spec: dict[str, object]) -> GameEncoder:
     if checked.tokenizer_json is None:
         return make_encoder(checked.scheme, sampling=checked.sampling)
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
-    from tokpack.chess.bpe import BpeEncoder
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder
 
     return make_encoder(checked.scheme, BpeEncoder.from_json(checked.tokenizer_json, where="its tokenizer_json"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tokpack.chess.bpe import BpeEncoder
 from tokpack.chess.schemes import make_encoder
+from tokpack.chess.schemes.uci_bpe import BpeEncoder
 from tokpack.errors import InputError
 
 from conftest import REPO

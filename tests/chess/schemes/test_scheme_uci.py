@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokpack
-from tokpack.chess.encoders import EloBin, GameError
 from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.schemes import make_encoder
-from tokpack.chess.uci import (
+from tokpack.chess.schemes.game_encoder import EloBin, GameError
+from tokpack.chess.schemes.uci import (
     BOS_ID,
     ELO_MISSING_ID,
     EOS_ID,
@@ -23,8 +23,8 @@ from tokpack.chess.uci import (
     elo_bin_index,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-REAL_GAMES = Path(__file__).resolve().parents[2] / "data" / "chess" / "games.parquet"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+REAL_GAMES = Path(__file__).resolve().parents[3] / "data" / "chess" / "games.parquet"
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ import numpy as np
 
 from tokpack._atomic import write_atomically
 from tokpack.chess.board.results import RESULTS
-from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, result_id, result_indices
-from tokpack.chess.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, SPECIAL_TOKENS, UNK_ID
+from tokpack.chess.schemes.game_encoder import DecodedGame, EncodedGames, canonical_identity, framed, result_id, result_indices
+from tokpack.chess.schemes.uci import BOS_ID, EOS_ID, PAD_ID, RESULT_IDS, SPECIAL_TOKENS, UNK_ID
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
@@ -134,7 +134,7 @@ def _first_games(path: Path, n_games: int) -> Iterator[str]:
 
 
 class BpeEncoder:
-    """A trained BPE as a :class:`~tokpack.chess.encoders.GameEncoder`.
+    """A trained BPE as a :class:`~tokpack.chess.schemes.game_encoder.GameEncoder`.
 
     Raises:
         InputError: (building it) the tokenizer is not a BPE, or a special token of the uci

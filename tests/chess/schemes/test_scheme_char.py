@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from tokpack.chess.char import CharEncoder, block_starts, moves_of_text
 from tokpack.chess.config import ChessPipelineConfig
 from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.chess.pipeline import tokenize
+from tokpack.chess.schemes.char import CharEncoder, block_starts, moves_of_text
 from tokpack.cli import app
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 #: The ``stoi`` of Karvonen's ``meta.pkl`` (chess_llm_interpretability, nanoGPT's lichess_hf_dataset).
 KARVONEN_STOI = {" ": 0, "#": 1, "+": 2, "-": 3, ".": 4, "0": 5, "1": 6, "2": 7, "3": 8, "4": 9, "5": 10, "6": 11,
                  "7": 12, "8": 13, "9": 14, ";": 15, "=": 16, "B": 17, "K": 18, "N": 19, "O": 20, "Q": 21, "R": 22,

@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokpack.chess.encoders import GameError
 from tokpack.chess.pgn.games import read_games_strictly
-from tokpack.chess.san import BOS_ID, EOS_ID, TOKENS, SanEncoder, san_moves, san_text
+from tokpack.chess.schemes.game_encoder import GameError
+from tokpack.chess.schemes.san import BOS_ID, EOS_ID, TOKENS, SanEncoder, san_moves, san_text
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-REAL_GAMES = Path(__file__).resolve().parents[2] / "data" / "chess" / "games.parquet"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+REAL_GAMES = Path(__file__).resolve().parents[3] / "data" / "chess" / "games.parquet"
 
 
 @pytest.fixture(scope="module")

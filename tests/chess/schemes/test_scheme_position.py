@@ -22,16 +22,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.encoders import GameError
 from tokpack.chess.pack import pack_games
 from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.chess.pipeline import tokenize
-from tokpack.chess.position import ACTIONS, PAD_ID, PositionEncoder, encode_position, fen_ids
+from tokpack.chess.schemes.game_encoder import GameError
+from tokpack.chess.schemes.position import ACTIONS, PAD_ID, PositionEncoder, encode_position, fen_ids
 from tokpack.errors import InputError
 from tokpack.serve import PackedBatches
 from tokpack.store.dataset import ShardedDataset
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 ALPHABET = "0123456789abcdefghpnrkqPBNRQKw."
 # A legal game ending where a pawn may take en passant only by leaving its king to a rook along the
 # fifth rank (so python-chess's FEN names no en passant square), and one where it may.

@@ -3,14 +3,14 @@
 A game is ``<bos>``, the characters of ``1.e4 e5 2.Nf3 Nc6 ... 1-0`` (move numbers glued to
 White's move, one space between moves, one space before the result; a game without moves is
 just its result), then ``<eos>``. The two ratings are **not** encoded: the encoder takes them
-only to share :class:`~tokpack.chess.encoders.GameEncoder`'s signature.
+only to share :class:`~tokpack.chess.schemes.game_encoder.GameEncoder`'s signature.
 
 Ids: ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, ``<unk>`` 3, then the 33 characters SAN, move
 numbers and results use, in ASCII order (37 ids in all).
 
 SAN comes from replaying the game. :meth:`SanEncoder.encode_game` replays it with python-chess
-(the reference, about 13 µs a ply); :meth:`SanEncoder.encode_batch` replays a whole table in
-lockstep with numpy (:mod:`tokpack.chess._replay`) and gives the same ids much faster.
+(the reference, a Python call per ply); :meth:`SanEncoder.encode_batch` replays a whole table in
+lockstep with numpy (:mod:`tokpack.chess.schemes._uci_to_san`) and gives the same ids much faster.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokpack.chess._moves import ParsedMoves, parse_moves
-from tokpack.chess._replay import replay_san
 from tokpack.chess.board.results import RESULTS
-from tokpack.chess.encoders import (
+from tokpack.chess.schemes._uci_moves import ParsedMoves, parse_moves
+from tokpack.chess.schemes._uci_to_san import replay_san
+from tokpack.chess.schemes.game_encoder import (
     DecodedGame,
     EncodedGames,
     GameError,
@@ -130,7 +130,7 @@ def movetext_bytes(parsed: ParsedMoves, results: np.ndarray | None) -> tuple[np.
 
 
 class SanEncoder:
-    """Character-level SAN as a :class:`~tokpack.chess.encoders.GameEncoder`.
+    """Character-level SAN as a :class:`~tokpack.chess.schemes.game_encoder.GameEncoder`.
 
     >>> encoder = SanEncoder()
     >>> ids = encoder.encode_game("e2e4 e7e5", 2700, 2650, "1-0", max_len=1000)

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokpack.chess._moves import parse_moves
-from tokpack.chess.encoders import DecodedGame, EncodedGames, canonical_identity, framed, one_game_ids
+from tokpack.chess.schemes._uci_moves import parse_moves
+from tokpack.chess.schemes.game_encoder import DecodedGame, EncodedGames, canonical_identity, framed, one_game_ids
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
@@ -50,7 +50,7 @@ for _i, _c in enumerate(ALPHABET):
 
 
 class CharEncoder:
-    """The char scheme as a :class:`~tokpack.chess.encoders.GameEncoder` (ratings and result are not encoded)."""
+    """The char scheme as a :class:`~tokpack.chess.schemes.game_encoder.GameEncoder` (ratings and result are not encoded)."""
 
     scheme = "char"
     record_kind = "chess"  # its entry in tokpack.engines.encoders.KINDS
@@ -71,7 +71,7 @@ class CharEncoder:
         Raises:
             GameError: naming the row and ply of an illegal move.
         """
-        from tokpack.chess.san import movetext_bytes
+        from tokpack.chess.schemes.san import movetext_bytes
 
         text, lengths = movetext_bytes(parse_moves(games.column("uci")), None)
         return framed(_ID_OF_BYTE[text], lengths, [ALPHABET.index(GAME_START)], [])

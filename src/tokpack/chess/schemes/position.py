@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from tokpack.chess._moves import PROMOTION_TYPES, parse_moves
-from tokpack.chess._replay import replay_positions
-from tokpack.chess.encoders import DecodedGame, EncodedGames, GameError, canonical_identity, one_game_ids
+from tokpack.chess.schemes._uci_moves import PROMOTION_TYPES, parse_moves
+from tokpack.chess.schemes._uci_to_san import replay_positions
+from tokpack.chess.schemes.game_encoder import DecodedGame, EncodedGames, GameError, canonical_identity, one_game_ids
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
@@ -207,7 +207,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 class PositionEncoder:
-    """The position scheme as a :class:`~tokpack.chess.encoders.GameEncoder` (a game is many documents).
+    """The position scheme as a :class:`~tokpack.chess.schemes.game_encoder.GameEncoder` (a game is many documents).
 
     ``sample`` keeps that share of a game's positions (deterministically, see
     :func:`positions_kept`; ``seed`` draws another sample); 1.0 keeps them all. The vocabulary,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokpack.chess.encoders import GameError
+from tokpack.chess.schemes.game_encoder import GameError
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tokpack.chess._moves import N_PROMOTION_CODES, PROMOTION_TYPES, parse_moves
 from tokpack.chess.board.results import RESULTS
-from tokpack.chess.encoders import (
+from tokpack.chess.schemes._uci_moves import N_PROMOTION_CODES, PROMOTION_TYPES, parse_moves
+from tokpack.chess.schemes.game_encoder import (
     RESULT_IDS,
     DecodedGame,
     EloBin,
@@ -121,7 +121,7 @@ def _move_tokens() -> tuple[list[str], list[str]]:
 
 
 class UciEncoder:
-    """The uci scheme as a :class:`~tokpack.chess.encoders.GameEncoder`.
+    """The uci scheme as a :class:`~tokpack.chess.schemes.game_encoder.GameEncoder`.
 
     >>> encoder = UciEncoder()
     >>> ids = encoder.encode_game("e2e4 e7e5", 2612, None, "1-0", max_len=200)

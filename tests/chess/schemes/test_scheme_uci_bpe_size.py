@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.cli import app
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 runner = CliRunner()
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, trainers
 
-from tokpack.chess.bpe import BpeEncoder, spaceless, split_moves, train_bpe
 from tokpack.chess.pgn.games import read_games_strictly
-from tokpack.chess.uci import BOS_ID, EOS_ID, RESULT_IDS, SPECIAL_TOKENS, UNK_ID
+from tokpack.chess.schemes.uci import BOS_ID, EOS_ID, RESULT_IDS, SPECIAL_TOKENS, UNK_ID
+from tokpack.chess.schemes.uci_bpe import BpeEncoder, spaceless, split_moves, train_bpe
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,10 @@
-"""The one interface the chess schemes share, and what they return.
+"""A scheme's encoder (:class:`GameEncoder`): the engines' encoder of kind ``"chess"``, and what it returns.
 
-A chess encoder turns one game, given as its space-separated UCI moves, the two ratings and the
-result, into token ids; :meth:`GameEncoder.encode_batch` does the same for a whole table of
+Every chess scheme is one :class:`GameEncoder`. To the engines (:mod:`tokpack.engines.encoders`)
+it is an encoder like a text vocabulary's, of ``record_kind`` ``"chess"``: ``encoder.json``
+records it and a worker rebuilds it through :func:`tokpack.chess.schemes.encoder_spec` and
+:func:`tokpack.chess.schemes.encoder_from_spec`. It turns one game, given as its space-separated
+UCI moves, the two ratings and the result, into token ids; :meth:`GameEncoder.encode_batch` does the same for a whole table of
 games at once (that is what packing calls), and must give exactly the ids that
 :meth:`GameEncoder.encode_game` gives game by game. Packing needs nothing else, so packing UCI
 games never imports ``tokenizers`` and packing SAN games never imports the BPE.
@@ -101,10 +104,11 @@ class EncodedGames:
 
 @runtime_checkable
 class GameEncoder(Protocol):
-    """What packing, statistics and the parity fixture need from a scheme."""
+    """A scheme's encoder: what packing, statistics and the parity fixture need from a scheme, and
+    to the engines an encoder of kind ``"chess"``."""
 
     scheme: str
-    record_kind: str  # "chess": how encoder.json names the kind (tokpack.engines.encoders)
+    record_kind: str  # "chess": the engines' kind of encoder (tokpack.engines.encoders.KINDS)
     pad_id: int
 
     def vocab_size(self) -> int:

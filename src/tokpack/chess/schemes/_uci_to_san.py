@@ -1,7 +1,7 @@
-"""Replay many games together, one ply at a time: every move spelled in SAN, or the position before it.
+"""UCI to SAN: many games replayed together, one ply at a time, every move spelled in SAN, or the position before it.
 
-Replaying a game with python-chess costs about 13 µs a ply in Python, which is what makes the
-san scheme slow. Here the games of a table advance in lockstep: ply ``t`` of every game that
+This is the opposite direction of reading PGN (:mod:`tokpack.chess.pgn._san_to_uci`). Replaying a
+game with python-chess costs a Python call per ply, which is what makes the san scheme slow. Here the games of a table advance in lockstep: ply ``t`` of every game that
 has one is checked, spelled and applied with a few dozen numpy operations over all those games
 at once, so the Python cost is per ply *index*, not per ply. Boards are ``int8`` arrays of 65
 cells (squares 0..63 as python-chess numbers them, plus an off-board sentinel at 64 that ends
@@ -16,13 +16,13 @@ the moving kind, which per-game piece counts say.
 
 Every move is checked for legality (piece of the side to move, shape and path, castling rights
 and attacked squares, en passant only right after the double step, own king not left in check)
-and an illegal one raises :class:`~tokpack.chess.encoders.GameError`. The SAN rules are
+and an illegal one raises :class:`~tokpack.chess.schemes.game_encoder.GameError`. The SAN rules are
 python-chess's own (disambiguation by file, then rank, then both, among *legal* moves only;
 ``+``/``#``; a null move ``0000`` is ``--``). Deciding mate needs the defender's legal moves:
 when the checked king has no square to step to, that rare position is handed to python-chess.
 
 :func:`replay_positions` runs the same lockstep replay and keeps, before every move, what a FEN
-says of the position (the position scheme's input, :mod:`tokpack.chess.position`).
+says of the position (the position scheme's input, :mod:`tokpack.chess.schemes.position`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokpack.chess._moves import ParsedMoves
 from tokpack.chess.board.mailbox import BISHOP, KING, KNIGHT, PAWN, QUEEN, ROOK, SENTINEL, START, TABLES
-from tokpack.chess.encoders import GameError
+from tokpack.chess.schemes._uci_moves import ParsedMoves
+from tokpack.chess.schemes.game_encoder import GameError
 
 _ORTHOGONAL = np.arange(8) < 4  # the first four of a square's eight rays
 #: Width of one move's SAN in :func:`replay_san`'s output (``Qh4xe1+`` and ``exd8=Q#`` need 7).
