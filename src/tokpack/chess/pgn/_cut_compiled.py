@@ -15,8 +15,8 @@ Every rule compares ASCII bytes, and an ASCII byte is never part of a longer UTF
 byte positions stand in for character positions; a span starts after a line end and ends before
 one, where the bytes decode (``surrogateescape``) to the characters the Python cutter slices.
 
-Measured (BENCHMARKS.md, chess): the Python cutter, a regular-expression split and a loop per
-paragraph, took about 15 us a Lichess-style game; this takes under 1 us.
+It takes the place of the Python cutter's regular-expression split and loop per paragraph;
+BENCHMARKS.md, section chess, gives what each costs.
 """
 
 from __future__ import annotations

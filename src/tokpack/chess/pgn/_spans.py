@@ -5,7 +5,7 @@ the buffer the resolver wrote (its UCI moves); :func:`string_array` gathers them
 buffer of an Arrow string array, and :func:`list_array` gathers runs of a float array into a
 list array, as ``pa.array`` of the same Python values would build them; :func:`numbers` wraps a
 numpy array. Each is built from its buffers: ``pa.array`` imports pandas when it is installed
-(to ask whether its argument is a pandas object), 0.35 CPU s of a reading process's start.
+(to ask whether its argument is a pandas object), a large share of a reading process's start.
 """
 
 from __future__ import annotations

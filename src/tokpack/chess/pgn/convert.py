@@ -292,9 +292,9 @@ class _MonthParts:
 
     The first :data:`MONTH_WRITERS` months met (in input order) are written straight into their
     ``games.parquet`` (one row group a spill); a month met after them is spilled to part files
-    joined at the end, with the same schema, which gives the same bytes. Reading the parts back and writing them again was 45 % of the main
-    process's work on 60,000 Lichess-style games (12 months), and the main process is what
-    bounds ``--workers`` (BENCHMARKS.md, chess).
+    joined at the end, with the same schema, which gives the same bytes. Reading the parts back and
+    writing them again is work for the main process, and the main process is what bounds
+    ``workers`` (BENCHMARKS.md, section chess).
     """
 
     def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:

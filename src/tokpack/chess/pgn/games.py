@@ -230,9 +230,8 @@ def chunk_games(data: bytes, offset: int, options: ReadOptions = ReadOptions()) 
     by compiled code (:func:`tokpack.chess.pgn.read.read_tags`); a game it cannot vouch for is read
     and judged alone by :func:`judge_headers`. The moves of the games left are resolved together,
     and python-chess reads those the fast path does not take on. Python's cycle collector is
-    paused meanwhile: a chunk makes tens of thousands of small objects and no cycles, and its
-    passes over everything already kept cost 10-25 % of a chunk's time (measured on 6,000
-    Lichess-style games, when each game was a Python object).
+    paused meanwhile: a chunk makes tens of thousands of small objects and no cycles, and the
+    collector's passes over everything already kept would cost a share of every chunk's time.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -24,10 +24,9 @@ from typing import BinaryIO
 from tokpack.errors import InputError
 
 #: Bytes read (decompressed) per chunk; a chunk grows until it ends at a game's start. Reading a
-#: chunk (its text, its code points, the scanners' arrays) peaks at several times its size (13
-#: times with the Python cutter and tag dicts: 218 MiB for 16 MiB, 54 MiB for 4 MiB of Lichess-style
-#: games, 2,900 of them), and that spike sets the converter's memory; 2,900 games are still a
-#: large lockstep batch.
+#: chunk (its text, the scanners' arrays) peaks at several times its size, and that spike sets the
+#: converter's memory; 4 MiB of Lichess-style games (about 2,900) are still a large batch for the
+#: compiled steps.
 CHUNK_BYTES = 4 << 20
 #: A chunk grows up to this many bytes to end where a game surely starts (see
 #: :func:`last_game_start`); past it, a comment never closed for that long, it ends before any tags.
@@ -90,7 +89,7 @@ class _ZstdFrames:
         """Up to ``size`` decompressed bytes (all that is left for -1); ``b""`` at the end.
 
         The decompressor's pieces are kept as they come and joined once into what is read (a
-        growing and shrinking ``bytearray`` moved the bytes twice more: 2x the time of zstd).
+        growing and shrinking ``bytearray`` would move the bytes twice more).
         """
         while (size < 0 or self._ready < size) and self._decompress_more():
             pass
