@@ -37,8 +37,10 @@ import chess.pgn
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
-from tokpack.chess import reader
-from tokpack.chess.pgn import ReadOptions, _Collector, chunk_games, convert_pgn
+from tokpack.chess.pgn.convert import convert_pgn
+from tokpack.chess.pgn.games import ReadOptions, chunk_games
+from tokpack.chess.pgn.read import Collector
+from tokpack.chess.pgn.stream import open_pgn, pgn_chunks
 
 from lichess_games import lichess_pgn
 
@@ -61,9 +63,9 @@ def tokpack_moves(path: Path, clocks: bool = False) -> tuple[float, list[str | N
     """What ``convert_pgn`` does per chunk, timed: decompress, cut, read into a table (not written)."""
     start = time.perf_counter()
     chunks = []
-    stream, _ = reader.open_pgn(path)
+    stream, _ = open_pgn(path)
     with stream:
-        for offset, data in reader.pgn_chunks(stream, str(path)):
+        for offset, data in pgn_chunks(stream, str(path)):
             chunks.append(chunk_games(data, offset, ReadOptions(clocks=clocks)))
     seconds = time.perf_counter() - start
     moves: list[str | None] = []
@@ -78,7 +80,7 @@ def python_chess_moves(path: Path) -> tuple[float, list[str | None]]:
     with open(path, "rb") as raw:
         text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), encoding="utf-8", newline="")
         moves: list[str | None] = []
-        while (game := chess.pgn.read_game(text, Visitor=_Collector)) is not None:  # type: ignore[arg-type]
+        while (game := chess.pgn.read_game(text, Visitor=Collector)) is not None:  # type: ignore[arg-type]
             moves.append(" ".join(game.moves) if game.moves and not game.errors else None)
     return time.perf_counter() - start, moves
 
@@ -86,9 +88,9 @@ def python_chess_moves(path: Path) -> tuple[float, list[str | None]]:
 def streaming_seconds(path: Path) -> float:
     """Decompressing and cutting chunks only: what stays in the main process with any --workers."""
     start = time.perf_counter()
-    stream, _ = reader.open_pgn(path)
+    stream, _ = open_pgn(path)
     with stream:
-        for _ in reader.pgn_chunks(stream, str(path)):
+        for _ in pgn_chunks(stream, str(path)):
             pass
     return time.perf_counter() - start
 
@@ -147,7 +149,7 @@ def speed(games: int, rounds: int, real: Path) -> None:
 #: the RSS after each spill (the growth trace).
 _MEMORY_RUN = """
 import resource, sys, threading, time
-from tokpack.chess import pgn
+from tokpack.chess.pgn import convert
 def rss():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
@@ -156,14 +158,14 @@ def sample():
     while True:
         peak[phase[0]] = max(peak[phase[0]], rss()); time.sleep(0.05)
 threading.Thread(target=sample, daemon=True).start()
-spill, finish = pgn._MonthParts._spill, pgn._MonthParts.finish
+spill, finish = convert._MonthParts._spill, convert._MonthParts.finish
 def traced_spill(self):
     spill(self); spills.append(rss())
 def traced_finish(self):  # the last spill, then the join
     phase[0] = "join"; finish(self)
-pgn._MonthParts._spill, pgn._MonthParts.finish = traced_spill, traced_finish
+convert._MonthParts._spill, convert._MonthParts.finish = traced_spill, traced_finish
 t = time.perf_counter()
-report = pgn.convert_pgn([sys.argv[1]], sys.argv[2])
+report = convert.convert_pgn([sys.argv[1]], sys.argv[2])
 print(report.games_written, round(time.perf_counter() - t, 1), peak["read"], peak["join"],
       resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, ",".join(map(str, spills)))
 """

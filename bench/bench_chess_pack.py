@@ -50,10 +50,10 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
     """One measurement: pack ``games`` (at most ``limit`` games for the loops) into a temp pack."""
     import pyarrow.parquet as pq
 
-    from tokpack.chess.bpe import BpeEncoder
-    from tokpack.chess.encoders import GAME_COLUMNS
     from tokpack.chess.pack import pack_games
     from tokpack.chess.schemes import make_encoder
+    from tokpack.chess.schemes.game_encoder import GAME_COLUMNS
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder
     from tokpack.store import DocumentCut, PackWriter, Source
 
     encoder = make_encoder(scheme, BpeEncoder.load(Path(bpe_file)) if scheme == "bpe" else None)
@@ -97,7 +97,7 @@ def _bare_python_chess():  # type: ignore[no-untyped-def]
     import chess
     import numpy as np
 
-    from tokpack.chess.san import BOS_ID, EOS_ID, TOKENS
+    from tokpack.chess.schemes.san import BOS_ID, EOS_ID, TOKENS
 
     lut = np.zeros(256, dtype=np.uint16)
     for i, token in enumerate(TOKENS[4:], start=4):
@@ -226,7 +226,7 @@ def main() -> None:
     work.mkdir(exist_ok=True)
     bpe_file = work / f"bpe-{args.bpe_size}.json"
     if not bpe_file.exists():
-        from tokpack.chess.bpe import train_bpe_from_parquet
+        from tokpack.chess.schemes.uci_bpe import train_bpe_from_parquet
 
         train_bpe_from_parquet(REAL_GAMES, args.bpe_size, 20_000).save(bpe_file)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "

@@ -10,7 +10,7 @@ Lichess's dumps write it, compressed to ``.pgn.zst``; MB are megabytes (10^6) of
 PGN. CPU seconds are ``time.process_time`` of the reading process (best of the rounds, the
 readers interleaved), after one untimed tokpack read that loads numba's cached code.
 
-- tokpack: ``reader.open_pgn``, ``pgn_chunks``, ``chunk_games`` (what ``convert`` does before
+- tokpack: ``open_pgn``, ``pgn_chunks``, ``chunk_games`` (what ``convert`` does before
   writing parquet): games cut, tags read and judged, every SAN move resolved to UCI on a board
   with legality, one Arrow table a chunk. The stages' CPU is split out (``--stages``).
 - python-chess: ``chess.pgn.read_game`` with a visitor keeping the main line's moves, over the
@@ -40,8 +40,9 @@ import chess.pgn
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
-from tokpack.chess import reader
-from tokpack.chess.pgn import ReadOptions, _Collector, chunk_games
+from tokpack.chess.pgn import stream as pgn_stream
+from tokpack.chess.pgn.games import ReadOptions, chunk_games
+from tokpack.chess.pgn.read import Collector
 
 from lichess_games import lichess_pgn
 
@@ -80,15 +81,15 @@ print(json.dumps({"stream": stream, "failure": failure, "per_game": per_game, "f
 _PROCESS_COST = r"""
 import json, sys, time
 start = time.process_time()
-from tokpack.chess import reader
-from tokpack.chess.pgn import ReadOptions, chunk_games
+from tokpack.chess.pgn.games import ReadOptions, chunk_games
+from tokpack.chess.pgn.stream import open_pgn, pgn_chunks
 imported = time.process_time() - start
 
 def read():
     start = time.process_time()
-    stream, _ = reader.open_pgn(sys.argv[1])
+    stream, _ = open_pgn(sys.argv[1])
     with stream:
-        tables = [chunk_games(data, offset, ReadOptions()) for offset, data in reader.pgn_chunks(stream, sys.argv[1])]
+        tables = [chunk_games(data, offset, ReadOptions()) for offset, data in pgn_chunks(stream, sys.argv[1])]
     return time.process_time() - start
 
 print(json.dumps({"import": imported, "first": read(), "warm": read()}))
@@ -117,9 +118,9 @@ def tokpack_read(path: Path) -> tuple[float, list[str | None]]:
     for a skipped game), gathered from the tables outside the clock."""
     start = time.process_time()
     chunks = []
-    stream, _ = reader.open_pgn(path)
+    stream, _ = pgn_stream.open_pgn(path)
     with stream:
-        for offset, data in reader.pgn_chunks(stream, str(path)):
+        for offset, data in pgn_stream.pgn_chunks(stream, str(path)):
             chunks.append(chunk_games(data, offset, ReadOptions()))
     seconds = time.process_time() - start
     moves: list[str | None] = []
@@ -135,7 +136,7 @@ def python_chess_read(path: Path) -> tuple[float, list[str | None], list[list[st
     sans: list[list[str]] = []
     with open(path, "rb") as raw:
         text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), encoding="utf-8", newline="")
-        while (game := chess.pgn.read_game(text, Visitor=_Collector)) is not None:  # type: ignore[arg-type]
+        while (game := chess.pgn.read_game(text, Visitor=Collector)) is not None:  # type: ignore[arg-type]
             moves.append(" ".join(game.moves) if game.moves and not game.errors else None)
     seconds = time.process_time() - start
     for line in moves:  # the SAN of each main line, outside the clock, to compare iron's words with
@@ -156,15 +157,15 @@ def iron_read(python: str, path: Path, plain: Path) -> dict | str:
 
 def stage_times(path: Path) -> Counter[str]:
     """CPU seconds of each stage of one tokpack read (the compiled kernels and their Python around them)."""
-    from tokpack.chess import _cut_compiled, _resolve_compiled, _tags_compiled, pgn
+    from tokpack.chess.pgn import _cut_compiled, _san_to_uci_compiled, _tags_compiled, games, read
 
     spent: Counter[str] = Counter()
     patched = []
-    for module, name in [(reader, "pgn_chunks"), (reader, "cut_chunk"), (_cut_compiled, "cut_spans"),
-                         (reader, "tag_spans"), (_tags_compiled, "scan_tags"), (pgn, "_judge"),
-                         (reader, "main_lines"), (_resolve_compiled, "scan_movetexts"),
-                         (_resolve_compiled, "resolve_main_lines"), (pgn, "_results"), (pgn, "_game_ids"),
-                         (pgn, "string_array")]:
+    for module, name in [(pgn_stream, "pgn_chunks"), (read, "cut_chunk"), (_cut_compiled, "cut_spans"),
+                         (read, "tag_spans"), (_tags_compiled, "scan_tags"), (games, "_judge"),
+                         (read, "main_lines"), (_san_to_uci_compiled, "scan_movetexts"),
+                         (_san_to_uci_compiled, "resolve_main_lines"), (games, "_results"), (games, "_game_ids"),
+                         (games, "string_array")]:
         original = getattr(module, name)
         label = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
 
@@ -218,7 +219,7 @@ def lichess_parquet(text: str, path: Path) -> None:
 
 def parquet_against_pgn(text: str, folder: Path, rounds: int) -> None:
     """``convert_pgn`` of the games as PGN and as Lichess-shaped Parquet: CPU seconds, and equal tables."""
-    from tokpack.chess.pgn import convert_pgn
+    from tokpack.chess.pgn.convert import convert_pgn
 
     pgn, parquet = folder / "games.pgn", folder / "games.parquet"
     pgn.write_text(text, encoding="utf-8")

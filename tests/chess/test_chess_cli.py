@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.cli import app
 from tokpack.store.dataset import ShardedDataset
 

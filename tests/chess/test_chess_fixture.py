@@ -7,10 +7,10 @@ from pathlib import Path
 import chess
 import pytest
 
-from tokpack.chess.bpe import BpeEncoder, train_bpe
 from tokpack.chess.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
-from tokpack.chess.pgn import read_games_strictly
+from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.schemes import make_encoder
+from tokpack.chess.schemes.uci_bpe import BpeEncoder, train_bpe
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PGN = FIXTURES / "chess_games.pgn"

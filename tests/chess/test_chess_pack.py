@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokpack
-from tokpack.chess.bpe import train_bpe
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
-from tokpack.chess.uci import BOS_ID, EOS_ID
+from tokpack.chess.schemes.uci import BOS_ID, EOS_ID
+from tokpack.chess.schemes.uci_bpe import train_bpe
 from tokpack.store import Pack
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

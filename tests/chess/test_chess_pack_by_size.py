@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import month_parquet
+from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
 from tokpack.cli import app

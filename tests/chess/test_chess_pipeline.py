@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.pgn import convert_pgn, month_parquet
+from tokpack.chess.pgn.convert import convert_pgn, month_parquet
 from tokpack.chess.pipeline import available_months, split_months, tokenize
 from tokpack.store.dataset import ShardedDataset
 

@@ -14,7 +14,7 @@ import pytest
 
 from tokpack.chess.config import ChessPipelineConfig
 from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import convert_pgn, month_parquet
+from tokpack.chess.pgn.convert import convert_pgn, month_parquet
 from tokpack.chess.pipeline import available_months, tokenize
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.shards import ChessJob, plan_shards, run_chess_shard, start_chess_job

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from tokpack.chess.bpe import train_bpe
-from tokpack.chess.encoders import GameEncoder
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
+from tokpack.chess.schemes.game_encoder import GameEncoder
+from tokpack.chess.schemes.uci_bpe import train_bpe
 from tokpack.chess.stats import ChessStats, compute_stats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.pgn import games_table, read_games_strictly
+from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.pipeline import tokenize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tokpack.chess.bpe import BpeEncoder
 from tokpack.chess.schemes import make_encoder
+from tokpack.chess.schemes.uci_bpe import BpeEncoder
 from tokpack.engines.encoders import EncoderRecord, describe, read_encoder, rebuild, write_encoder
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import BpeTokenizer

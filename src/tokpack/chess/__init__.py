@@ -1,32 +1,27 @@
-"""Chess games as a corpus: three tokenization schemes, PGN to parquet, packs, statistics, parity.
+"""Chess games as a corpus: the board, PGN read and converted to parquet, five tokenization schemes, packs, statistics, parity.
 
 >>> from tokpack.chess import make_encoder
 >>> make_encoder("uci").encode_game("e2e4 e7e5", 2600, 2550, "1-0", max_len=200)[:3]
 [1, 48, 47]
 """
 
-from tokpack.chess.bpe import BpeEncoder, split_moves, train_bpe, train_bpe_from_parquet
 from tokpack.chess.config import ChessPipelineConfig, load_config
-from tokpack.chess.encoders import (
+from tokpack.chess.fixture import build_parity, read_parity, write_parity
+from tokpack.chess.pack import pack_games
+from tokpack.chess.pgn.convert import ConversionReport, convert_pgn, month_parquet
+from tokpack.chess.pgn.games import read_games, read_games_strictly
+from tokpack.chess.schemes import SCHEMES, make_encoder
+from tokpack.chess.schemes.game_encoder import (
     DecodedGame,
     EloBin,
     EncodedGames,
     GameEncoder,
     GameError,
 )
-from tokpack.chess.fixture import build_parity, read_parity, write_parity
-from tokpack.chess.pack import pack_games
-from tokpack.chess.pgn import (
-    ConversionReport,
-    convert_pgn,
-    month_parquet,
-    read_games,
-    read_games_strictly,
-)
-from tokpack.chess.san import SanEncoder, san_moves
-from tokpack.chess.schemes import SCHEMES, make_encoder
+from tokpack.chess.schemes.san import SanEncoder, san_moves
+from tokpack.chess.schemes.uci import UciEncoder
+from tokpack.chess.schemes.uci_bpe import BpeEncoder, split_moves, train_bpe, train_bpe_from_parquet
 from tokpack.chess.stats import ChessStats, compute_stats
-from tokpack.chess.uci import UciEncoder
 
 __all__ = [
     "SCHEMES",

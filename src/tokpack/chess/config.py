@@ -104,7 +104,7 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("no such config file", where=path, fix=f"write one, e.g. {EXAMPLE}, or name yours with "
-                         "--config FILE") from None
+                         "config=FILE") from None
     except OSError as error:  # a folder, no permission
         raise InputError(f"cannot read the config file ({error.strerror or error})", where=path) from None
     except (tomllib.TOMLDecodeError, ValueError) as error:  # ValueError: bad UTF-8, a 5,000-digit number

@@ -20,9 +20,9 @@ from pydantic import Field
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
-from tokpack.chess.encoders import GameEncoder
-from tokpack.chess.pgn import PgnGame, read_games, read_games_strictly
-from tokpack.chess.san import san_moves, san_text
+from tokpack.chess.pgn.games import PgnGame, read_games, read_games_strictly
+from tokpack.chess.schemes.game_encoder import GameEncoder
+from tokpack.chess.schemes.san import san_moves, san_text
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 

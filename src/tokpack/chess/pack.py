@@ -1,7 +1,7 @@
 """Pack a table of games into a pack store, one whole game per document.
 
 ``pack_games(parquet, encoder, destination)`` reads the table batch by batch, encodes each batch
-with :meth:`~tokpack.chess.encoders.GameEncoder.encode_batch` and streams the ids into a
+with :meth:`~tokpack.chess.schemes.game_encoder.GameEncoder.encode_batch` and streams the ids into a
 :class:`~tokpack.store.PackWriter`, so memory holds one batch (plus, with ``workers > 1``, the
 few batches in flight). Games are stored whole: cutting them into training windows is the
 loader's job, so a new context length needs no re-tokenization. The pack's ``meta.json`` records
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from tokpack.chess.encoders import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
+from tokpack.chess.schemes.game_encoder import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
 from tokpack.corpus.manifest import file_sha256
 from tokpack.engines.encoders import EncoderRecord, describe, rebuild
 from tokpack.errors import InputError

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.pgn import month_parquet
+from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import SCHEMES, PositionSampling, make_encoder
 from tokpack.engines.shard_task import JOB_FILE
 from tokpack.errors import InputError
 from tokpack.store.format import DATASET_FILE
 
 if TYPE_CHECKING:
-    from tokpack.chess.bpe import BpeEncoder
-    from tokpack.chess.encoders import GameEncoder
+    from tokpack.chess.schemes.game_encoder import GameEncoder
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder
     from tokpack.chess.stats import ChessStats
 
 #: ``progress(label, done, total)``: games packed so far in the split being packed.
@@ -223,7 +223,7 @@ def _bar(progress: Progress | None, folder: str) -> Callable[[int, int], None] |
 def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list[Path],
          status: Callable[[str], None] | None) -> BpeEncoder:
     """The pipeline's BPE: trained (and saved) when asked or missing, else loaded."""
-    from tokpack.chess.bpe import BpeEncoder, train_bpe_from_parquet
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder, train_bpe_from_parquet
 
     if not retrain and cfg.bpe_file.is_file():
         return BpeEncoder.load(cfg.bpe_file)

@@ -47,7 +47,7 @@ from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
-    from tokpack.chess.encoders import GameEncoder
+    from tokpack.chess.schemes.game_encoder import GameEncoder
 
 
 #: The default shard size: games are added to a shard until their moves reach this as UCI text.

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._schema import Record
-from tokpack.chess.encoders import GAME_COLUMNS, GameEncoder
+from tokpack.chess.schemes.game_encoder import GAME_COLUMNS, GameEncoder
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 

@@ -31,7 +31,7 @@ def convert_command(
     clocks: bool = typer.Option(False, "--clocks", help="Add a clocks column: each move's [%clk] in seconds (null where missing)."),
     min_elo: int | None = typer.Option(None, "--min-elo", min=0, help="Keep games whose players are both rated at least this."),
     rated_only: bool = typer.Option(False, "--rated-only", help="Keep games whose Event says Rated (Lichess)."),
-    time_control: str | None = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
+    time_controls: str | None = typer.Option(None, "--time-control", help="Keep these TimeControl values, comma-separated (180+2,300+0)."),
     speed: str | None = typer.Option(None, "--speed", help="Keep these Lichess speeds, comma-separated: ultrabullet, bullet, blitz, rapid, classical."),
     termination: str | None = typer.Option(None, "--termination", help="Keep these Termination values, comma-separated (normal)."),
     storage_options: str | None = StorageOptions,
@@ -39,12 +39,13 @@ def convert_command(
     """Convert PGN games (or Lichess's Parquet games) to monthly parquet tables of UCI moves, skipping (and counting) bad games."""
     from rich.table import Table
 
-    from tokpack.chess.pgn import GameFilter, convert_pgn
+    from tokpack.chess.pgn.convert import convert_pgn
+    from tokpack.chess.pgn.games import GameFilter
 
     def listed(value: str | None) -> tuple[str, ...]:
         return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
-    filters = GameFilter(min_elo=min_elo, rated_only=rated_only, time_controls=listed(time_control),
+    filters = GameFilter(min_elo=min_elo, rated_only=rated_only, time_controls=listed(time_controls),
                          speeds=tuple(s.lower() for s in listed(speed)), terminations=listed(termination))
     with _progress("reading", "bytes") as update:
         report = convert_pgn(pgn, out, flush_games=flush_games, progress=update, filters=filters, clocks=clocks,
@@ -173,7 +174,7 @@ def export_web_command(
 
     trained = None
     if bpe is not None:
-        from tokpack.chess.bpe import BpeEncoder
+        from tokpack.chess.schemes.uci_bpe import BpeEncoder
 
         trained = BpeEncoder.load(bpe)
     for path in export_web(out, trained):
@@ -186,7 +187,7 @@ def blocks_command(
     out: Path = typer.Option(..., "--out", "-o", help="New folder for train.bin, val.bin and meta.pkl."),
 ) -> None:
     """Write char packs as Adam Karvonen's nanoGPT data: blocks of 1,024 characters, uint8, and his meta.pkl."""
-    from tokpack.chess.char import export_blocks
+    from tokpack.chess.schemes.char import export_blocks
 
     written = export_blocks(packed, out)
     for name, blocks in written.items():

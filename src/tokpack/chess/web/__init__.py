@@ -22,8 +22,8 @@ from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 
 if TYPE_CHECKING:
-    from tokpack.chess.bpe import BpeEncoder
-    from tokpack.chess.encoders import GameEncoder
+    from tokpack.chess.schemes.game_encoder import GameEncoder
+    from tokpack.chess.schemes.uci_bpe import BpeEncoder
 
 MODULE = "tokpack-chess.js"
 
@@ -49,7 +49,7 @@ class WebVocab(Record):
 
 def web_vocab(encoder: GameEncoder) -> WebVocab:
     """The vocab.json record of one encoder."""
-    from tokpack.chess import uci
+    from tokpack.chess.schemes import uci
 
     elo = None
     if encoder.scheme == "uci":
