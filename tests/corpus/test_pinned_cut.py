@@ -57,7 +57,7 @@ def test_an_explicit_other_cut_is_still_refused(corpus: Path, tmp_path: Path) ->
     assert code == 0, err
     code, err = run("bpe", "train", str(corpus), "-o", str(tmp_path / "vocab"), "--document-bytes", "8192")
     assert code == 2 and "its ranges were cut with --document-bytes 4096" in err, err
-    with pytest.raises(InputError, match="--document-bytes 4096"):
+    with pytest.raises(InputError, match="document_bytes=4096"):
         prepare(corpus, vocab_size=265, cache_dir=tmp_path / "cache", document_bytes=8192)
 
 

@@ -231,7 +231,8 @@ def _special_tokens_said() -> Iterator[None]:
     without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
     done, and the inputs ``--on-error skip`` left out (:class:`~tokpack.errors.InputsSkipped`);
     other warnings pass on as they came."""
-    from tokpack.corpus.manifest import separator_flag
+    from tokpack.cli._flags import in_flags
+    from tokpack.corpus.manifest import separator_setting
     from tokpack.errors import InputsSkipped, SpecialTokenInText
 
     with warnings.catch_warnings(record=True) as caught:
@@ -255,7 +256,7 @@ def _special_tokens_said() -> Iterator[None]:
                 stderr().print(f"warning: {found.first}: the text spells the special token {found.token!r} {times} (the "
                                "first here) and no --separator takes it out, so it is encoded as its characters and "
                                f"documents run across it; if it ends documents, prepare again with "
-                               f"{separator_flag(found.token)}", soft_wrap=True, highlight=False, markup=False)
+                               f"{in_flags(separator_setting(found.token), {'separator': ('--separator', None)})}", soft_wrap=True, highlight=False, markup=False)
 
 
 def _note_added_tokens(vocab: Optional[Path]) -> None:

@@ -278,9 +278,9 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
         tokenizer, vocabulary_json = _trained_vocabulary(source, corpus_key, cache, request, report)
         if tokenizer.n_vocab < vocab_size and not request.allow_smaller_vocab:
             raise InputError(f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
-                             f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)", where=source.path,
-                             fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text (or raise "
-                                 "--vocab-sample-bytes), or accept fewer with --allow-smaller-vocab")
+                             f"{vocab_size:,} asked for (too few pairs occur min_frequency={min_frequency} times)", where=source.path,
+                             fix=f"pass vocab_size={tokenizer.n_vocab} or less, add text (or raise "
+                                 "vocab_sample_bytes), or accept fewer with allow_smaller_vocab=True")
     else:
         tokenizer = load_vocabulary(vocab, pattern=request.pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
@@ -293,8 +293,8 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     ranges_key = _digest([_ranges_of(source), getattr(source, "text_field", None)])[:8]
     pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{source.document_bytes}-r{ranges_key}"
                                          f"{_separator_key(source)}{policy}")
-    with locked(pack_dir, fix=UNWRITABLE_CACHE if out is None else "make that folder writable, or choose another -o "
-                                                                        "(out= in Python)"):
+    with locked(pack_dir, fix=UNWRITABLE_CACHE if out is None else "make that folder writable, or write elsewhere "
+                                                                        "with out=PATH"):
         if out is not None and pack_dir.is_dir() and not any(pack_dir.iterdir()):
             pack_dir.rmdir()  # an empty folder made for the pack: the pack, renamed into place, takes its place
         if pack_dir.exists():
@@ -325,8 +325,7 @@ def check_cache(cache: Path, corpus: Path) -> None:
     if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents) \
             and not any(part.startswith(".") for part in target.relative_to(corpus_dir).parts):
         raise InputError(f"the cache is inside the corpus folder {corpus}: its files would become training text",
-                         where=cache, fix="choose a cache folder outside the corpus (--cache-dir or TOKPACK_CACHE, "
-                                          "cache_dir= in Python)")
+                         where=cache, fix="choose a cache folder outside the corpus (cache_dir= or TOKPACK_CACHE)")
 
 
 def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -> None:
@@ -336,36 +335,38 @@ def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -
     ``Pack`` and ``PackedBatches``).
 
     Raises:
-        InputError: naming ``out`` and the fix.
+        InputError: naming ``out`` and the fix (said as ``out=`` for a pack, ``dataset=`` for a
+            dataset: the parameter of :func:`prepare` and of :func:`~tokpack.engines.prepare_sharded`).
     """
+    elsewhere = f"name a new folder with {'out' if kind == 'pack' else 'dataset'}=PATH"
     corpus_dir = corpus.resolve()
     target = out.resolve()
     if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents):
         raise InputError(f"the output is inside the corpus folder {corpus}: its files would become "
-                         "training text", where=out, fix="choose an --out outside the corpus")
+                         "training text", where=out, fix=elsewhere + " outside the corpus")
     if not target.name:
         raise InputError("is the root of the file system; tokpack writes into a folder of its own", where=out,
-                         fix="name a new folder (-o, out= in Python)")
+                         fix=elsewhere)
     if out.exists() and not out.is_dir():
-        raise InputError("is a file; the output is a folder", where=out, fix="name a new folder (-o, out= in Python)")
+        raise InputError("is a file; the output is a folder", where=out, fix=elsewhere)
     if kind == "pack" and out.is_dir() and not (out / META_FILE).exists() and not (out / DATASET_FILE).exists() \
             and any(out.iterdir()):
         raise InputError("holds other files and no pack; a pack is written into a new or empty folder (or one "
                          "holding a pack of this corpus, which is checked and used)", where=out,
-                         fix="name a new folder (-o, out= in Python)")
+                         fix=elsewhere)
 
     if kind == "dataset" and (out / META_FILE).exists():
-        raise InputError("already a pack; the output of --shards must be a new or empty folder", where=out,
-                         fix="choose a new --out")
+        raise InputError("already a pack; a sharded dataset is written into a new or empty folder", where=out,
+                         fix=elsewhere)
     if kind == "dataset" and (out / DATASET_FILE).exists() and not (out / "job.json").exists():
-        raise InputError("already a dataset made otherwise; the output of --shards must be a new or empty "
-                         "folder (or this job's, to resume it)", where=out, fix="choose a new --out")
+        raise InputError("already a dataset made otherwise; a sharded dataset is written into a new or empty "
+                         "folder (or this job's, to resume it)", where=out, fix=elsewhere)
     if kind == "pack" and (out / DATASET_FILE).exists():
         raise InputError("already a sharded dataset; the output of a pack must be a new folder or a pack "
-                         "of the same corpus", where=out, fix="choose a new --out")
+                         "of the same corpus", where=out, fix=elsewhere)
 
 
-def check_output_unread(out: Path, source: DocumentSource) -> None:
+def check_output_unread(out: Path, source: DocumentSource, *, kind: Literal["pack", "dataset"] = "pack") -> None:
     """Refuse ``out`` inside a folder ``source`` reads through a link (a corpus folder's linked
     subfolder): as inside the corpus itself, the next read would take tokpack's files as text.
 
@@ -376,7 +377,8 @@ def check_output_unread(out: Path, source: DocumentSource) -> None:
     for link, folder in source.linked_folders().items():
         if target == folder or folder in target.parents:
             raise InputError(f"the output is inside {folder}, which the corpus reads through its link {link}: its "
-                             "files would become training text", where=out, fix="choose an --out outside the corpus")
+                             "files would become training text", where=out,
+                             fix=f"name a new folder with {'out' if kind == 'pack' else 'dataset'}=PATH outside the corpus")
 
 
 def document_cut(source: DocumentSource) -> DocumentCut:
@@ -472,7 +474,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
             check_covers(pattern, first[:65536], source.path)
         if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
             raise InputError(f"no training text to learn {vocab_size - 257} merges from (the training range "
-                             "is empty)", where=source.path, fix="give a corpus with text, or a vocabulary with --vocab")
+                             "is empty)", where=source.path, fix="give a corpus with text, or a vocabulary with vocab=")
         # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
         tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
                           min_frequency=min_frequency, pattern=pattern)
@@ -517,7 +519,7 @@ def _train_exact(*args: object, **kwargs: object) -> BpeTokenizer:
     return train_bytelevel(*args, **kwargs)  # type: ignore[arg-type]
 
 
-#: Vocabulary trainers by name (``prepare(trainer=...)``, ``--trainer``): one line adds one.
+#: Vocabulary trainers by name (``prepare(trainer=...)``): one line adds one.
 TRAINERS: dict[str, Callable[..., BpeTokenizer]] = {"exact": _train_exact, "hf": train_hf_bytelevel}
 
 
@@ -642,7 +644,7 @@ def write_pack(
         if skipped and not writer.n_docs and first_unit == 0 and last_unit == source.n_units:
             # A pack of nothing but skips is never what was asked for: refuse instead of exit 0.
             first_problem = source.problems[0] if source.problems else "unreadable"
-            raise InputError(f"--on-error skip skipped every file or record ({skipped:,}), "
+            raise InputError(f"on_error='skip' skipped every file or record ({skipped:,}), "
                              f"leaving no document; the first: {first_problem}", where=source.path,
                              fix="fix these inputs, or give the text they hold")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
@@ -679,6 +681,6 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
         return
     if out:
         raise InputError(f"holds a pack made with other settings ({'; '.join(differences)})", where=pack_dir,
-                         fix="delete it, or choose another -o (out= in Python)")
+                         fix="delete it, or write elsewhere with out=PATH")
     raise IntegrityError(f"cached pack does not match this corpus ({'; '.join(differences)}); delete it to rebuild",
                          where=pack_dir)
