@@ -4,11 +4,12 @@ The public API, by layer:
 
 - vocabularies: :class:`BpeTokenizer`, :func:`load_vocabulary`, :class:`VocabIdentity`,
   :func:`require_vocabulary`, :func:`tokenizer_for`, the patterns ``GPT2_PATTERN``/``GPT4_PATTERN``;
-- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`; :func:`sample_corpus`;
+- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`, its settings as the
+  records :class:`CorpusReading`, :class:`VocabularyRequest` and :class:`Execution`; :func:`sample_corpus`;
 - the pack store: :class:`Pack` (read, verify);
 - serving: :class:`PackedBatches`, the training path (layouts, global batches over ranks,
-  mixtures, exact resume; more in :mod:`tokpack.serve`), and the first seed's fixed step
-  schedule :class:`TokenBatches`, kept as a contract;
+  mixtures, exact resume; more in :mod:`tokpack.serve`), and the fixed step schedule
+  :class:`TokenBatches`, a contract that does not change;
 - interop: ``tokpack.export(source, fmt, out)`` (Megatron, nanoGPT, litdata, MDS, Parquet).
 
 Each name is imported from its module on first use (PEP 562), so ``import tokpack`` (and the
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
     from tokpack.corpus import CorpusManifest, sample_corpus
-    from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
+    from tokpack.preparing import CorpusReading, Execution, PrepareProgress, TokenizedCorpus, VocabularyRequest, prepare
     from tokpack.serve import PackedBatches, TokenBatches
     from tokpack.store import Pack
     from tokpack.store.vocabulary import load_vocabulary, tokenizer_for
@@ -42,12 +43,15 @@ _HOMES = {
     "GPT4_PATTERN": "tokpack.vocab",
     "BpeTokenizer": "tokpack.vocab",
     "CorpusManifest": "tokpack.corpus",
+    "CorpusReading": "tokpack.preparing",
+    "Execution": "tokpack.preparing",
     "Pack": "tokpack.store",
     "PackedBatches": "tokpack.serve",
     "PrepareProgress": "tokpack.preparing",
     "TokenBatches": "tokpack.serve",
     "TokenizedCorpus": "tokpack.preparing",
     "VocabIdentity": "tokpack.vocab",
+    "VocabularyRequest": "tokpack.preparing",
     "load_vocabulary": "tokpack.store.vocabulary",
     "prepare": "tokpack.preparing",
     "require_vocabulary": "tokpack.vocab",
@@ -60,12 +64,15 @@ __all__ = [
     "GPT4_PATTERN",
     "BpeTokenizer",
     "CorpusManifest",
+    "CorpusReading",
+    "Execution",
     "Pack",
     "PackedBatches",
     "PrepareProgress",
     "TokenBatches",
     "TokenizedCorpus",
     "VocabIdentity",
+    "VocabularyRequest",
     "load_vocabulary",
     "prepare",
     "require_vocabulary",

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -73,28 +74,24 @@ def prepare_command(
     cl100k's, o200k's); a regex of your own is encoded by tiktoken itself (the same ids, several
     times slower), and every document's ids are checked to spell all of its bytes (a regex that
     skips characters is refused). The output says which encoder ran."""
-    training = {"--vocab-size": vocab_size, "--min-frequency": min_frequency, "--vocab-sample-bytes": vocab_sample_bytes,
-                "--allow-smaller-vocab": allow_smaller_vocab or None}
-    given = [name for name, value in training.items() if value is not None]
-    if vocab is not None and given:  # before anything is read: they would be ignored
-        raise InputError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
-                         "--vocab gives one (with its own size)", fix=f"drop {' '.join(given)} or --vocab")
-    for flag, share in (("--validation", validation), ("--test", test)):
-        if not 0 <= share < 1:  # NaN fails this too
-            raise InputError(f"{flag} {share:g} is not a share of the file's bytes",
-                             fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
-    from tokpack.preparing import prepare
+    from tokpack.preparing import CorpusReading, Execution, VocabularyRequest, prepare
+    from tokpack.preparing.preparation import check_held_out
 
-    if pattern is not None:
-        from tokpack.vocab.patterns import resolve_pattern
+    # The library's records check every setting (a training one beside --vocab, a share out of
+    # range) before anything is read, for a sharded job too.
+    request = VocabularyRequest(vocab=vocab, vocab_size=vocab_size, allow_smaller_vocab=allow_smaller_vocab,
+                                min_frequency=min_frequency, vocab_sample_bytes=vocab_sample_bytes,
+                                trainer=trainer.value, pattern=pattern)
+    check_held_out(validation, test)
+    execution = Execution(workers=workers)
+    reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
+                            on_error=on_error.value, manifest=manifest)
+    from tokpack.corpus.sources import reading_cut
 
-        pattern = resolve_pattern(pattern)
-    from tokpack.corpus.sources import check_separator, reading_cut
-
-    check_separator(separator)
     # What was not asked for is read as the corpus's manifest was cut (another size is refused).
     document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
                                             manifest=manifest)
+    pattern = request.pattern
     if shards is not None:
         with _special_tokens_said():
             _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
@@ -104,13 +101,8 @@ def prepare_command(
         _note_added_tokens(vocab)
         return
     with prepare_progress() as progress, _special_tokens_said():
-        prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
-                           allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
-                           **({} if min_frequency is None else {"min_frequency": min_frequency}),
-                           **({} if vocab_sample_bytes is None else {"vocab_sample_bytes": vocab_sample_bytes}),
-                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,
-                           progress=progress, validation=validation, test=test, out=out, separator=separator,
-                           manifest=manifest)
+        prepared = prepare(corpus, cache_dir=cache_dir, validation=validation, test=test, out=out, reading=reading,
+                           vocabulary=request, execution=replace(execution, report=progress))
     if as_json:
         typer.echo(json.dumps(summary_record(prepared), indent=2))
     else:
@@ -297,7 +289,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
                      manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
-    from tokpack.corpus.sources import check_separator, hold_out
+    from tokpack.corpus.sources import hold_out
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
@@ -305,13 +297,10 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
     from tokpack import _checks as checks
 
-    checks.positive_int("--shards", shards, what="at least 1")
-    if workers is not None:
-        checks.positive_int("--workers", workers, what="at least 1", fix="omit it for one per core")
+    checks.positive_int("shards", shards, what="at least 1")  # before the vocabulary is loaded
     from tokpack.store.vocabulary import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
-    check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
         hold_out(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                  manifest=manifest, text_field=text_field, on_error=on_error)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -24,26 +25,19 @@ from tokpack.corpus.sources import (
     DocumentSource,
     OnError,
     Piece,
-    check_separator,
     hold_out,
     reading_cut,
     warn_spelled_special_tokens,
 )
 from tokpack.errors import InputError, InputsSkipped, IntegrityError, TokpackError
-from tokpack.preparing.options import (
-    DEFAULT_VOCAB_SAMPLE_BYTES,
-    DEFAULT_VOCAB_SIZE,
-    CorpusReading,
-    Execution,
-    VocabularyRequest,
-)
+from tokpack.preparing.options import CorpusReading, Execution, VocabularyRequest, settings_record
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.store.format import DATASET_FILE, META_FILE, ShardPlace
 from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec
-from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, resolve_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 from tokpack.vocab.trainers import Trainer
 
 if TYPE_CHECKING:
@@ -152,8 +146,8 @@ def prepare(
     cache_dir: str | Path | None = None,
     vocab_size: int | None = None,
     allow_smaller_vocab: bool = False,
-    min_frequency: int = 2,
-    vocab_sample_bytes: int = DEFAULT_VOCAB_SAMPLE_BYTES,
+    min_frequency: int | None = None,
+    vocab_sample_bytes: int | None = None,
     document_bytes: int | None = None,
     batch_documents: int = 16,
     trainer: Trainer = "exact",
@@ -167,6 +161,9 @@ def prepare(
     out: str | Path | None = None,
     separator: str | None = None,
     manifest: str | Path | None = None,
+    reading: CorpusReading | None = None,
+    vocabulary: VocabularyRequest | None = None,
+    execution: Execution | None = None,
 ) -> TokenizedCorpus:
     """Tokenize a corpus once, cache the pack, and return it.
 
@@ -190,7 +187,7 @@ def prepare(
         allow_smaller_vocab: accept a trained vocabulary with fewer ids than ``vocab_size`` when
             the sample holds too few pairs seen ``min_frequency`` times; by default that is an
             error naming the reachable count.
-        min_frequency: a merge needs a pair seen at least this often.
+        min_frequency: a merge needs a pair seen at least this often (2 by default).
         vocab_sample_bytes: the most text the vocabulary is trained on (500 MB by default:
             :data:`~tokpack.preparing.options.DEFAULT_VOCAB_SAMPLE_BYTES`).
         document_bytes: the longest document (at least 4); ``None``: the size a text file's
@@ -216,6 +213,10 @@ def prepare(
             ``document_bytes`` are still cut by the newline rule.
         manifest: the corpus's manifest, read (and, with ``validation``/``test``, written)
             there instead of ``CORPUS.manifest.json`` beside the corpus (for a read-only folder).
+        reading, vocabulary, execution: the same settings as records (:class:`CorpusReading`:
+            ``document_bytes`` to ``manifest``; :class:`VocabularyRequest`: ``vocab`` to
+            ``pattern``; :class:`Execution`: ``batch_documents``, ``workers``, ``progress``),
+            each instead of its keywords.
 
     Returns:
         The :class:`TokenizedCorpus`.
@@ -226,39 +227,28 @@ def prepare(
             match what it should hold (delete it to rebuild; it is never rebuilt silently).
         FileNotFoundError: no corpus.
     """
-    if vocab is not None and vocab_size is not None:
-        raise InputError("vocab_size trains a vocabulary; vocab= gives one (with its own size)",
-                         fix="drop one of them")
-    if vocab is not None and allow_smaller_vocab:
-        raise InputError("allow_smaller_vocab is for training; vocab= gives a vocabulary", fix="drop it")
-    vocab_size = DEFAULT_VOCAB_SIZE if vocab_size is None else vocab_size
-    _check_arguments(corpus=corpus, vocab_size=vocab_size, min_frequency=min_frequency,
-                     vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
-                     batch_documents=batch_documents, workers=workers, trainer=trainer, pattern=pattern,
-                     text_field=text_field, on_error=on_error, validation=validation, test=test, out=out,
-                     cache_dir=cache_dir, progress=progress)
-    if pattern is not None:
-        pattern = resolve_pattern(pattern, "pattern")  # a name means what it means on the command line
-    report = progress or (lambda _: None)
+    reading = settings_record(reading, CorpusReading, "reading", document_bytes=document_bytes, separator=separator,
+                              text_field=text_field, on_error=on_error, manifest=manifest)
+    request = settings_record(vocabulary, VocabularyRequest, "vocabulary", vocab=vocab, vocab_size=vocab_size,
+                              allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
+                              vocab_sample_bytes=vocab_sample_bytes, trainer=trainer, pattern=pattern)
+    execution = settings_record(execution, Execution, "execution", batch_documents=batch_documents, workers=workers,
+                                report=progress)
+    _check_arguments(corpus=corpus, validation=validation, test=test, out=out, cache_dir=cache_dir)
+    report = execution.reporter()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
-    check_separator(separator)
     # What was not asked for is read as the corpus's manifest was cut (another size is refused).
-    document_bytes, separator = reading_cut(path, document_bytes=document_bytes, separator=separator,
-                                            manifest=manifest)
+    document_bytes, separator = reading_cut(path, document_bytes=reading.document_bytes, separator=reading.separator,
+                                            manifest=reading.manifest)
+    reading = replace(reading, document_bytes=document_bytes, separator=separator)
     if out is not None:
         check_output(Path(out), path, kind="pack")
     check_cache(cache, path)
     if validation or test:
         hold_out(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                 manifest=manifest, text_field=text_field, on_error=on_error)
+                 manifest=reading.manifest, text_field=reading.text_field, on_error=reading.on_error)
     report(PrepareProgress("hashing", 0, _size(path)))
-    reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
-                            on_error=on_error, manifest=manifest)
-    request = VocabularyRequest(vocab=vocab, vocab_size=vocab_size, allow_smaller_vocab=allow_smaller_vocab,
-                                min_frequency=min_frequency, sample_bytes=vocab_sample_bytes, trainer=trainer,
-                                pattern=pattern)
-    execution = Execution(batch_documents=batch_documents, workers=workers, report=report)
     with reading.open(path) as source:
         if out is not None:
             check_output_unread(Path(out), source)
@@ -270,7 +260,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     """The pack of ``source`` (read by its own cut rule) with the vocabulary ``request`` names:
     found in ``cache`` (or at ``out``) and checked, else written there."""
     report = execution.reporter()
-    vocab, vocab_size, min_frequency = request.vocab, request.vocab_size, request.min_frequency
+    vocab, vocab_size, min_frequency = request.vocab, request.trained_vocab_size, request.trained_min_frequency
     record = source.record
     report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
     corpus_key = hashlib.sha256(f"{source.format}:{record.name}:{record.sha256}".encode()).hexdigest()
@@ -398,33 +388,23 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: object, vocab_sample_bytes: object,
-                     document_bytes: object, batch_documents: object, workers: object, trainer: object, pattern: object,
-                     text_field: object, on_error: object, validation: object, test: object, out: object,
-                     cache_dir: object, progress: object) -> None:
-    """:func:`prepare`'s arguments, each checked before anything is read or written."""
-    checks.integer("vocab_size", vocab_size, low=257, high=1 << 32,  # 256 bytes and <|endoftext|>
-                   what="an integer of at least 257 (the 256 bytes and <|endoftext|>)")
-    checks.positive_int("min_frequency", min_frequency)
-    checks.positive_int("vocab_sample_bytes", vocab_sample_bytes)
-    if document_bytes is not None:
-        checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
-    checks.positive_int("batch_documents", batch_documents, high=1 << 20)
-    if workers is not None:
-        checks.positive_int("workers", workers, fix="omit it for one per core")
-    checks.choice("trainer", trainer, ("exact", "hf"))
-    checks.choice("on_error", on_error, ("raise", "skip"))
-    checks.text("text_field", text_field)
-    if pattern is not None:
-        checks.text("pattern", pattern)
+def check_held_out(validation: object, test: object) -> None:
+    """Refuse held-out shares that are not shares, or leave no training data.
+
+    Raises:
+        InputError: naming ``validation`` or ``test``.
+    """
     held_out = checks.probability("validation", validation) + checks.probability("test", test)
     if held_out >= 1:
         raise InputError(f"validation + test must leave some training data, got {held_out:g}")
+
+
+def _check_arguments(*, corpus: object, validation: object, test: object, out: object, cache_dir: object) -> None:
+    """:func:`prepare`'s arguments outside its records, each checked before anything is read or written."""
+    check_held_out(validation, test)
     for name, value in (("corpus", corpus), ("out", out), ("cache_dir", cache_dir)):
         if (value is not None or name == "corpus") and not isinstance(value, (str, os.PathLike)):
             raise InputError(f"{name} must be a path, got {type(value).__name__}")
-    if progress is not None and not callable(progress):
-        raise InputError(f"progress must be a function, got {type(progress).__name__}")
 
 
 #: How the trainer's sample is drawn, in the vocabulary's cache key and record: pieces of at most
@@ -436,7 +416,8 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
                         report: ProgressCallback) -> tuple[BpeTokenizer, Path]:
     """The vocabulary ``request`` trains on ``source``'s training range: from the cache when its
     key (everything that decides it) is there, else trained and published there."""
-    vocab_size, min_frequency, sample_bytes = request.vocab_size, request.min_frequency, request.sample_bytes
+    vocab_size, min_frequency = request.trained_vocab_size, request.trained_min_frequency
+    sample_bytes = request.trained_sample_bytes
     document_bytes, trainer, pattern = source.document_bytes, request.trainer, request.pattern or DEFAULT_PATTERN
     check_pattern(pattern)
     # Everything that decides the vocabulary is in its key (the exact training range included), so
