@@ -109,7 +109,7 @@ def prepare_command(
         _summary(prepared)
     _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"))
     _note_added_tokens(vocab)
-    _note_fallback(prepared.tokenizer())
+    _note_fallback(prepared.tokenizer)
 
 
 def _as_a_batch_process() -> Callable[[], None]:
@@ -206,11 +206,11 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest:
     """Say (on stderr) that the pack holds no document at all (an empty corpus), or that a
     held-out range holds none (its share fell inside the last document), so evaluation on it would
     find nothing; the manifest pins that cut, so the fix starts by deleting it."""
-    if not prepared.manifest.n_docs:
+    if not prepared.meta.n_docs:
         stderr().print(f"warning: the corpus holds no text, so the pack {prepared.tokens_dir} holds no document",
                        soft_wrap=True, highlight=False, markup=False)
         return
-    for name, span in prepared.manifest.ranges.items():
+    for name, span in prepared.meta.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
             stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "
                            f"cut again with a smaller --document-bytes (now {document_bytes:,}) or a larger "
@@ -461,19 +461,18 @@ def demo_command(
     with prepare_progress() as progress:
         prepared = prepare(corpus, cache_dir=cache_dir, vocab_size=2048, document_bytes=8192, progress=progress)
     _summary(prepared)
-    batches = prepared.batches(batch=2, length=32)
-    ids = batches.ids(0)
-    tokenizer = prepared.tokenizer()
+    inputs = prepared.batches(length=32, global_batch=2).batch(0)["input_ids"]
+    tokenizer = prepared.tokenizer
     stdout().print("\n[bold]First batch[/] (step 0, 2 rows of 32 inputs; tokens separated by '|'):")
-    for row in ids:
-        pieces = [tokenizer.decode([int(i)]) for i in row[:-1]]
+    for row in inputs:
+        pieces = [tokenizer.decode([int(i)]) for i in row]
         stdout().print("  " + "|".join(pieces).replace("\n", "⏎"), highlight=False, markup=False)
 
 
 def _summary(prepared: TokenizedCorpus) -> None:
     from rich.table import Table
 
-    meta = prepared.manifest
+    meta = prepared.meta
     characters = meta.counts.get("characters")
     table = Table(title="Prepared corpus", show_header=False)
     table.add_column(no_wrap=True)
@@ -485,7 +484,7 @@ def _summary(prepared: TokenizedCorpus) -> None:
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
-    tokenizer = prepared.tokenizer()
+    tokenizer = prepared.tokenizer
     table.add_row("encoder", "compiled (tiktoken's ids)" if tokenizer.fallback_reason is None
                   else f"tiktoken: {tokenizer.fallback_reason}")
     if prepared.vocabulary_sample:
@@ -530,7 +529,7 @@ def sample_cost(sampled: tuple[int, int] | None) -> str | None:
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
     """What ``prepare --json`` prints: where the pack and vocabulary are, the pack's counts, and the
     encoder (compiled, with what its piece caches hold, or tiktoken's fallback)."""
-    meta = prepared.manifest
+    meta = prepared.meta
     characters = meta.counts.get("characters")
     return {
         "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
@@ -542,7 +541,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
         "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
         "vocabulary_sample": prepared.vocabulary_sample,
         "vocabulary_sample_cost": sample_cost(prepared.vocabulary_sample_bytes),
-        "encoder": prepared.tokenizer().encoder_report(),
+        "encoder": prepared.tokenizer.encoder_report(),
     }
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tokpack import _checks as checks
 from tokpack._atomic import building, remove_abandoned
@@ -43,11 +43,14 @@ from tokpack.vocab.trainers import Trainer
 if TYPE_CHECKING:
     import numpy as np
 
-    from tokpack.serve.fixed import TokenBatches
+    from tokpack.serve.loader import PackedBatches
+    from tokpack.serve.settings import BatchSettings
 
 
 class TokenizedCorpus:
-    """A prepared corpus: its verified pack and the vocabulary its ids come from."""
+    """A prepared corpus: its verified pack (:meth:`pack`, its :attr:`meta`), the vocabulary its
+    ids come from (:attr:`tokenizer`, named by :attr:`identity`), and its training batches
+    (:meth:`batches`, a :class:`~tokpack.serve.loader.PackedBatches`)."""
 
     def __init__(self, tokens_dir: Path, vocabulary_path: Path, *, tokenizer: BpeTokenizer | None = None) -> None:
         """Open a prepared corpus (as :func:`prepare` returns it).
@@ -76,19 +79,24 @@ class TokenizedCorpus:
         self._tokenizer = vocabulary
 
     @property
-    def manifest(self) -> PackMeta:
+    def meta(self) -> PackMeta:
         """The pack's ``meta.json``: counts, identity, source, cut, ranges, checksums."""
         return self._pack.meta
 
     @property
-    def vocabulary(self) -> VocabIdentity:
-        """The identity record ``{schema, scheme, sha256, n_vocab}`` of the vocabulary."""
+    def identity(self) -> VocabIdentity:
+        """The vocabulary's identity record ``{schema, scheme, sha256, n_vocab}``."""
         return self._pack.vocabulary
+
+    @property
+    def tokenizer(self) -> BpeTokenizer:
+        """The encoder for this corpus's vocabulary."""
+        return self._tokenizer
 
     @property
     def n_vocab(self) -> int:
         """Number of ids, ``<|endoftext|>`` included."""
-        return self.vocabulary.n_vocab
+        return self.identity.n_vocab
 
     @property
     def vocabulary_sample(self) -> str | None:
@@ -106,7 +114,7 @@ class TokenizedCorpus:
         return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
                                int(trained_on["sample_documents"]), None if pieces is None else int(pieces),
                                int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)),
-                               held_out=[name for name in self.manifest.ranges if name != "train"])
+                               held_out=[name for name in self.meta.ranges if name != "train"])
 
     @property
     def vocabulary_sample_bytes(self) -> tuple[int, int] | None:
@@ -124,19 +132,16 @@ class TokenizedCorpus:
         """The pack itself (tokens memory map, starts, meta)."""
         return self._pack
 
-    def tokenizer(self) -> BpeTokenizer:
-        """The encoder for this corpus's vocabulary."""
-        return self._tokenizer
+    def batches(self, settings: BatchSettings | None = None, **keywords: Any) -> PackedBatches:
+        """Training batches over this pack: :class:`~tokpack.serve.loader.PackedBatches` with
+        ``settings`` or its keywords (``length`` and ``global_batch`` at least)."""
+        from tokpack.serve.loader import PackedBatches
 
-    def batches(self, batch: int, length: int) -> TokenBatches:
-        """Training batches over this corpus's training range; see :class:`TokenBatches`."""
-        from tokpack.serve.fixed import TokenBatches
-
-        return TokenBatches(self.tokens_dir, batch, length)
+        return PackedBatches(self.tokens_dir, settings, **keywords)
 
     def __repr__(self) -> str:
-        meta = self.manifest
-        return f"TokenizedCorpus({meta.source.name!r}, n_docs={meta.n_docs}, n_tokens={meta.n_tokens}, vocabulary={self.vocabulary.short})"
+        meta = self.meta
+        return f"TokenizedCorpus({meta.source.name!r}, n_docs={meta.n_docs}, n_tokens={meta.n_tokens}, vocabulary={self.identity.short})"
 
 
 def prepare(
