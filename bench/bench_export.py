@@ -140,11 +140,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         prepared = prepare(source, vocab=ranks, cache_dir=scratch / "cache")
-        n_tokens = prepared.manifest.n_tokens
+        n_tokens = prepared.meta.n_tokens
         gigabytes = n_tokens * 2 / 1e9
         seconds = export_runs(prepared.tokens_dir, args.runs, scratch / "exports")
         base = statistics.median(seconds["megatron"])
-        print(f"\nexport of {n_tokens:,} ids ({prepared.manifest.n_docs:,} documents), median of {args.runs}:\n")
+        print(f"\nexport of {n_tokens:,} ids ({prepared.meta.n_docs:,} documents), median of {args.runs}:\n")
         print("| format | seconds | GB/s of ids | vs megatron |\n|---|---|---|---|")
         for fmt in FORMATS:
             median = statistics.median(seconds[fmt])

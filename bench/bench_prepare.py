@@ -43,7 +43,7 @@ def child(mode: str, corpus: Path, ranks: Path) -> dict[str, float]:
     start = time.perf_counter()
     if mode == "prepare":
         with tempfile.TemporaryDirectory() as cache:
-            tokens = prepare(corpus, vocab=ranks, cache_dir=cache).manifest.n_tokens
+            tokens = prepare(corpus, vocab=ranks, cache_dir=cache).meta.n_tokens
             seconds = time.perf_counter() - start
     else:
         text = corpus.read_text(encoding="utf-8")

@@ -57,7 +57,7 @@ def child(mode: str, corpus: Path, ranks: Path) -> dict[str, float]:
     if mode in ("prepare", "prepare-baseline"):
         with tempfile.TemporaryDirectory() as cache:
             start = time.perf_counter()
-            tokens = prepare(corpus, vocab=ranks, cache_dir=cache, workers=cores).manifest.n_tokens
+            tokens = prepare(corpus, vocab=ranks, cache_dir=cache, workers=cores).meta.n_tokens
             return {"seconds": time.perf_counter() - start, "tokens": tokens}
     start = time.perf_counter()
     encoding = tiktoken.Encoding("gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(ranks)),

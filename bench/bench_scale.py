@@ -97,7 +97,7 @@ def _run_tokpack(corpus: Path, ranks: Path, workdir: Path, workers: int) -> dict
     from tokpack import prepare
 
     start = time.perf_counter()
-    meta = prepare(corpus, vocab=ranks, cache_dir=workdir, workers=workers).manifest
+    meta = prepare(corpus, vocab=ranks, cache_dir=workdir, workers=workers).meta
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "tokens": meta.n_tokens, "documents": meta.n_docs, "ids_sha256": meta.tokens_sha256}
 

@@ -41,7 +41,7 @@ def test_the_vocabulary_sample_is_spread_over_the_whole_training_range(tmp_path:
     assert sample.describe().endswith("documents, spread evenly over the range")
 
     prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=400, vocab_sample_bytes=total // 3)
-    ids = prepared.tokenizer().encode("ы и ж")
+    ids = prepared.tokenizer.encode("ы и ж")
     assert len(ids) < len("ы и ж".encode())  # Cyrillic made it into the merges
     assert prepared.vocabulary_sample is not None and "spread evenly over the range" in prepared.vocabulary_sample
 
@@ -205,7 +205,7 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
     for run in ("first", "cached"):
         calls.update(parse=0, canonical=0)
         prepared = prepare(corpus, vocab=gpt2_rank_file, cache_dir=tmp_path / "cache")
-        assert prepared.n_vocab == 50257 and prepared.manifest.n_tokens > 0
+        assert prepared.n_vocab == 50257 and prepared.meta.n_tokens > 0
         # Hashed once for the request; once more when the new pack's carried vocabulary is checked
         # against its record on first verification (the cached run's stamp skips that).
         assert calls["parse"] == 1 and 1 <= calls["canonical"] <= 2, (run, calls)
@@ -335,7 +335,7 @@ def test_pack_report_titles_the_corpus_shows_source_and_compression_and_a_log_ax
     assert re.search(r"<h1>opowiesci: tokpack report</h1>", html)
     facts = __import__("json").loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S).group(1))["pack"]
     assert facts["source"]["name"] == "opowiesci" and facts["source"]["n_bytes"] == len(text.encode("utf-8"))
-    assert abs(facts["characters_per_token"] - len(text) / prepared.manifest.n_tokens) < 1e-9
+    assert abs(facts["characters_per_token"] - len(text) / prepared.meta.n_tokens) < 1e-9
     assert 'data-testid="source-name">opowiesci<' in html and 'data-testid="characters-per-token"' in html
     lengths = prepared.pack().starts
     assert facts["length_axis"] == "log" and 'data-x-scale="log"' in html and len(lengths) > 10

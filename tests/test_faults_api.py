@@ -320,7 +320,7 @@ def test_a_vocabulary_with_ids_up_to_2_to_the_32_prepares_with_tiktoken(tmp_path
     corpus = tmp_path / "c.txt"
     corpus.write_text("hello ab world\n", encoding="utf-8")
     prepared = tokpack.prepare(corpus, vocab=path, pattern="gpt2", cache_dir=tmp_path / "cache")
-    assert prepared.tokenizer().engine == "tiktoken"
+    assert prepared.tokenizer.engine == "tiktoken"
     assert 4_000_000_000 in np.load(prepared.tokens_dir / "tokens.npy").tolist()
 
 
@@ -373,7 +373,7 @@ def test_a_bad_file_spanning_shards_is_counted_once(folder_with_a_bad_file: Path
 
     single = tokpack.prepare(folder_with_a_bad_file, vocab=prepared.vocabulary_path, on_error="skip",
                              document_bytes=4096, cache_dir=tmp_path / "cache")
-    assert single.manifest.counts["skipped"] == 1
+    assert single.meta.counts["skipped"] == 1
     dataset = prepare_sharded(folder_with_a_bad_file, tmp_path / "ds", vocab=prepared.vocabulary_path, shards=3,
                               processes=1, document_bytes=4096, on_error="skip")
     shards_skipping = [open_tokens(tmp_path / "ds" / shard_name(r)).meta.counts.get("skipped", 0) for r in range(3)]

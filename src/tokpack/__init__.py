@@ -4,11 +4,12 @@ The public API, by layer:
 
 - vocabularies: :class:`BpeTokenizer`, :func:`load_vocabulary`, :class:`VocabIdentity`,
   :func:`require_vocabulary`, :func:`tokenizer_for`, the patterns ``GPT2_PATTERN``/``GPT4_PATTERN``;
-- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`; :func:`sample_corpus`;
+- corpus preparation: :func:`prepare` returning a :class:`TokenizedCorpus`, its settings as the
+  records :class:`CorpusReading`, :class:`VocabularyRequest` and :class:`Execution`; :func:`sample_corpus`;
 - the pack store: :class:`Pack` (read, verify);
 - serving: :class:`PackedBatches`, the training path (layouts, global batches over ranks,
-  mixtures, exact resume; more in :mod:`tokpack.serve`), and the first seed's fixed step
-  schedule :class:`TokenBatches`, kept as a contract;
+  mixtures, exact resume; more in :mod:`tokpack.serve`), and the fixed step schedule
+  :class:`TokenBatches`, a contract that does not change;
 - interop: :func:`export` (``tokpack.export(source, fmt, out)``: Megatron, nanoGPT, litdata, MDS,
   Parquet; the formats are :mod:`tokpack.store.formats`).
 
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tokpack.corpus import CorpusManifest, sample_corpus
-    from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
+    from tokpack.preparing import CorpusReading, Execution, PrepareProgress, TokenizedCorpus, VocabularyRequest, prepare
     from tokpack.serve import PackedBatches, TokenBatches
     from tokpack.store import Pack
     from tokpack.store.exporting import export
@@ -43,12 +44,15 @@ _HOMES = {
     "GPT4_PATTERN": "tokpack.vocab",
     "BpeTokenizer": "tokpack.vocab",
     "CorpusManifest": "tokpack.corpus",
+    "CorpusReading": "tokpack.preparing",
+    "Execution": "tokpack.preparing",
     "Pack": "tokpack.store",
     "PackedBatches": "tokpack.serve",
     "PrepareProgress": "tokpack.preparing",
     "TokenBatches": "tokpack.serve",
     "TokenizedCorpus": "tokpack.preparing",
     "VocabIdentity": "tokpack.vocab",
+    "VocabularyRequest": "tokpack.preparing",
     "export": "tokpack.store.exporting",
     "load_vocabulary": "tokpack.vocab.loading",
     "prepare": "tokpack.preparing",
@@ -62,12 +66,15 @@ __all__ = [
     "GPT4_PATTERN",
     "BpeTokenizer",
     "CorpusManifest",
+    "CorpusReading",
+    "Execution",
     "Pack",
     "PackedBatches",
     "PrepareProgress",
     "TokenBatches",
     "TokenizedCorpus",
     "VocabIdentity",
+    "VocabularyRequest",
     "export",
     "load_vocabulary",
     "prepare",

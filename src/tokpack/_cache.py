@@ -21,7 +21,7 @@ def default_cache_dir() -> Path:
 
 
 #: What to do when the cache cannot be written.
-UNWRITABLE_CACHE = "make the cache writable, or point --cache-dir / TOKPACK_CACHE at one that is"
+UNWRITABLE_CACHE = "make the cache writable, or point cache_dir= or TOKPACK_CACHE at one that is"
 
 
 @contextmanager

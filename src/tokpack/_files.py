@@ -37,8 +37,7 @@ def regular_file(path: Path, what: str = "input") -> os.stat_result:
     except FileNotFoundError:
         if os.path.islink(path):  # a folder's dangling link: say what it points to, and what to do
             raise InputError(f"a link to {os.readlink(path)}, which does not exist", where=path,
-                             fix="remove the link or restore what it points to, or leave it out with --on-error skip "
-                                 "(on_error='skip' in Python)") from None
+                             fix="remove the link or restore what it points to, or leave it out with on_error='skip'") from None
         raise InputError("missing", where=path) from None
     except OSError as error:
         raise InputError(f"cannot read ({error.strerror or error})", where=path) from None

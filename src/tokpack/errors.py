@@ -11,8 +11,8 @@ parameter by its Python name (``text_field='body'``; the command line says it as
     corpus.jsonl: byte 1234: no string field 'text' (fields: body, id); use text_field='body'
     pack/tokens.npy: sha256 does not match meta.json; the pack was altered (delete it to rebuild)
 
-Every error class below is also a :class:`ValueError`, because the seeds and the first releases
-promised ``ValueError`` for these failures and callers catch it (the one warning,
+Every error class below is also a :class:`ValueError`: tokpack promises ``ValueError`` for these
+failures, and callers may catch it (the one warning,
 :class:`SpecialTokenInText`, is a :class:`UserWarning`):
 
 >>> issubclass(VocabularyMismatch, ValueError) and issubclass(InputError, TokpackError)

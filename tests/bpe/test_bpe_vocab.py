@@ -114,7 +114,7 @@ def test_prepare_trains_with_the_exact_trainer(tmp_path: Path, polish: list[str]
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(polish[:3]), encoding="utf-8")
     prepared = tokpack.prepare(corpus, trainer="exact", vocab_size=600, cache_dir=tmp_path / "cache")
-    tokenizer = prepared.tokenizer()
+    tokenizer = prepared.tokenizer
     assert prepared.n_vocab == 600 and tokenizer.eot_id == 599
     # Lossless, and it compresses: the exact trainer made real merges.
     sample = polish[0][:2000]

@@ -56,7 +56,7 @@ def huge_number_in_meta(folder: Path, corpus: tokpack.TokenizedCorpus) -> tuple[
 
 
 def tokenizer_json(folder: Path, corpus: tokpack.TokenizedCorpus, **changes: object) -> Path:
-    document = json.loads(corpus.tokenizer().to_tokenizer_json())
+    document = json.loads(corpus.tokenizer.to_tokenizer_json())
     if "pattern" in changes:
         document["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = changes["pattern"]
     if "dropout" in changes:
@@ -164,7 +164,7 @@ def test_prepare_shards_json_prints_json(tmp_path: Path, prepared: tokpack.Token
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["shards"] == 2 and record["dataset"] == str(tmp_path / "ds")
-    assert record["n_tokens"] == prepared.manifest.n_tokens
+    assert record["n_tokens"] == prepared.meta.n_tokens
     job = runner.invoke(app, ["prepare", str(SAMPLE / "polish.txt"), "--vocab", str(prepared.vocabulary_path),
                               "--shards", "2", "-o", str(tmp_path / "job"), "--engine", "array", "--json"])
     assert job.exit_code == 0 and json.loads(job.stdout)["shards"] == 2, job.output

@@ -24,9 +24,7 @@ COMMAND_LINE = re.compile(r"(?:\btokpack [a-z]|\bray start|\bsbatch|\bpip )")
 NOT_MESSAGES = {"report/page.py", "grading/baselines.py"}
 #: Library modules whose messages still say flags; each entry goes when its module speaks Python.
 STILL_NAMING_FLAGS = {
-    "_cache.py", "_files.py", "bpe/challenge.py", "bpe/fast.py", "chess/pipeline.py", "corpus/manifest.py",
-    "corpus/sources.py", "engines/executors.py", "grading/training.py", "preparing/preparation.py",
-    "report/explorer.py",
+    "bpe/challenge.py", "bpe/fast.py", "chess/pipeline.py", "engines/executors.py",
 }
 
 
@@ -77,3 +75,46 @@ def test_the_command_line_says_the_same_message_in_its_flags(tmp_path: Path) -> 
     docs.write_text('{"body": "hello"}\n', encoding="utf-8")
     line = _one_line_error(["prepare", str(docs), "--vocab-size", "300", "--cache-dir", str(tmp_path / "c")])
     assert line.endswith("name the field with --text-field NAME")
+
+
+def _every_option_name() -> set[str]:
+    import click
+
+    from tokpack.cli._flags import flags_of
+
+    names: set[str] = set()
+
+    def walk(command: click.Command) -> None:
+        names.update(flags_of(command.params))
+        for sub in getattr(command, "commands", {}).values():
+            walk(sub)
+
+    import typer.main
+
+    walk(typer.main.get_command(app))
+    return names
+
+
+def test_a_library_parameter_of_another_name_is_said_as_its_option() -> None:
+    from tokpack.cli._flags import OPTION_NAMES, in_flags
+
+    options = _every_option_name()
+    assert set(OPTION_NAMES.values()) <= options, "each mapping names a real option"
+    flags = {"allow_smaller_vocab": ("--allow-smaller-vocab", None), "merges": ("--merges", None),
+             "out": ("--out", None), "workers": ("--workers", None)}
+    assert in_flags("or accept fewer with allow_smaller=True", flags) == "or accept fewer with --allow-smaller-vocab"
+    assert in_flags("num_merges must be 0 or more, got -1", flags) == "--merges must be 0 or more, got -1"
+    assert in_flags("name a new folder with dataset=PATH", flags) == "name a new folder with --out PATH"
+    assert in_flags("processes must be at least 1", flags) == "--workers must be at least 1"
+
+
+def test_a_cut_mismatch_names_parameters_in_python_and_flags_on_the_command_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"line {i} of the corpus<|endoftext|>\n" for i in range(200)), encoding="utf-8")
+    tokpack.prepare(corpus, vocab_size=260, validation=0.1, separator="<|endoftext|>", cache_dir=tmp_path / "c")
+    with pytest.raises(tokpack.errors.InputError, match=r"cut with separator='<\|endoftext\|>', this run asks for "
+                                                      r"separator='\\n'; pass separator='<\|endoftext\|>'"):
+        tokpack.prepare(corpus, vocab_size=260, separator="\n", cache_dir=tmp_path / "c")
+    line = _one_line_error(["prepare", str(corpus), "--vocab-size", "260", "--separator", "\n",
+                            "--cache-dir", str(tmp_path / "c")])
+    assert "cut with --separator '<|endoftext|>', this run asks for --separator $'\\n'; pass --separator" in line, line

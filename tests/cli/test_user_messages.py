@@ -106,8 +106,8 @@ def test_an_output_folder_of_other_settings_says_so(tmp_path: Path) -> None:
     assert runner.invoke(app, [*common, "--vocab-size", "260"]).exit_code == 0
     line = one_line_error([*common, "--vocab-size", "262"])
     assert "pack: holds a pack made with other settings (vocabulary" in line and "ids)" in line
-    assert "delete it, or choose another -o" in line and "cached" not in line
-    with pytest.raises(InputError, match="out= in Python"):
+    assert "delete it, or write elsewhere with --out PATH" in line and "cached" not in line
+    with pytest.raises(InputError, match="write elsewhere with out=PATH$"):
         prepare(corpus, vocab_size=262, out=tmp_path / "pack", cache_dir=tmp_path / "cache")
 
 

@@ -39,7 +39,7 @@ def text() -> bytes:
 def _ids(corpus: Path, cache: Path, **options: object) -> tuple[np.ndarray, np.ndarray, str]:
     prepared = prepare(corpus, cache_dir=cache, vocab_size=300, document_bytes=2048, **options)  # type: ignore[arg-type]
     pack = prepared.pack()
-    return np.asarray(pack.tokens).copy(), np.asarray(pack.starts).copy(), prepared.vocabulary.sha256
+    return np.asarray(pack.tokens).copy(), np.asarray(pack.starts).copy(), prepared.identity.sha256
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESS))
@@ -72,8 +72,8 @@ def test_compression_is_told_by_the_bytes_and_splits_cut_the_text(text: bytes, t
     ranges = json.loads((tmp_path / "hidden.txt.manifest.json").read_text())["ranges"]
     assert ranges == json.loads((tmp_path / "plain.txt.manifest.json").read_text())["ranges"]
     assert ranges["validation"][1] == len(text)
-    assert hidden_split.manifest.ranges == plain_split.manifest.ranges
-    assert hidden_split.manifest.source.sha256 == plain_split.manifest.source.sha256  # the text's identity
+    assert hidden_split.meta.ranges == plain_split.meta.ranges
+    assert hidden_split.meta.source.sha256 == plain_split.meta.source.sha256  # the text's identity
 
 
 def test_compressed_json_lines_and_folder_files_are_read_as_their_text(text: bytes, tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_binary_inputs_are_named_as_binary_with_the_fix(text: bytes, tmp_path: P
         prepare(folder, cache_dir=tmp_path / "c", vocab_size=300)
     # Skipped whole with on_error="skip", and the count says why.
     skipped = prepare(folder, cache_dir=tmp_path / "c", vocab_size=300, on_error="skip")
-    assert skipped.manifest.counts["skipped"] == 1
+    assert skipped.meta.counts["skipped"] == 1
 
     utf16 = tmp_path / "windows.txt"
     utf16.write_bytes(text[:1000].decode().encode("utf-16"))

@@ -42,7 +42,7 @@ def _folder(root: Path, lines: list[str], n_files: int = 20) -> Path:
 def test_a_folder_with_validation_has_a_validation_range_of_whole_files(lines: list[str], tmp_path: Path) -> None:
     folder = _folder(tmp_path, lines)
     prepared = prepare(folder, cache_dir=tmp_path / "cache", vocab_size=300, validation=0.1, document_bytes=64)
-    ranges = prepared.manifest.ranges
+    ranges = prepared.meta.ranges
     assert set(ranges) == {"train", "validation"}
     manifest = json.loads((tmp_path / "corpus.manifest.json").read_text())
     assert manifest["schema"] == "tokpack.corpus.documents.v1" and manifest["format"] == "directory"
@@ -54,7 +54,7 @@ def test_a_folder_with_validation_has_a_validation_range_of_whole_files(lines: l
     held = [file for file, kind in zip(files, held_out_ranges(20, 0.1, 0.0)) if kind == 1]
     assert len(held) == 2 and held[0].parent != held[1].parent  # spread: one from each subfolder
     first, last = ranges["validation"].documents
-    tokenizer, pack = prepared.tokenizer(), prepared.pack()
+    tokenizer, pack = prepared.tokenizer, prepared.pack()
     starts = np.append(np.asarray(pack.starts), pack.n_tokens)
     text = "".join(tokenizer.decode(np.asarray(pack.tokens[starts[d] : starts[d + 1]]).tolist()) for d in range(first, last))
     assert text == "".join(file.read_text(encoding="utf-8") for file in held)
@@ -66,7 +66,7 @@ def test_a_folder_with_validation_has_a_validation_range_of_whole_files(lines: l
     assert all((firsts[file] in sample) == (file not in held) for file in files)
     # Deterministic, and a later run without validation reads the same split from the manifest.
     again = prepare(folder, cache_dir=tmp_path / "other-cache", vocab_size=300, document_bytes=64)
-    assert again.manifest.ranges == ranges and np.array_equal(np.asarray(again.pack().tokens), np.asarray(pack.tokens))
+    assert again.meta.ranges == ranges and np.array_equal(np.asarray(again.pack().tokens), np.asarray(pack.tokens))
 
 
 def test_json_lines_and_parquet_hold_out_whole_records_and_rows(lines: list[str], tmp_path: Path) -> None:
@@ -74,10 +74,10 @@ def test_json_lines_and_parquet_hold_out_whole_records_and_rows(lines: list[str]
     records.write_text("".join(json.dumps({"body": line}) + "\n" for line in lines[:200]), encoding="utf-8")
     prepared = prepare(records, cache_dir=tmp_path / "cache", vocab_size=300, text_field="body", validation=0.1, test=0.05)
     kinds = held_out_ranges(200, 0.1, 0.05)
-    spans = {name: span.documents for name, span in prepared.manifest.ranges.items()}
+    spans = {name: span.documents for name, span in prepared.meta.ranges.items()}
     assert spans == {"train": (0, 170), "validation": (170, 190), "test": (190, 200)}
     assert [int((kinds == k).sum()) for k in (0, 1, 2)] == [170, 20, 10]
-    tokenizer, pack = prepared.tokenizer(), prepared.pack()
+    tokenizer, pack = prepared.tokenizer, prepared.pack()
     starts = np.append(np.asarray(pack.starts), pack.n_tokens)
     test_text = [tokenizer.decode(np.asarray(pack.tokens[starts[d] : starts[d + 1]]).tolist()) for d in range(190, 200)]
     assert test_text == [line for line, kind in zip(lines[:200], kinds) if kind == 2]
@@ -86,10 +86,10 @@ def test_json_lines_and_parquet_hold_out_whole_records_and_rows(lines: list[str]
     rows = tmp_path / "rows.parquet"
     pq.write_table(table, rows, row_group_size=64)  # five row groups
     prepared = prepare(rows, cache_dir=tmp_path / "cache", vocab_size=300, validation=0.2)
-    assert prepared.manifest.ranges["validation"].documents == (240, 300)
+    assert prepared.meta.ranges["validation"].documents == (240, 300)
     pack = prepared.pack()
     starts = np.append(np.asarray(pack.starts), pack.n_tokens)
-    decoded = [prepared.tokenizer().decode(np.asarray(pack.tokens[starts[d] : starts[d + 1]]).tolist()) for d in range(300)]
+    decoded = [prepared.tokenizer.decode(np.asarray(pack.tokens[starts[d] : starts[d + 1]]).tolist()) for d in range(300)]
     kinds = held_out_ranges(300, 0.2, 0.0)
     assert decoded == [line for line, kind in zip(lines[:300], kinds) if kind == 0] + \
         [line for line, kind in zip(lines[:300], kinds) if kind == 1]
@@ -108,7 +108,7 @@ def test_every_document_of_a_split_corpus_names_the_bytes_it_came_from(kind: str
         corpus = tmp_path / "rows.parquet"
         pq.write_table(pa.table({"text": texts}), corpus, row_group_size=32)
     prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=300, validation=0.1, test=0.1, document_bytes=96)
-    pack, tokenizer = prepared.pack(), prepared.tokenizer()
+    pack, tokenizer = prepared.pack(), prepared.tokenizer
     record, rows = read_origins(pack)  # type: ignore[misc]
     starts = np.append(np.asarray(pack.starts), pack.n_tokens)
     assert record.kind == ("bytes" if kind == "folder" else "records") and len(rows) == pack.n_docs
@@ -134,7 +134,7 @@ def test_an_edited_corpus_or_another_split_is_refused_with_the_fix(lines: list[s
     assert str(caught.value).endswith("restore corpus as it was, or delete corpus.manifest.json to split it again "
                                       "(the held-out documents change, so evaluate anew)")
     manifest.unlink()
-    assert "validation" not in prepare(folder, cache_dir=tmp_path / "cache", vocab_size=300).manifest.ranges
+    assert "validation" not in prepare(folder, cache_dir=tmp_path / "cache", vocab_size=300).meta.ranges
 
 
 def test_the_command_splits_a_folder_and_a_sharded_job_keeps_the_split(lines: list[str], tmp_path: Path) -> None:

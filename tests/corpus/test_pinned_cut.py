@@ -44,7 +44,7 @@ def test_later_runs_take_the_manifest_cut(corpus: Path, tmp_path: Path) -> None:
     assert (tmp_path / "vocab" / "ranks.tiktoken").is_file()
 
     again = prepare(corpus, vocab_size=265, cache_dir=cache)  # no document_bytes: the manifest's
-    assert again.manifest.cut.document_bytes == 4096
+    assert again.meta.cut.document_bytes == 4096
     assert train_from_files(corpus, 5, workers=1).training.merges
 
     code, err = run("prepare", str(corpus), "--vocab-size", "265", "--cache-dir", cache)  # CLI, no flag
@@ -57,7 +57,7 @@ def test_an_explicit_other_cut_is_still_refused(corpus: Path, tmp_path: Path) ->
     assert code == 0, err
     code, err = run("bpe", "train", str(corpus), "-o", str(tmp_path / "vocab"), "--document-bytes", "8192")
     assert code == 2 and "its ranges were cut with --document-bytes 4096" in err, err
-    with pytest.raises(InputError, match="--document-bytes 4096"):
+    with pytest.raises(InputError, match="document_bytes=4096"):
         prepare(corpus, vocab_size=265, cache_dir=tmp_path / "cache", document_bytes=8192)
 
 

@@ -206,10 +206,10 @@ def test_the_separator_is_part_of_the_cache_key_and_the_api_takes_it(tmp_path: P
     separated = _prepare(corpus, "--vocab", byte_vocab, "--document-bytes", "4096", "--cache-dir", cache, "--separator", EOT)
     assert plain["pack"] != separated["pack"] and plain["n_docs"] != separated["n_docs"]
     api = tokpack.prepare(corpus, vocab=byte_vocab, document_bytes=4096, cache_dir=cache, separator=EOT)
-    assert str(api.tokens_dir) == separated["pack"] and api.manifest.cut.separator == EOT
+    assert str(api.tokens_dir) == separated["pack"] and api.meta.cut.separator == EOT
     # A vocabulary trained on separated documents never sees the separator.
     trained = tokpack.prepare(corpus, vocab_size=400, document_bytes=4096, cache_dir=cache, separator=EOT)
-    tokenizer = trained.tokenizer()
+    tokenizer = trained.tokenizer
     assert all(EOT.encode() not in tokenizer.decode_bytes([i]) for i in range(256, 399))
     again = tokpack.prepare(corpus, vocab_size=400, document_bytes=4096, cache_dir=cache)
     assert again.vocabulary_path != trained.vocabulary_path

@@ -31,9 +31,9 @@ def uneven(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _held_out_characters_per_token(prepared) -> float:  # type: ignore[no-untyped-def]
-    low, high = prepared.manifest.ranges["validation"].tokens
+    low, high = prepared.meta.ranges["validation"].tokens
     ids = np.asarray(prepared.pack().tokens[low:high]).tolist()
-    return len(prepared.tokenizer().decode(ids)) / (high - low)
+    return len(prepared.tokenizer.decode(ids)) / (high - low)
 
 
 def test_the_default_trains_on_the_whole_training_range(uneven: Path, tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_the_default_trains_on_the_whole_training_range(uneven: Path, tmp_path: 
     assert used == whole < DEFAULT_VOCAB_SAMPLE_BYTES
     assert default.vocabulary_sample is not None and default.vocabulary_sample.startswith("trained on all ")
     everything = prepare(uneven, cache_dir=tmp_path / "other", vocab_size=1024, manifest=split, vocab_sample_bytes=10**12)
-    assert everything.vocabulary.sha256 == default.vocabulary.sha256
+    assert everything.identity.sha256 == default.identity.sha256
     assert _held_out_characters_per_token(default) == _held_out_characters_per_token(everything)
 
 

@@ -60,7 +60,7 @@ def test_a_folder_of_text_files_packs_each_file_in_sorted_order(tmp_path: Path, 
     (folder / "a.txt").write_text("pierwszy plik\n" * 3, encoding="utf-8")
     (folder / ".hidden").write_text("not me", encoding="utf-8")
     prepared = prepare(folder, vocab=vocabulary, cache_dir=tmp_path / "c", document_bytes=DOCUMENT_BYTES)
-    pack, tokenizer = prepared.pack(), prepared.tokenizer()
+    pack, tokenizer = prepared.pack(), prepared.tokenizer
     assert pack.n_docs == 2  # documents never span files
     assert tokenizer.decode(pack.document(0)) == "pierwszy plik\n" * 3
     assert tokenizer.decode(pack.document(1)) == "drugi plik\n"
@@ -87,12 +87,12 @@ def test_invalid_input_names_file_and_offset_or_is_skipped_and_counted(tmp_path:
     with pytest.raises(ValueError, match=r"bad\.txt: invalid UTF-8 at byte 4"):
         prepare(folder, vocab=vocabulary, cache_dir=tmp_path / "c")
     skipped = prepare(folder, vocab=vocabulary, cache_dir=tmp_path / "c2", on_error="skip")
-    assert skipped.manifest.counts == {"skipped": 1, "characters": len("dobry tekst\n")} and skipped.manifest.n_docs == 1
+    assert skipped.meta.counts == {"skipped": 1, "characters": len("dobry tekst\n")} and skipped.meta.n_docs == 1
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_bytes(b'{"text": "ok"}\n{"text": broken}\n{"text": "also ok"}\n')
     with pytest.raises(ValueError, match=r"docs\.jsonl: invalid JSON at byte 15"):
         prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c3")
-    counts = prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c4", on_error="skip").manifest.counts
+    counts = prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c4", on_error="skip").meta.counts
     assert counts == {"skipped": 1, "characters": len("ok") + len("also ok")}
 
 

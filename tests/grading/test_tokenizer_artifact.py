@@ -140,7 +140,7 @@ def test_prepare_packs_a_corpus_with_the_shipped_tokenizer(tmp_path: Path) -> No
         (folder / source.name).write_bytes(source.read_bytes())
     prepared = prepare(folder, vocab=TOKENIZER_JSON, cache_dir=tmp_path / "cache")
     expected = load_vocabulary(TOKENIZER_JSON)
-    assert prepared.vocabulary == expected.identity and prepared.n_vocab == 8192
+    assert prepared.identity == expected.identity and prepared.n_vocab == 8192
     pack = prepared.pack()
     packed = pack.take(np.arange(pack.n_tokens))
     assert packed.max() < 8191  # corpus text never produces <|endoftext|>

@@ -41,7 +41,7 @@ def pack_bytes(prepared: TokenizedCorpus) -> dict[str, bytes]:
 def test_sample_pack_decodes_back_to_the_corpus(cache_dir: Path) -> None:
     corpus = SAMPLE / "polish.txt"
     prepared = prepare(corpus, cache_dir=cache_dir, **SMALL)
-    meta, tokenizer, pack = prepared.manifest, prepared.tokenizer(), prepared.pack()
+    meta, tokenizer, pack = prepared.meta, prepared.tokenizer, prepared.pack()
     assert meta.source.name == "polish.txt" and meta.n_tokens == len(pack.tokens) and prepared.n_vocab == 600
     assert meta.ranges["train"].source_bytes == (0, 270569)
     assert meta.ranges["train"].tokens[1] == meta.ranges["validation"].tokens[0]
@@ -66,21 +66,21 @@ def test_vocabulary_never_sees_validation_or_test_text(tmp_path: Path) -> None:
                           {"train": [0, len(train)], "validation": [len(train), len(train) + len(held_out)],
                            "test": [len(train) + len(held_out), len(train) + 2 * len(held_out)]})
     prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=400, document_bytes=4096)
-    assert not [t for t in prepared.tokenizer().ranks if b"qx" in t or b"zv" in t]
-    spans = prepared.manifest.ranges
+    assert not [t for t in prepared.tokenizer.ranks if b"qx" in t or b"zv" in t]
+    spans = prepared.meta.ranges
     assert spans["train"].documents[1] == spans["validation"].documents[0]
-    assert spans["validation"].tokens[1] == spans["test"].tokens[0] and spans["test"].tokens[1] == prepared.manifest.n_tokens
+    assert spans["validation"].tokens[1] == spans["test"].tokens[0] and spans["test"].tokens[1] == prepared.meta.n_tokens
     # training on everything would have learnt them: the probe can fail
     unsplit = write_corpus(tmp_path / "u", train + held_out + held_out)
-    assert [t for t in prepare(unsplit, cache_dir=tmp_path / "cache", vocab_size=400).tokenizer().ranks if b"qx" in t]
+    assert [t for t in prepare(unsplit, cache_dir=tmp_path / "cache", vocab_size=400).tokenizer.ranks if b"qx" in t]
 
 
 def test_empty_ranges_and_an_empty_corpus(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c", b"abc\n", {"train": [0, 4], "validation": [4, 4]})
     prepared = prepare(corpus, cache_dir=tmp_path / "cache", vocab_size=257)
-    assert prepared.manifest.ranges["validation"].documents == (1, 1)
+    assert prepared.meta.ranges["validation"].documents == (1, 1)
     empty = write_corpus(tmp_path / "e", b"")
-    assert prepare(empty, cache_dir=tmp_path / "cache", vocab_size=257).manifest.n_tokens == 0
+    assert prepare(empty, cache_dir=tmp_path / "cache", vocab_size=257).meta.n_tokens == 0
 
 
 def test_rerun_reuses_the_verified_cache_without_retraining(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,7 +158,7 @@ def test_user_vocabulary_is_used_as_given(cache_dir: Path, tmp_path: Path) -> No
     trained = prepare(SAMPLE / "polish.txt", cache_dir=cache_dir, **SMALL)
     rank_file = trained.vocabulary_path.parent / "ranks.tiktoken"
     mine = prepare(SAMPLE / "polish.txt", vocab=rank_file, cache_dir=tmp_path / "other", document_bytes=4096)
-    assert mine.vocabulary == trained.vocabulary and mine.vocabulary_path.parent.name.startswith("user-")
+    assert mine.identity == trained.identity and mine.vocabulary_path.parent.name.startswith("user-")
     assert pack_bytes(mine) == pack_bytes(trained)
     with pytest.raises(ValueError, match="'bytes'"):
         prepare(SAMPLE / "polish.txt", vocab="bytes", cache_dir=cache_dir)
@@ -203,5 +203,5 @@ def test_a_writer_killed_mid_stream_leaves_nothing_that_opens(tmp_path: Path) ->
 def test_tokens_are_uint16_and_match_meta_counts(cache_dir: Path) -> None:
     prepared = prepare(SAMPLE / "polish.txt", cache_dir=cache_dir, **SMALL)
     tokens = np.load(prepared.tokens_dir / "tokens.npy", mmap_mode="r")
-    assert tokens.dtype == np.uint16 and len(tokens) == prepared.manifest.n_tokens
+    assert tokens.dtype == np.uint16 and len(tokens) == prepared.meta.n_tokens
     assert int(tokens.max()) < prepared.n_vocab

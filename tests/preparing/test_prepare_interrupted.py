@@ -43,5 +43,5 @@ def test_a_prepare_killed_mid_run_leaves_nothing_that_blocks_a_rerun(gpt2_rank_f
     again = prepare(corpus, vocab=gpt2_rank_file, cache_dir=cache, document_bytes=6_000_000, workers=1)
     assert not _leftovers(cache)
     pack = again.pack()
-    assert len(pack.document_bounds()) == 1 and again.manifest.n_tokens > 500_000
-    assert again.tokenizer().decode_bytes(pack.document(0).tolist()) == corpus.read_bytes()
+    assert len(pack.document_bounds()) == 1 and again.meta.n_tokens > 500_000
+    assert again.tokenizer.decode_bytes(pack.document(0).tolist()) == corpus.read_bytes()

@@ -24,6 +24,6 @@ def test_prepare_returns_freed_memory_once_per_stretch_of_text(tmp_path: Path, m
     monkeypatch.setattr(preparation, "return_freed_memory", lambda: calls.append(1))
     prepared = prepare(corpus, vocab=rank_file, pattern="gpt2", cache_dir=tmp_path / "cache", document_bytes=4096,
                        batch_documents=8)
-    assert prepared.manifest.n_docs > 100
+    assert prepared.meta.n_docs > 100
     assert len(calls) == corpus.stat().st_size // (128 << 10)  # each 128 KiB boundary crossed, once
 

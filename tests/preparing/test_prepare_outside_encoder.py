@@ -35,7 +35,7 @@ def test_prepare_does_not_hash_the_pack_it_just_wrote_again(tmp_path: Path, gpt2
     corpus.write_text(TEXT, encoding="utf-8")
     monkeypatch.setattr(Pack, "verify", lambda self, **_: pytest.fail("the new pack was hashed again"))
     prepared = prepare(corpus, vocab=gpt2_rank_file, pattern="gpt2", cache_dir=tmp_path / "cache", document_bytes=512)
-    assert prepared.manifest.n_tokens > 0 and prepared.pack().stamped()
+    assert prepared.meta.n_tokens > 0 and prepared.pack().stamped()
     monkeypatch.undo()
     monkeypatch.setenv("TOKPACK_CACHE", str(tmp_path / "stamps"))
     tokens = prepared.tokens_dir / "tokens.npy"
@@ -69,7 +69,7 @@ if how == "cli":
 else:
     from tokpack import prepare
     # Training runs numba's kernels (encoding with given ranks no longer does): its rule applies.
-    assert prepare(corpus, vocab_size=270, cache_dir=cache).manifest.n_tokens > 0
+    assert prepare(corpus, vocab_size=270, cache_dir=cache).meta.n_tokens > 0
 gc.callbacks.clear()
 print("awkward" in sys.modules, max(during) == default and "default" or max(during), file=sys.stderr)
 """

@@ -55,7 +55,7 @@ def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytes
         if hasattr(module, "parse_rank_text"):
             monkeypatch.setattr(module, "parse_rank_text", counting)
     prepared = prepare(corpus, vocab=rank_file, pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache", workers=1)
-    assert prepared.manifest.n_tokens > 0
+    assert prepared.meta.n_tokens > 0
     assert len(parsed) == 1, parsed
 
 

@@ -170,7 +170,7 @@ def test_no_forged_packing_that_loses_or_repeats_an_id_passes_the_check(width: i
     """Whatever a cached file holds (any order, any row offsets), what the check accepts
     serves each piece exactly once, in non-empty rows within their width, each headed by the
     oldest piece still waiting: the packing's own rules, only its choice of fills taken on trust."""
-    from tokpack.serve import compiled
+    from tokpack.serve import batch_kernels as compiled
 
     lengths = np.array(data.draw(st.lists(st.integers(1, width), min_size=1, max_size=40)), dtype=np.int64)
     order, row_ptr, moved = layouts_module._best_fit(lengths, width, lookahead)

@@ -123,7 +123,7 @@ def test_int32_on_request_and_padding_labels_are_the_ignore_index(corpus: tokpac
                             layout_options={"cache": False})
     batch = batches.batch(0)
     assert batch["input_ids"].dtype == np.int32 and batch["labels"].dtype == np.int32
-    assert batches.ignore_index == corpus.tokenizer().eot_id
+    assert batches.ignore_index == corpus.tokenizer.eot_id
     padded = batch["input_ids"] == batches.ignore_index
     assert padded.any()  # 1 KB documents do not fill 257-id rows exactly
     assert (batch["labels"][padded] == batches.ignore_index).all()
@@ -134,7 +134,7 @@ def test_state_over_other_data_or_another_vocabulary_is_refused(corpus: tokpack.
     state = batches.state_dict()
     other_data = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab=corpus.vocabulary_path,
                                  document_bytes=2048)
-    assert other_data.vocabulary.sha256 == corpus.vocabulary.sha256  # same vocabulary, other cut
+    assert other_data.identity.sha256 == corpus.identity.sha256  # same vocabulary, other cut
     with pytest.raises(IntegrityError, match="saved over other data"):
         PackedBatches(other_data.tokens_dir, length=32, global_batch=4).load_state_dict(state)
     other_vocabulary = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=400, document_bytes=1024)
@@ -149,14 +149,14 @@ def test_state_over_other_data_or_another_vocabulary_is_refused(corpus: tokpack.
 
 def test_a_checkpoint_alone_is_enough_for_require_vocabulary(corpus: tokpack.TokenizedCorpus, tmp_path: Path) -> None:
     batches = PackedBatches(corpus.tokens_dir, length=32, global_batch=4)
-    tokenizer = corpus.tokenizer()
+    tokenizer = corpus.tokenizer
     checkpoint = {"model": {}, "loader": batches.state_dict()}
     assert tokpack.require_vocabulary(checkpoint, tokenizer) is tokenizer
     assert tokpack.require_vocabulary(batches.data_schedule(run="x"), tokenizer) is tokenizer
     assert tokpack.require_vocabulary(batches.state_dict(), tokenizer) is tokenizer
     other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path, vocab_size=400, document_bytes=1024)
     with pytest.raises(VocabularyMismatch, match="not the vocabulary"):
-        tokpack.require_vocabulary(checkpoint, other.tokenizer())
+        tokpack.require_vocabulary(checkpoint, other.tokenizer)
 
 
 def two_packs(tmp_path: Path, n_vocab: int = 100) -> tuple[Path, Path, Path]:

@@ -188,7 +188,7 @@ def test_the_seed_loader_state_names_its_data_and_vocabulary(tmp_path: Path) -> 
             return make_loader(WindowDataset(Windows(corpus.tokens_dir, block=16)), batch_size=4)
 
     state = loader(first).state_dict()
-    assert tokpack.require_vocabulary({"loader": state}, first.tokenizer())  # a checkpoint alone is enough
+    assert tokpack.require_vocabulary({"loader": state}, first.tokenizer)  # a checkpoint alone is enough
     with pytest.raises(IntegrityError, match="other data"):
         loader(other_cut).load_state_dict(state)
     with pytest.raises(VocabularyMismatch, match="saved over vocabulary"):

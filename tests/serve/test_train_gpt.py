@@ -105,7 +105,7 @@ def stream_runs(corpus: tokpack.TokenizedCorpus, tmp_path_factory: pytest.TempPa
     folder = tmp_path_factory.mktemp("stream")
     sharded = prepare_sharded(tokpack.sample_corpus(), folder / "dataset", vocab=corpus.vocabulary_path, shards=2,
                               processes=1, document_bytes=4096)
-    assert sharded.meta.tokens_sha256 == corpus.manifest.tokens_sha256
+    assert sharded.meta.tokens_sha256 == corpus.meta.tokens_sha256
     (folder / "logs.json").write_text(json.dumps(three_ways(corpus, folder, "stream", one_rank_data=sharded.path)))
     return folder
 
@@ -152,7 +152,7 @@ def test_a_checkpoint_is_refused_on_other_data(corpus: tokpack.TokenizedCorpus, 
     else:  # the same text cut into other documents: other starts, other checksums
         other = tokpack.prepare(tokpack.sample_corpus(), cache_dir=tmp_path / "cache", vocab=corpus.vocabulary_path,
                                 document_bytes=2048)
-        assert other.vocabulary == corpus.vocabulary
+        assert other.identity == corpus.identity
         expected = "other data"
     refused = run(["--data", str(other.tokens_dir), "--steps", str(STEPS), "--length", str(LENGTH), "--global-batch",
                    str(GLOBAL_BATCH), "--seed", "3", "--resume", str(stream_runs / f"step{CHECKPOINT_STEP}.pt")],

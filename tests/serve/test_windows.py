@@ -96,11 +96,11 @@ def test_training_windows_never_read_validation_ids(tmp_path: Path) -> None:
 def test_a_thousand_random_windows_stay_in_the_vocabulary(tmp_path: Path) -> None:
     prepared = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path, vocab_size=500, document_bytes=512)
     windows = Windows(prepared.tokens_dir, block=64)
-    assert windows.pad_id == prepared.tokenizer().eot_id  # text pads with <|endoftext|>, never in the text
+    assert windows.pad_id == prepared.tokenizer.eot_id  # text pads with <|endoftext|>, never in the text
     indices = np.random.default_rng(0).integers(0, len(windows), size=1000)
     xs, ys = windows.window_batch(indices)
     assert xs.min() >= 0 and xs.max() < prepared.n_vocab and ys.max() < prepared.n_vocab
-    train_end = prepared.manifest.ranges["train"].tokens[1]
+    train_end = prepared.meta.ranges["train"].tokens[1]
     tokens = prepared.pack().tokens
     first = windows.origins(indices)
     assert np.array_equal(xs[:, 0], tokens[first])

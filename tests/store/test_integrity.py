@@ -31,10 +31,10 @@ def jsonl_with_a_bad_record(path: Path) -> Path:
 def test_skipped_records_are_counted_once_when_prepare_trains_its_vocabulary(tmp_path: Path) -> None:
     corpus = jsonl_with_a_bad_record(tmp_path / "corpus.jsonl")
     trained = prepare(corpus, cache_dir=tmp_path / "a", on_error="skip", **SMALL)  # trains and skips in one run
-    assert trained.manifest.counts["skipped"] == 1
+    assert trained.meta.counts["skipped"] == 1
     # The same pack made with the vocabulary given (so the trainer never reads the corpus) says the same.
     given = prepare(corpus, vocab=trained.vocabulary_path, cache_dir=tmp_path / "b", on_error="skip", **GIVEN)
-    assert given.manifest.counts == trained.manifest.counts
+    assert given.meta.counts == trained.meta.counts
 
 
 def test_a_pack_made_skipping_is_not_reused_by_a_run_that_raises(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_a_corpus_rewritten_during_prepare_is_refused_and_nothing_is_cached(tmp_
     assert not any((tmp_path / "cache" / "packs").glob("*-d4096")), "a pack of the changed corpus was published"
     # Once the file is still, the pack holds the bytes its record names.
     prepared = prepare(corpus, vocab=vocab, cache_dir=tmp_path / "cache", **GIVEN)
-    assert prepared.tokenizer().decode_bytes(prepared.pack().tokens) == corpus.read_bytes()
+    assert prepared.tokenizer.decode_bytes(prepared.pack().tokens) == corpus.read_bytes()
 
 
 def test_a_corpus_truncated_during_prepare_is_an_input_error_not_sigbus(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_a_device_or_fifo_as_corpus_is_refused(tmp_path: Path) -> None:
     os.mkfifo(folder / "b.txt")
     with pytest.raises(InputError, match=r"b\.txt: not a regular file \(a FIFO\)"):
         prepare(folder, cache_dir=tmp_path / "cache", **SMALL)
-    assert prepare(folder, cache_dir=tmp_path / "cache", on_error="skip", **SMALL).manifest.counts["skipped"] == 1
+    assert prepare(folder, cache_dir=tmp_path / "cache", on_error="skip", **SMALL).meta.counts["skipped"] == 1
 
 
 def test_a_fifo_as_meta_json_is_refused(tmp_path: Path) -> None:
@@ -132,10 +132,10 @@ def test_an_unreadable_subfolder_stops_the_run_or_is_skipped_and_counted(tmp_pat
         return real_scandir(path)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "scandir", scandir)
-    with pytest.raises(InputError, match=r"locked: cannot read folder \(Permission denied\).*--on-error skip"):
+    with pytest.raises(InputError, match=r"locked: cannot read folder \(Permission denied\).*on_error='skip'"):
         prepare(folder, cache_dir=tmp_path / "cache", **SMALL)
     prepared = prepare(folder, cache_dir=tmp_path / "cache", on_error="skip", **SMALL)
-    assert prepared.manifest.counts["skipped"] == 1
+    assert prepared.meta.counts["skipped"] == 1
 
 
 def test_an_unreadable_file_is_skipped_with_on_error_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,8 +154,8 @@ def test_an_unreadable_file_is_skipped_with_on_error_skip(tmp_path: Path, monkey
     with pytest.raises(InputError, match=r"b\.txt: cannot read \(Permission denied\)"):
         prepare(folder, cache_dir=tmp_path / "cache", **SMALL)
     prepared = prepare(folder, cache_dir=tmp_path / "cache", on_error="skip", **SMALL)
-    assert prepared.manifest.counts["skipped"] == 1
-    assert b"hidden" not in prepared.tokenizer().decode_bytes(prepared.pack().tokens)
+    assert prepared.meta.counts["skipped"] == 1
+    assert b"hidden" not in prepared.tokenizer.decode_bytes(prepared.pack().tokens)
 
 
 # --- Item 1: every reader verifies on first open; a stamp makes later opens free ------------------
@@ -360,27 +360,27 @@ def test_require_vocabulary_and_tokenizer_for_refuse_foreign_tokenizers_in_one_l
     from tokpack.store import Pack
 
     trained = prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
-    schedule = trained.batches(batch=1, length=4).data_schedule()
+    schedule = trained.batches(length=4, global_batch=1).data_schedule()
     hf = Tokenizer(BPE())
     foreign = {"tokenizers.Tokenizer": hf, "PreTrainedTokenizerFast": PreTrainedTokenizerFast(tokenizer_object=hf),
                "state_dict": {"wte.weight": np.zeros((3, 2)), "lm_head.weight": np.zeros((3, 2))}}
     for name, thing in foreign.items():
         for call in (lambda thing=thing: require_vocabulary(schedule, thing),
                      lambda thing=thing: tokenizer_for(schedule, thing),
-                     lambda thing=thing: require_vocabulary(thing, trained.tokenizer()),
+                     lambda thing=thing: require_vocabulary(thing, trained.tokenizer),
                      lambda thing=thing: tokenizer_for(thing, trained.vocabulary_path)):
             with pytest.raises(InputError) as caught:
                 call()
             assert "\n" not in str(caught.value) and type(caught.value) is InputError, name
     with pytest.raises(InputError, match=r"state_dict"):
-        require_vocabulary(foreign["state_dict"], trained.tokenizer())
+        require_vocabulary(foreign["state_dict"], trained.tokenizer)
     with pytest.raises(InputError, match=r"vocabulary identity: n_vocab"):
-        require_vocabulary({"sha256": "0" * 64, "n_vocab": "many", "scheme": "x"}, trained.tokenizer())
+        require_vocabulary({"sha256": "0" * 64, "n_vocab": "many", "scheme": "x"}, trained.tokenizer)
     looped: dict[str, object] = {}
     looped["vocabulary"] = looped
     with pytest.raises(InputError):
-        require_vocabulary(looped, trained.tokenizer())
-    assert tokenizer_for(schedule, trained.vocabulary_path).identity == trained.vocabulary
+        require_vocabulary(looped, trained.tokenizer)
+    assert tokenizer_for(schedule, trained.vocabulary_path).identity == trained.identity
     assert Pack(pack_of_documents([[1]], n_vocab=2)).n_docs == 1
 
 
@@ -584,7 +584,7 @@ def test_prepare_uses_the_pack_another_node_published_first(tmp_path: Path, monk
 
     monkeypatch.setattr(preparation, "write_pack", racing)
     prepared = prepare(SAMPLE / "polish.txt", vocab=reference.vocabulary_path, cache_dir=tmp_path / "b", **GIVEN)
-    assert prepared.manifest == reference.manifest
+    assert prepared.meta == reference.meta
 
 
 def test_a_failed_validation_month_leaves_no_train_pack_behind(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_files_and_prepare_read_a_name(tmp_path: Path) -> None:
     assert result.training.pattern == GPT4_PATTERN and len(result.training.trace) == 20
     pack = tokpack.prepare(corpus, vocab_size=300, pattern="gpt4", cache_dir=tmp_path / "cache",
                            allow_smaller_vocab=True)
-    assert pack.tokenizer().pattern == GPT4_PATTERN
+    assert pack.tokenizer.pattern == GPT4_PATTERN
 
 
 def test_skipped_text_message_names_the_real_default() -> None:

@@ -146,7 +146,7 @@ def test_vocab_with_vocab_size_is_refused_and_tokenizer_train_says_what_it_reads
     message = refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--min-frequency", "3",
                       "--cache-dir", str(tmp_path / "c"))
     assert "--min-frequency is for training" in message
-    with pytest.raises(InputError, match="^vocab_size trains a vocabulary; vocab= gives one"):
+    with pytest.raises(InputError, match="^vocab_size is for training a vocabulary; vocab= gives one"):
         prepare(corpus, vocab=ARTIFACT / "tokenizer.json", vocab_size=300, cache_dir=tmp_path / "c")
     message = refused("tokenizer", "train", str(corpus), "-o", str(tmp_path / "t" / "tokenizer.json"))
     assert "one subfolder per domain" in message and "tokpack bpe train" in message

@@ -129,6 +129,17 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def in_command_flags(message: str) -> str:
+    """``message`` with the Python parameters it names said as the running command's flags (for a
+    command that prints its own errors; every other error is said so by :func:`report_failure`)."""
+    try:  # typer 0.2x carries its own copy of click, whose context its commands run in
+        from typer._click.globals import get_current_context
+    except ImportError:
+        from click.globals import get_current_context  # type: ignore[no-redef]
+    ctx = get_current_context(silent=True)
+    return message if ctx is None else in_flags(message, _failing_flags(ctx))
+
+
 def _exits() -> tuple[type[BaseException], ...]:
     """The exits a command or click raises on purpose (click's own, and typer's copy of it)."""
     import click

@@ -4,14 +4,17 @@ This is the one place the translation happens. A library message names a paramet
 three ways, and each is said as a flag when the failing command has a flag of that name:
 
 - ``name=value``, the value a Python literal or a placeholder in capitals:
-  ``on_error='skip'`` becomes ``--on-error skip``, ``manifest=PATH`` ``--manifest PATH``;
+  ``on_error='skip'`` becomes ``--on-error skip``, ``manifest=PATH`` ``--manifest PATH``,
+  ``separator='\\n\\n'`` ``--separator $'\\n\\n'`` (as bash spells it) and ``separator=None``
+  ``no --separator``;
 - an identifier with an underscore, anywhere but before a colon (``games.toml: shard_mb: ...``
   names a field of that file): ``vocab_size`` becomes ``--vocab-size``;
 - the message's subject, at its very start: ``shards must be at least 1`` and
   ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``.
 
 A one-word parameter elsewhere in a sentence stays as it is ("3 shards" is not a flag). A library
-parameter whose flag says the opposite is in :data:`SAID_AS` (``strip_eod=False`` is ``--keep-eod``).
+parameter whose option has another name is said as that option (:data:`OPTION_NAMES`), and one
+whose flag says the opposite as that flag (:data:`SAID_AS`: ``strip_eod=False`` is ``--keep-eod``).
 
 >>> flags = {"on_error": ("--on-error", None), "shards": ("--shards", None), "vocab_size": ("--vocab-size", None),
 ...          "resume": ("--resume", "--no-resume")}
@@ -21,6 +24,8 @@ parameter whose flag says the opposite is in :data:`SAID_AS` (``strip_eod=False`
 '--vocab-size trains a vocabulary; pass --no-resume to start again'
 >>> in_flags("the job has 3 shards", flags)
 'the job has 3 shards'
+>>> print(in_flags("cut with separator=None, asked for separator='\\\\n\\\\n'", {"separator": ("--separator", None)}))
+cut with no --separator, asked for --separator $'\\n\\n'
 >>> in_flags("games.toml: vocab_size: not a number", flags)
 'games.toml: vocab_size: not a number'
 >>> in_flags("import with strip_eod=False", {"keep_eod": ("--keep-eod", None)})
@@ -38,9 +43,18 @@ from typing import Any
 #: A parameter's long flag and, for a boolean one, the flag that turns it off.
 Flags = Mapping[str, "tuple[str, str | None]"]
 
-#: Library parameters said on the command line by a flag of another name: the flag's Python name,
-#: and whether its meaning is the parameter's negation (``strip_eod=False`` is ``--keep-eod``).
-SAID_AS: dict[str, tuple[str, bool]] = {"strip_eod": ("keep_eod", True)}
+#: Library parameters whose command-line option has another name: the library's name, then the
+#: option's Python name (``train_tokenizer(allow_smaller=)`` is ``tokenizer train --allow-smaller-vocab``).
+OPTION_NAMES = {
+    "allow_smaller": "allow_smaller_vocab",  # grading.training.train_tokenizer
+    "dataset": "out",  # engines.prepare_sharded, prepare --shards
+    "num_merges": "merges",  # report.explorer.explorer_page
+    "processes": "workers",  # engines.prepare_sharded
+}
+
+#: Library parameters said on the command line by a flag of another name whose meaning is the
+#: parameter's negation: the flag's Python name (``strip_eod=False`` is ``--keep-eod``).
+SAID_AS = {"strip_eod": "keep_eod"}
 
 _ASSIGNED = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
 # A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a parameter.
@@ -72,24 +86,29 @@ def _value(flag: str, negative: str | None, text: str) -> str:
         return flag
     if value is False and negative is not None:
         return negative
+    if value is None:
+        return f"no {flag}"
+    if isinstance(value, str) and not value.isprintable():  # a blank line, a tab: bash's $'...' spells it
+        return f"{flag} ${value!r}".replace('"', "'") if "'" not in value else f"{flag} {shlex.quote(value)}"
     return f"{flag} {shlex.quote(str(value))}"
 
 
 def in_flags(message: str, flags: Flags) -> str:
     """``message`` with the parameters it names said as the flags in ``flags``."""
 
+    def flag(name: str) -> tuple[str, str | None] | None:
+        return flags.get(name) or flags.get(OPTION_NAMES.get(name, ""))
+
     def assigned(match: re.Match[str]) -> str:
-        name, text = match.group(1), match.group(2)
-        if name in SAID_AS and SAID_AS[name][0] in flags and text in ("True", "False"):
-            flag_name, negated = SAID_AS[name]
-            return _value(*flags[flag_name], str((text == "True") != negated))
-        if name not in flags:
-            return match.group(0)
-        return _value(*flags[name], text)
+        opposite = flags.get(SAID_AS.get(match.group(1), ""))
+        if opposite is not None and match.group(2) in ("True", "False"):
+            return _value(*opposite, str(match.group(2) == "False"))
+        found = flag(match.group(1))
+        return match.group(0) if found is None else _value(*found, match.group(2))
 
     def bare(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return flags[name][0] if name in flags else name
+        found = flag(match.group(1))
+        return match.group(1) if found is None else found[0]
 
     message = _ASSIGNED.sub(assigned, message)
     message = _UNDERSCORED.sub(bare, message)

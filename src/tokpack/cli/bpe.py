@@ -125,7 +125,9 @@ def train(
 def _fail(message: str, code: int = 2) -> typer.Exit:
     from rich.markup import escape
 
-    _err().print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    from tokpack.cli._console import in_command_flags
+
+    _err().print(f"[red]error:[/red] {escape(in_command_flags(message))}", soft_wrap=True)
     return typer.Exit(code)
 
 

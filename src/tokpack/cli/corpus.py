@@ -13,6 +13,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -73,28 +74,24 @@ def prepare_command(
     cl100k's, o200k's); a regex of your own is encoded by tiktoken itself (the same ids, several
     times slower), and every document's ids are checked to spell all of its bytes (a regex that
     skips characters is refused). The output says which encoder ran."""
-    training = {"--vocab-size": vocab_size, "--min-frequency": min_frequency, "--vocab-sample-bytes": vocab_sample_bytes,
-                "--allow-smaller-vocab": allow_smaller_vocab or None}
-    given = [name for name, value in training.items() if value is not None]
-    if vocab is not None and given:  # before anything is read: they would be ignored
-        raise InputError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
-                         "--vocab gives one (with its own size)", fix=f"drop {' '.join(given)} or --vocab")
-    for flag, share in (("--validation", validation), ("--test", test)):
-        if not 0 <= share < 1:  # NaN fails this too
-            raise InputError(f"{flag} {share:g} is not a share of the file's bytes",
-                             fix=f"give a number from 0 up to, not including, 1 (e.g. {flag} 0.05)")
-    from tokpack.preparing import prepare
+    from tokpack.preparing import CorpusReading, Execution, VocabularyRequest, prepare
+    from tokpack.preparing.preparation import check_held_out
 
-    if pattern is not None:
-        from tokpack.vocab.patterns import resolve_pattern
+    # The library's records check every setting (a training one beside --vocab, a share out of
+    # range) before anything is read, for a sharded job too.
+    request = VocabularyRequest(vocab=vocab, vocab_size=vocab_size, allow_smaller_vocab=allow_smaller_vocab,
+                                min_frequency=min_frequency, vocab_sample_bytes=vocab_sample_bytes,
+                                trainer=trainer.value, pattern=pattern)
+    check_held_out(validation, test)
+    execution = Execution(workers=workers)
+    reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
+                            on_error=on_error.value, manifest=manifest)
+    from tokpack.corpus.sources import reading_cut
 
-        pattern = resolve_pattern(pattern)
-    from tokpack.corpus.sources import check_separator, reading_cut
-
-    check_separator(separator)
     # What was not asked for is read as the corpus's manifest was cut (another size is refused).
     document_bytes, separator = reading_cut(corpus, document_bytes=document_bytes, separator=separator,
                                             manifest=manifest)
+    pattern = request.pattern
     if shards is not None:
         with _special_tokens_said():
             _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
@@ -104,20 +101,15 @@ def prepare_command(
         _note_added_tokens(vocab)
         return
     with prepare_progress() as progress, _special_tokens_said():
-        prepared = prepare(corpus, vocab=vocab, cache_dir=cache_dir, vocab_size=vocab_size,
-                           allow_smaller_vocab=allow_smaller_vocab, document_bytes=document_bytes, pattern=pattern,
-                           **({} if min_frequency is None else {"min_frequency": min_frequency}),
-                           **({} if vocab_sample_bytes is None else {"vocab_sample_bytes": vocab_sample_bytes}),
-                           trainer=trainer.value, workers=workers, text_field=text_field, on_error=on_error.value,
-                           progress=progress, validation=validation, test=test, out=out, separator=separator,
-                           manifest=manifest)
+        prepared = prepare(corpus, cache_dir=cache_dir, validation=validation, test=test, out=out, reading=reading,
+                           vocabulary=request, execution=replace(execution, report=progress))
     if as_json:
         typer.echo(json.dumps(summary_record(prepared), indent=2))
     else:
         _summary(prepared)
     _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"))
     _note_added_tokens(vocab)
-    _note_fallback(prepared.tokenizer())
+    _note_fallback(prepared.tokenizer)
 
 
 def _as_a_batch_process() -> Callable[[], None]:
@@ -214,11 +206,11 @@ def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest:
     """Say (on stderr) that the pack holds no document at all (an empty corpus), or that a
     held-out range holds none (its share fell inside the last document), so evaluation on it would
     find nothing; the manifest pins that cut, so the fix starts by deleting it."""
-    if not prepared.manifest.n_docs:
+    if not prepared.meta.n_docs:
         stderr().print(f"warning: the corpus holds no text, so the pack {prepared.tokens_dir} holds no document",
                        soft_wrap=True, highlight=False, markup=False)
         return
-    for name, span in prepared.manifest.ranges.items():
+    for name, span in prepared.meta.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
             stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "
                            f"cut again with a smaller --document-bytes (now {document_bytes:,}) or a larger "
@@ -231,7 +223,8 @@ def _special_tokens_said() -> Iterator[None]:
     without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
     done, and the inputs ``--on-error skip`` left out (:class:`~tokpack.errors.InputsSkipped`);
     other warnings pass on as they came."""
-    from tokpack.corpus.manifest import separator_flag
+    from tokpack.cli._flags import in_flags
+    from tokpack.corpus.manifest import separator_setting
     from tokpack.errors import InputsSkipped, SpecialTokenInText
 
     with warnings.catch_warnings(record=True) as caught:
@@ -255,7 +248,7 @@ def _special_tokens_said() -> Iterator[None]:
                 stderr().print(f"warning: {found.first}: the text spells the special token {found.token!r} {times} (the "
                                "first here) and no --separator takes it out, so it is encoded as its characters and "
                                f"documents run across it; if it ends documents, prepare again with "
-                               f"{separator_flag(found.token)}", soft_wrap=True, highlight=False, markup=False)
+                               f"{in_flags(separator_setting(found.token), {'separator': ('--separator', None)})}", soft_wrap=True, highlight=False, markup=False)
 
 
 def _note_added_tokens(vocab: Optional[Path]) -> None:
@@ -296,7 +289,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
                      on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
                      manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
-    from tokpack.corpus.sources import check_separator, hold_out
+    from tokpack.corpus.sources import hold_out
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
@@ -304,13 +297,10 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
     from tokpack import _checks as checks
 
-    checks.positive_int("--shards", shards, what="at least 1")
-    if workers is not None:
-        checks.positive_int("--workers", workers, what="at least 1", fix="omit it for one per core")
+    checks.positive_int("shards", shards, what="at least 1")  # before the vocabulary is loaded
     from tokpack.vocab.loading import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
-    check_separator(separator)
     if validation or test:  # the same split as without --shards, written before any shard reads it
         hold_out(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                  manifest=manifest, text_field=text_field, on_error=on_error)  # type: ignore[arg-type]
@@ -471,19 +461,18 @@ def demo_command(
     with prepare_progress() as progress:
         prepared = prepare(corpus, cache_dir=cache_dir, vocab_size=2048, document_bytes=8192, progress=progress)
     _summary(prepared)
-    batches = prepared.batches(batch=2, length=32)
-    ids = batches.ids(0)
-    tokenizer = prepared.tokenizer()
+    inputs = prepared.batches(length=32, global_batch=2).batch(0)["input_ids"]
+    tokenizer = prepared.tokenizer
     stdout().print("\n[bold]First batch[/] (step 0, 2 rows of 32 inputs; tokens separated by '|'):")
-    for row in ids:
-        pieces = [tokenizer.decode([int(i)]) for i in row[:-1]]
+    for row in inputs:
+        pieces = [tokenizer.decode([int(i)]) for i in row]
         stdout().print("  " + "|".join(pieces).replace("\n", "⏎"), highlight=False, markup=False)
 
 
 def _summary(prepared: TokenizedCorpus) -> None:
     from rich.table import Table
 
-    meta = prepared.manifest
+    meta = prepared.meta
     characters = meta.counts.get("characters")
     table = Table(title="Prepared corpus", show_header=False)
     table.add_column(no_wrap=True)
@@ -495,7 +484,7 @@ def _summary(prepared: TokenizedCorpus) -> None:
         table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
     table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
     table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
-    tokenizer = prepared.tokenizer()
+    tokenizer = prepared.tokenizer
     table.add_row("encoder", "compiled (tiktoken's ids)" if tokenizer.fallback_reason is None
                   else f"tiktoken: {tokenizer.fallback_reason}")
     if prepared.vocabulary_sample:
@@ -540,7 +529,7 @@ def sample_cost(sampled: tuple[int, int] | None) -> str | None:
 def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
     """What ``prepare --json`` prints: where the pack and vocabulary are, the pack's counts, and the
     encoder (compiled, with what its piece caches hold, or tiktoken's fallback)."""
-    meta = prepared.manifest
+    meta = prepared.meta
     characters = meta.counts.get("characters")
     return {
         "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
@@ -552,7 +541,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
         "characters_per_token": characters / meta.n_tokens if characters is not None and meta.n_tokens else None,
         "vocabulary_sample": prepared.vocabulary_sample,
         "vocabulary_sample_cost": sample_cost(prepared.vocabulary_sample_bytes),
-        "encoder": prepared.tokenizer().encoder_report(),
+        "encoder": prepared.tokenizer.encoder_report(),
     }
 
 

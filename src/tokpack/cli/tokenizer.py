@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from tokpack.cli._console import TrainerName, command_group
-from tokpack.errors import InputError
+from tokpack.errors import InputError, TokpackError
 
 if TYPE_CHECKING:  # rich and the grading modules are imported by the commands that use them, not by every --help
     from rich.console import Console
@@ -128,6 +128,8 @@ def train(
         manifest = build_manifest(tokenizer, recipe, used, [Path(d) for d in train_dirs], written)
         written.append(write_atomically(output.parent / MANIFEST_FILE, manifest.to_json()))
     except ValueError as error:  # pydantic's ValidationError is one too: a bad --vocab-size...
+        if isinstance(error, TokpackError):
+            raise  # said in this command's flags, as every command's errors are
         raise _fail(_one_line(error)) from None
     _out().print(f"{tokenizer.n_vocab} ids ({len(tokenizer.ranks)} ranks + <|endoftext|>), identity {tokenizer.identity.short}")
     for path in written:

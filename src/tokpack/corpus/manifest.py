@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -132,7 +131,7 @@ def find_manifest(corpus: Path, sha256: str | None, manifest: Path | None = None
     for path in candidates:
         if not path.exists():
             if manifest is not None:
-                raise InputError("no such manifest", where=path, fix="write it with --validation/--test and --manifest, or drop --manifest")
+                raise InputError("no such manifest", where=path, fix="write it with validation= or test= and manifest=PATH, or drop manifest=")
             continue
         if manifest is None and path.name == MANIFEST_FILE and _schema_of(path) not in (None, CORPUS_SCHEMA):
             continue  # another tool's manifest.json (a tokenizer's, say), not a corpus's
@@ -145,7 +144,7 @@ def find_manifest(corpus: Path, sha256: str | None, manifest: Path | None = None
                 continue
         elif record.file is not None and record.file != corpus.name:
             raise InputError(f"is the manifest of {record.file}, not of {corpus.name}", where=path,
-                             fix=f"give {corpus.name}'s own manifest, or cut it again with --validation/--test")
+                             fix=f"give {corpus.name}'s own manifest, or cut it again with validation= or test=")
         return path, record
     return None
 
@@ -160,27 +159,24 @@ def _schema_of(path: Path) -> object:
     return document.get("schema") if isinstance(document, dict) else None
 
 
-def separator_flag(separator: str | None) -> str:
-    """How to ask for ``separator`` on a shell's command line.
+def separator_setting(separator: str | None) -> str:
+    """``separator`` as a message names it, a ``name=value`` the command line says as its flag.
 
-    >>> separator_flag("<|endoftext|>"), separator_flag("\\n\\n"), separator_flag(None)
-    ("--separator '<|endoftext|>'", "--separator $'\\\\n\\\\n'", 'no --separator')
+    >>> separator_setting("<|endoftext|>"), separator_setting(None)
+    ("separator='<|endoftext|>'", 'separator=None')
     """
-    if separator is None:
-        return "no --separator"
-    quoted = shlex.quote(separator) if separator.isprintable() else "$" + repr(separator).replace('"', "'")
-    return f"--separator {quoted}"
+    return f"separator={separator!r}"
 
 
 def cut_differences(rule: SplitRule, *, document_bytes: int | None, separator: str | None) -> list[tuple[str, str]]:
     """What differs between the cut a manifest's ranges were made with and the one asked for, as
-    ``(made with, asked for)`` flag pairs (empty when they agree; ``document_bytes=None`` asks for
+    ``(made with, asked for)`` pairs of ``name=value`` settings (empty when they agree; ``document_bytes=None`` asks for
     no particular size)."""
     differences = []
     if rule.separator != separator:
-        differences.append((separator_flag(rule.separator), separator_flag(separator)))
+        differences.append((separator_setting(rule.separator), separator_setting(separator)))
     if document_bytes is not None and rule.document_bytes != document_bytes:
-        differences.append((f"--document-bytes {rule.document_bytes}", f"--document-bytes {document_bytes}"))
+        differences.append((f"document_bytes={rule.document_bytes}", f"document_bytes={document_bytes}"))
     return differences
 
 
@@ -215,7 +211,8 @@ def recorded_cut(corpus: Path, *, document_bytes: int | None, separator: str | N
 def _cut_mismatch(path: Path, differences: list[tuple[str, str]]) -> InputError:
     made = " ".join(made for made, _ in differences)
     asked = " ".join(asked for _, asked in differences)
-    again = " and ".join("drop --separator" if made == "no --separator" else f"pass {made}" for made, _ in differences)
+    again = " and ".join(f"drop {asked}" if made == separator_setting(None) else f"pass {made}"
+                         for made, asked in differences)
     return InputError(f"its ranges were cut with {made}, this run asks for {asked}", where=path,
                       fix=f"{again} as when it was made, or delete it to cut the corpus again")
 
@@ -300,7 +297,7 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
 
     rule = SplitRule(validation=validation, test=test, document_bytes=document_bytes, separator=separator)  # checks the ranges
     if validation + test >= 1 or validation + test <= 0:
-        raise InputError(f"--validation {validation} and --test {test} must hold out a share between 0 and 1")
+        raise InputError(f"validation={validation} and test={test} must hold out a share between 0 and 1")
     from tokpack._files import open_bytes
 
     opened = open_bytes(corpus)  # a compressed file is split as its decompressed text
@@ -338,15 +335,15 @@ def split_manifest(corpus: Path, *, validation: float, test: float = 0.0, docume
                     existing.made_by, document_bytes=document_bytes, separator=separator)):
                 raise _cut_mismatch(path, differences)
             shares = "" if existing.made_by is None else \
-                f" (made with --validation {existing.made_by.validation:g} --test {existing.made_by.test:g})"
+                f" (made with validation={existing.made_by.validation:g}, test={existing.made_by.test:g})"
             raise InputError(f"already there with other ranges{shares}", where=path,
-                             fix="delete it to cut the corpus again, or drop --validation/--test to use it")
+                             fix="delete it to cut the corpus again, or drop validation= and test= to use it")
         return existing
     try:
         write_atomically(path, made.to_json())
     except OSError as error:
         raise InputError(f"cannot write the split ({error.strerror or error})", where=path,
-                         fix="give --manifest PATH (manifest= in Python) in a folder you can write") from None
+                         fix="give manifest=PATH in a folder you can write") from None
     return made
 
 

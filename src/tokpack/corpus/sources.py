@@ -269,7 +269,7 @@ class DocumentSource:
                         (unit, begin, finish))
 
     #: What to say after ``invalid UTF-8`` in this format (a text file cannot be skipped in part).
-    _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or use --on-error skip to leave it out"
+    _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or leave it out with on_error='skip'"
 
     def _cut_text(self, text: str, where: str, *, record: int) -> Iterator[Piece]:
         """A record's text as documents: whole when it fits (no re-decoding), else cut by the rule."""
@@ -431,7 +431,8 @@ class TextFile(DocumentSource):
 
     format: Format = "text"
     origin_kind: ClassVar[Literal["bytes", "records"]] = "bytes"
-    _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8); --on-error skip skips whole files or records, not part of one file"
+    _utf8_fix = ("convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8); on_error='skip' skips whole files or records, "
+                 "not part of one file")
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
                  manifest: Path | None = None) -> None:
@@ -607,7 +608,7 @@ class TextDirectory(DocumentSource):
             where = Path(error.filename) if error.filename else self.path
             problem = f"cannot read folder ({error.strerror or error})"
             if self.on_error != "skip":
-                raise InputError(problem, where=where, fix="fix its permissions, or use --on-error skip to leave it out")
+                raise InputError(problem, where=where, fix="fix its permissions, or leave it out with on_error='skip'")
             found.append((where, problem))
 
         def twice(entry: Path, status: os.stat_result, kind: str, through_link: bool) -> bool:
@@ -700,7 +701,7 @@ class TextDirectory(DocumentSource):
         except OSError as error:
             if self.on_error != "skip":
                 raise InputError(f"cannot read ({error.strerror or error})", where=file,
-                                 fix="fix its permissions, or use --on-error skip to leave it out") from None
+                                 fix="fix its permissions, or leave it out with on_error='skip'") from None
             self._unreadable[self.files.index(file)] = f"{file}: cannot read ({error.strerror or error})"
             return None
 
@@ -896,7 +897,7 @@ class JsonLines(DocumentSource):
             except UnicodeDecodeError as error:
                 raise not_text(self._data, self._data.where) or InputError(
                     f"invalid UTF-8 at byte {offset + error.start}", where=self._data.where,
-                    fix="fix the record, or use --on-error skip to skip such records") from None
+                    fix=f"fix the record, or {_SKIP_RECORDS}") from None
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
@@ -1052,7 +1053,7 @@ class ParquetTexts(DocumentSource):
                     if self.on_error == "skip":
                         self._skip(problem)
                         continue
-                    raise InputError(problem, fix="fix the row, or use --on-error skip to skip such rows")
+                    raise InputError(problem, fix="fix the row, or skip such rows with on_error='skip'")
                 yield from self._cut_text(value, f"{self.path} row {row}", record=row)
 
 
@@ -1174,17 +1175,17 @@ def check_separator(separator: str | None) -> None:
     """Refuse a separator that is not text to find: empty, or not encodable as UTF-8.
 
     Raises:
-        InputError: naming ``--separator`` and the fix.
+        InputError: naming ``separator`` and the fix.
     """
     if separator is None:
         return
     if not isinstance(separator, str) or not separator:
-        raise InputError(f"must be a non-empty string, got {separator!r}", where="--separator",
-                         fix="e.g. --separator '<|endoftext|>', or --separator $'\\n\\n' for a blank line")
+        raise InputError(f"must be a non-empty string, got {separator!r}", where="separator",
+                         fix="e.g. separator='<|endoftext|>', or separator='\\n\\n' for a blank line")
     try:
         separator.encode("utf-8")
     except UnicodeEncodeError:
-        raise InputError(f"{separator!r} is not valid text (a lone surrogate)", where="--separator") from None
+        raise InputError(f"{separator!r} is not valid text (a lone surrogate)", where="separator") from None
 
 
 #: Every input format by name: adding one is a class above and a line here (and a suffix below).

@@ -123,8 +123,8 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
     if recipe.phrase_merges and recipe.phrase_pattern == POLISH_PHRASE_PATTERN and recipe.pattern != POLISH_PATTERN:
         # Its pieces are the Polish pattern's joined by spaces; over another pattern's, a phrase
         # token could not be built from the word ranks.
-        raise InputError("--phrase-pattern polish-phrase extends --pattern polish, not the one given",
-                         fix="pass --pattern polish, or a --phrase-pattern of your own")
+        raise InputError("phrase_pattern='polish-phrase' extends pattern='polish', not the one given",
+                         fix="pass pattern='polish', or a phrase_pattern of your own")
     ranks_wanted = recipe.vocab_size - 1
     word_ranks = ranks_wanted - recipe.phrase_merges
     if word_ranks < 256:
@@ -134,9 +134,9 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
         reached = len(base.ranks) + 1 + recipe.phrase_merges
         raise InputError(
             f"the data reaches only {reached:,} ids of the {recipe.vocab_size:,} asked for (too few pairs "
-            f"occur --min-frequency {recipe.min_frequency} times)",
-            fix=f"pass --vocab-size {reached} or less, add text"
-            + (", or fewer --phrase-merges" if recipe.phrase_merges else ", or accept fewer with --allow-smaller-vocab"))
+            f"occur min_frequency={recipe.min_frequency} times)",
+            fix=f"pass vocab_size={reached} or less, add text"
+            + (", or fewer phrase_merges" if recipe.phrase_merges else ", or accept fewer with allow_smaller=True"))
     ranks = dict(base.ranks)
     pattern = recipe.pattern
     if recipe.phrase_merges:
@@ -147,7 +147,7 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
     if len(ranks) < ranks_wanted:
         raise InputError(
             f"the phrase stage found only {len(ranks) - word_ranks} of {recipe.phrase_merges} merges: "
-            "add text or lower --phrase-merges"
+            "add text or lower phrase_merges"
         )
     return BpeTokenizer(ranks=ranks, pattern=pattern, special_tokens={END_OF_TEXT: ranks_wanted})
 

@@ -9,10 +9,11 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tokpack import _checks as checks
 from tokpack._atomic import building, remove_abandoned
@@ -24,35 +25,31 @@ from tokpack.corpus.sources import (
     DocumentSource,
     OnError,
     Piece,
-    check_separator,
     hold_out,
     reading_cut,
     warn_spelled_special_tokens,
 )
 from tokpack.errors import InputError, InputsSkipped, IntegrityError, TokpackError
-from tokpack.preparing.options import (
-    DEFAULT_VOCAB_SAMPLE_BYTES,
-    DEFAULT_VOCAB_SIZE,
-    CorpusReading,
-    Execution,
-    VocabularyRequest,
-)
+from tokpack.preparing.options import CorpusReading, Execution, VocabularyRequest, settings_record
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.store.format import DATASET_FILE, META_FILE, ShardPlace
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
-from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, resolve_pattern
+from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 from tokpack.vocab.trainers import Trainer
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from tokpack.serve.fixed import TokenBatches
+    from tokpack.serve.loader import PackedBatches
+    from tokpack.serve.settings import BatchSettings
 
 
 class TokenizedCorpus:
-    """A prepared corpus: its verified pack and the vocabulary its ids come from."""
+    """A prepared corpus: its verified pack (:meth:`pack`, its :attr:`meta`), the vocabulary its
+    ids come from (:attr:`tokenizer`, named by :attr:`identity`), and its training batches
+    (:meth:`batches`, a :class:`~tokpack.serve.loader.PackedBatches`)."""
 
     def __init__(self, tokens_dir: Path, vocabulary_path: Path, *, tokenizer: BpeTokenizer | None = None) -> None:
         """Open a prepared corpus (as :func:`prepare` returns it).
@@ -81,19 +78,24 @@ class TokenizedCorpus:
         self._tokenizer = vocabulary
 
     @property
-    def manifest(self) -> PackMeta:
+    def meta(self) -> PackMeta:
         """The pack's ``meta.json``: counts, identity, source, cut, ranges, checksums."""
         return self._pack.meta
 
     @property
-    def vocabulary(self) -> VocabIdentity:
-        """The identity record ``{schema, scheme, sha256, n_vocab}`` of the vocabulary."""
+    def identity(self) -> VocabIdentity:
+        """The vocabulary's identity record ``{schema, scheme, sha256, n_vocab}``."""
         return self._pack.vocabulary
+
+    @property
+    def tokenizer(self) -> BpeTokenizer:
+        """The encoder for this corpus's vocabulary."""
+        return self._tokenizer
 
     @property
     def n_vocab(self) -> int:
         """Number of ids, ``<|endoftext|>`` included."""
-        return self.vocabulary.n_vocab
+        return self.identity.n_vocab
 
     @property
     def vocabulary_sample(self) -> str | None:
@@ -111,7 +113,7 @@ class TokenizedCorpus:
         return describe_sample(int(trained_on["sample_bytes_used"]), int(trained_on["training_range_bytes"]),
                                int(trained_on["sample_documents"]), None if pieces is None else int(pieces),
                                int(trained_on.get("sample_piece_bytes", SAMPLE_PIECE_BYTES)),
-                               held_out=[name for name in self.manifest.ranges if name != "train"])
+                               held_out=[name for name in self.meta.ranges if name != "train"])
 
     @property
     def vocabulary_sample_bytes(self) -> tuple[int, int] | None:
@@ -129,19 +131,16 @@ class TokenizedCorpus:
         """The pack itself (tokens memory map, starts, meta)."""
         return self._pack
 
-    def tokenizer(self) -> BpeTokenizer:
-        """The encoder for this corpus's vocabulary."""
-        return self._tokenizer
+    def batches(self, settings: BatchSettings | None = None, **keywords: Any) -> PackedBatches:
+        """Training batches over this pack: :class:`~tokpack.serve.loader.PackedBatches` with
+        ``settings`` or its keywords (``length`` and ``global_batch`` at least)."""
+        from tokpack.serve.loader import PackedBatches
 
-    def batches(self, batch: int, length: int) -> TokenBatches:
-        """Training batches over this corpus's training range; see :class:`TokenBatches`."""
-        from tokpack.serve.fixed import TokenBatches
-
-        return TokenBatches(self.tokens_dir, batch, length)
+        return PackedBatches(self.tokens_dir, settings, **keywords)
 
     def __repr__(self) -> str:
-        meta = self.manifest
-        return f"TokenizedCorpus({meta.source.name!r}, n_docs={meta.n_docs}, n_tokens={meta.n_tokens}, vocabulary={self.vocabulary.short})"
+        meta = self.meta
+        return f"TokenizedCorpus({meta.source.name!r}, n_docs={meta.n_docs}, n_tokens={meta.n_tokens}, vocabulary={self.identity.short})"
 
 
 def prepare(
@@ -151,8 +150,8 @@ def prepare(
     cache_dir: str | Path | None = None,
     vocab_size: int | None = None,
     allow_smaller_vocab: bool = False,
-    min_frequency: int = 2,
-    vocab_sample_bytes: int = DEFAULT_VOCAB_SAMPLE_BYTES,
+    min_frequency: int | None = None,
+    vocab_sample_bytes: int | None = None,
     document_bytes: int | None = None,
     batch_documents: int = 16,
     trainer: Trainer = "exact",
@@ -166,6 +165,9 @@ def prepare(
     out: str | Path | None = None,
     separator: str | None = None,
     manifest: str | Path | None = None,
+    reading: CorpusReading | None = None,
+    vocabulary: VocabularyRequest | None = None,
+    execution: Execution | None = None,
 ) -> TokenizedCorpus:
     """Tokenize a corpus once, cache the pack, and return it.
 
@@ -189,7 +191,7 @@ def prepare(
         allow_smaller_vocab: accept a trained vocabulary with fewer ids than ``vocab_size`` when
             the sample holds too few pairs seen ``min_frequency`` times; by default that is an
             error naming the reachable count.
-        min_frequency: a merge needs a pair seen at least this often.
+        min_frequency: a merge needs a pair seen at least this often (2 by default).
         vocab_sample_bytes: the most text the vocabulary is trained on (500 MB by default:
             :data:`~tokpack.preparing.options.DEFAULT_VOCAB_SAMPLE_BYTES`).
         document_bytes: the longest document (at least 4); ``None``: the size a text file's
@@ -215,6 +217,10 @@ def prepare(
             ``document_bytes`` are still cut by the newline rule.
         manifest: the corpus's manifest, read (and, with ``validation``/``test``, written)
             there instead of ``CORPUS.manifest.json`` beside the corpus (for a read-only folder).
+        reading, vocabulary, execution: the same settings as records (:class:`CorpusReading`:
+            ``document_bytes`` to ``manifest``; :class:`VocabularyRequest`: ``vocab`` to
+            ``pattern``; :class:`Execution`: ``batch_documents``, ``workers``, ``progress``),
+            each instead of its keywords.
 
     Returns:
         The :class:`TokenizedCorpus`.
@@ -225,39 +231,28 @@ def prepare(
             match what it should hold (delete it to rebuild; it is never rebuilt silently).
         FileNotFoundError: no corpus.
     """
-    if vocab is not None and vocab_size is not None:
-        raise InputError("vocab_size trains a vocabulary; vocab= gives one (with its own size)",
-                         fix="drop one of them")
-    if vocab is not None and allow_smaller_vocab:
-        raise InputError("allow_smaller_vocab is for training; vocab= gives a vocabulary", fix="drop it")
-    vocab_size = DEFAULT_VOCAB_SIZE if vocab_size is None else vocab_size
-    _check_arguments(corpus=corpus, vocab_size=vocab_size, min_frequency=min_frequency,
-                     vocab_sample_bytes=vocab_sample_bytes, document_bytes=document_bytes,
-                     batch_documents=batch_documents, workers=workers, trainer=trainer, pattern=pattern,
-                     text_field=text_field, on_error=on_error, validation=validation, test=test, out=out,
-                     cache_dir=cache_dir, progress=progress)
-    if pattern is not None:
-        pattern = resolve_pattern(pattern, "pattern")  # a name means what it means on the command line
-    report = progress or (lambda _: None)
+    reading = settings_record(reading, CorpusReading, "reading", document_bytes=document_bytes, separator=separator,
+                              text_field=text_field, on_error=on_error, manifest=manifest)
+    request = settings_record(vocabulary, VocabularyRequest, "vocabulary", vocab=vocab, vocab_size=vocab_size,
+                              allow_smaller_vocab=allow_smaller_vocab, min_frequency=min_frequency,
+                              vocab_sample_bytes=vocab_sample_bytes, trainer=trainer, pattern=pattern)
+    execution = settings_record(execution, Execution, "execution", batch_documents=batch_documents, workers=workers,
+                                report=progress)
+    _check_arguments(corpus=corpus, validation=validation, test=test, out=out, cache_dir=cache_dir)
+    report = execution.reporter()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
-    check_separator(separator)
     # What was not asked for is read as the corpus's manifest was cut (another size is refused).
-    document_bytes, separator = reading_cut(path, document_bytes=document_bytes, separator=separator,
-                                            manifest=manifest)
+    document_bytes, separator = reading_cut(path, document_bytes=reading.document_bytes, separator=reading.separator,
+                                            manifest=reading.manifest)
+    reading = replace(reading, document_bytes=document_bytes, separator=separator)
     if out is not None:
         check_output(Path(out), path, kind="pack")
     check_cache(cache, path)
     if validation or test:
         hold_out(path, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                 manifest=manifest, text_field=text_field, on_error=on_error)
+                 manifest=reading.manifest, text_field=reading.text_field, on_error=reading.on_error)
     report(PrepareProgress("hashing", 0, _size(path)))
-    reading = CorpusReading(document_bytes=document_bytes, separator=separator, text_field=text_field,
-                            on_error=on_error, manifest=manifest)
-    request = VocabularyRequest(vocab=vocab, vocab_size=vocab_size, allow_smaller_vocab=allow_smaller_vocab,
-                                min_frequency=min_frequency, sample_bytes=vocab_sample_bytes, trainer=trainer,
-                                pattern=pattern)
-    execution = Execution(batch_documents=batch_documents, workers=workers, report=report)
     with reading.open(path) as source:
         if out is not None:
             check_output_unread(Path(out), source)
@@ -269,7 +264,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     """The pack of ``source`` (read by its own cut rule) with the vocabulary ``request`` names:
     found in ``cache`` (or at ``out``) and checked, else written there."""
     report = execution.reporter()
-    vocab, vocab_size, min_frequency = request.vocab, request.vocab_size, request.min_frequency
+    vocab, vocab_size, min_frequency = request.vocab, request.trained_vocab_size, request.trained_min_frequency
     record = source.record
     report(PrepareProgress("hashing", record.n_bytes, record.n_bytes))
     corpus_key = hashlib.sha256(f"{source.format}:{record.name}:{record.sha256}".encode()).hexdigest()
@@ -277,9 +272,9 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
         tokenizer, vocabulary_json = _trained_vocabulary(source, corpus_key, cache, request, report)
         if tokenizer.n_vocab < vocab_size and not request.allow_smaller_vocab:
             raise InputError(f"the training sample reaches only {tokenizer.n_vocab:,} ids of the "
-                             f"{vocab_size:,} asked for (too few pairs occur --min-frequency {min_frequency} times)", where=source.path,
-                             fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text (or raise "
-                                 "--vocab-sample-bytes), or accept fewer with --allow-smaller-vocab")
+                             f"{vocab_size:,} asked for (too few pairs occur min_frequency={min_frequency} times)", where=source.path,
+                             fix=f"pass vocab_size={tokenizer.n_vocab} or less, add text (or raise "
+                                 "vocab_sample_bytes), or accept fewer with allow_smaller_vocab=True")
     else:
         tokenizer = load_vocabulary(vocab, pattern=request.pattern)
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
@@ -292,8 +287,8 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
     ranges_key = _digest([_ranges_of(source), getattr(source, "text_field", None)])[:8]
     pack_dir = out or cache / "packs" / (f"{corpus_key[:16]}-{tokenizer.identity.short}-d{source.document_bytes}-r{ranges_key}"
                                          f"{_separator_key(source)}{policy}")
-    with locked(pack_dir, fix=UNWRITABLE_CACHE if out is None else "make that folder writable, or choose another -o "
-                                                                        "(out= in Python)"):
+    with locked(pack_dir, fix=UNWRITABLE_CACHE if out is None else "make that folder writable, or write elsewhere "
+                                                                        "with out=PATH"):
         if out is not None and pack_dir.is_dir() and not any(pack_dir.iterdir()):
             pack_dir.rmdir()  # an empty folder made for the pack: the pack, renamed into place, takes its place
         if pack_dir.exists():
@@ -324,8 +319,7 @@ def check_cache(cache: Path, corpus: Path) -> None:
     if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents) \
             and not any(part.startswith(".") for part in target.relative_to(corpus_dir).parts):
         raise InputError(f"the cache is inside the corpus folder {corpus}: its files would become training text",
-                         where=cache, fix="choose a cache folder outside the corpus (--cache-dir or TOKPACK_CACHE, "
-                                          "cache_dir= in Python)")
+                         where=cache, fix="choose a cache folder outside the corpus (cache_dir= or TOKPACK_CACHE)")
 
 
 def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -> None:
@@ -335,36 +329,38 @@ def check_output(out: Path, corpus: Path, *, kind: Literal["pack", "dataset"]) -
     ``Pack`` and ``PackedBatches``).
 
     Raises:
-        InputError: naming ``out`` and the fix.
+        InputError: naming ``out`` and the fix (said as ``out=`` for a pack, ``dataset=`` for a
+            dataset: the parameter of :func:`prepare` and of :func:`~tokpack.engines.prepare_sharded`).
     """
+    elsewhere = f"name a new folder with {'out' if kind == 'pack' else 'dataset'}=PATH"
     corpus_dir = corpus.resolve()
     target = out.resolve()
     if corpus_dir.is_dir() and (target == corpus_dir or corpus_dir in target.parents):
         raise InputError(f"the output is inside the corpus folder {corpus}: its files would become "
-                         "training text", where=out, fix="choose an --out outside the corpus")
+                         "training text", where=out, fix=elsewhere + " outside the corpus")
     if not target.name:
         raise InputError("is the root of the file system; tokpack writes into a folder of its own", where=out,
-                         fix="name a new folder (-o, out= in Python)")
+                         fix=elsewhere)
     if out.exists() and not out.is_dir():
-        raise InputError("is a file; the output is a folder", where=out, fix="name a new folder (-o, out= in Python)")
+        raise InputError("is a file; the output is a folder", where=out, fix=elsewhere)
     if kind == "pack" and out.is_dir() and not (out / META_FILE).exists() and not (out / DATASET_FILE).exists() \
             and any(out.iterdir()):
         raise InputError("holds other files and no pack; a pack is written into a new or empty folder (or one "
                          "holding a pack of this corpus, which is checked and used)", where=out,
-                         fix="name a new folder (-o, out= in Python)")
+                         fix=elsewhere)
 
     if kind == "dataset" and (out / META_FILE).exists():
-        raise InputError("already a pack; the output of --shards must be a new or empty folder", where=out,
-                         fix="choose a new --out")
+        raise InputError("already a pack; a sharded dataset is written into a new or empty folder", where=out,
+                         fix=elsewhere)
     if kind == "dataset" and (out / DATASET_FILE).exists() and not (out / "job.json").exists():
-        raise InputError("already a dataset made otherwise; the output of --shards must be a new or empty "
-                         "folder (or this job's, to resume it)", where=out, fix="choose a new --out")
+        raise InputError("already a dataset made otherwise; a sharded dataset is written into a new or empty "
+                         "folder (or this job's, to resume it)", where=out, fix=elsewhere)
     if kind == "pack" and (out / DATASET_FILE).exists():
         raise InputError("already a sharded dataset; the output of a pack must be a new folder or a pack "
-                         "of the same corpus", where=out, fix="choose a new --out")
+                         "of the same corpus", where=out, fix=elsewhere)
 
 
-def check_output_unread(out: Path, source: DocumentSource) -> None:
+def check_output_unread(out: Path, source: DocumentSource, *, kind: Literal["pack", "dataset"] = "pack") -> None:
     """Refuse ``out`` inside a folder ``source`` reads through a link (a corpus folder's linked
     subfolder): as inside the corpus itself, the next read would take tokpack's files as text.
 
@@ -375,7 +371,8 @@ def check_output_unread(out: Path, source: DocumentSource) -> None:
     for link, folder in source.linked_folders().items():
         if target == folder or folder in target.parents:
             raise InputError(f"the output is inside {folder}, which the corpus reads through its link {link}: its "
-                             "files would become training text", where=out, fix="choose an --out outside the corpus")
+                             "files would become training text", where=out,
+                             fix=f"name a new folder with {'out' if kind == 'pack' else 'dataset'}=PATH outside the corpus")
 
 
 def document_cut(source: DocumentSource) -> DocumentCut:
@@ -395,33 +392,23 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _check_arguments(*, corpus: object, vocab_size: object, min_frequency: object, vocab_sample_bytes: object,
-                     document_bytes: object, batch_documents: object, workers: object, trainer: object, pattern: object,
-                     text_field: object, on_error: object, validation: object, test: object, out: object,
-                     cache_dir: object, progress: object) -> None:
-    """:func:`prepare`'s arguments, each checked before anything is read or written."""
-    checks.integer("vocab_size", vocab_size, low=257, high=1 << 32,  # 256 bytes and <|endoftext|>
-                   what="an integer of at least 257 (the 256 bytes and <|endoftext|>)")
-    checks.positive_int("min_frequency", min_frequency)
-    checks.positive_int("vocab_sample_bytes", vocab_sample_bytes)
-    if document_bytes is not None:
-        checks.integer("document_bytes", document_bytes, low=4, what="an integer of at least 4")
-    checks.positive_int("batch_documents", batch_documents, high=1 << 20)
-    if workers is not None:
-        checks.positive_int("workers", workers, fix="omit it for one per core")
-    checks.choice("trainer", trainer, ("exact", "hf"))
-    checks.choice("on_error", on_error, ("raise", "skip"))
-    checks.text("text_field", text_field)
-    if pattern is not None:
-        checks.text("pattern", pattern)
+def check_held_out(validation: object, test: object) -> None:
+    """Refuse held-out shares that are not shares, or leave no training data.
+
+    Raises:
+        InputError: naming ``validation`` or ``test``.
+    """
     held_out = checks.probability("validation", validation) + checks.probability("test", test)
     if held_out >= 1:
         raise InputError(f"validation + test must leave some training data, got {held_out:g}")
+
+
+def _check_arguments(*, corpus: object, validation: object, test: object, out: object, cache_dir: object) -> None:
+    """:func:`prepare`'s arguments outside its records, each checked before anything is read or written."""
+    check_held_out(validation, test)
     for name, value in (("corpus", corpus), ("out", out), ("cache_dir", cache_dir)):
         if (value is not None or name == "corpus") and not isinstance(value, (str, os.PathLike)):
             raise InputError(f"{name} must be a path, got {type(value).__name__}")
-    if progress is not None and not callable(progress):
-        raise InputError(f"progress must be a function, got {type(progress).__name__}")
 
 
 #: How the trainer's sample is drawn, in the vocabulary's cache key and record: pieces of at most
@@ -433,7 +420,8 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
                         report: ProgressCallback) -> tuple[BpeTokenizer, Path]:
     """The vocabulary ``request`` trains on ``source``'s training range: from the cache when its
     key (everything that decides it) is there, else trained and published there."""
-    vocab_size, min_frequency, sample_bytes = request.vocab_size, request.min_frequency, request.sample_bytes
+    vocab_size, min_frequency = request.trained_vocab_size, request.trained_min_frequency
+    sample_bytes = request.trained_sample_bytes
     document_bytes, trainer, pattern = source.document_bytes, request.trainer, request.pattern or DEFAULT_PATTERN
     check_pattern(pattern)
     # Everything that decides the vocabulary is in its key (the exact training range included), so
@@ -471,7 +459,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
             check_covers(pattern, first[:65536], source.path)
         if first is None and vocab_size > 257:  # no merges to learn: 257 ids would pass for the size asked for
             raise InputError(f"no training text to learn {vocab_size - 257} merges from (the training range "
-                             "is empty)", where=source.path, fix="give a corpus with text, or a vocabulary with --vocab")
+                             "is empty)", where=source.path, fix="give a corpus with text, or a vocabulary with vocab=")
         # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
         tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
                           min_frequency=min_frequency, pattern=pattern)
@@ -516,7 +504,7 @@ def _train_exact(*args: object, **kwargs: object) -> BpeTokenizer:
     return train_bytelevel(*args, **kwargs)  # type: ignore[arg-type]
 
 
-#: Vocabulary trainers by name (``prepare(trainer=...)``, ``--trainer``): one line adds one.
+#: Vocabulary trainers by name (``prepare(trainer=...)``): one line adds one.
 TRAINERS: dict[str, Callable[..., BpeTokenizer]] = {"exact": _train_exact, "hf": train_hf_bytelevel}
 
 
@@ -641,7 +629,7 @@ def write_pack(
         if skipped and not writer.n_docs and first_unit == 0 and last_unit == source.n_units:
             # A pack of nothing but skips is never what was asked for: refuse instead of exit 0.
             first_problem = source.problems[0] if source.problems else "unreadable"
-            raise InputError(f"--on-error skip skipped every file or record ({skipped:,}), "
+            raise InputError(f"on_error='skip' skipped every file or record ({skipped:,}), "
                              f"leaving no document; the first: {first_problem}", where=source.path,
                              fix="fix these inputs, or give the text they hold")
         counts = {"characters": characters} | ({"skipped": skipped} if skipped else {})
@@ -678,6 +666,6 @@ def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, 
         return
     if out:
         raise InputError(f"holds a pack made with other settings ({'; '.join(differences)})", where=pack_dir,
-                         fix="delete it, or choose another -o (out= in Python)")
+                         fix="delete it, or write elsewhere with out=PATH")
     raise IntegrityError(f"cached pack does not match this corpus ({'; '.join(differences)}); delete it to rebuild",
                          where=pack_dir)

@@ -412,7 +412,7 @@ def explorer_page(texts: Sequence[str], num_merges: int, *, challenge: Challenge
     elif not texts:
         raise InputError("the explorer needs at least one text or a challenge")
     if num_merges < 0:
-        raise InputError(f"--merges must be 0 or more, got {num_merges}")
+        raise InputError(f"num_merges must be 0 or more, got {num_merges}")
     data: dict[str, Any] = {
         "texts": list(texts), "merges": num_merges, "shown": COUNTS_SHOWN,
         "challenge": challenge.model_dump(mode="json") if challenge is not None else None,

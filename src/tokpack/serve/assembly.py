@@ -78,7 +78,7 @@ def assemble_segments(ids: np.ndarray, segments: np.ndarray | None, real: np.nda
     padding to ignore. Returns the batch and the largest id of ``ids`` (for the vocabulary
     check, at no extra pass).
 
-    One compiled pass (:func:`tokpack.serve.compiled.fill_batch`) writes every array in its
+    One compiled pass (:func:`tokpack.serve.batch_kernels.fill_batch`) writes every array in its
     final dtype: ``input_ids``, ``labels``, and on request ``position_ids``, ``document_ids``,
     ``cu_seqlens`` (``int32``) and ``max_seqlen``.
     """

@@ -1,8 +1,8 @@
-"""The seeds' fixed schedules: where a batch or item starts is a formula of its step or index
-alone (no shuffle, no history of settings). They are contracts kept as they were promised; train
-on :class:`tokpack.PackedBatches`.
+"""The fixed schedules: where a batch or item starts is a formula of its step or index alone (no
+shuffle, no history of settings). Each is a contract that does not change; to train with
+shuffling, resumable state and layouts, use :class:`tokpack.PackedBatches`.
 
-**TokenBatches** (the first seed): step ``k`` (zero-based), row ``b`` reads the ``length + 1``
+**TokenBatches** (a pack's training range, read in order): step ``k`` (zero-based), row ``b`` reads the ``length + 1``
 ids starting at::
 
     lo + (k * batch * length + b * length) % (hi - lo - length - 1)
@@ -11,7 +11,7 @@ where ``[lo, hi)`` is the training range in tokens. Every read ends before ``hi`
 any length ever sees a validation or test id, and the batch of a step depends on nothing but
 ``k``: a run resumed at step ``k`` sees what an uninterrupted run saw.
 
-**Windows** (the chess seed): fixed-size ``(x, y)`` items over one range of a pack, one at a time
+**Windows** (fixed-size items over one range, as chess models read them): fixed-size ``(x, y)`` items over one range of a pack, one at a time
 or many at once. With ``aligned=True`` item ``i`` starts at the first token of the range's
 document ``i`` and runs on into the documents after it (packing, so almost no position is
 padding); with ``aligned=False`` item ``i`` is the ``i``-th consecutive ``block``-sized cut of the

@@ -404,6 +404,17 @@ class History:
         self._checkpoint(step, totals)
         self._last = (step, list(totals))
 
+    def weight_changes(self) -> list[tuple[int, list[float]]]:
+        """The weights in force from each step where they change, normalized, in the parts' order
+        (a resume's new weights from its step, not from 0)."""
+        stages: list[tuple[int, list[float]]] = []
+        for segment in self.segments:
+            total = sum(segment.weights) or 1.0
+            weights = [w / total for w in segment.weights]
+            if not stages or any(abs(a - b) > 1e-12 for a, b in zip(stages[-1][1], weights)):
+                stages.append((segment.step, weights))
+        return stages
+
     def same_future(self, step: int, planned: History) -> bool:
         """Whether this history from ``step`` on is ``planned`` (a history whose first segment
         starts at ``step``, counted from there), global batches and weights alike."""
@@ -439,4 +450,25 @@ class History:
                                  {index: anchor + [0] * added for index, anchor in self._anchors.items()})
 
 
-__all__ = ["CHECKPOINT_EVERY", "History", "Segment", "batch_plan", "batch_ramp"]
+def same_stages(a: list[tuple[int, list[float]]], b: list[tuple[int, list[float]]]) -> bool:
+    """Whether two weight stages are the same: the same steps, weights within 1e-12."""
+    return len(a) == len(b) and all(sa == sb and len(wa) == len(wb) and all(abs(x - y) <= 1e-12 for x, y in zip(wa, wb))
+                                    for (sa, wa), (sb, wb) in zip(a, b))
+
+
+def joined_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Half-open spans sorted and joined where they meet or overlap.
+
+    >>> joined_spans([(5, 8), (0, 2), (2, 3), (7, 10)])
+    [(0, 3), (5, 10)]
+    """
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+__all__ = ["CHECKPOINT_EVERY", "History", "Segment", "batch_plan", "batch_ramp", "joined_spans", "same_stages"]

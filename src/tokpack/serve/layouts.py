@@ -18,7 +18,7 @@ parameters (shuffling is the schedule's job, not the layout's):
 A layout's :meth:`Layout.rows` returns the ids and a ``starts`` mask (``True`` where a new
 segment begins: a row's first position, every document start, the first padding position).
 Batches use :meth:`Layout.segments` instead: the same starts as a flat ascending list, which
-compiled loops (:mod:`tokpack.serve.compiled`) write directly (a few dozen entries a batch,
+compiled loops (:mod:`tokpack.serve.batch_kernels`) write directly (a few dozen entries a batch,
 never a mask); ``bestfit`` copies each row's pieces as contiguous runs. That is what makes a
 batch with boundaries cost about as much as one without (BENCHMARKS.md, serving).
 
@@ -61,14 +61,14 @@ _KERNELS: ModuleType | None = None
 
 
 def kernels() -> Any:
-    """:mod:`tokpack.serve.compiled`, imported on the first batch: ``import tokpack`` does not load
+    """:mod:`tokpack.serve.batch_kernels`, imported on the first batch: ``import tokpack`` does not load
     numba (most commands never serve a batch). A function-level ``import`` on every batch would
     cost more than the kernels it reaches (about 1 µs each)."""
     global _KERNELS
     if _KERNELS is None:
-        from tokpack.serve import compiled
+        from tokpack.serve import batch_kernels
 
-        _KERNELS = compiled
+        _KERNELS = batch_kernels
     return _KERNELS
 
 
@@ -520,9 +520,9 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
     of all, a fill the oldest of its length), so each length is a FIFO queue, and "the longest
     that fits" is the highest set bit at or below the space in a bit set whose bit ``L`` says a
     piece of length ``L`` waits: a few integer operations a piece, no sorted buffer, in one
-    compiled loop (:func:`tokpack.serve.compiled.best_fit_rows`). The oldest waiting piece is a
+    compiled loop (:func:`tokpack.serve.batch_kernels.best_fit_rows`). The oldest waiting piece is a
     pointer that only moves forward, and the moved ids are counted afterwards in one compiled
-    pass (:func:`tokpack.serve.compiled.bestfit_moved`, which also checks a cached packing). A
+    pass (:func:`tokpack.serve.batch_kernels.bestfit_moved`, which also checks a cached packing). A
     full piece (``width`` ids) can only head a row: it joins no queue.
     """
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)

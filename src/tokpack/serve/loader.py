@@ -32,6 +32,7 @@ the state of a run.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -41,10 +42,11 @@ from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.serve.allocation import Allocation
 from tokpack.serve.assembly import assemble_segments, gather
 from tokpack.serve.common import DTYPES, Data, check_ids
-from tokpack.serve.history import History, Segment, batch_plan
-from tokpack.serve.layouts import LAYOUTS, Layout, data_identity, make_layout, open_source, start_mask
-from tokpack.serve.mixture import Mixture, check_one_vocabulary, default_names, normalized
+from tokpack.serve.history import History, Segment, joined_spans, same_stages
+from tokpack.serve.layouts import Layout, data_identity, make_layout, open_source, start_mask
+from tokpack.serve.mixture import Mixture, check_one_vocabulary, default_names, normalized, portable
 from tokpack.serve.provenance import Provenance
+from tokpack.serve.settings import BatchSettings
 from tokpack.serve.state import (
     SETTING,
     LoaderState,
@@ -55,8 +57,8 @@ from tokpack.serve.state import (
     match_parts,
     parse_state,
     part_names,
+    parts_of_sources,
 )
-from tokpack.store import Pack, ShardedDataset
 from tokpack.vocab.identity import VocabIdentity
 
 
@@ -65,66 +67,37 @@ class PackedBatches:
 
     Args:
         data: a token source, its directory, or a :class:`Mixture`.
-        layout: ``"stream"``, ``"documents"`` or ``"bestfit"`` (:data:`~tokpack.serve.layouts.LAYOUTS`).
-        length: input ids per row (each row holds ``length + 1`` ids).
-        global_batch: rows per step over all ranks; or a schedule ``[(0, 256), (2000, 512),
-            ...]``: from each step on, that many rows (a warm-up as Megatron's ramp does; see
-            :func:`~tokpack.serve.history.batch_ramp`).
-        seed: fixes the shuffle of every epoch.
-        rank, world_size: this process's share; ``world_size`` must divide every global batch.
-        micro_batches: gradient-accumulation steps; must divide the rank's rows.
-        split: the range to read.
-        dtype: ``"int64"`` (default) or ``"int32"`` for ids, labels and positions.
-        position_ids, cu_seqlens, document_ids: add these to each batch (see :meth:`batch`).
-        shuffle: ``False`` serves each layout's rows in order (for inspection).
-        layout_options: passed to the layout (``bestfit``: ``lookahead``, ``cache``).
+        settings: how the data is cut into batches, as a record (:class:`~tokpack.serve.settings.BatchSettings`);
+            or give its fields as keywords (``length`` and ``global_batch`` at least), not both.
 
     Raises:
         InputError: a bad argument; VocabularyMismatch: mixture parts of two vocabularies.
     """
 
-    def __init__(self, data: Data | Mixture, *, layout: str = "stream", length: int,
-                 global_batch: int | Sequence[tuple[int, int]], seed: int = 0, rank: int = 0, world_size: int = 1,
-                 micro_batches: int = 1, split: str = "train", dtype: str = "int64", position_ids: bool = False,
-                 cu_seqlens: bool = False, document_ids: bool = False, shuffle: bool = True,
+    def __init__(self, data: Data | Mixture, settings: BatchSettings | None = None, *, layout: str = "stream",
+                 length: int | None = None, global_batch: int | Sequence[tuple[int, int]] | None = None,
+                 seed: int = 0, rank: int = 0, world_size: int = 1, micro_batches: int = 1, split: str = "train",
+                 dtype: str = "int64", position_ids: bool = False, cu_seqlens: bool = False,
+                 document_ids: bool = False, shuffle: bool = True,
                  layout_options: dict[str, Any] | None = None) -> None:
-        self._arguments = {"layout": layout, "length": length, "global_batch": global_batch, "seed": seed,
-                           "rank": rank, "world_size": world_size, "micro_batches": micro_batches, "split": split,
-                           "dtype": dtype, "position_ids": position_ids, "cu_seqlens": cu_seqlens,
-                           "document_ids": document_ids, "shuffle": shuffle, "layout_options": layout_options}
+        keywords = {"layout": layout, "length": length, "global_batch": global_batch, "seed": seed, "rank": rank,
+                    "world_size": world_size, "micro_batches": micro_batches, "split": split, "dtype": dtype,
+                    "position_ids": position_ids, "cu_seqlens": cu_seqlens, "document_ids": document_ids,
+                    "shuffle": shuffle, "layout_options": layout_options}
+        if settings is None:
+            settings = BatchSettings(**keywords)  # type: ignore[arg-type]
+        else:
+            if not isinstance(settings, BatchSettings):
+                raise InputError(f"settings must be a BatchSettings, got {type(settings).__name__}")
+            defaults = {item.name: item.default for item in fields(BatchSettings)}
+            both = [name for name, value in keywords.items() if value is not None and value != defaults.get(name)]
+            if both:
+                raise InputError(f"{', '.join(both)} given beside settings=", fix="give them in settings= or as keywords, not both")
+        self.settings = settings
         self._data = data
-        layout = checks.choice("layout", layout, LAYOUTS)
-        length = checks.positive_int("length", length)
-        world_size = checks.positive_int("world_size", world_size)
-        micro_batches = checks.positive_int("micro_batches", micro_batches)
-        seed = checks.non_negative_int("seed", seed)
-        rank = checks.integer("rank", rank, low=0, high=world_size - 1)
-        split, dtype = checks.text("split", split), checks.choice("dtype", dtype, DTYPES)
-        for flag, value in (("position_ids", position_ids), ("cu_seqlens", cu_seqlens),
-                            ("document_ids", document_ids), ("shuffle", shuffle)):
-            checks.boolean(flag, value)
-        options = {} if layout_options is None else checks.mapping("layout_options", layout_options)
-        self._batch_plan = batch_plan(global_batch)
-        # a step's plan holds global_batch entries; a rank's batch about five arrays of its rows
-        most = int(self._batch_plan[:, 1].max())
-        checks.fits_in_memory(f"a step of global_batch {most:,} rows of length {length:,}",
-                              16 * most + 5 * 8 * (most // world_size) * (length + 1),
-                              fix="use a smaller global_batch or length")
-        bad = np.flatnonzero((self._batch_plan[:, 1] % world_size != 0)
-                             | ((self._batch_plan[:, 1] // world_size) % micro_batches != 0))
-        if len(bad):
-            start, rows = (int(v) for v in self._batch_plan[bad[0]])
-            if rows % world_size:
-                raise InputError(f"world_size {world_size} does not divide global_batch {rows}"
-                                 + (f" (from step {start})" if start else ""),
-                                 fix=f"use a global_batch that is a multiple of {world_size} "
-                                     f"(e.g. {-(-rows // world_size) * world_size}), or a world_size that divides it")
-            raise InputError(f"micro_batches {micro_batches} does not divide the rank's {rows // world_size} rows"
-                             + (f" (from step {start})" if start else ""))
-        if not 0 <= rank < world_size:
-            raise InputError(f"rank {rank} outside [0, {world_size})")
-        if dtype not in DTYPES:
-            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        self._batch_plan = settings.plan
+        layout, length, split = settings.layout, settings.length, settings.split
+        options = settings.layout_options or {}
         self.mixture = data if isinstance(data, Mixture) else None
         parts = data.parts if isinstance(data, Mixture) else [(data, 1.0)]
         self.sources = [open_source(part) for part, _ in parts]
@@ -132,10 +105,11 @@ class PackedBatches:
         self.layouts: list[Layout] = [make_layout(layout, source, length=length, split=split, **options)
                                       for source in self.sources]
         self.layout_name, self.length = layout, int(length)
-        self.seed, self.rank, self.world_size = int(seed), int(rank), int(world_size)
-        self.micro_batch_count, self.split, self.dtype = int(micro_batches), split, np.dtype(DTYPES[dtype])
-        self.want_positions, self.want_cu_seqlens, self.want_documents = position_ids, cu_seqlens, document_ids
-        self.shuffle = shuffle
+        self.seed, self.rank, self.world_size = int(settings.seed), int(settings.rank), int(settings.world_size)
+        self.micro_batch_count, self.split = int(settings.micro_batches), split
+        self.dtype = np.dtype(DTYPES[settings.dtype])
+        self.want_positions, self.want_cu_seqlens = settings.position_ids, settings.cu_seqlens
+        self.want_documents, self.shuffle = settings.document_ids, settings.shuffle
         self.vocabulary: VocabIdentity = self.sources[0].vocabulary
         self.n_vocab = self.vocabulary.n_vocab
         self.ignore_index: int = self.layouts[0].ignore_index
@@ -427,7 +401,7 @@ class PackedBatches:
                              fix=f"skip from step {position} or later")
         if end <= start:
             raise InputError(f"skip({start}, {end}) leaves out no step", fix="give an end after the start")
-        self._skipped = _joined([*self._skipped, (start, end)])
+        self._skipped = joined_spans([*self._skipped, (start, end)])
         self._revision += 1
 
     @property
@@ -674,14 +648,7 @@ class PackedBatches:
         sources = [open_source(item) for item in data]
         if not sources:
             raise InputError("replaying a run needs its data: one token source a part")
-        keys = ("tokens_sha256", "starts_sha256")
-        names = []
-        for source in sources:
-            found = [part.name for part in saved.parts if [part.data.get(k) for k in keys] == [getattr(source.meta, k) for k in keys]]
-            if not found or found[0] in names:
-                raise InputError(f"{source.path} is none of the parts the state names ({part_names([p.data for p in saved.parts])})",
-                                 where=source.path, fix="give the data the run was trained on")
-            names.append(found[0])
+        names = parts_of_sources(saved, sources)
         caps = {part.name: part.max_epochs for part in saved.parts}
         mixed: Data | Mixture = sources[0]
         if saved.mixture_seed is not None or len(saved.parts) > 1:
@@ -752,7 +719,7 @@ class PackedBatches:
                                                                      self._max_epochs_of(local_of), local_of)
                         if part is not None)
         stages = None
-        if saved.mixture_stages is not None and same_caps and _same_stages(
+        if saved.mixture_stages is not None and same_caps and same_stages(
                 [(start, weights + [0.0] * added) for start, weights in saved.mixture_stages], own):
             stages = past.weight_stages(step)  # given the same weights: those the run set while it ran go on
         planned = self._planned(step, local_of, stages)
@@ -769,7 +736,7 @@ class PackedBatches:
                                       names=[slot.name for slot in slots], seed=self.seed,
                                       mixture_seed=self._mixture_seed, shuffle=self.shuffle,
                                       mixed_from=joined[1] if len(joined) > 1 else None)
-        self._skipped = _joined([(int(a), int(b)) for a, b in saved.skipped])
+        self._skipped = joined_spans([(int(a), int(b)) for a, b in saved.skipped])
         self._lineage.forget()
         self._revision += 1
         self.step = step
@@ -798,14 +765,7 @@ class PackedBatches:
             if record.since:
                 entry["since"] = record.since
             parts.append(entry)
-        # The weights in force from each step of the history, in the parts' order (a resume's
-        # new weights from its step, not from 0).
-        stages: list[tuple[int, list[float]]] = []
-        for segment in self._history.segments:
-            total = sum(segment.weights) or 1.0
-            weights = [w / total for w in segment.weights]
-            if not stages or any(abs(a - b) > 1e-12 for a, b in zip(stages[-1][1], weights)):
-                stages.append((segment.step, weights))
+        stages = self._history.weight_changes()
         own = self._own_stages(self._local)
         own_given = None if self._history.same_future(step, self._planned(step, self._local, own)) else own
         schedule = ServeSchedule(vocabulary=self.vocabulary, parts=parts, stages=stages, history=self._history.segments,
@@ -826,43 +786,13 @@ class PackedBatches:
                 for part, layout in enumerate(self.layouts)]
 
     def __getstate__(self) -> dict[str, Any]:
-        # Sent to spawned loader workers: directories, not mapped streams, where the data has one;
-        # and the loader state, whose history the arguments alone may not give.
-        def portable(data: Any) -> Any:
-            return str(data.path) if isinstance(data, (Pack, ShardedDataset)) else data
-        data = self._data
-        if isinstance(data, Mixture):
-            data = Mixture([(portable(p), w) for p, w in data.parts], seed=data.seed,
-                           stages=[(s, ws.tolist()) for s, ws in data.stages], names=data.names,
-                           max_epochs=data.max_epochs)
-        else:
-            data = portable(data)
-        return {"data": data, "arguments": self._arguments, "state": self._state(self.position)}
+        # Sent to spawned loader workers: the data by its directories; and the loader state, whose
+        # history the settings alone may not give.
+        return {"data": portable(self._data), "settings": self.settings, "state": self._state(self.position)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["data"], **state["arguments"])  # type: ignore[misc]
+        self.__init__(state["data"], state["settings"])  # type: ignore[misc]
         self.load_state_dict(state["state"])
-
-
-def _same_stages(a: list[tuple[int, list[float]]], b: list[tuple[int, list[float]]]) -> bool:
-    """Whether two weight stages are the same: the same steps, weights within 1e-12."""
-    return len(a) == len(b) and all(sa == sb and len(wa) == len(wb) and all(abs(x - y) <= 1e-12 for x, y in zip(wa, wb))
-                                    for (sa, wa), (sb, wb) in zip(a, b))
-
-
-def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Half-open spans sorted and joined where they meet or overlap.
-
-    >>> _joined([(5, 8), (0, 2), (2, 3), (7, 10)])
-    [(0, 3), (5, 10)]
-    """
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
 
 
 __all__ = ["PackedBatches"]

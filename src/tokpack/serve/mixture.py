@@ -137,4 +137,16 @@ def check_one_vocabulary(sources: list[TokenSource]) -> None:
                                      f"{other.path} with {other.meta.pad_id}")
 
 
-__all__ = ["Mixture", "check_one_vocabulary", "default_names", "normalized"]
+def portable(data: Data | Mixture) -> Data | Mixture:
+    """``data`` as another process can open it: a pack or sharded dataset by its directory, not
+    its mapped stream (a mixture's parts likewise); anything else as it is."""
+    from tokpack.store import Pack, ShardedDataset
+
+    if isinstance(data, Mixture):
+        return Mixture([(portable(part), weight) for part, weight in data.parts], seed=data.seed,  # type: ignore[misc]
+                       stages=[(step, weights.tolist()) for step, weights in data.stages], names=data.names,
+                       max_epochs=data.max_epochs)
+    return str(data.path) if isinstance(data, (Pack, ShardedDataset)) else data
+
+
+__all__ = ["Mixture", "check_one_vocabulary", "default_names", "normalized", "portable"]

@@ -185,6 +185,23 @@ DATA_KEYS = ("name", "tokens_sha256", "starts_sha256", "n_tokens", "vocabulary",
 SETTING = {"layout": "layout", "length": "length", "split": "split", "options": "layout options", "shuffle": "shuffle"}
 
 
+def parts_of_sources(saved: LoaderState, sources: list[Any]) -> list[str]:
+    """The saved part each of ``sources`` holds (by its ids' checksums), in order.
+
+    Raises:
+        InputError: a source that is none of the saved parts, or the same part twice.
+    """
+    keys = ("tokens_sha256", "starts_sha256")
+    names: list[str] = []
+    for source in sources:
+        found = [part.name for part in saved.parts if [part.data.get(k) for k in keys] == [getattr(source.meta, k) for k in keys]]
+        if not found or found[0] in names:
+            raise InputError(f"{source.path} is none of the parts the state names ({part_names([p.data for p in saved.parts])})",
+                             where=source.path, fix="give the data the run was trained on")
+        names.append(found[0])
+    return names
+
+
 def match_parts(saved: list[PartState], names: list[str], records: list[dict[str, Any]],
                  keys: tuple[str, ...]) -> dict[int, int]:
     """This loader's part -> the saved part it continues: the saved part of the same ids
@@ -272,4 +289,4 @@ def part_names(records: list[dict[str, Any]]) -> str:
 
 
 __all__ = ["SETTING", "LoaderState", "LoaderStateV2", "PartState", "ServeSchedule", "difference",
-           "distinct_removed_names", "match_parts", "parse_state", "part_names"]
+           "distinct_removed_names", "match_parts", "parts_of_sources", "parse_state", "part_names"]
