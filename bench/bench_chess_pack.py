@@ -52,7 +52,7 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
 
     from tokpack.chess.bpe import BpeEncoder
     from tokpack.chess.encoders import GAME_COLUMNS
-    from tokpack.chess.pack import pack_games
+    from tokpack.chess.jobs.pack import pack_games
     from tokpack.chess.schemes import make_encoder
     from tokpack.store import DocumentCut, PackWriter, Source
 

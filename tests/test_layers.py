@@ -61,7 +61,7 @@ PENDING: set[tuple[str, str]] = set()
 #: engines as a text job. The engines import nothing of chess otherwise; a new kind adds one entry.
 REGISTRIES: set[tuple[str, str]] = {
     ("tokpack.engines.encoders", "tokpack.chess.schemes"),
-    ("tokpack.engines.executors", "tokpack.chess.shards"),
+    ("tokpack.engines.executors", "tokpack.chess.jobs.shards"),
 }
 
 
@@ -308,8 +308,8 @@ def test_the_scan_sees_imports_by_name_and_inside_loops() -> None:
     tree = ast.parse('"""tokpack.serve.loader is named in a docstring, which imports nothing."""\n'
                      'import importlib\n'
                      'def f():\n    return importlib.import_module("tokpack.serve.loader")\n'
-                     'TASKS = {"x": "tokpack.chess.shards:run_chess_shard"}\n')
-    assert sorted(_named_modules(tree)) == [("tokpack.chess.shards", 5), ("tokpack.serve.loader", 4)]
+                     'TASKS = {"x": "tokpack.chess.jobs.shards:run_chess_shard"}\n')
+    assert sorted(_named_modules(tree)) == [("tokpack.chess.jobs.shards", 5), ("tokpack.serve.loader", 4)]
     looped = ast.parse("for _ in range(1):\n    import tokpack.store.reader\nwhile False:\n    import tokpack.serve\n")
     assert [node.names[0].name for node in _run_at_import(looped.body)] == ["tokpack.store.reader", "tokpack.serve"]
 

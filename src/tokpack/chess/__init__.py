@@ -6,7 +6,7 @@
 """
 
 from tokpack.chess.bpe import BpeEncoder, split_moves, train_bpe, train_bpe_from_parquet
-from tokpack.chess.config import ChessPipelineConfig, load_config
+from tokpack.chess.jobs.config import ChessPipelineConfig, load_config
 from tokpack.chess.encoders import (
     DecodedGame,
     EloBin,
@@ -14,8 +14,8 @@ from tokpack.chess.encoders import (
     GameEncoder,
     GameError,
 )
-from tokpack.chess.fixture import build_parity, read_parity, write_parity
-from tokpack.chess.pack import pack_games
+from tokpack.chess.jobs.fixture import build_parity, read_parity, write_parity
+from tokpack.chess.jobs.pack import pack_games
 from tokpack.chess.pgn import (
     ConversionReport,
     convert_pgn,
@@ -25,7 +25,7 @@ from tokpack.chess.pgn import (
 )
 from tokpack.chess.san import SanEncoder, san_moves
 from tokpack.chess.schemes import SCHEMES, make_encoder
-from tokpack.chess.stats import ChessStats, compute_stats
+from tokpack.chess.jobs.stats import ChessStats, compute_stats
 from tokpack.chess.uci import UciEncoder
 
 __all__ = [

@@ -13,7 +13,7 @@ from tokpack.cli._console import EngineName, StorageOptions, command_group, stde
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
-    from tokpack.chess.stats import ChessStats
+    from tokpack.chess.jobs.stats import ChessStats
 
 chess_app = command_group("Chess games as a corpus: PGN or Lichess's Parquet to monthly parquet; uci, san, bpe, char "
                           "and position schemes; packs, statistics, the parity fixture and Karvonen's blocks.")
@@ -81,8 +81,8 @@ def tokenize_command(
     Packing writes each split as one sharded dataset, cut by size (--shard-mb, --shard-games) across
     months, each month a named range; byte-identical for any --workers and --engine.
     """
-    from tokpack.chess.config import load_config
-    from tokpack.chess.pipeline import tokenize
+    from tokpack.chess.jobs.config import load_config
+    from tokpack.chess.jobs.pipeline import tokenize
     from tokpack.chess.schemes import SCHEMES
 
     if scheme not in SCHEMES:  # before the config is even read

@@ -327,8 +327,8 @@ EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"loca
 JOB_TASKS: dict[str, str] = {
     "tokpack.job.v2": "tokpack.engines.shard_task:run_shard",
     "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
-    "tokpack.chess.job.v3": "tokpack.chess.shards:run_chess_shard",
-    "tokpack.chess.job.v2": "tokpack.chess.shards:run_chess_shard",
+    "tokpack.chess.job.v3": "tokpack.chess.jobs.shards:run_chess_shard",
+    "tokpack.chess.job.v2": "tokpack.chess.jobs.shards:run_chess_shard",
 }
 
 

@@ -1,7 +1,7 @@
 """The per-shard task every engine runs: ``(dataset, rank) -> shard``, pure and restartable.
 
 :func:`build_shard` and :func:`finish_dataset` are the protocol every kind of job follows (text's
-:func:`run_shard` here, chess's :func:`tokpack.chess.shards.run_chess_shard`): lock, skip a
+:func:`run_shard` here, chess's :func:`tokpack.chess.jobs.shards.run_chess_shard`): lock, skip a
 complete shard, write, verify, mark; the last task writes ``dataset.json``.
 
 A sharded job is a folder::

@@ -129,7 +129,7 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     import pyarrow.parquet as pq
 
     from tokpack import _checks as checks
-    from tokpack.chess.pack import table_source
+    from tokpack.chess.jobs.pack import table_source
 
     checks.positive_int("shard_bytes", shard_bytes, high=_MOST_BYTES)
     if shard_games is not None:
@@ -191,7 +191,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     Raises:
         InputError: ``dataset`` is a finished dataset already, or holds another job.
     """
-    from tokpack.chess.pack import BATCH_GAMES, SPLITS
+    from tokpack.chess.jobs.pack import BATCH_GAMES, SPLITS
 
     dataset = Path(dataset)
     if split not in SPLITS:
@@ -248,7 +248,7 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
 def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[PrepareProgress], None] | None) -> None:
     import pyarrow.parquet as pq
 
-    from tokpack.chess.pack import TableRows, pack_tables
+    from tokpack.chess.jobs.pack import TableRows, pack_tables
 
     encoder: GameEncoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     tables = []

@@ -8,11 +8,11 @@ import chess
 import pytest
 
 from tokpack.chess.bpe import BpeEncoder, train_bpe
-from tokpack.chess.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
+from tokpack.chess.jobs.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
 from tokpack.chess.pgn import read_games_strictly
 from tokpack.chess.schemes import make_encoder
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PGN = FIXTURES / "chess_games.pgn"
 PARITY = FIXTURES / "chess_parity.json"
 BPE = FIXTURES / "chess_bpe.json"

@@ -76,11 +76,11 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
                 progress: Callable[[int, int, int], None] | None = None, source: Source | None = None,
                 shard: ShardPlace | None = None) -> PackMeta:
     """Encode the rows of several tables, in order, into one new pack at ``destination`` (one
-    shard of a chess job, see :mod:`tokpack.chess.shards`), as :func:`pack_games` does one.
+    shard of a chess job, see :mod:`tokpack.chess.jobs.shards`), as :func:`pack_games` does one.
 
     Besides the ``split`` range over every game, each table with a ``month`` gives its games a
     range of that name. ``source`` is the pack's record of its input: needed for several tables
-    (:func:`tokpack.chess.shards.joined_source` joins theirs); for one, its record by default.
+    (:func:`tokpack.chess.jobs.shards.joined_source` joins theirs); for one, its record by default.
     ``shard``: the place of a chess job's shard, recorded in its ``meta.json``.
 
     Raises:
