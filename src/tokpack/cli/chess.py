@@ -74,7 +74,7 @@ def tokenize_command(
     ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
     shard_mb: float | None = typer.Option(None, "--shard-mb", min=0.000001, max=1e12, help="Close a shard once its games' moves reach this many MB as UCI text (default: the config's, else 64)."),
     shard_games: int | None = typer.Option(None, "--shard-games", min=1, help="Close a shard once it holds this many games (default: the config's, else no limit)."),
-    allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a BPE of fewer ids than bpe_vocab_size when the training games cannot reach it (the config's bpe_allow_smaller_vocab)."),
+    bpe_allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a BPE of fewer ids than bpe_vocab_size when the training games cannot reach it (the config's bpe_allow_smaller_vocab)."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked.
 
@@ -91,7 +91,7 @@ def tokenize_command(
     cfg = load_config(config)
     overrides = {"workers": workers, "engine": None if engine is None else engine.value, "ray_address": ray_address,
                  "shard_mb": shard_mb, "shard_games": shard_games,
-                 "bpe_allow_smaller_vocab": allow_smaller_vocab or None}
+                 "bpe_allow_smaller_vocab": bpe_allow_smaller_vocab or None}
     cfg = cfg.model_validate({**cfg.model_dump(by_alias=True), **{k: v for k, v in overrides.items() if v is not None}})
     bars: dict[str, Callable[[int, int], None]] = {}
     with _progress(f"{scheme} train", "games") as train_bar, _progress(f"{scheme} val", "games") as val_bar:

@@ -40,7 +40,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     if dataset.is_dir() and not (dataset / JOB_FILE).exists() and (others := _not_a_jobs(dataset)):
         raise InputError(f"holds other files ({', '.join(others[:3])}{', …' if len(others) > 3 else ''}); a "
                          "sharded job is written into a new or empty folder (or its own, to resume it)", where=dataset,
-                         fix="name a new folder (-o, dataset= in Python)")
+                         fix="name a new folder (dataset=PATH)")
     tokenizer = load_vocabulary(vocab)
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
@@ -63,7 +63,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         dataset.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise InputError(f"cannot create the folder ({error.strerror or error})", where=dataset,
-                         fix="name a folder you can write (-o, dataset= in Python)") from None
+                         fix="name a folder you can write (dataset=PATH)") from None
     with locked(dataset / JOB_FILE):
         if (dataset / JOB_FILE).exists():
             existing = read_job(ShardJob, dataset)
@@ -117,5 +117,5 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
     EXECUTORS[engine](dataset, list(range(shards)), options)
     finished = finish_if_complete(dataset)
     if finished is None:
-        raise RuntimeError(f"{dataset}: not every shard is complete")
+        raise InputError("not every shard is complete", where=dataset, fix="rerun to resume")
     return finished

@@ -209,9 +209,9 @@ def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple
     except (KeyError, ValueError) as error:
         raise InputError(f"job array variables are incomplete or not numbers ({error})",
                          fix="set both SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (or TOKPACK_RANK and "
-                             "TOKPACK_WORLD_SIZE) to whole numbers, or pass --rank N (rank= in Python)") from None
+                             "TOKPACK_WORLD_SIZE) to whole numbers, or pass rank=N") from None
     raise InputError("no rank: no job array variables are set",
-                     fix="pass --rank N (rank= in Python), or set SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT "
+                     fix="pass rank=N, or set SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT "
                          "(or TOKPACK_RANK and TOKPACK_WORLD_SIZE)")
 
 
@@ -377,5 +377,5 @@ def run_array_task(dataset: Path, rank: int | None = None,
         if world != world_size:
             raise InputError(f"the job array has {world} tasks but the job has {world_size} shards", where=dataset,
                              fix=f"run it as an array of {world_size} tasks (e.g. sbatch --array=0-{world_size - 1}), or "
-                                 "pass --rank N (rank= in Python)")
+                                 "pass rank=N")
     return rank, world_size, task(Path(dataset), rank)

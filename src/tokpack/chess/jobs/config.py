@@ -14,7 +14,7 @@ Example (paths are relative to the file's folder)::
     bpe_train_games = 100000     # the BPE learns from the first games of the training month
     stats_games = 20000          # statistics use the first games of the same table
     max_len = 200                # the context the statistics measure against
-    fixture_pgn = "fixture.pgn"  # games for --export-fixture (optional)
+    fixture_pgn = "fixture.pgn"  # games of the parity fixture (optional)
     workers = 1                  # processes that pack shards (the bytes do not depend on it)
     engine = "local"             # who runs the shards: local, ray, or array (write the jobs only)
     ray_address = "auto"         # an existing Ray cluster to join (engine = "ray"; optional)
@@ -104,7 +104,7 @@ def load_config(path: Path | None = None) -> ChessPipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("no such config file", where=path, fix=f"write one, e.g. {EXAMPLE}, or name yours with "
-                         "--config FILE") from None
+                         "config=FILE") from None
     except OSError as error:  # a folder, no permission
         raise InputError(f"cannot read the config file ({error.strerror or error})", where=path) from None
     except (tomllib.TOMLDecodeError, ValueError) as error:  # ValueError: bad UTF-8, a 5,000-digit number

@@ -163,8 +163,8 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         InputError: an unknown scheme, a missing month, an existing pack, or no fixture_pgn.
     """
     if scheme not in SCHEMES:
-        raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    # Statistics or a BPE from --games need no converted month; packing (or reading the first
+        raise InputError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    # Statistics or a BPE from games= need no converted month; packing (or reading the first
     # training month) does.
     train, val = split_months(cfg, check=pack or games is None)
     source = games if games is not None else month_parquet(cfg.games_dir, train[0])
@@ -176,7 +176,7 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
             raise InputError("already exists; a pack is never overwritten", where=destination,
                              fix="remove that folder to pack again, or set another out_dir in the config")
     if export_fixture and cfg.fixture_pgn is None:
-        raise InputError("--export-fixture needs fixture_pgn in the config")
+        raise InputError("export_fixture=True needs fixture_pgn in the config")
     written: list[Path] = []
     bpe = None
     if scheme == "bpe" or stats or export_fixture:
@@ -235,8 +235,7 @@ def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list
         raise InputError(f"the BPE's training games reach only {reached:,} ids of the {cfg.bpe_vocab_size:,} "
                          "asked for (too few pairs occur twice)", where=source,
                          fix=f"set bpe_vocab_size = {reached} or less in the config, train on more games "
-                             "(bpe_train_games, --games), or accept fewer with --allow-smaller-vocab "
-                             "(bpe_allow_smaller_vocab = true)")
+                             "(bpe_train_games, games=PATH), or accept fewer with bpe_allow_smaller_vocab=True")
     bpe.save(cfg.bpe_file)
     written.append(cfg.bpe_file)
     return bpe
