@@ -22,7 +22,7 @@ SRC = REPO / "src"
 LAYERS: dict[str, int] = {
     # 1: errors and the small base modules (the cache folder and progress reporting included)
     "errors": 1, "_schema": 1, "_atomic": 1, "_files": 1, "_compressed": 1, "_extras": 1, "_checks": 1, "_cache": 1, "_progress": 1,
-    "_kernels": 1, "_memory": 1,
+    "_kernels": 1, "_memory": 1, "_pool": 1,
     # 2: vocabularies, their patterns, trainers' names and the encoder
     "vocab": 2,
     # 3: reading a corpus (sources, documents, manifests, the bundled sample)
@@ -46,7 +46,7 @@ LAYERS: dict[str, int] = {
 SAME_LAYER: set[tuple[str, str]] = {
     ("_atomic", "errors"), ("_checks", "errors"), ("_extras", "errors"), ("_files", "errors"),
     ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_cache", "errors"),
-    ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"),
+    ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"), ("_pool", "errors"),
     ("torch", "serve"),
     ("engines", "preparing"),
     ("cli", "report"),

@@ -35,7 +35,7 @@ import re
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import cache, partial
@@ -46,6 +46,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._atomic import building
+from tokpack._pool import ordered_map, process_pool
 from tokpack._schema import Record, write_record
 from tokpack.chess import _tags_compiled as _tags
 from tokpack.chess import reader
@@ -835,18 +836,13 @@ class _chunk_pool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self.executor: ProcessPoolExecutor | None = None
+        self._opened: ExitStack = ExitStack()
 
     def __enter__(self) -> ProcessPoolExecutor | None:
-        if self.workers > 1:
-            import multiprocessing
-
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-        return self.executor
+        return self._opened.enter_context(process_pool(self.workers)) if self.workers > 1 else None
 
     def __exit__(self, *exc: object) -> None:
-        if self.executor is not None:
-            self.executor.shutdown(cancel_futures=True)
+        self._opened.close()
 
 
 def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, bytes]], options: ReadOptions,
@@ -856,13 +852,7 @@ def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, byte
         for offset, data in chunks:
             yield chunk_games(data, offset, options)
         return
-    pending: deque[Future[ChunkGames]] = deque()
-    for offset, data in chunks:
-        pending.append(pool.submit(chunk_games, data, offset, options))
-        if len(pending) >= 2 * workers:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+    yield from ordered_map(pool, chunk_games, ((data, offset, options) for offset, data in chunks), ahead=2 * workers)
 
 
 def games_table(games: list[PgnGame], clocks: bool = False) -> pa.Table:
