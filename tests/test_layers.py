@@ -60,8 +60,7 @@ PENDING: set[tuple[str, str]] = set()
 #: kind is met: a job of chess games (whose task and encoder live in ``chess/``) runs on the same
 #: engines as a text job. The engines import nothing of chess otherwise; a new kind adds one entry.
 REGISTRIES: set[tuple[str, str]] = {
-    ("tokpack.engines.encoders", "tokpack.chess.schemes"),
-    ("tokpack.engines.executors", "tokpack.chess.jobs.shards"),
+    ("tokpack.engines.kinds", "tokpack.chess.jobs.shards"),
 }
 
 

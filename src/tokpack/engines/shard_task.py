@@ -2,7 +2,8 @@
 
 :func:`build_shard` and :func:`finish_dataset` are the protocol every kind of job follows (text's
 :func:`run_shard` here, chess's :func:`tokpack.chess.jobs.shards.run_chess_shard`): lock, skip a
-complete shard, write, verify, mark; the last task writes ``dataset.json``.
+complete shard, write, verify, mark; the last task writes ``dataset.json``. This module is also
+the text kind of :data:`tokpack.engines.kinds.KINDS` (its task, and its encoder's record).
 
 A sharded job is a folder::
 
@@ -49,6 +50,8 @@ from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DATASET_FILE, META_FILE, DocumentCut, PackMeta, ShardPlace, Source
 from tokpack.store.reader import Pack
 from tokpack.vocab.bytelevel import BpeTokenizer
+from tokpack.vocab.bytelevel import encoder_from_spec as encoder_from_spec  # the text kind's encoder record
+from tokpack.vocab.bytelevel import encoder_spec as encoder_spec
 from tokpack.vocab.identity import VocabIdentity
 
 JOB_FILE = "job.json"

@@ -39,6 +39,7 @@ from pydantic import Field, model_validator
 from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, write_record
+from tokpack.chess.schemes import encoder_from_spec, encoder_spec
 from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
 from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job, refuse_other_version
 from tokpack.errors import InputError, TokpackError
@@ -295,6 +296,5 @@ def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset |
     return finished
 
 
-__all__ = ["ENCODER_FILE", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "finish_chess_job", "plan_shards",
-           "run_chess_shard",
-           "start_chess_job"]
+__all__ = ["ENCODER_FILE", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "encoder_from_spec", "encoder_spec",
+           "finish_chess_job", "plan_shards", "run_chess_shard", "start_chess_job"]
