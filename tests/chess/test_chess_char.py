@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from tokpack.chess.char import CharEncoder, block_starts, moves_of_text
 from tokpack.chess.jobs.config import ChessPipelineConfig
-from tokpack.chess.pgn import convert_pgn
 from tokpack.chess.jobs.pipeline import tokenize
+from tokpack.chess.pgn import convert_pgn
 from tokpack.cli import app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -6,7 +6,6 @@
 """
 
 from tokpack.chess.bpe import BpeEncoder, split_moves, train_bpe, train_bpe_from_parquet
-from tokpack.chess.jobs.config import ChessPipelineConfig, load_config
 from tokpack.chess.encoders import (
     DecodedGame,
     EloBin,
@@ -14,8 +13,10 @@ from tokpack.chess.encoders import (
     GameEncoder,
     GameError,
 )
+from tokpack.chess.jobs.config import ChessPipelineConfig, load_config
 from tokpack.chess.jobs.fixture import build_parity, read_parity, write_parity
 from tokpack.chess.jobs.pack import pack_games
+from tokpack.chess.jobs.stats import ChessStats, compute_stats
 from tokpack.chess.pgn import (
     ConversionReport,
     convert_pgn,
@@ -25,7 +26,6 @@ from tokpack.chess.pgn import (
 )
 from tokpack.chess.san import SanEncoder, san_moves
 from tokpack.chess.schemes import SCHEMES, make_encoder
-from tokpack.chess.jobs.stats import ChessStats, compute_stats
 from tokpack.chess.uci import UciEncoder
 
 __all__ = [

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tokpack.chess.jobs.pack import pack_games
+from tokpack.chess.jobs.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
 from tokpack.chess.pgn import month_parquet
 from tokpack.chess.schemes import make_encoder
-from tokpack.chess.jobs.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
 from tokpack.cli import app
 from tokpack.errors import InputError
 from tokpack.serve import PackedBatches, Windows

@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpack.chess.jobs.config import ChessPipelineConfig
-from tokpack.chess.pgn import convert_pgn, month_parquet
 from tokpack.chess.jobs.pipeline import available_months, split_months, tokenize
+from tokpack.chess.pgn import convert_pgn, month_parquet
 from tokpack.store.dataset import ShardedDataset
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 
 from tokpack.chess.bpe import train_bpe
 from tokpack.chess.encoders import GameEncoder
+from tokpack.chess.jobs.stats import ChessStats, compute_stats
 from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
-from tokpack.chess.jobs.stats import ChessStats, compute_stats
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 REAL_GAMES = Path(__file__).resolve().parents[3] / "data" / "chess" / "games.parquet"

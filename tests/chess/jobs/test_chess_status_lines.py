@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokpack.chess.jobs.config import ChessPipelineConfig
-from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.jobs.pipeline import tokenize
+from tokpack.chess.pgn import games_table, read_games_strictly
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
