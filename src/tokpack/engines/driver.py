@@ -7,12 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokpack import _checks as checks
-from tokpack._cache import locked
-from tokpack._schema import write_record
 from tokpack.corpus.sources import OnError, open_corpus, warn_spelled_special_tokens
-from tokpack.engines.encoders import ENCODER_FILE, write_encoder
+from tokpack.engines.encoders import ENCODER_FILE
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
-from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard
+from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard, write_job
 from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
@@ -64,19 +62,16 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     except OSError as error:
         raise InputError(f"cannot create the folder ({error.strerror or error})", where=dataset,
                          fix="name a folder you can write (dataset=PATH)") from None
-    with locked(dataset / JOB_FILE):
-        if (dataset / JOB_FILE).exists():
-            existing = read_job(ShardJob, dataset)
-            if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
-                if existing.model_copy(update={"corpus": job.corpus, "pins": pins, "source": record}).sealed() == job:
-                    check_pins(existing, pins, record)  # this job, whose inputs changed: says which
-                raise InputError("another job is in this folder; use a new one", where=dataset / JOB_FILE)
-            return existing
-        # Written before job.json, atomically: a node whose lock is node-local may write it too, and
-        # both write the same bytes.
-        write_encoder(tokenizer, dataset / ENCODER_FILE)
-        write_record(job, dataset / JOB_FILE)
-    return job
+
+    def resume(folder: Path) -> ShardJob:
+        existing = read_job(ShardJob, folder)
+        if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
+            if existing.model_copy(update={"corpus": job.corpus, "pins": pins, "source": record}).sealed() == job:
+                check_pins(existing, pins, record)  # this job, whose inputs changed: says which
+            raise InputError("another job is in this folder; use a new one", where=folder / JOB_FILE)
+        return existing
+
+    return write_job(dataset, job, tokenizer, resume=resume)
 
 
 def _not_a_jobs(folder: Path) -> list[str]:

@@ -42,7 +42,7 @@ from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.corpus.sources import Format, InputFile, OnError, Pins, open_corpus
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder
+from tokpack.engines.encoders import ENCODER_FILE, Describable, read_encoder, write_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import Execution
 from tokpack.preparing.preparation import write_pack
@@ -124,6 +124,22 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
                         origin=_origin_of(job))
     finish_if_complete(dataset, rank)
     return wrote
+
+
+def write_job(dataset: Path, job: JobT, encoder: Describable, *, resume: Callable[[Path], JobT]) -> JobT:
+    """Start ``job`` in the folder ``dataset`` (which exists): under the job's lock, write
+    ``encoder.json`` then ``job.json``; where a ``job.json`` is there already, return
+    ``resume(dataset)`` instead, the kind's check that it is this job (it raises if not).
+
+    ``encoder.json`` is written first, atomically: a node whose lock is node-local may start the
+    same job too, and both write the same bytes.
+    """
+    with locked(dataset / JOB_FILE):
+        if (dataset / JOB_FILE).exists():
+            return resume(dataset)
+        write_encoder(encoder, dataset / ENCODER_FILE)
+        write_record(job, dataset / JOB_FILE)
+    return job
 
 
 def read_job(model: type[JobT], dataset: Path) -> JobT:

@@ -36,12 +36,19 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
-from tokpack._schema import Record, SealedRecord, write_record
+from tokpack._schema import Record, SealedRecord
 from tokpack.chess.schemes import encoder_from_spec, encoder_spec
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job, refuse_other_version
+from tokpack.engines.encoders import ENCODER_FILE, read_encoder
+from tokpack.engines.shard_task import (
+    JOB_FILE,
+    ShardOrigin,
+    build_shard,
+    finish_dataset,
+    read_job,
+    refuse_other_version,
+    write_job,
+)
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
@@ -204,19 +211,18 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
                    vocabulary=encoder.identity, shards=shards).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
-    with locked(dataset / JOB_FILE):
-        if (dataset / JOB_FILE).exists():
-            refuse_other_version(ChessJob, dataset / JOB_FILE)  # says why such a job is not resumed
-            try:
-                existing = read_job(ChessJob, dataset)
-            except TokpackError:
-                existing = None
-            if existing != job:
-                raise InputError("another job is in this folder", where=dataset / JOB_FILE, fix="use a new one")
-            return job
-        write_encoder(encoder, dataset / ENCODER_FILE)
-        write_record(job, dataset / JOB_FILE)
-    return job
+
+    def resume(folder: Path) -> ChessJob:
+        refuse_other_version(ChessJob, folder / JOB_FILE)  # says why such a job is not resumed
+        try:
+            existing = read_job(ChessJob, folder)
+        except TokpackError:
+            existing = None
+        if existing != job:
+            raise InputError("another job is in this folder", where=folder / JOB_FILE, fix="use a new one")
+        return job
+
+    return write_job(dataset, job, encoder, resume=resume)
 
 
 def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgress], None] | None = None) -> bool:
