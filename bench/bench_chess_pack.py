@@ -50,7 +50,7 @@ def child(mode: str, scheme: str, games: Path, bpe_file: str, limit: int) -> dic
     """One measurement: pack ``games`` (at most ``limit`` games for the loops) into a temp pack."""
     import pyarrow.parquet as pq
 
-    from tokpack.chess.pack import pack_games
+    from tokpack.chess.jobs.pack import pack_games
     from tokpack.chess.schemes import make_encoder
     from tokpack.chess.schemes.game_encoder import GAME_COLUMNS
     from tokpack.chess.schemes.uci_bpe import BpeEncoder

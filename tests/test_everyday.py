@@ -232,7 +232,7 @@ def test_ci_runs_ruff_and_mypy_before_the_tests_and_both_pass() -> None:
 def test_dead_code_and_duplicates_are_gone() -> None:
     import inspect
 
-    import tokpack.chess.pack as chess_pack
+    import tokpack.chess.jobs.pack as chess_pack
     import tokpack.grading.grade as grade
     import tokpack.vocab.files as files
     import tokpack.vocab.loading as loading

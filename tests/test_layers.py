@@ -22,7 +22,7 @@ SRC = REPO / "src"
 LAYERS: dict[str, int] = {
     # 1: errors and the small base modules (the cache folder and progress reporting included)
     "errors": 1, "_schema": 1, "_atomic": 1, "_files": 1, "_compressed": 1, "_extras": 1, "_checks": 1, "_cache": 1, "_progress": 1,
-    "_kernels": 1, "_memory": 1,
+    "_kernels": 1, "_memory": 1, "_pool": 1,
     # 2: vocabularies, their patterns, trainers' names and the encoder
     "vocab": 2,
     # 3: reading a corpus (sources, documents, manifests, the bundled sample)
@@ -46,7 +46,7 @@ LAYERS: dict[str, int] = {
 SAME_LAYER: set[tuple[str, str]] = {
     ("_atomic", "errors"), ("_checks", "errors"), ("_extras", "errors"), ("_files", "errors"),
     ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_cache", "errors"),
-    ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"),
+    ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"), ("_pool", "errors"),
     ("torch", "serve"),
     ("engines", "preparing"),
     ("cli", "report"),
@@ -62,8 +62,7 @@ PENDING: set[tuple[str, str]] = set()
 #: carries through the pack store when it finds such a record. Nothing else of the higher layer is
 #: imported; a new kind adds one entry.
 REGISTRIES: set[tuple[str, str]] = {
-    ("tokpack.engines.encoders", "tokpack.chess.schemes"),
-    ("tokpack.engines.executors", "tokpack.chess.shards"),
+    ("tokpack.engines.kinds", "tokpack.chess.jobs.shards"),
     ("tokpack.vocab.loading", "tokpack.store.vocabulary"),
 }
 
@@ -343,8 +342,8 @@ def test_the_scan_sees_imports_by_name_and_inside_loops() -> None:
     tree = ast.parse('"""tokpack.serve.loader is named in a docstring, which imports nothing."""\n'
                      'import importlib\n'
                      'def f():\n    return importlib.import_module("tokpack.serve.loader")\n'
-                     'TASKS = {"x": "tokpack.chess.shards:run_chess_shard"}\n')
-    assert sorted(_named_modules(tree)) == [("tokpack.chess.shards", 5), ("tokpack.serve.loader", 4)]
+                     'TASKS = {"x": "tokpack.chess.jobs.shards:run_chess_shard"}\n')
+    assert sorted(_named_modules(tree)) == [("tokpack.chess.jobs.shards", 5), ("tokpack.serve.loader", 4)]
     looped = ast.parse("for _ in range(1):\n    import tokpack.store.reader\nwhile False:\n    import tokpack.serve\n")
     assert [node.names[0].name for node in _run_at_import(looped.body)] == ["tokpack.store.reader", "tokpack.serve"]
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokpack.bpe.fast import train_fast
-from tokpack.chess.shards import plan_shards
+from tokpack.chess.jobs.shards import plan_shards
 from tokpack.cli import app
 from tokpack.errors import InputError
 from tokpack.serve.history import batch_plan, batch_ramp

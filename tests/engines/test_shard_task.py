@@ -337,3 +337,35 @@ def test_finishing_a_job_opens_each_shard_a_bounded_number_of_times(tmp_path: Pa
     after every task would open 20,900 packs for 200 shards)."""
     few, many = _opens_to_finish(tmp_path, tokenizer, 5), _opens_to_finish(tmp_path, tokenizer, 20)
     assert many <= 4.5 * few, (few, many)
+
+
+def test_a_recorded_job_and_encoder_resume_to_the_same_shards(tmp_path: Path) -> None:
+    """tests/fixtures/text_job holds a job.json and encoder.json as tokpack at commit 1dd4141 wrote
+    them for its corpus.txt (2 shards): the job resumes, and its shards are those of a job started
+    now."""
+    from tokpack.engines.encoders import read_encoder
+    from tokpack.engines.shard_task import ShardJob
+
+    from conftest import REPO
+
+    fixture = REPO / "tests" / "fixtures" / "text_job"
+    written = tmp_path / "written"
+    written.mkdir()
+    shutil.copy(fixture / "corpus.txt", tmp_path / "corpus.txt")
+    shutil.copy(fixture / "encoder.json", written / "encoder.json")
+    # The job names its corpus by absolute path: moved here, with the seal made again for it.
+    record = json.loads((fixture / "job.json").read_text(encoding="utf-8").replace(
+        "/tmp/jobs_main/job_fixture", str(tmp_path)))
+    (written / "job.json").write_text(ShardJob.model_validate(record).sealed().to_json(), encoding="utf-8")
+    run_shard(written, 1)
+    run_shard(written, 0)
+    fresh = tmp_path / "fresh"
+    tokenizer = read_encoder(written / "encoder.json", ShardJob.model_validate(record).vocabulary)
+    dataset = prepare_sharded(tmp_path / "corpus.txt", fresh, vocab=tokenizer, shards=2, document_bytes=256,
+                              engine="local", processes=1)
+    assert (written / "dataset.json").read_bytes() == (fresh / "dataset.json").read_bytes()
+    for rank in range(2):
+        for name in ("tokens.npy", "starts.npy", "meta.json"):
+            shard = f"shard-{rank:05d}/{name}"
+            assert (written / shard).read_bytes() == (fresh / shard).read_bytes(), shard
+    assert dataset.meta.n_docs > 0

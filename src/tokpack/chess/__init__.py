@@ -5,9 +5,10 @@
 [1, 48, 47]
 """
 
-from tokpack.chess.config import ChessPipelineConfig, load_config
-from tokpack.chess.fixture import build_parity, read_parity, write_parity
-from tokpack.chess.pack import pack_games
+from tokpack.chess.jobs.config import ChessPipelineConfig, load_config
+from tokpack.chess.jobs.fixture import build_parity, read_parity, write_parity
+from tokpack.chess.jobs.pack import pack_games
+from tokpack.chess.jobs.stats import ChessStats, compute_stats
 from tokpack.chess.pgn.convert import ConversionReport, convert_pgn, month_parquet
 from tokpack.chess.pgn.games import read_games, read_games_strictly
 from tokpack.chess.schemes import SCHEMES, make_encoder
@@ -21,7 +22,6 @@ from tokpack.chess.schemes.game_encoder import (
 from tokpack.chess.schemes.san import SanEncoder, san_moves
 from tokpack.chess.schemes.uci import UciEncoder
 from tokpack.chess.schemes.uci_bpe import BpeEncoder, split_moves, train_bpe, train_bpe_from_parquet
-from tokpack.chess.stats import ChessStats, compute_stats
 
 __all__ = [
     "SCHEMES",

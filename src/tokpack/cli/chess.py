@@ -13,7 +13,7 @@ from tokpack.cli._console import EngineName, StorageOptions, command_group, stde
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:
-    from tokpack.chess.stats import ChessStats
+    from tokpack.chess.jobs.stats import ChessStats
 
 chess_app = command_group("Chess games as a corpus: PGN or Lichess's Parquet to monthly parquet; uci, san, bpe, char "
                           "and position schemes; packs, statistics, the parity fixture and Karvonen's blocks.")
@@ -75,15 +75,15 @@ def tokenize_command(
     ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster to join (with --engine ray)."),
     shard_mb: float | None = typer.Option(None, "--shard-mb", min=0.000001, max=1e12, help="Close a shard once its games' moves reach this many MB as UCI text (default: the config's, else 64)."),
     shard_games: int | None = typer.Option(None, "--shard-games", min=1, help="Close a shard once it holds this many games (default: the config's, else no limit)."),
-    allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a BPE of fewer ids than bpe_vocab_size when the training games cannot reach it (the config's bpe_allow_smaller_vocab)."),
+    bpe_allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a BPE of fewer ids than bpe_vocab_size when the training games cannot reach it (the config's bpe_allow_smaller_vocab)."),
 ) -> None:
     """Train the BPE, compute statistics, export the parity fixture and pack months, as asked.
 
     Packing writes each split as one sharded dataset, cut by size (--shard-mb, --shard-games) across
     months, each month a named range; byte-identical for any --workers and --engine.
     """
-    from tokpack.chess.config import load_config
-    from tokpack.chess.pipeline import tokenize
+    from tokpack.chess.jobs.config import load_config
+    from tokpack.chess.jobs.pipeline import tokenize
     from tokpack.chess.schemes import SCHEMES
 
     if scheme not in SCHEMES:  # before the config is even read
@@ -92,7 +92,7 @@ def tokenize_command(
     cfg = load_config(config)
     overrides = {"workers": workers, "engine": None if engine is None else engine.value, "ray_address": ray_address,
                  "shard_mb": shard_mb, "shard_games": shard_games,
-                 "bpe_allow_smaller_vocab": allow_smaller_vocab or None}
+                 "bpe_allow_smaller_vocab": bpe_allow_smaller_vocab or None}
     cfg = cfg.model_validate({**cfg.model_dump(by_alias=True), **{k: v for k, v in overrides.items() if v is not None}})
     bars: dict[str, Callable[[int, int], None]] = {}
     with _progress(f"{scheme} train", "games") as train_bar, _progress(f"{scheme} val", "games") as val_bar:

@@ -7,12 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokpack import _checks as checks
-from tokpack._cache import locked
-from tokpack._schema import write_record
 from tokpack.corpus.sources import OnError, open_corpus, warn_spelled_special_tokens
-from tokpack.engines.encoders import ENCODER_FILE, write_encoder
+from tokpack.engines.encoders import ENCODER_FILE
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
-from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard
+from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard, write_job
 from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
@@ -39,7 +37,7 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
     if dataset.is_dir() and not (dataset / JOB_FILE).exists() and (others := _not_a_jobs(dataset)):
         raise InputError(f"holds other files ({', '.join(others[:3])}{', …' if len(others) > 3 else ''}); a "
                          "sharded job is written into a new or empty folder (or its own, to resume it)", where=dataset,
-                         fix="name a new folder (-o, dataset= in Python)")
+                         fix="name a new folder (dataset=PATH)")
     tokenizer = load_vocabulary(vocab)
     with open_corpus(corpus, document_bytes=document_bytes, on_error=on_error, text_field=text_field,
                      separator=separator, manifest=manifest) as source:
@@ -62,20 +60,17 @@ def start_job(corpus: str | Path, dataset: str | Path, *, vocab: VocabularySpec,
         dataset.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise InputError(f"cannot create the folder ({error.strerror or error})", where=dataset,
-                         fix="name a folder you can write (-o, dataset= in Python)") from None
-    with locked(dataset / JOB_FILE):
-        if (dataset / JOB_FILE).exists():
-            existing = read_job(ShardJob, dataset)
-            if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
-                if existing.model_copy(update={"corpus": job.corpus, "pins": pins, "source": record}).sealed() == job:
-                    check_pins(existing, pins, record)  # this job, whose inputs changed: says which
-                raise InputError("another job is in this folder; use a new one", where=dataset / JOB_FILE)
-            return existing
-        # Written before job.json, atomically: a node whose lock is node-local may write it too, and
-        # both write the same bytes.
-        write_encoder(tokenizer, dataset / ENCODER_FILE)
-        write_record(job, dataset / JOB_FILE)
-    return job
+                         fix="name a folder you can write (dataset=PATH)") from None
+
+    def resume(folder: Path) -> ShardJob:
+        existing = read_job(ShardJob, folder)
+        if existing.model_copy(update={"corpus": job.corpus}).sealed() != job:
+            if existing.model_copy(update={"corpus": job.corpus, "pins": pins, "source": record}).sealed() == job:
+                check_pins(existing, pins, record)  # this job, whose inputs changed: says which
+            raise InputError("another job is in this folder; use a new one", where=folder / JOB_FILE)
+        return existing
+
+    return write_job(dataset, job, tokenizer, resume=resume)
 
 
 def _not_a_jobs(folder: Path) -> list[str]:
@@ -116,5 +111,5 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
     EXECUTORS[engine](dataset, list(range(shards)), options)
     finished = finish_if_complete(dataset)
     if finished is None:
-        raise RuntimeError(f"{dataset}: not every shard is complete")
+        raise InputError("not every shard is complete", where=dataset, fix="rerun to resume")
     return finished

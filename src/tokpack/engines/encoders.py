@@ -5,10 +5,9 @@ it, and :func:`rebuild` refuses one whose identity is not the recorded one, so n
 encoded with another vocabulary. The packers never special-case an encoder: they call
 :func:`describe` and :func:`rebuild`, and the kind's own module holds the rest.
 
-Adding a kind of encoder is one entry in :data:`KINDS`: a module with
+A kind of encoder is a kind of job (:data:`tokpack.engines.kinds.KINDS`): its module has
 ``encoder_spec(encoder) -> dict`` and ``encoder_from_spec(dict) -> encoder`` (which validates the
-dict with its own strict model), and a ``record_kind`` attribute on the encoder class naming the
-entry.
+dict with its own strict model), and the encoder class a ``record_kind`` attribute naming the kind.
 
 >>> from tokpack.chess.schemes import make_encoder
 >>> record = describe(make_encoder("san"))
@@ -19,21 +18,17 @@ entry.
 from __future__ import annotations
 
 import os
-from importlib import import_module
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
+from tokpack.engines.kinds import KINDS, kind_named
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.identity import HasIdentity, VocabIdentity
 
 ENCODER_FILE = "encoder.json"
-
-#: record kind -> the module that describes and rebuilds encoders of that kind (imported on use,
-#: so a text worker never imports the chess packages).
-KINDS: dict[str, str] = {"text": "tokpack.vocab.bytelevel", "chess": "tokpack.chess.schemes"}
 
 class Describable(HasIdentity, Protocol):
     """What an encoder needs to be written to ``encoder.json``: its identity, and its kind."""
@@ -54,9 +49,7 @@ class EncoderRecord(Record):
 
 
 def _module(kind: str) -> Any:
-    if kind not in KINDS:
-        raise InputError(f"unknown encoder kind {kind!r}; expected one of {', '.join(KINDS)}")
-    return import_module(KINDS[kind])
+    return kind_named(kind).supplier()
 
 
 def describe(encoder: Describable) -> EncoderRecord:

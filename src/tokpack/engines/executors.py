@@ -209,9 +209,9 @@ def rank_from_environment(environment: Mapping[str, str] | None = None) -> tuple
     except (KeyError, ValueError) as error:
         raise InputError(f"job array variables are incomplete or not numbers ({error})",
                          fix="set both SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (or TOKPACK_RANK and "
-                             "TOKPACK_WORLD_SIZE) to whole numbers, or pass --rank N (rank= in Python)") from None
+                             "TOKPACK_WORLD_SIZE) to whole numbers, or pass rank=N") from None
     raise InputError("no rank: no job array variables are set",
-                     fix="pass --rank N (rank= in Python), or set SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT "
+                     fix="pass rank=N, or set SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT "
                          "(or TOKPACK_RANK and TOKPACK_WORLD_SIZE)")
 
 
@@ -319,28 +319,15 @@ def _run_ray(dataset: Path, ranks: Sequence[int], options: RunOptions) -> None:
 EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"local": _run_local, "ray": _run_ray}
 
 
-#: The task of each kind of sharded job, by the ``schema`` of its ``job.json``, as
-#: ``"module:function"`` (imported when a job of that kind runs, so text jobs never import chess):
-#: a job array's ``tokpack shard run DIR`` runs whichever kind ``DIR`` holds. A job of a previous
-#: version goes to its kind's task, which refuses it saying why (it pinned too little, or its
-#: shards record no rank).
-JOB_TASKS: dict[str, str] = {
-    "tokpack.job.v2": "tokpack.engines.shard_task:run_shard",
-    "tokpack.job.v1": "tokpack.engines.shard_task:run_shard",
-    "tokpack.chess.job.v3": "tokpack.chess.shards:run_chess_shard",
-    "tokpack.chess.job.v2": "tokpack.chess.shards:run_chess_shard",
-}
-
-
 def task_of(dataset: Path) -> tuple[ShardTask, int]:
     """The shard task of the job in ``dataset`` and its number of shards, from ``job.json``.
 
     Raises:
         InputError: no readable ``job.json``, or a kind of job this tokpack does not know.
     """
-    import importlib
     import json
 
+    from tokpack.engines.kinds import kind_of_job
     from tokpack.engines.shard_task import JOB_FILE
 
     path = Path(dataset) / JOB_FILE
@@ -352,10 +339,11 @@ def task_of(dataset: Path) -> tuple[ShardTask, int]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise InputError(f"not a sharded job ({error.__class__.__name__}: {error})", where=path,
                          fix="start the job first (tokpack prepare --shards, or tokpack chess tokenize --engine array)") from None
-    if kind not in JOB_TASKS:
-        raise InputError(f"unknown kind of job {kind!r}; expected one of {', '.join(JOB_TASKS)}", where=path)
-    module, _, name = JOB_TASKS[kind].partition(":")
-    task: ShardTask = getattr(importlib.import_module(module), name)
+    try:
+        job_kind = kind_of_job(kind)
+    except InputError as error:
+        raise InputError(error.what, where=path) from None
+    task: ShardTask = getattr(job_kind.supplier(), job_kind.task)
     return task, world_size
 
 
@@ -363,7 +351,7 @@ def run_array_task(dataset: Path, rank: int | None = None,
                    environment: Mapping[str, str] | None = None) -> tuple[int, int, bool]:
     """One job of a job array: make shard ``rank`` (by default the array's own, from
     :func:`rank_from_environment`, which must agree with the job's shard count) of whichever kind
-    of job ``dataset`` holds (:data:`JOB_TASKS`).
+    of job ``dataset`` holds (:data:`tokpack.engines.kinds.KINDS`).
 
     Returns:
         ``(rank, world_size, written)``: ``written`` is false when the shard was already complete.
@@ -377,5 +365,5 @@ def run_array_task(dataset: Path, rank: int | None = None,
         if world != world_size:
             raise InputError(f"the job array has {world} tasks but the job has {world_size} shards", where=dataset,
                              fix=f"run it as an array of {world_size} tasks (e.g. sbatch --array=0-{world_size - 1}), or "
-                                 "pass --rank N (rank= in Python)")
+                                 "pass rank=N")
     return rank, world_size, task(Path(dataset), rank)

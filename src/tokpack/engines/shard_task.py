@@ -1,8 +1,9 @@
 """The per-shard task every engine runs: ``(dataset, rank) -> shard``, pure and restartable.
 
 :func:`build_shard` and :func:`finish_dataset` are the protocol every kind of job follows (text's
-:func:`run_shard` here, chess's :func:`tokpack.chess.shards.run_chess_shard`): lock, skip a
-complete shard, write, verify, mark; the last task writes ``dataset.json``.
+:func:`run_shard` here, chess's :func:`tokpack.chess.jobs.shards.run_chess_shard`): lock, skip a
+complete shard, write, verify, mark; the last task writes ``dataset.json``. This module is also
+the text kind of :data:`tokpack.engines.kinds.KINDS` (its task, and its encoder's record).
 
 A sharded job is a folder::
 
@@ -41,7 +42,7 @@ from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.corpus.sources import Format, InputFile, OnError, Pins, open_corpus
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder
+from tokpack.engines.encoders import ENCODER_FILE, Describable, read_encoder, write_encoder
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.preparing.options import Execution
 from tokpack.preparing.preparation import write_pack
@@ -49,6 +50,8 @@ from tokpack.store.dataset import ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DATASET_FILE, META_FILE, DocumentCut, PackMeta, ShardPlace, Source
 from tokpack.store.reader import Pack
 from tokpack.vocab.bytelevel import BpeTokenizer
+from tokpack.vocab.bytelevel import encoder_from_spec as encoder_from_spec  # the text kind's encoder record
+from tokpack.vocab.bytelevel import encoder_spec as encoder_spec
 from tokpack.vocab.identity import VocabIdentity
 
 JOB_FILE = "job.json"
@@ -121,6 +124,22 @@ def run_shard(dataset: Path, rank: int, *, workers: int | None = None,
                         origin=_origin_of(job))
     finish_if_complete(dataset, rank)
     return wrote
+
+
+def write_job(dataset: Path, job: JobT, encoder: Describable, *, resume: Callable[[Path], JobT]) -> JobT:
+    """Start ``job`` in the folder ``dataset`` (which exists): under the job's lock, write
+    ``encoder.json`` then ``job.json``; where a ``job.json`` is there already, return
+    ``resume(dataset)`` instead, the kind's check that it is this job (it raises if not).
+
+    ``encoder.json`` is written first, atomically: a node whose lock is node-local may start the
+    same job too, and both write the same bytes.
+    """
+    with locked(dataset / JOB_FILE):
+        if (dataset / JOB_FILE).exists():
+            return resume(dataset)
+        write_encoder(encoder, dataset / ENCODER_FILE)
+        write_record(job, dataset / JOB_FILE)
+    return job
 
 
 def read_job(model: type[JobT], dataset: Path) -> JobT:

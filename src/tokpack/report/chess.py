@@ -11,8 +11,8 @@ from tokpack.report.plots import bars
 
 
 def chess_facts(path: Path) -> dict[str, Any]:
-    """``stats.json`` (a :class:`tokpack.chess.stats.ChessStats`), read and validated."""
-    from tokpack.chess.stats import ChessStats
+    """``stats.json`` (a :class:`tokpack.chess.jobs.stats.ChessStats`), read and validated."""
+    from tokpack.chess.jobs.stats import ChessStats
 
     return read_record(ChessStats, Path(path)).model_dump(mode="json", by_alias=True)
 

@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from tokpack.chess.config import ChessPipelineConfig
+from tokpack.chess.jobs.config import ChessPipelineConfig
+from tokpack.chess.jobs.pipeline import tokenize
+from tokpack.chess.pgn import convert_pgn
 from tokpack.chess.pgn.convert import convert_pgn
-from tokpack.chess.pipeline import tokenize
 from tokpack.chess.schemes.char import CharEncoder, block_starts, moves_of_text
 from tokpack.cli import app
 

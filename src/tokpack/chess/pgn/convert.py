@@ -29,7 +29,7 @@ import re
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -39,6 +39,7 @@ import numpy as np
 from pydantic import Field
 
 from tokpack._atomic import building
+from tokpack._pool import ordered_map, process_pool
 from tokpack._schema import Record, write_record
 from tokpack.chess.pgn._spans import numbers
 from tokpack.chess.pgn.games import SKIP_REASONS, ChunkGames, GameFilter, ReadOptions, chunk_games, table_schema
@@ -249,18 +250,13 @@ class _chunk_pool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self.executor: ProcessPoolExecutor | None = None
+        self._opened: ExitStack = ExitStack()
 
     def __enter__(self) -> ProcessPoolExecutor | None:
-        if self.workers > 1:
-            import multiprocessing
-
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-        return self.executor
+        return self._opened.enter_context(process_pool(self.workers)) if self.workers > 1 else None
 
     def __exit__(self, *exc: object) -> None:
-        if self.executor is not None:
-            self.executor.shutdown(cancel_futures=True)
+        self._opened.close()
 
 
 def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, bytes]], options: ReadOptions,
@@ -270,13 +266,7 @@ def _in_order(pool: ProcessPoolExecutor | None, chunks: Iterator[tuple[int, byte
         for offset, data in chunks:
             yield chunk_games(data, offset, options)
         return
-    pending: deque[Future[ChunkGames]] = deque()
-    for offset, data in chunks:
-        pending.append(pool.submit(chunk_games, data, offset, options))
-        if len(pending) >= 2 * workers:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+    yield from ordered_map(pool, chunk_games, ((data, offset, options) for offset, data in chunks), ahead=2 * workers)
 
 
 class _MonthParts:

@@ -8,11 +8,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tokpack.chess.config import ChessPipelineConfig
+from tokpack.chess.jobs.config import ChessPipelineConfig
+from tokpack.chess.jobs.pipeline import tokenize
+from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
-from tokpack.chess.pipeline import tokenize
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokpack
-from tokpack.chess.pack import pack_games
+from tokpack.chess.jobs.pack import pack_games
+from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.schemes.uci import BOS_ID, EOS_ID
 from tokpack.chess.schemes.uci_bpe import train_bpe
 from tokpack.store import Pack
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PINNED = {  # sha256 of tokens.npy and starts.npy
     "uci": ("c315930d818d140224e1c37eb37f8f1c1baa140a0aca50d885f9a101ebfdfd31",
             "a56db130d8d3ee0ccfd4269dadd5c78edd1c16d92346c8348e9eab84c2f28339"),

@@ -7,12 +7,13 @@ from pathlib import Path
 import chess
 import pytest
 
-from tokpack.chess.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
+from tokpack.chess.jobs.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
+from tokpack.chess.pgn import read_games_strictly
 from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.schemes.uci_bpe import BpeEncoder, train_bpe
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PGN = FIXTURES / "chess_games.pgn"
 PARITY = FIXTURES / "chess_parity.json"
 BPE = FIXTURES / "chess_bpe.json"

@@ -8,14 +8,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from tokpack.chess.jobs.stats import ChessStats, compute_stats
+from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.schemes.game_encoder import GameEncoder
 from tokpack.chess.schemes.uci_bpe import train_bpe
-from tokpack.chess.stats import ChessStats, compute_stats
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-REAL_GAMES = Path(__file__).resolve().parents[2] / "data" / "chess" / "games.parquet"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+REAL_GAMES = Path(__file__).resolve().parents[3] / "data" / "chess" / "games.parquet"
 
 
 def _independent_lengths(parquet: Path, encoder: GameEncoder, n_games: int) -> np.ndarray:
@@ -50,7 +51,7 @@ def test_stats_on_the_fixture_equal_lengths_from_the_encoders(tmp_path: Path) ->
     assert stats.schemes["san"].mean > 4 * uci.mean and stats.schemes["san"].vocabulary.n_vocab == 37
     longest = stats.bpe_longest
     assert len(longest) == 5 and longest[0].n_chars >= longest[-1].n_chars and longest[0].moves == longest[0].n_chars / 4
-    assert json.loads(stats.to_json())["schema"] == "tokpack.chess.stats.v1"
+    assert json.loads(stats.to_json())["schema"] == "tokpack.chess.jobs.stats.v1"
     assert compute_stats(parquet, encoders[:1], n_games=3, max_len=10).n_games == 3
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tokpack.chess.config import ChessPipelineConfig
+from tokpack.chess.jobs.config import ChessPipelineConfig
+from tokpack.chess.jobs.pipeline import available_months, split_months, tokenize
+from tokpack.chess.pgn import convert_pgn, month_parquet
 from tokpack.chess.pgn.convert import convert_pgn, month_parquet
-from tokpack.chess.pipeline import available_months, split_months, tokenize
 from tokpack.store.dataset import ShardedDataset
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ Example (paths are relative to the file's folder)::
     bpe_train_games = 100000     # the BPE learns from the first games of the training month
     stats_games = 20000          # statistics use the first games of the same table
     max_len = 200                # the context the statistics measure against
-    fixture_pgn = "fixture.pgn"  # games for --export-fixture (optional)
+    fixture_pgn = "fixture.pgn"  # games of the parity fixture (optional)
     workers = 1                  # processes that pack shards (the bytes do not depend on it)
     engine = "local"             # who runs the shards: local, ray, or array (write the jobs only)
     ray_address = "auto"         # an existing Ray cluster to join (engine = "ray"; optional)

@@ -1,9 +1,9 @@
 """What ``tokpack chess tokenize`` does, as a library function: BPE, statistics, parity fixture, packs.
 
-:func:`tokenize` reads a :class:`~tokpack.chess.config.ChessPipelineConfig`. The months it packs
+:func:`tokenize` reads a :class:`~tokpack.chess.jobs.config.ChessPipelineConfig`. The months it packs
 come from :func:`split_months`: one month, a list, every month of ``games_dir`` (``"all"``), and
 validation either named or as the latest months holding at least ``val_fraction`` of the games.
-Each split is packed as one sharded dataset (:mod:`tokpack.chess.shards`: shards cut by size,
+Each split is packed as one sharded dataset (:mod:`tokpack.chess.jobs.shards`: shards cut by size,
 ``shard_mb`` of moves or ``shard_games`` games, each spanning as many months as fit, every month a
 named range), run by the same executors as text (local processes,
 Ray, or a scheduler's job array), byte-identical for any number of workers; every reader reads
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokpack.chess.config import ChessPipelineConfig
+from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import SCHEMES, PositionSampling, make_encoder
 from tokpack.engines.shard_task import JOB_FILE
@@ -27,9 +27,9 @@ from tokpack.errors import InputError
 from tokpack.store.format import DATASET_FILE
 
 if TYPE_CHECKING:
+    from tokpack.chess.jobs.stats import ChessStats
     from tokpack.chess.schemes.game_encoder import GameEncoder
     from tokpack.chess.schemes.uci_bpe import BpeEncoder
-    from tokpack.chess.stats import ChessStats
 
 #: ``progress(label, done, total)``: games packed so far in the split being packed.
 Progress = Callable[[str, int, int], None]
@@ -112,14 +112,14 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
                 progress: Callable[[int, int], None] | None = None) -> PackedSplit | None:
     """Pack ``months`` into the sharded dataset ``destination`` with ``cfg``'s engine and workers.
 
-    A job (:mod:`tokpack.chess.shards`) is written first, then its shards are run: in this
+    A job (:mod:`tokpack.chess.jobs.shards`) is written first, then its shards are run: in this
     process for the local engine with one worker, else by the executor named ``cfg.engine``
     (local processes or Ray, as for text). With ``engine = "array"`` only the job is written
     (returns ``None``): a scheduler's job array runs ``tokpack shard run DESTINATION``. An
     interrupted job resumes: the shards already complete are kept.
     """
     from tokpack._progress import PrepareProgress
-    from tokpack.chess.shards import finish_chess_job, run_chess_shard, start_chess_job
+    from tokpack.chess.jobs.shards import finish_chess_job, run_chess_shard, start_chess_job
     from tokpack.engines.executors import EXECUTORS, RunOptions
 
     tables = [month_parquet(cfg.games_dir, month) for month in months]
@@ -163,8 +163,8 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         InputError: an unknown scheme, a missing month, an existing pack, or no fixture_pgn.
     """
     if scheme not in SCHEMES:
-        raise InputError(f"--scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    # Statistics or a BPE from --games need no converted month; packing (or reading the first
+        raise InputError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    # Statistics or a BPE from games= need no converted month; packing (or reading the first
     # training month) does.
     train, val = split_months(cfg, check=pack or games is None)
     source = games if games is not None else month_parquet(cfg.games_dir, train[0])
@@ -176,7 +176,7 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
             raise InputError("already exists; a pack is never overwritten", where=destination,
                              fix="remove that folder to pack again, or set another out_dir in the config")
     if export_fixture and cfg.fixture_pgn is None:
-        raise InputError("--export-fixture needs fixture_pgn in the config")
+        raise InputError("export_fixture=True needs fixture_pgn in the config")
     written: list[Path] = []
     bpe = None
     if scheme == "bpe" or stats or export_fixture:
@@ -187,7 +187,7 @@ def tokenize(cfg: ChessPipelineConfig, scheme: str, *, pack: bool = False, stats
         result.stats = _stats(cfg, source, bpe, status)
         written.append(cfg.out_dir / "stats.json")
     if export_fixture:
-        from tokpack.chess.fixture import build_parity, write_parity
+        from tokpack.chess.jobs.fixture import build_parity, write_parity
 
         assert cfg.fixture_pgn is not None
         fixture = build_parity(cfg.fixture_pgn, [make_encoder("uci"), make_encoder("san"), make_encoder("bpe", bpe)])
@@ -235,8 +235,7 @@ def _bpe(cfg: ChessPipelineConfig, source: Path, *, retrain: bool, written: list
         raise InputError(f"the BPE's training games reach only {reached:,} ids of the {cfg.bpe_vocab_size:,} "
                          "asked for (too few pairs occur twice)", where=source,
                          fix=f"set bpe_vocab_size = {reached} or less in the config, train on more games "
-                             "(bpe_train_games, --games), or accept fewer with --allow-smaller-vocab "
-                             "(bpe_allow_smaller_vocab = true)")
+                             "(bpe_train_games, games=PATH), or accept fewer with bpe_allow_smaller_vocab=True")
     bpe.save(cfg.bpe_file)
     written.append(cfg.bpe_file)
     return bpe
@@ -253,7 +252,7 @@ def _first_games(table: Path, wanted: int) -> str:
 
 def _stats(cfg: ChessPipelineConfig, source: Path, bpe: BpeEncoder | None, status: Callable[[str], None] | None) -> ChessStats:
     from tokpack._schema import write_record
-    from tokpack.chess.stats import compute_stats
+    from tokpack.chess.jobs.stats import compute_stats
 
     if status is not None:
         status(f"encoding {_first_games(source, cfg.stats_games)} of {source} with every scheme")

@@ -15,17 +15,18 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from tokpack.chess.pack import pack_games
+from tokpack.chess.jobs.pack import pack_games
+from tokpack.chess.jobs.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
+from tokpack.chess.pgn import month_parquet
 from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import make_encoder
-from tokpack.chess.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
 from tokpack.cli import app
 from tokpack.errors import InputError
 from tokpack.serve import PackedBatches, Windows
 from tokpack.store import Pack
 from tokpack.store.dataset import ShardedDataset
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REAL_GAMES = ROOT / "data" / "chess" / "games.parquet"
 N_GAMES, N_MONTHS = 6_000, 156
 runner = CliRunner()

@@ -12,12 +12,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tokpack.chess.config import ChessPipelineConfig
-from tokpack.chess.pack import pack_games
+from tokpack.chess.jobs.config import ChessPipelineConfig
+from tokpack.chess.jobs.pack import pack_games
+from tokpack.chess.jobs.pipeline import available_months, tokenize
+from tokpack.chess.jobs.shards import ChessJob, plan_shards, run_chess_shard, start_chess_job
+from tokpack.chess.pgn import convert_pgn, month_parquet
 from tokpack.chess.pgn.convert import convert_pgn, month_parquet
-from tokpack.chess.pipeline import available_months, tokenize
 from tokpack.chess.schemes import make_encoder
-from tokpack.chess.shards import ChessJob, plan_shards, run_chess_shard, start_chess_job
 from tokpack.engines.executors import run_array_task
 from tokpack.errors import InputError
 from tokpack.serve import PackedBatches, Windows
@@ -25,7 +26,7 @@ from tokpack.serve.torch import make_batch_loader
 from tokpack.store import Pack, merge_dataset
 from tokpack.store.dataset import ShardedDataset
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SHARD_GAMES = 7  # small enough that the fixture's months are cut into several row ranges
 
 

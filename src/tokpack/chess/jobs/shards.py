@@ -36,11 +36,19 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from tokpack._cache import locked
 from tokpack._progress import PrepareProgress
-from tokpack._schema import Record, SealedRecord, write_record
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder, write_encoder
-from tokpack.engines.shard_task import JOB_FILE, ShardOrigin, build_shard, finish_dataset, read_job, refuse_other_version
+from tokpack._schema import Record, SealedRecord
+from tokpack.chess.schemes import encoder_from_spec, encoder_spec
+from tokpack.engines.encoders import ENCODER_FILE, read_encoder
+from tokpack.engines.shard_task import (
+    JOB_FILE,
+    ShardOrigin,
+    build_shard,
+    finish_dataset,
+    read_job,
+    refuse_other_version,
+    write_job,
+)
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
@@ -129,7 +137,7 @@ def plan_shards(tables: Sequence[Path], shard_games: int | None = None,
     import pyarrow.parquet as pq
 
     from tokpack import _checks as checks
-    from tokpack.chess.pack import table_source
+    from tokpack.chess.jobs.pack import table_source
 
     checks.positive_int("shard_bytes", shard_bytes, high=_MOST_BYTES)
     if shard_games is not None:
@@ -191,7 +199,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     Raises:
         InputError: ``dataset`` is a finished dataset already, or holds another job.
     """
-    from tokpack.chess.pack import BATCH_GAMES, SPLITS
+    from tokpack.chess.jobs.pack import BATCH_GAMES, SPLITS
 
     dataset = Path(dataset)
     if split not in SPLITS:
@@ -203,19 +211,18 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     job = ChessJob(split=split, batch_games=batch_games or BATCH_GAMES, world_size=len(shards),
                    vocabulary=encoder.identity, shards=shards).sealed()
     dataset.mkdir(parents=True, exist_ok=True)
-    with locked(dataset / JOB_FILE):
-        if (dataset / JOB_FILE).exists():
-            refuse_other_version(ChessJob, dataset / JOB_FILE)  # says why such a job is not resumed
-            try:
-                existing = read_job(ChessJob, dataset)
-            except TokpackError:
-                existing = None
-            if existing != job:
-                raise InputError("another job is in this folder", where=dataset / JOB_FILE, fix="use a new one")
-            return job
-        write_encoder(encoder, dataset / ENCODER_FILE)
-        write_record(job, dataset / JOB_FILE)
-    return job
+
+    def resume(folder: Path) -> ChessJob:
+        refuse_other_version(ChessJob, folder / JOB_FILE)  # says why such a job is not resumed
+        try:
+            existing = read_job(ChessJob, folder)
+        except TokpackError:
+            existing = None
+        if existing != job:
+            raise InputError("another job is in this folder", where=folder / JOB_FILE, fix="use a new one")
+        return job
+
+    return write_job(dataset, job, encoder, resume=resume)
 
 
 def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgress], None] | None = None) -> bool:
@@ -248,7 +255,7 @@ def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgre
 def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[PrepareProgress], None] | None) -> None:
     import pyarrow.parquet as pq
 
-    from tokpack.chess.pack import TableRows, pack_tables
+    from tokpack.chess.jobs.pack import TableRows, pack_tables
 
     encoder: GameEncoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     tables = []
@@ -295,6 +302,5 @@ def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset |
     return finished
 
 
-__all__ = ["ENCODER_FILE", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "finish_chess_job", "plan_shards",
-           "run_chess_shard",
-           "start_chess_job"]
+__all__ = ["ENCODER_FILE", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "encoder_from_spec", "encoder_spec",
+           "finish_chess_job", "plan_shards", "run_chess_shard", "start_chess_job"]

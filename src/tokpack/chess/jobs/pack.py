@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from tokpack._pool import ordered_map, process_pool
 from tokpack.chess.schemes.game_encoder import GAME_COLUMNS, EncodedGames, GameEncoder, GameError
 from tokpack.corpus.manifest import file_sha256
 from tokpack.engines.encoders import EncoderRecord, describe, rebuild
@@ -76,11 +76,11 @@ def pack_tables(tables: Sequence[TableRows], encoder: GameEncoder, destination: 
                 progress: Callable[[int, int, int], None] | None = None, source: Source | None = None,
                 shard: ShardPlace | None = None) -> PackMeta:
     """Encode the rows of several tables, in order, into one new pack at ``destination`` (one
-    shard of a chess job, see :mod:`tokpack.chess.shards`), as :func:`pack_games` does one.
+    shard of a chess job, see :mod:`tokpack.chess.jobs.shards`), as :func:`pack_games` does one.
 
     Besides the ``split`` range over every game, each table with a ``month`` gives its games a
     range of that name. ``source`` is the pack's record of its input: needed for several tables
-    (:func:`tokpack.chess.shards.joined_source` joins theirs); for one, its record by default.
+    (:func:`tokpack.chess.jobs.shards.joined_source` joins theirs); for one, its record by default.
     ``shard``: the place of a chess job's shard, recorded in its ``meta.json``.
 
     Raises:
@@ -246,20 +246,17 @@ def _encoded_batches(readers: Sequence, spans: Sequence[tuple[int, int]],
         for parts, batch in batches:
             yield parts, _encode(encoder, batch)
         return
-    import multiprocessing
+    in_flight: deque[Parts] = deque()  # the parts of the batches handed to the pool, not read back yet
 
-    # "spawn": a fresh interpreter per worker, never a fork of a process holding threads.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_start_worker, initargs=(describe(encoder),)) as pool:
-        in_flight: deque[tuple[Parts, Future[EncodedGames | GameError]]] = deque()
+    def handed() -> Iterator[tuple[pa.Table | pa.RecordBatch]]:
         for parts, batch in batches:
-            in_flight.append((parts, pool.submit(_encode_in_worker, batch)))
-            if len(in_flight) >= 2 * workers:  # bounded: memory stays flat however long the table
-                parts, future = in_flight.popleft()
-                yield parts, future.result()
-        while in_flight:
-            parts, future = in_flight.popleft()
-            yield parts, future.result()
+            in_flight.append(parts)
+            yield (batch,)
+
+    # Bounded: memory stays flat however long the table.
+    with process_pool(workers, _start_worker, (describe(encoder),)) as pool:
+        for encoded in ordered_map(pool, _encode_in_worker, handed(), ahead=2 * workers):
+            yield in_flight.popleft(), encoded
 
 
 def _encode(encoder: GameEncoder, batch: pa.Table | pa.RecordBatch) -> EncodedGames | GameError:
