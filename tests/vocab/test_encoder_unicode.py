@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiktoken.load import load_tiktoken_bpe
 
+from tokpack._kernels import code_points
 from tokpack.vocab.compiled import COMPILED_PATTERNS, CompiledBpe
-from tokpack.vocab.pretokenizer import code_points, split_all, tiktoken_tables
+from tokpack.vocab.pretokenizer import split_all, tiktoken_tables
 
 PATTERNS = sorted(COMPILED_PATTERNS)
 

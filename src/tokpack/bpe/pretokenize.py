@@ -22,9 +22,9 @@ from collections import Counter
 import numpy as np
 from numba import njit
 
-from tokpack._kernels import inlined
+from tokpack._kernels import code_points, fnv1a, inlined, mix, utf8, utf8_size
 from tokpack.errors import InputError
-from tokpack.vocab.pretokenizer import COMPILED, WHOLE, code_points, fnv1a, mix, piece_end, tables, utf8, utf8_size
+from tokpack.vocab.pretokenizer import COMPILED, WHOLE, piece_end, tables
 
 _NO_TABLE = np.zeros(1, dtype=np.uint8)
 

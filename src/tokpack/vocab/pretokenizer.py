@@ -33,7 +33,7 @@ import regex
 from numba import njit
 
 from tokpack._atomic import partial_sibling
-from tokpack._kernels import inlined
+from tokpack._kernels import code_points, inlined
 from tokpack.vocab.patterns import (
     CL100K_PATTERN,
     GPT2_PATTERN,
@@ -422,86 +422,6 @@ def split_all(cps, part_ends, mode, classes, fold, exact, out):
             n += 1
         begin = end
     return n
-
-
-@inlined
-def utf8_size(cp):
-    """The UTF-8 bytes of code point ``cp``."""
-    if cp < 0x80:
-        return 1
-    if cp < 0x800:
-        return 2
-    if cp < 0x10000:
-        return 3
-    return 4
-
-
-@inlined
-def utf8(cps, begin, end, out):
-    """UTF-8 of ``cps[begin:end]`` into ``out`` from its start; returns the byte count. (A lone
-    surrogate is written as its three bytes, which no UTF-8 decoder takes: callers refuse or
-    replace surrogates first.)"""
-    n = 0
-    for k in range(begin, end):
-        cp = cps[k]
-        if cp < 0x80:
-            out[n] = cp
-            n += 1
-        elif cp < 0x800:
-            out[n] = 0xC0 | (cp >> 6)
-            out[n + 1] = 0x80 | (cp & 0x3F)
-            n += 2
-        elif cp < 0x10000:
-            out[n] = 0xE0 | (cp >> 12)
-            out[n + 1] = 0x80 | ((cp >> 6) & 0x3F)
-            out[n + 2] = 0x80 | (cp & 0x3F)
-            n += 3
-        else:
-            out[n] = 0xF0 | (cp >> 18)
-            out[n + 1] = 0x80 | ((cp >> 12) & 0x3F)
-            out[n + 2] = 0x80 | ((cp >> 6) & 0x3F)
-            out[n + 3] = 0x80 | (cp & 0x3F)
-            n += 4
-    return n
-
-
-@inlined
-def fnv1a(data, begin, end):
-    """FNV-1a (64 bits) over ``data[begin:end]``, bytes or code points: the one hash every compiled
-    table of pieces and tokens starts from."""
-    h = np.uint64(0xCBF29CE484222325)
-    for k in range(begin, end):
-        h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
-    return h
-
-
-@inlined
-def same_bytes(x, x_at, y, y_at, length):
-    """Whether ``x[x_at:x_at + length]`` equals ``y[y_at:y_at + length]``: how every compiled
-    table of tokens confirms a hash match."""
-    for k in range(length):
-        if x[x_at + k] != y[y_at + k]:
-            return False
-    return True
-
-
-@inlined
-def mix(h):
-    """splitmix64's finalizer, the hash of the compiled tables of pieces and tokens (FNV's low
-    bits alone probe badly)."""
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
-
-
-def code_points(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``parts`` as one array of code points (lone surrogates kept), and the end of each part."""
-    cps = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
-    return cps, ends
 
 
 def split(text: str, pattern: str | None) -> list[str]:
