@@ -62,15 +62,15 @@ def test_ids_past_16_bits_train_the_same(corpus: list[str]) -> None:
 def test_ids_past_16_bits_merge_as_the_reference(corpus: list[str], num_merges: int) -> None:
     # New ids start at 65,530, so from the sixth merge on they no longer fit 16 bits: the state must
     # hold 32-bit ids, and its merges (new ids moved back to start at 256) must be the reference's.
-    from tokpack.bpe import compiled
+    from tokpack.bpe import merge_loop
     from tokpack.bpe.fast import _flatten
 
     first = 65_530
     _, trace = train_bpe(corpus, num_merges)
-    state = compiled.build(*_flatten(Counter(corpus)), first + num_merges)
+    state = merge_loop.build(*_flatten(Counter(corpus)), first + num_merges)
     assert state.ids.dtype == np.int32
     out = np.zeros((num_merges, 3), dtype=np.int64)
-    done = compiled.run(state, num_merges, first, out)
+    done = merge_loop.run(state, num_merges, first, out)
 
     def moved(token: int) -> int:
         return token - first + 256 if token >= first else token

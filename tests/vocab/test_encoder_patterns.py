@@ -24,19 +24,19 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tokpack import load_vocabulary, prepare
-from tokpack.bpe.pretokenize import PieceCounter
+from tokpack.bpe.piece_counter import PieceCounter
 from tokpack.cli import app
 from tokpack.grading.training import TrainingRecipe, train_tokenizer, weighted_documents
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.compiled import COMPILED_PATTERNS
+from tokpack.vocab.pattern_scanners import LOWER_CLASS, UPPER_CLASS, split, tables, tiktoken_tables
 from tokpack.vocab.patterns import CL100K_PATTERN, NAMED_PATTERNS, POLISH_PATTERN, POLISH_PHRASE_PATTERN
-from tokpack.vocab.pretokenizer import LOWER_CLASS, UPPER_CLASS, split, tables, tiktoken_tables
 from tokpack.vocab.published import O200K_PATTERN
 
 from conftest import DATA
 from tokenizer_fixtures import small_corpus
 
-#: The patterns whose scanners are new here (GPT-2's and GPT-4's are tested in test_bpe_pretokenize).
+#: The patterns whose scanners are new here (GPT-2's and GPT-4's are tested in test_bpe_piece_counter).
 NEW = {"o200k": O200K_PATTERN, "polish": POLISH_PATTERN, "polish-phrase": POLISH_PHRASE_PATTERN}
 #: Each data file's first characters compared.
 SAMPLE_CHARS = 40_000

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokpack.bpe import count_pieces, train_fast
-from tokpack.bpe.pretokenize import PieceCounter
+from tokpack.bpe.piece_counter import PieceCounter
 from tokpack.errors import InputError
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN
-from tokpack.vocab.pretokenizer import build_tables, split, tables
+from tokpack.vocab.pattern_scanners import build_tables, split, tables
 
 from conftest import DATA
 

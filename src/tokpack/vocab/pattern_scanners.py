@@ -1,4 +1,4 @@
-"""The compiled pre-tokenizer: a regex pattern's pieces, found by numba scanners.
+"""The pattern scanners: a named pre-tokenizer pattern's pieces, found by numba kernels with a regex engine's classes.
 
 Every pattern tokpack names has a scanner: GPT-2's, GPT-4's (``cl100k_base``, in tokpack's and in
 tiktoken's spelling), ``o200k_base``'s, and the Polish word and phrase patterns. A scanner walks a

@@ -1,6 +1,6 @@
 """The BPE trainer's piece counter: how often each piece of a pattern occurs, equal to
 ``regex.findall`` plus a ``Counter``, for the patterns of the compiled pre-tokenizer
-(:mod:`tokpack.vocab.pretokenizer`, with the ``regex`` module's classes) and for whole documents.
+(:mod:`tokpack.vocab.pattern_scanners`, with the ``regex`` module's classes) and for whole documents.
 
 Algorithm: texts are turned into one array of code points (``utf-32-le``) with the ends of their
 parts; the pre-tokenizer's scanner cuts each part. Each piece is hashed (64 bits) and counted in
@@ -24,7 +24,7 @@ from numba import njit
 
 from tokpack._kernels import code_points, fnv1a, inlined, mix, utf8, utf8_size
 from tokpack.errors import InputError
-from tokpack.vocab.pretokenizer import COMPILED, WHOLE, piece_end, tables
+from tokpack.vocab.pattern_scanners import COMPILED, WHOLE, piece_end, tables
 
 _NO_TABLE = np.zeros(1, dtype=np.uint8)
 
