@@ -68,7 +68,7 @@ def test_ids_past_16_bits_merge_as_the_reference(corpus: list[str], num_merges: 
     first = 65_530
     _, trace = train_bpe(corpus, num_merges)
     state = merge_loop.build(*_flatten(Counter(corpus)), first + num_merges)
-    assert state.ids.dtype == np.int32
+    assert state.tables.ids.dtype == np.int32
     out = np.zeros((num_merges, 3), dtype=np.int64)
     done = merge_loop.run(state, num_merges, first, out)
 
