@@ -67,7 +67,7 @@ def test_pieces_equal_the_trainers_scanner_with_tiktokens_classes(
     assert utf8 == fixed.encode("utf-8")
     cps, part_ends = code_points([fixed])
     out = np.empty(len(fixed) + 1, dtype=np.int64)
-    count = split_all(cps, part_ends, COMPILED[pattern], *tiktoken_tables(), out)
+    count = split_all(cps, part_ends, COMPILED[pattern], tiktoken_tables(), out)
     expected = [len(fixed[:end].encode("utf-8")) for end in out[:count].tolist()]
     assert ends == expected
 

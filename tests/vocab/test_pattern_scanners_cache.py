@@ -11,22 +11,22 @@ import numpy as np
 from tokpack.vocab import pattern_scanners
 
 
-def _small_tables() -> pattern_scanners.Tables:
+def _small_tables() -> pattern_scanners.ScannerTables:
     classes = np.zeros(0x110000, dtype=np.uint8)
     classes[ord("a") : ord("z") + 1] = 1
     fold = np.zeros(0x110000, dtype=np.uint8)
     fold[ord("s")] = 1
-    return classes, fold, fold.copy()
+    return pattern_scanners.ScannerTables(classes, fold, fold.copy())
 
 
-def _equal(a: pattern_scanners.Tables, b: pattern_scanners.Tables) -> bool:
+def _equal(a: pattern_scanners.ScannerTables, b: pattern_scanners.ScannerTables) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
 def test_a_cached_table_altered_in_place_is_rebuilt(tmp_path: Path) -> None:
     built: list[int] = []
 
-    def build() -> pattern_scanners.Tables:
+    def build() -> pattern_scanners.ScannerTables:
         built.append(1)
         return _small_tables()
 

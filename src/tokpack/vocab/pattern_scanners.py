@@ -27,6 +27,7 @@ import functools
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import regex
@@ -71,10 +72,17 @@ _LAYOUT = 3
 _CR, _LF, _TAB, _SPACE, _APOSTROPHE, _SLASH = 13, 10, 9, 32, 39, 47
 _COMMA, _PERIOD, _COLON, _SEMICOLON = 44, 46, 58, 59
 
-Tables = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+class ScannerTables(NamedTuple):
+    """A regex engine's classes of every code point (``uint8``, ``0x110000`` long each), passed to
+    the scanners as one argument."""
+
+    classes: np.ndarray  # class bits: \p{L}, \p{N}, \s and o200k's two case classes
+    fold: np.ndarray  # the contraction letter matched case-insensitively (1-based in LETTERS; 0 none)
+    exact: np.ndarray  # the contraction letter matched case-sensitively
 
 
-def _build(members: Callable[[str], np.ndarray]) -> Tables:
+def _build(members: Callable[[str], np.ndarray]) -> ScannerTables:
     """``(classes, fold, exact)`` with ``members(pattern)``: the code points a one-character
     pattern matches, as an engine decides."""
     classes = np.zeros(0x110000, dtype=np.uint8)
@@ -85,10 +93,10 @@ def _build(members: Callable[[str], np.ndarray]) -> Tables:
     for index, letter in enumerate(LETTERS, start=1):
         fold[members(f"(?i:{letter})")] = index
         exact[members(letter)] = index
-    return classes, fold, exact
+    return ScannerTables(classes, fold, exact)
 
 
-def _cached(name: str, build: Callable[[], Tables], *, folder: Path | None = None) -> Tables:
+def _cached(name: str, build: Callable[[], ScannerTables], *, folder: Path | None = None) -> ScannerTables:
     """Tables kept in ``folder`` (``__pycache__`` beside this module) as ``name``; where that is
     read-only, built per process. The file ends with the SHA-256 of ``name`` (which says the
     engine's version) and the tables: one that does not match is rebuilt and replaced, never read."""
@@ -99,7 +107,7 @@ def _cached(name: str, build: Callable[[], Tables], *, folder: Path | None = Non
         if stored.shape == (size + 32,) and stored.dtype == np.uint8:
             stacked = stored[:size].reshape(3, 0x110000)
             if stored[size:].tobytes() == _digest(name, stacked):
-                return stacked[0], stacked[1], stacked[2]
+                return ScannerTables(stacked[0], stacked[1], stacked[2])
     except (OSError, ValueError):  # missing or damaged: built again
         pass
     built = build()
@@ -124,7 +132,7 @@ def _digest(name: str, stacked: np.ndarray) -> bytes:
     return digest.digest()
 
 
-def build_tables() -> Tables:
+def build_tables() -> ScannerTables:
     """The class tables as the ``regex`` module decides them (uncached; see :func:`tables`)."""
     every = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
 
@@ -135,7 +143,7 @@ def build_tables() -> Tables:
     return _build(members)
 
 
-def build_tiktoken_tables() -> Tables:
+def build_tiktoken_tables() -> ScannerTables:
     """The class tables as tiktoken's regex engine decides them (uncached): each class is read
     off tiktoken itself, which encodes only what its pattern matches."""
     import tiktoken
@@ -154,7 +162,7 @@ def build_tiktoken_tables() -> Tables:
 
 
 @functools.lru_cache(maxsize=None)
-def tables() -> Tables:
+def tables() -> ScannerTables:
     """``(classes, fold, exact)`` as the ``regex`` module decides them: per code point its class
     bits, and the contraction letter (1-based index in ``sdmtlvre``, 0 for none) it matches
     case-insensitively and case-sensitively. Built once per ``regex`` version (about 0.5 s;
@@ -163,7 +171,7 @@ def tables() -> Tables:
 
 
 @functools.lru_cache(maxsize=None)
-def tiktoken_tables() -> Tables:
+def tiktoken_tables() -> ScannerTables:
     """:func:`tables` as tiktoken's regex engine decides them (the compiled encoder's, whose ids
     must be tiktoken's). Built once per tiktoken version."""
     import tiktoken
@@ -388,9 +396,11 @@ def _polish_piece(cps, i, end, classes, phrase):
 
 
 @inlined
-def piece_end(cps, i, end, mode, classes, fold, exact):
+def piece_end(cps, i, end, mode, tables):
     """The end of the piece of pattern ``mode`` that starts at ``i`` (``i < end``) in the text
-    ``cps[:end]``; the whole rest for :data:`WHOLE`."""
+    ``cps[:end]``, with the classes of ``tables`` (:class:`ScannerTables`); the whole rest for
+    :data:`WHOLE`."""
+    classes, fold, exact = tables
     if mode == GPT4:
         return _gpt4_piece(cps, i, end, classes, fold)
     if mode == GPT2:
@@ -405,7 +415,7 @@ def piece_end(cps, i, end, mode, classes, fold, exact):
 
 
 @njit(cache=True, nogil=True)
-def split_all(cps, part_ends, mode, classes, fold, exact, out):
+def split_all(cps, part_ends, mode, tables, out):
     """Write the end of every piece of every part (parts end at ``part_ends``) into ``out``;
     return how many. A whole part is one piece, even an empty one."""
     n = 0
@@ -417,7 +427,7 @@ def split_all(cps, part_ends, mode, classes, fold, exact, out):
             out[n] = end
             n += 1
         while mode != WHOLE and i < end:
-            i = piece_end(cps, i, end, mode, classes, fold, exact)
+            i = piece_end(cps, i, end, mode, tables)
             out[n] = i
             n += 1
         begin = end
@@ -434,6 +444,6 @@ def split(text: str, pattern: str | None) -> list[str]:
     mode = COMPILED[pattern]
     cps, ends = code_points([text])
     out = np.empty(len(text) + 1, dtype=np.int64)
-    n = split_all(cps, ends, mode, *tables(), out)
+    n = split_all(cps, ends, mode, tables(), out)
     bounds = [0, *out[:n].tolist()]
     return [text[a:b] for a, b in zip(bounds, bounds[1:])]
