@@ -1,6 +1,5 @@
-"""The merge list implied by ranks, for every token at once with numpy: the core of
-:func:`tokpack.vocab.files.derive_merges` (a Python loop over 50k-200k tokens costs most of a
-second; this, a tenth or two, without loading a compiler).
+"""The merge list implied by ranks, for every token at once with numpy (no Python loop per token, no compiler
+loaded): the core of :func:`tokpack.vocab.merge_files.derive_merges`.
 
 Each token is encoded alone with tiktoken's rank rule (join the adjacent pair whose concatenation
 has the lowest rank, the leftmost on a tie) until two parts are left; only joins of a rank below
