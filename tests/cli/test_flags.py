@@ -24,7 +24,7 @@ COMMAND_LINE = re.compile(r"(?:\btokpack [a-z]|\bray start|\bsbatch|\bpip )")
 NOT_MESSAGES = {"report/page.py", "grading/baselines.py"}
 #: Library modules whose messages still say flags; each entry goes when its module speaks Python.
 STILL_NAMING_FLAGS = {
-    "_cache.py", "_files.py", "bpe/challenge.py", "bpe/fast.py", "chess/config.py", "chess/parquet_games.py",
+    "_cache.py", "_files.py", "bpe/fast.py", "chess/config.py", "chess/parquet_games.py",
     "chess/pgn.py", "chess/pipeline.py", "corpus/manifest.py", "corpus/sources.py", "engines/executors.py",
     "export/_stream.py", "grading/training.py", "preparing/preparation.py", "report/explorer.py",
     "store/foreign.py", "store/importing.py", "store/nanogpt.py", "store/remote.py",
