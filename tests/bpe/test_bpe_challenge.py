@@ -183,7 +183,7 @@ def test_explain_shows_counts_tie_rule_and_sequences() -> None:
 
 
 def test_a_string_frequency_is_a_malformed_proof(tmp_path: Path, challenge_file: Path) -> None:
-    # Issue 12, item 13: "frequency": "5" used to be read as the number 5.
+    # "frequency": "5" is a string, not the number 5: the proof is malformed.
     proof_path = _proof(tmp_path, challenge_file)
     document = json.loads(proof_path.read_text(encoding="utf-8"))
     document["merges"][0]["frequency"] = str(document["merges"][0]["frequency"])

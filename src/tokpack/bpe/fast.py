@@ -7,8 +7,7 @@ Two phases, each keeping the rules exact:
   ``(text, count)``: for every named pattern and for whole documents by the compiled
   scanner and counter of :mod:`tokpack.bpe.piece_counter`, in threads (it releases the GIL); for
   any other pattern by ``regex`` in spawned worker processes, past about a million characters
-  (measured at 10 MB, GPT-4 pattern: the compiled counter takes 0.27-0.29x the CPU time, and
-  threads need no second interpreter). Pair counts are sums over occurrences times counts, so
+  (threads need no second interpreter; the two compared in BENCHMARKS.md, "Training BPE"). Pair counts are sums over occurrences times counts, so
   nothing depends on order or on how the work was divided, and memory grows with the number of
   distinct pieces, not with the corpus.
 * **Merge.** The compiled loop of :mod:`tokpack.bpe.merge_loop`: a merge rewrites only the

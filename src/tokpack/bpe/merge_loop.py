@@ -17,15 +17,12 @@ of ``(count, pair code)`` with lazy invalidation: the new pairs are pushed, a st
 its pair's true count is requeued at that count when it surfaces, so an entry whose count is
 current is the true maximum, ties going to the smallest code.
 
-Trade-off, measured at 10 MB of text (GPT-4 pattern, 199,020 distinct pieces of 3.19 M bytes):
-the state is 38 MiB at 8,192 merges and 47 MiB at 32,768, against 133 MiB at 8,192 for the
-per-position linked lists it replaces (ids, next, previous, count and pair for every byte, and a
-chain of positions per pair), because counts, starts and lengths are per piece, the index holds
-piece numbers, and the pairs a step makes below ``min_frequency`` are forgotten at once. A merge
-rereads each piece it rewrites (about 16 bytes on average) where the lists touched only the
-occurrence, and finds the destroyed slots' pairs by hash (cached per neighbour within a step);
-even so the loop takes 0.85x the time of the lists' (2.04 s against 2.40 s of CPU at 32,768
-merges, the two in one process).
+Trade-off: counts, starts and lengths are per distinct piece, the index holds piece numbers, and
+the pairs a step makes below ``min_frequency`` are forgotten at once, so the state grows with the
+distinct pieces, not with the corpus's bytes (per-position linked lists would keep ids, links, a
+count and a pair for every byte). The price: a merge rereads each piece it rewrites, not only the
+occurrence, and finds the destroyed slots' pairs by hash (cached per neighbour within a step).
+Sizes and times: BENCHMARKS.md, "Training BPE".
 
 numba compiles these functions once per machine (cached beside the module, or in numba's user
 cache when that is read-only); it ships wheels for every Python tokpack supports, so nothing is
@@ -311,8 +308,8 @@ def _compact(pool, pairs, scalars, n_pairs, min_frequency):
     """Drop, in place, the segments of the pairs counted below ``min_frequency`` (merged, or
     destroyed in too many places: none can rise again, since a merge creates only pairs with the
     new id). Segments lie in pair order, so each moves down. The stale entries of live pairs
-    stay: finding them means reading a piece per entry, which at 10 MB / 32,768 merges made the
-    merge loop 10-20% slower for a pool 4 MiB smaller."""
+    stay: finding them means reading a piece per entry, which costs the loop more time than the
+    memory it would save (BENCHMARKS.md, "Training BPE")."""
     kept = 0
     for pair in range(n_pairs):
         start = pairs[pair, _START]

@@ -8,11 +8,10 @@ an open-addressing table whose entries keep the piece's code points: equal hashe
 code point by code point, so a collision can never merge two pieces. The scan and the count
 release the GIL, so threads count in parallel without a second interpreter.
 
-Measured trade-off (the 10 MB benchmark corpus, GPT-4 pattern, one thread, same process, load
-average ~7): 0.48-0.64 CPU-s against 1.64-2.36 for ``regex.findall`` + ``Counter`` (0.27-0.29x),
-for the price of the class tables, the numba runtime, and per distinct piece 8-16 bytes
-of slots, a 24-byte row and its code points at 4 bytes each. Most of the time left is the
-table's cache misses, not the scan. Any other pattern goes through ``regex``.
+Trade-off: a count several times cheaper than ``regex.findall`` + ``Counter`` (BENCHMARKS.md,
+"Training BPE"), for the price of the class tables, the numba runtime, and per distinct piece 8-16
+bytes of slots, a 24-byte row and its code points at 4 bytes each; the table's cache misses, not
+the scan, are most of its time. Any other pattern goes through ``regex``.
 """
 
 from __future__ import annotations

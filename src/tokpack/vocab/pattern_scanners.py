@@ -16,9 +16,8 @@ tiktoken 0.14). A table gives each code point its class bits (``\\p{L}``, ``\\p{
 o200k's two case classes) and the contraction letter it matches case-insensitively (``fold``:
 ``ſ`` U+017F folds to ``s``) and case-sensitively (``exact``).
 
-The scanners' helpers are :func:`~tokpack._kernels.inlined`: LLVM inlines them (as a plain call
-per piece and per run, the scan ran at half the speed), and they count no references to the
-arrays they take (with numba's own inlining, those counts were most of the scan's time).
+The scanners' helpers are :func:`~tokpack._kernels.inlined`: LLVM inlines them into the scan, and
+they count no references to the arrays they take (see :mod:`tokpack._kernels` for why both matter).
 """
 
 from __future__ import annotations
@@ -165,8 +164,8 @@ def build_tiktoken_tables() -> ScannerTables:
 def tables() -> ScannerTables:
     """``(classes, fold, exact)`` as the ``regex`` module decides them: per code point its class
     bits, and the contraction letter (1-based index in ``sdmtlvre``, 0 for none) it matches
-    case-insensitively and case-sensitively. Built once per ``regex`` version (about 0.5 s;
-    loading takes a few milliseconds)."""
+    case-insensitively and case-sensitively. Built once per ``regex`` version and cached (see
+    :func:`_cached`), a scan over every code point that loading the cache skips."""
     return _cached(f"pretokenizer-classes-regex-{regex.__version__}", build_tables)
 
 
