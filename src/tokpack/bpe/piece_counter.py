@@ -113,9 +113,10 @@ def _count(cps, part_ends, part, i, mode, tables, table):
 
 
 @njit(cache=True, nogil=True)
-def _rehash(slots, records, store, n):
-    """Put pieces ``0..n`` into the empty ``slots`` (their hashes recomputed: cheaper than
+def _rehash(table, n):
+    """Put pieces ``0..n`` of ``table`` into its empty slots (their hashes recomputed: cheaper than
     keeping 8 bytes a piece)."""
+    slots, records, store, _ = table
     mask = np.uint64(slots.size - 1)
     for index in range(n):
         h = _hash(store, records[index, 0], records[index, 0] + records[index, 1])
@@ -185,7 +186,7 @@ class PieceCounter:
                 size *= 2
             self.table = self.table._replace(slots=np.zeros(0, dtype=np.uint64))  # free the old slots first
             self.table = self.table._replace(slots=np.zeros(size, dtype=np.uint64))
-            _rehash(self.table.slots, self.table.records, self.table.store, n)
+            _rehash(self.table, n)
 
     def add(self, parts: list[str]) -> None:
         """Split each of ``parts`` (one piece each for ``pattern=None``) and count the pieces."""
