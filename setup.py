@@ -1,12 +1,17 @@
 """The compiled encoder's build: one C extension, ``tokpack.vocab._bpe`` (C11 and the CPython API
 only). Optional: where it cannot be compiled the install still succeeds and tokpack encodes with
-tiktoken, saying so (``tokpack.vocab.compiled.MISSING``). Everything else is in pyproject.toml."""
+tiktoken, saying so (``tokpack.vocab.compiled.MISSING``). Everything else is in pyproject.toml.
+
+``_bpe.c`` is the one translation unit: it includes its parts, the ``_bpe_*.h`` beside it (listed
+as its dependencies, so a change to one rebuilds it and the source distribution carries them)."""
 
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 
+VOCAB = Path("src", "tokpack", "vocab")
 flags = [] if sys.platform == "win32" else ["-std=c11", "-O3"]
-setup(ext_modules=[Extension("tokpack.vocab._bpe", sources=["src/tokpack/vocab/_bpe.c"],
-                             depends=["src/tokpack/vocab/_bpe_classes.h"], extra_compile_args=flags,
-                             optional=True)])
+setup(ext_modules=[Extension("tokpack.vocab._bpe", sources=[(VOCAB / "_bpe.c").as_posix()],
+                             depends=sorted(path.as_posix() for path in VOCAB.glob("_bpe_*.h")),
+                             extra_compile_args=flags, optional=True)])

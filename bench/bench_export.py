@@ -70,7 +70,7 @@ def child(mode: str, source: Path, ranks: Path, out: Path) -> dict[str, float]:
     from tiktoken.load import load_tiktoken_bpe
 
     from tokpack import GPT2_PATTERN, prepare
-    from tokpack.export import export
+    from tokpack.store.exporting import export
 
     start = time.perf_counter()
     if mode == "megatron-core":
@@ -106,8 +106,8 @@ def child(mode: str, source: Path, ranks: Path, out: Path) -> dict[str, float]:
 
 
 def export_runs(pack: Path, runs: int, scratch: Path) -> dict[str, list[float]]:
-    from tokpack.export import export
     from tokpack.store import open_tokens
+    from tokpack.store.exporting import export
 
     source = open_tokens(pack)
     seconds: dict[str, list[float]] = {fmt: [] for fmt in FORMATS}

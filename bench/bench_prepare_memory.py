@@ -6,8 +6,8 @@ and buffers have fixed sizes, and freed memory goes back to the system every 64 
 
 The corpus is this interpreter's own standard library sources (``*.py`` under ``sysconfig``'s
 ``stdlib``, in sorted order, about 50 MB), copied ``--copies`` times into one file: code with
-documents of uneven sizes, where glibc's heap grew with the corpus before the memory was
-returned (509 -> 643 MB peak from 150 to 650 MB). Each run is ``tokpack prepare FILE --vocab
+documents of uneven sizes, on which glibc's heap grows with the corpus unless freed memory is
+returned (figures: BENCHMARKS.md, "prepare's peak memory"). Each run is ``tokpack prepare FILE --vocab
 cl100k_base.tiktoken --workers W`` in a fresh process with a fresh cache; peak RSS is the
 process's own (``wait4``'s ``ru_maxrss``), with its CPU seconds. With ``--baseline``, the other
 checkout runs each corpus right after this one.

@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python bench/bench_verify_open.py [--tokens 50000000] [--repeats 5]
 
-Modes, interleaved in each round: ``verify=False`` (counts, sizes, seal: the old default),
+Modes, interleaved in each round: ``verify=False`` (counts, sizes, seal: no hashing),
 ``verify=None`` with no stamp (the first open: hashes everything), ``verify=None`` with a stamp
 (every later open). Prints the median of each and the ratios.
 """

@@ -27,10 +27,10 @@ LAYERS: dict[str, int] = {
     "vocab": 2,
     # 3: reading a corpus (sources, documents, manifests, the bundled sample)
     "corpus": 3,
-    # 4: the exact BPE rules and trainer; the pack store and every token source
+    # 4: the exact BPE rules and trainer; the pack store, every token source and every foreign format
     "bpe": 4, "store": 4,
-    # 5: export to foreign formats; serving (layouts, schedules, batches); the torch bridge
-    "export": 5, "serve": 5, "torch": 5,
+    # 5: serving (layouts, schedules, batches); the torch bridge
+    "serve": 5, "torch": 5,
     # 6: per-shard engines; preparing a corpus (prepare(), its cache and options)
     "engines": 6, "preparing": 6,
     # 7: chess, grading tokenizers
@@ -58,10 +58,13 @@ PENDING: set[tuple[str, str]] = set()
 
 #: Registries that name a higher layer's module by string, to import it only when a record of that
 #: kind is met: a job of chess games (whose task and encoder live in ``chess/``) runs on the same
-#: engines as a text job. The engines import nothing of chess otherwise; a new kind adds one entry.
+#: engines as a text job; the one vocabulary loader reads the vocabulary a pack, dataset or export
+#: carries through the pack store when it finds such a record. Nothing else of the higher layer is
+#: imported; a new kind adds one entry.
 REGISTRIES: set[tuple[str, str]] = {
     ("tokpack.engines.encoders", "tokpack.chess.schemes"),
     ("tokpack.engines.executors", "tokpack.chess.shards"),
+    ("tokpack.vocab.loading", "tokpack.store.vocabulary"),
 }
 
 
@@ -136,6 +139,16 @@ def _named_modules(tree: ast.Module) -> Iterator[tuple[str, int]]:
                 yield module, node.lineno
 
 
+def _run_ever(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run at some point: at import time or inside a function (not
+    those under ``if TYPE_CHECKING:``, which never run)."""
+    typing_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node.test)
+                   for statement in node.body for inner in ast.walk(statement)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in typing_only:
+            yield node
+
+
 def imports(*, at_import_only: bool) -> dict[str, set[tuple[str, int]]]:
     """``module -> {(imported module, line)}``: every import anywhere in the module, or only those
     run when it is imported."""
@@ -147,6 +160,16 @@ def imports(*, at_import_only: bool) -> dict[str, set[tuple[str, int]]]:
         graph[name] = {(target, node.lineno) for node in nodes for target in _targets(node, name)}
         if not at_import_only:
             graph[name] |= set(_named_modules(tree))
+    return graph
+
+
+def statement_imports() -> dict[str, set[str]]:
+    """``module -> {imported module}``: every import statement that ever runs, at import time or
+    inside a function (a registry's string is not one: :data:`REGISTRIES` lists those)."""
+    graph: dict[str, set[str]] = {}
+    for name, (path, _) in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[name] = {target for node in _run_ever(tree) for target in _targets(node, name) if target != name}
     return graph
 
 
@@ -237,6 +260,18 @@ def test_no_import_circle_at_import_time() -> None:
     assert strongly_connected(graph) == []
 
 
+def test_no_import_circle_through_imports_inside_functions() -> None:
+    """A circle that is alive only through an import inside a function is still a circle: each
+    module needs the other to do its job, and neither can be read alone. None, anywhere."""
+    assert strongly_connected(statement_imports()) == []
+
+
+def test_the_circle_scan_sees_imports_inside_functions_but_not_for_type_checking() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tokpack.serve\n"
+                     "def f():\n    import tokpack.store.reader\n")
+    assert [node.names[0].name for node in _run_ever(tree) if isinstance(node, ast.Import)] == ["tokpack.store.reader"]
+
+
 def test_the_scan_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The layer check reads imports inside functions and resolves ``from ..x import y``."""
     tree = ast.parse("def f():\n    from ..store import format\n    import tokpack.cli\n")
@@ -298,7 +333,7 @@ def test_every_token_source_reads_a_span_itself(tmp_path: Path) -> None:
 
 
 def test_exports_read_through_the_contract_not_a_private_hook() -> None:
-    stream = (SRC / "tokpack" / "export" / "_stream.py").read_text(encoding="utf-8")
+    stream = (SRC / "tokpack" / "store" / "formats" / "_writing.py").read_text(encoding="utf-8")
     assert "_reading" not in stream and "getattr(source" not in stream
 
 

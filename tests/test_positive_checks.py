@@ -15,8 +15,8 @@ from tokpack.bpe.fast import train_fast
 from tokpack.chess.shards import plan_shards
 from tokpack.cli import app
 from tokpack.errors import InputError
-from tokpack.export._stream import ExportOptions, check_options
 from tokpack.serve.history import batch_plan, batch_ramp
+from tokpack.store.exporting import ExportOptions, check_options
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.hf_trainer import train_hf_bytelevel
 
@@ -29,8 +29,8 @@ CASES: list[tuple[str, Callable[[], Any], str]] = [
     ("global-batch-schedule", lambda: batch_plan([(0, 4), (5, 0)]),
      "global_batch from step 5 must be a positive integer, got 0"),
     ("rows-per-file", lambda: check_options(ExportOptions(rows_per_file=0)),
-     "--rows-per-file must be a positive number of documents per file, got 0; "
-     "pass --rows-per-file 1 or more (default 1048576)"),
+     "rows_per_file must be a positive number of documents per file, got 0; "
+     "pass rows_per_file=1 or more (default 1048576)"),
     ("min-frequency", lambda: train_fast(["abab"], 1, min_frequency=0), "min_frequency must be at least 1, got 0"),
     ("min-frequency-fraction", lambda: train_fast(["abab"], 1, min_frequency=1.5),  # type: ignore[arg-type]
      "min_frequency must be at least 1, got 1.5"),

@@ -1,12 +1,15 @@
 """What ``pip install tokpack`` carries, and that the docs say so: the package with its bundled
 sample, chess script and report pages; not the repository's ``examples/``, ``artifacts/``,
-``data/`` or ``bench/``, which the docs call a clone's."""
+``data/`` or ``bench/``, which the docs call a clone's. The source distribution carries every
+file the compiled encoder is built from."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +41,14 @@ def test_the_docs_say_which_files_come_with_a_clone_only() -> None:
     assert "The repository holds `artifacts/polish-8192/` (in a clone: `pip install tokpack` does not carry it)" in polish
     serving = " ".join((REPO / "docs" / "serving.md").read_text(encoding="utf-8").split())
     assert "`pip install tokpack` does not carry `examples/`" in serving
+
+
+def test_the_source_distribution_carries_every_file_of_the_compiled_encoder(tmp_path: Path) -> None:
+    build = "import sys\nfrom setuptools import build_meta\nprint(build_meta.build_sdist(sys.argv[1]))"
+    name = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=REPO, check=True, capture_output=True,
+                          text=True).stdout.split()[-1]
+    with tarfile.open(tmp_path / name) as archive:
+        carried = {member.split("/", 1)[1] for member in archive.getnames() if "/" in member}
+    sources = {path.relative_to(REPO).as_posix() for path in (REPO / "src" / "tokpack" / "vocab").glob("_bpe*.[ch]")}
+    assert {"src/tokpack/vocab/_bpe.c", "src/tokpack/vocab/_bpe_classes.h"} < sources
+    assert sources <= carried, sorted(sources - carried)

@@ -9,7 +9,8 @@ The public API, by layer:
 - serving: :class:`PackedBatches`, the training path (layouts, global batches over ranks,
   mixtures, exact resume; more in :mod:`tokpack.serve`), and the first seed's fixed step
   schedule :class:`TokenBatches`, kept as a contract;
-- interop: ``tokpack.export(source, fmt, out)`` (Megatron, nanoGPT, litdata, MDS, Parquet).
+- interop: :func:`export` (``tokpack.export(source, fmt, out)``: Megatron, nanoGPT, litdata, MDS,
+  Parquet; the formats are :mod:`tokpack.store.formats`).
 
 Each name is imported from its module on first use (PEP 562), so ``import tokpack`` (and the
 command line, which imports ``tokpack.cli`` through it) loads numpy, pydantic and the encoders
@@ -22,12 +23,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import tokpack.export  # noqa: F401 (callable: tokpack.export(source, "megatron", out))
     from tokpack.corpus import CorpusManifest, sample_corpus
     from tokpack.preparing import PrepareProgress, TokenizedCorpus, prepare
     from tokpack.serve import PackedBatches, TokenBatches
     from tokpack.store import Pack
-    from tokpack.store.vocabulary import load_vocabulary, tokenizer_for
+    from tokpack.store.exporting import export
     from tokpack.vocab import (
         GPT2_PATTERN,
         GPT4_PATTERN,
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         VocabIdentity,
         require_vocabulary,
     )
+    from tokpack.vocab.loading import load_vocabulary, tokenizer_for
 
 #: Where each public name lives: ``tokpack.NAME`` imports that module on first use.
 _HOMES = {
@@ -48,11 +49,12 @@ _HOMES = {
     "TokenBatches": "tokpack.serve",
     "TokenizedCorpus": "tokpack.preparing",
     "VocabIdentity": "tokpack.vocab",
-    "load_vocabulary": "tokpack.store.vocabulary",
+    "export": "tokpack.store.exporting",
+    "load_vocabulary": "tokpack.vocab.loading",
     "prepare": "tokpack.preparing",
     "require_vocabulary": "tokpack.vocab",
     "sample_corpus": "tokpack.corpus",
-    "tokenizer_for": "tokpack.store.vocabulary",
+    "tokenizer_for": "tokpack.vocab.loading",
 }
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "TokenBatches",
     "TokenizedCorpus",
     "VocabIdentity",
+    "export",
     "load_vocabulary",
     "prepare",
     "require_vocabulary",
@@ -75,13 +78,12 @@ __all__ = [
 
 
 #: The packages a user reaches as attributes (``tokpack.serve.Windows``), imported on first use.
-_PACKAGES = ("bpe", "chess", "corpus", "engines", "errors", "export", "grading", "preparing", "report", "serve",
-             "store", "vocab")
+_PACKAGES = ("bpe", "chess", "corpus", "engines", "errors", "grading", "preparing", "report", "serve", "store", "vocab")
 
 
 def __getattr__(name: str) -> Any:
     """``tokpack.NAME``: the public name from its module, or the package, imported now (then kept here)."""
-    if name in _PACKAGES:  # tokpack.export is also callable: tokpack.export(source, "megatron", out)
+    if name in _PACKAGES:
         return importlib.import_module(f"tokpack.{name}")
     home = _HOMES.get(name)
     if home is None:

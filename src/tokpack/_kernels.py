@@ -10,7 +10,7 @@ hot loops, and the two decorators here avoid both:
   loop (a scanner whose helpers each take the text and a class table spends most of its time
   there; ``tests/test_kernels.py`` counts the calls).
 - A loop in which an array variable may be replaced (a buffer grown when full) counts that array at
-  every turn.
+  every turn, so a hot loop's buffers are allocated before it.
 
 :func:`borrowing` compiles a kernel without reference counts (numba's ``_nrt=False``): it borrows
 every array from its caller, may neither allocate an array (numba refuses to compile it) nor

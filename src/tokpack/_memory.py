@@ -1,9 +1,9 @@
 """How long runs give the memory they freed back to the system: glibc's allocator keeps it.
 
 glibc's arenas keep what is freed for reuse, and a run that frees blocks of varying sizes in
-varying order leaves holes only reuse can fill: ``prepare`` of 650 MB of Python sources grew
-its main arena to 300 MB of pages holding 22 MB in use. Both remedies are glibc's own
-(``malloc_trim``, ``mallopt``); elsewhere they do nothing.
+varying order leaves holes only reuse can fill, so without a remedy ``prepare``'s main arena
+grows with the corpus while little of it is in use (BENCHMARKS.md, "prepare's peak memory").
+Both remedies are glibc's own (``malloc_trim``, ``mallopt``); elsewhere they do nothing.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ def map_large_allocations() -> None:
     glibc raises the threshold each time a mapped block is freed, up to 32 MiB, so after the
     first few large arrays are freed the counting tables and the merge state's arrays come from
     the heap, and the copies a growing array leaves behind stay resident there (``malloc_trim``
-    returns only some of it). Pinned, every block over 128 KiB is mapped and unmapped on its own:
-    peak memory 16 MiB lower at 10 MB / 8,192 merges and 21 MiB at 32,768 (measured, anonymous
-    PSS). The setting is process-wide and stays (glibc cannot be told to adapt again); it changes
-    nothing for blocks under 128 KiB, and larger ones are then handled as in a fresh process.
+    returns only some of it). Pinned, every block over 128 KiB is mapped and unmapped on its own,
+    which lowers the trainer's peak memory (BENCHMARKS.md, "Against rustbpe"). The setting is
+    process-wide and stays (glibc cannot be told to adapt again); it changes nothing for blocks
+    under 128 KiB, and larger ones are then handled as in a fresh process.
     Elsewhere than glibc, nothing is done.
     """
     mallopt = _glibc("mallopt")
@@ -48,12 +48,11 @@ def reuse_freed_blocks() -> None:
     glibc starts a process with both limits low (128 KiB) and raises them as mapped blocks are
     freed; until then each array over 128 KiB is mapped, faulted in page by page, and unmapped,
     and the next one faults in again. A ``prepare`` of 10 MB makes most of its arrays in that
-    window (the rank file's, the documents', the ids'): 36,000 page faults at the default, 27,000
-    with these limits (32 MiB is glibc's own ceiling for the first). ``prepare`` still returns
-    what is free every 64 MiB of text (:func:`return_freed_memory`); measured on 95 and 410 MB of
-    Python sources, its peak RSS was 334 and 390 MB against 310 and 382 at the default, for 8-10%
-    less CPU. The setting is process-wide and stays (glibc cannot be told to adapt again).
-    Elsewhere than glibc, nothing is done.
+    window (the rank file's, the documents', the ids'), so these limits save page faults and CPU
+    for a little more peak memory (32 MiB is glibc's own ceiling for the first; figures in
+    BENCHMARKS.md, "prepare's peak memory"). ``prepare`` still returns what is free every 64 MiB
+    of text (:func:`return_freed_memory`). The setting is process-wide and stays (glibc cannot
+    be told to adapt again). Elsewhere than glibc, nothing is done.
     """
     mallopt = _glibc("mallopt")
     if mallopt is not None:
@@ -70,8 +69,8 @@ def return_freed_memory() -> None:
     """Hand the free pages of every malloc arena back to the system (glibc; elsewhere nothing).
 
     The BPE trainer calls it between its stages (the counting threads' tables, freed before the
-    merge state is built, and the arrays the merge loop outgrows stay resident otherwise: about
-    30 MiB at 10 MB / 8,192 merges); ``prepare`` after every 64 MiB of text it encodes. A call
+    merge state is built, and the arrays the merge loop outgrows stay resident otherwise:
+    BENCHMARKS.md, "Against rustbpe"); ``prepare`` after every 64 MiB of text it encodes. A call
     takes well under a millisecond when there is little to return; what it returns is faulted in
     again when next used, so it is not called after every allocation.
     """

@@ -26,8 +26,7 @@ NOT_MESSAGES = {"report/page.py", "grading/baselines.py"}
 STILL_NAMING_FLAGS = {
     "_cache.py", "_files.py", "bpe/fast.py", "chess/config.py", "chess/parquet_games.py",
     "chess/pgn.py", "chess/pipeline.py", "corpus/manifest.py", "corpus/sources.py", "engines/executors.py",
-    "export/_stream.py", "grading/training.py", "preparing/preparation.py", "report/explorer.py",
-    "store/foreign.py", "store/importing.py", "store/nanogpt.py", "store/remote.py",
+    "grading/training.py", "preparing/preparation.py", "report/explorer.py",
 }
 
 

@@ -292,7 +292,7 @@ def write_datatrove_file(path: Path, documents: list[list[int]], itemsize: int =
     path.with_name(path.name + ".index").write_bytes(ends.tobytes())
 
 
-# Reading a folder that datatrove itself wrote: tests/export/test_interop.py.
+# Reading a folder that datatrove itself wrote: tests/store/formats/test_formats_interop.py.
 
 
 def test_a_datatrove_folder_is_refused_when_inconsistent(tmp_path: Path, vocabulary: Path) -> None:

@@ -34,7 +34,7 @@ def test_a_pack_carries_its_vocabularys_own_files_without_reading_them_back(tmp_
         raise AssertionError("prepare read a carried tokenizer.json back")
 
     with monkeypatch.context() as patch:
-        patch.setattr(loading, "read_vocabulary", refused)
+        patch.setattr(loading, "load_vocabulary", refused)
         pack = prepare(corpus, vocab=vocabulary(), cache_dir=tmp_path / "cache", out=tmp_path / "out", workers=1).tokens_dir
     carried = {path.name: path.read_bytes() for path in sorted((pack / "vocabulary").iterdir())}
     assert carried == dict(sorted(vocabulary().files().items()))

@@ -21,9 +21,9 @@ from tokpack.errors import IntegrityError
 from tokpack.serve import PackedBatches
 from tokpack.store import Pack
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span
-from tokpack.store.vocabulary import load_vocabulary
 from tokpack.store.writer import PackWriter
 from tokpack.vocab.bytelevel import BpeTokenizer
+from tokpack.vocab.loading import load_vocabulary
 
 BYTES = {bytes([b]): b for b in range(256)}
 TEXTS = ["abc abd", "ba ab ab", "cab", "abba", "dab ab"]
@@ -188,3 +188,20 @@ def test_an_uploaded_pack_carries_its_vocabulary_and_is_checked_remotely(packs: 
     forge(tmp_path / "remote", pad_id=absent)
     with pytest.raises(IntegrityError, match=rf"remote/meta\.json: pad_id {absent} is an ordinary token"):
         open_remote(f"file://{tmp_path / 'remote'}", cache_dir=tmp_path / "cache")
+
+
+def test_the_loader_finds_every_record_that_carries_a_vocabulary(packs: dict[str, Path], tmp_path: Path) -> None:
+    """The one loader (a lower layer) names the records under which the store carries a
+    vocabulary: they are the store's own file names, and each path holding one loads what it
+    carries, a Megatron prefix given by itself or by either of its files."""
+    from tokpack.store.format import DATASET_FILE, META_FILE
+    from tokpack.store.sidecar import PREFIX_SIDECAR, SIDECAR
+    from tokpack.vocab import loading
+
+    assert loading.CARRYING_RECORDS == (META_FILE, DATASET_FILE, SIDECAR)
+    assert loading.PREFIX_SIDECAR == PREFIX_SIDECAR
+    expected = vocabulary(b"ab").identity
+    tokpack.export(packs["ab"], "megatron", tmp_path / "web")
+    tokpack.export(packs["ab"], "mds", tmp_path / "mds")
+    for path in (tmp_path / "web", tmp_path / "web.bin", tmp_path / "web.idx", tmp_path / "mds"):
+        assert load_vocabulary(path).identity == expected, path

@@ -1,6 +1,6 @@
-"""The merge list implied by ranks (``tokpack.vocab._merges``, behind ``derive_merges``): the
-same merges as the plain Python rule, refusals included, for every vocabulary, and no compiler
-loaded to find them."""
+"""The merge list implied by ranks (behind ``derive_merges``: the compiled encoder's
+``last_joins``, ``tokpack.vocab._merges`` in numpy without it): the same merges as the plain
+Python rule, refusals included, for every vocabulary, and no compiler loaded to find them."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokpack.errors import InputError
-from tokpack.vocab import _merges
-from tokpack.vocab.merge_files import _derive_merges_python, derive_merges
+from tokpack.vocab import _merges, compiled
+from tokpack.vocab.merge_files import _derive_merges_python, derive_merges, tokenizer_json_bytes
+from tokpack.vocab.patterns import GPT2_PATTERN
 from tokpack.vocab.rank_files import read_rank_file
 
 BYTES = {bytes([b]): b for b in range(256)}
@@ -93,3 +94,24 @@ def test_a_published_vocabulary_merges_as_the_python_rule_without_numba(gpt2_ran
                              "read_rank_file; derive_merges(read_rank_file(sys.argv[1])); print('numba' in sys.modules)",
                              str(gpt2_rank_file)], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "False"
+
+
+def test_without_the_compiled_encoder_numpy_finds_the_same_merges_and_text(gpt2_rank_file: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ranks = read_rank_file(gpt2_rank_file)
+    assert compiled.last_joins([b"a", b"b", b"ab"], np.arange(3)) is not None
+    expected = derive_merges(ranks)
+    text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": len(ranks)})
+    monkeypatch.setattr(compiled, "_bpe", None)
+    assert compiled.last_joins([b"a", b"b", b"ab"], np.arange(3)) is None
+    assert derive_merges(ranks) == expected
+    assert tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": len(ranks)}) == text
+    unbuildable = dict(BYTES) | {b"zzz": 256}
+    with pytest.raises(InputError, match="zzz.*cannot be built from lower ranks"):
+        derive_merges(unbuildable)
+
+
+def test_ids_beyond_the_compiled_tables_merge_by_the_numpy_rule() -> None:
+    ranks = dict(BYTES) | {b"ab": 1 << 24, b"abb": (1 << 24) + 1}
+    assert compiled.last_joins(list(ranks), np.fromiter(ranks.values(), np.int64)) is None
+    assert derive_merges(ranks) == python_rule(ranks) == [("a", "b"), ("ab", "b")]

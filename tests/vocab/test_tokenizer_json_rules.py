@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tokpack.cli import app
 from tokpack.corpus import sample_corpus
 from tokpack.errors import InputError
-from tokpack.vocab.loading import read_vocabulary
+from tokpack.vocab.loading import load_vocabulary
 from tokpack.vocab.merge_files import byte_to_unicode, unicode_to_bytes
 from tokpack.vocab.patterns import GPT4_PATTERN
 
@@ -75,7 +75,7 @@ def test_merges_the_rank_rule_would_not_make_are_refused_with_the_reason(tmp_pat
     assert hugging_face(path, "abc") == [256, 99]
     with pytest.raises(InputError, match=r"merge 3 \('a bc'\) makes 'abc', which tiktoken's rank rule makes from "
                                          r"'ab' \+ 'c': Hugging Face merges only listed pairs") as refused:
-        read_vocabulary(path)
+        load_vocabulary(path)
     assert "tokpack import" in str(refused.value) and "'ab c'" in str(refused.value)
     (tmp_path / "corpus.txt").write_text("abc abc\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["prepare", str(tmp_path / "corpus.txt"), "--vocab", str(path),
@@ -88,7 +88,7 @@ def test_a_token_made_twice_is_refused(tmp_path: Path) -> None:
     path = write(bytes_only([["a", "b"], ["b", "c"], ["ab", "c"], ["a", "bc"]], {"ab": 256, "bc": 257, "abc": 258}),
                  tmp_path / "tokenizer.json")
     with pytest.raises(InputError, match=r"merge 4 \('a bc'\) makes 'abc' again \(merge 3 made it\)"):
-        read_vocabulary(path)
+        load_vocabulary(path)
 
 
 def test_ignore_merges_with_a_token_only_it_makes_is_refused(tmp_path: Path) -> None:
@@ -99,11 +99,11 @@ def test_ignore_merges_with_a_token_only_it_makes_is_refused(tmp_path: Path) -> 
     path = write(bytes_only([["a", "b"]], extra, ignore_merges=True), tmp_path / "tokenizer.json")
     assert hugging_face(path, "abc") == [257] and hugging_face(path, "abcd") == [256, 99, 100]
     with pytest.raises(InputError, match="model.ignore_merges is true and no merge makes 'abc' \\(id 257\\)"):
-        read_vocabulary(path)
+        load_vocabulary(path)
     # Without the setting, Hugging Face never makes abc from text, nor does tokpack (a special token).
     plain = write(bytes_only([["a", "b"]], extra), tmp_path / "plain.json")
     for text in ("abc", "abcd", "ab abc c"):
-        assert read_vocabulary(plain).encode(text) == hugging_face(plain, text)
+        assert load_vocabulary(plain).encode(text) == hugging_face(plain, text)
 
 
 def test_ignore_merges_is_honoured_where_it_changes_nothing(trained: dict[str, object], tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_ignore_merges_is_honoured_where_it_changes_nothing(trained: dict[str, o
     model = trained["model"]
     assert isinstance(model, dict)
     path = write(trained | {"model": model | {"ignore_merges": True}}, tmp_path / "tokenizer.json")
-    vocabulary = read_vocabulary(path)
+    vocabulary = load_vocabulary(path)
     for line in SAMPLE_LINES[:80]:
         assert vocabulary.encode(line) == hugging_face(path, line), line
 
@@ -153,7 +153,7 @@ def test_extended_vocabularies_are_encoded_as_hugging_face_does_or_refused(train
         path = write(trained | {"model": model | {"vocab": extended, "merges": merges, "ignore_merges": ignore_merges}},
                      folder / f"tokenizer-{len(outcomes)}.json")
         try:
-            vocabulary = read_vocabulary(path)
+            vocabulary = load_vocabulary(path)
         except InputError as error:
             assert "rank rule" in str(error)
             outcomes.append(False)
@@ -177,4 +177,4 @@ def test_two_tokens_of_one_id_name_the_file_the_id_and_both_tokens(tmp_path: Pat
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
     with pytest.raises(InputError, match=f"{path}: id {vocab[other]} is both {other!r} and {token!r}.*; give each token its own id"):
-        read_vocabulary(path)
+        load_vocabulary(path)

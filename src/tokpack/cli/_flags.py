@@ -9,7 +9,8 @@ three ways, and each is said as a flag when the failing command has a flag of th
 - the message's subject, at its very start: ``shards must be at least 1`` and
   ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``.
 
-A one-word parameter elsewhere in a sentence stays as it is ("3 shards" is not a flag).
+A one-word parameter elsewhere in a sentence stays as it is ("3 shards" is not a flag). A library
+parameter whose flag says the opposite is in :data:`SAID_AS` (``strip_eod=False`` is ``--keep-eod``).
 
 >>> flags = {"on_error": ("--on-error", None), "shards": ("--shards", None), "vocab_size": ("--vocab-size", None),
 ...          "resume": ("--resume", "--no-resume")}
@@ -19,6 +20,8 @@ A one-word parameter elsewhere in a sentence stays as it is ("3 shards" is not a
 '--vocab-size trains a vocabulary; pass --no-resume to start again'
 >>> in_flags("the job has 3 shards", flags)
 'the job has 3 shards'
+>>> in_flags("import with strip_eod=False", {"keep_eod": ("--keep-eod", None)})
+'import with --keep-eod'
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from typing import Any
 
 #: A parameter's long flag and, for a boolean one, the flag that turns it off.
 Flags = Mapping[str, "tuple[str, str | None]"]
+
+#: Library parameters said on the command line by a flag of another name: the flag's Python name,
+#: and whether its meaning is the parameter's negation (``strip_eod=False`` is ``--keep-eod``).
+SAID_AS: dict[str, tuple[str, bool]] = {"strip_eod": ("keep_eod", True)}
 
 _ASSIGNED = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
 _UNDERSCORED = re.compile(r"(?<![\w./=-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=-])")
@@ -69,6 +76,9 @@ def in_flags(message: str, flags: Flags) -> str:
 
     def assigned(match: re.Match[str]) -> str:
         name, text = match.group(1), match.group(2)
+        if name in SAID_AS and SAID_AS[name][0] in flags and text in ("True", "False"):
+            flag_name, negated = SAID_AS[name]
+            return _value(*flags[flag_name], str((text == "True") != negated))
         if name not in flags:
             return match.group(0)
         return _value(*flags[name], text)

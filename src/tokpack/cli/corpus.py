@@ -307,7 +307,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     checks.positive_int("--shards", shards, what="at least 1")
     if workers is not None:
         checks.positive_int("--workers", workers, what="at least 1", fix="omit it for one per core")
-    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
 
     tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
     check_separator(separator)
@@ -424,7 +424,7 @@ def inspect_command(
     if decode is not None:
         import numpy as np
 
-        from tokpack.store.vocabulary import load_vocabulary
+        from tokpack.vocab.loading import load_vocabulary
 
         if not 0 <= decode < opened.n_docs:
             raise InputError(f"--decode {decode}: the pack has documents 0 to {opened.n_docs - 1}")
@@ -448,7 +448,7 @@ def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
     from tokpack._schema import read_record
     from tokpack.store.dataset import DatasetRecord
     from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
-    from tokpack.store.sidecar import export_vocabulary_dir
+    from tokpack.store.vocabulary import export_vocabulary_dir
 
     if (path / META_FILE).is_file():
         return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None

@@ -38,7 +38,7 @@ def export_command(
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Write a pack or sharded dataset in a format a training framework loads, with a sidecar naming its vocabulary."""
-    from tokpack.export import ExportOptions, check_options, export
+    from tokpack.store.exporting import ExportOptions, check_options, export
     from tokpack.store.remote import open_local_or_remote
 
     check_options(ExportOptions(rows_per_file=rows_per_file))

@@ -188,7 +188,7 @@ def _torch_checkpoint(path: Path) -> Any:
 
 
 def _decoder(batches: PackedBatches) -> Any:
-    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
 
     for name, source in zip(batches.names, batches.sources):
         if source.vocabulary.scheme != "bytelevel-bpe":  # chess schemes and bare ids carry no text vocabulary

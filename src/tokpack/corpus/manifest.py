@@ -2,9 +2,9 @@
 the whole documents a folder's, JSON Lines' or Parquet's split holds out.
 
 A manifest belongs to one file: ``CORPUS.manifest.json`` beside it by default, or any path given
-as ``manifest=`` (``--manifest``), so a read-only data folder can be split too. The folder-wide
-``manifest.json`` of older releases is still read for the file it names (by ``file``, or, having
-none, by its hash); any other file in that folder ignores it.
+as ``manifest=`` (``--manifest``), so a read-only data folder can be split too. A folder-wide
+``manifest.json`` beside a corpus is read for the file it names (by ``file``, or, having none, by
+its hash); any other file in that folder ignores it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tokpack.errors import InputError
 if TYPE_CHECKING:
     from tokpack._files import FileBytes
 
-#: The folder-wide manifest older releases wrote beside a corpus (read for the file it names).
+#: A folder-wide manifest beside a corpus, read for the file it names (tokpack writes a file's own, below).
 MANIFEST_FILE = "manifest.json"
 #: A text file's own manifest is its name with this added: ``corpus.txt.manifest.json``.
 MANIFEST_SUFFIX = ".manifest.json"
@@ -53,7 +53,7 @@ class SplitRule(Record):
 
     @model_serializer(mode="wrap")
     def _no_separator_field_without_one(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Written only when set, so the records of cuts without one stay as they were.
+        # Written only when set: a cut without a separator is recorded without the field, byte for byte.
         data: dict[str, Any] = handler(self)
         if data.get("separator") is None:
             data.pop("separator", None)
@@ -97,8 +97,8 @@ class CorpusManifest(Record):
 
 def file_sha256(path: Path, *, chunk_bytes: int = 1 << 20) -> str:
     """SHA-256 of a file, read chunk by chunk into one buffer: memory stays flat, and no chunk
-    is a new allocation whose pages the kernel must hand out again (a 10 MB corpus read in new
-    8 MiB chunks cost ~2,500 page faults)."""
+    is a new allocation whose pages the kernel must hand out again (page faults are part of
+    ``prepare``'s fixed cost: BENCHMARKS.md, "prepare's fixed cost")."""
     digest = hashlib.sha256()
     buffer = bytearray(chunk_bytes)
     view = memoryview(buffer)

@@ -17,8 +17,7 @@ from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
 from tokpack.store.format import DATASET_FILE
-from tokpack.store.vocabulary import load_vocabulary
-from tokpack.vocab.loading import VocabularySpec
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 Engine = str  # a name in tokpack.engines.executors.EXECUTORS
 

@@ -61,8 +61,8 @@ def gpt2_rank_file(cache_dir: Path | None = None) -> Path:
 
 def gpt2_counter(cache_dir: Path | None = None) -> TokenCounter:
     """GPT-2's vocabulary (50,256 ranks and ``<|endoftext|>``) with GPT-2's pattern."""
-    from tokpack.store.vocabulary import load_vocabulary
     from tokpack.vocab import GPT2_PATTERN
+    from tokpack.vocab.loading import load_vocabulary
 
     tokenizer = load_vocabulary(gpt2_rank_file(cache_dir), pattern=GPT2_PATTERN)
     return bpe_counter(tokenizer, name="gpt2")

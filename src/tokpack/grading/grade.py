@@ -142,7 +142,7 @@ def load_counter(path: Path, *, pattern: str | None = None) -> TokenCounter:
         return _sentencepiece_counter(path)
     if path.suffix == ".json" and not is_tokpack_record(path):
         return _hf_counter(path)
-    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
 
     tokenizer = load_vocabulary(path, pattern=pattern)
     return bpe_counter(tokenizer, name=str(path))

@@ -165,7 +165,7 @@ def check_round_trip(tokenizer_json: Path, texts: Iterable[TortureCase]) -> Roun
     """
     from tokenizers import Tokenizer
 
-    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
 
     try:
         hf = Tokenizer.from_file(str(tokenizer_json))

@@ -39,10 +39,9 @@ from tokpack.preparing.options import (
 )
 from tokpack.store import DocumentCut, Pack, PackMeta, PackWriter, Source, Span
 from tokpack.store.format import DATASET_FILE, META_FILE, ShardPlace
-from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
-from tokpack.vocab.loading import VocabularySpec
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, resolve_pattern
 from tokpack.vocab.trainers import Trainer
 

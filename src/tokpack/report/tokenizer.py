@@ -57,7 +57,7 @@ def recipe_targets(path: Path) -> Targets | None:
     identity and the Polish pattern), else ``None``: no tokenizer is graded against another's targets."""
     from tokpack.grading.grade import MIN_DOMAIN, MIN_GLOBAL
     from tokpack.grading.manifest import TokenizerManifest
-    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
     from tokpack.vocab.patterns import POLISH_PATTERN
 
     beside = Path(path).parent / "manifest.json"
@@ -75,7 +75,7 @@ def tokenizer_facts(path: Path, *, data: Path | None, baselines: Sequence[Path] 
     """Identity, grade (when ``data`` is given; held to ``targets`` if any), baselines' grades,
     longest and most frequent tokens."""
     from tokpack.grading.grade import GradeReport, TokenCounter, grade
-    from tokpack.store.vocabulary import load_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
 
     tokenizer = load_vocabulary(path)
     by_length = sorted(tokenizer.ranks.items(), key=lambda item: (-len(item[0]), item[1]))[:top]

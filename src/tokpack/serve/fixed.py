@@ -79,7 +79,7 @@ class TokenBatches:
 
         Args:
             tokens_dir: a pack or sharded dataset directory (``TokenizedCorpus.tokens_dir``), or
-                an opened token source such as :class:`tokpack.store.datatrove.DatatroveFolder`.
+                an opened token source such as :class:`tokpack.store.formats.datatrove.DatatroveFolder`.
             batch: rows per batch, at least 1.
             length: inputs per row, at least 1 (each row holds ``length + 1`` ids).
 

@@ -2,8 +2,8 @@
 datasets read as one stream."""
 
 from tokpack.store.dataset import DatasetRecord, ShardedDataset, merge_dataset, write_dataset
-from tokpack.store.datatrove import DatatroveFolder
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span, token_dtype
+from tokpack.store.formats.datatrove import DatatroveFolder
 from tokpack.store.opening import open_tokens
 from tokpack.store.reader import Pack
 from tokpack.store.source import TokenSource

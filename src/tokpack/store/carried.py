@@ -4,7 +4,7 @@ identity its record names, not only against the checksums the same record lists.
 A pack's ``meta.json`` (an export's sidecar) lists each carried file's SHA-256, but a seal has no
 key: anyone can swap a file and recompute both. So each file must also mean the recorded
 vocabulary: ``vocabulary.json`` with ``ranks.tiktoken`` hash to the recorded identity;
-``tokenizer.json`` reads back (by the rules :func:`tokpack.vocab.loading.read_vocabulary` shares
+``tokenizer.json`` reads back (by the rules :func:`tokpack.vocab.loading.load_vocabulary` shares
 with Hugging Face) as that same vocabulary; ``tokenizer_config.json`` and
 ``special_tokens_map.json`` say what the vocabulary's special tokens make
 (:func:`tokpack.vocab.bytelevel.transformers_files`); the folder holds nothing else
@@ -128,10 +128,10 @@ def _check_tokenizer_json(path: Path, content: bytes, identity: VocabIdentity, n
     digest = hashlib.sha256(content).hexdigest()
     if _KNOWN.get(digest) == identity:
         return
-    from tokpack.vocab.loading import read_vocabulary
+    from tokpack.vocab.loading import load_vocabulary
 
     try:
-        found = read_vocabulary(path).identity
+        found = load_vocabulary(path).identity
     except InputError as error:
         raise IntegrityError(f"not a tokenizer.json of the vocabulary {name_of_record} records ({error.what})",
                              where=path, fix=fix) from None

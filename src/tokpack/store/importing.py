@@ -1,7 +1,8 @@
 """Convert another framework's token files (Megatron, nanoGPT, datatrove, and tokpack's own
 litdata, MDS and Parquet exports) into a verified pack.
 
-Each kind is a reader in :data:`READERS`; :func:`detect` tells them apart by their files. The
+Each kind is a format of :data:`~tokpack.store.formats.FORMATS`; :func:`detect` tells them apart
+by their files. The
 separators a format puts after documents are removed when they are structure (nanoGPT's
 end-of-text; Megatron's end-of-document ids when tokpack's sidecar says it appended them), so an
 export followed by an import gives back byte-identical ``tokens.npy`` and ``starts.npy``.
@@ -20,57 +21,40 @@ import numpy as np
 from tokpack._atomic import publish, temporary_sibling
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.carried import vouch
-from tokpack.store.datatrove import DatatroveFolder
-from tokpack.store.exported import KINDS as EXPORTED_KINDS
-from tokpack.store.exported import ExportedFolder
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span
-from tokpack.store.megatron import MegatronDataset, megatron_paths
-from tokpack.store.nanogpt import NanoGptData
+from tokpack.store.formats import FORMATS
 from tokpack.store.reader import Pack
-from tokpack.store.source import TokenSource
+from tokpack.store.sidecar import SIDECAR, read_sidecar
+from tokpack.store.source import TokenSource, chunks
 from tokpack.store.stamps import is_stamped, stamp
-from tokpack.store.vocabulary import load_vocabulary
+from tokpack.store.vocabulary import carried_vocabulary_files
 from tokpack.store.writer import PackWriter
-from tokpack.vocab.loading import VocabularySpec
-
-#: Kind → how to open it in place (``path``, ``tokenizer``, ``eod_id``).
-READERS: dict[str, Callable[..., TokenSource]] = {
-    "megatron": lambda path, tokenizer, eod_id: MegatronDataset(path, tokenizer=tokenizer),
-    "nanogpt": lambda path, tokenizer, eod_id: NanoGptData(path, tokenizer=tokenizer, eod_id=eod_id),
-    "datatrove": lambda path, tokenizer, eod_id: DatatroveFolder(path, tokenizer=tokenizer),
-    **{kind: (lambda path, tokenizer, eod_id: ExportedFolder(path, tokenizer=tokenizer)) for kind in EXPORTED_KINDS},
-}
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 
 def detect(path: Path) -> str:
-    """The kind of ``path``: a Megatron prefix (or its ``.bin``/``.idx``), a nanoGPT ``.bin``
-    or folder, a datatrove folder (``.ds`` files), or a folder tokpack exported as litdata, MDS
-    or Parquet (its sidecar says which).
+    """The kind of ``path``: the format a tokpack export's sidecar in the folder names, else the
+    first of :data:`~tokpack.store.formats.FORMATS` that recognizes its files (a Megatron prefix
+    or its ``.bin``/``.idx``, a datatrove folder of ``.ds`` files, a nanoGPT ``.bin`` or folder).
 
     Raises:
         InputError: none of them.
     """
-    from tokpack.store.sidecar import SIDECAR, read_sidecar
-
     path = Path(path)
     sidecar = read_sidecar(path / SIDECAR) if path.is_dir() else None
-    if sidecar is not None and sidecar.format in EXPORTED_KINDS:
+    if sidecar is not None and sidecar.format in FORMATS:
         return sidecar.format
-    if megatron_paths(path)[1].exists():
-        return "megatron"
-    if path.is_dir() and any(path.rglob("*.ds")):
-        return "datatrove"
-    if (path.is_file() and path.suffix == ".bin") or (path.is_dir() and any((path / f).exists() for f in ("train.bin", "val.bin"))):
-        return "nanogpt"
-    if sidecar is not None and sidecar.format == "nanogpt":  # an export of other ranges (NAME.bin): its sidecar lists them
-        return "nanogpt"
+    for name, fmt in FORMATS.items():
+        if fmt.load().recognizes(path):
+            return name
     raise InputError("neither a Megatron prefix (.bin/.idx), a nanoGPT .bin (or folder), a datatrove folder (.ds) "
                      "nor a tokpack litdata, mds or hf export (tokpack-export.json)", where=path)
 
 
 def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: VocabularySpec | None = None,
                  eod_id: int | None = None, verify: bool | None = False) -> TokenSource:
-    """Open another framework's files in place as a token source (see :data:`READERS`).
+    """Open another framework's files in place as a token source (the ``read`` of a format in
+    :data:`~tokpack.store.formats.FORMATS`).
 
     ``verify``: ``True`` verifies now; ``None`` verifies a tokpack export against its sidecar
     unless its stamp shows it unchanged (:func:`verify_unless_stamped`); ``False`` checks headers
@@ -79,8 +63,8 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
     Raises:
         InputError: ``kind`` names another format than ``path``'s files are.
     """
-    if kind is not None and kind not in READERS:
-        raise InputError(f"unknown kind {kind!r}", fix=f"use one of {', '.join(READERS)}")
+    if kind is not None and kind not in FORMATS:
+        raise InputError(f"unknown kind {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
     try:
         found: str | None = detect(Path(path))
     except InputError:
@@ -88,10 +72,10 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
             raise
         found = None
     if kind is not None and found is not None and found != kind:
-        raise InputError(f"is a {found} export, not {kind}", where=path, fix=f"use --kind {found}, or leave --kind out")
+        raise InputError(f"is a {found} export, not {kind}", where=path, fix=f"use kind={found!r}, or leave kind= out")
     kind = kind or found
     assert kind is not None
-    source = READERS[kind](Path(path), tokenizer, eod_id)
+    source: TokenSource = FORMATS[kind].load().read(Path(path), tokenizer=tokenizer, eod_id=eod_id)
     if verify:
         source.verify()
     elif verify is None:
@@ -152,8 +136,6 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
     if files:
         vouch(files, source.vocabulary)  # made from the vocabulary here: the pack's check need not read them back
     else:  # a tokpack export carries its pack's vocabulary files (checked against its sidecar)
-        from tokpack.store.sidecar import carried_vocabulary_files
-
         files = carried_vocabulary_files(source)
     scratch = temporary_sibling(out)
     try:
@@ -170,16 +152,15 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
     """Write ``source`` as the pack ``out``, with ``vocabulary_files`` in its ``vocabulary/``, and
     verify it (see :func:`import_pack`)."""
     sidecar = getattr(source, "sidecar", None)
-    if kind == "nanogpt":  # its separators are structure: always known, always removed
+    separated = FORMATS[kind].separated
+    if separated:  # its separators are structure: always known, always removed
         separator = getattr(source, "eod_id", None)
     else:  # an id the user names, or the one tokpack's sidecar says it appended
         separator = eod_id if eod_id is not None else (sidecar.eod_id if sidecar else None)
     if strip_eod is None:
         strip_eod = separator is not None
     if strip_eod and separator is None:
-        raise InputError("no end-of-document id to strip", where=source.path, fix="pass eod_id= (--eod-id)")
-    from tokpack.store.source import chunks
-
+        raise InputError("no end-of-document id to strip", where=source.path, fix="pass eod_id=ID")
     ranges: dict[str, Span] = {}
     found_separator = 0
     report = progress or (lambda _: None)
@@ -192,11 +173,11 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                 if strip_eod:
                     ends = np.cumsum(lengths) - 1
                     if len(ends) and np.any(ids[ends] != separator):
-                        # nanoGPT's separator comes from the tokenizer: keeping it would import the
+                        # A structural separator (nanoGPT's) comes from the tokenizer: keeping it would import the
                         # ids under what is most likely the wrong vocabulary
-                        fix = ("import with strip_eod=False (--keep-eod)" if kind != "nanogpt" else
+                        fix = ("import with strip_eod=False" if not separated else
                                f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
-                               "vocabulary that made these ids (--tokenizer), or name the separator (--eod-id)")
+                               "vocabulary that made these ids (tokenizer=PATH), or name the separator with eod_id=ID")
                         raise IntegrityError(f"a document does not end with the id {separator}", where=source.path, fix=fix)
                     ids, lengths = np.delete(ids, ends), lengths - 1
                 if separator is not None:
@@ -256,4 +237,4 @@ def _exported_whole(sidecar: Any, source: TokenSource) -> bool:
     return held == sidecar.source_n_docs == source.n_docs
 
 
-__all__ = ["READERS", "detect", "import_pack", "open_foreign", "verify_unless_stamped"]
+__all__ = ["detect", "import_pack", "open_foreign", "verify_unless_stamped"]

@@ -129,10 +129,10 @@ class Locator:
     def _byte_lengths(self, ids: np.ndarray) -> np.ndarray:
         """The length in bytes of each id's token, from the vocabulary the data carries."""
         if self._lengths is None:
-            from tokpack.store.vocabulary import carried_vocabulary
+            from tokpack.vocab.loading import load_vocabulary
 
             try:
-                tokenizer = carried_vocabulary(Path(self.source.path))
+                tokenizer = load_vocabulary(Path(self.source.path))
             except InputError as error:
                 raise InputError(f"cannot tell where part of a document came from: {error}",
                                  fix="the data carries no vocabulary; prepare it again") from None

@@ -81,7 +81,7 @@ def _filesystem(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, 
         raise InputError(f"no file system for this URL ({error})", where=url) from None
     except (ValueError, TypeError) as error:  # "Protocol not known", an option the file system does not take
         raise InputError(f"cannot open ({_first_line(error)})", where=url,
-                         fix="check the URL's protocol and --storage-options") from None
+                         fix="check the URL's protocol and storage_options") from None
 
 
 #: Packages whose exceptions mean the remote store could not be reached or refused us (not a bug).
@@ -110,7 +110,7 @@ def _storage_errors(url_argument: int) -> Callable[[F], F]:
                     raise
                 url = args[url_argument] if len(args) > url_argument else kwargs.get("url")
                 raise InputError(f"cannot reach the store ({type(error).__name__}: {_first_line(error)})", where=url,
-                                 fix="check the endpoint, the credentials and --storage-options") from None
+                                 fix="check the endpoint, the credentials and storage_options") from None
         return cast(F, wrapper)
 
     return decorate
@@ -470,7 +470,7 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
 @_storage_errors(2)
 def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, options: Any, progress: Callable[[int], None],
                   storage_options: dict[str, Any]) -> Any:
-    """Export locally, verify, upload, the sidecar last (see :func:`tokpack.export.export`)."""
+    """Export locally, verify, upload, the sidecar last (see :func:`tokpack.store.exporting.export`)."""
     from tokpack.store.sidecar import SIDECAR
 
     fs, root = _filesystem(url, storage_options)
@@ -495,7 +495,7 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
 
 def _verify_export(folder: Path, record: Any) -> None:
     """Every file the sidecar lists is there, with the SHA-256 it records."""
-    from tokpack.store.foreign import check_files
+    from tokpack.store.sidecar import check_files
 
     for part in record.parts.values():
         for file in part.files:

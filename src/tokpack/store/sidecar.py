@@ -1,10 +1,11 @@
 """The export sidecar (``tokpack-export.json``): the record written beside every export, so
-tokpack reopens the files knowing their vocabulary and an import restores the pack exactly; and
-the vocabulary files a token source carries, which an export copies and an import restores."""
+tokpack reopens the files knowing their vocabulary and an import restores the pack exactly, and
+the checks of an export's files against it."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,16 +14,19 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from tokpack._atomic import write_atomically
 from tokpack._schema import Record, read_record
-from tokpack.errors import IntegrityError
+from tokpack.errors import InputError, IntegrityError
 from tokpack.store.carried import Carrier, check_carried
 from tokpack.store.dataset import DatasetRecord
 from tokpack.store.format import DocumentCut, PackMeta, Source, Span
 from tokpack.store.source import TokenSource
 from tokpack.vocab.identity import VocabIdentity
 
-#: The sidecar inside a folder export; a Megatron prefix ``OUT`` gets ``OUT.tokpack.json``.
+#: The sidecar inside a folder export; a Megatron prefix ``OUT`` gets ``OUT`` + :data:`PREFIX_SIDECAR`.
 SIDECAR = "tokpack-export.json"
+PREFIX_SIDECAR = ".tokpack.json"
 EXPORT_SCHEMA = "tokpack.export.v1"
+#: Bytes read per step when hashing a file.
+_HASH_CHUNK = 32 << 20
 
 
 class ExportPart(Record):
@@ -86,31 +90,6 @@ class ExportRecord(Record):
             if not data.get(name):
                 data.pop(name, None)
         return data
-
-
-def carried_vocabulary_files(source: TokenSource) -> dict[str, bytes]:
-    """The vocabulary files ``source`` carries (a pack's ``vocabulary/``, a dataset's first
-    shard's, or a tokpack export's own), checked against their record; empty when it has none."""
-    from tokpack.store.dataset import ShardedDataset
-    from tokpack.store.reader import Pack
-
-    pack = source if isinstance(source, Pack) else source.shards[0] if isinstance(source, ShardedDataset) and source.shards else None
-    if isinstance(pack, Pack):
-        if pack.vocabulary_dir is None:
-            return {}
-        pack.verify_vocabulary_files()
-        return {Path(name).name: (pack.path / name).read_bytes() for name in sorted(pack.meta.vocabulary_files)}
-    sidecar = getattr(source, "sidecar", None)
-    folder = getattr(sidecar, "vocabulary_dir", None)
-    if sidecar is None or folder is None:
-        return {}
-    where = Path(source.path)
-    root = getattr(source, "folder", None) or (where if where.is_dir() else where.parent)
-    from tokpack.store.foreign import check_files
-
-    names = [name for name in sidecar.files_sha256 if name.startswith(f"{folder}/")]
-    check_files(sidecar, Path(root), names)
-    return {name.split("/", 1)[1]: (Path(root) / name).read_bytes() for name in sorted(names)}
 
 
 def check_export(sidecar: ExportRecord, where: Path, found: dict[str, Span]) -> None:
@@ -253,43 +232,53 @@ def write_sidecar(record: ExportRecord, path: Path) -> Path:
     return write_atomically(path, record.to_json())
 
 
+def check_files(sidecar: Any, root: Path, names: Sequence[str] | None = None) -> bool:
+    """Check every file a tokpack export's ``sidecar`` lists (relative to ``root``; only
+    ``names`` if given) against the SHA-256 it records; return whether it records any (an export
+    that records none leaves only the ids to be checked).
+
+    Raises:
+        InputError: a listed file is missing.
+        IntegrityError: naming the file whose checksum differs.
+    """
+    recorded: dict[str, str] = dict(getattr(sidecar, "files_sha256", {}) or {})
+    if names is not None:
+        recorded = {name: digest for name, digest in recorded.items() if name in set(names)}
+    for name, expected in recorded.items():
+        path = Path(root) / name
+        if not path.is_file():
+            raise InputError("missing, though the export's sidecar lists it", where=path, fix="copy the whole export")
+        if file_sha256(path) != expected:
+            raise IntegrityError("SHA-256 differs from the export's sidecar (the file was altered)", where=path,
+                                 fix="export it again from the pack")
+    return bool(recorded)
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, read in bounded chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_HASH_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+
+def prefix_sidecar(path: str | Path) -> Path:
+    """The sidecar beside a Megatron prefix (``PREFIX.tokpack.json``), given the prefix or either
+    of its files.
+
+    >>> prefix_sidecar("data/web_text_document.idx").name
+    'web_text_document.tokpack.json'
+    """
+    path = Path(path)
+    prefix = path.with_suffix("") if path.suffix in (".bin", ".idx") else path
+    return prefix.with_name(prefix.name + PREFIX_SIDECAR)
+
+
 def read_sidecar(path: Path) -> ExportRecord | None:
     """The sidecar at ``path``, or ``None`` when there is none."""
     return read_record(ExportRecord, path) if Path(path).exists() else None
-
-
-def export_sidecar(path: Path) -> tuple[ExportRecord, Path] | None:
-    """The sidecar of the tokpack export at ``path`` (a folder holding :data:`SIDECAR`, or a
-    Megatron prefix, or its ``.bin``/``.idx``, with ``PREFIX.tokpack.json`` beside it) and the
-    folder its file names are relative to; ``None`` when ``path`` is no tokpack export."""
-    from tokpack.store.megatron import megatron_paths
-
-    path = Path(path)
-    if path.is_dir():
-        return None if (record := read_sidecar(path / SIDECAR)) is None else (record, path)
-    bin_path, _, sidecar_path = megatron_paths(path)
-    return None if (record := read_sidecar(sidecar_path)) is None else (record, bin_path.parent)
-
-
-def export_vocabulary_dir(path: Path) -> Path | None:
-    """The folder of vocabulary files the tokpack export at ``path`` carries (``vocabulary/`` in a
-    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), checked as
-    :func:`check_export_vocabulary` checks it; ``None`` when ``path`` is no tokpack export or
-    carries none.
-
-    Raises:
-        IntegrityError: a carried file missing, altered, added, or not recorded in the sidecar,
-            or one that means another vocabulary.
-    """
-    from tokpack.store.megatron import megatron_paths
-
-    found = export_sidecar(path)
-    if found is None or found[0].vocabulary_dir is None:
-        return None
-    sidecar, root = found
-    where = Path(path) / SIDECAR if Path(path).is_dir() else megatron_paths(path)[2]
-    check_export_vocabulary(sidecar, root, where)
-    return root / str(sidecar.vocabulary_dir)
 
 
 def check_export_vocabulary(sidecar: ExportRecord, root: Path, where: Path) -> None:

@@ -1,62 +1,47 @@
-"""The vocabulary a user names, a pack's or dataset's included: :func:`load_vocabulary` reads
-the files a pack carries (checked against its record) and hands everything else to
-:func:`tokpack.vocab.loading.read_vocabulary`."""
+"""The vocabulary a pack, a sharded dataset or a tokpack export carries, read and checked against
+its record (:func:`tokpack.load_vocabulary` reads it for such a path), and the files of it an
+export copies."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
 
+from tokpack._schema import read_record
 from tokpack.errors import InputError, IntegrityError
+from tokpack.store.dataset import DatasetRecord, ShardedDataset
 from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR
-from tokpack.store.sidecar import export_sidecar, export_vocabulary_dir
+from tokpack.store.reader import Pack
+from tokpack.store.sidecar import SIDECAR, ExportRecord, check_export_vocabulary, check_files, prefix_sidecar, read_sidecar
+from tokpack.store.source import TokenSource
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer
-from tokpack.vocab.identity import require_vocabulary
-from tokpack.vocab.loading import VocabularySpec, read_vocabulary, same_pattern
 
 
-def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeTokenizer:
-    """Load a byte-level BPE vocabulary.
-
-    Args:
-        spec: a tiktoken rank file; an ``(encoder.json, vocab.bpe)`` pair; a Hugging Face
-            ``tokenizer.json``; a tokpack ``vocabulary.json`` or the directory holding one; a
-            pack or sharded dataset (the vocabulary it carries, checked against its record); a
-            tokpack export (a folder export, or a Megatron prefix: the vocabulary it carries,
-            checked against its sidecar); a
-            :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
-            result).
-        pattern: the pre-tokenizer for a rank file, which carries none, as in
-            :func:`tokpack.vocab.loading.read_vocabulary` (never guessed; a format that records
-            its pattern refuses a different one).
+def carried_by(path: Path) -> BpeTokenizer:
+    """The vocabulary ``path`` carries under a record: a pack's or a sharded dataset's
+    (:func:`carried_vocabulary`), else a tokpack export's (:func:`exported_vocabulary`). It is
+    what :func:`tokpack.load_vocabulary` reads for a path that holds such a record.
 
     Raises:
-        InputError: as :func:`~tokpack.vocab.loading.read_vocabulary`, and a pack, dataset or
-            export that carries no vocabulary.
-        IntegrityError: carried files that do not match the record of the pack, dataset or export.
+        InputError / IntegrityError: as those two.
     """
-    if isinstance(spec, (str, os.PathLike)) and not (isinstance(spec, str) and spec == "bytes"):
-        path = Path(spec)
-        if path.is_dir() and ((path / META_FILE).is_file() or (path / DATASET_FILE).is_file()):
-            return same_pattern(carried_vocabulary(path), pattern, str(path))
-        if export_sidecar(path) is not None:
-            return same_pattern(exported_vocabulary(path), pattern, str(path))
-    return read_vocabulary(spec, pattern=pattern)
+    path = Path(path)
+    if path.is_dir() and ((path / META_FILE).is_file() or (path / DATASET_FILE).is_file()):
+        return carried_vocabulary(path)
+    return exported_vocabulary(path)
 
 
 def exported_vocabulary(path: Path) -> BpeTokenizer:
-    """The vocabulary a tokpack export carries (see :func:`tokpack.store.sidecar.export_vocabulary_dir`),
+    """The vocabulary a tokpack export carries (see :func:`export_vocabulary_dir`),
     its files checked against the export's sidecar and its identity against the ids'.
 
     Raises:
         IntegrityError: an altered, missing or unrecorded file, or a vocabulary that is not the ids'.
-        InputError: an export that carries no vocabulary (written before exports carried one).
+        InputError: an export that carries no vocabulary files.
     """
     found = export_sidecar(path)
     folder = export_vocabulary_dir(path)
     if found is None or folder is None:
-        raise InputError("this export carries no vocabulary files (it was written by an older tokpack, or its "
+        raise InputError("this export carries no vocabulary files (it was written without them, or its "
                          "pack carried none)", where=path,
                          fix="pass the vocabulary file it was made with (its identity is checked), or export it again")
     tokenizer = BpeTokenizer.load_saved(folder / VOCABULARY_FILE)
@@ -72,12 +57,8 @@ def carried_vocabulary(directory: Path) -> BpeTokenizer:
 
     Raises:
         IntegrityError: an altered or missing file, or a vocabulary that is not the ids'.
-        InputError: a pack written without its vocabulary (by tokpack before it kept one).
+        InputError: a pack written without its vocabulary files.
     """
-    from tokpack._schema import read_record
-    from tokpack.store.dataset import DatasetRecord
-    from tokpack.store.reader import Pack
-
     directory = Path(directory)
     if not (directory / META_FILE).is_file():
         dataset = read_record(DatasetRecord, directory / DATASET_FILE)
@@ -91,7 +72,7 @@ def carried_vocabulary(directory: Path) -> BpeTokenizer:
         return tokenizer
     pack = Pack(directory, verify=False)  # the seal and the counts; the vocabulary files are checked below
     if pack.vocabulary_dir is None:
-        raise InputError("this pack carries no vocabulary files (it was written by an older tokpack, or "
+        raise InputError("this pack carries no vocabulary files (it was written without them, or "
                          "its vocabulary is not a byte-level BPE)", where=directory,
                          fix="pass the vocabulary file it was made with (its identity is checked), or prepare it again")
     if not pack.stamped():  # a stamp covers the vocabulary files: they were checked and are unchanged since
@@ -102,12 +83,56 @@ def carried_vocabulary(directory: Path) -> BpeTokenizer:
     return tokenizer
 
 
-def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
-    """Load ``vocabulary`` and return it only if it is the one ``model`` was trained on.
+def carried_vocabulary_files(source: TokenSource) -> dict[str, bytes]:
+    """The vocabulary files ``source`` carries (a pack's ``vocabulary/``, a dataset's first
+    shard's, or a tokpack export's own), checked against their record; empty when it has none."""
+    pack = source if isinstance(source, Pack) else source.shards[0] if isinstance(source, ShardedDataset) and source.shards else None
+    if isinstance(pack, Pack):
+        if pack.vocabulary_dir is None:
+            return {}
+        pack.verify_vocabulary_files()
+        return {Path(name).name: (pack.path / name).read_bytes() for name in sorted(pack.meta.vocabulary_files)}
+    sidecar = getattr(source, "sidecar", None)
+    folder = getattr(sidecar, "vocabulary_dir", None)
+    if sidecar is None or folder is None:
+        return {}
+    where = Path(source.path)
+    root = getattr(source, "folder", None) or (where if where.is_dir() else where.parent)
+    names = [name for name in sidecar.files_sha256 if name.startswith(f"{folder}/")]
+    check_files(sidecar, Path(root), names)
+    return {name.split("/", 1)[1]: (Path(root) / name).read_bytes() for name in sorted(names)}
+
+
+def export_sidecar(path: Path) -> tuple[ExportRecord, Path] | None:
+    """The sidecar of the tokpack export at ``path`` (a folder holding :data:`SIDECAR`, or a
+    Megatron prefix, or its ``.bin``/``.idx``, with ``PREFIX.tokpack.json`` beside it) and the
+    folder its file names are relative to; ``None`` when ``path`` is no tokpack export."""
+    path = Path(path)
+    if path.is_dir():
+        return None if (record := read_sidecar(path / SIDECAR)) is None else (record, path)
+    return None if (record := read_sidecar(prefix_sidecar(path))) is None else (record, path.parent)
+
+
+def export_vocabulary_dir(path: Path) -> Path | None:
+    """The folder of vocabulary files the tokpack export at ``path`` carries (``vocabulary/`` in a
+    folder export, ``PREFIX.vocabulary`` beside a Megatron prefix), checked as
+    :func:`~tokpack.store.sidecar.check_export_vocabulary` checks it; ``None`` when ``path`` is no tokpack export or
+    carries none.
 
     Raises:
-        InputError / VocabularyMismatch: as :func:`load_vocabulary` and :func:`require_vocabulary`.
+        IntegrityError: a carried file missing, altered, added, or not recorded in the sidecar,
+            or one that means another vocabulary.
     """
-    tokenizer = load_vocabulary(vocabulary)
-    require_vocabulary(model, tokenizer)
-    return tokenizer
+    found = export_sidecar(path)
+    if found is None or found[0].vocabulary_dir is None:
+        return None
+    sidecar, root = found
+    where = Path(path) / SIDECAR if Path(path).is_dir() else prefix_sidecar(path)
+    check_export_vocabulary(sidecar, root, where)
+    return root / str(sidecar.vocabulary_dir)
+
+
+
+
+__all__ = ["carried_by", "carried_vocabulary", "carried_vocabulary_files", "export_sidecar", "export_vocabulary_dir",
+           "exported_vocabulary"]

@@ -3,7 +3,7 @@
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.hf_trainer import train_hf_bytelevel
 from tokpack.vocab.identity import VocabIdentity, identity_of, require_vocabulary
-from tokpack.vocab.loading import read_vocabulary
+from tokpack.vocab.loading import load_vocabulary
 from tokpack.vocab.patterns import DEFAULT_PATTERN, END_OF_TEXT, GPT2_PATTERN, GPT4_PATTERN
 
 __all__ = [
@@ -14,7 +14,7 @@ __all__ = [
     "BpeTokenizer",
     "VocabIdentity",
     "identity_of",
-    "read_vocabulary",
+    "load_vocabulary",
     "require_vocabulary",
     "train_hf_bytelevel",
 ]

@@ -1,5 +1,6 @@
-"""The merge list implied by ranks, for every token at once with numpy (no Python loop per token, no compiler
-loaded): the core of :func:`tokpack.vocab.merge_files.derive_merges`.
+"""The merge list implied by ranks, for every token at once with numpy: what
+:func:`tokpack.vocab.merge_files.derive_merges` uses where the compiled extension is not built (its
+``last_joins`` is the same rule in C), without loading a compiler.
 
 Each token is encoded alone with tiktoken's rank rule (join the adjacent pair whose concatenation
 has the lowest rank, the leftmost on a tie) until two parts are left; only joins of a rank below

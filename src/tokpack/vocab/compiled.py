@@ -1,7 +1,10 @@
 """The compiled exact byte-level BPE encoder: tiktoken's ``encode_ordinary`` ids, from a C extension.
 
-The encoder is ``tokpack.vocab._bpe`` (``_bpe.c`` beside this file: C11 and the CPython API, no
-other dependency, built by ``pip install``). Per batch of texts, in one call that releases the GIL:
+The encoder is ``tokpack.vocab._bpe``, built by ``pip install`` from ``_bpe.c`` beside this file
+(C11 and the CPython API, no other dependency) and the parts it includes, one per role:
+``_bpe_scan.h`` (the pre-tokenizer), ``_bpe_tables.h`` (the vocabulary), ``_bpe_cache.h`` (a
+thread's piece cache), ``_bpe_merge.h`` (merging a missed piece), ``_bpe_encode.h`` (a piece's ids
+and the loop over a text). Per batch of texts, in one call that releases the GIL:
 
 1. A text's **UTF-8**: an ASCII ``str`` is read in place (CPython stores it as its UTF-8); any
    other is transcoded into its thread's buffer, lone surrogates as tiktoken's ``encode_ordinary``
@@ -18,9 +21,9 @@ other dependency, built by ``pip install``). Per batch of texts, in one call tha
    in its thread's piece cache (2-way sets of 32-byte entries, a set one 64-byte line: a hit is
    one probe); a longer piece by a 64-bit hash of its bytes, verified against them, in a table of
    the long tokens, then in direct-mapped rows of pieces up to 128 bytes. The pieces are found 32
-   at a time and their slots prefetched before the first of them is looked up (the tables are
-   megabytes, read in no order: without it a profile of English had 70% of the encoder's time on
-   those two loads, and the prefetch took it from 56 to 84 MB per CPU-s).
+   at a time and their slots prefetched before the first of them is looked up: the tables are
+   megabytes, read in no order, and a look-up that waits for memory costs more than finding and
+   hashing a piece.
 4. A **miss** is merged as tiktoken's ``byte_pair_merge`` does, lowest rank first and leftmost on
    ties, each pair's rank looked up by its bytes: by a scan for pieces of up to 32 bytes, by an
    heap of blocks for longer ones (``n log n`` at any length; 12 bytes of scratch a byte of piece),
@@ -29,17 +32,21 @@ other dependency, built by ``pip install``). Per batch of texts, in one call tha
    row). The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
    piece overwrites an old one, never grows them.
 
-Why C and not numba (the encoder before this one): importing numba costs ~0.55 CPU s and its first
-dispatch ~0.2 s more, more than a whole gigatoken process that encodes 10 MB (0.55-0.62 CPU s,
-measured on the project's machine), so ``prepare`` of a 10 MB file could never match it with numba
-on the path. This module imports in milliseconds and builds its tables from 100,000-200,000 ranks
-in 10-25 ms. Speed and the comparison with gigatoken and tiktoken: BENCHMARKS.md, "The compiled
-encoder" (``bench/bench_encode.py``).
+Why C and not numba: importing numba and its first dispatch cost more CPU time than a whole
+gigatoken process that encodes 10 MB, so ``prepare`` of a 10 MB file could not match it with numba
+on the path; a C extension imports in milliseconds and builds its tables in tens of them. Speed,
+and the comparison with gigatoken and tiktoken, cold and warm: BENCHMARKS.md, "The compiled
+encoder" (``bench/bench_encode.py``); prepare's whole-process cost: its "prepare's fixed cost".
 
 Without the extension (a build that failed, or a platform without a compiler), :data:`MISSING`
 says why and :class:`~tokpack.vocab.bytelevel.BpeTokenizer` falls back to tiktoken (same ids),
 saying so where it reports its engine. Ids are ranks (tiktoken's convention), written as
 ``uint32``; they must be below :data:`MAX_ID`.
+
+The same extension serves a pack's ``tokenizer.json`` (:mod:`tokpack.vocab.merge_files`): each token's
+last join by the rank rule (:func:`last_joins`, the merges), and the vocabulary's and merges' JSON
+text (:func:`entries_json`, :func:`pairs_json`); each returns ``None`` without the extension, and
+the caller does the same in numpy.
 """
 
 from __future__ import annotations
@@ -167,3 +174,51 @@ class CompiledBpe:
                            buffer_bytes=sum(s["buffer_bytes"] for s in stats),
                            pieces_held=sum(s["entries_held"] + s["rows_held"] for s in stats),
                            **{name: sum(s[name] for s in stats) for name in ("tokens", "hits", "misses", "uncached")})
+
+
+def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """For each token (``ids`` its ids), the length of the left part of the last join tiktoken's
+    rank rule makes when it encodes that token alone, joining only pairs that make a token of a
+    lower id (0 for a single byte); and the index of the first token lower ids cannot build (-1:
+    none). In C, exact (tokens looked up by their bytes). ``None`` without the extension or when an
+    id is outside 0 to :data:`MAX_ID`.
+
+    >>> left, stuck = last_joins([b"a", b"b", b"c", b"ab", b"abc", b"bc", b"bcc"], np.arange(7))
+    >>> left.tolist(), stuck
+    ([0, 0, 0, 1, 2, 1, 2], -1)
+    >>> last_joins([b"a", b"b", b"c", b"abc"], np.arange(4))[1]  # no pair of it is a token
+    3
+    """
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    if _bpe is None or (len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= MAX_ID)):
+        return None
+    left, stuck = _bpe.last_joins(tokens, ids)
+    return np.frombuffer(left, dtype=np.int64), stuck
+
+
+def pairs_json(tokens: list[bytes], cuts: np.ndarray, spellings: list[bytes]) -> bytes | None:
+    """``["left", "right"]`` for each token cut in two (``cuts``: the left part's length; 0: not
+    cut, left out), each byte written as ``spellings[byte]``, joined by ``", "``: the merges of a
+    ``tokenizer.json`` as ``json.dumps`` writes them, in C. ``None`` without the extension.
+
+    >>> pairs_json([b"a", b"ab", b"abc"], np.array([0, 1, 2]), [bytes([b]) for b in range(256)])
+    b'["a", "b"], ["ab", "c"]'
+    """
+    if _bpe is None:
+        return None
+    text: bytes = _bpe.pairs_json(tokens, np.ascontiguousarray(cuts, dtype=np.int64), spellings)
+    return text
+
+
+def entries_json(keys: list[bytes], values: np.ndarray, spellings: list[bytes]) -> bytes | None:
+    """``"key": value`` for each key (each byte written as ``spellings[byte]``) and non-negative
+    value, joined by ``", "``: the vocabulary of a ``tokenizer.json`` as ``json.dumps`` writes a
+    dict, in C. ``None`` without the extension.
+
+    >>> entries_json([b"a", b"ab"], np.array([0, 257]), [bytes([b]) for b in range(256)])
+    b'"a": 0, "ab": 257'
+    """
+    if _bpe is None:
+        return None
+    text: bytes = _bpe.entries_json(keys, np.ascontiguousarray(values, dtype=np.int64), spellings)
+    return text

@@ -1,9 +1,10 @@
-"""Turn a vocabulary file (or a tokenizer object) a user names into a :class:`BpeTokenizer`; a
-pack's or dataset's carried vocabulary is read by :func:`tokpack.store.vocabulary.load_vocabulary`."""
+"""Turn the vocabulary a user names (a file, a tokenizer object, or a pack, dataset or export that
+carries one) into a :class:`BpeTokenizer`: :func:`load_vocabulary`, the one loader."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, Union
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
+from tokpack.vocab.identity import require_vocabulary
 from tokpack.vocab.merge_files import read_gpt2_pair, read_tokenizer_json
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, resolve_pattern, same_meaning
 from tokpack.vocab.published import PUBLISHED
@@ -22,16 +24,26 @@ PATTERN_CHOICES = "gpt2, gpt4, polish, polish-phrase, or a regex"
 PathLike = Union[str, "os.PathLike[str]"]
 VocabularySpec = Union[PathLike, tuple[PathLike, PathLike], BpeTokenizer, Any]
 
+#: The records under which a folder carries its vocabulary: a pack's ``meta.json``, a sharded
+#: dataset's ``dataset.json``, a folder export's sidecar.
+CARRYING_RECORDS = ("meta.json", "dataset.json", "tokpack-export.json")
+#: The sidecar beside a Megatron prefix ``PREFIX`` (``PREFIX.tokpack.json``), which carries one too.
+PREFIX_SIDECAR = ".tokpack.json"
+#: The function that reads a vocabulary carried under one of those records, checked against it.
+#: The pack store is a higher layer: named here, it is imported only when such a record is found.
+CARRIED_READER = "tokpack.store.vocabulary:carried_by"
 
-def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeTokenizer:
-    """Load a byte-level BPE vocabulary from a file or an object (a pack or dataset folder is
-    :func:`tokpack.load_vocabulary`'s: this one reads ``vocabulary.json`` in any folder).
+
+def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeTokenizer:
+    """Load a byte-level BPE vocabulary.
 
     Args:
         spec: a tiktoken rank file; an ``(encoder.json, vocab.bpe)`` pair; a Hugging Face
             ``tokenizer.json``; a tokpack ``vocabulary.json`` or the directory holding one; a
-            :class:`BpeTokenizer`; or any object with an ``as_tokenizer()`` method (a trainer's
-            result).
+            pack or sharded dataset (the vocabulary it carries, checked against its record); a
+            tokpack export (a folder export, or a Megatron prefix: the vocabulary it carries,
+            checked against its sidecar); a :class:`BpeTokenizer`; or any object with an
+            ``as_tokenizer()`` method (a trainer's result).
         pattern: the pre-tokenizer for a rank file, which carries none. A rank file takes its
             pattern and special tokens from the ``vocabulary.json`` beside it that names it,
             else from the published vocabulary it is byte for byte (r50k/GPT-2, p50k, cl100k,
@@ -41,11 +53,16 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
 
     Raises:
         InputError: ``"bytes"`` (byte-level training needs no vocabulary), an unreadable or
-            inconsistent file, a rank file whose pattern is unknown and not given, or a
-            ``pattern`` that contradicts the file's own.
+            inconsistent file, a rank file whose pattern is unknown and not given, a
+            ``pattern`` that contradicts the file's own, or a pack, dataset or export that
+            carries no vocabulary.
+        IntegrityError: carried files that do not match the record of the pack, dataset or export.
     """
     if isinstance(spec, str) and spec == "bytes":
         raise InputError("'bytes' is not a vocabulary: byte-level training needs none")
+    if isinstance(spec, (str, os.PathLike)) and _carries_record(Path(spec)):
+        module, name = CARRIED_READER.split(":")
+        return same_pattern(getattr(importlib.import_module(module), name)(Path(spec)), pattern, str(spec))
     if pattern is not None:
         pattern = resolve_pattern(pattern, "pattern")
     if isinstance(spec, BpeTokenizer):
@@ -77,6 +94,26 @@ def read_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
         tokenizer = BpeTokenizer(ranks=ranks, pattern=file_pattern, special_tokens=specials, source=path)
         return same_pattern(tokenizer, pattern, str(path))
     return _rank_file_vocabulary(path, pattern)
+
+
+def _carries_record(path: Path) -> bool:
+    """Whether ``path`` is a folder holding one of :data:`CARRYING_RECORDS`, or a Megatron prefix
+    (or its ``.bin``/``.idx``) with its sidecar beside it."""
+    if path.is_dir():
+        return any((path / record).is_file() for record in CARRYING_RECORDS)
+    prefix = path.with_suffix("") if path.suffix in (".bin", ".idx") else path
+    return prefix.with_name(prefix.name + PREFIX_SIDECAR).is_file()
+
+
+def tokenizer_for(model: Any, vocabulary: VocabularySpec) -> BpeTokenizer:
+    """Load ``vocabulary`` and return it only if it is the one ``model`` was trained on.
+
+    Raises:
+        InputError / VocabularyMismatch: as :func:`load_vocabulary` and :func:`require_vocabulary`.
+    """
+    tokenizer = load_vocabulary(vocabulary)
+    require_vocabulary(model, tokenizer)
+    return tokenizer
 
 
 def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:

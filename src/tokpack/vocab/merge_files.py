@@ -135,14 +135,19 @@ def derive_merges(ranks: Ranks, *, where: str | os.PathLike[str] | None = None) 
 
 def _last_merges(tokens: list[bytes], ranks: np.ndarray, where: str | os.PathLike[str] | None) -> np.ndarray | None:
     """The length of each token's left part in its last merge (0: a single byte), for ``tokens``
-    in rank order (``ranks``), or ``None`` when the numpy rule cannot tell tokens apart.
+    in rank order (``ranks``), or ``None`` when, without the compiled encoder, the numpy rule cannot
+    tell tokens apart.
 
     Raises:
         InputError: a token that lower ranks cannot build.
     """
-    from tokpack.vocab._merges import split_points
+    from tokpack.vocab.compiled import last_joins
 
-    found = split_points(tokens, ranks)
+    found = last_joins(tokens, ranks)
+    if found is None:  # without the compiled extension: the same rule in numpy
+        from tokpack.vocab._merges import split_points
+
+        found = split_points(tokens, ranks)
     if found is None:
         return None
     left, bad = found
@@ -447,8 +452,9 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
 def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *,
                          where: str | os.PathLike[str] | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
-    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) assembled by
-    numpy from the tokens' bytes and :func:`derive_merges`'s cuts, not built as Python objects.
+    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) written by the
+    compiled encoder's extension (by numpy without it) from the tokens' bytes and
+    :func:`derive_merges`'s cuts, not built as Python objects.
 
     >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
     >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
@@ -489,6 +495,14 @@ def _escapes() -> tuple[str, np.ndarray]:
     return "".join(alphabet[byte] for byte in range(256)), np.array(widths, np.int64)
 
 
+@lru_cache(maxsize=1)
+def _json_spellings() -> list[bytes]:
+    """Each byte's spelling in GPT-2's alphabet as a JSON string's UTF-8, escaped as ``json.dumps``
+    escapes it (only ``"`` and ``\\`` need it)."""
+    alphabet = byte_to_unicode()
+    return [json.dumps(alphabet[byte], ensure_ascii=False)[1:-1].encode("utf-8") for byte in range(256)]
+
+
 def _spelled(tokens: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The tokens' JSON-escaped spellings, one after another, each byte's spelled width, and
     each token's."""
@@ -515,6 +529,11 @@ def _json_entries(keys: list[bytes], values: np.ndarray) -> bytes:
     """``"key": value`` for each token and id, joined by ``", "``, as ``json.dumps`` writes a dict."""
     import numpy as np
 
+    from tokpack.vocab.compiled import entries_json
+
+    text = entries_json(keys, values, _json_spellings())
+    if text is not None:
+        return text
     spelled, _, key_widths = _spelled(keys)
     digits, digit_counts = decimal_digits(values)
     sizes = 1 + key_widths + 3 + digit_counts + 2  # "key": value,
@@ -534,6 +553,11 @@ def _json_pairs(tokens: list[bytes], cuts: np.ndarray) -> bytes:
     cut, left out), joined by ``", "``, as ``json.dumps`` writes a list of pairs."""
     import numpy as np
 
+    from tokpack.vocab.compiled import pairs_json
+
+    text = pairs_json(tokens, cuts, _json_spellings())
+    if text is not None:
+        return text
     spelled, byte_widths, widths = _spelled(tokens)
     sizes = np.fromiter(map(len, tokens), np.int64, count=len(tokens))
     owner = np.repeat(np.arange(len(tokens)), sizes)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_interop import s3_options  # noqa: F401  (moto's S3 server, shared)
+from test_formats_interop import s3_options  # noqa: F401  (moto's S3 server, shared)
 from typer.testing import CliRunner
 
 import tokpack
@@ -111,7 +111,7 @@ def test_mds_and_litdata_honour_rows_per_file(pack: Path, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("rows", ["0", "-3", "many"])
 def test_an_export_refuses_rows_per_file_below_one(pack: Path, tmp_path: Path, rows: str) -> None:
-    # A real process with a timeout: --rows-per-file 0 used to write empty files forever.
+    # A real process with a timeout: --rows-per-file 0 must not write empty files forever.
     command = [sys.executable, "-m", "tokpack.cli", "export", str(pack), str(tmp_path / "out"), "--format", "hf",
                "--rows-per-file", rows]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -120,7 +120,7 @@ def test_an_export_refuses_rows_per_file_below_one(pack: Path, tmp_path: Path, r
     assert "--rows-per-file" in done.stderr + done.stdout and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
     if rows != "many":
-        with pytest.raises(InputError, match="rows-per-file"):
+        with pytest.raises(InputError, match="rows_per_file"):
             tokpack.export(pack, "mds", tmp_path / "api", rows_per_file=int(rows))
         assert not (tmp_path / "api").exists()
 

@@ -1,18 +1,20 @@
 """Hugging Face ``datasets``: Parquet files with one row per document, ``input_ids`` (its ids)
 and ``doc`` (its index in the source), one folder per range (``train/``, ``validation/``,
-``test/``), so ``datasets.load_dataset("parquet", data_dir=OUT)`` finds the splits."""
+``test/``), so ``datasets.load_dataset("parquet", data_dir=OUT)`` finds the splits; a folder
+tokpack wrote is read back through its sidecar (:class:`ParquetFolder`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tokpack._atomic import building
-from tokpack.errors import InputError
-from tokpack.export._stream import (
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store.format import token_dtype
+from tokpack.store.formats._exported import ExportedFolder, LazyTokenFile
+from tokpack.store.formats._writing import (
     ExportOptions,
     Progress,
     default_eod,
@@ -21,12 +23,13 @@ from tokpack.export._stream import (
     record_for,
     with_separators,
 )
-from tokpack.store.format import token_dtype
 from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
+from tokpack.vocab.loading import VocabularySpec
 
-#: No dictionary pages or statistics for the ids (3x faster to write, and a vocabulary-sized
-#: dictionary buys little); zstd keeps the files near the dictionary-encoded size.
+#: No dictionary pages or statistics for the ids (faster to write, see BENCHMARKS.md's export
+#: section, and a vocabulary-sized dictionary buys little); zstd keeps the files near the
+#: dictionary-encoded size.
 PARQUET_OPTIONS: dict = {"use_dictionary": ["doc"], "compression": "zstd", "write_statistics": ["doc"]}
 
 
@@ -36,6 +39,9 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     Raises:
         InputError: ``out`` exists.
     """
+    import pyarrow as pa  # here, not at the top: finding a format imports every format's module
+    import pyarrow.parquet as pq
+
     out = Path(out)
     if out.exists():
         raise InputError("already exists; an export is never overwritten", where=out, fix="remove it or pick another OUT")
@@ -47,7 +53,7 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
         for name, documents in parts_of(source, options.range_name, split=True).items():
             (folder / name).mkdir()
             files: list[str] = []
-            writer: pq.ParquetWriter | None = None
+            writer: Any = None
             rows_in_file = 0
             doc = documents[0]
             for ids, lengths in chunks(source, documents):
@@ -78,4 +84,39 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     return record
 
 
-__all__ = ["write"]
+def _parquet_ids(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    import pyarrow.parquet as pq
+
+    try:
+        column = pq.read_table(path, columns=["input_ids"]).column("input_ids").combine_chunks()
+    except (OSError, KeyError, ValueError) as error:
+        raise IntegrityError(f"not a Parquet file with an 'input_ids' column ({error})", where=path) from None
+    offsets = column.offsets.to_numpy().astype(np.int64)
+    values = column.values.to_numpy(zero_copy_only=False)
+    return values[offsets[0] : offsets[-1]], np.diff(offsets)
+
+
+def _hf_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
+    _, lengths = _parquet_ids(path)
+    return LazyTokenFile(path, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64), int(lengths.sum()),
+                         lambda: _parquet_ids(path)[0].astype(dtype, copy=False))
+
+
+class ParquetFolder(ExportedFolder):
+    """A Parquet (Hugging Face) folder tokpack exported, read back through its sidecar."""
+
+    FORMAT = "hf"
+    read_part = staticmethod(_hf_part)
+
+
+def recognizes(path: Path) -> bool:
+    """Never from the files alone: a Parquet folder is read through the sidecar tokpack wrote beside it."""
+    return False
+
+
+def read(path: Path, *, tokenizer: VocabularySpec | None = None, eod_id: int | None = None) -> ParquetFolder:
+    """The tokpack export at ``path``, through its sidecar."""
+    return ParquetFolder(path, tokenizer=tokenizer)
+
+
+__all__ = ["ParquetFolder", "read", "recognizes", "write"]

@@ -1,55 +1,27 @@
-"""Export a pack or sharded dataset to the formats training frameworks load.
+"""``export``: a pack or sharded dataset written in a format training frameworks load
+(``tokpack.export(source, fmt, out)``), checked against its record first.
 
-Each format is one module with a ``write(source, out, options, progress)`` function, listed in
-:data:`FORMATS`; adding a format touches that one file and this dict. Every export streams
+Each format's ``write`` is in its module of :mod:`tokpack.store.formats`. Every export streams
 (memory flat in the corpus size), appears whole or not at all, and leaves a sidecar record
 (``tokpack-export.json`` in a folder, ``OUT.tokpack.json`` beside a Megatron prefix) naming the
 vocabulary, so tokpack can reopen and import it exactly.
-
-The package itself is callable: ``tokpack.export(source, fmt, out)`` is :func:`export`.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
-import types
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokpack import _checks as checks
 from tokpack.errors import InputError
-from tokpack.export._stream import ExportOptions, Progress, check_options
-from tokpack.store.sidecar import SIDECAR, ExportRecord, read_sidecar
+from tokpack.store.dataset import ShardedDataset
+from tokpack.store.formats import FORMATS, WRITTEN
+from tokpack.store.formats._writing import ExportOptions, Progress, check_options
+from tokpack.store.importing import verify_unless_stamped
+from tokpack.store.reader import Pack
+from tokpack.store.sidecar import ExportRecord
 from tokpack.store.source import TokenSource
-
-
-@dataclass(frozen=True)
-class Format:
-    """A registered export format: the module (in this package) whose ``write`` it runs, and a
-    one-line description for ``--help``. The module is imported on first use, so ``import
-    tokpack`` does not pay for pyarrow and the other writers' libraries."""
-
-    module: str
-    description: str
-
-    @property
-    def write(self) -> Callable[[TokenSource, Path, ExportOptions, Progress], ExportRecord]:
-        writer: Callable[[TokenSource, Path, ExportOptions, Progress], ExportRecord]
-        writer = importlib.import_module(f"{__name__}.{self.module}").write
-        return writer
-
-
-FORMATS: dict[str, Format] = {
-    "megatron": Format("megatron", "OUT.bin + OUT.idx for Megatron-LM's IndexedDataset"),
-    "nanogpt": Format("nanogpt", "OUT/train.bin, val.bin: flat uint16, end-of-text after each document"),
-    "litdata": Format("litdata", "OUT/RANGE/: litdata chunks for StreamingDataset(item_loader=TokensLoader)"),
-    "mds": Format("mds", "OUT/RANGE/: MosaicML MDS shards with a 'tokens' column"),
-    "hf": Format("hf", "OUT/RANGE/*.parquet: one row per document, 'input_ids', for datasets.load_dataset"),
-}
 
 
 def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, append_eod: bool = False,
@@ -75,8 +47,8 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
             ``rows_per_file`` below 1.
         IntegrityError: the source does not match its record.
     """
-    if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise InputError(f"unknown format {fmt!r}", fix=f"use one of {', '.join(FORMATS)}")
+    if not isinstance(fmt, str) or fmt not in WRITTEN:
+        raise InputError(f"unknown format {fmt!r}", fix=f"use one of {', '.join(WRITTEN)}")
     checks.boolean("append_eod", append_eod)
     if eod_id is not None:
         checks.non_negative_int("eod_id", eod_id)
@@ -94,11 +66,13 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
         opened = source
     verified(opened)
     report: Progress = progress or (lambda _: None)
+    write = FORMATS[fmt].load().write
     if "://" in str(out):
         from tokpack.store.remote import export_to_url
 
-        return export_to_url(FORMATS[fmt].write, opened, str(out), options, report, storage_options or {})
-    return FORMATS[fmt].write(opened, Path(out), options, report)
+        return export_to_url(write, opened, str(out), options, report, storage_options or {})
+    record: ExportRecord = write(opened, Path(out), options, report)
+    return record
 
 
 def verified(source: TokenSource) -> TokenSource:
@@ -112,8 +86,6 @@ def verified(source: TokenSource) -> TokenSource:
     Raises:
         IntegrityError / VocabularyMismatch: naming the file that does not match.
     """
-    from tokpack.store.dataset import ShardedDataset
-    from tokpack.store.reader import Pack
     from tokpack.store.remote import RemoteDataset
 
     if isinstance(source, (Pack, ShardedDataset)):
@@ -121,8 +93,6 @@ def verified(source: TokenSource) -> TokenSource:
         if not source.stamped():
             source.verify()
     elif getattr(getattr(source, "sidecar", None), "files_sha256", None):  # a tokpack export, read in place
-        from tokpack.store.importing import verify_unless_stamped
-
         verify_unless_stamped(source)
     elif isinstance(source, RemoteDataset):
         source.check_stream()
@@ -131,13 +101,4 @@ def verified(source: TokenSource) -> TokenSource:
     return source
 
 
-class _CallableModule(types.ModuleType):
-    """This package, callable: ``tokpack.export(source, "megatron", out)`` is :func:`export`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> ExportRecord:
-        return export(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-
-__all__ = ["FORMATS", "SIDECAR", "ExportOptions", "ExportRecord", "Format", "check_options", "export", "read_sidecar", "verified"]
+__all__ = ["ExportOptions", "Progress", "check_options", "export", "verified"]

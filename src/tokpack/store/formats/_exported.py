@@ -1,5 +1,6 @@
-"""tokpack's litdata, MDS and Parquet (Hugging Face) exports read back as token sources, so they
-import into a pack exactly (see :mod:`tokpack.store.importing`).
+"""The reader tokpack's litdata, MDS and Parquet (Hugging Face) exports share: a folder read back
+through its sidecar as one token source, so it imports into a pack exactly (see
+:mod:`tokpack.store.importing`); each of those formats' modules says how one of its files reads.
 
 These folders are read only with the sidecar (``tokpack-export.json``) tokpack wrote beside them:
 it names the vocabulary, the parts (one folder per range) and every file's SHA-256, which
@@ -17,13 +18,11 @@ import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.dataset import PartsStream
-from tokpack.store.foreign import ForeignMeta, TokenFile, check_files, check_ids, resolve_vocabulary, verified_what
 from tokpack.store.format import Span
+from tokpack.store.formats._reading import ForeignMeta, TokenFile, check_ids, resolve_vocabulary, verified_what
+from tokpack.store.sidecar import SIDECAR, check_export, check_export_vocabulary, check_files, check_stream, read_sidecar
 from tokpack.store.source import RecordedStream
 from tokpack.vocab.loading import VocabularySpec
-
-#: The export formats this module reads (the sidecar's ``format``).
-KINDS = ("litdata", "mds", "hf")
 
 
 class LazyTokenFile(TokenFile):
@@ -54,81 +53,22 @@ class LazyTokenFile(TokenFile):
         self._rows.clear()
 
 
-def _litdata_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
-    """A litdata chunk: ``uint32 n``, ``uint32[n + 1]`` byte offsets of the items, the ids."""
-    head = np.fromfile(path, dtype="<u4", count=1)
-    if len(head) != 1:
-        raise IntegrityError("shorter than a litdata chunk header", where=path)
-    offsets = np.fromfile(path, dtype="<u4", count=int(head[0]) + 1, offset=4).astype(np.int64)
-    size = path.stat().st_size
-    if len(offsets) != int(head[0]) + 1 or offsets[-1] != size or np.any(np.diff(offsets) % dtype.itemsize) \
-            or np.any(np.diff(offsets) <= 0) or offsets[0] != 4 * (len(offsets) + 1):
-        raise IntegrityError("its item offsets do not describe the file", where=path, fix="export it again")
-    lengths = np.diff(offsets) // dtype.itemsize
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-    n_tokens = int(lengths.sum())
-    return LazyTokenFile(path, starts, n_tokens, lambda: np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r",
-                                                                   offset=int(offsets[0]), shape=(n_tokens,)))
-
-
-def _mds_layout(path: Path, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An MDS shard's raw bytes, and each sample's first id byte and id count."""
-    raw = np.fromfile(path, dtype=np.uint8)
-    if len(raw) < 4:
-        raise IntegrityError("shorter than an MDS shard header", where=path)
-    count = int(raw[:4].view("<u4")[0])
-    if len(raw) < 4 * (count + 2):
-        raise IntegrityError(f"too short for its {count:,} samples' offsets", where=path)
-    offsets = raw[4 : 4 * (count + 2)].view("<u4").astype(np.int64)
-    if offsets[-1] != len(raw) or np.any(np.diff(offsets) < 6):
-        raise IntegrityError("its sample offsets do not describe the file", where=path, fix="export it again")
-    kinds = raw[offsets[:-1] + 4]  # per sample: a uint32 size, then (ndim << 2 | shape type), shape, ids
-    if np.any(kinds >> 2 != 1):
-        raise IntegrityError("a sample is not a 1-D array of ids", where=path)
-    begins = offsets[:-1] + 5 + (1 << (kinds & 3).astype(np.int64))
-    id_bytes = offsets[1:] - begins
-    if np.any(id_bytes < 0) or np.any(id_bytes % dtype.itemsize):
-        raise IntegrityError("a sample's size is not a whole number of ids", where=path)
-    return raw, begins, id_bytes // dtype.itemsize
-
-
-def _mds_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
-    _, _, lengths = _mds_layout(path, dtype)
-
-    def load() -> np.ndarray:
-        raw, begins, counts = _mds_layout(path, dtype)
-        sizes = counts * dtype.itemsize
-        # Every id byte's position, vectorized: each sample's run [begin, begin + size).
-        runs = np.repeat(begins - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
-        return raw[np.arange(int(sizes.sum()), dtype=np.int64) + runs].view(dtype.newbyteorder("<"))
-
-    return LazyTokenFile(path, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64), int(lengths.sum()), load)
-
-
-def _parquet_ids(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    import pyarrow.parquet as pq
-
-    try:
-        column = pq.read_table(path, columns=["input_ids"]).column("input_ids").combine_chunks()
-    except (OSError, KeyError, ValueError) as error:
-        raise IntegrityError(f"not a Parquet file with an 'input_ids' column ({error})", where=path) from None
-    offsets = column.offsets.to_numpy().astype(np.int64)
-    values = column.values.to_numpy(zero_copy_only=False)
-    return values[offsets[0] : offsets[-1]], np.diff(offsets)
-
-
-def _hf_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
-    _, lengths = _parquet_ids(path)
-    return LazyTokenFile(path, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64), int(lengths.sum()),
-                         lambda: _parquet_ids(path)[0].astype(dtype, copy=False))
-
-
-_PARTS: dict[str, Callable[[Path, np.dtype], LazyTokenFile]] = {"litdata": _litdata_part, "mds": _mds_part, "hf": _hf_part}
-
-
 class ExportedFolder(PartsStream, RecordedStream):
-    """A litdata, MDS or Parquet folder that tokpack exported, as one stream of ids (each range
-    its named range), read through its sidecar (see the module docstring)."""
+    """A folder that tokpack exported in :attr:`FORMAT`, as one stream of ids (each range its
+    named range), read through its sidecar (see the module docstring); a format's subclass names
+    itself and how one of its data files reads (:meth:`read_part`)."""
+
+    #: The sidecar's ``format`` this reader reads.
+    FORMAT: str = ""
+
+    @staticmethod
+    def read_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
+        """One data file of the export: its document starts now, its ids when first read.
+
+        Raises:
+            IntegrityError: a file that does not parse as the format lays it out.
+        """
+        raise NotImplementedError
 
     def __init__(self, path: str | Path, *, tokenizer: VocabularySpec | None = None, verify: bool = False) -> None:
         """Raises:
@@ -136,17 +76,14 @@ class ExportedFolder(PartsStream, RecordedStream):
             IntegrityError: a data file that does not parse as the sidecar says.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar.
         """
-        from tokpack.store.sidecar import SIDECAR, check_export, read_sidecar
-
         self.path = Path(path)
         sidecar = read_sidecar(self.path / SIDECAR)
-        if sidecar is None or sidecar.format not in KINDS:
-            raise InputError(f"not a tokpack litdata, mds or hf export (no {SIDECAR} naming one)", where=self.path,
+        if sidecar is None or sidecar.format != self.FORMAT:
+            raise InputError(f"not a tokpack {self.FORMAT} export (no {SIDECAR} naming one)", where=self.path,
                              fix="these folders are read through the sidecar tokpack wrote beside them")
         self.sidecar = sidecar
         vocabulary = resolve_vocabulary(self.path, tokenizer, sidecar.vocabulary)
         self.dtype = np.dtype(sidecar.dtype)
-        read = _PARTS[sidecar.format]
         self.shards: list[LazyTokenFile] = []
         ranges: dict[str, Span] = {}
         docs = tokens = 0
@@ -156,7 +93,7 @@ class ExportedFolder(PartsStream, RecordedStream):
                 if file.endswith("index.json"):
                     continue
                 try:
-                    shard = read(self.path / file, self.dtype)
+                    shard = self.read_part(self.path / file, self.dtype)
                 except IntegrityError:  # an altered file: say so, rather than how it fails to parse
                     check_files(sidecar, self.path, [file])
                     raise
@@ -192,8 +129,6 @@ class ExportedFolder(PartsStream, RecordedStream):
             IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
-        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary, check_stream
-
         check_files(self.sidecar, self.path)
         check_export_vocabulary(self.sidecar, self.path, self.path / SIDECAR)
         for index, shard in enumerate(self.shards):
@@ -205,4 +140,4 @@ class ExportedFolder(PartsStream, RecordedStream):
         return f"ExportedFolder({str(self.path)!r}, format={self.sidecar.format!r}, n_docs={self.n_docs})"
 
 
-__all__ = ["KINDS", "ExportedFolder", "LazyTokenFile"]
+__all__ = ["ExportedFolder", "LazyTokenFile"]

@@ -1,4 +1,6 @@
-"""Megatron-LM's indexed dataset (``PREFIX.bin`` + ``PREFIX.idx``) read in place as a token source.
+"""Megatron-LM's indexed dataset (``PREFIX.bin`` + ``PREFIX.idx``): read in place as a token
+source, and written exactly as megatron-core's ``IndexedDatasetBuilder`` writes it, one sequence
+per document.
 
 ``PREFIX.idx``, little-endian, as megatron-core's ``IndexedDataset`` writes and reads it::
 
@@ -12,11 +14,14 @@
     int64[D + 1]             the sequence where each document starts, then S
 
 A tokpack document is a Megatron document (all its sequences); ``--append-eod`` data keeps its
-end-of-document ids, as Megatron trains on them. Every header field is checked on open.
+end-of-document ids, as Megatron trains on them. Every header field is checked on open. The id
+type written is Megatron's own choice for the vocabulary size (``uint16`` below 65,500 ids, else
+``int32``), so a file tokpack writes is the file ``preprocess_data.py`` would have written.
 """
 
 from __future__ import annotations
 
+import shutil
 import struct
 from pathlib import Path
 
@@ -24,17 +29,37 @@ import numpy as np
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.dataset import PartsStream
-from tokpack.store.foreign import (
+from tokpack.store.format import Span
+from tokpack.store.formats._reading import (
     ForeignMeta,
     TokenFile,
-    check_files,
     check_ids,
     require_size,
     resolve_vocabulary,
     verified_what,
 )
-from tokpack.store.format import Span
-from tokpack.store.source import RecordedStream
+from tokpack.store.formats._writing import (
+    ExportOptions,
+    Progress,
+    check_fits,
+    default_eod,
+    part_span,
+    parts_of,
+    record_for,
+    replace_into,
+    with_separators,
+)
+from tokpack.store.sidecar import (
+    ExportRecord,
+    check_export,
+    check_export_vocabulary,
+    check_files,
+    check_stream,
+    prefix_sidecar,
+    read_sidecar,
+    write_sidecar,
+)
+from tokpack.store.source import RecordedStream, TokenSource, chunks
 from tokpack.vocab.loading import VocabularySpec
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -56,7 +81,7 @@ def megatron_paths(path: str | Path) -> tuple[Path, Path, Path]:
     path = Path(path)
     if path.suffix in (".bin", ".idx"):
         path = path.with_suffix("")
-    return tuple(path.with_name(path.name + suffix) for suffix in (".bin", ".idx", ".tokpack.json"))  # type: ignore[return-value]
+    return path.with_name(path.name + ".bin"), path.with_name(path.name + ".idx"), prefix_sidecar(path)
 
 
 class MegatronIndex:
@@ -118,8 +143,6 @@ class MegatronDataset(PartsStream, RecordedStream):
             InputError / IntegrityError: a header field, size or index that is wrong, by name.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.store.sidecar import check_export, read_sidecar
-
         bin_path, idx_path, sidecar_path = megatron_paths(path)
         self.path = bin_path.with_suffix("")
         self.sidecar = read_sidecar(sidecar_path)
@@ -173,8 +196,6 @@ class MegatronDataset(PartsStream, RecordedStream):
                 vocabulary files that do not mean its vocabulary.
             VocabularyMismatch: naming the file and the id.
         """
-        from tokpack.store.sidecar import check_export_vocabulary, check_stream
-
         if self.sidecar is not None:
             check_files(self.sidecar, self.path.parent)
             check_export_vocabulary(self.sidecar, self.path.parent, self.sidecar_path)
@@ -199,4 +220,116 @@ def _read_part(bin_path: Path, index: MegatronIndex) -> TokenFile:
     return TokenFile(bin_path, tokens, starts)
 
 
-__all__ = ["DTYPE_CODES", "HEADER", "MAGIC", "MegatronDataset", "MegatronIndex", "megatron_paths"]
+def megatron_dtype(n_vocab: int) -> np.dtype:
+    """The id type megatron-core picks for a vocabulary (its ``DType.optimal_dtype``).
+
+    >>> megatron_dtype(50_257), megatron_dtype(65_536)
+    (dtype('uint16'), dtype('int32'))
+    """
+    return np.dtype(np.uint16) if n_vocab < 65_500 else np.dtype(np.int32)
+
+
+def code_of(dtype: np.dtype) -> int:
+    """Megatron's code for ``dtype``."""
+    return next(code for code, known in DTYPE_CODES.items() if known == dtype)
+
+
+def prefix_of(out: Path, name: str, *, only: bool) -> Path:
+    """The prefix range ``name`` is written to: ``out`` itself for ``train`` (or for the one range
+    asked for, or the whole stream), ``OUT_NAME`` for another named range.
+
+    >>> [prefix_of(Path("d/web"), n, only=False).name for n in ("train", "validation")]
+    ['web', 'web_validation']
+    """
+    return out if only or name in ("train", "all") else out.with_name(f"{out.name}_{name}")
+
+
+def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
+    """Write ``source`` as the prefix ``out``: its ``train`` range (or everything, or the range
+    ``options.range_name``) as ``out.bin``/``out.idx``, every other named range ``NAME`` as
+    ``out_NAME.bin``/``out_NAME.idx`` (Megatron's ``--train-data-path``, ``--valid-data-path``,
+    ``--test-data-path`` each take one prefix).
+
+    Each ``.bin`` then ``.idx`` is renamed into place when complete, and the sidecar
+    (``out.tokpack.json``, listing every part) last, so neither Megatron nor tokpack ever opens
+    half an export.
+
+    Raises:
+        InputError: the outputs exist, or an id does not fit Megatron's ``int32``.
+    """
+    parts_wanted = parts_of(source, options.range_name, split=True)
+    only = options.range_name is not None or len(parts_wanted) == 1
+    sidecar = megatron_paths(out)[2]
+    prefixes = {name: prefix_of(Path(out), name, only=only) for name in parts_wanted}
+    vocabulary = Path(out).with_name(Path(out).name + ".vocabulary")  # the vocabulary files, beside the prefix
+    for existing in [sidecar, vocabulary, *(path for prefix in prefixes.values() for path in megatron_paths(prefix)[:2])]:
+        if existing.exists():
+            raise InputError("already exists; an export is never overwritten", where=existing, fix="remove it or pick another OUT")
+    dtype = megatron_dtype(source.vocabulary.n_vocab)
+    eod = default_eod(source, options.eod_id) if options.append_eod else None
+    check_fits(source, dtype, eod, "Megatron")
+    sidecar.parent.mkdir(parents=True, exist_ok=True)
+    parts = {}
+    written: list[Path] = []
+    try:
+        for name, documents in parts_wanted.items():
+            bin_path, idx_path, _ = megatron_paths(prefixes[name])
+            _write_part(source, documents, bin_path, idx_path, dtype, eod, progress)
+            written += [bin_path, idx_path]
+            parts[name] = part_span(source, documents, [bin_path.name, idx_path.name])
+        record = record_for(source, "megatron", eod_id=eod, dtype=dtype, parts=parts, root=sidecar.parent,
+                            vocabulary_dir=vocabulary.name)
+    except BaseException:
+        for path in written:  # no part without the others
+            path.unlink(missing_ok=True)
+        shutil.rmtree(vocabulary, ignore_errors=True)
+        raise
+    write_sidecar(record, sidecar)
+    return record
+
+
+def _write_part(source: TokenSource, documents: tuple[int, int], bin_path: Path, idx_path: Path, dtype: np.dtype,
+                eod: int | None, progress: Progress) -> None:
+    """Write documents ``[d0, d1)`` as ``bin_path`` and ``idx_path``, each renamed into place when complete."""
+    bin_partial, idx_partial = bin_path.with_name(bin_path.name + ".partial"), idx_path.with_name(idx_path.name + ".partial")
+    lengths: list[np.ndarray] = []
+    try:
+        with open(bin_partial, "wb") as handle:
+            for ids, sizes in chunks(source, documents):
+                ids, sizes = with_separators(ids, sizes, eod)
+                handle.write(np.ascontiguousarray(ids, dtype=dtype.newbyteorder("<")).data)
+                lengths.append(sizes.astype(np.int32))
+                progress(int(sizes.sum()))
+        sequence_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
+        write_index(idx_partial, sequence_lengths, dtype)
+        replace_into(bin_partial, bin_path)
+        replace_into(idx_partial, idx_path)
+    finally:
+        bin_partial.unlink(missing_ok=True)
+        idx_partial.unlink(missing_ok=True)
+
+
+def write_index(path: Path, sequence_lengths: np.ndarray, dtype: np.dtype) -> None:
+    """Write the ``.idx`` of sequences of ``sequence_lengths`` ids, one document each."""
+    count = len(sequence_lengths)
+    pointers = np.zeros(count, dtype=np.int64)
+    np.cumsum(sequence_lengths[:-1].astype(np.int64) * dtype.itemsize, out=pointers[1:])
+    with open(path, "wb") as handle:
+        handle.write(HEADER.pack(MAGIC, VERSION, code_of(dtype), count, count + 1))
+        handle.write(sequence_lengths.astype("<i4").tobytes())
+        handle.write(pointers.astype("<i8").tobytes())
+        handle.write(np.arange(count + 1, dtype="<i8").tobytes())
+
+
+def recognizes(path: Path) -> bool:
+    """Whether ``path`` is a Megatron prefix (or its ``.bin``/``.idx``): its ``.idx`` exists."""
+    return megatron_paths(path)[1].exists()
+
+
+def read(path: Path, *, tokenizer: VocabularySpec | None = None, eod_id: int | None = None) -> MegatronDataset:
+    """``path`` opened in place (``eod_id`` is not needed to find Megatron's documents)."""
+    return MegatronDataset(path, tokenizer=tokenizer)
+
+
+__all__ = ["DTYPE_CODES", "HEADER", "MAGIC", "MegatronDataset", "MegatronIndex", "megatron_dtype", "megatron_paths",
+           "prefix_of", "read", "recognizes", "write", "write_index"]

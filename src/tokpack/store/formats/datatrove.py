@@ -19,8 +19,7 @@ from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
 from tokpack.store.dataset import PartsStream, stream_hashes
 from tokpack.store.format import Span, token_dtype
 from tokpack.store.source import RecordedStream
-from tokpack.store.vocabulary import load_vocabulary
-from tokpack.vocab.loading import VocabularySpec
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 
 class _TokenFile:
@@ -125,4 +124,14 @@ class DatatroveFolder(PartsStream, RecordedStream):
         return f"DatatroveFolder({str(self.path)!r}, files={len(self.shards)}, n_tokens={self.n_tokens})"
 
 
-__all__ = ["DatatroveFolder"]
+def recognizes(path: Path) -> bool:
+    """Whether ``path`` is a folder holding datatrove ``.ds`` files (at any depth)."""
+    return path.is_dir() and any(path.rglob("*.ds"))
+
+
+def read(path: Path, *, tokenizer: VocabularySpec | None = None, eod_id: int | None = None) -> DatatroveFolder:
+    """``path`` opened in place; ``tokenizer`` is needed (datatrove's files name no vocabulary)."""
+    return DatatroveFolder(path, tokenizer=tokenizer)
+
+
+__all__ = ["DatatroveFolder", "read", "recognizes"]

@@ -1,4 +1,6 @@
-"""nanoGPT's flat ``uint16`` files (``train.bin``, ``val.bin``) read in place as a token source.
+"""nanoGPT's (and llm.c's starter) flat ``uint16`` files (``train.bin``, ``val.bin``,
+``test.bin``): read in place as a token source, and written as nanoGPT's ``prepare.py`` writes
+them; ``numpy.memmap(path, dtype=numpy.uint16)`` reads one.
 
 A file is every document's ids, each followed by the end-of-text id, nothing else; a document
 starts after each end-of-text id. A folder with several of them (as ``prepare.py`` or ``tokpack
@@ -13,17 +15,30 @@ from pathlib import Path
 
 import numpy as np
 
+from tokpack._atomic import building
 from tokpack.errors import InputError
 from tokpack.store.dataset import PartsStream
-from tokpack.store.foreign import ForeignMeta, TokenFile, check_files, check_ids, resolve_vocabulary, verified_what
 from tokpack.store.format import Span
-from tokpack.store.source import RecordedStream
-from tokpack.store.vocabulary import load_vocabulary
-from tokpack.vocab.loading import VocabularySpec
+from tokpack.store.formats._reading import ForeignMeta, TokenFile, check_ids, resolve_vocabulary, verified_what
+from tokpack.store.formats._writing import ExportOptions, Progress, check_fits, default_eod, part_span, parts_of, record_for
+from tokpack.store.sidecar import (
+    SIDECAR,
+    ExportRecord,
+    check_export,
+    check_export_vocabulary,
+    check_files,
+    check_stream,
+    read_sidecar,
+    write_sidecar,
+)
+from tokpack.store.source import RecordedStream, TokenSource, chunks
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
 DTYPE = np.dtype("<u2")
-#: File name → range name, in stream order.
+#: File name → range name, in stream order (nanoGPT's names).
 RANGE_OF_FILE = {"train.bin": "train", "val.bin": "validation", "test.bin": "test"}
+#: The file each range goes to.
+FILE_NAMES = {name: file for file, name in RANGE_OF_FILE.items()}
 _SCAN_CHUNK = 16 << 20
 
 
@@ -50,8 +65,6 @@ class NanoGptData(PartsStream, RecordedStream):
             InputError: no ``.bin`` files, an odd file size, no end-of-text id to split on.
             VocabularyMismatch: ``tokenizer`` contradicts the sidecar, or (``verify``) an id outside it.
         """
-        from tokpack.store.sidecar import SIDECAR, check_export, read_sidecar
-
         self.path = Path(path)
         folder = self.folder = self.path if self.path.is_dir() else self.path.parent
         self.sidecar = read_sidecar(folder / SIDECAR)
@@ -61,7 +74,7 @@ class NanoGptData(PartsStream, RecordedStream):
         if eod_id is None and tokenizer is not None:
             eod_id = load_vocabulary(tokenizer).eot_id
         if eod_id is None:
-            raise InputError("no end-of-text id to find documents by", where=self.path, fix="pass eod_id= (--eod-id)")
+            raise InputError("no end-of-text id to find documents by", where=self.path, fix="pass eod_id=ID")
         self.eod_id = eod_id
         if self.path.is_dir():
             named = self._files_in(self.path)
@@ -114,8 +127,6 @@ class NanoGptData(PartsStream, RecordedStream):
             IntegrityError: a file whose checksum differs from the sidecar's.
             VocabularyMismatch: naming the file and the id.
         """
-        from tokpack.store.sidecar import SIDECAR, check_export_vocabulary, check_stream
-
         if self.sidecar is not None:
             check_files(self.sidecar, self.folder, [p.path.relative_to(self.folder).as_posix() for p in self.shards])
             check_export_vocabulary(self.sidecar, self.folder, self.folder / SIDECAR)
@@ -127,4 +138,46 @@ class NanoGptData(PartsStream, RecordedStream):
         return f"NanoGptData({str(self.path)!r}, n_docs={self.n_docs}, n_tokens={self.n_tokens})"
 
 
-__all__ = ["NanoGptData"]
+def file_name(range_name: str) -> str:
+    """``train.bin``, ``val.bin``, ``test.bin``, or ``NAME.bin`` for another range."""
+    return FILE_NAMES.get(range_name, f"{range_name}.bin")
+
+
+def write(source: TokenSource, out: Path, options: ExportOptions, progress: Progress) -> ExportRecord:
+    """Write the folder ``out``: one file per range, the end-of-text id after every document.
+
+    Raises:
+        InputError: ``out`` exists, or the vocabulary does not fit ``uint16``.
+    """
+    out = Path(out)
+    if out.exists():
+        raise InputError("already exists; an export is never overwritten", where=out, fix="remove it or pick another OUT")
+    eod = default_eod(source, options.eod_id)
+    check_fits(source, np.dtype(np.uint16), eod, "nanoGPT")
+    parts = {}
+    with building(out) as folder:
+        for name, documents in parts_of(source, options.range_name, split=True).items():
+            with open(folder / file_name(name), "wb") as handle:
+                for ids, lengths in chunks(source, documents):
+                    handle.write(np.ascontiguousarray(np.insert(ids, np.cumsum(lengths), eod), dtype=DTYPE).data)
+                    progress(int(lengths.sum()))  # ids read from the source, as the bar's total counts them
+            parts[name] = part_span(source, documents, [file_name(name)])
+        record = record_for(source, "nanogpt", eod_id=eod, dtype=np.dtype(np.uint16), parts=parts,
+                            root=folder)
+        write_sidecar(record, folder / SIDECAR)
+    return record
+
+
+def recognizes(path: Path) -> bool:
+    """Whether ``path`` is a nanoGPT ``.bin`` file, or a folder holding ``train.bin`` or ``val.bin``."""
+    if path.is_file():
+        return path.suffix == ".bin"
+    return path.is_dir() and any((path / name).exists() for name in ("train.bin", "val.bin"))
+
+
+def read(path: Path, *, tokenizer: VocabularySpec | None = None, eod_id: int | None = None) -> NanoGptData:
+    """``path`` opened in place, its documents found by ``eod_id``."""
+    return NanoGptData(path, tokenizer=tokenizer, eod_id=eod_id)
+
+
+__all__ = ["FILE_NAMES", "NanoGptData", "file_name", "read", "recognizes", "write"]

@@ -10,7 +10,8 @@ A chunk, as litdata's ``BinaryWriter`` lays it out (little-endian)::
 
 ``TokensLoader`` cuts each chunk into whole blocks and drops the chunk's last ``dim % N`` ids, so
 chunks are large (:data:`CHUNK_BYTES`) and always end at a document boundary. Written natively
-(no ``litdata`` import), vectorized per chunk.
+(no ``litdata`` import), vectorized per chunk; a folder tokpack wrote is read back through its
+sidecar (:class:`LitdataFolder`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from tokpack._atomic import building
-from tokpack.errors import InputError
-from tokpack.export._stream import (
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store.format import token_dtype
+from tokpack.store.formats._exported import ExportedFolder, LazyTokenFile
+from tokpack.store.formats._writing import (
     ExportOptions,
     Progress,
     default_eod,
@@ -34,9 +37,9 @@ from tokpack.export._stream import (
     split_rows,
     with_separators,
 )
-from tokpack.store.format import token_dtype
 from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
+from tokpack.vocab.loading import VocabularySpec
 
 #: Bytes of ids per chunk (a longer document makes a longer chunk).
 CHUNK_BYTES = 1 << 26
@@ -88,4 +91,38 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     return record
 
 
-__all__ = ["CHUNK_BYTES", "write"]
+def _litdata_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
+    """A litdata chunk: ``uint32 n``, ``uint32[n + 1]`` byte offsets of the items, the ids."""
+    head = np.fromfile(path, dtype="<u4", count=1)
+    if len(head) != 1:
+        raise IntegrityError("shorter than a litdata chunk header", where=path)
+    offsets = np.fromfile(path, dtype="<u4", count=int(head[0]) + 1, offset=4).astype(np.int64)
+    size = path.stat().st_size
+    if len(offsets) != int(head[0]) + 1 or offsets[-1] != size or np.any(np.diff(offsets) % dtype.itemsize) \
+            or np.any(np.diff(offsets) <= 0) or offsets[0] != 4 * (len(offsets) + 1):
+        raise IntegrityError("its item offsets do not describe the file", where=path, fix="export it again")
+    lengths = np.diff(offsets) // dtype.itemsize
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    n_tokens = int(lengths.sum())
+    return LazyTokenFile(path, starts, n_tokens, lambda: np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r",
+                                                                   offset=int(offsets[0]), shape=(n_tokens,)))
+
+
+class LitdataFolder(ExportedFolder):
+    """A litdata folder tokpack exported, read back through its sidecar."""
+
+    FORMAT = "litdata"
+    read_part = staticmethod(_litdata_part)
+
+
+def recognizes(path: Path) -> bool:
+    """Never from the files alone: a litdata folder is read through the sidecar tokpack wrote beside it."""
+    return False
+
+
+def read(path: Path, *, tokenizer: VocabularySpec | None = None, eod_id: int | None = None) -> LitdataFolder:
+    """The tokpack export at ``path``, through its sidecar."""
+    return LitdataFolder(path, tokenizer=tokenizer)
+
+
+__all__ = ["CHUNK_BYTES", "LitdataFolder", "read", "recognizes", "write"]

@@ -11,7 +11,8 @@ A shard file, as ``MDSWriter`` lays it out (little-endian)::
     samples                    per sample: uint32 size of the tokens field, then the field:
                                one byte (ndim << 2 | shape type), the shape, the ids
 
-Written natively (no ``streaming`` import), shard by shard, at most :data:`SHARD_BYTES` each.
+Written natively (no ``streaming`` import), shard by shard, at most :data:`SHARD_BYTES` each; a
+folder tokpack wrote is read back through its sidecar (:class:`MdsFolder`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from tokpack._atomic import building
-from tokpack.errors import InputError
-from tokpack.export._stream import (
+from tokpack.errors import InputError, IntegrityError
+from tokpack.store.format import token_dtype
+from tokpack.store.formats._exported import ExportedFolder, LazyTokenFile
+from tokpack.store.formats._writing import (
     ExportOptions,
     Progress,
     default_eod,
@@ -33,9 +36,9 @@ from tokpack.export._stream import (
     record_for,
     with_separators,
 )
-from tokpack.store.format import token_dtype
 from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
+from tokpack.vocab.loading import VocabularySpec
 
 #: MDSWriter's default size limit: a new shard starts before one would pass 64 MiB.
 SHARD_BYTES = 1 << 26
@@ -127,4 +130,55 @@ def write(source: TokenSource, out: Path, options: ExportOptions, progress: Prog
     return record
 
 
-__all__ = ["SHARD_BYTES", "write"]
+def _mds_layout(path: Path, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An MDS shard's raw bytes, and each sample's first id byte and id count."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    if len(raw) < 4:
+        raise IntegrityError("shorter than an MDS shard header", where=path)
+    count = int(raw[:4].view("<u4")[0])
+    if len(raw) < 4 * (count + 2):
+        raise IntegrityError(f"too short for its {count:,} samples' offsets", where=path)
+    offsets = raw[4 : 4 * (count + 2)].view("<u4").astype(np.int64)
+    if offsets[-1] != len(raw) or np.any(np.diff(offsets) < 6):
+        raise IntegrityError("its sample offsets do not describe the file", where=path, fix="export it again")
+    kinds = raw[offsets[:-1] + 4]  # per sample: a uint32 size, then (ndim << 2 | shape type), shape, ids
+    if np.any(kinds >> 2 != 1):
+        raise IntegrityError("a sample is not a 1-D array of ids", where=path)
+    begins = offsets[:-1] + 5 + (1 << (kinds & 3).astype(np.int64))
+    id_bytes = offsets[1:] - begins
+    if np.any(id_bytes < 0) or np.any(id_bytes % dtype.itemsize):
+        raise IntegrityError("a sample's size is not a whole number of ids", where=path)
+    return raw, begins, id_bytes // dtype.itemsize
+
+
+def _mds_part(path: Path, dtype: np.dtype) -> LazyTokenFile:
+    _, _, lengths = _mds_layout(path, dtype)
+
+    def load() -> np.ndarray:
+        raw, begins, counts = _mds_layout(path, dtype)
+        sizes = counts * dtype.itemsize
+        # Every id byte's position, vectorized: each sample's run [begin, begin + size).
+        runs = np.repeat(begins - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
+        return raw[np.arange(int(sizes.sum()), dtype=np.int64) + runs].view(dtype.newbyteorder("<"))
+
+    return LazyTokenFile(path, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64), int(lengths.sum()), load)
+
+
+class MdsFolder(ExportedFolder):
+    """An MDS folder tokpack exported, read back through its sidecar."""
+
+    FORMAT = "mds"
+    read_part = staticmethod(_mds_part)
+
+
+def recognizes(path: Path) -> bool:
+    """Never from the files alone: an MDS folder is read through the sidecar tokpack wrote beside it."""
+    return False
+
+
+def read(path: Path, *, tokenizer: VocabularySpec | None = None, eod_id: int | None = None) -> MdsFolder:
+    """The tokpack export at ``path``, through its sidecar."""
+    return MdsFolder(path, tokenizer=tokenizer)
+
+
+__all__ = ["MdsFolder", "SHARD_BYTES", "read", "recognizes", "write"]

@@ -1,6 +1,6 @@
-"""What every exporter shares: the parts to write, the sidecar record of an export, and outputs
-that appear whole or not at all (whole documents are read in bounded chunks by
-:func:`tokpack.store.source.chunks`; the sidecar's record is :mod:`tokpack.store.sidecar`)."""
+"""What every format's writer shares: the options, the parts to write, the sidecar record of an
+export, and outputs that appear whole or not at all (whole documents are read in bounded chunks
+by :func:`tokpack.store.source.chunks`; the sidecar's record is :mod:`tokpack.store.sidecar`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from tokpack._atomic import write_atomically
 from tokpack.errors import InputError
 from tokpack.store.dataset import DatasetRecord
 from tokpack.store.format import SPLIT_NAMES, DocumentCut, PackMeta, Source, Span
-from tokpack.store.sidecar import ExportPart, ExportRecord, carried_vocabulary_files
+from tokpack.store.sidecar import ExportPart, ExportRecord, file_sha256
 from tokpack.store.source import TokenSource, document_ends
+from tokpack.store.vocabulary import carried_vocabulary_files
 
 Progress = Callable[[int], None]
 """Called with the number of ids just written (to drive a progress bar)."""
@@ -41,8 +42,8 @@ def check_options(options: ExportOptions) -> None:
     Raises:
         InputError: ``rows_per_file`` is not a positive integer.
     """
-    checks.positive_int("--rows-per-file", options.rows_per_file, what="a positive number of documents per file",
-                        fix="pass --rows-per-file 1 or more (default 1048576)")
+    checks.positive_int("rows_per_file", options.rows_per_file, what="a positive number of documents per file",
+                        fix="pass rows_per_file=1 or more (default 1048576)")
 
 
 def split_rows(ids: np.ndarray, lengths: np.ndarray, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -70,7 +71,7 @@ def parts_of(source: TokenSource, range_name: str | None, *, split: bool) -> dic
     if range_name is not None:
         if range_name not in ranges:
             raise InputError(f"no range {range_name!r} (ranges: {', '.join(ranges) or 'none'})", where=source.path,
-                             fix="omit --range to export everything")
+                             fix="omit range_name= to export everything")
         return {range_name: ranges[range_name].documents}
     splits = {name: span for name, span in ranges.items() if name in SPLIT_NAMES}
     if split and splits:
@@ -99,7 +100,7 @@ def check_fits(source: TokenSource, dtype: np.dtype, eod_id: int | None, fmt: st
     highest = max(source.vocabulary.n_vocab - 1, eod_id if eod_id is not None else -1)
     if highest > limit:
         raise InputError(f"{fmt} stores ids as {dtype.name} (at most {limit:,}), the vocabulary "
-                         f"has {source.vocabulary.n_vocab:,} ids", where=source.path, fix="use --format megatron or hf")
+                         f"has {source.vocabulary.n_vocab:,} ids", where=source.path, fix="use fmt='megatron' or fmt='hf'")
 
 
 def default_eod(source: TokenSource, eod_id: int | None) -> int:
@@ -110,9 +111,9 @@ def default_eod(source: TokenSource, eod_id: int | None) -> int:
     """
     chosen = source.meta.pad_id if eod_id is None else eod_id
     if chosen is None:
-        raise InputError("the vocabulary has no end-of-text id to separate documents", where=source.path, fix="pass --eod-id")
+        raise InputError("the vocabulary has no end-of-text id to separate documents", where=source.path, fix="pass eod_id=ID")
     if not 0 <= chosen < source.vocabulary.n_vocab:
-        raise InputError(f"--eod-id {chosen} is outside the vocabulary (n_vocab {source.vocabulary.n_vocab})")
+        raise InputError(f"eod_id={chosen} is outside the vocabulary (n_vocab {source.vocabulary.n_vocab})")
     return int(chosen)
 
 
@@ -121,8 +122,6 @@ def record_for(source: TokenSource, fmt: str, *, eod_id: int | None, dtype: np.d
     """The sidecar record of an export of ``source``, with the SHA-256 of every part's file
     (``root`` is the folder the parts' file names are relative to); the vocabulary files the
     source carries are written to ``root/vocabulary_dir`` and listed too."""
-    from tokpack.store.foreign import file_sha256
-
     vocabulary = carried_vocabulary_files(source)
     if vocabulary:
         (Path(root) / vocabulary_dir).mkdir()

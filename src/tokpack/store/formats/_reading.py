@@ -1,5 +1,5 @@
 """What the readers of other frameworks' token files share: the vocabulary named by the user or
-by a tokpack export's sidecar, the record readers expect, and the one-pass hashes.
+by a tokpack export's sidecar, the record readers expect, and the checks of their ids and sizes.
 
 Those files carry no vocabulary identity, so a reader needs ``tokenizer=`` (as
 :class:`tokpack.store.DatatroveFolder` does) unless tokpack wrote them and left its sidecar; a
@@ -8,7 +8,6 @@ tokenizer that contradicts the sidecar is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from functools import cached_property
@@ -19,12 +18,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
+from tokpack.store.dataset import stream_hashes
 from tokpack.store.format import Span
-from tokpack.store.vocabulary import load_vocabulary
 from tokpack.vocab.identity import VocabIdentity
-from tokpack.vocab.loading import VocabularySpec
+from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 
-_HASH_CHUNK = 32 << 20
+#: Ids checked per step: memory stays flat whatever the file's size.
+_CHECK_CHUNK = 32 << 20
 
 
 def resolve_vocabulary(where: Path, tokenizer: VocabularySpec | None, recorded: VocabIdentity | None) -> VocabIdentity:
@@ -36,7 +36,7 @@ def resolve_vocabulary(where: Path, tokenizer: VocabularySpec | None, recorded: 
     """
     if tokenizer is None:
         if recorded is None:
-            raise InputError("records no vocabulary", where=where, fix="name the tokenizer that made it (tokenizer=, --tokenizer)")
+            raise InputError("records no vocabulary", where=where, fix="name the tokenizer that made it with tokenizer=PATH")
         return recorded
     identity = load_vocabulary(tokenizer).identity
     if recorded is not None and identity != recorded:
@@ -83,8 +83,6 @@ class ForeignMeta:
 
     @cached_property
     def _hashes(self) -> tuple[str, str]:
-        from tokpack.store.dataset import stream_hashes
-
         return stream_hashes(self._parts)
 
     def to_json(self) -> str:
@@ -102,35 +100,13 @@ def check_ids(parts: Sequence[TokenFile], n_vocab: int) -> None:
         VocabularyMismatch: naming the file and the id.
     """
     for part in parts:
-        step = max(1, _HASH_CHUNK // part.tokens.itemsize)
+        step = max(1, _CHECK_CHUNK // part.tokens.itemsize)
         for offset in range(0, part.n_tokens, step):
             chunk = part.tokens[offset : offset + step]
             low, high = int(chunk.min()), int(chunk.max())
             if low < 0 or high >= n_vocab:
                 raise VocabularyMismatch(f"id {low if low < 0 else high} is outside the vocabulary "
                                          f"(n_vocab {n_vocab})", where=part.path, fix="is it the tokenizer that made them?")
-
-
-def check_files(sidecar: Any, root: Path, names: Sequence[str] | None = None) -> bool:
-    """Check every file a tokpack export's ``sidecar`` lists (relative to ``root``; only
-    ``names`` if given) against the SHA-256 it records; return whether it records any (an export
-    older than the checksums records none, and then only the ids can be checked).
-
-    Raises:
-        InputError: a listed file is missing.
-        IntegrityError: naming the file whose checksum differs.
-    """
-    recorded: dict[str, str] = dict(getattr(sidecar, "files_sha256", {}) or {})
-    if names is not None:
-        recorded = {name: digest for name, digest in recorded.items() if name in set(names)}
-    for name, expected in recorded.items():
-        path = Path(root) / name
-        if not path.is_file():
-            raise InputError("missing, though the export's sidecar lists it", where=path, fix="copy the whole export")
-        if file_sha256(path) != expected:
-            raise IntegrityError("SHA-256 differs from the export's sidecar (the file was altered)", where=path,
-                                 fix="export it again from the pack")
-    return bool(recorded)
 
 
 def verified_what(sidecar: Any) -> str:
@@ -145,15 +121,6 @@ def verified_what(sidecar: Any) -> str:
     return "every id is in the vocabulary; no checksums checked (these files record none)"
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, read in bounded chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(_HASH_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def require_size(path: Path, expected: int, what: str) -> None:
     """Raises IntegrityError unless ``path`` is exactly ``expected`` bytes."""
     try:
@@ -164,5 +131,4 @@ def require_size(path: Path, expected: int, what: str) -> None:
         raise IntegrityError(f"{size:,} bytes, but {what} says {expected:,}", where=path, fix="the file is truncated or not this index's")
 
 
-__all__ = ["ForeignMeta", "TokenFile", "check_files", "check_ids", "file_sha256", "require_size", "resolve_vocabulary",
-           "verified_what"]
+__all__ = ["ForeignMeta", "TokenFile", "check_ids", "require_size", "resolve_vocabulary", "verified_what"]

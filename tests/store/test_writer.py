@@ -1,6 +1,8 @@
-"""A pack writer that can vouch for what it wrote leaves the verification stamp a first open would
-leave (so that open does not hash the files again), and only then; and ``add_documents`` joins a
-batch straight into the pack's dtype with the same bytes and the same refusals as before."""
+"""The pack writer: what it accepts gives a pack that passes a full verification, and what it
+refuses it refuses with an :class:`InputError` before writing anything; a writer that can vouch
+for what it wrote leaves the verification stamp a first open would leave (so that open does not
+hash the files again), and only then; ``add_documents`` joins a batch straight into the pack's
+dtype with the bytes and refusals of ``add_flat``."""
 
 from __future__ import annotations
 
@@ -112,7 +114,7 @@ def test_add_documents_writes_the_bytes_add_flat_writes(tmp_path: Path, dtype: t
     assert joined == flat
 
 
-def test_add_documents_refuses_what_it_always_refused(tmp_path: Path) -> None:
+def test_add_documents_refuses_ids_outside_the_vocabulary_and_floats(tmp_path: Path) -> None:
     cases = [
         ([np.array([1, -1], dtype=np.int64)], "id -1 is outside"),
         ([np.array([1, 2], dtype=np.uint32), np.array([50], dtype=np.uint32)], "id 50 is outside"),
@@ -123,7 +125,36 @@ def test_add_documents_refuses_what_it_always_refused(tmp_path: Path) -> None:
         with PackWriter(tmp_path / f"pack{number}", vocabulary=VOCABULARY) as writer:
             with pytest.raises(InputError, match=message):
                 writer.add_documents(documents)
-    # Arrays of two integer dtypes are joined as numpy joins them, as before.
+    # Arrays of two integer dtypes are joined as numpy joins them.
     mixed = packed_bytes(tmp_path / "mixed", lambda w: w.add_documents([np.array([1, 2], np.int32), np.array([3], np.int64)]))
     lists = packed_bytes(tmp_path / "lists", lambda w: w.add_documents([[1, 2], [3]]))
     assert mixed == lists
+
+
+def _flat_2d(writer: PackWriter) -> None:
+    writer.add_flat(np.array([[1, 2], [3, 4]]), np.array([2]))
+
+
+def _documents_2d(writer: PackWriter) -> None:
+    writer.add_documents([np.array([[1, 2], [3, 4]])])
+
+
+def _documents_mixed_dimensions(writer: PackWriter) -> None:
+    writer.add_documents([np.array([1, 2]), np.array([[1, 2], [3, 4]])])
+
+
+def _document_a_number(writer: PackWriter) -> None:
+    writer.add_documents([np.array([1, 2]), 7])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("add", [_flat_2d, _documents_2d, _documents_mixed_dimensions, _document_a_number])
+def test_ids_that_are_not_one_flat_array_are_refused_before_anything_is_written(tmp_path: Path, add: object) -> None:
+    # A 2-D array's len() is its rows: it passed the length check, its 4 ids were written and
+    # hashed as 2, and commit published a pack whose tokens.npy does not match its meta.json.
+    with PackWriter(tmp_path / "pack", vocabulary=VOCABULARY) as writer:
+        with pytest.raises(InputError, match="flat"):
+            add(writer)  # type: ignore[operator]
+        writer.add_documents([[5, 6]])
+        writer.commit(source=SOURCE, cut=DocumentCut(rule="demo"), stamp_verified=True)
+    pack = Pack(tmp_path / "pack", verify=True)
+    assert pack.n_tokens == 2 and pack.read_span(0, 2).tolist() == [5, 6]

@@ -13,13 +13,16 @@ from typer.testing import CliRunner
 from tokpack import prepare, sample_corpus
 from tokpack.cli import app
 from tokpack.errors import InputError, IntegrityError, VocabularyMismatch
-from tokpack.export import FORMATS, export
 from tokpack.serve import TokenBatches, Windows
 from tokpack.serve.memory import pack_of_documents
 from tokpack.store import Pack
+from tokpack.store.exporting import export
+from tokpack.store.formats import WRITTEN
+from tokpack.store.formats.megatron import MegatronDataset
+from tokpack.store.formats.nanogpt import NanoGptData
 from tokpack.store.importing import import_pack
-from tokpack.store.megatron import MegatronDataset
-from tokpack.store.nanogpt import NanoGptData
+
+from conftest import REPO
 
 DOCUMENT_BYTES = 2048
 
@@ -236,7 +239,7 @@ def test_mosaic_streaming_dataset_yields_the_documents(pack: Pack, tmp_path: Pat
 
 def test_mds_shards_split_at_the_size_limit(pack: Pack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     streaming = _import_mosaic_streaming()
-    from tokpack.export import mds
+    from tokpack.store.formats import mds
 
     monkeypatch.setattr(mds, "SHARD_BYTES", 20_000)
     export(pack, "mds", tmp_path / "mds", range_name="train")
@@ -294,7 +297,7 @@ def test_every_import_round_trips_to_byte_identical_arrays(pack: Pack, tmp_path:
     import tokpack
 
     out = tmp_path / "exported"
-    tokpack.export(pack, fmt, out, append_eod=append_eod)  # the package is callable
+    tokpack.export(pack, fmt, out, append_eod=append_eod)
     meta = import_pack(out, tmp_path / "pack")
     assert same_arrays(pack.path, tmp_path / "pack")
     assert meta.ranges == pack.meta.ranges and meta.pad_id == pack.meta.pad_id and meta.vocabulary == pack.vocabulary
@@ -320,7 +323,7 @@ def test_exports_are_atomic_and_never_overwrite(pack: Pack, tmp_path: Path) -> N
     def boom(_: int) -> None:
         raise RuntimeError("interrupted")
 
-    for fmt in FORMATS:
+    for fmt in WRITTEN:
         with pytest.raises(RuntimeError):
             export(pack, fmt, tmp_path / f"half-{fmt}", progress=boom)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # nothing half-written, no temporaries
@@ -536,7 +539,7 @@ def test_the_readme_snippets_load_every_export(pack: Pack, tmp_path: Path, monke
     export(pack, "megatron", Path("data/polish_text_document"), append_eod=True)
     for fmt in ("nanogpt", "litdata", "mds", "hf"):
         export(pack, fmt, Path(fmt))
-    section = (Path(__file__).resolve().parents[2] / "docs" / "interop.md").read_text(encoding="utf-8")
+    section = (REPO / "docs" / "interop.md").read_text(encoding="utf-8")
     code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
     mosaic = "from streaming import" in code
     try:

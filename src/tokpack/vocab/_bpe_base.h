@@ -1,0 +1,125 @@
+/* The compiled encoder's base (part of _bpe.c's one translation unit, included once): the
+   build's switches, keys and hashes of a piece's bytes, and aligned zeroed tables. */
+#ifndef TP_BPE_BASE_H
+#define TP_BPE_BASE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#define TP_BIG_ENDIAN 1
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TP_INLINE static inline __attribute__((always_inline))
+#define TP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TP_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define TP_INLINE static inline
+#define TP_LIKELY(x) (x)
+#define TP_UNLIKELY(x) (x)
+#define TP_PREFETCH(p) ((void)(p))
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Keys and hashes                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Bytes of a short key: a piece of 1 to SHORT bytes is two words, its length in the top byte. */
+#define SHORT 15
+#define NONE 0xFFFFFFFFu
+/* Ids must be below this (they are packed with a count in one word of the piece cache). */
+#define MAX_ID (1u << 24)
+
+typedef struct { uint64_t lo, hi; } Key;
+
+/* `p[0:len]` (1 <= len <= SHORT) as a key; `limit`: how far past p may be read. */
+TP_INLINE Key short_key(const uint8_t *p, size_t len, const uint8_t *limit) {
+    Key key;
+#ifndef TP_BIG_ENDIAN
+    if (TP_LIKELY(p + 16 <= limit)) {
+        memcpy(&key.lo, p, 8);
+        memcpy(&key.hi, p + 8, 8);
+        size_t low = len < 8 ? len : 8; /* (no branch: the lengths come in no order) */
+        key.lo &= ~(uint64_t)0 >> (64 - 8 * low);
+        key.hi &= (~(uint64_t)0 >> (63 - 8 * (len - low))) >> 1;
+        key.hi |= (uint64_t)len << 56;
+        return key;
+    }
+#endif
+    key.lo = 0;
+    key.hi = (uint64_t)len << 56;
+    for (size_t k = 0; k < len; k++) {
+        if (k < 8) key.lo |= (uint64_t)p[k] << (8 * k);
+        else key.hi |= (uint64_t)p[k] << (8 * (k - 8));
+    }
+    return key;
+}
+
+TP_INLINE uint64_t key_hash(Key key) {
+    uint64_t h = key.lo * 0x9E3779B97F4A7C15ull ^ (key.hi + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 31;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* A 64-bit hash of any bytes (pieces and tokens longer than SHORT). */
+static uint64_t bytes_hash(const uint8_t *p, size_t len) {
+    uint64_t h = 0x243F6A8885A308D3ull ^ (len * 0x9E3779B97F4A7C15ull);
+    size_t k = 0;
+    for (; k + 8 <= len; k += 8) {
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    for (size_t q = k; q < len; q++) w |= (uint64_t)p[q] << (8 * (q - k));
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 32;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Aligned zeroed memory (calloc'd: untouched pages cost nothing)                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct { void *raw; void *data; } Block;
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Zeroed memory aligned to a cache line; a table of 2 MiB or more is aligned to 2 MiB and, on
+   Linux, asked to sit on huge pages (its look-ups land anywhere in it: one TLB entry instead of
+   512). Every page is written now: a new piece cache is faulted in when it is made, not during
+   the first pass over a text. */
+static int block_new(Block *b, size_t bytes) {
+    size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    b->raw = malloc(bytes + align);
+    if (!b->raw) { b->data = NULL; return -1; }
+    b->data = (void *)(((uintptr_t)b->raw + align - 1) & ~(uintptr_t)(align - 1));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == HUGE_PAGE) madvise(b->data, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
+    memset(b->data, 0, bytes);
+    return 0;
+}
+
+static void block_free(Block *b) {
+    free(b->raw);
+    b->raw = b->data = NULL;
+}
+
+#endif

@@ -1,0 +1,373 @@
+/* Encoding texts (part of _bpe.c's one translation unit, included once): a piece's ids (cache,
+   vocabulary, cut, merge), the loop over a text's pieces, and a str's UTF-8. */
+#ifndef TP_BPE_ENCODE_H
+#define TP_BPE_ENCODE_H
+
+#include "_bpe_scan.h"
+#include "_bpe_merge.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Cutting a piece where no token spans a boundary                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* A piece that misses the caches and holds a character from U+2E80 on (CJK radicals onward: Han,
+   kana, Hangul, full-width forms) is cut wherever no token can span the boundary between two of
+   its characters, and each part is encoded alone, through the same caches: a run of Han or kana
+   letters, a piece that rarely repeats, becomes parts that do (mostly single characters). In
+   other scripts a missed word seldom has a cut, and when it has one its parts miss too.
+
+   Exact: every part the merge ever holds is a token made of the piece's bytes, so none crosses a
+   cut (it would be a token spanning it); no pair across a cut has a rank; the lowest-rank pair of
+   the whole piece is therefore the lowest of the side it lies in (leftmost on ties, the left
+   side's first), and each side goes through the very merges, in the same order, that it goes
+   through alone. A piece with a cut is no token (that token would span the cut), so tiktoken's
+   shortcut does not apply to it, and its parts are merged without the shortcut either: a part
+   whose bytes are a token that merging them does not give (reach[] says; none in the published
+   vocabularies) gets the merge's ids. */
+#define CUT_FROM 0x2E80
+#define NO_CUT ((size_t)-2)
+
+static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const Key *key, uint64_t h,
+                        const uint8_t *limit, uint32_t *dst, int part);
+
+/* The ids of the piece p[0:n] cut where no token spans a boundary, each part encoded alone; NO_CUT
+   if it has no cut; (size_t)-1 on a failed allocation. */
+static size_t encode_cut(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const uint8_t *limit,
+                         uint32_t *dst) {
+    size_t len, start = 0, count = 0;
+    uint32_t a = decode_at(p, 0, &len);
+    for (size_t k = len; k <= n; k += len) {
+        uint32_t b = 0;
+        if (k < n) {
+            b = decode_at(p, k, &len);
+            if (!cut_ok(e, a, b)) { a = b; continue; }
+        } else {
+            len = 1; /* (ends the loop) */
+            if (start == 0) return NO_CUT;
+        }
+        Key key = {0, 0};
+        uint64_t h = 0;
+        if (k - start >= 2 && k - start <= SHORT) {
+            key = short_key(p + start, k - start, limit);
+            h = key_hash(key);
+        } else if (k - start > SHORT) {
+            h = bytes_hash(p + start, k - start);
+        }
+        size_t got = piece_ids(e, c, p + start, k - start, &key, h, limit, dst + count, 1);
+        if (got == (size_t)-1) return got;
+        count += got;
+        c->stats[STAT_PARTS]++;
+        start = k;
+        a = b;
+    }
+    return count;
+}
+
+/* Whether p[0:n] holds a character from CUT_FROM on (lead bytes 0xE2 0xBA and above). */
+TP_INLINE int has_wide(const uint8_t *p, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        if (p[k] >= 0xE3 || (p[k] == 0xE2 && k + 1 < n && p[k + 1] >= 0xBA)) return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A piece's ids                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The ids of the piece p[0:n] (n >= 2; key: its key if n <= SHORT; h: its key's hash, or a longer
+   piece's bytes_hash) written to dst
+   (room for n ids); returns their count, or (size_t)-1 on a failed allocation.
+
+   The piece cache holds what tiktoken gives each piece whole: a piece seen before is one probe.
+   A piece it does not hold is looked up among the vocabulary's tokens (a token is that token:
+   tiktoken's shortcut), else cut or merged; either way kept. A part of a cut piece (`part`) must
+   get what merging its bytes gives instead: the same, except where its bytes are a token that
+   merging them does not give (reachable() says; none in the published vocabularies), which is
+   then merged and not kept. */
+static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, const Key *key_at, uint64_t h,
+                        const uint8_t *limit, uint32_t *dst, int part) {
+    Key key = *key_at;
+    if (n <= 2) {
+        /* a byte is its rank, a token of two bytes what merging them gives; a whole piece's is
+           kept, so that it is a hit like any other (a branch on the length, mispredicted, cost
+           more than the probe) */
+        uint32_t id = n == 1 ? e->byte_rank[p[0]] : e->pair_rank[(p[0] << 8) | p[1]];
+        if (id != NONE) {
+            if (!part) {
+                keep_short(cache_set(c, h), key, &id, 1);
+                c->stats[STAT_TOKENS]++;
+            }
+            dst[0] = id;
+            return 1;
+        }
+    }
+    if (TP_LIKELY(n <= SHORT)) {
+        Entry *set = cache_set(c, h);
+        const Entry *hit = find_short(set, key);
+        if (TP_LIKELY(hit != NULL)) {
+            size_t count = hit->v[0] >> 24;
+            if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, hit->v[0] & (MAX_ID - 1), p, n, limit, dst)))
+                return merge_scan(e, c, p, n, limit, dst);
+            entry_ids(hit, dst);
+            c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
+            return count;
+        }
+        uint32_t id = n == 2 ? NONE : short_rank(e, key, h);
+        if (id != NONE) {
+            keep_short(set, key, &id, 1);
+            c->stats[STAT_TOKENS]++;
+            if (part && !reachable(e, c, id, p, n, limit, dst)) return merge_scan(e, c, p, n, limit, dst);
+            dst[0] = id;
+            return 1;
+        }
+        /* a piece of more ids than an entry holds is kept in a row */
+        Row *row = cache_row(c, h);
+        if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
+            memcpy(dst, row->ids, row->count * sizeof(uint32_t));
+            c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
+            return row->count;
+        }
+        size_t count = NO_CUT;
+        if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
+        if (count == NO_CUT) count = merge_scan(e, c, p, n, limit, dst);
+        if (count == (size_t)-1) return count;
+        if (count <= WIDE_IDS) keep_short(set, key, dst, count);
+        else keep_row(row, h, p, n, dst, count);
+        c->stats[count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
+        return count;
+    }
+    Row *row = NULL;
+    if (n <= ROW_BYTES) {
+        row = cache_row(c, h);
+        if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
+            size_t count = row->count;
+            if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, row->ids[0], p, n, limit, dst)))
+                return merge(e, c, p, n, limit, dst);
+            memcpy(dst, row->ids, count * sizeof(uint32_t));
+            c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
+            return count;
+        }
+    }
+    uint32_t id = long_rank(e, p, n, h);
+    if (id != NONE) {
+        keep_row(row, h, p, n, &id, 1);
+        c->stats[STAT_TOKENS]++;
+        if (part && !reachable(e, c, id, p, n, limit, dst)) return merge(e, c, p, n, limit, dst);
+        dst[0] = id;
+        return 1;
+    }
+    size_t count = NO_CUT;
+    if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
+    if (count == NO_CUT) count = merge(e, c, p, n, limit, dst);
+    if (count == (size_t)-1) return count;
+    keep_row(row, h, p, n, dst, count);
+    c->stats[row && count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
+    return count;
+}
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Encoding texts                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} Out;
+
+static int out_reserve(Out *o, size_t more) {
+    if (o->len + more <= o->cap) return 0;
+    size_t cap = o->cap + o->cap / 2 + more + 1024;
+    uint32_t *grown = realloc(o->ids, cap * sizeof(uint32_t));
+    if (!grown) return -1;
+    o->ids = grown;
+    o->cap = cap;
+    return 0;
+}
+
+/* A piece found ahead of its encoding: where it starts, its length, and (2 to SHORT bytes) its
+   key and the key's hash, whose table slots were prefetched. */
+typedef struct { size_t start, len; Key key; uint64_t hash; } Ahead;
+
+/* Pieces found, and their slots prefetched, before the first of them is encoded: the vocabulary's
+   table and the piece cache are larger than the CPU's caches and read in no order, and a look-up
+   that waits for memory costs more than scanning and hashing a piece. */
+#define AHEAD 32
+
+TP_INLINE void look_ahead(const Cache *c, const uint8_t *p, size_t n, const uint8_t *limit, Ahead *a) {
+    a->len = n;
+    if (TP_LIKELY(n <= SHORT)) { /* (pieces of one byte too: the branch would be mispredicted) */
+        a->key = short_key(p, n, limit);
+        a->hash = key_hash(a->key);
+        TP_PREFETCH(cache_set(c, a->hash));
+    } else if (n > SHORT) {
+        a->hash = bytes_hash(p, n);
+        if (n <= ROW_BYTES) {
+            const Row *row = cache_row(c, a->hash);
+            TP_PREFETCH(row);
+            TP_PREFETCH(row->bytes);
+        }
+    }
+}
+
+/* Encode s[0:n]: find AHEAD pieces or more (by windows where the pattern has a window scanner,
+   WINDOW(s, i) giving a window's starts, else by SCAN), prefetch their slots, then encode them. */
+#define ENCODE_LOOP(SCAN, WINDOW)                                                                \
+    while (i < n) {                                                                              \
+        size_t found = 0, bytes = 0;                                                             \
+        while (found < AHEAD && i < n) {                                                         \
+            uint64_t starts = i + 64 <= n ? (WINDOW) & ~(uint64_t)1 : 0;                         \
+            if (starts) {                                                                        \
+                size_t from = i;                                                                 \
+                do {                                                                             \
+                    size_t to = i + (size_t)__builtin_ctzll(starts);                             \
+                    starts &= starts - 1;                                                        \
+                    ahead[found].start = from;                                                   \
+                    ahead[found++].len = to - from;                                              \
+                    from = to;                                                                   \
+                } while (starts);                                                                \
+                i = from;                                                                        \
+            } else {                                                                             \
+                size_t j = SCAN;                                                                 \
+                ahead[found].start = i;                                                          \
+                ahead[found++].len = j - i;                                                      \
+                i = j;                                                                           \
+            }                                                                                    \
+        }                                                                                        \
+        for (size_t k = 0; k < found; k++) {                                                     \
+            look_ahead(c, s + ahead[k].start, ahead[k].len, limit, &ahead[k]);                  \
+            bytes += ahead[k].len;                                                               \
+        }                                                                                        \
+        if (TP_UNLIKELY(o->len + bytes + WIDE_IDS > o->cap) && out_reserve(o, bytes + WIDE_IDS) < 0) return -1; \
+        uint32_t *ids = o->ids;                                                                  \
+        size_t len = o->len, hits = 0;                                                           \
+        for (size_t k = 0; k < found; k++) {                                                     \
+            const Ahead *a = &ahead[k];                                                          \
+            if (TP_LIKELY(a->len <= SHORT)) {                                                    \
+                /* the hit, inline */                                                            \
+                const Entry *hit = find_short(cache_set(c, a->hash), a->key);                    \
+                if (TP_LIKELY(hit != NULL)) {                                                    \
+                    len += entry_ids(hit, ids + len);                                            \
+                    hits++;                                                                      \
+                    continue;                                                                    \
+                }                                                                                \
+            }                                                                                    \
+            size_t got = piece_ids(e, c, s + a->start, a->len, &a->key, a->hash, limit, ids + len, 0); \
+            if (got == (size_t)-1) return -1;                                                    \
+            len += got;                                                                          \
+        }                                                                                        \
+        o->len = len;                                                                            \
+        c->stats[STAT_HITS] += hits;                                                             \
+    }
+
+/* The ids of the UTF-8 text s[0:n] appended to o; -1 on a failed allocation. */
+static int encode_utf8(const Encoder *e, Cache *c, const uint8_t *s, size_t n, Out *o) {
+    const uint8_t *limit = s + n;
+    Ahead ahead[AHEAD + 64];
+    size_t i = 0;
+    switch (e->mode) {
+    case MODE_GPT4:
+        if (window_ok) ENCODE_LOOP(gpt4_piece(s, i, n), gpt4_window(s, i))
+        else ENCODE_LOOP(gpt4_piece(s, i, n), 0)
+        break;
+    case MODE_GPT2:
+        if (window_ok) ENCODE_LOOP(gpt2_piece(s, i, n), gpt2_window(s, i))
+        else ENCODE_LOOP(gpt2_piece(s, i, n), 0)
+        break;
+    case MODE_O200K:
+        if (window_ok) ENCODE_LOOP(o200k_piece(s, i, n), o200k_window(s, i))
+        else ENCODE_LOOP(o200k_piece(s, i, n), 0)
+        break;
+    case MODE_POLISH: ENCODE_LOOP(polish_piece(s, i, n, 0), 0) break;
+    default: ENCODE_LOOP(polish_piece(s, i, n, 1), 0) break;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A str's UTF-8                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+TP_INLINE uint8_t *put_utf8(uint8_t *d, uint32_t cp) {
+    if (cp < 0x80) { *d++ = (uint8_t)cp; }
+    else if (cp < 0x800) { *d++ = (uint8_t)(0xC0 | (cp >> 6)); *d++ = (uint8_t)(0x80 | (cp & 0x3F)); }
+    else if (cp < 0x10000) {
+        *d++ = (uint8_t)(0xE0 | (cp >> 12));
+        *d++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (uint8_t)(0x80 | (cp & 0x3F));
+    } else {
+        *d++ = (uint8_t)(0xF0 | (cp >> 18));
+        *d++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        *d++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        *d++ = (uint8_t)(0x80 | (cp & 0x3F));
+    }
+    return d;
+}
+
+/* The code point at data[k] of a str of `kind`, surrogates resolved as tiktoken's encode_ordinary
+   does (text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")): a high surrogate and
+   a low one in a row are their astral character, any other surrogate U+FFFD. *k moves past it. */
+TP_INLINE uint32_t str_char(int kind, const void *data, size_t length, size_t *k) {
+    uint32_t cp = kind == PyUnicode_2BYTE_KIND ? ((const Py_UCS2 *)data)[*k] : ((const Py_UCS4 *)data)[*k];
+    (*k)++;
+    if (TP_LIKELY(cp < 0xD800 || cp > 0xDFFF)) return cp;
+    if (cp <= 0xDBFF && *k < length) {
+        uint32_t low = kind == PyUnicode_2BYTE_KIND ? ((const Py_UCS2 *)data)[*k] : ((const Py_UCS4 *)data)[*k];
+        if (low >= 0xDC00 && low <= 0xDFFF) {
+            (*k)++;
+            return 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        }
+    }
+    return 0xFFFD;
+}
+
+/* The UTF-8 of a (ready) str: in place for ASCII, else written to c->text. NULL if the buffer
+   could not be had. */
+static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
+    size_t length = (size_t)PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        *n = length;
+        return (const uint8_t *)PyUnicode_DATA(text);
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    size_t need = length * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4) + 16;
+    if (need > c->text_cap) {
+        uint8_t *grown = malloc(need);
+        if (!grown) return NULL;
+        free(c->text);
+        c->text = grown;
+        c->text_cap = need;
+    }
+    uint8_t *d = c->text;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *u = data;
+        for (size_t k = 0; k < length; k++) {
+            uint8_t b = u[k];
+            if (b < 0x80) *d++ = b;
+            else { *d++ = (uint8_t)(0xC0 | (b >> 6)); *d++ = (uint8_t)(0x80 | (b & 0x3F)); }
+        }
+    } else {
+        size_t k = 0;
+        while (k < length) {
+            /* ASCII runs, four at a time where they are */
+            if (kind == PyUnicode_2BYTE_KIND) {
+                const Py_UCS2 *u = data;
+                while (k + 4 <= length && (u[k] | u[k + 1] | u[k + 2] | u[k + 3]) < 0x80) {
+                    d[0] = (uint8_t)u[k]; d[1] = (uint8_t)u[k + 1]; d[2] = (uint8_t)u[k + 2]; d[3] = (uint8_t)u[k + 3];
+                    d += 4;
+                    k += 4;
+                }
+                if (k >= length) break;
+            }
+            d = put_utf8(d, str_char(kind, data, length, &k));
+        }
+    }
+    *n = (size_t)(d - c->text);
+    return c->text;
+}
+
+#endif
