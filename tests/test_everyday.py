@@ -182,11 +182,11 @@ def test_an_exported_tokenizer_loads_in_transformers_with_eos_and_pad(tmp_path: 
 
 def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Path, monkeypatch, gpt2_rank_file: Path) -> None:
     import tokpack.vocab.bytelevel as bytelevel
-    import tokpack.vocab.files as files
     import tokpack.vocab.loading as loading
+    import tokpack.vocab.rank_files as rank_files
 
     calls = {"parse": 0, "canonical": 0}
-    parse, canonical = files.parse_rank_text, bytelevel.BpeTokenizer.canonical_bytes
+    parse, canonical = rank_files.parse_rank_text, bytelevel.BpeTokenizer.canonical_bytes
 
     def counting_parse(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
         calls["parse"] += where == gpt2_rank_file  # the user's file (a pack's own copy is read to verify it)
@@ -196,7 +196,7 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
         calls["canonical"] += 1
         return canonical(self)
 
-    for module in (files, loading, bytelevel):
+    for module in (rank_files, loading, bytelevel):
         if hasattr(module, "parse_rank_text"):
             monkeypatch.setattr(module, "parse_rank_text", counting_parse)
     monkeypatch.setattr(bytelevel.BpeTokenizer, "canonical_bytes", counting_canonical)
@@ -234,10 +234,10 @@ def test_dead_code_and_duplicates_are_gone() -> None:
 
     import tokpack.chess.jobs.pack as chess_pack
     import tokpack.grading.grade as grade
-    import tokpack.vocab.files as files
     import tokpack.vocab.loading as loading
+    import tokpack.vocab.merge_files as merge_files
 
-    assert not hasattr(files, "write_gpt2_pair")  # written by nothing, read by nothing
+    assert not hasattr(merge_files, "write_gpt2_pair")  # written by nothing, read by nothing
     assert grade.is_tokpack_record is loading.is_tokpack_record and not hasattr(grade, "_is_tokpack_record")
     assert "file_sha256(path)" in inspect.getsource(chess_pack.table_source) and "hashlib" not in inspect.getsource(chess_pack)
     readme = (REPO / "README.md").read_text(encoding="utf-8")

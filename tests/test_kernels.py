@@ -1,17 +1,22 @@
-"""How kernels avoid counting references: helpers inlined by LLVM add no counts to their callers' loops, and a
-borrowing kernel cannot allocate (so it never holds an array nobody counted)."""
+"""What the kernels share: helpers inlined by LLVM add no reference counts to their callers' loops, a borrowing
+kernel cannot allocate (so it never holds an array nobody counted), and the code-point, UTF-8 and hash helpers
+give what Python and the published hashes give."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
+import regex
 from numba import njit
 from numba.core.errors import TypingError
 
-from tokpack._kernels import borrowing, inlined
+from tokpack._kernels import borrowing, code_points, fnv1a, inlined, mix, utf8, utf8_size
+from tokpack.bpe import count_pieces
+from tokpack.vocab import GPT4_PATTERN
 
 from conftest import REPO
 
@@ -106,3 +111,45 @@ def test_a_borrowing_kernel_cannot_allocate() -> None:
     # a buffer grown inside it would be an array no one counts: numba refuses to compile that
     with pytest.raises(TypingError):
         borrowing(_grows)(np.zeros(2), 3)
+
+
+def test_code_points_keep_every_surrogate_as_regex_sees_it() -> None:
+    """The one rule for a text's code points: each ``str`` element is one, a lone surrogate stays
+    itself and a pair stays two (the trainer's pieces are ``regex``'s; the encoder's own rule, in C,
+    is tiktoken's)."""
+    parts = ["a\ud800b", "\ud83d\ude00", "", "\U0001f600z"]
+    cps, ends = code_points(parts)
+    assert cps.dtype == np.uint32 and cps.tolist() == [ord(c) for c in "".join(parts)]
+    assert cps.tolist()[3:5] == [0xD83D, 0xDE00]  # a surrogate pair is not joined into U+1F600
+    assert ends.tolist() == [3, 5, 5, 7]
+    text = "x \ud83d\ude00\ud800 y"
+    assert count_pieces([text], pattern=GPT4_PATTERN) == Counter(regex.findall(GPT4_PATTERN, text))
+
+
+@borrowing
+def _utf8_of(cps, out):
+    n = 0
+    for k in range(cps.size):
+        n += utf8_size(cps[k])
+    return n, utf8(cps, 0, cps.size, out)
+
+
+def test_utf8_of_code_points_is_pythons() -> None:
+    text = "aż€😀\x7f\x80\u07ff\u0800\uffff\U00010000\U0010ffff"
+    cps, _ = code_points([text])
+    out = np.zeros(4 * len(text), dtype=np.uint8)
+    sized, written = _utf8_of(cps, out)
+    assert sized == written == len(text.encode("utf-8"))
+    assert out[:written].tobytes() == text.encode("utf-8")
+
+
+@borrowing
+def _hash_of(data):
+    return fnv1a(data, 0, data.size), mix(fnv1a(data, 0, data.size))
+
+
+def test_fnv1a_is_the_published_hash() -> None:
+    # FNV-1a 64's published value for "a", and the empty input's offset basis
+    assert _hash_of(np.frombuffer(b"a", dtype=np.uint8))[0] == 0xAF63DC4C8601EC8C
+    assert _hash_of(np.zeros(0, dtype=np.uint8))[0] == 0xCBF29CE484222325
+    assert _hash_of(np.frombuffer(b"ab", dtype=np.uint8))[1] != _hash_of(np.frombuffer(b"ba", dtype=np.uint8))[1]

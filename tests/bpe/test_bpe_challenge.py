@@ -10,7 +10,7 @@ from test_bpe_data import DATA
 from typer.testing import CliRunner
 
 from tokpack.bpe import train_bpe
-from tokpack.bpe.challenge import make_proof, new_challenge, verify_proof
+from tokpack.bpe.challenge import ChallengeRefused, Limits, make_proof, new_challenge, verify_proof
 from tokpack.bpe.records import Challenge
 from tokpack.cli import app
 
@@ -183,7 +183,7 @@ def test_explain_shows_counts_tie_rule_and_sequences() -> None:
 
 
 def test_a_string_frequency_is_a_malformed_proof(tmp_path: Path, challenge_file: Path) -> None:
-    # Issue 12, item 13: "frequency": "5" used to be read as the number 5.
+    # "frequency": "5" is a string, not the number 5: the proof is malformed.
     proof_path = _proof(tmp_path, challenge_file)
     document = json.loads(proof_path.read_text(encoding="utf-8"))
     document["merges"][0]["frequency"] = str(document["merges"][0]["frequency"])
@@ -217,12 +217,23 @@ def test_a_challenge_over_the_limits_is_refused(tmp_path: Path, challenge_file: 
     too_big = runner.invoke(app, [*base, "--max-corpus-bytes", "100"])
     assert too_big.exit_code == 2 and "over the limit of 100; raise --max-corpus-bytes" in too_big.output
     too_many = runner.invoke(app, [*base, "--max-merges", "10"])
-    assert too_many.exit_code == 2 and f"num_merges {NUM_MERGES} is over the limit of 10" in too_many.output
+    assert too_many.exit_code == 2 and f"num_merges {NUM_MERGES} is over the limit of 10; raise --max-merges" in too_many.output
     assert runner.invoke(app, base).exit_code == 0  # the defaults admit it
 
 
-def test_the_default_limits_refuse_the_reported_50_mb_challenge(tmp_path: Path) -> None:
-    # The adversarial run's 50 MB x 1,000 merges took minutes; now it is refused at once.
+def test_a_python_caller_over_the_limits_reads_the_limits_it_passed(challenge_file: Path) -> None:
+    challenge = Challenge.model_validate_json(challenge_file.read_text(encoding="utf-8"))
+    with pytest.raises(ChallengeRefused, match="over the limit of 100; raise max_corpus_bytes if this is intended$"):
+        make_proof(challenge, limits=Limits(max_corpus_bytes=100))
+    with pytest.raises(ChallengeRefused, match="over the limit of 10; raise max_merges if this is intended$"):
+        make_proof(challenge, limits=Limits(max_merges=10))
+    expired = challenge.model_copy(update={"expires_at": "2020-05-01"})
+    with pytest.raises(ChallengeRefused, match="an old proof is checked against it with ignore_expiry=True$"):
+        make_proof(expired)
+
+
+def test_the_default_limits_refuse_a_50_mb_challenge(tmp_path: Path) -> None:
+    # 50 MB x 1,000 merges would hold a grading server for minutes: refused before any training.
     corpus = ["ab" * 500_000] * 50
     challenge = new_challenge(corpus, 1000, challenge_id="huge")
     path = _write(tmp_path / "huge.json", challenge.model_dump(mode="json"))

@@ -60,17 +60,17 @@ def test_ids_past_16_bits_train_the_same(corpus: list[str]) -> None:
 @settings(max_examples=50, deadline=None)
 @given(corpus=_CORPUS, num_merges=st.integers(6, 40))
 def test_ids_past_16_bits_merge_as_the_reference(corpus: list[str], num_merges: int) -> None:
-    # New ids start at 65,530, so from the sixth merge on they no longer fit 16 bits: the state must
+    # Merged ids start at 65,530, so from the sixth merge on they do not fit 16 bits: the state must
     # hold 32-bit ids, and its merges (new ids moved back to start at 256) must be the reference's.
-    from tokpack.bpe import compiled
+    from tokpack.bpe import merge_loop
     from tokpack.bpe.fast import _flatten
 
     first = 65_530
     _, trace = train_bpe(corpus, num_merges)
-    state = compiled.build(*_flatten(Counter(corpus)), first + num_merges)
-    assert state.ids.dtype == np.int32
+    state = merge_loop.build(*_flatten(Counter(corpus)), first + num_merges)
+    assert state.tables.ids.dtype == np.int32
     out = np.zeros((num_merges, 3), dtype=np.int64)
-    done = compiled.run(state, num_merges, first, out)
+    done = merge_loop.run(state, num_merges, first, out)
 
     def moved(token: int) -> int:
         return token - first + 256 if token >= first else token
@@ -121,7 +121,7 @@ def test_a_failing_worker_reports_its_error() -> None:
 
 
 def test_a_killed_worker_is_a_clear_error_not_a_hang() -> None:
-    # Issue 12: a worker killed for memory used to leave training waiting forever.
+    # A worker killed for memory must stop training with an error, not leave it waiting forever.
     import tokpack.bpe.fast as fast
     from tokpack.errors import WorkerDied
 

@@ -22,10 +22,6 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 COMMAND_LINE = re.compile(r"(?:\btokpack [a-z]|\bray start|\bsbatch|\bpip )")
 #: Strings that are not messages: a page's CSS variables, pip's own arguments.
 NOT_MESSAGES = {"report/page.py", "grading/baselines.py"}
-#: Library modules whose messages still say flags; each entry goes when its module speaks Python.
-STILL_NAMING_FLAGS = {
-    "bpe/challenge.py", "bpe/fast.py",
-}
 
 
 def _one_line_error(args: list[str]) -> str:
@@ -58,9 +54,7 @@ def test_no_library_message_names_a_flag() -> None:
         said = _flags_said(path)
         if said:
             speaking[name] = said
-    unexpected = {name: said for name, said in speaking.items() if name not in STILL_NAMING_FLAGS}
-    assert not unexpected, f"name Python parameters (vocab_size, on_error='skip'), not flags: {unexpected}"
-    assert STILL_NAMING_FLAGS <= set(speaking), f"these speak Python now: {STILL_NAMING_FLAGS - set(speaking)}"
+    assert not speaking, f"name Python parameters (vocab_size, on_error='skip'), not flags: {speaking}"
 
 
 def test_a_python_caller_reads_parameters(tmp_path: Path) -> None:

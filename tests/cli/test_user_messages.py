@@ -112,7 +112,7 @@ def test_an_output_folder_of_other_settings_says_so(tmp_path: Path) -> None:
 
 
 def test_a_rank_file_whose_merges_cannot_be_derived_is_named(tmp_path: Path) -> None:
-    from tokpack.vocab.files import rank_file_lines
+    from tokpack.vocab.rank_files import rank_file_lines
 
     corpus, ranks = tmp_path / "c.txt", tmp_path / "odd.tiktoken"
     corpus.write_text("the cat sat on the mat\n" * 20, encoding="utf-8")

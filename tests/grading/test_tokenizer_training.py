@@ -23,7 +23,7 @@ from tokpack.grading.training import (
     weighted_documents,
 )
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
-from tokpack.vocab.files import byte_to_unicode
+from tokpack.vocab.merge_files import byte_to_unicode
 from tokpack.vocab.patterns import NAMED_PATTERNS
 
 from tokenizer_fixtures import corpus, train_small  # noqa: F401 (corpus is a fixture)

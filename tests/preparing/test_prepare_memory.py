@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import tokpack.preparing.preparation as preparation
-import tokpack.vocab.files as files
+import tokpack.vocab.rank_files as rank_files
 from tokpack import prepare
 
 
@@ -18,7 +18,7 @@ def test_prepare_returns_freed_memory_once_per_stretch_of_text(tmp_path: Path, m
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Ala ma kota, a kot ma Alę.\n" * 20_000, encoding="utf-8")  # 540 KB
     rank_file = tmp_path / "bytes.tiktoken"
-    rank_file.write_bytes(files.rank_file_lines({bytes([b]): b for b in range(256)}))
+    rank_file.write_bytes(rank_files.rank_file_lines({bytes([b]): b for b in range(256)}))
     calls: list[int] = []
     monkeypatch.setattr(preparation, "_TRIM_BYTES", 128 << 10)
     monkeypatch.setattr(preparation, "return_freed_memory", lambda: calls.append(1))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import tokpack.vocab.bytelevel as bytelevel
-import tokpack.vocab.files as files
 import tokpack.vocab.loading as loading
+import tokpack.vocab.rank_files as rank_files
 from tokpack import GPT2_PATTERN, prepare
 from tokpack.store import Pack, PackMeta
 from tokpack.vocab import BpeTokenizer
@@ -43,15 +43,15 @@ def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytes
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TEXT, encoding="utf-8")
     rank_file = tmp_path / "small.tiktoken"
-    rank_file.write_bytes(files.rank_file_lines(small_ranks()))
+    rank_file.write_bytes(rank_files.rank_file_lines(small_ranks()))
     parsed: list[object] = []
-    original = files.parse_rank_text
+    original = rank_files.parse_rank_text
 
     def counting(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
         parsed.append(where)
         return original(text, where=where)  # type: ignore[arg-type]
 
-    for module in (files, bytelevel, loading):  # every module that parses rank text
+    for module in (rank_files, bytelevel, loading):  # every module that parses rank text
         if hasattr(module, "parse_rank_text"):
             monkeypatch.setattr(module, "parse_rank_text", counting)
     prepared = prepare(corpus, vocab=rank_file, pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache", workers=1)
@@ -87,7 +87,7 @@ def test_a_pack_whose_carried_ranks_differ_from_its_record_is_refused(tmp_path: 
     ranks_file = pack / "vocabulary" / "ranks.tiktoken"
     swapped = dict(small_ranks())
     swapped[b" m"], swapped[b"at"] = swapped[b"at"], swapped[b" m"]
-    ranks_file.write_bytes(files.rank_file_lines(swapped))
+    ranks_file.write_bytes(rank_files.rank_file_lines(swapped))
     record_path = pack / "vocabulary" / "vocabulary.json"
     record = json.loads(record_path.read_text(encoding="utf-8"))
     record["ranks_sha256"] = hashlib.sha256(ranks_file.read_bytes()).hexdigest()

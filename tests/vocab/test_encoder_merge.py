@@ -17,8 +17,8 @@ from rank_files import read_ranks
 
 from tokpack import GPT2_PATTERN
 from tokpack.vocab.compiled import CACHE_BYTES, CompiledBpe
+from tokpack.vocab.pattern_scanners import split
 from tokpack.vocab.patterns import CL100K_PATTERN
-from tokpack.vocab.pretokenizer import split
 
 
 def _encoders(ranks: dict[bytes, int], pattern: str) -> tuple[CompiledBpe, tiktoken.Encoding]:

@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiktoken.load import load_tiktoken_bpe
 
+from tokpack._kernels import code_points
 from tokpack.vocab.compiled import COMPILED_PATTERNS, CompiledBpe
-from tokpack.vocab.pretokenizer import code_points, split_all, tiktoken_tables
+from tokpack.vocab.pattern_scanners import split_all, tiktoken_tables
 
 PATTERNS = sorted(COMPILED_PATTERNS)
 
@@ -57,7 +58,7 @@ def test_any_text_under_every_pattern_equals_tiktoken(encoders: dict[str, tuple[
 @given(text=TEXTS, pattern=st.sampled_from(PATTERNS))
 def test_pieces_equal_the_trainers_scanner_with_tiktokens_classes(
         encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], text: str, pattern: str) -> None:
-    from tokpack.vocab.pretokenizer import COMPILED
+    from tokpack.vocab.pattern_scanners import COMPILED
 
     fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     ours, _ = encoders[pattern]
@@ -66,7 +67,7 @@ def test_pieces_equal_the_trainers_scanner_with_tiktokens_classes(
     assert utf8 == fixed.encode("utf-8")
     cps, part_ends = code_points([fixed])
     out = np.empty(len(fixed) + 1, dtype=np.int64)
-    count = split_all(cps, part_ends, COMPILED[pattern], *tiktoken_tables(), out)
+    count = split_all(cps, part_ends, COMPILED[pattern], tiktoken_tables(), out)
     expected = [len(fixed[:end].encode("utf-8")) for end in out[:count].tolist()]
     assert ends == expected
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from tokpack.errors import InputError
 from tokpack.vocab import _merges, compiled
-from tokpack.vocab.files import _derive_merges_python, derive_merges, read_rank_file, tokenizer_json_bytes
+from tokpack.vocab.merge_files import _derive_merges_python, derive_merges, tokenizer_json_bytes
 from tokpack.vocab.patterns import GPT2_PATTERN
+from tokpack.vocab.rank_files import read_rank_file
 
 BYTES = {bytes([b]): b for b in range(256)}
 
@@ -89,7 +90,7 @@ def test_a_published_vocabulary_merges_as_the_python_rule_without_numba(gpt2_ran
     merges = derive_merges(ranks)
     assert merges == python_rule(ranks)
     assert len(merges) == len(ranks) - 256 and merges[0] == ("Ġ", "t")
-    loaded = subprocess.run([sys.executable, "-c", "import sys; from tokpack.vocab.files import derive_merges, "
+    loaded = subprocess.run([sys.executable, "-c", "import sys; from tokpack.vocab.merge_files import derive_merges; from tokpack.vocab.rank_files import "
                              "read_rank_file; derive_merges(read_rank_file(sys.argv[1])); print('numba' in sys.modules)",
                              str(gpt2_rank_file)], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "False"

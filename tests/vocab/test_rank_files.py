@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tokpack import load_vocabulary
 from tokpack.errors import InputError
 from tokpack.vocab import BpeTokenizer, bytelevel
-from tokpack.vocab.files import parse_rank_lines, parse_rank_text, rank_file_lines
+from tokpack.vocab.rank_files import parse_rank_lines, parse_rank_text, rank_file_lines
 
 
 def line_by_line(text: bytes) -> dict[bytes, int] | str:

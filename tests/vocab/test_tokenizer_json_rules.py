@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from tokpack.cli import app
 from tokpack.corpus import sample_corpus
 from tokpack.errors import InputError
-from tokpack.vocab.files import byte_to_unicode, unicode_to_bytes
 from tokpack.vocab.loading import load_vocabulary
+from tokpack.vocab.merge_files import byte_to_unicode, unicode_to_bytes
 from tokpack.vocab.patterns import GPT4_PATTERN
 
 ALPHABET = byte_to_unicode()

@@ -16,7 +16,8 @@ from tokenizers.pre_tokenizers import ByteLevel
 
 from tokpack import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, load_vocabulary, require_vocabulary, tokenizer_for
 from tokpack.errors import InputError
-from tokpack.vocab.files import byte_to_unicode, derive_merges, rank_file_lines
+from tokpack.vocab.merge_files import byte_to_unicode, derive_merges
+from tokpack.vocab.rank_files import rank_file_lines
 
 BYTES = {bytes([b]): b for b in range(256)}
 

@@ -57,15 +57,11 @@ def check_limits(challenge: Challenge, limits: Limits) -> None:
     """
     size = sum(len(text.encode("utf-8")) for text in challenge.corpus)
     if size > limits.max_corpus_bytes:
-        raise ChallengeRefused(
-            f"corpus of {size:,} bytes is over the limit of {limits.max_corpus_bytes:,}; "
-            "raise --max-corpus-bytes if this is intended"
-        )
+        raise ChallengeRefused(f"corpus of {size:,} bytes is over the limit of {limits.max_corpus_bytes:,}",
+                               fix="raise max_corpus_bytes if this is intended")
     if challenge.num_merges > limits.max_merges:
-        raise ChallengeRefused(
-            f"num_merges {challenge.num_merges:,} is over the limit of {limits.max_merges:,}; "
-            "raise --max-merges if this is intended"
-        )
+        raise ChallengeRefused(f"num_merges {challenge.num_merges:,} is over the limit of {limits.max_merges:,}",
+                               fix="raise max_merges if this is intended")
 
 
 def new_challenge(corpus: Sequence[str], num_merges: int, *, challenge_id: str, **extra: Any) -> Challenge:
@@ -109,7 +105,7 @@ def check_challenge(challenge: Challenge, *, now: datetime | None = None, ignore
     expiry = challenge.expiry()
     if expiry is not None and not ignore_expiry and (now or datetime.now(timezone.utc)) >= expiry:
         raise ChallengeRefused(f"challenge {challenge.challenge_id} expired {_expired_when(expiry)}",
-                               fix="tokpack bpe verify --ignore-expiry (ignore_expiry=True) checks an old proof against it")
+                               fix="an old proof is checked against it with ignore_expiry=True")
 
 
 def _expired_when(expiry: datetime) -> str:

@@ -5,13 +5,12 @@ Two phases, each keeping the rules exact:
 
 * **Split and count.** Documents (or, with a pattern, pre-tokens) are deduplicated into
   ``(text, count)``: for every named pattern and for whole documents by the compiled
-  scanner and counter of :mod:`tokpack.bpe.pretokenize`, in threads (it releases the GIL); for
+  scanner and counter of :mod:`tokpack.bpe.piece_counter`, in threads (it releases the GIL); for
   any other pattern by ``regex`` in spawned worker processes, past about a million characters
-  (measured at 10 MB, GPT-4 pattern: the compiled counter takes 0.27-0.29x the CPU time, and
-  threads need no second interpreter). Pair counts are sums over occurrences times counts, so
+  (threads need no second interpreter; the two compared in BENCHMARKS.md, "Training BPE"). Pair counts are sums over occurrences times counts, so
   nothing depends on order or on how the work was divided, and memory grows with the number of
   distinct pieces, not with the corpus.
-* **Merge.** The compiled loop of :mod:`tokpack.bpe.compiled`: a merge rewrites only the
+* **Merge.** The compiled loop of :mod:`tokpack.bpe.merge_loop`: a merge rewrites only the
   distinct pieces that hold its pair, subtracting the counts of the slots it destroys and adding
   those it creates, so the counts stay what :func:`~tokpack.bpe.reference.count_pairs` would return
   (overlapping runs such as ``aaaa`` included); the winner comes from a heap ordered by count,
@@ -37,18 +36,18 @@ import regex
 
 from tokpack import _checks as checks
 from tokpack._memory import map_large_allocations, return_freed_memory
-from tokpack.bpe.pretokenize import PieceCounter
+from tokpack.bpe.piece_counter import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
 from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
+from tokpack.vocab.pattern_scanners import COMPILED
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, covering, resolve_pattern
-from tokpack.vocab.pretokenizer import COMPILED
 
 Pair = tuple[int, int]
 
 #: The largest id a pair code can hold (ids are packed two to an int64, 24 bits each; see
-#: :data:`tokpack.bpe.compiled.ID_BITS`).
+#: :data:`tokpack.bpe.merge_loop.ID_BITS`).
 _MAX_ID = (1 << 24) - 1
 #: Below this many characters of text, starting worker processes costs more than it saves.
 _PARALLEL_MIN_CHARS = 1_000_000
@@ -239,7 +238,7 @@ def count_pieces(
     """How often each document (``pattern=None``) or each pre-token occurs in ``texts``.
 
     Past about a million characters, splitting and counting run in ``workers`` threads (the
-    patterns of :data:`tokpack.vocab.pretokenizer.COMPILED`) or processes (any other pattern),
+    patterns of :data:`tokpack.vocab.pattern_scanners.COMPILED`) or processes (any other pattern),
     default one per core, each keeping its own counts, added up at the end; the result does not
     depend on how the work was divided.
 
@@ -262,7 +261,7 @@ def _count(
     workers: int | None = None,
     progress: Callable[[BpeProgress], None] | None = None,
 ) -> Counter[str] | PieceCounter:
-    """:func:`count_pieces`, as a :class:`~tokpack.bpe.pretokenize.PieceCounter` (counted by
+    """:func:`count_pieces`, as a :class:`~tokpack.bpe.piece_counter.PieceCounter` (counted by
     threads) for the patterns that have a compiled scanner, else as a ``Counter`` (counted by
     ``regex`` in worker processes)."""
     splitter = _Splitter(pattern, tuple(special_tokens))
@@ -395,7 +394,7 @@ def _count_in_workers(
             if number not in received and process.exitcode not in (None, 0):
                 raise WorkerDied(
                     f"BPE count worker {number} (pid {process.pid}) died with exit code {process.exitcode} "
-                    "before sending its counts (killed for memory?); lower --workers or the input size"
+                    "before sending its counts (killed for memory?); lower workers= or the input size"
                 )
 
     def drain(timeout: float) -> None:
@@ -719,9 +718,7 @@ def _merge_loop(
     progress: Callable[[BpeProgress], None] | None = None,
 ) -> tuple[list[Pair], list[TraceRow]]:
     """Index the counted pieces and run the compiled merge loop."""
-    from tokpack.bpe import (
-        compiled,  # numba takes a second to import: only when training
-    )
+    from tokpack.bpe import merge_loop  # numba takes a second to import: only when training
 
     started = time.perf_counter()
     if isinstance(pieces, PieceCounter):
@@ -731,7 +728,7 @@ def _merge_loop(
         flat, lengths, counts = _flatten(pieces)
         pieces.clear()  # the caller's counts are no longer needed: free them before the arrays grow
     return_freed_memory()
-    state = compiled.build(flat, lengths, counts, first_id + num_merges, min_frequency)
+    state = merge_loop.build(flat, lengths, counts, first_id + num_merges, min_frequency)
     del flat, lengths, counts
     return_freed_memory()
     seconds["index"] = time.perf_counter() - started
@@ -741,7 +738,7 @@ def _merge_loop(
     while done < num_merges:
         # In chunks only so that progress can be reported; the loop itself never leaves numba.
         until = min(num_merges, done + _MERGES_PER_REPORT)
-        done = compiled.run(state, until, first_id, out)
+        done = merge_loop.run(state, until, first_id, out)
         return_freed_memory()  # what the loop's growing arrays left behind
         if progress is not None:
             progress(BpeProgress("merge", done, num_merges, "merges"))

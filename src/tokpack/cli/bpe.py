@@ -176,7 +176,9 @@ def proof(
     assert isinstance(record, Challenge)
     try:
         result = make_proof(record, limits=_limits(max_corpus_bytes, max_merges))
-    except (ChallengeRefused, ValueError) as error:
+    except ChallengeRefused as error:  # reported in this command's flags, as every library error is
+        raise ChallengeRefused(error.what, where=challenge, fix=error.fix) from None
+    except ValueError as error:
         raise _fail(f"{challenge}: {error}") from None
     try:
         write_proof(result, output)
@@ -215,7 +217,9 @@ def verify(
                 claimed, record, ignore_expiry=ignore_expiry, limits=_limits(max_corpus_bytes, max_merges),
                 progress=lambda step: bar.update(task, completed=step),
             )
-        except (ChallengeRefused, ValueError) as error:
+        except ChallengeRefused as error:  # reported in this command's flags, as every library error is
+            raise ChallengeRefused(error.what, where=challenge, fix=error.fix) from None
+        except ValueError as error:
             raise _fail(f"{challenge}: {error}") from None
     if outcome.valid:
         _out().print(f"valid: {len(claimed.merges)} merges match the reference for challenge {record.challenge_id}")

@@ -239,7 +239,7 @@ def structure_report(tokenizer_json: Path) -> StructureReport:
 
     from tokenizers import Tokenizer
 
-    from tokpack.vocab.files import byte_to_unicode
+    from tokpack.vocab.merge_files import byte_to_unicode
 
     try:
         document = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))

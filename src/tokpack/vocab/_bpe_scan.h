@@ -12,7 +12,7 @@
 /* ------------------------------------------------------------------------------------------ */
 
 enum { CL_L = 1, CL_N = 2, CL_S = 4, CL_UP = 8, CL_LO = 16, CL_LNS = 7, CL_CASED = 24 };
-/* Scanners, numbered as tokpack.vocab.pretokenizer numbers them. */
+/* Scanners, numbered as tokpack.vocab.pattern_scanners numbers them. */
 enum { MODE_GPT2 = 1, MODE_GPT4 = 2, MODE_O200K = 3, MODE_POLISH = 4, MODE_POLISH_PHRASE = 5 };
 
 static uint8_t ascii_class[128];

@@ -1,5 +1,5 @@
 """The merge list implied by ranks, for every token at once with numpy: what
-:func:`tokpack.vocab.files.derive_merges` uses where the compiled extension is not built (its
+:func:`tokpack.vocab.merge_files.derive_merges` uses where the compiled extension is not built (its
 ``last_joins`` is the same rule in C), without loading a compiler.
 
 Each token is encoded alone with tiktoken's rank rule (join the adjacent pair whose concatenation

@@ -27,9 +27,10 @@ from pydantic import Field, ValidationError
 from tokpack import _checks as checks
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
-from tokpack.vocab.files import Ranks, parse_rank_text, rank_file_lines, tokenizer_json_bytes
 from tokpack.vocab.identity import VocabIdentity
+from tokpack.vocab.merge_files import tokenizer_json_bytes
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
+from tokpack.vocab.rank_files import Ranks, parse_rank_text, rank_file_lines
 
 if TYPE_CHECKING:
     import tiktoken
@@ -127,7 +128,7 @@ class BpeTokenizer:
     def from_rank_text(cls, text: bytes, *, pattern: str = GPT2_PATTERN, special_tokens: Mapping[str, int] | None = None,
                        source: str | os.PathLike[str] | None = None) -> BpeTokenizer:
         """The tokenizer of the ranks in a rank file's ``text`` (see
-        :func:`~tokpack.vocab.files.parse_rank_text`; errors name ``source``); when ``text`` is
+        :func:`~tokpack.vocab.rank_files.parse_rank_text`; errors name ``source``); when ``text`` is
         already the canonical rank text (tiktoken's published files are), the identity hashes it
         as read instead of writing it out again.
 
@@ -137,7 +138,7 @@ class BpeTokenizer:
         (258, True)
 
         Raises:
-            InputError: as :func:`~tokpack.vocab.files.parse_rank_lines` and the constructor.
+            InputError: as :func:`~tokpack.vocab.rank_files.parse_rank_lines` and the constructor.
         """
         ranks, canonical = parse_rank_text(text, where=source if source is not None else "the ranks")
         tokenizer = cls(ranks=ranks, pattern=pattern, special_tokens=special_tokens, source=source)

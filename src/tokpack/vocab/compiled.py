@@ -43,7 +43,7 @@ says why and :class:`~tokpack.vocab.bytelevel.BpeTokenizer` falls back to tiktok
 saying so where it reports its engine. Ids are ranks (tiktoken's convention), written as
 ``uint32``; they must be below :data:`MAX_ID`.
 
-The same extension serves a pack's ``tokenizer.json`` (:mod:`tokpack.vocab.files`): each token's
+The same extension serves a pack's ``tokenizer.json`` (:mod:`tokpack.vocab.merge_files`): each token's
 last join by the rank rule (:func:`last_joins`, the merges), and the vocabulary's and merges' JSON
 text (:func:`entries_json`, :func:`pairs_json`); each returns ``None`` without the extension, and
 the caller does the same in numpy.

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from tokpack import _checks as checks
 from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
-from tokpack.vocab.files import unicode_to_bytes
+from tokpack.vocab.merge_files import unicode_to_bytes
 from tokpack.vocab.patterns import DEFAULT_PATTERN, covering, resolve_pattern
 
 

@@ -12,10 +12,11 @@ from typing import Any, Union
 
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.bytelevel import VOCABULARY_FILE, BpeTokenizer, VocabularyRecord
-from tokpack.vocab.files import parse_rank_text, read_gpt2_pair, read_tokenizer_json
 from tokpack.vocab.identity import require_vocabulary
+from tokpack.vocab.merge_files import read_gpt2_pair, read_tokenizer_json
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, resolve_pattern, same_meaning
 from tokpack.vocab.published import PUBLISHED
+from tokpack.vocab.rank_files import parse_rank_text
 
 #: What ``--pattern`` / ``pattern=`` accept by name (see :data:`tokpack.vocab.patterns.NAMED_PATTERNS`).
 PATTERN_CHOICES = "gpt2, gpt4, polish, polish-phrase, or a regex"

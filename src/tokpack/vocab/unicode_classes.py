@@ -3,7 +3,7 @@
 The encoder's pre-tokenizer (``_bpe.c``) needs, per code point, the classes its patterns name
 (``\\p{L}``, ``\\p{N}``, ``\\s`` and o200k's two case classes) and the contraction letter a
 character matches (``'s``, ``'ll``, ...). They must be tiktoken's own, since tiktoken's ids are the
-oracle, so they are read off tiktoken (:func:`tokpack.vocab.pretokenizer.build_tiktoken_tables`)
+oracle, so they are read off tiktoken (:func:`tokpack.vocab.pattern_scanners.build_tiktoken_tables`)
 and written as a two-stage table, ``_bpe_classes.h``, shipped beside the C source: nothing is
 built at run time. ``tests/vocab/test_encoder_classes.py`` regenerates it and compares.
 
@@ -23,7 +23,7 @@ HEADER = Path(__file__).with_name("_bpe_classes.h")
 
 def render(classes: np.ndarray, fold: np.ndarray, exact: np.ndarray, version: str) -> str:
     """The C header for ``(classes, fold, exact)`` (one entry per code point, as
-    :func:`~tokpack.vocab.pretokenizer.build_tiktoken_tables` gives them)."""
+    :func:`~tokpack.vocab.pattern_scanners.build_tiktoken_tables` gives them)."""
     blocks = classes.reshape(-1, BLOCK)
     unique, index = np.unique(blocks, axis=0, return_inverse=True)
     lines = [
@@ -54,7 +54,7 @@ def generate() -> str:
     """The header as the installed tiktoken's regex engine decides the classes."""
     import tiktoken
 
-    from tokpack.vocab.pretokenizer import build_tiktoken_tables
+    from tokpack.vocab.pattern_scanners import build_tiktoken_tables
 
     return render(*build_tiktoken_tables(), version=getattr(tiktoken, "__version__", "unknown"))
 

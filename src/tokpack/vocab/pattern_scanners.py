@@ -1,4 +1,4 @@
-"""The compiled pre-tokenizer: a regex pattern's pieces, found by numba scanners.
+"""The pattern scanners: a named pre-tokenizer pattern's pieces, found by numba kernels with a regex engine's classes.
 
 Every pattern tokpack names has a scanner: GPT-2's, GPT-4's (``cl100k_base``, in tokpack's and in
 tiktoken's spelling), ``o200k_base``'s, and the Polish word and phrase patterns. A scanner walks a
@@ -16,9 +16,8 @@ tiktoken 0.14). A table gives each code point its class bits (``\\p{L}``, ``\\p{
 o200k's two case classes) and the contraction letter it matches case-insensitively (``fold``:
 ``ſ`` U+017F folds to ``s``) and case-sensitively (``exact``).
 
-The scanners' helpers are :func:`~tokpack._kernels.inlined`: LLVM inlines them (as a plain call
-per piece and per run, the scan ran at half the speed), and they count no references to the
-arrays they take (with numba's own inlining, those counts were most of the scan's time).
+The scanners' helpers are :func:`~tokpack._kernels.inlined`: LLVM inlines them into the scan, and
+they count no references to the arrays they take (see :mod:`tokpack._kernels` for why both matter).
 """
 
 from __future__ import annotations
@@ -27,13 +26,14 @@ import functools
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import regex
 from numba import njit
 
 from tokpack._atomic import partial_sibling
-from tokpack._kernels import inlined
+from tokpack._kernels import code_points, inlined
 from tokpack.vocab.patterns import (
     CL100K_PATTERN,
     GPT2_PATTERN,
@@ -71,10 +71,17 @@ _LAYOUT = 3
 _CR, _LF, _TAB, _SPACE, _APOSTROPHE, _SLASH = 13, 10, 9, 32, 39, 47
 _COMMA, _PERIOD, _COLON, _SEMICOLON = 44, 46, 58, 59
 
-Tables = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+class ScannerTables(NamedTuple):
+    """A regex engine's classes of every code point (``uint8``, ``0x110000`` long each), passed to
+    the scanners as one argument."""
+
+    classes: np.ndarray  # class bits: \p{L}, \p{N}, \s and o200k's two case classes
+    fold: np.ndarray  # the contraction letter matched case-insensitively (1-based in LETTERS; 0 none)
+    exact: np.ndarray  # the contraction letter matched case-sensitively
 
 
-def _build(members: Callable[[str], np.ndarray]) -> Tables:
+def _build(members: Callable[[str], np.ndarray]) -> ScannerTables:
     """``(classes, fold, exact)`` with ``members(pattern)``: the code points a one-character
     pattern matches, as an engine decides."""
     classes = np.zeros(0x110000, dtype=np.uint8)
@@ -85,10 +92,10 @@ def _build(members: Callable[[str], np.ndarray]) -> Tables:
     for index, letter in enumerate(LETTERS, start=1):
         fold[members(f"(?i:{letter})")] = index
         exact[members(letter)] = index
-    return classes, fold, exact
+    return ScannerTables(classes, fold, exact)
 
 
-def _cached(name: str, build: Callable[[], Tables], *, folder: Path | None = None) -> Tables:
+def _cached(name: str, build: Callable[[], ScannerTables], *, folder: Path | None = None) -> ScannerTables:
     """Tables kept in ``folder`` (``__pycache__`` beside this module) as ``name``; where that is
     read-only, built per process. The file ends with the SHA-256 of ``name`` (which says the
     engine's version) and the tables: one that does not match is rebuilt and replaced, never read."""
@@ -99,7 +106,7 @@ def _cached(name: str, build: Callable[[], Tables], *, folder: Path | None = Non
         if stored.shape == (size + 32,) and stored.dtype == np.uint8:
             stacked = stored[:size].reshape(3, 0x110000)
             if stored[size:].tobytes() == _digest(name, stacked):
-                return stacked[0], stacked[1], stacked[2]
+                return ScannerTables(stacked[0], stacked[1], stacked[2])
     except (OSError, ValueError):  # missing or damaged: built again
         pass
     built = build()
@@ -124,7 +131,7 @@ def _digest(name: str, stacked: np.ndarray) -> bytes:
     return digest.digest()
 
 
-def build_tables() -> Tables:
+def build_tables() -> ScannerTables:
     """The class tables as the ``regex`` module decides them (uncached; see :func:`tables`)."""
     every = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
 
@@ -135,7 +142,7 @@ def build_tables() -> Tables:
     return _build(members)
 
 
-def build_tiktoken_tables() -> Tables:
+def build_tiktoken_tables() -> ScannerTables:
     """The class tables as tiktoken's regex engine decides them (uncached): each class is read
     off tiktoken itself, which encodes only what its pattern matches."""
     import tiktoken
@@ -154,16 +161,16 @@ def build_tiktoken_tables() -> Tables:
 
 
 @functools.lru_cache(maxsize=None)
-def tables() -> Tables:
+def tables() -> ScannerTables:
     """``(classes, fold, exact)`` as the ``regex`` module decides them: per code point its class
     bits, and the contraction letter (1-based index in ``sdmtlvre``, 0 for none) it matches
-    case-insensitively and case-sensitively. Built once per ``regex`` version (about 0.5 s;
-    loading takes a few milliseconds)."""
+    case-insensitively and case-sensitively. Built once per ``regex`` version and cached (see
+    :func:`_cached`), a scan over every code point that loading the cache skips."""
     return _cached(f"pretokenizer-classes-regex-{regex.__version__}", build_tables)
 
 
 @functools.lru_cache(maxsize=None)
-def tiktoken_tables() -> Tables:
+def tiktoken_tables() -> ScannerTables:
     """:func:`tables` as tiktoken's regex engine decides them (the compiled encoder's, whose ids
     must be tiktoken's). Built once per tiktoken version."""
     import tiktoken
@@ -388,9 +395,11 @@ def _polish_piece(cps, i, end, classes, phrase):
 
 
 @inlined
-def piece_end(cps, i, end, mode, classes, fold, exact):
+def piece_end(cps, i, end, mode, tables):
     """The end of the piece of pattern ``mode`` that starts at ``i`` (``i < end``) in the text
-    ``cps[:end]``; the whole rest for :data:`WHOLE`."""
+    ``cps[:end]``, with the classes of ``tables`` (:class:`ScannerTables`); the whole rest for
+    :data:`WHOLE`."""
+    classes, fold, exact = tables
     if mode == GPT4:
         return _gpt4_piece(cps, i, end, classes, fold)
     if mode == GPT2:
@@ -405,7 +414,7 @@ def piece_end(cps, i, end, mode, classes, fold, exact):
 
 
 @njit(cache=True, nogil=True)
-def split_all(cps, part_ends, mode, classes, fold, exact, out):
+def split_all(cps, part_ends, mode, tables, out):
     """Write the end of every piece of every part (parts end at ``part_ends``) into ``out``;
     return how many. A whole part is one piece, even an empty one."""
     n = 0
@@ -417,91 +426,11 @@ def split_all(cps, part_ends, mode, classes, fold, exact, out):
             out[n] = end
             n += 1
         while mode != WHOLE and i < end:
-            i = piece_end(cps, i, end, mode, classes, fold, exact)
+            i = piece_end(cps, i, end, mode, tables)
             out[n] = i
             n += 1
         begin = end
     return n
-
-
-@inlined
-def utf8_size(cp):
-    """The UTF-8 bytes of code point ``cp``."""
-    if cp < 0x80:
-        return 1
-    if cp < 0x800:
-        return 2
-    if cp < 0x10000:
-        return 3
-    return 4
-
-
-@inlined
-def utf8(cps, begin, end, out):
-    """UTF-8 of ``cps[begin:end]`` into ``out`` from its start; returns the byte count. (A lone
-    surrogate is written as its three bytes, which no UTF-8 decoder takes: callers refuse or
-    replace surrogates first.)"""
-    n = 0
-    for k in range(begin, end):
-        cp = cps[k]
-        if cp < 0x80:
-            out[n] = cp
-            n += 1
-        elif cp < 0x800:
-            out[n] = 0xC0 | (cp >> 6)
-            out[n + 1] = 0x80 | (cp & 0x3F)
-            n += 2
-        elif cp < 0x10000:
-            out[n] = 0xE0 | (cp >> 12)
-            out[n + 1] = 0x80 | ((cp >> 6) & 0x3F)
-            out[n + 2] = 0x80 | (cp & 0x3F)
-            n += 3
-        else:
-            out[n] = 0xF0 | (cp >> 18)
-            out[n + 1] = 0x80 | ((cp >> 12) & 0x3F)
-            out[n + 2] = 0x80 | ((cp >> 6) & 0x3F)
-            out[n + 3] = 0x80 | (cp & 0x3F)
-            n += 4
-    return n
-
-
-@inlined
-def fnv1a(data, begin, end):
-    """FNV-1a (64 bits) over ``data[begin:end]``, bytes or code points: the one hash every compiled
-    table of pieces and tokens starts from."""
-    h = np.uint64(0xCBF29CE484222325)
-    for k in range(begin, end):
-        h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
-    return h
-
-
-@inlined
-def same_bytes(x, x_at, y, y_at, length):
-    """Whether ``x[x_at:x_at + length]`` equals ``y[y_at:y_at + length]``: how every compiled
-    table of tokens confirms a hash match."""
-    for k in range(length):
-        if x[x_at + k] != y[y_at + k]:
-            return False
-    return True
-
-
-@inlined
-def mix(h):
-    """splitmix64's finalizer, the hash of the compiled tables of pieces and tokens (FNV's low
-    bits alone probe badly)."""
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
-
-
-def code_points(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``parts`` as one array of code points (lone surrogates kept), and the end of each part."""
-    cps = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
-    return cps, ends
 
 
 def split(text: str, pattern: str | None) -> list[str]:
@@ -514,6 +443,6 @@ def split(text: str, pattern: str | None) -> list[str]:
     mode = COMPILED[pattern]
     cps, ends = code_points([text])
     out = np.empty(len(text) + 1, dtype=np.int64)
-    n = split_all(cps, ends, mode, *tables(), out)
+    n = split_all(cps, ends, mode, tables(), out)
     bounds = [0, *out[:n].tolist()]
     return [text[a:b] for a, b in zip(bounds, bounds[1:])]

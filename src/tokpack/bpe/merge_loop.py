@@ -1,6 +1,6 @@
 """The fast trainer's merge loop, compiled by numba: the exact rules, one scalar pass per merge.
 
-The state (see :class:`MergeState`) keeps each distinct piece's ids contiguous in one flat array
+The state (see :class:`MergeTables`) keeps each distinct piece's ids contiguous in one flat array
 (``uint16`` while every id fits, else ``int32``), with the piece's start, length and count; every
 pair ever seen with its count, found from its code through an open-addressing hash table; and, for
 every pair, a segment of a pool of piece numbers: the pieces where it was written (stale entries,
@@ -17,15 +17,12 @@ of ``(count, pair code)`` with lazy invalidation: the new pairs are pushed, a st
 its pair's true count is requeued at that count when it surfaces, so an entry whose count is
 current is the true maximum, ties going to the smallest code.
 
-Trade-off, measured at 10 MB of text (GPT-4 pattern, 199,020 distinct pieces of 3.19 M bytes):
-the state is 38 MiB at 8,192 merges and 47 MiB at 32,768, against 133 MiB at 8,192 for the
-per-position linked lists it replaces (ids, next, previous, count and pair for every byte, and a
-chain of positions per pair), because counts, starts and lengths are per piece, the index holds
-piece numbers, and the pairs a step makes below ``min_frequency`` are forgotten at once. A merge
-rereads each piece it rewrites (about 16 bytes on average) where the lists touched only the
-occurrence, and finds the destroyed slots' pairs by hash (cached per neighbour within a step);
-even so the loop takes 0.85x the time of the lists' (2.04 s against 2.40 s of CPU at 32,768
-merges, the two in one process).
+Trade-off: counts, starts and lengths are per distinct piece, the index holds piece numbers, and
+the pairs a step makes below ``min_frequency`` are forgotten at once, so the state grows with the
+distinct pieces, not with the corpus's bytes (per-position linked lists would keep ids, links, a
+count and a pair for every byte). The price: a merge rereads each piece it rewrites, not only the
+occurrence, and finds the destroyed slots' pairs by hash (cached per neighbour within a step).
+Sizes and times: BENCHMARKS.md, "Training BPE".
 
 numba compiles these functions once per machine (cached beside the module, or in numba's user
 cache when that is read-only); it ships wheels for every Python tokpack supports, so nothing is
@@ -35,6 +32,7 @@ compiled at install time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -58,9 +56,9 @@ _LAST, _FILL = range(2)
 _LEFT_PAIR, _LEFT_STAMP, _RIGHT_PAIR, _RIGHT_STAMP, _OLD_LEFT, _OLD_LEFT_STAMP, _OLD_RIGHT, _OLD_RIGHT_STAMP = range(8)
 
 
-@dataclass
-class MergeState:
-    """Everything the merge loop keeps between calls (arrays owned by the compiled functions)."""
+class MergeTables(NamedTuple):
+    """The merge loop's arrays, passed to the compiled loop as one argument (and returned by it:
+    it replaces the arrays it grows)."""
 
     ids: np.ndarray  # uint16 (int32 past 65,535 ids): every piece's ids, contiguous; a piece shrinks in place
     pieces: np.ndarray  # int64 (pieces, 3): see the column names above
@@ -74,6 +72,13 @@ class MergeState:
     side: np.ndarray  # int32 (max_id + 1, 8): see the column names above
     fresh: np.ndarray  # int32 (2 * max_id + 2, 2) scratch: see the column names above
     scalars: np.ndarray  # int64: pairs, pool entries used, heap size, merges done
+
+
+@dataclass
+class MergeState:
+    """Everything the merge loop keeps between calls."""
+
+    tables: MergeTables
     min_frequency: int  # build left out the pairs below it, so every run must stop at it too
 
 
@@ -93,25 +98,22 @@ def build(
     scalars = np.zeros(4, dtype=np.int64)
     ids = flat.astype(dtype)
     pairs, hashed, pool, heap = _build(ids, table, scalars, np.int64(min_frequency))
-    return MergeState(
+    tables = MergeTables(
         ids=ids, pieces=table, pairs=pairs, table=hashed, pool=pool, heap=heap,
         log=np.zeros((1024, 2), dtype=np.int32),
         buf=np.zeros(longest, dtype=dtype), mark=np.zeros(longest, dtype=np.uint8),
         side=np.full((max_id + 1, 8), -1, dtype=np.int32), fresh=np.zeros((2 * max_id + 2, 2), dtype=np.int32),
-        scalars=scalars, min_frequency=min_frequency,
+        scalars=scalars,
     )
+    return MergeState(tables=tables, min_frequency=min_frequency)
 
 
 def run(state: MergeState, until: int, first_id: int, out: np.ndarray) -> int:
     """Merge until ``until`` merges are done in all, or no pair reaches the state's ``min_frequency``;
     write each merge's ``(left, right, frequency)`` into the next row of ``out``. Returns the merges
     done."""
-    state.pairs, state.table, state.pool, state.heap, state.log = _merge(
-        state.ids, state.pieces, state.pairs, state.table, state.pool, state.heap, state.log, state.buf,
-        state.mark, state.side, state.fresh, state.scalars, np.int64(until), np.int64(first_id),
-        np.int64(state.min_frequency), out,
-    )
-    return int(state.scalars[3])
+    state.tables = _merge(state.tables, np.int64(until), np.int64(first_id), np.int64(state.min_frequency), out)
+    return int(state.tables.scalars[3])
 
 
 @njit(cache=True)
@@ -306,8 +308,8 @@ def _compact(pool, pairs, scalars, n_pairs, min_frequency):
     """Drop, in place, the segments of the pairs counted below ``min_frequency`` (merged, or
     destroyed in too many places: none can rise again, since a merge creates only pairs with the
     new id). Segments lie in pair order, so each moves down. The stale entries of live pairs
-    stay: finding them means reading a piece per entry, which at 10 MB / 32,768 merges made the
-    merge loop 10-20% slower for a pool 4 MiB smaller."""
+    stay: finding them means reading a piece per entry, which costs the loop more time than the
+    memory it would save (BENCHMARKS.md, "Training BPE")."""
     kept = 0
     for pair in range(n_pairs):
         start = pairs[pair, _START]
@@ -371,7 +373,8 @@ def _created(pairs, table, side, scalars, x, y, new_id, step, self_pair):
 
 
 @njit(cache=True)
-def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, scalars, until, first_id, min_frequency, out):
+def _merge(tables, until, first_id, min_frequency, out):
+    ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, scalars = tables
     while scalars[3] < until and scalars[2] > 0:
         top = _pop(heap, scalars)
         claimed = heap[top, 0]
@@ -492,4 +495,4 @@ def _merge(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, s
         out[step, 1] = right
         out[step, 2] = frequency
         scalars[3] = step + 1
-    return pairs, table, pool, heap, log
+    return MergeTables(ids, pieces, pairs, table, pool, heap, log, buf, mark, side, fresh, scalars)
