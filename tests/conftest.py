@@ -26,8 +26,6 @@ atexit.register(shutil.rmtree, os.environ["TOKPACK_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
-#: Older name of :data:`DATA`, kept so tests written against it still import.
-SHARED_DATA = DATA
 SAMPLE = REPO / "src" / "tokpack" / "sample"
 
 
