@@ -53,6 +53,14 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tokpack.TokenizedCorpu
                            document_bytes=4096)
 
 
+@pytest.fixture(scope="session")
+def byte_vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level vocabulary's ``vocabulary.json`` (ids are the bytes, ``<|endoftext|>`` 256): ids decode exactly."""
+    from tokpack.vocab import BpeTokenizer
+
+    return BpeTokenizer(ranks={bytes([b]): b for b in range(256)}).save(tmp_path_factory.mktemp("byte-vocab"))
+
+
 @pytest.fixture()
 def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "cache"
