@@ -121,7 +121,7 @@ def test_a_failing_worker_reports_its_error() -> None:
 
 
 def test_a_killed_worker_is_a_clear_error_not_a_hang() -> None:
-    # Issue 12: a worker killed for memory used to leave training waiting forever.
+    # A worker killed (for memory, say) is an error at once, never a training that waits forever.
     import tokpack.bpe.fast as fast
     from tokpack.errors import WorkerDied
 

@@ -1,5 +1,5 @@
 """The compiled pre-tokenizer and counter against ``regex.findall`` + ``Counter``: random text over
-adversarial alphabets, every code point, and the real multi-script data in ``data/``."""
+hostile alphabets, every code point, and the real multi-script data in ``data/``."""
 
 from __future__ import annotations
 
@@ -25,20 +25,20 @@ PATTERNS = [GPT4_PATTERN, GPT2_PATTERN]
 # \r\n, digits of other scripts, combining marks, letters of other scripts, emoji, punctuation.
 _WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200a\u2028\u2029\u202f\u205f\u3000"
 _SPECIAL = "'’sSdDmMtTlLvVeErRſ\u212akK" + _WHITESPACE + "0٣७௫𝟘½Ⅻ" + "\u0301\u0308\u200d" + "żŻΩж中ǅ" + "🙂👍🏽!?.,-_\"#$\x00\x7f"
-_ADVERSARIAL = st.text(alphabet=st.sampled_from(_SPECIAL), max_size=60)
+_HOSTILE = st.text(alphabet=st.sampled_from(_SPECIAL), max_size=60)
 # Any code point but the surrogates (which have no UTF-8 and cannot reach a trainer from a file).
 _ANY = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=60)
-_MIXED = st.lists(st.one_of(_ADVERSARIAL, _ANY), max_size=4).map("".join)
+_MIXED = st.lists(st.one_of(_HOSTILE, _ANY), max_size=4).map("".join)
 
 
 @settings(max_examples=1500, deadline=None)
-@given(text=st.one_of(_ADVERSARIAL, _ANY, _MIXED), pattern=st.sampled_from(PATTERNS))
+@given(text=st.one_of(_HOSTILE, _ANY, _MIXED), pattern=st.sampled_from(PATTERNS))
 def test_split_equals_regex_findall(text: str, pattern: str) -> None:
     assert split(text, pattern) == regex.findall(pattern, text)
 
 
 @settings(max_examples=300, deadline=None)
-@given(texts=st.lists(st.one_of(_ADVERSARIAL, _MIXED, st.just("")), max_size=8),
+@given(texts=st.lists(st.one_of(_HOSTILE, _MIXED, st.just("")), max_size=8),
        pattern=st.sampled_from([*PATTERNS, None]))
 def test_counts_equal_regex_counts(texts: list[str], pattern: str | None) -> None:
     counter = PieceCounter(pattern)

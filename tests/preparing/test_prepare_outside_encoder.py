@@ -68,7 +68,7 @@ if how == "cli":
         assert not stop.code, stop.code
 else:
     from tokpack import prepare
-    # Training runs numba's kernels (encoding with given ranks no longer does): its rule applies.
+    # Training runs numba's kernels (encoding with given ranks does not): its rule applies.
     assert prepare(corpus, vocab_size=270, cache_dir=cache).manifest.n_tokens > 0
 gc.callbacks.clear()
 print("awkward" in sys.modules, max(during) == default and "default" or max(during), file=sys.stderr)

@@ -36,8 +36,8 @@ from tokpack.vocab.published import O200K_PATTERN
 from conftest import DATA
 from tokenizer_fixtures import small_corpus
 
-#: The patterns whose scanners are new here (GPT-2's and GPT-4's are tested in test_bpe_pretokenize).
-NEW = {"o200k": O200K_PATTERN, "polish": POLISH_PATTERN, "polish-phrase": POLISH_PHRASE_PATTERN}
+#: The patterns whose scanners are tested here (GPT-2's and GPT-4's are tested in test_bpe_pretokenize).
+TESTED = {"o200k": O200K_PATTERN, "polish": POLISH_PATTERN, "polish-phrase": POLISH_PHRASE_PATTERN}
 #: Each data file's first characters compared.
 SAMPLE_CHARS = 40_000
 
@@ -79,17 +79,17 @@ def test_every_named_pattern_has_a_compiled_pretokenizer() -> None:
     assert UPPER_CLASS in O200K_PATTERN and LOWER_CLASS in O200K_PATTERN
 
 
-@pytest.mark.parametrize("name", sorted(NEW))
+@pytest.mark.parametrize("name", sorted(TESTED))
 def test_pieces_equal_regex_on_every_data_file(name: str, data_texts: list[str]) -> None:
-    pattern = NEW[name]
+    pattern = TESTED[name]
     for index, text in enumerate(data_texts):
         assert split(text, pattern) == regex.findall(pattern, text), f"data file {index} differs"
 
 
 @settings(max_examples=1500, deadline=None)
-@given(text=TEXTS, name=st.sampled_from(sorted(NEW)))
+@given(text=TEXTS, name=st.sampled_from(sorted(TESTED)))
 def test_pieces_equal_regex_on_any_text(text: str, name: str) -> None:
-    assert split(text, NEW[name]) == regex.findall(NEW[name], text)
+    assert split(text, TESTED[name]) == regex.findall(TESTED[name], text)
 
 
 @pytest.mark.parametrize(("name", "text", "pieces"), [
@@ -102,16 +102,16 @@ def test_pieces_equal_regex_on_any_text(text: str, name: str) -> None:
     ("polish-phrase", "nie jest, a  (nie) tak.\n\tKod: x", ["nie jest, a", "  (nie", ")", " tak", ".\n", "\tKod: x"]),
 ])
 def test_examples_cut_as_regex_does(name: str, text: str, pieces: list[str]) -> None:
-    assert regex.findall(NEW[name], text) == pieces  # the example is right
-    assert split(text, NEW[name]) == pieces
+    assert regex.findall(TESTED[name], text) == pieces  # the example is right
+    assert split(text, TESTED[name]) == pieces
 
 
 @settings(max_examples=300, deadline=None)
-@given(texts=st.lists(TEXTS, max_size=6), name=st.sampled_from(sorted(NEW)))
+@given(texts=st.lists(TEXTS, max_size=6), name=st.sampled_from(sorted(TESTED)))
 def test_the_trainer_counts_the_new_patterns_as_regex_does(texts: list[str], name: str) -> None:
-    counter = PieceCounter(NEW[name])
+    counter = PieceCounter(TESTED[name])
     counter.add(texts)
-    assert counter.to_counter() == Counter(piece for text in texts for piece in regex.findall(NEW[name], text))
+    assert counter.to_counter() == Counter(piece for text in texts for piece in regex.findall(TESTED[name], text))
 
 
 def test_the_tables_hold_each_engines_case_classes() -> None:
