@@ -4,9 +4,8 @@
 collected, as each worker frees up. A long file that starts last keeps one worker busy while the
 other has nothing left to do; started first, the short files fill in around it. Each file's
 seconds in the last run are kept in pytest's cache (``.pytest_cache``), so a warm clone's next
-run starts with the files that took longest; without a record (a fresh clone) the files with most
-tests go first. The hooks at the end are imported by ``tests/conftest.py``; ``./dev test`` keeps this
-order (``--no-loadscope-reorder``: xdist would otherwise put the files with most tests first)."""
+run starts with the files that took longest; without a record (a fresh clone) the order stays as
+collected. The hooks at the end are imported by ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -36,22 +35,18 @@ def longest_first(items: Sequence[Item], ids: Sequence[str], record: dict[str, l
 
     A file's tests keep their order. ``record`` maps a file to ``[seconds, tests]`` of a run; a
     run of some of its tests counts in proportion to how many of today's it ran. A file with no
-    record goes first (it may be long: the next run knows); with no record at all, the files with
-    most tests go first. Equal estimates keep the collected order.
+    record goes first (it may be long: the next run knows). Equal estimates keep the collected
+    order.
 
     >>> ids = ["a.py::t1", "b.py::t1", "a.py::t2", "c.py::t1"]
     >>> longest_first(ids, ids, {"a.py": [1.0, 2], "b.py": [5.0, 1]})
     ['c.py::t1', 'b.py::t1', 'a.py::t1', 'a.py::t2']
-    >>> longest_first(ids, ids, {})
-    ['a.py::t1', 'a.py::t2', 'b.py::t1', 'c.py::t1']
     """
     groups: dict[str, list[Item]] = {}
     for item, nodeid in zip(items, ids):
         groups.setdefault(file_of(nodeid), []).append(item)
 
     def estimate(file: str) -> float:
-        if not record:
-            return len(groups[file])
         seconds, tests = record.get(file, (float("inf"), 1))
         return seconds * len(groups[file]) / max(1.0, tests)
 
