@@ -19,9 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 import registry  # noqa: E402
 
-# The files that took longest in the last run start first (see file_order.py).
-from file_order import pytest_collection_modifyitems, pytest_runtest_logreport, pytest_sessionfinish  # noqa: E402, F401
-
 # The suite never reads or writes the user's cache: an index or stamp left there by another tokpack
 # version would decide what a test sees. Each process (and the processes it starts) gets its own.
 os.environ["TOKPACK_CACHE"] = tempfile.mkdtemp(prefix="tokpack-tests-cache-")
