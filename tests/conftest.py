@@ -26,8 +26,6 @@ atexit.register(shutil.rmtree, os.environ["TOKPACK_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
-#: Older name of :data:`DATA`, kept so tests written against it still import.
-SHARED_DATA = DATA
 SAMPLE = REPO / "src" / "tokpack" / "sample"
 
 
@@ -53,6 +51,14 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tokpack.TokenizedCorpu
     module may damage its files, so modules never share one."""
     return tokpack.prepare(SAMPLE / "polish.txt", cache_dir=tmp_path_factory.mktemp("cache"), vocab_size=300,
                            document_bytes=4096)
+
+
+@pytest.fixture(scope="session")
+def byte_vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level vocabulary's ``vocabulary.json`` (ids are the bytes, ``<|endoftext|>`` 256): ids decode exactly."""
+    from tokpack.vocab import BpeTokenizer
+
+    return BpeTokenizer(ranks={bytes([b]): b for b in range(256)}).save(tmp_path_factory.mktemp("byte-vocab"))
 
 
 @pytest.fixture()

@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from tokpack.bpe.challenge import make_proof, new_challenge
 from tokpack.chess.jobs.pipeline import available_months
-from tokpack.chess.pgn import convert_pgn
 from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.cli import app
 from tokpack.serve.memory import pack_of_documents

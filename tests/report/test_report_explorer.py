@@ -168,7 +168,7 @@ def test_the_explorer_fits_a_phone(explorer: Path) -> None:
 
 
 def test_a_document_holding_comment_and_script_markup_does_not_break_the_page(tmp_path: Path) -> None:
-    # Issue 12, item 7: "<!--<script>" in a document killed the page's script.
+    # "<!--<script>" in a document must not end the page's own script.
     out = tmp_path / "markup.html"
     documents = ["<!--<script>", "</script><b>x</b>", "a&amp;b"]
     assert runner.invoke(app, ["bpe", "explore", *documents, "--merges", "2", "-o", str(out)]).exit_code == 0

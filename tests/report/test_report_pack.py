@@ -13,6 +13,7 @@ from tokpack.cli import app
 from tokpack.store import Pack
 
 from browser import browser_page, embedded_data, screenshot
+from conftest import DATA
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +72,31 @@ def test_a_corrupted_pack_is_reported_not_verified(pack: Path, tmp_path: Path) -
 def test_report_of_nothing_is_one_line_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["report", str(tmp_path / "none.txt"), "-o", str(tmp_path / "x.html")])
     assert result.exit_code == 2 and not (tmp_path / "x.html").exists()
+
+
+def test_pack_report_titles_the_corpus_shows_source_and_compression_and_a_log_axis_when_lengths_span_decades(tmp_path: Path) -> None:
+    import re
+
+    from tokpack.report.pack import pack_report
+
+    # Real text in documents of very different lengths (a folder: one document per file): short
+    # lines and whole stories, decades apart.
+    stories = sorted((DATA / "polish" / "narrative").glob("*.txt"))
+    corpus = tmp_path / "opowiesci"
+    corpus.mkdir()
+    lines = [line for line in stories[0].read_text(encoding="utf-8").splitlines(keepends=True) if 20 < len(line) < 80]
+    for index, line in enumerate(lines[:30]):
+        (corpus / f"a{index:03d}.txt").write_text(line, encoding="utf-8")
+    for index, story in enumerate(stories[1:5]):
+        (corpus / f"b{index:03d}.txt").write_bytes(story.read_bytes()[:60_000])
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted(corpus.iterdir()))
+    prepared = prepare(corpus, cache_dir=tmp_path / "c", vocab_size=400)
+    html = pack_report(prepared.tokens_dir, block=256)
+    assert re.search(r"<h1>opowiesci: tokpack report</h1>", html)
+    facts = __import__("json").loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S).group(1))["pack"]
+    assert facts["source"]["name"] == "opowiesci" and facts["source"]["n_bytes"] == len(text.encode("utf-8"))
+    assert abs(facts["characters_per_token"] - len(text) / prepared.meta.n_tokens) < 1e-9
+    assert 'data-testid="source-name">opowiesci<' in html and 'data-testid="characters-per-token"' in html
+    lengths = prepared.pack().starts
+    assert facts["length_axis"] == "log" and 'data-x-scale="log"' in html and len(lengths) > 10
+    assert 'data-legend="outside"' in html

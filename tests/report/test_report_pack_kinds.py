@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from tokpack import prepare, sample_corpus
 from tokpack.chess.jobs.pack import pack_games
-from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.cli import app

@@ -101,7 +101,7 @@ def test_set_weights_in_a_live_run_serves_what_a_resume_with_those_weights_serve
     a_rows = [sum(name == "a" for name, _ in named_rows(step)) for step in later]
     assert abs(sum(a_rows) - 0.8 * 20 * 30) <= 1
     assert_every_row_once_per_epoch(served + later)
-    # other weights at a resume are a change from its step, as before
+    # other weights at a resume are a change from its step too
     other = resumed(maker(packs, {"a": 0.1, "b": 0.9}), 1, state)[0]
     assert other.weights(20).round(6).tolist() == [0.1, 0.9]
 

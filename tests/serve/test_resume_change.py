@@ -283,8 +283,8 @@ def test_every_change_that_stays_refused_names_what_differs(packs: dict[str, Pat
     make(Mixture([(packs["a"], 9), (packs["b"], 1)], names=["web", "code"])).load_state_dict(state)
 
 
-def test_a_state_saved_before_the_history_loads_exactly(tmp_path: Path) -> None:
-    """tests/fixtures/loader_state_v2.json: states the previous loader (``tokpack.loader.v2``)
+def test_a_state_of_loader_schema_v2_loads_exactly(tmp_path: Path) -> None:
+    """tests/fixtures/loader_state_v2.json: states of the loader schema ``tokpack.loader.v2``,
     saved at step 7, and the rows it served at steps 7 to 11, over two packs made here again."""
     a = pack_of_documents([list(range(s, s + 40)) for s in range(1, 400, 40)], n_vocab=2000, pad_id=0,
                           directory=tmp_path / "a")

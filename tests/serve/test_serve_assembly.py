@@ -1,6 +1,6 @@
-"""The compiled batch assembly equals the straightforward numpy one it replaced.
+"""The compiled batch assembly equals a straightforward numpy one.
 
-The reference below is the previous implementation, kept only here: each layout's rows and
+The reference below is that numpy implementation, kept only here: each layout's rows and
 segment-start mask built with numpy (``searchsorted`` and scatters for the contiguous layouts,
 a ``cumsum`` of position steps and one gather for ``bestfit``), and the batch arrays built from
 the mask (``flatnonzero``, one ``repeat`` per array, ``astype`` casts). Random packs, layouts,
@@ -35,7 +35,7 @@ class NotAPack:
         return getattr(self._pack, name)
 
 
-# -- the reference: the previous numpy implementation ---------------------------------------------
+# -- the reference: a plain numpy implementation ---------------------------------------------------
 
 
 def reference_rows(layout: Layout, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@ artifact are, and a small tokenizer trained once per session."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,16 @@ ARTIFACT = REPO / "artifacts" / "polish-8192"
 def require_data() -> Path:
     """The real Polish data folder (committed under ``data/polish``)."""
     return POLISH
+
+
+@lru_cache(maxsize=1)
+def _narrative() -> tuple[str, ...]:
+    return tuple(path.read_text(encoding="utf-8") for path in sorted((POLISH / "narrative").glob("*.txt")))
+
+
+def narrative_texts() -> list[str]:
+    """The Polish narrative files (``data/polish/narrative``), whole, in path order, read once."""
+    return list(_narrative())
 
 
 def small_corpus(root: Path) -> Path:

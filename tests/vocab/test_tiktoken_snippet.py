@@ -48,3 +48,23 @@ def test_the_tiktoken_snippet_ignores_a_stale_tiktoken_cache_entry_for_the_same_
                           env={**os.environ, "TIKTOKEN_CACHE_DIR": str(cache), "TOKPACK_CACHE": str(tmp_path / "c")})
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
     assert json.loads(made.stdout)["n_tokens"] > 100
+
+
+def test_the_readme_loads_a_pack_vocabulary_in_tiktoken(tmp_path: Path) -> None:
+    text = FORMATS.read_text(encoding="utf-8").split("## The pack format\n", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert "ranks.tiktoken" in code and 'Path("pack/vocabulary")' in code
+    sample = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
+    (tmp_path / "a").mkdir()
+    corpus = tmp_path / "a" / "c.txt"
+    corpus.write_bytes(sample[: sample.rindex(b"\n") + 1])
+    made = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab-size", "300", "-o", str(tmp_path / "pack"),
+                                    "--cache-dir", str(tmp_path / "c")])
+    assert made.exit_code == 0, made.output
+    check = ("\nimport numpy\nfrom tokpack.store import Pack\npack = Pack(Path('pack'))\n"
+             "sample = open('a/c.txt', encoding='utf-8').read()\n"
+             "assert encoding.encode_ordinary(sample) == pack.tokens.tolist(), 'ids differ'\n"
+             "assert len(ids) > 3\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code + check], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "TOKPACK_CACHE": str(tmp_path / "c")}, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -8,7 +8,6 @@ import chess
 import pytest
 
 from tokpack.chess.jobs.fixture import FEATURES, build_parity, features, parity_text, read_parity, write_parity
-from tokpack.chess.pgn import read_games_strictly
 from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.schemes.uci_bpe import BpeEncoder, train_bpe

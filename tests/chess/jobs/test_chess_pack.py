@@ -13,7 +13,6 @@ import pytest
 
 import tokpack
 from tokpack.chess.jobs.pack import pack_games
-from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.schemes.uci import BOS_ID, EOS_ID

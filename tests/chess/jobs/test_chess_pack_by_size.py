@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from tokpack.chess.jobs.pack import pack_games
 from tokpack.chess.jobs.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
-from tokpack.chess.pgn import month_parquet
 from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import make_encoder
 from tokpack.cli import app

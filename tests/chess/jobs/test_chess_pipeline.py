@@ -9,7 +9,6 @@ import pytest
 
 from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.jobs.pipeline import available_months, split_months, tokenize
-from tokpack.chess.pgn import convert_pgn, month_parquet
 from tokpack.chess.pgn.convert import convert_pgn, month_parquet
 from tokpack.store.dataset import ShardedDataset
 

@@ -16,7 +16,6 @@ from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.jobs.pack import pack_games
 from tokpack.chess.jobs.pipeline import available_months, tokenize
 from tokpack.chess.jobs.shards import ChessJob, plan_shards, run_chess_shard, start_chess_job
-from tokpack.chess.pgn import convert_pgn, month_parquet
 from tokpack.chess.pgn.convert import convert_pgn, month_parquet
 from tokpack.chess.schemes import make_encoder
 from tokpack.engines.executors import run_array_task

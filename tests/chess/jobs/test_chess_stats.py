@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from tokpack.chess.jobs.stats import ChessStats, compute_stats
-from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 from tokpack.chess.schemes import make_encoder
 from tokpack.chess.schemes.game_encoder import GameEncoder

@@ -10,7 +10,6 @@ import pytest
 
 from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.jobs.pipeline import tokenize
-from tokpack.chess.pgn import games_table, read_games_strictly
 from tokpack.chess.pgn.games import games_table, read_games_strictly
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.jobs.pipeline import tokenize
-from tokpack.chess.pgn import convert_pgn
 from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.chess.schemes.char import CharEncoder, block_starts, moves_of_text
 from tokpack.cli import app

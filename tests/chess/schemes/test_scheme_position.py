@@ -24,7 +24,6 @@ import pytest
 from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.jobs.pack import pack_games
 from tokpack.chess.jobs.pipeline import tokenize
-from tokpack.chess.pgn import convert_pgn
 from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.chess.schemes.game_encoder import GameError
 from tokpack.chess.schemes.position import ACTIONS, PAD_ID, PositionEncoder, encode_position, fen_ids

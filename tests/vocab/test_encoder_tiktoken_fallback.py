@@ -1,9 +1,15 @@
-"""The compiled encoder's limits: ids past its packed merge table fall back to tiktoken, exactly."""
+"""The compiled encoder's limits: ids past its packed merge table fall back to tiktoken, exactly,
+and ``prepare`` packs ids up to 2**32 that way."""
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
+
+import numpy as np
 import tiktoken
 
+import tokpack
 from tokpack import GPT2_PATTERN
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.compiled import MAX_ID
@@ -25,3 +31,14 @@ def test_ids_below_the_limit_stay_compiled() -> None:
     oracle = tiktoken.Encoding(name="near", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
     text = "abc abcab ab"
     assert [ids.tolist() for ids in tokenizer.encode_arrays([text])] == [oracle.encode_ordinary(text)]
+
+
+def test_a_vocabulary_with_ids_up_to_2_to_the_32_prepares_with_tiktoken(tmp_path: Path) -> None:
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 4_000_000_000}
+    path = tmp_path / "huge.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank for token, rank in ranks.items()))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello ab world\n", encoding="utf-8")
+    prepared = tokpack.prepare(corpus, vocab=path, pattern="gpt2", cache_dir=tmp_path / "cache")
+    assert prepared.tokenizer.engine == "tiktoken"
+    assert 4_000_000_000 in np.load(prepared.tokens_dir / "tokens.npy").tolist()

@@ -1,20 +1,17 @@
-"""Faults a new user met through the CLI: an output folder that already holds other data or lies
-inside the corpus, an absurd shard count, and an evaluation step past the end. Each is refused with
-one line and exit 2 before anything is written."""
+"""Where ``tokpack prepare`` may write: an output that already holds other data (a pack, a sharded
+dataset) or lies inside the corpus folder, and an absurd shard count, are each refused with one
+line and exit 2 before anything is written."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import tokpack
 from tokpack.cli import _console, app
-from tokpack.errors import InputError
-from tokpack.serve import EvalBatches
 
 from conftest import SAMPLE
 
@@ -100,11 +97,3 @@ def test_a_huge_shard_count_is_refused_before_writing(tmp_path: Path, prepared: 
     assert ok.exit_code == 0, ok.output
 
 
-def test_eval_batch_past_the_end_is_refused(prepared: tokpack.TokenizedCorpus) -> None:
-    batches = EvalBatches(prepared.tokens_dir, length=16, batch_size=2)
-    n = len(batches)
-    assert n > 0
-    assert not np.all(np.asarray(batches.batch(n - 1)["labels"]) == batches.ignore_index)
-    with pytest.raises(InputError, match=rf"{n}\b") as caught:
-        batches.batch(n)
-    assert str(n) in str(caught.value) and "step" in str(caught.value)

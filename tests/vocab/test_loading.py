@@ -1,0 +1,102 @@
+"""Loading a vocabulary (:func:`tokpack.load_vocabulary`): a rank file and the ``tokenizer.json`` of one
+tokenizer give byte-identical packs, a bare rank file's pattern is asked for and never guessed, a
+published rank file brings its own pattern and special tokens, and ``prepare`` parses and hashes a
+rank file once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tokpack import load_vocabulary, prepare
+from tokpack.cli import app
+from tokpack.errors import InputError
+from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN
+
+from conftest import DATA, REPO
+
+runner = CliRunner()
+ARTIFACT = REPO / "artifacts" / "polish-8192"
+TEXT = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
+
+
+def corpus_in(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / "c.txt"
+    corpus.write_bytes(TEXT[: TEXT.rindex(b"\n") + 1])
+    return corpus
+
+
+def cli(*args: str) -> dict:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def refused(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().startswith("error: ") and "Traceback" not in result.output, result.output
+    return " ".join(result.output.split())
+
+
+def test_a_rank_file_and_the_tokenizer_json_of_one_tokenizer_give_byte_identical_packs(tmp_path: Path) -> None:
+    corpus = corpus_in(tmp_path / "a")
+    packs = {}
+    for name, vocab in (("ranks", ARTIFACT / "ranks.tiktoken"), ("json", ARTIFACT / "tokenizer.json")):
+        made = cli("prepare", str(corpus), "--vocab", str(vocab), "-o", str(tmp_path / name), "--cache-dir", str(tmp_path / "c"))
+        packs[name] = {str(p.relative_to(made["pack"])): p.read_bytes() for p in sorted(Path(made["pack"]).rglob("*"))
+                       if p.is_file()}
+    assert packs["ranks"] == packs["json"] and "tokens.npy" in packs["ranks"]
+    # A rank file alone records no pattern: never guessed, asked for, then equal with the right one.
+    bare = tmp_path / "bare" / "ranks.tiktoken"
+    bare.parent.mkdir()
+    shutil.copy(ARTIFACT / "ranks.tiktoken", bare)
+    message = refused("prepare", str(corpus), "--vocab", str(bare), "--cache-dir", str(tmp_path / "c"))
+    assert "--pattern" in message and "gpt4" in message and "polish" in message and str(bare) in message
+    named = cli("prepare", str(corpus), "--vocab", str(bare), "--pattern", "polish-phrase", "-o", str(tmp_path / "named"),
+                "--cache-dir", str(tmp_path / "c"))
+    assert (Path(named["pack"]) / "tokens.npy").read_bytes() == packs["ranks"]["tokens.npy"]
+    assert named["vocabulary"] == json.loads(packs["ranks"]["meta.json"])["vocabulary"]
+
+
+def test_a_published_rank_file_brings_its_own_pattern_and_special_tokens(gpt2_rank_file: Path) -> None:
+    gpt2 = load_vocabulary(gpt2_rank_file)
+    assert gpt2.pattern == GPT2_PATTERN and gpt2.special_tokens == {"<|endoftext|>": 50256} and gpt2.n_vocab == 50257
+    with pytest.raises(InputError, match="r50k_base"):
+        load_vocabulary(gpt2_rank_file, pattern=GPT4_PATTERN)
+
+
+def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Path, monkeypatch, gpt2_rank_file: Path) -> None:
+    import tokpack.vocab.bytelevel as bytelevel
+    import tokpack.vocab.loading as loading
+    import tokpack.vocab.rank_files as rank_files
+
+    calls = {"parse": 0, "canonical": 0}
+    parse, canonical = rank_files.parse_rank_text, bytelevel.BpeTokenizer.canonical_bytes
+
+    def counting_parse(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
+        calls["parse"] += where == gpt2_rank_file  # the user's file (a pack's own copy is read to verify it)
+        return parse(text, where=where)
+
+    def counting_canonical(self: bytelevel.BpeTokenizer) -> bytes:
+        calls["canonical"] += 1
+        return canonical(self)
+
+    for module in (rank_files, loading, bytelevel):
+        if hasattr(module, "parse_rank_text"):
+            monkeypatch.setattr(module, "parse_rank_text", counting_parse)
+    monkeypatch.setattr(bytelevel.BpeTokenizer, "canonical_bytes", counting_canonical)
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes((DATA / "other" / "english" / "wesnoth-narrative-en.txt").read_bytes()[:50_000])
+    for run in ("first", "cached"):
+        calls.update(parse=0, canonical=0)
+        prepared = prepare(corpus, vocab=gpt2_rank_file, cache_dir=tmp_path / "cache")
+        assert prepared.n_vocab == 50257 and prepared.meta.n_tokens > 0
+        # Hashed once for the request; once more when the new pack's carried vocabulary is checked
+        # against its record on first verification (the cached run's stamp skips that).
+        assert calls["parse"] == 1 and 1 <= calls["canonical"] <= 2, (run, calls)
