@@ -76,7 +76,7 @@ def test_a_rank_outside_a_chess_job_and_shard_sizes_of_no_end_are_mistakes(games
     text = config.read_text()
     for size in ("inf", "nan", "1e300"):
         config.write_text(text + f"shard_mb = {size}\n")
-        one_line_mistake(*run("chess", "tokenize", "--scheme", "uci", "--pack"), "--shard-mb")
+        one_line_mistake(*run("chess", "tokenize", "--scheme", "uci", "--pack"), "shard_mb")
     config.write_text(text + 'engine = "array"\n')
     code, output = run("chess", "tokenize", "--scheme", "uci", "--pack")
     assert code == 0, output

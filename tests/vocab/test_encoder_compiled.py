@@ -226,7 +226,7 @@ def test_a_corpus_packs_byte_identically_with_tiktoken(gpt2_rank_file: Path, sha
     packs = []
     for name, tokenizer in (("compiled", compiled), ("tiktoken", by_tiktoken)):
         packs.append(prepare(corpus, vocab=tokenizer, cache_dir=tmp_path / name, document_bytes=4096, workers=2))
-    assert packs[0].manifest.n_tokens > 10_000
+    assert packs[0].meta.n_tokens > 10_000
     assert _pack_files(packs[0].tokens_dir) == _pack_files(packs[1].tokens_dir)
     assert compiled.encoder_report()["engine"] == "compiled"
 

@@ -225,7 +225,7 @@ def test_a_corpus_packs_byte_identically_with_the_polish_pattern(polish: BpeToke
     by_tiktoken.__dict__["_compiled"] = None  # this one encodes with tiktoken (the engine a pattern falls back to)
     packs = [prepare(polish_corpus, vocab=tokenizer, cache_dir=tmp_path / name, document_bytes=4096, workers=2)
              for name, tokenizer in (("compiled", polish), ("tiktoken", by_tiktoken))]
-    assert packs[0].manifest.n_tokens > 10_000
+    assert packs[0].meta.n_tokens > 10_000
     assert _pack_files(packs[0].tokens_dir) == _pack_files(packs[1].tokens_dir)
     assert polish.encoder_report()["engine"] == "compiled"
 

@@ -50,7 +50,7 @@ def test_stats_on_the_fixture_equal_lengths_from_the_encoders(tmp_path: Path) ->
     assert stats.schemes["san"].mean > 4 * uci.mean and stats.schemes["san"].vocabulary.n_vocab == 37
     longest = stats.bpe_longest
     assert len(longest) == 5 and longest[0].n_chars >= longest[-1].n_chars and longest[0].moves == longest[0].n_chars / 4
-    assert json.loads(stats.to_json())["schema"] == "tokpack.chess.jobs.stats.v1"
+    assert json.loads(stats.to_json())["schema"] == "tokpack.chess.stats.v1"
     assert compute_stats(parquet, encoders[:1], n_games=3, max_len=10).n_games == 3
 
 
