@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_runs import cli_json, cli_refused, polish_corpus_in
 from typer.testing import CliRunner
 
 from tokpack import load_vocabulary, tokenizer_for
@@ -18,39 +19,16 @@ from tokpack.errors import InputError, IntegrityError
 from tokpack.store import Pack
 from tokpack.vocab import BpeTokenizer
 
-from conftest import DATA, REPO
+from conftest import REPO
 from tokenizer_fixtures import narrative_texts
 
 runner = CliRunner()
 EOT = "<|endoftext|>"
 FORMATS = ("hf", "litdata", "mds", "nanogpt", "megatron")
 ARTIFACT = REPO / "artifacts" / "polish-8192"
-TEXT = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
-
-
-def corpus_in(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder / "c.txt"
-    corpus.write_bytes(TEXT[: TEXT.rindex(b"\n") + 1])
-    return corpus
-
-
-def cli(*args: str) -> dict:
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def refused(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().startswith("error: ") and "Traceback" not in result.output, result.output
-    return " ".join(result.output.split())
-
-
 def test_a_pack_carries_its_vocabulary_and_decodes_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    corpus = corpus_in(tmp_path / "a")
-    made = cli("prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "cache"))
+    corpus = polish_corpus_in(tmp_path / "a")
+    made = cli_json("prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "cache"))
     moved = tmp_path / "elsewhere" / "pack"
     shutil.copytree(made["pack"], moved)
     shutil.rmtree(tmp_path / "cache")
@@ -71,11 +49,11 @@ def test_a_pack_carries_its_vocabulary_and_decodes_anywhere(tmp_path: Path, monk
     tampered.write_bytes(tampered.read_bytes().replace(b'"<|endoftext|>"', b'"<|endoftext|> "', 1))
     with pytest.raises(IntegrityError, match="tokenizer.json"):
         load_vocabulary(moved)
-    assert "tokenizer.json" in refused("inspect", str(moved))
+    assert "tokenizer.json" in cli_refused("inspect", str(moved))
 
 
 def test_a_sharded_dataset_carries_its_vocabulary(tmp_path: Path) -> None:
-    corpus = corpus_in(tmp_path / "a")
+    corpus = polish_corpus_in(tmp_path / "a")
     made = runner.invoke(app, ["prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--shards", "2",
                                "--workers", "1", "--document-bytes", "4096", "--out", str(tmp_path / "d")])
     assert made.exit_code == 0, made.output
@@ -86,8 +64,8 @@ def test_a_sharded_dataset_carries_its_vocabulary(tmp_path: Path) -> None:
 
 
 def test_a_pack_that_carries_no_vocabulary_files_still_opens(tmp_path: Path) -> None:
-    corpus = corpus_in(tmp_path / "a")
-    made = cli("prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "cache"))
+    corpus = polish_corpus_in(tmp_path / "a")
+    made = cli_json("prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "cache"))
     bare = tmp_path / "bare"
     shutil.copytree(made["pack"], bare)
     shutil.rmtree(bare / "vocabulary")
@@ -152,7 +130,7 @@ def test_an_altered_vocabulary_file_in_an_export_is_refused(exported: Path, tmp_
 
 @pytest.mark.parametrize("fmt", ["nanogpt", "megatron"])
 def test_an_imported_pack_carries_the_vocabulary_it_was_imported_with(tmp_path: Path, fmt: str) -> None:
-    corpus = corpus_in(tmp_path)
+    corpus = polish_corpus_in(tmp_path)
     vocabulary = ARTIFACT / "vocabulary.json"
     pack, exported, imported = tmp_path / "p", tmp_path / "e", tmp_path / "i"
     for args in (["prepare", str(corpus), "--vocab", str(vocabulary), "--cache-dir", str(tmp_path / "cache"), "-o", str(pack)],

@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_runs import cli_json, cli_refused, polish_corpus_in
 from typer.testing import CliRunner
 
 from tokpack import load_vocabulary, prepare
-from tokpack.cli import app
 from tokpack.errors import InputError
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN
 
@@ -21,34 +21,11 @@ from conftest import DATA, REPO
 
 runner = CliRunner()
 ARTIFACT = REPO / "artifacts" / "polish-8192"
-TEXT = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
-
-
-def corpus_in(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder / "c.txt"
-    corpus.write_bytes(TEXT[: TEXT.rindex(b"\n") + 1])
-    return corpus
-
-
-def cli(*args: str) -> dict:
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def refused(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().startswith("error: ") and "Traceback" not in result.output, result.output
-    return " ".join(result.output.split())
-
-
 def test_a_rank_file_and_the_tokenizer_json_of_one_tokenizer_give_byte_identical_packs(tmp_path: Path) -> None:
-    corpus = corpus_in(tmp_path / "a")
+    corpus = polish_corpus_in(tmp_path / "a")
     packs = {}
     for name, vocab in (("ranks", ARTIFACT / "ranks.tiktoken"), ("json", ARTIFACT / "tokenizer.json")):
-        made = cli("prepare", str(corpus), "--vocab", str(vocab), "-o", str(tmp_path / name), "--cache-dir", str(tmp_path / "c"))
+        made = cli_json("prepare", str(corpus), "--vocab", str(vocab), "-o", str(tmp_path / name), "--cache-dir", str(tmp_path / "c"))
         packs[name] = {str(p.relative_to(made["pack"])): p.read_bytes() for p in sorted(Path(made["pack"]).rglob("*"))
                        if p.is_file()}
     assert packs["ranks"] == packs["json"] and "tokens.npy" in packs["ranks"]
@@ -56,9 +33,9 @@ def test_a_rank_file_and_the_tokenizer_json_of_one_tokenizer_give_byte_identical
     bare = tmp_path / "bare" / "ranks.tiktoken"
     bare.parent.mkdir()
     shutil.copy(ARTIFACT / "ranks.tiktoken", bare)
-    message = refused("prepare", str(corpus), "--vocab", str(bare), "--cache-dir", str(tmp_path / "c"))
+    message = cli_refused("prepare", str(corpus), "--vocab", str(bare), "--cache-dir", str(tmp_path / "c"))
     assert "--pattern" in message and "gpt4" in message and "polish" in message and str(bare) in message
-    named = cli("prepare", str(corpus), "--vocab", str(bare), "--pattern", "polish-phrase", "-o", str(tmp_path / "named"),
+    named = cli_json("prepare", str(corpus), "--vocab", str(bare), "--pattern", "polish-phrase", "-o", str(tmp_path / "named"),
                 "--cache-dir", str(tmp_path / "c"))
     assert (Path(named["pack"]) / "tokens.npy").read_bytes() == packs["ranks"]["tokens.npy"]
     assert named["vocabulary"] == json.loads(packs["ranks"]["meta.json"])["vocabulary"]

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_runs import cli_json, cli_refused, polish_corpus_in
 from typer.testing import CliRunner
 
 from tokpack import prepare
@@ -18,38 +19,15 @@ from tokpack.errors import InputError
 from tokpack.grading.training import TrainingRecipe
 from tokpack.vocab import GPT4_PATTERN
 
-from conftest import DATA, REPO
+from conftest import REPO
 
 runner = CliRunner()
-TEXT = (DATA / "polish" / "dialogue" / "wesnoth-Heir_To_The_Throne.txt").read_bytes()[:60_000]
-
-
-def corpus_in(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    corpus = folder / "c.txt"
-    corpus.write_bytes(TEXT[: TEXT.rindex(b"\n") + 1])
-    return corpus
-
-
-def cli(*args: str) -> dict:
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def refused(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 2, result.output
-    assert result.output.strip().startswith("error: ") and "Traceback" not in result.output, result.output
-    return " ".join(result.output.split())
-
-
 ARTIFACT = REPO / "artifacts" / "polish-8192"
 
 
 def test_every_trainer_defaults_to_one_pattern_stated_in_its_help(tmp_path: Path) -> None:
-    corpus = corpus_in(tmp_path / "a")
-    prepared = cli("prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "c"))
+    corpus = polish_corpus_in(tmp_path / "a")
+    prepared = cli_json("prepare", str(corpus), "--vocab-size", "300", "--cache-dir", str(tmp_path / "c"))
     folder = tmp_path / "domains" / "prose"
     folder.mkdir(parents=True)
     shutil.copy(corpus, folder / "c.txt")
@@ -69,16 +47,16 @@ def test_every_trainer_defaults_to_one_pattern_stated_in_its_help(tmp_path: Path
 
 
 def test_an_unreachable_vocab_size_is_refused_naming_the_reachable_count(tmp_path: Path) -> None:
-    corpus = corpus_in(tmp_path / "a")
-    message = refused("prepare", str(corpus), "--cache-dir", str(tmp_path / "c"))  # GPT-2's 50,257 by default
+    corpus = polish_corpus_in(tmp_path / "a")
+    message = cli_refused("prepare", str(corpus), "--cache-dir", str(tmp_path / "c"))  # GPT-2's 50,257 by default
     assert "reaches only" in message and "50,257" in message and "--allow-smaller-vocab" in message
     reachable = int(message.split("reaches only ")[1].split(" ")[0].replace(",", ""))
-    accepted = cli("prepare", str(corpus), "--allow-smaller-vocab", "--cache-dir", str(tmp_path / "c"))
+    accepted = cli_json("prepare", str(corpus), "--allow-smaller-vocab", "--cache-dir", str(tmp_path / "c"))
     assert accepted["vocabulary"]["n_vocab"] == reachable < 50257
     with pytest.raises(InputError, match=f"reaches only {reachable:,} ids"):
         prepare(corpus, cache_dir=tmp_path / "c")
     # The other trainers: the same refusal, the same opt-in.
-    assert "--allow-smaller-vocab" in refused("bpe", "train", str(corpus), "-o", str(tmp_path / "b"), "--vocab-size", "50257")
+    assert "--allow-smaller-vocab" in cli_refused("bpe", "train", str(corpus), "-o", str(tmp_path / "b"), "--vocab-size", "50257")
     assert not (tmp_path / "b").exists()
     accepted_bpe = runner.invoke(app, ["bpe", "train", str(corpus), "-o", str(tmp_path / "b"), "--vocab-size", "50257",
                                        "--allow-smaller-vocab"])
@@ -87,23 +65,23 @@ def test_an_unreachable_vocab_size_is_refused_naming_the_reachable_count(tmp_pat
     folder.mkdir(parents=True)
     shutil.copy(corpus, folder / "c.txt")
     out = str(tmp_path / "t" / "tokenizer.json")
-    assert "--allow-smaller-vocab" in refused("tokenizer", "train", str(folder.parent), "-o", out, "--vocab-size", "50257")
+    assert "--allow-smaller-vocab" in cli_refused("tokenizer", "train", str(folder.parent), "-o", out, "--vocab-size", "50257")
     smaller = runner.invoke(app, ["tokenizer", "train", str(folder.parent), "-o", out, "--vocab-size", "50257",
                                   "--allow-smaller-vocab"])
     assert smaller.exit_code == 0, smaller.output
 
 
 def test_vocab_with_vocab_size_is_refused_and_tokenizer_train_says_what_it_reads(tmp_path: Path) -> None:
-    corpus = corpus_in(tmp_path / "a")
-    message = refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--vocab-size", "300",
+    corpus = polish_corpus_in(tmp_path / "a")
+    message = cli_refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--vocab-size", "300",
                       "--cache-dir", str(tmp_path / "c"))
     assert "--vocab-size" in message and "--vocab " in message
-    message = refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--min-frequency", "3",
+    message = cli_refused("prepare", str(corpus), "--vocab", str(ARTIFACT / "tokenizer.json"), "--min-frequency", "3",
                       "--cache-dir", str(tmp_path / "c"))
     assert "--min-frequency is for training" in message
     with pytest.raises(InputError, match="^vocab_size is for training a vocabulary; vocab= gives one"):
         prepare(corpus, vocab=ARTIFACT / "tokenizer.json", vocab_size=300, cache_dir=tmp_path / "c")
-    message = refused("tokenizer", "train", str(corpus), "-o", str(tmp_path / "t" / "tokenizer.json"))
+    message = cli_refused("tokenizer", "train", str(corpus), "-o", str(tmp_path / "t" / "tokenizer.json"))
     assert "one subfolder per domain" in message and "tokpack bpe train" in message
 
 
@@ -122,14 +100,14 @@ def test_tokenizer_train_words_an_unreachable_size_as_prepare_does(tmp_path: Pat
 
 
 def test_the_same_request_gets_the_same_vocabulary_whatever_the_cache_held(tmp_path: Path) -> None:
-    corpus, cache = corpus_in(tmp_path / "a"), str(tmp_path / "cache")
-    whole = cli("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--cache-dir", cache)
-    held_out = cli("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--validation", "0.4", "-o", str(tmp_path / "p"),
+    corpus, cache = polish_corpus_in(tmp_path / "a"), str(tmp_path / "cache")
+    whole = cli_json("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--cache-dir", cache)
+    held_out = cli_json("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--validation", "0.4", "-o", str(tmp_path / "p"),
                    "--cache-dir", cache)
-    fresh = cli("prepare", str(corpus_in(tmp_path / "b")), "--vocab-size", "1200", "--document-bytes", "4096", "--validation", "0.4",
+    fresh = cli_json("prepare", str(polish_corpus_in(tmp_path / "b")), "--vocab-size", "1200", "--document-bytes", "4096", "--validation", "0.4",
                 "-o", str(tmp_path / "q"), "--cache-dir", str(tmp_path / "fresh"))
     assert held_out["vocabulary"] == fresh["vocabulary"] != whole["vocabulary"]
     assert held_out["vocabulary_sample"] == fresh["vocabulary_sample"] != whole["vocabulary_sample"]
     # And a plain run afterwards works, with the vocabulary of its own request.
-    again = cli("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--cache-dir", cache)
+    again = cli_json("prepare", str(corpus), "--vocab-size", "1200", "--document-bytes", "4096", "--cache-dir", cache)
     assert again["n_tokens"] > 0
