@@ -425,7 +425,7 @@ def find_split(corpus: Path, manifest: Path | None = None) -> tuple[Path, Docume
 
 
 def check_split(split: DocumentSplit, path: Path, *, name: str, format: str, sha256: str, units: int) -> None:
-    """Refuse a document split that is not of this corpus as it is now.
+    """Refuse a document split that is not of this corpus as it stands.
 
     Raises:
         InputError: naming the manifest, what differs, and the fix (restore the corpus, or delete
