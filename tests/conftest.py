@@ -64,3 +64,13 @@ def byte_vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture()
 def cache_dir(tmp_path: Path) -> Path:
     return tmp_path / "cache"
+
+
+@pytest.fixture()
+def eot_corpus(tmp_path: Path) -> Path:
+    """Real narrative documents joined by ``<|endoftext|>``, in one text file."""
+    from tokenizer_fixtures import narrative_texts
+
+    corpus = tmp_path / "eot.txt"
+    corpus.write_text("<|endoftext|>".join(narrative_texts()), encoding="utf-8")
+    return corpus

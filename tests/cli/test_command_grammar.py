@@ -8,17 +8,15 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
+from cli_runs import cli_run
 from typer.testing import CliRunner
 
 from tokpack import prepare
 from tokpack.cli import app
 
 from conftest import DATA
-from tokenizer_fixtures import narrative_texts
 
 runner = CliRunner()
-EOT = "<|endoftext|>"
 
 
 def test_inspect_json_is_the_record_and_long_paths_are_never_cut(tmp_path: Path) -> None:
@@ -91,32 +89,20 @@ def test_one_grammar_for_outputs_sizes_trainers_and_choices(tmp_path: Path) -> N
     assert bad.exit_code == 2 and "error: Invalid value for '--on-error': 'ignore' is not one of 'raise', 'skip'" in bad.output
 
 
-@pytest.fixture()
-def eot_corpus(tmp_path: Path) -> Path:
-    corpus = tmp_path / "eot.txt"
-    corpus.write_text(EOT.join(narrative_texts()), encoding="utf-8")
-    return corpus
-
-
-def _run(*args: str | Path) -> tuple[int, str]:
-    result = runner.invoke(app, [*map(str, args)])
-    return result.exit_code, result.output
-
-
 def test_help_and_refusals_name_the_flags(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
     helped = runner.invoke(app, ["import", "--help"], terminal_width=400).output
     kind = " ".join(helped.split()).split("--kind", 1)[1].split(" --", 1)[0]
     assert all(name in kind for name in ("litdata", "mds", "hf")), kind
     prepare_help = " ".join(runner.invoke(app, ["prepare", "--help"], terminal_width=400).output.split())
     assert "pack folder" in prepare_help.split("--vocab ", 1)[1].split(" --", 1)[0]
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "1.5")
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "1.5")
     assert code == 2 and "--validation must be a finite number of at least 0 and at most 1, got 1.5" in output, output
     # A folder takes --validation too (whole files held out), its split written beside it, not refused.
     folder = tmp_path / "narrative"
     shutil.copytree(DATA / "polish" / "narrative", folder)
-    code, output = _run("prepare", folder, "--vocab", byte_vocab, "--validation", "0.1", "--cache-dir", tmp_path / "c")
+    code, output = cli_run("prepare", folder, "--vocab", byte_vocab, "--validation", "0.1", "--cache-dir", tmp_path / "c")
     assert code == 0 and (tmp_path / "narrative.manifest.json").is_file(), output
     # A rank file with its vocabulary.json beside it records its pattern: --pattern is named.
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab.parent / "ranks.tiktoken", "--pattern", "polish",
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab.parent / "ranks.tiktoken", "--pattern", "polish",
                         "--cache-dir", tmp_path / "c")
     assert code == 2 and "--pattern" in output and "pattern= contradicts" not in output and "drop --pattern" in output, output

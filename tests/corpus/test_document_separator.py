@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
+from cli_runs import EOT, pack_documents, prepare_json
 from typer.testing import CliRunner
 
 from tokpack.cli import app
@@ -19,21 +19,6 @@ from tokpack.vocab import BpeTokenizer
 from tokenizer_fixtures import narrative_texts
 
 runner = CliRunner()
-EOT = "<|endoftext|>"
-
-
-def _prepare(*args: str | Path) -> dict:  # type: ignore[type-arg]
-    result = runner.invoke(app, ["prepare", *map(str, args), "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-
-def _documents(pack: Path) -> list[bytes]:
-    """Each document of a pack of byte ids, as its bytes (read from the files a user would read)."""
-    tokens = np.load(pack / "tokens.npy")
-    starts = np.load(pack / "starts.npy")
-    ends = np.append(starts[1:], len(tokens))
-    return [tokens[a:b].astype(np.uint8).tobytes() for a, b in zip(starts, ends)]
 
 
 def _separated(tmp_path: Path, separator: str) -> tuple[Path, list[bytes]]:
@@ -51,9 +36,9 @@ def _separated(tmp_path: Path, separator: str) -> tuple[Path, list[bytes]]:
 @pytest.mark.parametrize("separator", [EOT, "\n\n"], ids=["endoftext", "blank-line"])
 def test_a_separator_makes_one_document_per_piece(tmp_path: Path, byte_vocab: Path, separator: str) -> None:
     corpus, pieces = _separated(tmp_path, separator)
-    made = _prepare(corpus, "--separator", separator, "--document-bytes", "4096", "--vocab", byte_vocab,
+    made = prepare_json(corpus, "--separator", separator, "--document-bytes", "4096", "--vocab", byte_vocab,
                     "--cache-dir", tmp_path / "c", "-o", tmp_path / "pack")
-    documents = _documents(tmp_path / "pack")
+    documents = pack_documents(tmp_path / "pack")
     assert not any(separator.encode() in document for document in documents)
     short = [piece for piece in pieces if len(piece) <= 4096]
     assert [d for d in documents if d in short] == short  # every short piece is exactly one document, in order
@@ -66,8 +51,8 @@ def test_a_separator_makes_one_document_per_piece(tmp_path: Path, byte_vocab: Pa
 def test_a_separator_holds_across_a_split_and_across_shards(tmp_path: Path, byte_vocab: Path) -> None:
     corpus, pieces = _separated(tmp_path, EOT)
     common = ["--separator", EOT, "--document-bytes", "4096", "--vocab", byte_vocab]
-    made = _prepare(corpus, "--validation", "0.3", "--test", "0.1", *common, "--cache-dir", tmp_path / "c", "-o", tmp_path / "pack")
-    documents = _documents(tmp_path / "pack")
+    made = prepare_json(corpus, "--validation", "0.3", "--test", "0.1", *common, "--cache-dir", tmp_path / "c", "-o", tmp_path / "pack")
+    documents = pack_documents(tmp_path / "pack")
     assert not any(EOT.encode() in document for document in documents)
     assert b"".join(documents) == b"".join(pieces)
     # Each range starts a document and no range boundary cuts a separator.
@@ -94,8 +79,8 @@ def test_the_separator_is_part_of_the_cache_key_and_the_api_takes_it(tmp_path: P
 
     corpus, pieces = _separated(tmp_path, EOT)
     cache = tmp_path / "c"
-    plain = _prepare(corpus, "--vocab", byte_vocab, "--document-bytes", "4096", "--cache-dir", cache)
-    separated = _prepare(corpus, "--vocab", byte_vocab, "--document-bytes", "4096", "--cache-dir", cache, "--separator", EOT)
+    plain = prepare_json(corpus, "--vocab", byte_vocab, "--document-bytes", "4096", "--cache-dir", cache)
+    separated = prepare_json(corpus, "--vocab", byte_vocab, "--document-bytes", "4096", "--cache-dir", cache, "--separator", EOT)
     assert plain["pack"] != separated["pack"] and plain["n_docs"] != separated["n_docs"]
     api = tokpack.prepare(corpus, vocab=byte_vocab, document_bytes=4096, cache_dir=cache, separator=EOT)
     assert str(api.tokens_dir) == separated["pack"] and api.meta.cut.separator == EOT
@@ -141,9 +126,9 @@ def test_a_split_never_changes_the_documents(tmp_path: Path, byte_vocab: Path, s
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text, encoding="utf-8")
     common = ["--separator", separator, "--document-bytes", "1024", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c"]
-    whole = _prepare(corpus, *common, "-o", tmp_path / "whole")
-    split = _prepare(corpus, *common, "--validation", "0.37", "--test", "0.11", "-o", tmp_path / "split")
-    assert _documents(tmp_path / "split") == _documents(tmp_path / "whole") and split["n_docs"] == whole["n_docs"]
+    whole = prepare_json(corpus, *common, "-o", tmp_path / "whole")
+    split = prepare_json(corpus, *common, "--validation", "0.37", "--test", "0.11", "-o", tmp_path / "split")
+    assert pack_documents(tmp_path / "split") == pack_documents(tmp_path / "whole") and split["n_docs"] == whole["n_docs"]
     assert set(split["ranges"]) == {"train", "validation", "test"}
 
 

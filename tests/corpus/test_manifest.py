@@ -9,8 +9,7 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-import pytest
+from cli_runs import EOT, cli_run, pack_documents, prepare_json
 from typer.testing import CliRunner
 
 from tokpack.cli import app
@@ -19,21 +18,6 @@ from conftest import DATA
 from tokenizer_fixtures import narrative_texts
 
 runner = CliRunner()
-EOT = "<|endoftext|>"
-
-
-def _prepare(*args: str | Path) -> dict:  # type: ignore[type-arg]
-    result = runner.invoke(app, ["prepare", *map(str, args), "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-
-def _documents(pack: Path) -> list[bytes]:
-    """Each document of a pack of byte ids, as its bytes (read from the files a user would read)."""
-    tokens = np.load(pack / "tokens.npy")
-    starts = np.load(pack / "starts.npy")
-    ends = np.append(starts[1:], len(tokens))
-    return [tokens[a:b].astype(np.uint8).tobytes() for a, b in zip(starts, ends)]
 
 
 def _listing(folder: Path) -> dict[str, tuple[int, int]]:
@@ -47,22 +31,22 @@ def test_one_files_split_never_touches_its_neighbour(tmp_path: Path, byte_vocab:
     (folder / "a.txt").write_text("".join(texts[:6]), encoding="utf-8")
     (folder / "b.txt").write_text("".join(texts[6:9]), encoding="utf-8")
     cache = tmp_path / "cache"
-    a = _prepare(folder / "a.txt", "--validation", "0.1", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa")
+    a = prepare_json(folder / "a.txt", "--validation", "0.1", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa")
     assert set(a["ranges"]) == {"train", "validation"}
     manifest = json.loads((folder / "a.txt.manifest.json").read_text())
     assert manifest["file"] == "a.txt" and not (folder / "manifest.json").exists()
     # The neighbour is all training, and says so; a's own split still holds for a.
-    b = _prepare(folder / "b.txt", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb")
+    b = prepare_json(folder / "b.txt", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb")
     assert set(b["ranges"]) == {"train"} and b["ranges"]["train"]["source_bytes"] == [0, (folder / "b.txt").stat().st_size]
-    again = _prepare(folder / "a.txt", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa2")
+    again = prepare_json(folder / "a.txt", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa2")
     assert again["ranges"] == a["ranges"]
     # The folder as a corpus holds the two texts, not a's split.
-    whole = _prepare(folder, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pf")
-    assert b"".join(_documents(tmp_path / "pf")) == (folder / "a.txt").read_bytes() + (folder / "b.txt").read_bytes()
+    whole = prepare_json(folder, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pf")
+    assert b"".join(pack_documents(tmp_path / "pf")) == (folder / "a.txt").read_bytes() + (folder / "b.txt").read_bytes()
     assert whole["n_tokens"] == (folder / "a.txt").stat().st_size + (folder / "b.txt").stat().st_size
     # b split in its turn gets its own manifest; a's is unchanged.
     before = (folder / "a.txt.manifest.json").read_bytes()
-    _prepare(folder / "b.txt", "--validation", "0.2", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb2")
+    prepare_json(folder / "b.txt", "--validation", "0.2", "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb2")
     assert json.loads((folder / "b.txt.manifest.json").read_text())["file"] == "b.txt"
     assert (folder / "a.txt.manifest.json").read_bytes() == before
 
@@ -79,8 +63,8 @@ def test_a_folder_wide_manifest_applies_only_to_the_file_its_hash_names(tmp_path
         "schema": "tokpack.corpus.v1", "sha256": hashlib.sha256(data).hexdigest(), "n_bytes": len(data),
         "ranges": {"train": [0, cut], "validation": [cut, len(data)]}}))
     cache = tmp_path / "cache"
-    assert _prepare(a, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa")["ranges"]["validation"]["source_bytes"] == [cut, len(data)]
-    assert set(_prepare(b, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb")["ranges"]) == {"train"}
+    assert prepare_json(a, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pa")["ranges"]["validation"]["source_bytes"] == [cut, len(data)]
+    assert set(prepare_json(b, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pb")["ranges"]) == {"train"}
 
 
 def test_another_tools_manifest_json_is_not_a_corpus_manifest(tmp_path: Path, byte_vocab: Path) -> None:
@@ -88,7 +72,7 @@ def test_another_tools_manifest_json_is_not_a_corpus_manifest(tmp_path: Path, by
     folder.mkdir()
     (folder / "manifest.json").write_text(json.dumps({"schema": "tokpack.tokenizer-manifest.v1", "files": {}}))
     (folder / "notes.txt").write_text(narrative_texts()[0], encoding="utf-8")
-    assert set(_prepare(folder / "notes.txt", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c")["ranges"]) == {"train"}
+    assert set(prepare_json(folder / "notes.txt", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c")["ranges"]) == {"train"}
 
 
 def test_a_read_only_data_folder_still_gets_its_split(tmp_path: Path, byte_vocab: Path) -> None:
@@ -101,12 +85,12 @@ def test_a_read_only_data_folder_still_gets_its_split(tmp_path: Path, byte_vocab
     try:
         elsewhere = tmp_path / "splits" / "corpus.json"
         cache = tmp_path / "cache"
-        made = _prepare(corpus, "--validation", "0.1", "--test", "0.05", "--manifest", elsewhere, "--vocab", byte_vocab,
+        made = prepare_json(corpus, "--validation", "0.1", "--test", "0.05", "--manifest", elsewhere, "--vocab", byte_vocab,
                         "--cache-dir", cache, "-o", tmp_path / "pack")
         assert set(made["ranges"]) == {"train", "validation", "test"}
         assert json.loads(elsewhere.read_text())["file"] == "corpus.txt"
         # Read back from there by a later run; the data folder was never written (as root, too).
-        reused = _prepare(corpus, "--manifest", elsewhere, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pack2")
+        reused = prepare_json(corpus, "--manifest", elsewhere, "--vocab", byte_vocab, "--cache-dir", cache, "-o", tmp_path / "pack2")
         assert reused["ranges"] == made["ranges"]
         assert _listing(folder) == before
         if os.geteuid() != 0:  # chmod binds: without --manifest, one line naming the way out
@@ -123,50 +107,38 @@ def test_a_manifest_of_another_file_is_refused_when_given(tmp_path: Path, byte_v
     folder.mkdir()
     (folder / "a.txt").write_text(narrative_texts()[0], encoding="utf-8")
     (folder / "b.txt").write_text(narrative_texts()[1], encoding="utf-8")
-    _prepare(folder / "a.txt", "--validation", "0.2", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c", "-o", tmp_path / "p")
+    prepare_json(folder / "a.txt", "--validation", "0.2", "--vocab", byte_vocab, "--cache-dir", tmp_path / "c", "-o", tmp_path / "p")
     result = runner.invoke(app, ["prepare", str(folder / "b.txt"), "--manifest", str(folder / "a.txt.manifest.json"),
                                  "--vocab", str(byte_vocab), "--cache-dir", str(tmp_path / "c")])
     assert result.exit_code == 2 and "manifest of a.txt, not of b.txt" in result.output, result.output
 
 
-@pytest.fixture()
-def eot_corpus(tmp_path: Path) -> Path:
-    corpus = tmp_path / "eot.txt"
-    corpus.write_text(EOT.join(narrative_texts()), encoding="utf-8")
-    return corpus
-
-
-def _run(*args: str | Path) -> tuple[int, str]:
-    result = runner.invoke(app, [*map(str, args)])
-    return result.exit_code, result.output
-
-
 def test_a_separator_split_is_refused_without_the_separator(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--validation", "0.2",
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--validation", "0.2",
                         "--cache-dir", tmp_path / "cache")
     assert code == 0, output
     # Later, without the separator: read with the manifest's (never with the literal separator in documents).
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--cache-dir", tmp_path / "cache",
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--cache-dir", tmp_path / "cache",
                         "-o", tmp_path / "later")
     assert code == 0, output
     assert json.loads((tmp_path / "later" / "meta.json").read_text())["cut"]["separator"] == EOT
     # Retrying the same split without it finds the same manifest.
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.2",
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.2",
                         "--cache-dir", tmp_path / "cache")
     assert code == 0, output
     # Another document size is named too.
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--document-bytes", "500",
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--document-bytes", "500",
                         "--cache-dir", tmp_path / "cache")
     assert code == 2, output
     assert "--document-bytes 1048576" in output and "--document-bytes 500" in output
     # The same cut still works.
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--cache-dir", tmp_path / "cache")
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--separator", EOT, "--cache-dir", tmp_path / "cache")
     assert code == 0, output
 
 
 def test_other_shares_name_the_shares_made_with(eot_corpus: Path, byte_vocab: Path, tmp_path: Path) -> None:
-    assert _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.2", "--cache-dir", tmp_path / "c")[0] == 0
-    code, output = _run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.3", "--cache-dir", tmp_path / "c")
+    assert cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.2", "--cache-dir", tmp_path / "c")[0] == 0
+    code, output = cli_run("prepare", eot_corpus, "--vocab", byte_vocab, "--validation", "0.3", "--cache-dir", tmp_path / "c")
     assert code == 2 and "--validation 0.2" in output, output
 
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_runs import cli_json, cli_refused, polish_corpus_in
+from cli_runs import EOT, cli_json, cli_refused, cli_run, polish_corpus_in
 from typer.testing import CliRunner
 
 from tokpack import load_vocabulary, tokenizer_for
@@ -23,7 +23,6 @@ from conftest import REPO
 from tokenizer_fixtures import narrative_texts
 
 runner = CliRunner()
-EOT = "<|endoftext|>"
 FORMATS = ("hf", "litdata", "mds", "nanogpt", "megatron")
 ARTIFACT = REPO / "artifacts" / "polish-8192"
 def test_a_pack_carries_its_vocabulary_and_decodes_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,22 +80,17 @@ def test_a_pack_that_carries_no_vocabulary_files_still_opens(tmp_path: Path) -> 
     assert shown.exit_code == 0 and "not carried" in shown.output
 
 
-def _run(*args: str | Path) -> tuple[int, str]:
-    result = runner.invoke(app, [*map(str, args)])
-    return result.exit_code, result.output
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pack (with its vocabulary/) exported in every format."""
     root = tmp_path_factory.mktemp("exports")
     (root / "c.txt").write_text(EOT.join(narrative_texts()), encoding="utf-8")
     vocab = BpeTokenizer(ranks={bytes([b]): b for b in range(256)}).save(root / "vocab")
-    code, output = _run("prepare", root / "c.txt", "--vocab", vocab, "--separator", EOT, "--validation", "0.2",
+    code, output = cli_run("prepare", root / "c.txt", "--vocab", vocab, "--separator", EOT, "--validation", "0.2",
                         "-o", root / "pack", "--cache-dir", root / "cache")
     assert code == 0, output
     for fmt in FORMATS:
-        code, output = _run("export", root / "pack", root / "ex" / fmt, "-f", fmt)
+        code, output = cli_run("export", root / "pack", root / "ex" / fmt, "-f", fmt)
         assert code == 0, output
     return root
 
@@ -111,10 +105,10 @@ def test_exports_carry_the_vocabulary_and_imports_keep_it(exported: Path, fmt: s
 
     assert Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size() == 257
     imported = exported / "im" / fmt
-    code, output = _run("import", exported / "ex" / fmt, imported)
+    code, output = cli_run("import", exported / "ex" / fmt, imported)
     assert code == 0, output
     assert (imported / "vocabulary" / "tokenizer.json").read_bytes() == (pack_vocabulary / "tokenizer.json").read_bytes()
-    code, output = _run("inspect", imported, "--decode", "0")
+    code, output = cli_run("inspect", imported, "--decode", "0")
     assert code == 0 and "not carried" not in output, output
 
 
@@ -124,7 +118,7 @@ def test_an_altered_vocabulary_file_in_an_export_is_refused(exported: Path, tmp_
     with open(copy / "vocabulary" / "vocabulary.json", "a", encoding="utf-8") as handle:
         handle.write(" ")
     for command in (["inspect", copy], ["import", copy, tmp_path / "im"]):
-        code, output = _run(*command)
+        code, output = cli_run(*command)
         assert code == 2 and "vocabulary.json" in output and "SHA-256 differs" in output, output
 
 

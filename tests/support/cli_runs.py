@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from typer.testing import CliRunner
 
 from tokpack.cli import app
@@ -39,3 +40,26 @@ def cli_refused(*args: str) -> str:
     assert result.exit_code == 2, result.output
     assert result.output.strip().startswith("error: ") and "Traceback" not in result.output, result.output
     return " ".join(result.output.split())
+
+
+#: GPT-2's end of text, the separator the documents of these tests are joined by.
+EOT = "<|endoftext|>"
+
+
+def cli_run(*args: str | Path) -> tuple[int, str]:
+    """The command's exit code and output, whatever they are."""
+    result = runner.invoke(app, [*map(str, args)])
+    return result.exit_code, result.output
+
+
+def prepare_json(*args: str | Path) -> Any:
+    """``tokpack prepare ARGS --json``'s answer; it must succeed."""
+    return cli_json("prepare", *map(str, args))
+
+
+def pack_documents(pack: Path) -> list[bytes]:
+    """Each document of a pack of byte ids, as its bytes (read from the files a user would read)."""
+    tokens = np.load(pack / "tokens.npy")
+    starts = np.load(pack / "starts.npy")
+    ends = np.append(starts[1:], len(tokens))
+    return [tokens[a:b].astype(np.uint8).tobytes() for a, b in zip(starts, ends, strict=True)]

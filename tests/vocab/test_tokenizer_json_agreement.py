@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runs import EOT, prepare_json
 from typer.testing import CliRunner
 
 from tokpack.cli import app
@@ -18,13 +19,6 @@ from conftest import DATA, REPO
 from tokenizer_fixtures import narrative_texts
 
 runner = CliRunner()
-EOT = "<|endoftext|>"
-
-
-def _prepare(*args: str | Path) -> dict:  # type: ignore[type-arg]
-    result = runner.invoke(app, ["prepare", *map(str, args), "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
 SPELLED = ["hello <|endoftext|>", "<|endoftext|>", "a<|endoftext|>b <|endoftext|>\n", "zażółć <|endoftext|> gęślą"]
@@ -69,7 +63,7 @@ def test_a_pack_from_tokenizer_json_has_hugging_faces_ids(tmp_path: Path, traine
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(SPELLED), encoding="utf-8")
-    made = _prepare(corpus, "--vocab", trained / "tokenizer.json", "--cache-dir", tmp_path / "c", "-o", tmp_path / "pack")
+    made = prepare_json(corpus, "--vocab", trained / "tokenizer.json", "--cache-dir", tmp_path / "c", "-o", tmp_path / "pack")
     assert made["n_docs"] == 1
     ids = np.load(tmp_path / "pack" / "tokens.npy").tolist()
     assert ids == Tokenizer.from_file(str(trained / "tokenizer.json")).encode("".join(SPELLED)).ids
@@ -97,7 +91,7 @@ def test_a_tokenizer_json_whose_merges_contradict_its_ids_is_refused(tmp_path: P
     assert result.exit_code == 2, result.output
     assert str(bad) in result.output and "merge 11 " in result.output and "contradict" in result.output, result.output
     # The file as trained is accepted.
-    assert _prepare(corpus, "--vocab", trained / "tokenizer.json", "--cache-dir", tmp_path / "c")["n_docs"] == 1
+    assert prepare_json(corpus, "--vocab", trained / "tokenizer.json", "--cache-dir", tmp_path / "c")["n_docs"] == 1
 
 
 def test_an_exported_tokenizer_loads_in_transformers_with_eos_and_pad(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_runs import cli_json, cli_refused, polish_corpus_in
+from cli_runs import cli_json, cli_refused, cli_run, polish_corpus_in
 from typer.testing import CliRunner
 
 from tokpack import prepare
@@ -85,15 +85,10 @@ def test_vocab_with_vocab_size_is_refused_and_tokenizer_train_says_what_it_reads
     assert "one subfolder per domain" in message and "tokpack bpe train" in message
 
 
-def _run(*args: str | Path) -> tuple[int, str]:
-    result = runner.invoke(app, [*map(str, args)])
-    return result.exit_code, result.output
-
-
 def test_tokenizer_train_words_an_unreachable_size_as_prepare_does(tmp_path: Path) -> None:
     (tmp_path / "t" / "prose").mkdir(parents=True)
     (tmp_path / "t" / "prose" / "a.txt").write_text("hello world, hello again\n", encoding="utf-8")
-    code, output = _run("tokenizer", "train", tmp_path / "t", "-o", tmp_path / "o" / "tokenizer.json", "--vocab-size", "400")
+    code, output = cli_run("tokenizer", "train", tmp_path / "t", "-o", tmp_path / "o" / "tokenizer.json", "--vocab-size", "400")
     assert code == 2, output
     reached = int(output.split("reaches only ")[1].split(" ")[0].replace(",", ""))
     assert f"pass --vocab-size {reached} or less" in output and "--allow-smaller-vocab" in output, output
