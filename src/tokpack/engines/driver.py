@@ -10,7 +10,8 @@ from tokpack import _checks as checks
 from tokpack.corpus.sources import OnError, open_corpus, warn_spelled_special_tokens
 from tokpack.engines.encoders import ENCODER_FILE
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
-from tokpack.engines.shard_task import JOB_FILE, ShardJob, check_pins, finish_if_complete, read_job, run_shard, write_job
+from tokpack.engines.lifecycle import JOB_FILE, finish_job, read_job, run_shard, write_job
+from tokpack.engines.text_job import ShardJob, check_pins
 from tokpack.errors import InputError
 from tokpack.preparing.preparation import check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
@@ -109,7 +110,7 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, vocab: Vocabular
     options = RunOptions(processes=processes, address=ray_address, cpus=ray_cpus, retries=retries, task=task,
                          on_done=on_done, on_progress=on_progress)
     EXECUTORS[engine](dataset, list(range(shards)), options)
-    finished = finish_if_complete(dataset)
+    finished = finish_job(dataset)
     if finished is None:
         raise InputError("not every shard is complete", where=dataset, fix="rerun to resume")
     return finished
