@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
-from tokpack.engines.kinds import KINDS, kind_named
+from tokpack.engines.kinds import kind_named
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.identity import HasIdentity, VocabIdentity
 
@@ -36,7 +36,7 @@ class Describable(HasIdentity, Protocol):
 
     @property
     def record_kind(self) -> str:
-        """The key of :data:`KINDS` that rebuilds it."""
+        """The key of :data:`tokpack.engines.kinds.KINDS` that rebuilds it."""
         ...
 
 
@@ -107,5 +107,5 @@ def read_encoder(path: Path, expected: VocabIdentity) -> Any:
 _last_read: list[Any] = []
 
 
-__all__ = ["ENCODER_FILE", "KINDS", "Describable", "EncoderRecord", "describe", "read_encoder", "rebuild",
+__all__ = ["ENCODER_FILE", "Describable", "EncoderRecord", "describe", "read_encoder", "rebuild",
            "write_encoder"]
