@@ -197,3 +197,25 @@ def _config_file(games: Path, folder: Path) -> Path:
     path.write_text(f'games_dir = "{games}"\nout_dir = "{folder / "tokens"}"\ntrain_months = {months[:-1]!r}\n'
                     f'val_months = {months[-1:]!r}\nshard_games = {SHARD_GAMES}\n'.replace("'", '"'))
     return path
+
+
+def test_a_recorded_chess_job_resumes_to_the_same_dataset(tmp_path: Path) -> None:
+    """tests/fixtures/chess_job holds a chess job's job.json and encoder.json (3 shards of one month
+    of 12 games, scheme uci) as tokpack at commit fc62fb8 wrote them, and the dataset.json its
+    tasks wrote (expected_dataset.json): the job resumes here, and finishes to the same bytes."""
+    import json
+    import shutil
+
+    from tokpack.engines import finish_job
+
+    fixture = FIXTURES / "chess_job"
+    shutil.copytree(fixture / "games", tmp_path / "games")
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(fixture / "encoder.json", job / "encoder.json")
+    # The job names its tables by absolute path: moved here, with the seal made again for it.
+    record = json.loads((fixture / "job.json").read_text(encoding="utf-8").replace("/tmp/chessfx", str(tmp_path)))
+    (job / "job.json").write_text(ChessJob.model_validate(record).sealed().to_json(), encoding="utf-8")
+    assert [run_shard(job, rank) for rank in (2, 0, 1)] == [True, True, True]
+    assert (job / "dataset.json").read_bytes() == (fixture / "expected_dataset.json").read_bytes()
+    assert finish_job(job) is not None and not list(job.glob("*.done")) and not list(job.glob("*.lock"))
