@@ -35,9 +35,10 @@ class ShardOrigin(NamedTuple):
     vocabulary: VocabIdentity
 
 
-#: ``write_shard(dataset, rank, job, workers, report)``: write the pack of shard ``rank`` at
-#: ``dataset/shard-NNNNN`` (renamed into place when complete, recording its place).
-ShardWriter = Callable[[Path, int, Any, int | None, Callable[[PrepareProgress], None] | None], None]
+#: ``write_shard(dataset, rank, job, encoder, workers, report)``: write the pack of shard ``rank``
+#: at ``dataset/shard-NNNNN`` (renamed into place when complete, recording its place) with the
+#: encoder the engines rebuilt from ``encoder.json``.
+ShardWriter = Callable[[Path, int, Any, Any, int | None, Callable[[PrepareProgress], None] | None], None]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class JobSupply:
 
     #: the model of its ``job.json`` (a sealed record with ``world_size`` and ``vocabulary``)
     job: type[SealedRecord]
-    #: ``write_shard(dataset, rank, job, workers, report)``: write one shard's pack
+    #: ``write_shard(dataset, rank, job, encoder, workers, report)``: write one shard's pack
     write_shard: ShardWriter
     #: ``origin_of(job, rank)``: what shard ``rank`` records besides its place
     origin_of: Callable[[Any, int], ShardOrigin]

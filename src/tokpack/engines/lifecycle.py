@@ -37,7 +37,7 @@ from tokpack._cache import locked
 from tokpack._files import regular_file
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
-from tokpack.engines.encoders import ENCODER_FILE, Describable, write_encoder
+from tokpack.engines.encoders import ENCODER_FILE, Describable, read_encoder, write_encoder
 from tokpack.engines.kinds import JobSupply, ShardOrigin, kind_of_job
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name, write_dataset
@@ -70,8 +70,12 @@ def run_shard(dataset: str | Path, rank: int, *, workers: int | None = None,
     _check_rank(rank, job.world_size)
     if supply.clears_markers and (dataset / DATASET_FILE).exists():  # finished: nothing to do (nor to lock)
         return False
-    wrote = build_shard(dataset, rank, job.world_size, lambda: supply.write_shard(dataset, rank, job, workers, report),
-                        job=job.seal, origin=supply.origin_of(job, rank))
+
+    def write() -> None:
+        encoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
+        supply.write_shard(dataset, rank, job, encoder, workers, report)
+
+    wrote = build_shard(dataset, rank, job.world_size, write, job=job.seal, origin=supply.origin_of(job, rank))
     finish_job(dataset, rank)
     return wrote
 

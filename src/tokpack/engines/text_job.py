@@ -20,7 +20,6 @@ from pydantic import Field
 from tokpack._progress import PrepareProgress
 from tokpack._schema import SealedRecord
 from tokpack.corpus.sources import Format, InputFile, OnError, Pins, open_corpus
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.engines.kinds import JobSupply, ShardOrigin
 from tokpack.errors import InputError
 from tokpack.preparing.options import Execution
@@ -80,9 +79,9 @@ def _reused(tokenizer: BpeTokenizer) -> BpeTokenizer:
     return tokenizer
 
 
-def _write_shard(dataset: Path, rank: int, job: ShardJob, workers: int | None,
+def _write_shard(dataset: Path, rank: int, job: ShardJob, encoder: BpeTokenizer, workers: int | None,
                  report: Callable[[PrepareProgress], None] | None) -> None:
-    tokenizer = _reused(read_encoder(dataset / ENCODER_FILE, job.vocabulary))
+    tokenizer = _reused(encoder)
     with open_corpus(job.corpus, document_bytes=job.document_bytes, on_error=job.on_error,
                      text_field=job.text_field, format=job.format, separator=job.separator, manifest=job.manifest) as source:
         check_pins(job, source.pins(), source.record)

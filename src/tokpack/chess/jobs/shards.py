@@ -39,7 +39,6 @@ from pydantic import Field, model_validator
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord
 from tokpack.chess.schemes import encoder_from_spec, encoder_spec
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder
 from tokpack.engines.kinds import JobSupply, ShardOrigin
 from tokpack.engines.lifecycle import JOB_FILE, read_job, refuse_other_version, write_job
 from tokpack.errors import InputError, TokpackError
@@ -218,7 +217,7 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     return write_job(dataset, job, encoder, resume=resume)
 
 
-def _write_shard(dataset: Path, rank: int, job: ChessJob, workers: int | None,
+def _write_shard(dataset: Path, rank: int, job: ChessJob, encoder: GameEncoder, workers: int | None,
                  report: Callable[[PrepareProgress], None] | None) -> None:
     """Pack shard ``rank`` (one process: ``workers`` is text's); ``report`` hears
     ``PrepareProgress(done_bytes=games packed, n_tokens, n_docs)`` after each batch.
@@ -231,7 +230,6 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, workers: int | None,
 
     from tokpack.chess.jobs.pack import TableRows, pack_tables
 
-    encoder: GameEncoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     tables = []
     for piece in job.shards[rank].pieces:
         table = Path(piece.games)
@@ -265,4 +263,4 @@ KIND = JobSupply(job=ChessJob, write_shard=_write_shard, origin_of=_origin_of, s
                  describe_encoder=encoder_spec, rebuild_encoder=encoder_from_spec, clears_markers=True)
 
 
-__all__ = ["ENCODER_FILE", "KIND", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "plan_shards", "start_chess_job"]
+__all__ = ["KIND", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "plan_shards", "start_chess_job"]
