@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tokpack.engines.encoders as encoders
-import tokpack.engines.shard_task as shard_task
+import tokpack.engines.text_job as text_job
 import tokpack.vocab.bytelevel as bytelevel
 from tokpack import prepare, sample_corpus
 from tokpack.engines import run_shard, start_job
@@ -42,12 +42,12 @@ def test_one_process_builds_a_jobs_encoder_once_for_all_its_shards(tmp_path: Pat
     together, apart = tmp_path / "together", tmp_path / "apart"
     for dataset in (together, apart):
         start_job(sample_corpus(), dataset, vocab=vocabulary, shards=3, document_bytes=DOCUMENT_BYTES, batch_documents=4)
-    monkeypatch.setattr(shard_task, "_last_encoder", [], raising=False)
+    monkeypatch.setattr(text_job, "_last_encoder", [], raising=False)
     for rank in range(3):
         run_shard(together, rank)
     assert len(built) == 1
     for rank in range(3):  # each shard with an encoder of its own, as three processes would
-        monkeypatch.setattr(shard_task, "_last_encoder", [], raising=False)
+        monkeypatch.setattr(text_job, "_last_encoder", [], raising=False)
         monkeypatch.setattr(encoders, "_last_read", [], raising=False)
         run_shard(apart, rank)
     assert len(built) == 4
@@ -69,13 +69,13 @@ def test_jobs_of_other_patterns_special_tokens_or_ranks_in_one_worker(tmp_path: 
         for kind in ("together", "apart"):
             start_job(sample_corpus(), tmp_path / kind / name, vocab=vocabulary, shards=2,
                       document_bytes=DOCUMENT_BYTES, batch_documents=4)
-    monkeypatch.setattr(shard_task, "_last_encoder", [])
+    monkeypatch.setattr(text_job, "_last_encoder", [])
     for rank in range(2):  # interleaved: every shard follows one of another job
         for name in vocabularies:
             run_shard(tmp_path / "together" / name, rank)
     for name in vocabularies:
         for rank in range(2):
-            monkeypatch.setattr(shard_task, "_last_encoder", [])
+            monkeypatch.setattr(text_job, "_last_encoder", [])
             run_shard(tmp_path / "apart" / name, rank)
         together = shard_files(tmp_path / "together" / name)
         assert together and together == shard_files(tmp_path / "apart" / name), name

@@ -344,7 +344,7 @@ def test_a_recorded_job_and_encoder_resume_to_the_same_shards(tmp_path: Path) ->
     them for its corpus.txt (2 shards): the job resumes, and its shards are those of a job started
     now."""
     from tokpack.engines.encoders import read_encoder
-    from tokpack.engines.shard_task import ShardJob
+    from tokpack.engines.text_job import ShardJob
 
     from conftest import REPO
 

@@ -81,7 +81,7 @@ def test_an_edited_job_refuses_instead_of_duplicating_documents(folder_with_a_ba
                                                                  prepared: tokpack.TokenizedCorpus,
                                                                  tmp_path: Path) -> None:
     from tokpack.engines import run_shard, start_job
-    from tokpack.engines.shard_task import JOB_FILE
+    from tokpack.engines.lifecycle import JOB_FILE
 
     job = tmp_path / "job"
     start_job(folder_with_a_bad_file, job, vocab=prepared.vocabulary_path, shards=2, document_bytes=4096,

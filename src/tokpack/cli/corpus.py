@@ -34,7 +34,7 @@ from tokpack.cli._console import (
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:  # the library is imported by the commands that use it, not by every --help
-    from tokpack.preparing import TokenizedCorpus
+    from tokpack.preparing import CorpusReading, TokenizedCorpus, VocabularyRequest
     from tokpack.store import TokenSource
     from tokpack.vocab import BpeTokenizer
 
@@ -94,10 +94,10 @@ def prepare_command(
     pattern = request.pattern
     if shards is not None:
         with _special_tokens_said():
-            _prepare_sharded(corpus, vocab, out, shards=shards, pattern=pattern, engine=engine.value, ray_address=ray_address,
-                             workers=workers, document_bytes=document_bytes, text_field=text_field, on_error=on_error.value,
-                             storage_options=storage_options_from(storage_options), separator=separator, manifest=manifest,
-                             validation=validation, test=test, as_json=as_json)
+            _prepare_sharded(corpus, out, shards=shards, engine=engine.value, ray_address=ray_address, workers=workers,
+                             storage_options=storage_options_from(storage_options),
+                             reading=replace(reading, document_bytes=document_bytes, separator=separator),
+                             vocabulary=request, validation=validation, test=test, as_json=as_json)
         _note_added_tokens(vocab)
         return
     with prepare_progress() as progress, _special_tokens_said():
@@ -284,26 +284,17 @@ def _note_fallback(tokenizer: BpeTokenizer) -> None:
     typer.echo(f"note: tiktoken encodes this vocabulary ({reason}), several times slower; {remedy}", err=True)
 
 
-def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str], *, shards: int, pattern: Optional[str], engine: str,
-                     ray_address: Optional[str], workers: Optional[int], document_bytes: int, text_field: str,
-                     on_error: str, storage_options: dict[str, Any], separator: Optional[str] = None,
-                     manifest: Optional[Path] = None, validation: float = 0.0, test: float = 0.0,
+def _prepare_sharded(corpus: Path, out_text: Optional[str], *, shards: int, engine: str, ray_address: Optional[str],
+                     workers: Optional[int], storage_options: dict[str, Any], reading: CorpusReading,
+                     vocabulary: VocabularyRequest, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
-    from tokpack.corpus.sources import hold_out
+    """``prepare --shards``: the library's sharded job with the command's records (it checks them)."""
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
-
-    if vocab is None or out_text is None:
-        raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
-    from tokpack import _checks as checks
-
-    checks.positive_int("shards", shards, what="at least 1")  # before the vocabulary is loaded
     from tokpack.vocab.loading import load_vocabulary
 
-    tokenizer = load_vocabulary(vocab, pattern=pattern)  # a bare rank file takes its --pattern here
-    if validation or test:  # the same split as without --shards, written before any shard reads it
-        hold_out(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
-                 manifest=manifest, text_field=text_field, on_error=on_error)  # type: ignore[arg-type]
+    if vocabulary.vocab is None or out_text is None:
+        raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
         raise InputError("--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")
@@ -311,8 +302,7 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     if engine == "array":  # write the job; the scheduler runs the shards
         from tokpack.engines import start_job
 
-        start_job(corpus, out, vocab=tokenizer, shards=shards, document_bytes=document_bytes, text_field=text_field,
-                  on_error=on_error, separator=separator, manifest=manifest)  # type: ignore[arg-type]
+        start_job(corpus, out, shards=shards, validation=validation, test=test, reading=reading, vocabulary=vocabulary)
         if as_json:
             typer.echo(json.dumps({"job": str(out), "shards": shards,
                                    "command": f"tokpack shard run {out}"}, indent=2))
@@ -323,13 +313,13 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
         return
     total = corpus.stat().st_size if corpus.is_file() else sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file())
     with shard_progress(total, shards) as (on_done, on_progress):
-        dataset = prepare_sharded(corpus, out, vocab=tokenizer, shards=shards, engine=engine, processes=workers,
-                                  ray_address=ray_address, document_bytes=document_bytes, text_field=text_field,
-                                  on_error=on_error, separator=separator, manifest=manifest,  # type: ignore[arg-type]
+        dataset = prepare_sharded(corpus, out, shards=shards, engine=engine, processes=workers, ray_address=ray_address,
+                                  validation=validation, test=test, reading=reading, vocabulary=vocabulary,
                                   on_done=on_done, on_progress=on_progress)
     if url is not None:
         upload_dataset(out, url, storage_options=storage_options)
         shutil.rmtree(out.parent, ignore_errors=True)
+    tokenizer = load_vocabulary(vocabulary.vocab, pattern=vocabulary.pattern)  # which encoder ran, said below
     meta = dataset.meta
     if as_json:
         typer.echo(json.dumps({"dataset": url or str(dataset.path), "shards": len(dataset.shards),

@@ -5,9 +5,10 @@ it, and :func:`rebuild` refuses one whose identity is not the recorded one, so n
 encoded with another vocabulary. The packers never special-case an encoder: they call
 :func:`describe` and :func:`rebuild`, and the kind's own module holds the rest.
 
-A kind of encoder is a kind of job (:data:`tokpack.engines.kinds.KINDS`): its module has
-``encoder_spec(encoder) -> dict`` and ``encoder_from_spec(dict) -> encoder`` (which validates the
-dict with its own strict model), and the encoder class a ``record_kind`` attribute naming the kind.
+A kind of encoder is a kind of job (:data:`tokpack.engines.kinds.KINDS`): its
+:class:`~tokpack.engines.kinds.JobSupply` has ``describe_encoder(encoder) -> dict`` and
+``rebuild_encoder(dict) -> encoder`` (which validates the dict with its own strict model), and the
+encoder class a ``record_kind`` attribute naming the kind.
 
 >>> from tokpack.chess.schemes import make_encoder
 >>> record = describe(make_encoder("san"))
@@ -24,7 +25,7 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from tokpack._schema import Record, read_record, write_record
-from tokpack.engines.kinds import KINDS, kind_named
+from tokpack.engines.kinds import kind_named
 from tokpack.errors import InputError, IntegrityError
 from tokpack.vocab.identity import HasIdentity, VocabIdentity
 
@@ -35,7 +36,7 @@ class Describable(HasIdentity, Protocol):
 
     @property
     def record_kind(self) -> str:
-        """The key of :data:`KINDS` that rebuilds it."""
+        """The key of :data:`tokpack.engines.kinds.KINDS` that rebuilds it."""
         ...
 
 
@@ -48,13 +49,9 @@ class EncoderRecord(Record):
     spec: dict[str, Any]
 
 
-def _module(kind: str) -> Any:
-    return kind_named(kind).supplier()
-
-
 def describe(encoder: Describable) -> EncoderRecord:
     """The record :func:`rebuild` turns back into ``encoder``."""
-    spec = _module(encoder.record_kind).encoder_spec(encoder)
+    spec = kind_named(encoder.record_kind).supplier().describe_encoder(encoder)
     return EncoderRecord(kind=encoder.record_kind, identity=encoder.identity, spec=spec)
 
 
@@ -66,7 +63,7 @@ def rebuild(record: EncoderRecord, *, where: str | Path | None = None) -> Any:
         IntegrityError: the rebuilt encoder's identity is not the recorded one (an edited record).
     """
     try:
-        encoder = _module(record.kind).encoder_from_spec(record.spec)
+        encoder = kind_named(record.kind).supplier().rebuild_encoder(record.spec)
     except InputError as error:
         raise InputError(str(error), where=where) from None
     if encoder.identity != record.identity:
@@ -110,5 +107,5 @@ def read_encoder(path: Path, expected: VocabIdentity) -> Any:
 _last_read: list[Any] = []
 
 
-__all__ = ["ENCODER_FILE", "KINDS", "Describable", "EncoderRecord", "describe", "read_encoder", "rebuild",
+__all__ = ["ENCODER_FILE", "Describable", "EncoderRecord", "describe", "read_encoder", "rebuild",
            "write_encoder"]

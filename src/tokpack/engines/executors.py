@@ -1,7 +1,7 @@
 """Executors: three ways to run the same per-shard task over every rank.
 
 - :func:`run_local`: a pool of processes on this machine, retrying ranks whose process died;
-- :func:`rank_from_environment` + :func:`tokpack.engines.shard_task.run_shard`: one rank per job
+- :func:`rank_from_environment` + :func:`tokpack.engines.lifecycle.run_shard`: one rank per job
   of a scheduler's job array (Slurm: ``sbatch --array=0-N-1``), no dependency between jobs: the
   last task to finish writes ``dataset.json``;
 - :func:`run_ray`: Ray tasks on an existing cluster (``pip install 'tokpack[ray]'``), retried by
@@ -23,9 +23,8 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from tokpack._atomic import remove_abandoned
-from tokpack._files import regular_file
 from tokpack._progress import PrepareProgress
-from tokpack.engines.shard_task import run_shard
+from tokpack.engines.lifecycle import run_shard
 from tokpack.errors import InputError, MissingExtra, WorkerDied
 from tokpack.store.dataset import shard_name
 
@@ -320,31 +319,15 @@ EXECUTORS: dict[str, Callable[[Path, Sequence[int], RunOptions], None]] = {"loca
 
 
 def task_of(dataset: Path) -> tuple[ShardTask, int]:
-    """The shard task of the job in ``dataset`` and its number of shards, from ``job.json``.
+    """The shard task of the job in ``dataset`` (:func:`~tokpack.engines.lifecycle.run_shard`,
+    whichever kind it is) and its number of shards, from ``job.json``.
 
     Raises:
         InputError: no readable ``job.json``, or a kind of job this tokpack does not know.
     """
-    import json
+    from tokpack.engines.lifecycle import JOB_FILE, job_header
 
-    from tokpack.engines.kinds import kind_of_job
-    from tokpack.engines.shard_task import JOB_FILE
-
-    path = Path(dataset) / JOB_FILE
-    if path.exists():  # a FIFO would block the read forever; a missing file is said below
-        regular_file(path, "input")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        kind, world_size = record["schema"], int(record["world_size"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise InputError(f"not a sharded job ({error.__class__.__name__}: {error})", where=path,
-                         fix="start the job first (tokpack prepare --shards, or tokpack chess tokenize --engine array)") from None
-    try:
-        job_kind = kind_of_job(kind)
-    except InputError as error:
-        raise InputError(error.what, where=path) from None
-    task: ShardTask = getattr(job_kind.supplier(), job_kind.task)
-    return task, world_size
+    return run_shard, job_header(Path(dataset) / JOB_FILE)[1]
 
 
 def run_array_task(dataset: Path, rank: int | None = None,

@@ -1,12 +1,11 @@
 """The one registry of sharded-job kinds: a kind's name -> the module that supplies it, imported on use.
 
-A kind's module supplies what the engines cannot know: its shard task (``task(dataset, rank, *,
-report=None) -> bool``, which writes one shard through :func:`tokpack.engines.shard_task.build_shard`
-and finishes through :func:`~tokpack.engines.shard_task.finish_dataset`), and how its encoder is
-written to ``encoder.json`` and rebuilt from it (``encoder_spec(encoder) -> dict`` and
-``encoder_from_spec(dict) -> encoder``). The engines find a kind by the ``kind`` of an
-``encoder.json`` or by the ``schema`` of a ``job.json``, and import its module only then: a
-text job never imports chess. Adding a kind is one entry here.
+The engines own a job's lifecycle (:mod:`tokpack.engines.lifecycle`: start, run a rank, finish);
+a kind supplies only what they cannot know, as one :class:`JobSupply` named ``KIND`` in its
+module: its ``job.json`` model, how to write one shard, what every shard records, and how its
+encoder is written to ``encoder.json`` and rebuilt from it. The engines find a kind by the
+``kind`` of an ``encoder.json`` or by the ``schema`` of a ``job.json``, and import its module
+only then: a text job never imports chess. Adding a kind is one entry here.
 
 >>> kind_of_job("tokpack.chess.job.v3").name, kind_of_job("tokpack.job.v2").name
 ('chess', 'text')
@@ -14,32 +13,73 @@ text job never imports chess. Adding a kind is one entry here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from tokpack._progress import PrepareProgress
+from tokpack._schema import SealedRecord
 from tokpack.errors import InputError
+from tokpack.store.format import DocumentCut, Source
+from tokpack.vocab.identity import VocabIdentity
+
+
+class ShardOrigin(NamedTuple):
+    """What a job's shard records besides its place, the same in all of them but the source of a
+    chess shard (its tables): the input, the document cut, the vocabulary."""
+
+    source: Source
+    cut: DocumentCut
+    vocabulary: VocabIdentity
+
+
+#: ``write_shard(dataset, rank, job, encoder, workers, report)``: write the pack of shard ``rank``
+#: at ``dataset/shard-NNNNN`` (renamed into place when complete, recording its place) with the
+#: encoder the engines rebuilt from ``encoder.json``.
+ShardWriter = Callable[[Path, int, Any, Any, int | None, Callable[[PrepareProgress], None] | None], None]
+
+
+@dataclass(frozen=True)
+class JobSupply:
+    """What one kind of job supplies to the engines' lifecycle; the rest (locks, markers, the
+    rank<->shard tie, ``dataset.json``) is the engines'."""
+
+    #: the model of its ``job.json`` (a sealed record with ``world_size`` and ``vocabulary``)
+    job: type[SealedRecord]
+    #: ``write_shard(dataset, rank, job, encoder, workers, report)``: write one shard's pack
+    write_shard: ShardWriter
+    #: ``origin_of(job, rank)``: what shard ``rank`` records besides its place
+    origin_of: Callable[[Any, int], ShardOrigin]
+    #: ``source_of(job)``: the whole dataset's record of its input
+    source_of: Callable[[Any], Source]
+    #: ``describe_encoder(encoder) -> dict``: the ``spec`` of its ``encoder.json``
+    describe_encoder: Callable[[Any], dict[str, Any]]
+    #: ``rebuild_encoder(spec) -> encoder``: the encoder a ``spec`` describes (validated strictly)
+    rebuild_encoder: Callable[[dict[str, Any]], Any]
+    #: whether a finished job's markers and locks are removed (a task then finds nothing to do)
+    clears_markers: bool = False
 
 
 class JobKind(NamedTuple):
-    """One kind of sharded job: the module that supplies it, its shard task's name there, and the
-    ``schema`` of every ``job.json`` it reads (a previous version's too, which its task refuses
-    saying why)."""
+    """One kind of sharded job: the module whose ``KIND`` supplies it, and the ``schema`` of every
+    ``job.json`` it reads (a previous version's too, which the lifecycle refuses saying why)."""
 
     name: str
     module: str
-    task: str
     job_schemas: tuple[str, ...]
 
-    def supplier(self) -> Any:
-        """The kind's module, imported now."""
-        return import_module(self.module)
+    def supplier(self) -> JobSupply:
+        """The kind's :class:`JobSupply`, its module imported now."""
+        supply: JobSupply = import_module(self.module).KIND
+        return supply
 
 
 #: Every kind of sharded job, by name (the ``kind`` of its ``encoder.json``).
 KINDS: dict[str, JobKind] = {
-    "text": JobKind("text", "tokpack.engines.shard_task", "run_shard", ("tokpack.job.v2", "tokpack.job.v1")),
-    "chess": JobKind("chess", "tokpack.chess.jobs.shards", "run_chess_shard",
-                     ("tokpack.chess.job.v3", "tokpack.chess.job.v2")),
+    "text": JobKind("text", "tokpack.engines.text_job", ("tokpack.job.v2", "tokpack.job.v1")),
+    "chess": JobKind("chess", "tokpack.chess.jobs.shards", ("tokpack.chess.job.v3", "tokpack.chess.job.v2")),
 }
 
 
@@ -67,4 +107,4 @@ def kind_of_job(schema: str) -> JobKind:
     raise InputError(f"unknown kind of job {schema!r}; expected one of {', '.join(known)}")
 
 
-__all__ = ["KINDS", "JobKind", "kind_named", "kind_of_job"]
+__all__ = ["KINDS", "JobKind", "JobSupply", "ShardOrigin", "ShardWriter", "kind_named", "kind_of_job"]

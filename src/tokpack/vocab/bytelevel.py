@@ -76,7 +76,7 @@ class BpeTokenizer:
     ('abc', 258, 257)
     """
 
-    #: how ``encoder.json`` names this kind of encoder (:data:`tokpack.engines.encoders.KINDS`)
+    #: how ``encoder.json`` names this kind of encoder (:data:`tokpack.engines.kinds.KINDS`)
     record_kind = "text"
 
     def __init__(

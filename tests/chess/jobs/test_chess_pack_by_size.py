@@ -16,10 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tokpack.chess.jobs.pack import pack_games
-from tokpack.chess.jobs.shards import UCI_BYTES_PER_PLY, plan_shards, run_chess_shard
+from tokpack.chess.jobs.shards import UCI_BYTES_PER_PLY, plan_shards
 from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import make_encoder
 from tokpack.cli import app
+from tokpack.engines import run_shard
 from tokpack.errors import InputError
 from tokpack.serve import PackedBatches, Windows
 from tokpack.store import Pack
@@ -147,10 +148,10 @@ def test_a_task_rerun_on_a_finished_dataset_does_nothing_and_leaves_nothing(pack
     copy = tmp_path / "train"
     shutil.copytree(packed / "train", copy)
     before = {p.name: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
-    assert run_chess_shard(copy, 0) is False  # as a scheduler's retry of a task that had finished
+    assert run_shard(copy, 0) is False  # as a scheduler's retry of a task that had finished
     assert {p.name: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
     with pytest.raises(InputError, match="outside the job"):
-        run_chess_shard(copy, 5)
+        run_shard(copy, 5)
 
 
 def test_a_bad_game_is_named_by_its_month_table_and_row(many_months: Path, tmp_path: Path) -> None:

@@ -15,9 +15,10 @@ import pytest
 from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.jobs.pack import pack_games
 from tokpack.chess.jobs.pipeline import available_months, tokenize
-from tokpack.chess.jobs.shards import ChessJob, plan_shards, run_chess_shard, start_chess_job
+from tokpack.chess.jobs.shards import ChessJob, plan_shards, start_chess_job
 from tokpack.chess.pgn.convert import convert_pgn, month_parquet
 from tokpack.chess.schemes import make_encoder
+from tokpack.engines import run_shard
 from tokpack.engines.executors import run_array_task
 from tokpack.errors import InputError
 from tokpack.serve import PackedBatches, Windows
@@ -122,7 +123,7 @@ def test_a_killed_job_resumes_and_a_changed_table_is_refused(games: Path, one_wo
     job = tmp_path / "tokens" / "san" / "train"
     tables = [month_parquet(games, m) for m in available_months(games)[:-1]]
     start_chess_job(tables, job, make_encoder("san"), shard_games=SHARD_GAMES)
-    assert run_chess_shard(job, 0) and not run_chess_shard(job, 0)  # as a run killed after one shard left it
+    assert run_shard(job, 0) and not run_shard(job, 0)  # as a run killed after one shard left it
     tokenize(cfg, "san", pack=True)  # resumes the job
     assert files_of(job) == files_of(one_worker / "train")
     with pytest.raises(InputError, match="already exists"):
@@ -136,7 +137,7 @@ def test_a_killed_job_resumes_and_a_changed_table_is_refused(games: Path, one_wo
     start_chess_job([copy], moved, make_encoder("uci"))
     pq.write_table(pq.read_table(copy).slice(0, 3), copy)
     with pytest.raises(InputError, match="changed since the job began"):
-        run_chess_shard(moved, 0)
+        run_shard(moved, 0)
     assert [[p.rows for p in s.pieces] for s in plan_shards([tables[0]], 1_000_000)] == [
         [(0, pq.ParquetFile(tables[0]).metadata.num_rows)]]
 
@@ -171,7 +172,7 @@ def test_an_interrupted_job_of_the_previous_format_is_refused_with_the_fix(games
     tables = [month_parquet(games, m) for m in available_months(games)[:-1]]
     job = tmp_path / "tokens" / "san" / "train"
     start_chess_job(tables, job, make_encoder("san"), shard_games=SHARD_GAMES)
-    assert run_chess_shard(job, 0)
+    assert run_shard(job, 0)
     # As that format left it: its job.json, and a finished shard whose record holds no place.
     record = json.loads((job / "job.json").read_text())
     (job / "job.json").write_text(json.dumps(record | {"schema": "tokpack.chess.job.v2"}))
@@ -182,7 +183,7 @@ def test_an_interrupted_job_of_the_previous_format_is_refused_with_the_fix(games
     (job / "shard-00000.done").write_text(json.dumps(marker | {"seal": placeless.seal}))
     for rank in (0, 1):
         with pytest.raises(InputError, match="is a tokpack.chess.job.v2 job, which this tokpack does not resume") as refused:
-            run_chess_shard(job, rank)
+            run_shard(job, rank)
         assert "new folder" in str(refused.value) and "rank" in str(refused.value)
     result = CliRunner().invoke(app, ["chess", "tokenize", "--scheme", "san", "--pack", "--config",
                                       str(_config_file(games, tmp_path))])
@@ -196,3 +197,25 @@ def _config_file(games: Path, folder: Path) -> Path:
     path.write_text(f'games_dir = "{games}"\nout_dir = "{folder / "tokens"}"\ntrain_months = {months[:-1]!r}\n'
                     f'val_months = {months[-1:]!r}\nshard_games = {SHARD_GAMES}\n'.replace("'", '"'))
     return path
+
+
+def test_a_recorded_chess_job_resumes_to_the_same_dataset(tmp_path: Path) -> None:
+    """tests/fixtures/chess_job holds a chess job's job.json and encoder.json (3 shards of one month
+    of 12 games, scheme uci) as tokpack at commit fc62fb8 wrote them, and the dataset.json its
+    tasks wrote (expected_dataset.json): the job resumes here, and finishes to the same bytes."""
+    import json
+    import shutil
+
+    from tokpack.engines import finish_job
+
+    fixture = FIXTURES / "chess_job"
+    shutil.copytree(fixture / "games", tmp_path / "games")
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(fixture / "encoder.json", job / "encoder.json")
+    # The job names its tables by absolute path: moved here, with the seal made again for it.
+    record = json.loads((fixture / "job.json").read_text(encoding="utf-8").replace("/tmp/chessfx", str(tmp_path)))
+    (job / "job.json").write_text(ChessJob.model_validate(record).sealed().to_json(), encoding="utf-8")
+    assert [run_shard(job, rank) for rank in (2, 0, 1)] == [True, True, True]
+    assert (job / "dataset.json").read_bytes() == (fixture / "expected_dataset.json").read_bytes()
+    assert finish_job(job) is not None and not list(job.glob("*.done")) and not list(job.glob("*.lock"))

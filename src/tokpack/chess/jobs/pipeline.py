@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from tokpack.chess.jobs.config import ChessPipelineConfig
 from tokpack.chess.pgn.convert import month_parquet
 from tokpack.chess.schemes import SCHEMES, PositionSampling, make_encoder
-from tokpack.engines.shard_task import JOB_FILE
+from tokpack.engines.lifecycle import JOB_FILE
 from tokpack.errors import InputError
 from tokpack.store.format import DATASET_FILE
 
@@ -119,8 +119,9 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
     interrupted job resumes: the shards already complete are kept.
     """
     from tokpack._progress import PrepareProgress
-    from tokpack.chess.jobs.shards import finish_chess_job, run_chess_shard, start_chess_job
+    from tokpack.chess.jobs.shards import start_chess_job
     from tokpack.engines.executors import EXECUTORS, RunOptions
+    from tokpack.engines.lifecycle import finish_job, run_shard
 
     tables = [month_parquet(cfg.games_dir, month) for month in months]
     job = start_chess_job(tables, destination, encoder, split=split, shard_games=cfg.shard_games,
@@ -141,11 +142,11 @@ def pack_months(cfg: ChessPipelineConfig, months: list[str], encoder: GameEncode
             def report(event: PrepareProgress, rank: int = rank) -> None:
                 on_progress(rank, event.done_bytes, event.n_tokens, event.n_docs)
 
-            run_chess_shard(destination, rank, report=report)
+            run_shard(destination, rank, report=report)
     else:
-        options = RunOptions(processes=cfg.workers, address=cfg.ray_address, task=run_chess_shard, on_progress=on_progress)
+        options = RunOptions(processes=cfg.workers, address=cfg.ray_address, task=run_shard, on_progress=on_progress)
         EXECUTORS[cfg.engine](destination, ranks, options)
-    dataset = finish_chess_job(destination)
+    dataset = finish_job(destination)
     if dataset is None:
         raise InputError("not every shard is complete", where=destination, fix="rerun to resume")
     meta = dataset.meta

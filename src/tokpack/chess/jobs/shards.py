@@ -1,7 +1,7 @@
-"""Chess packing as a sharded job: the per-shard task that text's executors run, over month tables
-cut into shards by size.
+"""The chess kind of sharded job: month tables cut into shards by size, and how one shard is packed;
+the engines' lifecycle (:mod:`tokpack.engines.lifecycle`) runs and finishes it as it does a text job.
 
-A chess job is a folder laid out like a text job (:mod:`tokpack.engines.shard_task`)::
+A chess job is a folder laid out like a text job (:mod:`tokpack.engines.lifecycle`)::
 
     DATASET/
       job.json         a :class:`ChessJob`: every shard's pieces (a month table's path, SHA-256,
@@ -39,18 +39,10 @@ from pydantic import Field, model_validator
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord
 from tokpack.chess.schemes import encoder_from_spec, encoder_spec
-from tokpack.engines.encoders import ENCODER_FILE, read_encoder
-from tokpack.engines.shard_task import (
-    JOB_FILE,
-    ShardOrigin,
-    build_shard,
-    finish_dataset,
-    read_job,
-    refuse_other_version,
-    write_job,
-)
+from tokpack.engines.kinds import JobSupply, ShardOrigin
+from tokpack.engines.lifecycle import JOB_FILE, read_job, refuse_other_version, write_job
 from tokpack.errors import InputError, TokpackError
-from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name
+from tokpack.store.dataset import shard_name
 from tokpack.store.format import DATASET_FILE, DocumentCut, ShardPlace, Source
 from tokpack.vocab.identity import VocabIdentity
 
@@ -225,39 +217,19 @@ def start_chess_job(tables: Sequence[Path], dataset: Path, encoder: GameEncoder,
     return write_job(dataset, job, encoder, resume=resume)
 
 
-def run_chess_shard(dataset: Path, rank: int, *, report: Callable[[PrepareProgress], None] | None = None) -> bool:
-    """Pack shard ``rank`` of the chess job in ``dataset`` unless it is already done; then, if
-    every shard is done, write ``dataset.json``. The task every executor runs (``task=`` of
-    :func:`tokpack.engines.run_local` / :func:`~tokpack.engines.run_ray`, or a job array's
-    ``tokpack shard run``).
-
-    ``report`` hears ``PrepareProgress(done_bytes=games packed, n_tokens, n_docs)`` after each batch.
-
-    Returns:
-        Whether this call wrote the shard.
+def _write_shard(dataset: Path, rank: int, job: ChessJob, encoder: GameEncoder, workers: int | None,
+                 report: Callable[[PrepareProgress], None] | None) -> None:
+    """Pack shard ``rank`` (one process: ``workers`` is text's); ``report`` hears
+    ``PrepareProgress(done_bytes=games packed, n_tokens, n_docs)`` after each batch.
 
     Raises:
-        InputError: a rank outside the job, a table that changed since the job began, or a game
-            that cannot be encoded (naming the table and the row).
+        InputError: a table that changed since the job began, or a game that cannot be encoded
+            (naming the table and the row).
     """
-    dataset = Path(dataset)
-    job = read_job(ChessJob, dataset)
-    if not 0 <= rank < job.world_size:
-        raise InputError(f"rank {rank} is outside the job's {job.world_size} shards")
-    if (dataset / DATASET_FILE).exists():  # finished: a retried task has nothing to do (nor to lock)
-        return False
-    wrote = build_shard(dataset, rank, job.world_size, lambda: _write_shard(dataset, rank, job, report), job=job.seal,
-                        origin=_origin_of(job, rank))
-    finish_chess_job(dataset, rank)
-    return wrote
-
-
-def _write_shard(dataset: Path, rank: int, job: ChessJob, report: Callable[[PrepareProgress], None] | None) -> None:
     import pyarrow.parquet as pq
 
     from tokpack.chess.jobs.pack import TableRows, pack_tables
 
-    encoder: GameEncoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
     tables = []
     for piece in job.shards[rank].pieces:
         table = Path(piece.games)
@@ -286,21 +258,9 @@ def _origin_of(job: ChessJob, rank: int) -> ShardOrigin:
                        job.vocabulary)
 
 
-def finish_chess_job(dataset: Path, rank: int | None = None) -> ShardedDataset | None:
-    """Write a chess job's ``dataset.json`` once every shard is done, then remove the job's
-    completion markers and lock files; return the dataset then (``rank``: the task that asks, if
-    one does)."""
-    dataset = Path(dataset)
-    job = read_job(ChessJob, dataset)
-    finished = finish_dataset(dataset, job.world_size, source=job.source(), cut=DocumentCut(rule="game"), job=job.seal,
-                              rank=rank, origin_of=lambda shard: _origin_of(job, shard))
-    if finished is not None:
-        # Every shard is listed and sealed in dataset.json: the markers say nothing more, and the
-        # locks guarded work that is over (a retried task sees dataset.json and takes none).
-        for leftover in [*dataset.glob(f"{SHARD_PREFIX}*.done"), *dataset.glob("*.lock")]:
-            leftover.unlink(missing_ok=True)
-    return finished
+#: The chess kind, as the engines' lifecycle runs it (a finished job's markers and locks removed).
+KIND = JobSupply(job=ChessJob, write_shard=_write_shard, origin_of=_origin_of, source_of=ChessJob.source,
+                 describe_encoder=encoder_spec, rebuild_encoder=encoder_from_spec, clears_markers=True)
 
 
-__all__ = ["ENCODER_FILE", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "encoder_from_spec", "encoder_spec",
-           "finish_chess_job", "plan_shards", "run_chess_shard", "start_chess_job"]
+__all__ = ["KIND", "SHARD_BYTES", "ChessJob", "ChessShard", "TablePiece", "plan_shards", "start_chess_job"]

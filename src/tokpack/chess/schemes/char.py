@@ -53,7 +53,7 @@ class CharEncoder:
     """The char scheme as a :class:`~tokpack.chess.schemes.game_encoder.GameEncoder` (ratings and result are not encoded)."""
 
     scheme = "char"
-    record_kind = "chess"  # its entry in tokpack.engines.encoders.KINDS
+    record_kind = "chess"  # its kind in tokpack.engines.kinds.KINDS
     pad_id = PAD_ID
     tokens: tuple[str, ...] = (*ALPHABET, "<pad>")
 

@@ -108,7 +108,7 @@ class GameEncoder(Protocol):
     to the engines an encoder of kind ``"chess"``."""
 
     scheme: str
-    record_kind: str  # "chess": the engines' kind of encoder (tokpack.engines.encoders.KINDS)
+    record_kind: str  # "chess": the engines' kind of job and encoder (tokpack.engines.kinds.KINDS)
     pad_id: int
 
     def vocab_size(self) -> int:

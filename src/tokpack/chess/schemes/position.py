@@ -215,7 +215,7 @@ class PositionEncoder:
     """
 
     scheme = "position"
-    record_kind = "chess"  # its entry in tokpack.engines.encoders.KINDS
+    record_kind = "chess"  # its kind in tokpack.engines.kinds.KINDS
     pad_id = PAD_ID
     tokens: tuple[str, ...] = (*ACTIONS, "<pad>")
 

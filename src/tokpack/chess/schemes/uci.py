@@ -132,7 +132,7 @@ class UciEncoder:
     """
 
     scheme = "uci"
-    record_kind = "chess"  # its entry in tokpack.engines.encoders.KINDS
+    record_kind = "chess"  # its kind in tokpack.engines.kinds.KINDS
     pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
     def __init__(self) -> None:

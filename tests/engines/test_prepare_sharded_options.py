@@ -1,0 +1,56 @@
+"""``prepare_sharded`` and ``start_job`` take ``prepare``'s option records, or their fields as keywords."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokpack.engines import prepare_sharded, start_job
+from tokpack.errors import InputError
+from tokpack.preparing.options import CorpusReading, Execution, VocabularyRequest
+from tokpack.vocab.bytelevel import BpeTokenizer
+
+BYTES = BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256})
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()
+            and path.suffix not in (".lock", ".done")}
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text("Ala ma kota.\nKot ma Alę.\n" * 40, encoding="utf-8")
+    return path
+
+
+def test_records_and_keywords_make_the_same_dataset(tmp_path: Path, corpus: Path) -> None:
+    flat = prepare_sharded(corpus, tmp_path / "flat", vocab=BYTES, shards=3, processes=1, document_bytes=64,
+                           batch_documents=4, separator="\n\n")
+    records = prepare_sharded(corpus, tmp_path / "records", shards=3, processes=1,
+                              reading=CorpusReading(document_bytes=64, separator="\n\n"),
+                              vocabulary=VocabularyRequest(vocab=BYTES), execution=Execution(batch_documents=4, workers=1))
+    assert files(flat.path) == files(records.path) and flat.meta.n_docs == records.meta.n_docs > 0
+
+
+def test_the_document_size_is_a_mebibyte_unless_given(tmp_path: Path, corpus: Path) -> None:
+    assert start_job(corpus, tmp_path / "job", vocab=BYTES, shards=2).document_bytes == 1_048_576
+
+
+def test_a_setting_given_both_ways_or_no_vocabulary_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                                            corpus: Path) -> None:
+    with pytest.raises(InputError, match="document_bytes given beside reading="):
+        prepare_sharded(corpus, tmp_path / "both", shards=2, vocab=BYTES, document_bytes=64,
+                        reading=CorpusReading(document_bytes=128))
+    with pytest.raises(InputError, match="a sharded job needs vocab="):
+        prepare_sharded(corpus, tmp_path / "none", shards=2, vocabulary=VocabularyRequest(vocab_size=300))
+    with pytest.raises(InputError, match="on_progress"):
+        prepare_sharded(corpus, tmp_path / "report", shards=2, vocab=BYTES, execution=Execution(report=print))
+    assert not (tmp_path / "both").exists() and not (tmp_path / "none").exists() and not (tmp_path / "report").exists()
+
+
+def test_held_out_shares_are_written_before_the_job(tmp_path: Path, corpus: Path) -> None:
+    dataset = prepare_sharded(corpus, tmp_path / "held", vocab=BYTES, shards=2, processes=1, validation=0.25)
+    assert (tmp_path / "corpus.txt.manifest.json").exists() and "validation" in dataset.meta.ranges
