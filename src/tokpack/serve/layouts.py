@@ -63,7 +63,7 @@ _KERNELS: ModuleType | None = None
 def kernels() -> Any:
     """:mod:`tokpack.serve.batch_kernels`, imported on the first batch: ``import tokpack`` does not load
     numba (most commands never serve a batch). A function-level ``import`` on every batch would
-    cost more than the kernels it reaches (about 1 µs each)."""
+    cost more than the smallest kernels it reaches."""
     global _KERNELS
     if _KERNELS is None:
         from tokpack.serve import batch_kernels
