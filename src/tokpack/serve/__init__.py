@@ -1,7 +1,7 @@
 """Serving batches. The training path is :class:`PackedBatches` (also ``tokpack.PackedBatches``):
 layouts, a global batch over ranks, mixtures, a history of settings, exact resume; with
-:class:`EvalBatches` for one ordered pass over a validation range. The seeds' fixed schedules
-(:class:`TokenBatches`, :class:`Windows`) are kept as contracts in :mod:`tokpack.serve.fixed`.
+:class:`EvalBatches` for one ordered pass over a validation range. The fixed schedules
+(:class:`TokenBatches`, :class:`Windows`), each a formula of its step, are in :mod:`tokpack.serve.fixed`.
 
 Modules, one job each:
 
