@@ -20,7 +20,8 @@ segment begins: a row's first position, every document start, the first padding 
 Batches use :meth:`Layout.segments` instead: the same starts as a flat ascending list, which
 compiled loops (:mod:`tokpack.serve.batch_kernels`) write directly (a few dozen entries a batch,
 never a mask); ``bestfit`` copies each row's pieces as contiguous runs. That is what makes a
-batch with boundaries cost about as much as one without (BENCHMARKS.md, serving).
+batch with boundaries cost about as much as one without (BENCHMARKS.md, "The training loader
+against litdata").
 
 >>> from tokpack.serve.memory import pack_of_documents
 >>> pack = pack_of_documents([[1, 2, 3, 4, 5], [6, 7]], n_vocab=9, pad_id=0)
