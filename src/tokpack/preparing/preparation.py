@@ -555,9 +555,8 @@ def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
 
 
 #: Text encoded between two returns of freed memory to the system (:func:`return_freed_memory`):
-#: without them glibc's main arena grows with the corpus; returning after every batch keeps the
-#: peak a little lower for several times the CPU in page faults (BENCHMARKS.md, "prepare's peak
-#: memory").
+#: without them glibc's main arena grows with the corpus; returning after every batch lowers the
+#: peak a little for more CPU in page faults (BENCHMARKS.md, "prepare's peak memory").
 _TRIM_BYTES = 64 << 20
 
 
