@@ -1,7 +1,8 @@
 """``tokpack.torch``: PyTorch loaders over packs (imports torch).
 
 :func:`make_batch_loader` serves :class:`tokpack.serve.PackedBatches` as tensors (the training
-path); :class:`WindowDataset` and :func:`make_loader` are the seed contract's windows.
+path); :class:`WindowDataset` and :func:`make_loader` serve the fixed windows of
+:mod:`tokpack.serve.fixed`.
 
 Without torch installed, importing this module raises :class:`~tokpack.errors.MissingExtra`
 naming the extra to install (``pip install 'tokpack[torch]'``).

@@ -718,7 +718,7 @@ def _merge_loop(
     progress: Callable[[BpeProgress], None] | None = None,
 ) -> tuple[list[Pair], list[TraceRow]]:
     """Index the counted pieces and run the compiled merge loop."""
-    from tokpack.bpe import merge_loop  # numba takes a second to import: only when training
+    from tokpack.bpe import merge_loop  # numba is costly to import: only when training
 
     started = time.perf_counter()
     if isinstance(pieces, PieceCounter):

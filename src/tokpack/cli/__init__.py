@@ -54,8 +54,8 @@ def main() -> None:
 
 
 #: The young generation's collection threshold in the ``tokpack`` command's own process (Python's
-#: default: 700). One ``prepare`` of a 10 MB file makes ~53,000 container objects (its imports,
-#: pydantic's schemas, the records), nearly all alive to the end.
+#: default: 700): above what one ``prepare`` of a 10 MB file makes in container objects (its
+#: imports, pydantic's schemas, the records), nearly all alive to the end.
 _YOUNG_OBJECTS = 100_000
 
 
@@ -65,13 +65,14 @@ def script() -> None:
 
     - What importing the command line made is frozen (``gc.freeze``) before the command runs, and
       the young generation is collected after 100,000 new objects instead of 700: a ``prepare``
-      of 10 MB then runs no collection at all, where ~35 collections walked the same long-lived
-      objects again (12-19 CPU ms). The collector still runs, so a long command's memory stays
+      of 10 MB then runs no collection at all, where dozens of collections would walk the same
+      long-lived objects again. The collector still runs, so a long command's memory stays
       bounded.
     - As the process exits, the objects still alive are frozen, so the interpreter's shutdown frees
-      them without walking them in several full collections (about a tenth of a CPU second once
-      numpy, pydantic and typer are loaded). tokpack closes its files itself, so nothing waits on
-      a collection to be flushed.
+      them without walking them in several full collections. tokpack closes its files itself, so
+      nothing waits on a collection to be flushed.
+
+    Their costs: BENCHMARKS.md, "prepare's fixed cost".
 
     A program that calls :func:`main` keeps its collector as it was."""
     gc.freeze()

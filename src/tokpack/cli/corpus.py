@@ -120,18 +120,20 @@ def _as_a_batch_process() -> Callable[[], None]:
 
     - The cyclic garbage collector runs after 50,000 new objects instead of 700: building the
       vocabulary's tables and files and numba's first call make hundreds of thousands of objects
-      that live to the end, and the default threshold collected them over and over (about 0.3 CPU s
-      a run, several full passes over the heap). It still runs, so memory stays bounded.
+      that live to the end, and the default threshold collected them over and over (several full
+      passes over the heap a run). It still runs, so memory stays bounded.
     - numba, if the command loads it at all, does not load the ``numba_extensions`` entry points of
       every installed package at its first compiled call: tokpack's kernels take numpy arrays and
       numbers only and this command runs no other compiled code, while a package that registers
-      one (awkward, which gigatoken pulls in) costs about half a CPU second to import. numba itself
-      is not imported for this (it costs more than half a CPU second, and ``prepare --vocab`` may
-      not need it): its once-only flag is set when its entry-point module is first imported. Once
+      one (awkward, which gigatoken pulls in) is costly to import. numba itself is not imported
+      for this (its import is costly too, and ``prepare --vocab`` may not need it): its once-only
+      flag is set when its entry-point module is first imported. Once
       undone, numba loads them at its next compiled call, as it would have: the program's own code
       may need them.
-    - glibc keeps freed blocks for the allocations that follow (:func:`~tokpack._memory.reuse_freed_blocks`:
-      a quarter fewer page faults in a 10 MB run); this one stays for the process.
+    - glibc keeps freed blocks for the allocations that follow (:func:`~tokpack._memory.reuse_freed_blocks`,
+      fewer page faults); this one stays for the process.
+
+    Their costs: BENCHMARKS.md, "prepare end to end" and "prepare's peak memory".
     """
     from tokpack._memory import reuse_freed_blocks
 
@@ -494,8 +496,8 @@ def _summary(prepared: TokenizedCorpus) -> None:
         stdout().print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
 
 
-#: CPU seconds the exact trainer takes per GB of mixed text, its reading included
-#: (bench/bench_vocab_sample.py: 40.1 s for 783 MB); what a bigger sample would cost is said with it.
+#: CPU seconds the exact trainer takes per GB of mixed text, its reading included (BENCHMARKS.md,
+#: "The vocabulary sample"); what a bigger sample would cost is said with it.
 TRAINING_CPU_SECONDS_PER_GB = 51
 
 

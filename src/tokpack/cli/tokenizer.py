@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # rich and the grading modules are imported by the commands t
     from tokpack.grading.torture import TortureCase
 
 #: ``tokpack.grading.grade.MIN_GLOBAL`` and ``MIN_DOMAIN``, written out so that ``--help`` shows them
-#: without importing the grader (tests/test_cli_startup.py holds them equal).
+#: without importing the grader (tests/cli/test_cli_startup.py holds them equal).
 MIN_GLOBAL = 3.30
 MIN_DOMAIN = 2.50
 

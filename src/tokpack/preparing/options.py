@@ -87,7 +87,7 @@ class VocabularyRequest:
     """The vocabulary the ids come from: ``vocab`` when given, else one trained on the training range.
 
     Attributes:
-        vocab: your vocabulary (anything :func:`~tokpack.store.vocabulary.load_vocabulary` takes).
+        vocab: your vocabulary (anything :func:`~tokpack.vocab.loading.load_vocabulary` takes).
         vocab_size: ids of the vocabulary to train, ``<|endoftext|>`` included; ``None``:
             :data:`DEFAULT_VOCAB_SIZE`.
         allow_smaller_vocab: accept a trained vocabulary with fewer ids than ``vocab_size``.

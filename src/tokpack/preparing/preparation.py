@@ -197,8 +197,8 @@ def prepare(
         document_bytes: the longest document (at least 4); ``None``: the size a text file's
             manifest was cut with (see :func:`~tokpack.corpus.sources.reading_cut`), else 1 MiB.
         batch_documents: documents encoded together (in parallel).
-        trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trained faster
-            and leaner than Hugging Face's at equal compression in ``bench/bench_bpe_train.py``)
+        trainer: ``"exact"`` (tokpack's own, :mod:`tokpack.bpe`: the default, as it trains faster
+            and leaner than Hugging Face's at equal compression; BENCHMARKS.md, "Training BPE")
             or ``"hf"`` (Hugging Face ``tokenizers``).
         pattern: the pre-tokenizer for training (default :data:`~tokpack.vocab.patterns.DEFAULT_PATTERN`,
             GPT-4's), or for a rank file that has none (see :func:`load_vocabulary`).
@@ -382,7 +382,8 @@ def document_cut(source: DocumentSource) -> DocumentCut:
 
 
 def _separator_key(source: DocumentSource) -> str:
-    """The part of a cache key that names the separator (none without one, so older keys hold)."""
+    """The part of a cache key that names the separator (empty without one: a corpus read
+    without a separator keeps the key its cache is stored under)."""
     return f"-s{hashlib.sha256(source.separator.encode()).hexdigest()[:8]}" if source.separator else ""
 
 
@@ -554,9 +555,8 @@ def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
 
 
 #: Text encoded between two returns of freed memory to the system (:func:`return_freed_memory`):
-#: without them glibc's main arena grew with the corpus (peak RSS 509 -> 643 MB from 150 to
-#: 650 MB of Python sources, two workers; 494 -> 509 MB with a return every 64 MiB, for 1% more
-#: CPU in page faults; after every batch of 16 documents, 471 -> 485 MB for 6%).
+#: without them glibc's main arena grows with the corpus; returning after every batch lowers the
+#: peak a little for more CPU in page faults (BENCHMARKS.md, "prepare's peak memory").
 _TRIM_BYTES = 64 << 20
 
 

@@ -1,7 +1,7 @@
 """Serving batches. The training path is :class:`PackedBatches` (also ``tokpack.PackedBatches``):
 layouts, a global batch over ranks, mixtures, a history of settings, exact resume; with
-:class:`EvalBatches` for one ordered pass over a validation range. The seeds' fixed schedules
-(:class:`TokenBatches`, :class:`Windows`) are kept as contracts in :mod:`tokpack.serve.fixed`.
+:class:`EvalBatches` for one ordered pass over a validation range. The fixed schedules
+(:class:`TokenBatches`, :class:`Windows`), each a formula of its step, are in :mod:`tokpack.serve.fixed`.
 
 Modules, one job each:
 
@@ -17,7 +17,7 @@ Modules, one job each:
 - :mod:`~tokpack.serve.batch_kernels`: the compiled kernels of layouts and assembly;
 - :mod:`~tokpack.serve.state`: the loader state and data schedule records, and reading them back;
 - :mod:`~tokpack.serve.evaluation`: :class:`EvalBatches`;
-- :mod:`~tokpack.serve.fixed`: the seeds' fixed schedules;
+- :mod:`~tokpack.serve.fixed`: the fixed step schedules (:class:`TokenBatches`, windows);
 - :mod:`~tokpack.serve.common`: what every loader shares (the id check, dtypes);
 - :mod:`~tokpack.serve.memory`: small packs made from lists, for examples and tests;
 - :mod:`~tokpack.serve.torch`: the PyTorch adapters.

@@ -10,8 +10,8 @@ one pass over the batch.
 
 Why compiled: a batch of 8 rows of 2,049 ids holds a few dozen segments. Built from numpy
 calls, the segment-start mask, its ``flatnonzero``, a ``repeat`` per output and the casts cost
-about 20 array operations (measured 0.3 to 0.7 ms a batch, most of it fixed per-call cost);
-one compiled loop writes each output element once (tens of microseconds). numba compiles these
+about 20 array operations, most of their cost fixed per call; one compiled loop writes each
+output element once (figures: BENCHMARKS.md, "The training loader against litdata"). numba compiles these
 once per machine (``cache=True``, beside the module or in numba's user cache).
 """
 
@@ -23,8 +23,8 @@ from numba import njit
 
 @njit(cache=True)
 def outside(indices: np.ndarray, n_rows: int) -> bool:  # pragma: no cover - compiled
-    """Whether any index lies outside ``[0, n_rows)`` (numpy's ``min``/``max`` cost ~5 us each
-    on a batch's few row indices; this costs under one)."""
+    """Whether any index lies outside ``[0, n_rows)``: one loop over a batch's few row indices,
+    where numpy's ``min`` and ``max`` would be two calls of fixed cost."""
     for index in indices:
         if index < 0 or index >= n_rows:
             return True
@@ -344,7 +344,8 @@ def fill_batch(ids: np.ndarray, segments: np.ndarray, real: np.ndarray, ignore_i
             if end - start > longest:
                 longest = end - start
             # Through slices indexed from 0: an index numba cannot prove non-negative costs a
-            # wrap-around test per element and stops the loop vectorizing (measured 5x).
+            # wrap-around test per element and stops the loop vectorizing (BENCHMARKS.md, "The
+            # training loader against litdata").
             if want_positions:
                 run = positions[r, start:end]
                 for j in range(end - start):

@@ -20,7 +20,8 @@ segment begins: a row's first position, every document start, the first padding 
 Batches use :meth:`Layout.segments` instead: the same starts as a flat ascending list, which
 compiled loops (:mod:`tokpack.serve.batch_kernels`) write directly (a few dozen entries a batch,
 never a mask); ``bestfit`` copies each row's pieces as contiguous runs. That is what makes a
-batch with boundaries cost about as much as one without (BENCHMARKS.md, serving).
+batch with boundaries cost about as much as one without (BENCHMARKS.md, "The training loader
+against litdata").
 
 >>> from tokpack.serve.memory import pack_of_documents
 >>> pack = pack_of_documents([[1, 2, 3, 4, 5], [6, 7]], n_vocab=9, pad_id=0)
@@ -63,7 +64,7 @@ _KERNELS: ModuleType | None = None
 def kernels() -> Any:
     """:mod:`tokpack.serve.batch_kernels`, imported on the first batch: ``import tokpack`` does not load
     numba (most commands never serve a batch). A function-level ``import`` on every batch would
-    cost more than the kernels it reaches (about 1 µs each)."""
+    cost more than the smallest kernels it reaches."""
     global _KERNELS
     if _KERNELS is None:
         from tokpack.serve import batch_kernels

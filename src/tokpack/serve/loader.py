@@ -1,7 +1,7 @@
 """The training path: step ``k`` → the global batch → this rank's rows → arrays a model takes.
 
 This is the one way to train on tokpack's data (``from tokpack import PackedBatches``); the
-seeds' fixed schedules (:mod:`tokpack.serve.fixed`) are kept as contracts, not as other paths.
+fixed schedules (:mod:`tokpack.serve.fixed`) are formulas of a step, not other training paths.
 :class:`PackedBatches` serves a global batch of ``global_batch`` rows per step from one token
 source or a :class:`Mixture` of several. Each part walks its layout's rows in a seeded
 permutation per epoch and rolls into the next epoch inside a step, so no step is short. The

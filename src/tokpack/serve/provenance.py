@@ -4,7 +4,7 @@ both answered from the layouts and the history of settings, without serving a ba
 A row is a list of **segments** in column order, each ``{"part", "document", "tokens",
 "source"}``: the part's name, the document's index in the part (its token source), the
 positions ``(start, end)`` of its ids in the part's stream, and where those ids came from
-(:func:`tokpack.store.origins.locate`: a file and byte range for text, a month table and game
+(:meth:`tokpack.store.origins.Locator.locate`: a file and byte range for text, a month table and game
 for chess; ``None`` when the data does not record it). Padding is one segment ``{"part": None,
 "document": None, "tokens": (0, n), "source": None}`` of ``n`` padding ids. Concatenating a
 row's segments' ids and its padding gives the ``length + 1`` ids the row was served as.

@@ -38,7 +38,7 @@ class PartState(Record):
 
     @model_serializer(mode="wrap")
     def _unset_fields_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A part never skipped or capped is recorded as it was before these fields existed.
+        # A part never skipped or capped leaves these fields out: a record without them reads back as such.
         data: dict[str, Any] = handler(self)
         for key in ("skipped_rows", "max_epochs", "capped_at"):
             if not data.get(key):
@@ -74,7 +74,7 @@ class LoaderState(Record):
 
     @model_serializer(mode="wrap")
     def _unset_fields_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A run never skipped nor changed while it ran is recorded as before these fields existed.
+        # A run never skipped nor changed while it ran leaves these fields out: a record without them reads back as such.
         data: dict[str, Any] = handler(self)
         for key in ("skipped", "mixture_stages"):
             if not data.get(key):

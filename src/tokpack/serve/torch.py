@@ -1,5 +1,5 @@
-"""PyTorch adapters: the batch loader of the training path (:func:`make_batch_loader`), and the
-seed contract's Dataset over windows with its loader (:func:`make_loader`).
+"""PyTorch adapters: the batch loader of the training path (:func:`make_batch_loader`), and a
+Dataset over the fixed windows of :mod:`tokpack.serve.fixed` with its loader (:func:`make_loader`).
 
 Importing this module imports torch; nothing else in tokpack does.
 """
@@ -129,8 +129,8 @@ class WindowLoader:
         Raises:
             VocabularyMismatch: ``state`` was saved over another vocabulary.
             IntegrityError: ``state`` was saved over other data.
-            InputError: ``state`` was saved with other settings (a state from before the
-                checksums were recorded is checked on these alone).
+            InputError: ``state`` was saved with other settings (a state that records no
+                checksums is checked on these alone).
         """
         state = checks.mapping("state", state)
         sampler = self._batches

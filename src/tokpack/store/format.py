@@ -16,11 +16,11 @@ starts and a record of the vocabulary that made the ids::
                    Face's ``tokenizer.json`` (with ``tokenizer_config.json`` and
                    ``special_tokens_map.json``), tiktoken's ``ranks.tiktoken`` and tokpack's
                    ``vocabulary.json`` (its pattern and special tokens); each file's SHA-256 is
-                   in ``meta.json``. Packs written before tokpack stored it have none.
+                   in ``meta.json``. A pack whose ``meta.json`` lists no such files has none.
       origins.npy  ``int64`` ``(n_docs, 3)``: where each document came from, ``(unit, start,
                    end)``, read as ``meta.json``'s :class:`Origins` says (a file and its bytes, a
-                   record and the bytes of its text, a table and its row). Packs written before
-                   tokpack recorded it, and packs imported from other formats, have none.
+                   record and the bytes of its text, a table and its row). A pack whose
+                   ``meta.json`` records no origins (one imported from another format) has none.
 
 A pack directory only ever appears complete: writers build it in a temporary sibling and rename
 it into place. Readers check counts, sizes and the seal on open; the full checksums on request.
@@ -209,9 +209,9 @@ class PackMeta(StreamRecord):
 
     @model_serializer(mode="wrap")
     def _no_empty_optional_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Left out when empty, from the JSON and from the seal alike: a pack without vocabulary
-        # files, origins, or one that is no shard, is byte for byte what tokpack wrote before these
-        # fields existed, and opens.
+        # Left out when empty, from the JSON and from the seal alike: the record of a pack without
+        # vocabulary files or origins, or that is no shard, holds no such field, so one sealed
+        # without them opens.
         data: dict[str, Any] = handler(self)
         for optional in ("vocabulary_files", "origins", "shard"):
             if not data.get(optional):

@@ -79,8 +79,8 @@ class Pack(RecordedStream):
     @property
     def vocabulary_dir(self) -> Path | None:
         """The folder of the vocabulary files this pack carries (see :mod:`tokpack.store.format`),
-        or ``None`` for a pack that carries none (written before tokpack stored them, or a
-        vocabulary that has no such files, as chess's)."""
+        or ``None`` for a pack that carries none (written without them, or a vocabulary that
+        has no such files, as chess's)."""
         return self.path / VOCABULARY_DIR if self.meta.vocabulary_files else None
 
     def verify_vocabulary_files(self) -> None:

@@ -116,7 +116,7 @@ class PackWriter:
         if not kept:
             return
         if any(a.dtype.kind not in "iu" or a.ndim != 1 for a in kept) or len({a.dtype for a in kept}) > 1:
-            self.add_flat(np.concatenate(kept), lengths, origins=origins)  # add_flat refuses or promotes as it always did
+            self.add_flat(np.concatenate(kept), lengths, origins=origins)  # add_flat refuses or promotes them
             return
         # Checked array by array, then joined straight into the pack's dtype: no joined copy in the
         # encoder's wider dtype is ever made (the ids of a batch are hundreds of MB at scale).

@@ -320,7 +320,8 @@ class BpeTokenizer:
     @cached_property
     def _tokenizer_json(self) -> bytes:
         # Built once: every pack (and shard) this tokenizer writes carries it, and deriving its
-        # merges takes a tenth of a second or more for a 100k-rank vocabulary.
+        # merges is a noticeable part of a prepare's fixed cost for a 100k-rank vocabulary
+        # (BENCHMARKS.md, "prepare's fixed cost").
         return tokenizer_json_bytes(self.ranks, self.pattern, self.special_tokens, where=self.source)
 
     def transformers_files(self) -> dict[str, str]:

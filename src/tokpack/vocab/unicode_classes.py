@@ -5,7 +5,7 @@ The encoder's pre-tokenizer (``_bpe.c``) needs, per code point, the classes its 
 character matches (``'s``, ``'ll``, ...). They must be tiktoken's own, since tiktoken's ids are the
 oracle, so they are read off tiktoken (:func:`tokpack.vocab.pattern_scanners.build_tiktoken_tables`)
 and written as a two-stage table, ``_bpe_classes.h``, shipped beside the C source: nothing is
-built at run time. ``tests/vocab/test_encoder_classes.py`` regenerates it and compares.
+built at run time. ``tests/vocab/test_encoder_build.py`` regenerates it and compares.
 
     python -m tokpack.vocab.unicode_classes      # rewrite _bpe_classes.h from the installed tiktoken
 """

@@ -11,7 +11,7 @@ hands it to python-chess and a resolved game is always python-chess's own answer
 :func:`scan_movetexts` codes a chunk's movetext words while dropping comments and variations, one
 pass over the bytes; with ``clocks=True`` the same scan reads each move's ``[%clk]`` comment
 (:func:`clock_in`). :func:`resolve_main_lines` resolves the moves and writes their UCI text in one
-pass. See BENCHMARKS.md, section chess, for what each step costs.
+pass. See BENCHMARKS.md, "Chess: converting PGN", for what each step costs.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ ratings of one to four ASCII digits, a result of :data:`tokpack.chess.board.resu
 ``Variant``, ``FEN`` or ``SetUp`` tag. Every other game is judged by
 :func:`tokpack.chess.pgn.games.judge_headers`, which words the reason a game is skipped.
 
-This scan takes the place of a regular expression over every tag line, a dict per game and the
-judge in Python; BENCHMARKS.md, section chess, gives what each costs.
+This scan does in one compiled pass what a regular expression over every tag line, a dict per
+game and the judge in Python would; BENCHMARKS.md, "Chess: converting PGN", gives what each costs.
 """
 
 from __future__ import annotations

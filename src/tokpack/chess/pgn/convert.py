@@ -20,7 +20,7 @@ Memory is flat in the input's size: chunks of :data:`tokpack.chess.pgn.stream.CH
 one at a time (``2 * workers`` in flight), their games are buffered as Arrow tables, and every
 ``flush_games`` games are spilled: straight into the month's ``games.parquet`` for the first
 :data:`MONTH_WRITERS` months, to part files joined at the end for any later month. Peak RSS:
-flat from 30 k to 1 M Lichess-style games (BENCHMARKS.md, chess).
+flat from 30 k to 1 M Lichess-style games (BENCHMARKS.md, "Chess: converting PGN").
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ class _MonthParts:
     ``games.parquet`` (one row group a spill); a month met after them is spilled to part files
     joined at the end, with the same schema, which gives the same bytes. Reading the parts back and
     writing them again is work for the main process, and the main process is what bounds
-    ``workers`` (BENCHMARKS.md, section chess).
+    ``workers`` (BENCHMARKS.md, "Chess: converting PGN").
     """
 
     def __init__(self, root: Path, flush_games: int, clocks: bool = False) -> None:

@@ -17,7 +17,7 @@ keeps straight into Arrow columns.
 
 :func:`cut_games`, :func:`read_tags` and :func:`resolve_games` run the same steps on strings.
 Each step is one compiled pass in place of Python per game (regular expressions, a dict of tags,
-a loop per paragraph); see BENCHMARKS.md, section chess. Whatever that fast path does not take on exactly (a ``;`` comment, an
+a loop per paragraph); see BENCHMARKS.md, "Chess: converting PGN". Whatever that fast path does not take on exactly (a ``;`` comment, an
 ``%`` escape, a variation before the first move, a null move, an illegal or ambiguous move) is
 read by python-chess (``chess.pgn.read_game``), so every game's moves are python-chess's main line.
 

@@ -27,8 +27,8 @@ from tokpack.store.sidecar import SIDECAR, ExportRecord, write_sidecar
 from tokpack.store.source import TokenSource, chunks
 from tokpack.vocab.loading import VocabularySpec
 
-#: No dictionary pages or statistics for the ids (faster to write, see BENCHMARKS.md's export
-#: section, and a vocabulary-sized dictionary buys little); zstd keeps the files near the
+#: No dictionary pages or statistics for the ids (faster to write, see BENCHMARKS.md, "Exporting",
+#: and a vocabulary-sized dictionary buys little); zstd keeps the files near the
 #: dictionary-encoded size.
 PARQUET_OPTIONS: dict = {"use_dictionary": ["doc"], "compression": "zstd", "write_statistics": ["doc"]}
 
