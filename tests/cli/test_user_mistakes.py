@@ -170,6 +170,15 @@ def test_a_nanogpt_import_with_the_wrong_eod_id_blames_the_id_given(
     assert "<|endoftext|>" not in result.stderr and "--eod-id 5" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("given, missing, not_named", [(["--vocab"], "--out", "--vocab"), (["-o"], "--vocab", "--out")])
+def test_prepare_shards_names_only_what_is_missing(given: list[str], missing: str, not_named: str, tmp_path: Path,
+                                                   prepared: tokpack.TokenizedCorpus) -> None:
+    value = str(prepared.vocabulary_path) if given == ["--vocab"] else str(tmp_path / "ds")
+    result = runner.invoke(app, ["prepare", str(SAMPLE / "polish.txt"), "--shards", "2", *given, value])
+    assert result.exit_code == 2, result.output
+    assert missing in result.stderr and not_named not in result.stderr, result.stderr
+
+
 def test_prepare_shards_json_prints_json(tmp_path: Path, prepared: tokpack.TokenizedCorpus) -> None:
     result = runner.invoke(app, ["prepare", str(SAMPLE / "polish.txt"), "--vocab", str(prepared.vocabulary_path),
                                  "--shards", "2", "-o", str(tmp_path / "ds"), "--document-bytes", "4096",

@@ -293,8 +293,11 @@ def _prepare_sharded(corpus: Path, vocab: Optional[Path], out_text: Optional[str
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
 
-    if vocab is None or out_text is None:
-        raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    if vocab is None:
+        raise InputError("--shards needs --vocab: every shard must share one vocabulary",
+                         fix="train one first (tokpack bpe train, or prepare without --shards) and pass it as --vocab PATH")
+    if out_text is None:
+        raise InputError("--shards needs --out: the folder the sharded dataset is written to")
     from tokpack import _checks as checks
 
     checks.positive_int("shards", shards, what="at least 1")  # before the vocabulary is loaded
