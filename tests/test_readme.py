@@ -32,3 +32,14 @@ def test_the_layout_names_every_package_of_the_tree() -> None:
     assert named == packages, f"missing from the Layout: {sorted(packages - named)}"
     for folder in ("examples", "data", "docs", "bench"):
         assert f"| `{folder}/` |" in layout and (REPO / folder).is_dir()
+
+
+def test_the_layout_lists_the_packages_from_the_bottom_up() -> None:
+    """The Layout says "from the bottom up": its packages come in the order of the layer test's layers."""
+    from test_layers import LAYERS
+
+    readme = README.read_text(encoding="utf-8")
+    layout = readme.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `src/tokpack/([a-z_]+)/` \|", layout, flags=re.M)
+    layers = [LAYERS[name] for name in listed]
+    assert layers == sorted(layers), list(zip(listed, layers))

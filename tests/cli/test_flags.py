@@ -112,3 +112,11 @@ def test_a_cut_mismatch_names_parameters_in_python_and_flags_on_the_command_line
     line = _one_line_error(["prepare", str(corpus), "--vocab-size", "260", "--separator", "\n",
                             "--cache-dir", str(tmp_path / "c")])
     assert "cut with --separator '<|endoftext|>', this run asks for --separator $'\\n'; pass --separator" in line, line
+
+
+@pytest.mark.parametrize("name", ["test", "manifest", "out"])
+def test_a_file_named_like_a_flag_is_said_as_the_file(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path(name).write_bytes(b"hello \xff\xfe world\n")
+    line = _one_line_error(["prepare", name, "--vocab-size", "300", "--cache-dir", str(tmp_path / "c")])
+    assert line.startswith(f"error: {name}: invalid UTF-8 at byte 6"), line

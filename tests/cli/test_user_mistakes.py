@@ -123,6 +123,9 @@ CASES: dict[str, Case] = {
     "prepare --shards --workers 0": lambda f, c: (
         ["prepare", str(SAMPLE / "polish.txt"), "--vocab", str(c.vocabulary_path), "--shards", "2", "-o",
          str(f / "ds"), "--workers", "0"], ["--workers"]),
+    "prepare --validation and --test leaving no training data": lambda f, c: (
+        ["prepare", str(SAMPLE / "polish.txt"), "--validation", "0.6", "--test", "0.5", "--vocab-size", "300"],
+        ["--validation", "--test", "1.1"]),
     "tokenizer grade --min-global nan": lambda f, c: (
         ["tokenizer", "grade", str(c.vocabulary_path), str(f), "--min-global", "nan"], ["--min-global"]),
     "import --kind datatrove on a Megatron export": lambda f, c: (
@@ -155,6 +158,25 @@ def test_a_nanogpt_import_under_the_wrong_tokenizer_does_not_suggest_keep_eod(
     assert result.exit_code == 2, result.output
     assert "--keep-eod" not in result.stderr and "--tokenizer" in result.stderr, result.stderr
     assert not (tmp_path / "imported").exists()
+
+
+def test_a_nanogpt_import_with_the_wrong_eod_id_blames_the_id_given(
+        tmp_path: Path, prepared: tokpack.TokenizedCorpus) -> None:
+    export = exported(tmp_path, prepared, "nanogpt")
+    (export / "tokpack-export.json").unlink()
+    result = runner.invoke(app, ["import", str(export), str(tmp_path / "imported"), "--tokenizer",
+                                 str(prepared.vocabulary_path), "--eod-id", "5"])
+    assert result.exit_code == 2, result.output
+    assert "<|endoftext|>" not in result.stderr and "--eod-id 5" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("given, missing, not_named", [(["--vocab"], "--out", "--vocab"), (["-o"], "--vocab", "--out")])
+def test_prepare_shards_names_only_what_is_missing(given: list[str], missing: str, not_named: str, tmp_path: Path,
+                                                   prepared: tokpack.TokenizedCorpus) -> None:
+    value = str(prepared.vocabulary_path) if given == ["--vocab"] else str(tmp_path / "ds")
+    result = runner.invoke(app, ["prepare", str(SAMPLE / "polish.txt"), "--shards", "2", *given, value])
+    assert result.exit_code == 2, result.output
+    assert missing in result.stderr and not_named not in result.stderr, result.stderr
 
 
 def test_prepare_shards_json_prints_json(tmp_path: Path, prepared: tokpack.TokenizedCorpus) -> None:

@@ -10,7 +10,9 @@ three ways, and each is said as a flag when the failing command has a flag of th
 - an identifier with an underscore, anywhere but before a colon (``games.toml: shard_mb: ...``
   names a field of that file): ``vocab_size`` becomes ``--vocab-size``;
 - the message's subject, at its very start: ``shards must be at least 1`` and
-  ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``.
+  ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``,
+  unless the subject names a file or folder that exists (``test: invalid UTF-8`` about a file
+  called ``test`` stays the file).
 
 A one-word parameter elsewhere in a sentence stays as it is ("3 shards" is not a flag). A library
 parameter whose option has another name is said as that option (:data:`OPTION_NAMES`), and one
@@ -35,6 +37,7 @@ cut with no --separator, asked for --separator $'\\n\\n'
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -110,6 +113,9 @@ def in_flags(message: str, flags: Flags) -> str:
         found = flag(match.group(1))
         return match.group(1) if found is None else found[0]
 
+    def subject(match: re.Match[str]) -> str:
+        return match.group(1) if os.path.lexists(match.group(1)) else bare(match)
+
     message = _ASSIGNED.sub(assigned, message)
     message = _UNDERSCORED.sub(bare, message)
-    return _SUBJECT.sub(bare, message, count=1)
+    return _SUBJECT.sub(subject, message, count=1)

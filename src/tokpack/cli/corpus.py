@@ -295,8 +295,11 @@ def _prepare_sharded(corpus: Path, out_text: Optional[str], *, shards: int, engi
     from tokpack.store.remote import is_url, upload_dataset
     from tokpack.vocab.loading import load_vocabulary
 
-    if vocabulary.vocab is None or out_text is None:
-        raise InputError("--shards needs --vocab (every shard must share one vocabulary) and --out")
+    if vocabulary.vocab is None:
+        raise InputError("--shards needs --vocab: every shard must share one vocabulary",
+                         fix="train one first (tokpack bpe train, or prepare without --shards) and pass it as --vocab PATH")
+    if out_text is None:
+        raise InputError("--shards needs --out: the folder the sharded dataset is written to")
     url = out_text if is_url(out_text) else None
     if url is not None and engine != "local":
         raise InputError("--out URL needs --engine local", fix="for Ray or job arrays, write to shared storage, then upload")

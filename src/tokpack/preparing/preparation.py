@@ -401,7 +401,7 @@ def check_held_out(validation: object, test: object) -> None:
     """
     held_out = checks.probability("validation", validation) + checks.probability("test", test)
     if held_out >= 1:
-        raise InputError(f"validation + test must leave some training data, got {held_out:g}")
+        raise InputError(f"validation= and test= must leave some training data, got {held_out:g} together")
 
 
 def _check_arguments(*, corpus: object, validation: object, test: object, out: object, cache_dir: object) -> None:

@@ -1,5 +1,5 @@
 """``export``: a pack or sharded dataset written in a format training frameworks load
-(``tokpack.export(source, fmt, out)``), checked against its record first.
+(``tokpack.export(source, format, out)``), checked against its record first.
 
 Each format's ``write`` is in its module of :mod:`tokpack.store.formats`. Every export streams
 (memory flat in the corpus size), appears whole or not at all, and leaves a sidecar record
@@ -24,12 +24,13 @@ from tokpack.store.sidecar import ExportRecord
 from tokpack.store.source import TokenSource
 
 
-def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, append_eod: bool = False,
+def export(source: TokenSource | str | Path, format: str, out: str | Path, *, append_eod: bool = False,
            eod_id: int | None = None, range_name: str | None = None, rows_per_file: int = 1 << 20,
            progress: Progress | None = None, storage_options: dict[str, Any] | None = None) -> ExportRecord:
-    """Export ``source`` (a pack or sharded dataset, opened or by path) as ``fmt`` to ``out``.
+    """Export ``source`` (a pack or sharded dataset, opened or by path) as ``format`` to ``out``.
 
     Args:
+        format: ``megatron``, ``nanogpt``, ``litdata``, ``mds`` or ``hf``.
         append_eod: put the end-of-document id after every document (Megatron, hf; nanoGPT
             always does), as Megatron's ``preprocess_data.py --append-eod``.
         eod_id: that id, when it is not the source's padding id (``<|endoftext|>`` for text).
@@ -47,8 +48,8 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
             ``rows_per_file`` below 1.
         IntegrityError: the source does not match its record.
     """
-    if not isinstance(fmt, str) or fmt not in WRITTEN:
-        raise InputError(f"unknown format {fmt!r}", fix=f"use one of {', '.join(WRITTEN)}")
+    if not isinstance(format, str) or format not in WRITTEN:
+        raise InputError(f"unknown format {format!r}", fix=f"use one of {', '.join(WRITTEN)}")
     checks.boolean("append_eod", append_eod)
     if eod_id is not None:
         checks.non_negative_int("eod_id", eod_id)
@@ -66,7 +67,7 @@ def export(source: TokenSource | str | Path, fmt: str, out: str | Path, *, appen
         opened = source
     verified(opened)
     report: Progress = progress or (lambda _: None)
-    write = FORMATS[fmt].load().write
+    write = FORMATS[format].load().write
     if "://" in str(out):
         from tokpack.store.remote import export_to_url
 

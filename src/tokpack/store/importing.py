@@ -177,7 +177,9 @@ def _import_into(source: TokenSource, out: Path, *, kind: str, eod_id: int | Non
                         # ids under what is most likely the wrong vocabulary
                         fix = ("import with strip_eod=False" if not separated else
                                f"{separator} is the <|endoftext|> of the tokenizer given; check that it is the "
-                               "vocabulary that made these ids (tokenizer=PATH), or name the separator with eod_id=ID")
+                               "vocabulary that made these ids (tokenizer=PATH), or name the separator with eod_id=ID"
+                               if eod_id is None else
+                               f"name the id that ends each document with eod_id=ID (eod_id={eod_id} was given)")
                         raise IntegrityError(f"a document does not end with the id {separator}", where=source.path, fix=fix)
                     ids, lengths = np.delete(ids, ends), lengths - 1
                 if separator is not None:

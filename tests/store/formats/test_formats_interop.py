@@ -573,3 +573,10 @@ def test_an_export_never_carries_ids_from_an_altered_shard(sharded, tmp_path: Pa
         with pytest.raises(IntegrityError):
             export(ShardedDataset(copy), fmt, tmp_path / f"out-{fmt}")
     assert not list(tmp_path.glob("out-*"))
+
+
+def test_export_takes_its_format_and_output_by_keyword(pack: Pack, tmp_path: Path) -> None:
+    record = export(pack.path, format="nanogpt", out=tmp_path / "n")
+    assert record.format == "nanogpt" and (tmp_path / "n" / "train.bin").exists()
+    with pytest.raises(InputError, match="unknown format 'parquet'"):
+        export(pack.path, format="parquet", out=tmp_path / "p")
