@@ -8,9 +8,11 @@ three ways, and each is said as a flag when the failing command has a flag of th
   ``separator='\\n\\n'`` ``--separator $'\\n\\n'`` (as bash spells it) and ``separator=None``
   ``no --separator``;
 - an identifier with an underscore, anywhere but before a colon (``games.toml: shard_mb: ...``
-  names a field of that file): ``vocab_size`` becomes ``--vocab-size``;
+  names a field of that file) or an extension (``text_field.jsonl`` is a file): ``vocab_size``
+  becomes ``--vocab-size``;
 - the message's subject, at its very start: ``shards must be at least 1`` and
-  ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``.
+  ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``,
+  unless a file or folder of that name is in the working directory (then the subject is that path).
 
 A one-word parameter elsewhere in a sentence stays as it is ("3 shards" is not a flag). A library
 parameter whose option has another name is said as that option (:data:`OPTION_NAMES`), and one
@@ -35,6 +37,7 @@ cut with no --separator, asked for --separator $'\\n\\n'
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -56,9 +59,11 @@ OPTION_NAMES = {
 #: parameter's negation: the flag's Python name (``strip_eod=False`` is ``--keep-eod``).
 SAID_AS = {"strip_eod": "keep_eod"}
 
-_ASSIGNED = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
-# A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a parameter.
-_UNDERSCORED = re.compile(r"(?<![\w./=-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=:-])")
+# Not inside a path or a URL (``data/rank=3/``, ``?split=train``): a key there is part of a name.
+_ASSIGNED = re.compile(r"(?<![\w./?&-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
+# A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a
+# parameter; one followed by an extension is a file's name (``text_field.jsonl``).
+_UNDERSCORED = re.compile(r"(?<![\w./=-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=:-]|\.\w)")
 _SUBJECT = re.compile(r"^([a-z][a-z0-9_]*)(?=[ :])")
 
 
@@ -110,6 +115,10 @@ def in_flags(message: str, flags: Flags) -> str:
         found = flag(match.group(1))
         return match.group(1) if found is None else found[0]
 
+    def subject(match: re.Match[str]) -> str:
+        # A subject naming a file or folder here is that path (a corpus called ``test``).
+        return match.group(1) if os.path.lexists(match.group(1)) else bare(match)
+
     message = _ASSIGNED.sub(assigned, message)
     message = _UNDERSCORED.sub(bare, message)
-    return _SUBJECT.sub(bare, message, count=1)
+    return _SUBJECT.sub(subject, message, count=1)
