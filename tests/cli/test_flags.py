@@ -135,3 +135,15 @@ def test_a_name_with_a_value_inside_a_path_or_url_stays_as_written() -> None:
         "games/rank=3/month=01/games.parquet: not Parquet"
     assert in_flags("see https://example.com/x?split=train&vocab_size=3; pass vocab_size=300", flags) == \
         "see https://example.com/x?split=train&vocab_size=3; pass --vocab-size 300"
+
+
+def test_a_value_or_a_quoted_field_is_not_read_as_a_parameter(tmp_path: Path) -> None:
+    from tokpack.cli._flags import in_flags
+
+    flags = {"text_field": ("--text-field", None), "vocab_size": ("--vocab-size", None)}
+    assert in_flags("text_field='vocab_size' names no column", flags) == "--text-field vocab_size names no column"
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"body": "hello", "min_frequency": 3}\n', encoding="utf-8")
+    line = _one_line_error(["prepare", str(docs), "--text-field", "vocab_size", "--vocab-size", "300",
+                            "--cache-dir", str(tmp_path / "c")])
+    assert "no string field 'vocab_size' (its fields: 'body', 'min_frequency')" in line, line
