@@ -120,3 +120,38 @@ def test_a_file_named_like_a_flag_is_said_as_the_file(name: str, tmp_path: Path,
     Path(name).write_bytes(b"hello \xff\xfe world\n")
     line = _one_line_error(["prepare", name, "--vocab-size", "300", "--cache-dir", str(tmp_path / "c")])
     assert line.startswith(f"error: {name}: invalid UTF-8 at byte 6"), line
+
+
+def test_a_file_named_like_a_parameter_stays_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("text_field.jsonl").write_text('{"body": "hello"}\n', encoding="utf-8")
+    line = _one_line_error(["prepare", "text_field.jsonl", "--vocab-size", "300", "--cache-dir", "c"])
+    assert line.startswith("error: text_field.jsonl: record at byte 0"), line
+    assert line.endswith("name the field with --text-field NAME"), line
+    line = _one_line_error(["prepare", "text_field.jsonl", "--vocab", "vocab_size.tiktoken", "--cache-dir", "c"])
+    assert line.startswith("error: vocab_size.tiktoken: "), line
+    Path("test").write_bytes(b"\xff\xfe not UTF-8")
+    line = _one_line_error(["prepare", "test", "--vocab-size", "300", "--cache-dir", "c"])
+    assert line.startswith("error: test: is UTF-16 text"), line
+
+
+def test_a_name_with_a_value_inside_a_path_or_url_stays_as_written() -> None:
+    from tokpack.cli._flags import in_flags
+
+    flags = {"rank": ("--rank", None), "vocab_size": ("--vocab-size", None), "split": ("--split", None)}
+    assert in_flags("games/rank=3/month=01/games.parquet: not Parquet", flags) == \
+        "games/rank=3/month=01/games.parquet: not Parquet"
+    assert in_flags("see https://example.com/x?split=train&vocab_size=3; pass vocab_size=300", flags) == \
+        "see https://example.com/x?split=train&vocab_size=3; pass --vocab-size 300"
+
+
+def test_a_value_or_a_quoted_field_is_not_read_as_a_parameter(tmp_path: Path) -> None:
+    from tokpack.cli._flags import in_flags
+
+    flags = {"text_field": ("--text-field", None), "vocab_size": ("--vocab-size", None)}
+    assert in_flags("text_field='vocab_size' names no column", flags) == "--text-field vocab_size names no column"
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"body": "hello", "min_frequency": 3}\n', encoding="utf-8")
+    line = _one_line_error(["prepare", str(docs), "--text-field", "vocab_size", "--vocab-size", "300",
+                            "--cache-dir", str(tmp_path / "c")])
+    assert "no string field 'vocab_size' (its fields: 'body', 'min_frequency')" in line, line

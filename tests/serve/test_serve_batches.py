@@ -267,6 +267,29 @@ def test_pickled_batches_send_the_path_and_keep_their_step(corpus: tokpack.Token
     assert again.step == 11 and np.array_equal(again.global_rows(11), batches.global_rows(11))
 
 
+
+class _PickledWithKeywords:
+    """A PackedBatches pickled with its keyword arguments (``"arguments"``) in place of its
+    settings record."""
+
+    def __init__(self, data: Path, arguments: dict[str, object], state: dict[str, object]) -> None:
+        self.data, self.arguments, self.state = data, arguments, state
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return object.__new__, (PackedBatches,), {"data": self.data, "arguments": self.arguments, "state": self.state}
+
+
+def test_a_pickle_holding_keyword_arguments_loads_at_its_step(corpus: tokpack.TokenizedCorpus) -> None:
+    batches = PackedBatches(corpus.tokens_dir, layout="documents", length=32, global_batch=4, seed=7)
+    batches.step = 5
+    arguments = {"layout": "documents", "length": 32, "global_batch": 4, "seed": 7, "rank": 0, "world_size": 1,
+                 "micro_batches": 1, "split": "train", "dtype": "int64", "position_ids": False,
+                 "cu_seqlens": False, "document_ids": False, "shuffle": True, "layout_options": None}
+    payload = pickle.dumps(_PickledWithKeywords(corpus.tokens_dir, arguments, batches.state_dict()))
+    again = pickle.loads(payload)
+    assert isinstance(again, PackedBatches) and again.settings == batches.settings
+    assert again.step == 5 and np.array_equal(again.global_rows(5), batches.global_rows(5))
+
 def test_a_mixture_resumes_from_its_state_on_another_world_size(tmp_path: Path) -> None:
     a, b, c = two_packs(tmp_path)
     def mixture() -> Mixture:

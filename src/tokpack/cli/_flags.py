@@ -8,7 +8,8 @@ three ways, and each is said as a flag when the failing command has a flag of th
   ``separator='\\n\\n'`` ``--separator $'\\n\\n'`` (as bash spells it) and ``separator=None``
   ``no --separator``;
 - an identifier with an underscore, anywhere but before a colon (``games.toml: shard_mb: ...``
-  names a field of that file): ``vocab_size`` becomes ``--vocab-size``;
+  names a field of that file), before an extension (``text_field.jsonl`` is a file) or in quotes
+  (``'input_ids'`` is a field of the data): ``vocab_size`` becomes ``--vocab-size``;
 - the message's subject, at its very start: ``shards must be at least 1`` and
   ``separator: not valid text`` (an error's ``where=``) become ``--shards ...`` and ``--separator: ...``,
   unless the subject names a file or folder that exists (``test: invalid UTF-8`` about a file
@@ -59,9 +60,13 @@ OPTION_NAMES = {
 #: parameter's negation: the flag's Python name (``strip_eod=False`` is ``--keep-eod``).
 SAID_AS = {"strip_eod": "keep_eod"}
 
-_ASSIGNED = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
-# A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a parameter.
-_UNDERSCORED = re.compile(r"(?<![\w./=-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=:-])")
+# Not inside a path or a URL (``data/rank=3/``, ``?split=train``): a key there is part of a name.
+_ASSIGNED = re.compile(r"(?<![\w./?&-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
+# A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a
+# parameter; one followed by an extension is a file's name (``text_field.jsonl``), one in quotes a
+# field or column of the user's data (``no string field 'vocab_size'``).
+_UNDERSCORED = re.compile(r"(?<![\w./='\"-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=:-]|\.\w)")
+_NAMED = re.compile(f"{_ASSIGNED.pattern}|{_UNDERSCORED.pattern}")
 _SUBJECT = re.compile(r"^([a-z][a-z0-9_]*)(?=[ :])")
 
 
@@ -110,12 +115,17 @@ def in_flags(message: str, flags: Flags) -> str:
         return match.group(0) if found is None else _value(*found, match.group(2))
 
     def bare(match: re.Match[str]) -> str:
-        found = flag(match.group(1))
-        return match.group(1) if found is None else found[0]
+        name = match.group(match.lastindex or 1)
+        found = flag(name)
+        return name if found is None else found[0]
 
     def subject(match: re.Match[str]) -> str:
+        # A subject naming a file or folder here is that path (a corpus called ``test``).
         return match.group(1) if os.path.lexists(match.group(1)) else bare(match)
 
-    message = _ASSIGNED.sub(assigned, message)
-    message = _UNDERSCORED.sub(bare, message)
+    def named(match: re.Match[str]) -> str:
+        return assigned(match) if match.group(1) is not None else bare(match)
+
+    # One pass, so a value just said (``text_field='vocab_size'``) is not read again as a name.
+    message = _NAMED.sub(named, message)
     return _SUBJECT.sub(subject, message, count=1)

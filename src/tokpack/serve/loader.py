@@ -791,7 +791,9 @@ class PackedBatches:
         return {"data": portable(self._data), "settings": self.settings, "state": self._state(self.position)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["data"], state["settings"])  # type: ignore[misc]
+        # A pickle may hold the keyword arguments instead of the settings record: the same fields.
+        settings = state["settings"] if "settings" in state else BatchSettings(**state["arguments"])
+        self.__init__(state["data"], settings)  # type: ignore[misc]
         self.load_state_dict(state["state"])
 
 
