@@ -35,6 +35,13 @@ class ShardOrigin(NamedTuple):
     vocabulary: VocabIdentity
 
 
+class JobOrigins(NamedTuple):
+    """A job's records of its input: the whole dataset's ``source`` and each shard's origin, by rank."""
+
+    source: Source
+    shards: tuple[ShardOrigin, ...]
+
+
 #: ``write_shard(dataset, rank, job, encoder, workers, report)``: write the pack of shard ``rank``
 #: at ``dataset/shard-NNNNN`` (renamed into place when complete, recording its place) with the
 #: encoder the engines rebuilt from ``encoder.json``.
@@ -50,10 +57,9 @@ class JobSupply:
     job: type[SealedRecord]
     #: ``write_shard(dataset, rank, job, encoder, workers, report)``: write one shard's pack
     write_shard: ShardWriter
-    #: ``origin_of(job, rank)``: what shard ``rank`` records besides its place
-    origin_of: Callable[[Any, int], ShardOrigin]
-    #: ``source_of(job)``: the whole dataset's record of its input
-    source_of: Callable[[Any], Source]
+    #: ``origins(job)``: the whole dataset's record of its input and what each shard records
+    #: besides its place (one call: the engines ask a kind once per task)
+    origins: Callable[[Any], JobOrigins]
     #: ``describe_encoder(encoder) -> dict``: the ``spec`` of its ``encoder.json``
     describe_encoder: Callable[[Any], dict[str, Any]]
     #: ``rebuild_encoder(spec) -> encoder``: the encoder a ``spec`` describes (validated strictly)
@@ -107,4 +113,4 @@ def kind_of_job(schema: str) -> JobKind:
     raise InputError(f"unknown kind of job {schema!r}; expected one of {', '.join(known)}")
 
 
-__all__ = ["KINDS", "JobKind", "JobSupply", "ShardOrigin", "ShardWriter", "kind_named", "kind_of_job"]
+__all__ = ["KINDS", "JobKind", "JobOrigins", "JobSupply", "ShardOrigin", "ShardWriter", "kind_named", "kind_of_job"]

@@ -75,7 +75,7 @@ def run_shard(dataset: str | Path, rank: int, *, workers: int | None = None,
         encoder = read_encoder(dataset / ENCODER_FILE, job.vocabulary)
         supply.write_shard(dataset, rank, job, encoder, workers, report)
 
-    wrote = build_shard(dataset, rank, job.world_size, write, job=job.seal, origin=supply.origin_of(job, rank))
+    wrote = build_shard(dataset, rank, job.world_size, write, job=job.seal, origin=supply.origins(job).shards[rank])
     finish_job(dataset, rank)
     return wrote
 
@@ -87,8 +87,9 @@ def finish_job(dataset: str | Path, rank: int | None = None) -> ShardedDataset |
     and sealed in ``dataset.json``, and a retried task sees it and takes no lock."""
     dataset = Path(dataset)
     supply, job = read_any_job(dataset)
-    finished = finish_dataset(dataset, job.world_size, source=supply.source_of(job), cut=supply.origin_of(job, 0).cut,
-                              job=job.seal, rank=rank, origin_of=lambda shard: supply.origin_of(job, shard))
+    origins = supply.origins(job)
+    finished = finish_dataset(dataset, job.world_size, source=origins.source, cut=origins.shards[0].cut,
+                              job=job.seal, rank=rank, origin_of=origins.shards.__getitem__)
     if finished is not None and supply.clears_markers:
         for leftover in [*dataset.glob(f"{SHARD_PREFIX}*.done"), *dataset.glob("*.lock")]:
             leftover.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from pydantic import Field
 from tokpack._progress import PrepareProgress
 from tokpack._schema import SealedRecord
 from tokpack.corpus.sources import Format, InputFile, OnError, Pins, open_corpus
-from tokpack.engines.kinds import JobSupply, ShardOrigin
+from tokpack.engines.kinds import JobOrigins, JobSupply, ShardOrigin
 from tokpack.errors import InputError
 from tokpack.preparing.options import Execution
 from tokpack.preparing.preparation import write_pack
@@ -135,10 +135,10 @@ def _short(entry: InputFile) -> str:
 
 
 
-def _origin_of(job: ShardJob, rank: int) -> ShardOrigin:
-    """What every shard of a text job records besides its place: the whole input's record (each
-    shard is a span of it), the cut and the vocabulary."""
-    return ShardOrigin(job.source, _cut_of(job), job.vocabulary)
+def _origins(job: ShardJob) -> JobOrigins:
+    """A text job's records: every shard records the whole input's (each is a span of it), the
+    cut and the vocabulary besides its place."""
+    return JobOrigins(job.source, (ShardOrigin(job.source, _cut_of(job), job.vocabulary),) * job.world_size)
 
 
 def _cut_of(job: ShardJob) -> DocumentCut:
@@ -148,7 +148,7 @@ def _cut_of(job: ShardJob) -> DocumentCut:
 
 
 #: The text kind, as the engines' lifecycle runs it.
-KIND = JobSupply(job=ShardJob, write_shard=_write_shard, origin_of=_origin_of, source_of=lambda job: job.source,
+KIND = JobSupply(job=ShardJob, write_shard=_write_shard, origins=_origins,
                  describe_encoder=encoder_spec, rebuild_encoder=encoder_from_spec)
 
 __all__ = ["KIND", "ShardJob", "check_pins", "unit_span"]

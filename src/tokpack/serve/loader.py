@@ -16,8 +16,7 @@ a target exactly once across all ranks.
 The loader composes the serving modules: :mod:`~tokpack.serve.mixture` (the parts and their
 weights), :mod:`~tokpack.serve.allocation` (a step's rows per part under the history),
 :mod:`~tokpack.serve.assembly` (rows → the arrays a model takes) and :mod:`~tokpack.serve.state`
-(what a run keeps, and reading it back); this module adds the rank's slice, micro-batches and
-the state of a run.
+(what a run keeps, and reading it back); this module adds the rank's slice, micro-batches and a run's state.
 
 >>> from tokpack.serve.memory import pack_of_documents
 >>> pack = pack_of_documents([list(range(1, 30)), [40, 41, 42]], n_vocab=50, pad_id=0)
@@ -791,8 +790,7 @@ class PackedBatches:
         return {"data": portable(self._data), "settings": self.settings, "state": self._state(self.position)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # A pickle may hold the keyword arguments instead of the settings record: the same fields.
-        settings = state["settings"] if "settings" in state else BatchSettings(**state["arguments"])
+        settings = state.get("settings") or BatchSettings(**state["arguments"])  # or its keyword arguments: the same fields
         self.__init__(state["data"], settings)  # type: ignore[misc]
         self.load_state_dict(state["state"])
 

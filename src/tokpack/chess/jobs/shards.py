@@ -39,7 +39,7 @@ from pydantic import Field, model_validator
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord
 from tokpack.chess.schemes import encoder_from_spec, encoder_spec
-from tokpack.engines.kinds import JobSupply, ShardOrigin
+from tokpack.engines.kinds import JobOrigins, JobSupply, ShardOrigin
 from tokpack.engines.lifecycle import JOB_FILE, read_job, refuse_other_version, write_job
 from tokpack.errors import InputError, TokpackError
 from tokpack.store.dataset import shard_name
@@ -251,15 +251,16 @@ def _write_shard(dataset: Path, rank: int, job: ChessJob, encoder: GameEncoder, 
                 progress=progress, source=source, shard=ShardPlace(rank=rank, world_size=job.world_size))
 
 
-def _origin_of(job: ChessJob, rank: int) -> ShardOrigin:
-    """What shard ``rank`` of a chess job records besides its place: its tables' joined record,
-    the game cut and the vocabulary."""
-    return ShardOrigin(joined_source([piece.source for piece in job.shards[rank].pieces]), DocumentCut(rule="game"),
-                       job.vocabulary)
+def _origins(job: ChessJob) -> JobOrigins:
+    """A chess job's records: the tables in order for the dataset; for each shard its own tables'
+    joined record, the game cut and the vocabulary."""
+    cut = DocumentCut(rule="game")
+    return JobOrigins(job.source(), tuple(ShardOrigin(joined_source([piece.source for piece in shard.pieces]), cut,
+                                                      job.vocabulary) for shard in job.shards))
 
 
 #: The chess kind, as the engines' lifecycle runs it (a finished job's markers and locks removed).
-KIND = JobSupply(job=ChessJob, write_shard=_write_shard, origin_of=_origin_of, source_of=ChessJob.source,
+KIND = JobSupply(job=ChessJob, write_shard=_write_shard, origins=_origins,
                  describe_encoder=encoder_spec, rebuild_encoder=encoder_from_spec, clears_markers=True)
 
 

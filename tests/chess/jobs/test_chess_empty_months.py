@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tokpack.cli import app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "chess_games.pgn"
 runner = CliRunner()
 
