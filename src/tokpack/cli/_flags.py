@@ -52,6 +52,7 @@ Flags = Mapping[str, "tuple[str, str | None]"]
 OPTION_NAMES = {
     "allow_smaller": "allow_smaller_vocab",  # grading.training.train_tokenizer
     "dataset": "out",  # engines.prepare_sharded, prepare --shards
+    "format": "fmt",  # store.exporting.export
     "num_merges": "merges",  # report.explorer.explorer_page
     "processes": "workers",  # engines.prepare_sharded
 }

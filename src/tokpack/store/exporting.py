@@ -49,7 +49,7 @@ def export(source: TokenSource | str | Path, format: str, out: str | Path, *, ap
         IntegrityError: the source does not match its record.
     """
     if not isinstance(format, str) or format not in WRITTEN:
-        raise InputError(f"unknown format {format!r}", fix=f"use one of {', '.join(WRITTEN)}")
+        raise InputError(f"format must be one of {', '.join(WRITTEN)}, got {format!r}")
     checks.boolean("append_eod", append_eod)
     if eod_id is not None:
         checks.non_negative_int("eod_id", eod_id)
