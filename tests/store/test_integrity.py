@@ -623,3 +623,13 @@ def test_a_padding_id_the_encoder_can_emit_is_refused_even_when_absent_from_the_
         TokenizedCorpus(prepared.tokens_dir, prepared.vocabulary_path)
     with pytest.raises(IntegrityError, match=rf"pad_id {absent}"):
         prepare(SAMPLE / "polish.txt", cache_dir=tmp_path / "cache", **SMALL)
+
+
+def test_a_missing_path_is_said_missing_and_a_file_is_no_pack(tmp_path: Path) -> None:
+    from tokpack.store import Pack
+
+    with pytest.raises(InputError, match="no such file or folder"):
+        Pack(tmp_path / "nowhere")
+    (tmp_path / "file.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(InputError, match="not a pack directory"):
+        Pack(tmp_path / "file.txt")

@@ -55,7 +55,8 @@ class Pack(RecordedStream):
         """
         self.path = Path(path)
         if not self.path.is_dir():
-            raise InputError("not a pack directory", where=self.path)
+            said = "not a pack directory" if self.path.exists() else "no such file or folder"
+            raise InputError(said, where=self.path)
         self.meta: PackMeta = read_record(PackMeta, self.path / META_FILE)
         self.meta.check_seal(self.path / META_FILE)
         for name in self.meta.vocabulary_files:
