@@ -155,3 +155,23 @@ def test_a_value_or_a_quoted_field_is_not_read_as_a_parameter(tmp_path: Path) ->
     line = _one_line_error(["prepare", str(docs), "--text-field", "vocab_size", "--vocab-size", "300",
                             "--cache-dir", str(tmp_path / "c")])
     assert "no string field 'vocab_size' (its fields: 'body', 'min_frequency')" in line, line
+
+
+def test_a_relative_path_with_a_key_and_value_stays_as_written() -> None:
+    from tokpack.cli._flags import in_flags
+
+    flags = {"rank": ("--rank", None), "test": ("--test", None), "vocab_size": ("--vocab-size", None)}
+    assert in_flags("rank=3/month=01/games.parquet: not Parquet", flags) == "rank=3/month=01/games.parquet: not Parquet"
+    assert in_flags("cannot read rank=3.parquet; pass test=0.1", flags) == "cannot read rank=3.parquet; pass --test 0.1"
+    assert in_flags(r"data\rank=3\vocab_size\x.bin: truncated", flags) == r"data\rank=3\vocab_size\x.bin: truncated"
+    assert in_flags("rank=N names the shard, rank=None all", flags) == "--rank N names the shard, no --rank all"
+
+
+def test_quoted_data_that_looks_like_a_setting_stays_as_written() -> None:
+    from tokpack.cli._flags import in_flags
+
+    flags = {"rank": ("--rank", None), "test": ("--test", None)}
+    assert in_flags("no string field 'rank=3' (its fields: \"test=1\", 'body')", flags) == \
+        "no string field 'rank=3' (its fields: \"test=1\", 'body')"
+    assert in_flags("token 'test=1' is not in the byte-level alphabet", flags) == \
+        "token 'test=1' is not in the byte-level alphabet"

@@ -61,12 +61,16 @@ OPTION_NAMES = {
 #: parameter's negation: the flag's Python name (``strip_eod=False`` is ``--keep-eod``).
 SAID_AS = {"strip_eod": "keep_eod"}
 
-# Not inside a path or a URL (``data/rank=3/``, ``?split=train``): a key there is part of a name.
-_ASSIGNED = re.compile(r"(?<![\w./?&-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
+# Not inside a path or a URL (``data/rank=3/``, ``data\rank=3``, ``?split=train``) nor in quotes
+# (``no field 'rank=3'``): a key there is part of a name or of the user's data.
+_ASSIGNED = re.compile(r"(?<![\w./\\?&'\"-])([a-z][a-z0-9_]*)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;:)]*)")
+# A value said unquoted: a placeholder in capitals (``PATH``); anything else not a Python literal
+# (``rank=3/games.parquet``, ``rank=3.parquet``) is a name that holds an ``=``, kept as written.
+_PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*")
 # A name followed by a colon is a field of a file (``tokpack-chess.toml: shard_mb: ...``), not a
 # parameter; one followed by an extension is a file's name (``text_field.jsonl``), one in quotes a
 # field or column of the user's data (``no string field 'vocab_size'``).
-_UNDERSCORED = re.compile(r"(?<![\w./='\"-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/=:-]|\.\w)")
+_UNDERSCORED = re.compile(r"(?<![\w./\\='\"-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w/\\=:-]|\.\w)")
 _NAMED = re.compile(f"{_ASSIGNED.pattern}|{_UNDERSCORED.pattern}")
 _SUBJECT = re.compile(r"^([a-z][a-z0-9_]*)(?=[ :])")
 
@@ -102,6 +106,17 @@ def _value(flag: str, negative: str | None, text: str) -> str:
     return f"{flag} {shlex.quote(str(value))}"
 
 
+def _said_value(text: str) -> bool:
+    """Whether ``text`` is a value a message says (empty, a Python literal or a placeholder)."""
+    if text == "" or _PLACEHOLDER.fullmatch(text):
+        return True
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return False
+    return True
+
+
 def in_flags(message: str, flags: Flags) -> str:
     """``message`` with the parameters it names said as the flags in ``flags``."""
 
@@ -113,7 +128,7 @@ def in_flags(message: str, flags: Flags) -> str:
         if opposite is not None and match.group(2) in ("True", "False"):
             return _value(*opposite, str(match.group(2) == "False"))
         found = flag(match.group(1))
-        return match.group(0) if found is None else _value(*found, match.group(2))
+        return match.group(0) if found is None or not _said_value(match.group(2)) else _value(*found, match.group(2))
 
     def bare(match: re.Match[str]) -> str:
         name = match.group(match.lastindex or 1)
