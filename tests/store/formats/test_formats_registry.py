@@ -24,7 +24,7 @@ def test_every_format_is_one_module_that_reads_and_writes_it(name: str) -> None:
 def test_export_and_import_take_the_registered_names(tmp_path: Path) -> None:
     pack_of_documents([[1, 2, 3], [4, 5]], n_vocab=20, pad_id=0, directory=tmp_path / "pack")
     assert WRITTEN == ["megatron", "nanogpt", "litdata", "mds", "hf"]
-    with pytest.raises(InputError, match="use one of megatron, nanogpt, litdata, mds, hf$"):
+    with pytest.raises(InputError, match="format must be one of megatron, nanogpt, litdata, mds, hf, got .datatrove.$"):
         tokpack.export(tmp_path / "pack", "datatrove", tmp_path / "out")
     with pytest.raises(InputError, match=f"use one of {', '.join(FORMATS)}$"):
         open_foreign(tmp_path / "pack", kind="parquet")
