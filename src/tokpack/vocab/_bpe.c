@@ -108,6 +108,7 @@ static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
     self->pairs = self->pair_block.data; /* (a key of 0 is no pair's: the left id is stored + 1) */
     self->row_mask = rows - 1;
     memset(self->stats, 0, sizeof(self->stats));
+    memset(self->short_rows, 0, sizeof(self->short_rows));
     return 0;
 }
 

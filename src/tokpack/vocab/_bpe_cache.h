@@ -23,6 +23,8 @@ typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
 #define ROW_IDS 28
 typedef struct { uint64_t hash; uint32_t len, count; uint32_t ids[ROW_IDS]; uint8_t bytes[ROW_BYTES]; } Row;
 
+#define SHORT_ROW_BITS 4096
+
 enum { STAT_HITS, STAT_MISSES, STAT_UNCACHED, STAT_TOKENS, STAT_PARTS, STAT_PART_HITS, STAT_COUNT };
 
 typedef struct {
@@ -40,6 +42,11 @@ typedef struct {
     void *scratch;          /* the long merge's arrays: 12 bytes a byte of piece, and its blocks' */
     size_t scratch_cap;     /* in bytes of piece */
     uint64_t stats[STAT_COUNT];
+    /* A bit per group of rows (a row's index, modulo SHORT_ROW_BITS): set when a piece of up to
+       SHORT bytes is kept in one of them. A short piece that misses its entries reads its row only
+       if its bit is set: such pieces (more ids than an entry holds) are rare, and the row, in
+       megabytes read in no order, was the most of a missed short piece's wait for memory. */
+    uint64_t short_rows[SHORT_ROW_BITS / 64];
     int busy;
 } Cache;
 
@@ -49,6 +56,17 @@ TP_INLINE Entry *cache_set(const Cache *c, uint64_t h) {
 
 TP_INLINE Row *cache_row(const Cache *c, uint64_t h) {
     return &c->rows[(h >> 20) & c->row_mask];
+}
+
+/* Whether a short piece (hash h) may be in its row: its group's bit (short_rows). */
+TP_INLINE int short_row_marked(const Cache *c, uint64_t h) {
+    uint64_t bit = ((h >> 20) & c->row_mask) % SHORT_ROW_BITS;
+    return (int)((c->short_rows[bit >> 6] >> (bit & 63)) & 1);
+}
+
+TP_INLINE void short_row_mark(Cache *c, uint64_t h) {
+    uint64_t bit = ((h >> 20) & c->row_mask) % SHORT_ROW_BITS;
+    c->short_rows[bit >> 6] |= (uint64_t)1 << (bit & 63);
 }
 
 TP_INLINE void keep_short(Entry *set, Key key, const uint32_t *ids, size_t count) {

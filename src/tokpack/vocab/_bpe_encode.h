@@ -125,7 +125,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         }
         /* a piece of more ids than an entry holds is kept in a row */
         Row *row = cache_row(c, h);
-        if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
+        if (short_row_marked(c, h) && row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
             memcpy(dst, row->ids, row->count * sizeof(uint32_t));
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
             return row->count;
@@ -135,7 +135,10 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         if (count == NO_CUT) count = merge_scan(e, c, p, n, limit, dst);
         if (count == (size_t)-1) return count;
         if (count <= WIDE_IDS) keep_short(set, key, dst, count);
-        else keep_row(row, h, p, n, dst, count);
+        else if (count <= ROW_IDS) {
+            keep_row(row, h, p, n, dst, count);
+            short_row_mark(c, h);
+        }
         c->stats[count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
         return count;
     }
