@@ -348,7 +348,28 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
     uint8_t *d = c->text;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *u = data;
-        for (size_t k = 0; k < length; k++) {
+        size_t k = 0;
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
+        /* sixteen characters at a time: stored whole, then kept up to the first from U+0080 on
+           (d has room: need counts two bytes a character and 16 more) */
+        while (k + 16 <= length) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(u + k));
+            _mm_storeu_si128((__m128i *)d, v);
+            unsigned high = (unsigned)_mm_movemask_epi8(v);
+            if (!high) {
+                d += 16;
+                k += 16;
+                continue;
+            }
+            unsigned ascii = (unsigned)__builtin_ctz(high);
+            d += ascii;
+            k += ascii;
+            uint8_t b = u[k++];
+            *d++ = (uint8_t)(0xC0 | (b >> 6));
+            *d++ = (uint8_t)(0x80 | (b & 0x3F));
+        }
+#endif
+        for (; k < length; k++) {
             uint8_t b = u[k];
             if (b < 0x80) *d++ = b;
             else { *d++ = (uint8_t)(0xC0 | (b >> 6)); *d++ = (uint8_t)(0x80 | (b & 0x3F)); }
@@ -356,9 +377,42 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
     } else {
         size_t k = 0;
         while (k < length) {
-            /* ASCII runs, four at a time where they are */
+            /* ASCII runs, eight (or four) at a time where they are */
             if (kind == PyUnicode_2BYTE_KIND) {
                 const Py_UCS2 *u = data;
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
+                /* eight characters at a time: their low bytes stored whole, then kept up to the
+                   first from U+0080 on, which is written here (two or three bytes; a surrogate
+                   below); d has room: need counts three bytes a character and 16 more */
+                while (k + 8 <= length) {
+                    __m128i v = _mm_loadu_si128((const __m128i *)(u + k));
+                    __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
+                    _mm_storel_epi64((__m128i *)d, _mm_packus_epi16(v, v));
+                    unsigned wide = ~(unsigned)_mm_movemask_epi8(ascii) & 0xFFFF;
+                    if (!wide) {
+                        d += 8;
+                        k += 8;
+                        continue;
+                    }
+                    unsigned run = (unsigned)__builtin_ctz(wide) >> 1;
+                    d += run;
+                    k += run;
+                    uint32_t cp = u[k];
+                    if (cp < 0x800) {
+                        d[0] = (uint8_t)(0xC0 | (cp >> 6));
+                        d[1] = (uint8_t)(0x80 | (cp & 0x3F));
+                        d += 2;
+                    } else if (cp < 0xD800 || cp > 0xDFFF) {
+                        d[0] = (uint8_t)(0xE0 | (cp >> 12));
+                        d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                        d[2] = (uint8_t)(0x80 | (cp & 0x3F));
+                        d += 3;
+                    } else {
+                        break; /* a surrogate: below */
+                    }
+                    k++;
+                }
+#endif
                 while (k + 4 <= length && (u[k] | u[k + 1] | u[k + 2] | u[k + 3]) < 0x80) {
                     d[0] = (uint8_t)u[k]; d[1] = (uint8_t)u[k + 1]; d[2] = (uint8_t)u[k + 2]; d[3] = (uint8_t)u[k + 3];
                     d += 4;

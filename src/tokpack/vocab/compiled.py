@@ -7,7 +7,8 @@ thread's piece cache), ``_bpe_merge.h`` (merging a missed piece), ``_bpe_encode.
 and the loop over a text). Per batch of texts, in one call that releases the GIL:
 
 1. A text's **UTF-8**: an ASCII ``str`` is read in place (CPython stores it as its UTF-8); any
-   other is transcoded into its thread's buffer, lone surrogates as tiktoken's ``encode_ordinary``
+   other is transcoded into its thread's buffer (where SSE2 is, 16 or 8 characters at a time, each
+   block kept up to its first character from U+0080 on), lone surrogates as tiktoken's ``encode_ordinary``
    treats them (``text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")``: a high and
    a low surrogate in a row become their astral character, any other U+FFFD).
 2. The **pre-tokenizer**, one scanner per pattern of :data:`COMPILED_PATTERNS` over the bytes: each
