@@ -97,7 +97,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         uint32_t id = n == 1 ? e->byte_rank[p[0]] : e->pair_rank[(p[0] << 8) | p[1]];
         if (id != NONE) {
             if (!part) {
-                keep_short(cache_set(c, h), key, &id, 1);
+                keep_short(c, h, key, &id, 1);
                 c->stats[STAT_TOKENS]++;
             }
             dst[0] = id;
@@ -111,13 +111,13 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             size_t count = hit->v[0] >> 24;
             if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, hit->v[0] & (MAX_ID - 1), p, n, limit, dst)))
                 return merge_scan(e, c, p, n, limit, dst);
-            entry_ids(hit, dst);
+            entry_ids(c, h, hit, dst);
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
             return count;
         }
         uint32_t id = n == 2 ? NONE : short_rank(e, key, h);
         if (id != NONE) {
-            keep_short(set, key, &id, 1);
+            keep_short(c, h, key, &id, 1);
             c->stats[STAT_TOKENS]++;
             if (part && !reachable(e, c, id, p, n, limit, dst)) return merge_scan(e, c, p, n, limit, dst);
             dst[0] = id;
@@ -134,7 +134,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
         if (count == NO_CUT) count = merge_scan(e, c, p, n, limit, dst);
         if (count == (size_t)-1) return count;
-        if (count <= WIDE_IDS) keep_short(set, key, dst, count);
+        if (count <= WIDE_IDS) keep_short(c, h, key, dst, count);
         else if (count <= ROW_IDS) {
             keep_row(row, h, p, n, dst, count);
             short_row_mark(c, h);
@@ -253,7 +253,7 @@ TP_INLINE void look_ahead(const Cache *c, const uint8_t *p, size_t n, const uint
                 /* the hit, inline */                                                            \
                 const Entry *hit = find_short(cache_set(c, a->hash), a->key);                    \
                 if (TP_LIKELY(hit != NULL)) {                                                    \
-                    len += entry_ids(hit, ids + len);                                            \
+                    len += entry_ids(c, a->hash, hit, ids + len);                                      \
                     hits++;                                                                      \
                     continue;                                                                    \
                 }                                                                                \
