@@ -368,7 +368,7 @@ static PyObject *encoder_n_tokens(Encoder *self, void *unused) {
 static PyObject *encoder_bytes(Encoder *self, void *unused) {
     (void)unused;
     return PyLong_FromSize_t(65536 * sizeof(uint32_t) + (self->short_mask + 1) * sizeof(ShortSlot)
-                             + (self->long_mask + 1) * sizeof(LongSlot));
+                             + (self->filter_mask + 1) * sizeof(uint64_t) + (self->long_mask + 1) * sizeof(LongSlot));
 }
 
 static PyGetSetDef encoder_getset[] = {
