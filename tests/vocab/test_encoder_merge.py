@@ -162,3 +162,13 @@ def test_a_long_token_the_merges_cannot_reach_is_a_whole_piece_s_id() -> None:
     assert expected[0] == [260] and expected[2][0] != 260  # as parts of a cut piece, merged
     for _ in range(2):  # the second time from the cache
         assert [ids.tolist() for ids in ours.encode(texts)] == expected
+
+
+def test_every_token_of_a_real_vocabulary_is_found_by_its_bytes(real: Real) -> None:
+    # merging a published token's bytes ends with a look-up of all of them (every one is reachable),
+    # which must find it past the short tokens' filter and in the table, at every length
+    encoder, _, ranks, _ = real
+    cache = encoder.new_cache()
+    wrong = [(token, rank) for token, rank in ranks.items()
+             if len(token) > 1 and np.frombuffer(encoder.encoder.merge(token, cache), dtype=np.uint32).tolist() != [rank]]
+    assert wrong == [] and max(map(len, ranks)) > 15

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tokpack import GPT2_PATTERN
 from tokpack.vocab import BpeTokenizer
 from tokpack.vocab.compiled import COMPILED_PATTERNS, MAX_ID, CompiledBpe
+from tokpack.vocab.pattern_scanners import split
 
 PATTERNS = sorted(COMPILED_PATTERNS)
 #: Characters of 1 to 4 UTF-8 bytes, the extremes of the planes, classes the patterns split on.
@@ -188,9 +189,9 @@ def test_ids_of_24_bits_and_counts_share_a_cache_word() -> None:
         assert [ids.tolist() for ids in ours.encode(texts)] == [oracle.encode_ordinary(text) for text in texts]
 
 
-def test_pieces_of_five_to_twelve_ids_take_their_whole_set() -> None:
-    # with single bytes only, " " + "a" * k is k + 1 ids: up to 4 in an entry, 5 to 12 in both
-    # entries of a set, more in a row; in a cache of one set they evict each other both ways
+def test_pieces_of_five_to_twelve_ids_keep_the_rest_in_their_sets_overflow() -> None:
+    # with single bytes only, " " + "a" * k is k + 1 ids: up to 4 in an entry, 5 to 12 in an entry
+    # and its set's overflow, more in a row; in a cache of one set they evict each other both ways
     vocabulary = {bytes([b]): b for b in range(256)}
     oracle = _oracle(vocabulary, GPT2_PATTERN)
     words = [" " + "a" * k for k in range(1, 15)]
@@ -237,3 +238,18 @@ def test_threads_each_fill_their_cache_and_give_tiktokens_ids() -> None:
         tokenizer = BpeTokenizer(ranks=vocabulary, pattern=pattern, special_tokens={})
         got = tokenizer.encode_arrays(tuple(texts), num_threads=2)
         assert [ids.tolist() for ids in got] == [oracle.encode_ordinary(text) for text in texts]
+
+
+def test_a_piece_of_many_ids_and_one_of_few_share_a_set() -> None:
+    # in a cache of one set, a piece of 7 ids (its entry and the overflow) and one of 2 both stay:
+    # each is merged once and found ever after; two pieces of many ids drop each other
+    vocabulary = {bytes([b]): b for b in range(256)}
+    oracle = _oracle(vocabulary, GPT2_PATTERN)
+    ours = CompiledBpe(vocabulary, GPT2_PATTERN)
+    for text, misses in ((" aaaaaa b" * 4, 2), (" aaaaaa cccccc" * 3, 6)):
+        cache = ours.new_cache(set_bits=0, row_bits=0)
+        ours._pool.put(cache)
+        assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text)
+        ours._pool.get()
+        stats = cache.stats()  # type: ignore[attr-defined]
+        assert (stats["misses"], stats["hits"]) == (misses, len(split(text, GPT2_PATTERN)) - misses)

@@ -72,6 +72,28 @@ def test_pieces_equal_the_trainers_scanner_with_tiktokens_classes(
     assert ends == expected
 
 
+#: A str of one byte a character (Latin-1) and one of two (the Basic Multilingual Plane, surrogates
+#: too): the text's UTF-8 is written 16 or 8 characters at a time, each block kept up to its first
+#: character from U+0080 on, which is written alone.
+_LATIN1 = [*"az AZ09,.'\n", "\x80", "\xa0", "\xe9", "\xf3", "\xdf", "\xff", "\xd7"]
+_BMP = [*"az AZ09,.'\n", "\x80", "\xe9", "\xff", *"ąłżŹǅΩЖж\u07ff\u0800中ｶ\uffff", "\ud800", "\udbff", "\udc00",
+        "\udfff", "\ud83d\ude00"[0], "\ud83d\ude00"[1]]
+
+
+@settings(max_examples=600, deadline=None)
+@given(lead=st.integers(0, 17), body=st.one_of(st.lists(st.sampled_from(_LATIN1), min_size=1, max_size=70),
+                                               st.lists(st.sampled_from(_BMP), min_size=1, max_size=70)),
+       pattern=st.sampled_from(PATTERNS))
+def test_latin1_and_bmp_texts_at_every_offset_are_written_as_utf8_and_equal_tiktoken(
+        encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], lead: int, body: list[str], pattern: str) -> None:
+    text = "x" * lead + "".join(body)
+    ours, oracle = encoders[pattern]
+    with ours.cache() as cache:
+        utf8, _ = ours.encoder.pieces(text, cache)  # type: ignore[attr-defined]
+    assert utf8 == text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text)
+
+
 @pytest.mark.parametrize("unit", ["a", "Ż", "ж", "1", " ", "\u3000", "!", "中", "😀", "ab ", "\r\n", "'s"])
 def test_single_long_pieces_of_every_kind_equal_tiktoken(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]],
                                                          unit: str) -> None:

@@ -94,25 +94,30 @@ static int cache_init(Cache *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     block_free(&self->entry_block);
+    block_free(&self->over_block);
     block_free(&self->row_block);
     block_free(&self->pair_block);
     size_t sets = (size_t)1 << set_bits, rows = (size_t)1 << row_bits;
     if (block_new(&self->entry_block, 2 * sets * sizeof(Entry)) < 0 || block_new(&self->row_block, rows * sizeof(Row)) < 0
+        || block_new(&self->over_block, 8 * sets * sizeof(uint32_t)) < 0
         || block_new(&self->pair_block, 2 * PAIRS * sizeof(uint64_t)) < 0) {
         PyErr_NoMemory();
         return -1;
     }
     self->entries = self->entry_block.data;
+    self->over = self->over_block.data;
     self->set_mask = sets - 1;
     self->rows = self->row_block.data;
     self->pairs = self->pair_block.data; /* (a key of 0 is no pair's: the left id is stored + 1) */
     self->row_mask = rows - 1;
     memset(self->stats, 0, sizeof(self->stats));
+    memset(self->short_rows, 0, sizeof(self->short_rows));
     return 0;
 }
 
 static void cache_dealloc(Cache *self) {
     block_free(&self->entry_block);
+    block_free(&self->over_block);
     block_free(&self->row_block);
     block_free(&self->pair_block);
     free(self->text);
@@ -136,7 +141,8 @@ static PyObject *cache_stats(Cache *self, PyObject *unused) {
                          "entries_held", (Py_ssize_t)held,
                          "rows", (Py_ssize_t)(self->row_mask + 1),
                          "rows_held", (Py_ssize_t)rows_held,
-                         "bytes", (Py_ssize_t)(2 * (self->set_mask + 1) * sizeof(Entry) + (self->row_mask + 1) * sizeof(Row)),
+                         "bytes", (Py_ssize_t)((self->set_mask + 1) * (2 * sizeof(Entry) + 8 * sizeof(uint32_t))
+                                               + (self->row_mask + 1) * sizeof(Row)),
                          "buffer_bytes", (Py_ssize_t)(self->text_cap + self->scratch_cap * 12));
 }
 
@@ -362,7 +368,7 @@ static PyObject *encoder_n_tokens(Encoder *self, void *unused) {
 static PyObject *encoder_bytes(Encoder *self, void *unused) {
     (void)unused;
     return PyLong_FromSize_t(65536 * sizeof(uint32_t) + (self->short_mask + 1) * sizeof(ShortSlot)
-                             + (self->long_mask + 1) * sizeof(LongSlot));
+                             + (self->filter_mask + 1) * sizeof(uint64_t) + (self->long_mask + 1) * sizeof(LongSlot));
 }
 
 static PyGetSetDef encoder_getset[] = {

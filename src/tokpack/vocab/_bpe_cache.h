@@ -11,9 +11,11 @@
 
 /* A short piece's entry: its key, then its ids: v[0] = count << 24 | first id, v[1..3] the rest.
    Two entries a set, one 64-byte line: a new entry goes first, the first moves second. A piece of
-   5 to WIDE_IDS ids takes the whole set: its entry first, its ids from the fifth on in the second
-   (whose words are ids below 2^24, so its top byte, where a key has its length, is 0: no piece's
-   key matches it). */
+   5 to WIDE_IDS ids keeps its ids from the fifth on in its set's overflow (eight words a set, a
+   table of its own): at most one entry of a set is such a piece, and a new one drops the other.
+   (A piece of many ids taking both entries of its set, as it once did, was dropped by any piece
+   that came to that set after it, and took two with it: on Polish text with cl100k's ranks, a
+   tenth of a second pass over the text merged again what it had merged in the first.) */
 typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
 #define ENTRY_IDS 4
 #define WIDE_IDS 12
@@ -23,12 +25,16 @@ typedef struct { uint64_t lo, hi; uint32_t v[4]; } Entry;
 #define ROW_IDS 28
 typedef struct { uint64_t hash; uint32_t len, count; uint32_t ids[ROW_IDS]; uint8_t bytes[ROW_BYTES]; } Row;
 
+#define SHORT_ROW_BITS 4096
+
 enum { STAT_HITS, STAT_MISSES, STAT_UNCACHED, STAT_TOKENS, STAT_PARTS, STAT_PART_HITS, STAT_COUNT };
 
 typedef struct {
     PyObject_HEAD
     Block entry_block;
     Entry *entries;
+    Block over_block;       /* uint32_t[8 * sets]: each set's overflow */
+    uint32_t *over;
     uint64_t set_mask;      /* sets - 1 */
     Block row_block;
     Row *rows;
@@ -40,6 +46,11 @@ typedef struct {
     void *scratch;          /* the long merge's arrays: 12 bytes a byte of piece, and its blocks' */
     size_t scratch_cap;     /* in bytes of piece */
     uint64_t stats[STAT_COUNT];
+    /* A bit per group of rows (a row's index, modulo SHORT_ROW_BITS): set when a piece of up to
+       SHORT bytes is kept in one of them. A short piece that misses its entries reads its row only
+       if its bit is set: such pieces (more ids than an entry holds) are rare, and the row, in
+       megabytes read in no order, was the most of a missed short piece's wait for memory. */
+    uint64_t short_rows[SHORT_ROW_BITS / 64];
     int busy;
 } Cache;
 
@@ -51,15 +62,29 @@ TP_INLINE Row *cache_row(const Cache *c, uint64_t h) {
     return &c->rows[(h >> 20) & c->row_mask];
 }
 
-TP_INLINE void keep_short(Entry *set, Key key, const uint32_t *ids, size_t count) {
+/* Whether a short piece (hash h) may be in its row: its group's bit (short_rows). */
+TP_INLINE int short_row_marked(const Cache *c, uint64_t h) {
+    uint64_t bit = ((h >> 20) & c->row_mask) % SHORT_ROW_BITS;
+    return (int)((c->short_rows[bit >> 6] >> (bit & 63)) & 1);
+}
+
+TP_INLINE void short_row_mark(Cache *c, uint64_t h) {
+    uint64_t bit = ((h >> 20) & c->row_mask) % SHORT_ROW_BITS;
+    c->short_rows[bit >> 6] |= (uint64_t)1 << (bit & 63);
+}
+
+/* Set h's overflow: the ids from the fifth on of the piece of more than ENTRY_IDS in it. */
+TP_INLINE uint32_t *cache_over(const Cache *c, uint64_t h) {
+    return &c->over[8 * ((h >> 20) & c->set_mask)];
+}
+
+TP_INLINE void keep_short(Cache *c, uint64_t h, Key key, const uint32_t *ids, size_t count) {
     if (count > WIDE_IDS) return;
+    Entry *set = cache_set(c, h);
+    set[1] = set[0];
     if (count > ENTRY_IDS) {
-        memcpy(&set[1], ids + ENTRY_IDS, (count - ENTRY_IDS) * sizeof(uint32_t));
-        memset((uint32_t *)&set[1] + (count - ENTRY_IDS), 0, (WIDE_IDS - count) * sizeof(uint32_t));
-    } else if ((set[0].v[0] >> 24) > ENTRY_IDS) {
-        memset(&set[1], 0, sizeof(Entry)); /* a wide entry's ids go with it */
-    } else {
-        set[1] = set[0];
+        memcpy(cache_over(c, h), ids + ENTRY_IDS, (count - ENTRY_IDS) * sizeof(uint32_t));
+        if ((set[1].v[0] >> 24) > ENTRY_IDS) memset(&set[1], 0, sizeof(Entry)); /* its overflow was this */
     }
     set[0].lo = key.lo;
     set[0].hi = key.hi;
@@ -73,13 +98,13 @@ TP_INLINE const Entry *find_short(const Entry *set, Key key) {
            : (set[1].lo == key.lo && set[1].hi == key.hi) ? &set[1] : NULL;
 }
 
-/* An entry's ids to dst (all four words of the entry, and all eight of a wide one's second entry:
-   dst has room); returns their count. */
-TP_INLINE size_t entry_ids(const Entry *hit, uint32_t *dst) {
+/* An entry's ids (the entry found in set h) to dst (all four words of the entry, and all eight of
+   the set's overflow for a piece of more: dst has room); returns their count. */
+TP_INLINE size_t entry_ids(const Cache *c, uint64_t h, const Entry *hit, uint32_t *dst) {
     size_t count = hit->v[0] >> 24;
     memcpy(dst, hit->v, sizeof(hit->v));
     dst[0] &= MAX_ID - 1;
-    if (TP_UNLIKELY(count > ENTRY_IDS)) memcpy(dst + ENTRY_IDS, hit + 1, sizeof(Entry));
+    if (TP_UNLIKELY(count > ENTRY_IDS)) memcpy(dst + ENTRY_IDS, cache_over(c, h), 8 * sizeof(uint32_t));
     return count;
 }
 

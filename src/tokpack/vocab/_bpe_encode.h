@@ -97,7 +97,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         uint32_t id = n == 1 ? e->byte_rank[p[0]] : e->pair_rank[(p[0] << 8) | p[1]];
         if (id != NONE) {
             if (!part) {
-                keep_short(cache_set(c, h), key, &id, 1);
+                keep_short(c, h, key, &id, 1);
                 c->stats[STAT_TOKENS]++;
             }
             dst[0] = id;
@@ -111,13 +111,13 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
             size_t count = hit->v[0] >> 24;
             if (TP_UNLIKELY(part && count == 1 && !reachable(e, c, hit->v[0] & (MAX_ID - 1), p, n, limit, dst)))
                 return merge_scan(e, c, p, n, limit, dst);
-            entry_ids(hit, dst);
+            entry_ids(c, h, hit, dst);
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
             return count;
         }
         uint32_t id = n == 2 ? NONE : short_rank(e, key, h);
         if (id != NONE) {
-            keep_short(set, key, &id, 1);
+            keep_short(c, h, key, &id, 1);
             c->stats[STAT_TOKENS]++;
             if (part && !reachable(e, c, id, p, n, limit, dst)) return merge_scan(e, c, p, n, limit, dst);
             dst[0] = id;
@@ -125,7 +125,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         }
         /* a piece of more ids than an entry holds is kept in a row */
         Row *row = cache_row(c, h);
-        if (row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
+        if (short_row_marked(c, h) && row->hash == h && row->len == n && memcmp(row->bytes, p, n) == 0) {
             memcpy(dst, row->ids, row->count * sizeof(uint32_t));
             c->stats[part ? STAT_PART_HITS : STAT_HITS]++;
             return row->count;
@@ -134,8 +134,11 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
         if (!part && has_wide(p, n)) count = encode_cut(e, c, p, n, limit, dst);
         if (count == NO_CUT) count = merge_scan(e, c, p, n, limit, dst);
         if (count == (size_t)-1) return count;
-        if (count <= WIDE_IDS) keep_short(set, key, dst, count);
-        else keep_row(row, h, p, n, dst, count);
+        if (count <= WIDE_IDS) keep_short(c, h, key, dst, count);
+        else if (count <= ROW_IDS) {
+            keep_row(row, h, p, n, dst, count);
+            short_row_mark(c, h);
+        }
         c->stats[count <= ROW_IDS ? STAT_MISSES : STAT_UNCACHED]++;
         return count;
     }
@@ -250,7 +253,7 @@ TP_INLINE void look_ahead(const Cache *c, const uint8_t *p, size_t n, const uint
                 /* the hit, inline */                                                            \
                 const Entry *hit = find_short(cache_set(c, a->hash), a->key);                    \
                 if (TP_LIKELY(hit != NULL)) {                                                    \
-                    len += entry_ids(hit, ids + len);                                            \
+                    len += entry_ids(c, a->hash, hit, ids + len);                                      \
                     hits++;                                                                      \
                     continue;                                                                    \
                 }                                                                                \
@@ -345,7 +348,28 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
     uint8_t *d = c->text;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *u = data;
-        for (size_t k = 0; k < length; k++) {
+        size_t k = 0;
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
+        /* sixteen characters at a time: stored whole, then kept up to the first from U+0080 on
+           (d has room: need counts two bytes a character and 16 more) */
+        while (k + 16 <= length) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(u + k));
+            _mm_storeu_si128((__m128i *)d, v);
+            unsigned high = (unsigned)_mm_movemask_epi8(v);
+            if (!high) {
+                d += 16;
+                k += 16;
+                continue;
+            }
+            unsigned ascii = (unsigned)__builtin_ctz(high);
+            d += ascii;
+            k += ascii;
+            uint8_t b = u[k++];
+            *d++ = (uint8_t)(0xC0 | (b >> 6));
+            *d++ = (uint8_t)(0x80 | (b & 0x3F));
+        }
+#endif
+        for (; k < length; k++) {
             uint8_t b = u[k];
             if (b < 0x80) *d++ = b;
             else { *d++ = (uint8_t)(0xC0 | (b >> 6)); *d++ = (uint8_t)(0x80 | (b & 0x3F)); }
@@ -353,9 +377,42 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
     } else {
         size_t k = 0;
         while (k < length) {
-            /* ASCII runs, four at a time where they are */
+            /* ASCII runs, eight (or four) at a time where they are */
             if (kind == PyUnicode_2BYTE_KIND) {
                 const Py_UCS2 *u = data;
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
+                /* eight characters at a time: their low bytes stored whole, then kept up to the
+                   first from U+0080 on, which is written here (two or three bytes; a surrogate
+                   below); d has room: need counts three bytes a character and 16 more */
+                while (k + 8 <= length) {
+                    __m128i v = _mm_loadu_si128((const __m128i *)(u + k));
+                    __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
+                    _mm_storel_epi64((__m128i *)d, _mm_packus_epi16(v, v));
+                    unsigned wide = ~(unsigned)_mm_movemask_epi8(ascii) & 0xFFFF;
+                    if (!wide) {
+                        d += 8;
+                        k += 8;
+                        continue;
+                    }
+                    unsigned run = (unsigned)__builtin_ctz(wide) >> 1;
+                    d += run;
+                    k += run;
+                    uint32_t cp = u[k];
+                    if (cp < 0x800) {
+                        d[0] = (uint8_t)(0xC0 | (cp >> 6));
+                        d[1] = (uint8_t)(0x80 | (cp & 0x3F));
+                        d += 2;
+                    } else if (cp < 0xD800 || cp > 0xDFFF) {
+                        d[0] = (uint8_t)(0xE0 | (cp >> 12));
+                        d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                        d[2] = (uint8_t)(0x80 | (cp & 0x3F));
+                        d += 3;
+                    } else {
+                        break; /* a surrogate: below */
+                    }
+                    k++;
+                }
+#endif
                 while (k + 4 <= length && (u[k] | u[k + 1] | u[k + 2] | u[k + 3]) < 0x80) {
                     d[0] = (uint8_t)u[k]; d[1] = (uint8_t)u[k + 1]; d[2] = (uint8_t)u[k + 2]; d[3] = (uint8_t)u[k + 3];
                     d += 4;

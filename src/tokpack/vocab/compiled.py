@@ -7,7 +7,8 @@ thread's piece cache), ``_bpe_merge.h`` (merging a missed piece), ``_bpe_encode.
 and the loop over a text). Per batch of texts, in one call that releases the GIL:
 
 1. A text's **UTF-8**: an ASCII ``str`` is read in place (CPython stores it as its UTF-8); any
-   other is transcoded into its thread's buffer, lone surrogates as tiktoken's ``encode_ordinary``
+   other is transcoded into its thread's buffer (where SSE2 is, 16 or 8 characters at a time, each
+   block kept up to its first character from U+0080 on), lone surrogates as tiktoken's ``encode_ordinary``
    treats them (``text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")``: a high and
    a low surrogate in a row become their astral character, any other U+FFFD).
 2. The **pre-tokenizer**, one scanner per pattern of :data:`COMPILED_PATTERNS` over the bytes: each
@@ -28,8 +29,9 @@ and the loop over a text). Per batch of texts, in one call that releases the GIL
    ties, each pair's rank looked up by its bytes: by a scan for pieces of up to 32 bytes, by an
    heap of blocks for longer ones (``n log n`` at any length; 12 bytes of scratch a byte of piece),
    then kept in the cache if its ids fit (a piece of up to 15 bytes with at most 4 ids in an
-   entry, with 5 to 12 in the two entries of its set, one of up to 128 bytes with at most 28 in a
-   row). The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
+   entry, with 5 to 12 in an entry and its set's overflow, one of up to 128 bytes with at most 28
+   in a row). A short token's look-up goes first through a filter of about ten bits a token, in
+   the CPU's caches, which tells most byte strings that are no token apart without the table. The caches have a fixed size (:data:`CACHE_BYTES` a thread): a new
    piece overwrites an old one, never grows them.
 
 Why C and not numba: importing numba and its first dispatch cost more CPU time than a whole
@@ -93,12 +95,12 @@ COMPILED_PATTERNS: dict[str, int] = {
 
 #: Ids must be below this for the compiled encoder (16,777,216; real vocabularies are far smaller).
 MAX_ID = 1 << 24
-#: The piece cache's entries of pieces of up to 15 bytes and 4 ids (``2 << SET_BITS``; a piece of 5
-#: to 12 ids takes both entries of its set) and rows of pieces of up to 128 bytes and 28 ids
-#: (``1 << ROW_BITS``), per thread.
+#: The piece cache's entries of pieces of up to 15 bytes and 4 ids (``2 << SET_BITS``, two a set; a
+#: piece of 5 to 12 ids keeps the rest in its set's overflow of 8) and rows of pieces of up to 128
+#: bytes and 28 ids (``1 << ROW_BITS``), per thread.
 SET_BITS, ROW_BITS = 17, 13
-#: Bytes of one thread's piece cache (32 a short entry, 256 a row): 10 MiB.
-CACHE_BYTES = (2 << SET_BITS) * 32 + (1 << ROW_BITS) * 256
+#: Bytes of one thread's piece cache (32 a short entry, 32 a set's overflow, 256 a row): 14 MiB.
+CACHE_BYTES = (2 << SET_BITS) * 32 + (1 << SET_BITS) * 32 + (1 << ROW_BITS) * 256
 
 
 @dataclass(frozen=True)
