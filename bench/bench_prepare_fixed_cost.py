@@ -317,6 +317,9 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     if stubbed:  # the stub's definitions, without running the command
         exec(STUBBED.split("import tokpack.cli as cli")[0], {})
     import tokpack.cli  # noqa: F401
+
+    if hasattr(tokpack.cli, "single_threaded_blas"):  # as the tokpack script's process has it
+        tokpack.cli.single_threaded_blas()
     from tokpack.corpus import sources
     from tokpack.preparing import options, preparation
     from tokpack.store import vocabulary, writer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 
 import typer
 
@@ -59,9 +60,19 @@ def main() -> None:
 _YOUNG_OBJECTS = 100_000
 
 
+def single_threaded_blas() -> None:
+    """Have numpy's OpenBLAS start no threads of its own in this process (``OPENBLAS_NUM_THREADS=1``
+    unless the environment sets it; effective when numpy is imported later, as the command line
+    imports it). No tokpack command does linear algebra, and OpenBLAS's threads, started at
+    numpy's import, spin waiting for work that never comes: CPU time a short command pays for
+    nothing. Processes the command starts inherit the setting."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def script() -> None:
     """The ``tokpack`` command's own process (the installed script, ``python -m tokpack.cli``):
-    :func:`main`, with the cyclic garbage collector set for a short-lived process.
+    :func:`main`, with the cyclic garbage collector set for a short-lived process and numpy's
+    BLAS on one thread (:func:`single_threaded_blas`).
 
     - What importing the command line made is frozen (``gc.freeze``) before the command runs, and
       the young generation is collected after 100,000 new objects instead of 700: a ``prepare``
@@ -74,7 +85,8 @@ def script() -> None:
 
     Their costs: BENCHMARKS.md, "prepare's fixed cost".
 
-    A program that calls :func:`main` keeps its collector as it was."""
+    A program that calls :func:`main` keeps its collector and its environment as they were."""
+    single_threaded_blas()
     gc.freeze()
     gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:
