@@ -67,6 +67,7 @@ from tokpack.vocab.patterns import (
     POLISH_PHRASE_PATTERN,
 )
 from tokpack.vocab.published import O200K_PATTERN
+from tokpack.vocab.rank_files import TokenTable
 
 #: The extension module (``None`` where it is not built).
 _bpe: ModuleType | None
@@ -129,15 +130,23 @@ class CompiledBpe:
     [256, 99, 257]
     """
 
-    def __init__(self, ranks: Mapping[bytes, int], pattern: str) -> None:
-        """Raises:
+    def __init__(self, ranks: Mapping[bytes, int] | TokenTable, pattern: str) -> None:
+        """``ranks``: a dict, or the same tokens as a :class:`~tokpack.vocab.rank_files.TokenTable`
+        (built from its arrays, no Python object per token).
+
+        Raises:
             KeyError: ``pattern`` has no compiled pre-tokenizer.
             ValueError: an id is not below :data:`MAX_ID`, or a single byte is missing.
             RuntimeError: the extension is not built (:data:`MISSING`).
         """
         if _bpe is None:
             raise RuntimeError(MISSING)
-        self.encoder = _bpe.Encoder(ranks if isinstance(ranks, dict) else dict(ranks), COMPILED_PATTERNS[pattern])
+        given: object
+        if isinstance(ranks, TokenTable):
+            given = (ranks.joined, np.ascontiguousarray(ranks.ends, np.int64), np.ascontiguousarray(ranks.ids, np.int64))
+        else:
+            given = ranks if isinstance(ranks, dict) else dict(ranks)
+        self.encoder = _bpe.Encoder(given, COMPILED_PATTERNS[pattern])
         self._pool: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._caches: list[object] = []
 
@@ -174,6 +183,27 @@ class CompiledBpe:
                            buffer_bytes=sum(s["buffer_bytes"] for s in stats),
                            pieces_held=sum(s["entries_held"] + s["rows_held"] for s in stats),
                            **{name: sum(s[name] for s in stats) for name in ("tokens", "hits", "misses", "uncached")})
+
+
+def parse_ranks(text: bytes) -> tuple[TokenTable, bool] | None:
+    """The tokens of a rank file's ``text`` laid out as tiktoken writes one (every line ``base64
+    rank`` and a newline, no token or rank repeated), read in C, and whether ``text`` is canonical
+    (:func:`~tokpack.vocab.rank_files.parse_rank_text` says what these mean); ``None`` for any
+    other text (the caller's parse decides, and names the mistake) or without the extension.
+
+    >>> table, canonical = parse_ranks(b"YQ== 0\nYWI= 7\n")
+    >>> table.tokens(), table.ids.tolist(), canonical
+    ([b'a', b'ab'], [0, 7], True)
+    >>> parse_ranks(b"YQ== 0\nYQ== 1\n") is None  # a token twice: for the line parser to name
+    True
+    """
+    if _bpe is None:
+        return None
+    found = _bpe.parse_ranks(text)
+    if found is None:
+        return None
+    joined, ends, ids, canonical = found
+    return TokenTable(joined, np.frombuffer(ends, np.int64), np.frombuffer(ids, np.int64)), canonical
 
 
 def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] | None:
