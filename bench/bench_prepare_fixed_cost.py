@@ -332,6 +332,7 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     phases.wrap(bytelevel.BpeTokenizer, "identity", "vocabulary: identity")
     phases.wrap(preparation, "cached_vocabulary", "vocabulary: the cache's copy")
     phases.wrap(preparation, "carried_files", "vocabulary: the pack's carried files")
+    phases.wrap(preparation, "reuse_tokenizer_json", "vocabulary: tokenizer.json, the cache's copy or derived")
     phases.wrap(bytelevel.BpeTokenizer, "files", "vocabulary: the pack's carried files")
     phases.wrap(writer.PackWriter, "add_vocabulary_files", "pack: write the carried files")
     phases.wrap(writer.PackWriter, "add_documents", "pack: check, write and hash the ids")

@@ -382,6 +382,21 @@ class BpeTokenizer:
         """This vocabulary as a Hugging Face ``tokenizer.json`` document."""
         return self._tokenizer_json.decode("utf-8")
 
+    def tokenizer_json_bytes(self) -> bytes:
+        """:meth:`to_tokenizer_json` as UTF-8, derived once (or taken by :meth:`use_tokenizer_json`)."""
+        return self._tokenizer_json
+
+    def has_tokenizer_json(self) -> bool:
+        """Whether this tokenizer holds its ``tokenizer.json`` already (derived or given)."""
+        return "_tokenizer_json" in self.__dict__
+
+    def use_tokenizer_json(self, document: bytes) -> None:
+        """Take ``document`` as this vocabulary's ``tokenizer.json`` instead of deriving it: the
+        caller vouches that it is what :meth:`to_tokenizer_json` gives (a copy of an earlier
+        derivation, checked against its record: :mod:`tokpack.vocab.tokenizer_json_cache`); the
+        packs this tokenizer writes carry it as derived here."""
+        self.__dict__["_tokenizer_json"] = document
+
     @cached_property
     def _tokenizer_json(self) -> bytes:
         # Built once: every pack (and shard) this tokenizer writes carries it, and deriving its

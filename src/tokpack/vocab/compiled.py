@@ -56,6 +56,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -67,7 +68,9 @@ from tokpack.vocab.patterns import (
     POLISH_PHRASE_PATTERN,
 )
 from tokpack.vocab.published import O200K_PATTERN
-from tokpack.vocab.rank_files import TokenTable
+
+if TYPE_CHECKING:
+    from tokpack.vocab.rank_files import TokenTable
 
 #: The extension module (``None`` where it is not built).
 _bpe: ModuleType | None
@@ -142,8 +145,9 @@ class CompiledBpe:
         if _bpe is None:
             raise RuntimeError(MISSING)
         given: object
-        if isinstance(ranks, TokenTable):
-            given = (ranks.joined, np.ascontiguousarray(ranks.ends, np.int64), np.ascontiguousarray(ranks.ids, np.int64))
+        if isinstance(ranks, tuple):  # a TokenTable
+            joined, ends, ids = ranks
+            given = (joined, np.ascontiguousarray(ends, np.int64), np.ascontiguousarray(ids, np.int64))
         else:
             given = ranks if isinstance(ranks, dict) else dict(ranks)
         self.encoder = _bpe.Encoder(given, COMPILED_PATTERNS[pattern])
@@ -185,15 +189,17 @@ class CompiledBpe:
                            **{name: sum(s[name] for s in stats) for name in ("tokens", "hits", "misses", "uncached")})
 
 
-def parse_ranks(text: bytes) -> tuple[TokenTable, bool] | None:
+def parse_ranks(text: bytes) -> tuple[bytes, np.ndarray, np.ndarray, bool] | None:
     """The tokens of a rank file's ``text`` laid out as tiktoken writes one (every line ``base64
-    rank`` and a newline, no token or rank repeated), read in C, and whether ``text`` is canonical
+    rank`` and a newline, no token or rank repeated), read in C: their bytes one after another,
+    each one's end and rank (``int64``, in the file's order; a
+    :class:`~tokpack.vocab.rank_files.TokenTable`'s arrays), and whether ``text`` is canonical
     (:func:`~tokpack.vocab.rank_files.parse_rank_text` says what these mean); ``None`` for any
     other text (the caller's parse decides, and names the mistake) or without the extension.
 
-    >>> table, canonical = parse_ranks(b"YQ== 0\nYWI= 7\n")
-    >>> table.tokens(), table.ids.tolist(), canonical
-    ([b'a', b'ab'], [0, 7], True)
+    >>> joined, ends, ids, canonical = parse_ranks(b"YQ== 0\nYWI= 7\n")
+    >>> joined, ends.tolist(), ids.tolist(), canonical
+    (b'aab', [1, 3], [0, 7], True)
     >>> parse_ranks(b"YQ== 0\nYQ== 1\n") is None  # a token twice: for the line parser to name
     True
     """
@@ -203,7 +209,7 @@ def parse_ranks(text: bytes) -> tuple[TokenTable, bool] | None:
     if found is None:
         return None
     joined, ends, ids, canonical = found
-    return TokenTable(joined, np.frombuffer(ends, np.int64), np.frombuffer(ids, np.int64)), canonical
+    return joined, np.frombuffer(ends, np.int64), np.frombuffer(ids, np.int64), canonical
 
 
 def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] | None:

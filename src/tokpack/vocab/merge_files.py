@@ -411,6 +411,12 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
     return pattern
 
 
+#: The version of how :func:`tokenizer_json` lays its document out: one more whenever the bytes it
+#: writes for a vocabulary change, so a copy kept in the cache (:mod:`tokpack.vocab.tokenizer_json_cache`)
+#: from an earlier layout is never reused.
+TOKENIZER_JSON_LAYOUT = 1
+
+
 def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
                    where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """A self-contained Hugging Face ``tokenizer.json`` (as a dict) for a byte-level vocabulary:

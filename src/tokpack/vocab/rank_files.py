@@ -94,7 +94,7 @@ def parse_rank_table(text: bytes, *, where: str | os.PathLike[str]) -> tuple[Tok
 
     found = parse_ranks(text)
     if found is not None:
-        return found
+        return TokenTable(*found[:3]), found[3]
     ranks, canonical = parse_rank_text(text, where=where)
     return TokenTable.of(ranks), canonical
 
