@@ -197,10 +197,10 @@ def parse_ranks(text: bytes) -> tuple[bytes, np.ndarray, np.ndarray, bool] | Non
     (:func:`~tokpack.vocab.rank_files.parse_rank_text` says what these mean); ``None`` for any
     other text (the caller's parse decides, and names the mistake) or without the extension.
 
-    >>> joined, ends, ids, canonical = parse_ranks(b"YQ== 0\nYWI= 7\n")
+    >>> joined, ends, ids, canonical = parse_ranks(b"YQ== 0\\nYWI= 7\\n")
     >>> joined, ends.tolist(), ids.tolist(), canonical
     (b'aab', [1, 3], [0, 7], True)
-    >>> parse_ranks(b"YQ== 0\nYQ== 1\n") is None  # a token twice: for the line parser to name
+    >>> parse_ranks(b"YQ== 0\\nYQ== 1\\n") is None  # a token twice: for the line parser to name
     True
     """
     if _bpe is None:

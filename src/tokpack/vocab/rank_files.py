@@ -83,7 +83,7 @@ def parse_rank_table(text: bytes, *, where: str | os.PathLike[str]) -> tuple[Tok
     extension, without a Python object per token; any other (or without the extension) as
     :func:`parse_rank_text` reads it.
 
-    >>> table, canonical = parse_rank_table(b"YQ== 0\nYg== 1\n", where="ranks")
+    >>> table, canonical = parse_rank_table(b"YQ== 0\\nYg== 1\\n", where="ranks")
     >>> table.tokens(), table.ids.tolist(), canonical
     ([b'a', b'b'], [0, 1], True)
 
