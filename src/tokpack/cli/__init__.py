@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
+import sys
 
 import typer
 
@@ -49,9 +51,39 @@ interop.register(app)
 serve.register(app)
 
 
+#: The options of the ``tokpack`` group itself that take no value (any other before the command's
+#: name, or none at all, builds every command).
+_ROOT_FLAGS = frozenset({"--debug"})
+
+
+def command_line(args: list[str]) -> typer.Typer:
+    """The app that runs ``tokpack ARGS``: when ``args`` name one command or command group of
+    the top level (after the group's own ``--debug`` at most), :data:`app` with that one alone, so
+    click builds one command's parameters instead of every command's (all the same, as that
+    command runs and shows its help the same); else :data:`app` itself (no command, ``--help``,
+    ``--version``, a name that is no command: the whole list is what answers them).
+
+    >>> len(command_line(["prepare", "c.txt"]).registered_commands), command_line(["--help"]) is app
+    (1, True)
+    """
+    at = 0
+    while at < len(args) and args[at] in _ROOT_FLAGS:
+        at += 1
+    if at >= len(args) or args[at].startswith("-") or app.registered_callback is None:
+        return app
+    name = args[at]
+    commands = [info for info in app.registered_commands if info.name == name]
+    groups = [info for info in app.registered_groups if info.name == name]
+    if len(commands) + len(groups) != 1:
+        return app
+    alone = copy.copy(app)
+    alone.registered_commands, alone.registered_groups = commands, groups
+    return alone
+
+
 def main() -> None:
     """Run the command line in this process (``sys.argv``); it ends by raising ``SystemExit``."""
-    app()
+    command_line(sys.argv[1:])()
 
 
 #: The young generation's collection threshold in the ``tokpack`` command's own process (Python's
