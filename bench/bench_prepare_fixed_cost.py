@@ -318,8 +318,9 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
         exec(STUBBED.split("import tokpack.cli as cli")[0], {})
     import tokpack.cli  # noqa: F401
 
-    if hasattr(tokpack.cli, "single_threaded_blas"):  # as the tokpack script's process has it
-        tokpack.cli.single_threaded_blas()
+    for setting in ("single_threaded_blas", "no_pydantic_plugins"):  # as the tokpack script's process has them
+        if hasattr(tokpack.cli, setting):
+            getattr(tokpack.cli, setting)()
     from tokpack.corpus import sources
     from tokpack.preparing import options, preparation
     from tokpack.store import vocabulary, writer

@@ -1,8 +1,8 @@
 """The ``prepare`` command tunes its own process (a rarer garbage collector, numba's extensions
-not loaded, numpy's BLAS on one thread in the ``tokpack`` script's process): settings for the
-command's run only. A program that runs the command in its own
-process (``tokpack.cli.main``, click's test runner) gets its process back as it was when the
-command returns."""
+not loaded; in the ``tokpack`` script's process, numpy's BLAS on one thread and no pydantic
+plugins): settings for the command's run only. A program that runs the command in its own process
+(``tokpack.cli.main``, click's test runner) gets its process back as it was when the command
+returns."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import os
 import sys
 threshold = gc.get_threshold()
 os.environ.pop("OPENBLAS_NUM_THREADS", None)
+os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
 from tokpack.cli import main
 corpus, ranks, cache, mark = sys.argv[1:5]
 sys.argv = ["tokpack", "prepare", corpus, "--vocab", ranks, "--pattern", "gpt2", "--cache-dir", cache, "--json"]
@@ -29,6 +30,7 @@ except SystemExit as stop:
     assert not stop.code, stop.code
 assert gc.get_threshold() == threshold, (gc.get_threshold(), threshold)
 assert "OPENBLAS_NUM_THREADS" not in os.environ, "main() changed the program's environment"
+assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ, "main() changed the program's environment"
 assert not os.path.exists(mark), "the command loaded the numba extension"
 import numba
 
@@ -81,17 +83,18 @@ import atexit
 import os
 import sys
 os.environ.pop("OPENBLAS_NUM_THREADS", None)
+os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
 import tokpack.cli as cli
 assert "numpy" not in sys.modules, "the command line imported numpy before the command ran"
 atexit.register(lambda: print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")),
-                              file=sys.stderr))
+                              os.environ.get("PYDANTIC_DISABLE_PLUGINS"), file=sys.stderr))
 corpus, ranks, cache = sys.argv[1:4]
 sys.argv = ["tokpack", "prepare", corpus, "--vocab", ranks, "--pattern", "gpt2", "--cache-dir", cache, "--json"]
 cli.script()
 """
 
 
-def test_the_tokpack_script_runs_prepare_without_blas_threads(tmp_path: Path) -> None:
+def test_the_tokpack_script_runs_prepare_without_blas_threads_or_pydantic_plugins(tmp_path: Path) -> None:
     if not os.path.isdir("/proc/self/task"):
         import pytest
 
@@ -105,6 +108,6 @@ def test_the_tokpack_script_runs_prepare_without_blas_threads(tmp_path: Path) ->
     done = subprocess.run([sys.executable, "-c", THE_SCRIPT, str(corpus), str(ranks), str(tmp_path / "cache")],
                           capture_output=True, text=True, env=environment, check=False, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    setting, threads = done.stderr.strip().splitlines()[-1].split()
-    assert setting == "1"
+    setting, threads, plugins = done.stderr.strip().splitlines()[-1].split()
+    assert setting == "1" and plugins == "__all__"
     assert threads == "1", f"{threads} threads alive at exit: numpy's BLAS started its own"

@@ -101,10 +101,18 @@ def single_threaded_blas() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def no_pydantic_plugins() -> None:
+    """Have pydantic look for no plugins in this process (``PYDANTIC_DISABLE_PLUGINS=__all__``
+    unless the environment sets it; an empty value looks for them again): the command line
+    validates tokpack's own records only, and looking reads the entry points of every installed
+    package once a process. Processes the command starts inherit the setting."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 def script() -> None:
     """The ``tokpack`` command's own process (the installed script, ``python -m tokpack.cli``):
-    :func:`main`, with the cyclic garbage collector set for a short-lived process and numpy's
-    BLAS on one thread (:func:`single_threaded_blas`).
+    :func:`main`, with the cyclic garbage collector set for a short-lived process, numpy's BLAS on
+    one thread (:func:`single_threaded_blas`) and no pydantic plugins (:func:`no_pydantic_plugins`).
 
     - What importing the command line made is frozen (``gc.freeze``) before the command runs, and
       the young generation is collected after 100,000 new objects instead of 700: a ``prepare``
@@ -119,6 +127,7 @@ def script() -> None:
 
     A program that calls :func:`main` keeps its collector and its environment as they were."""
     single_threaded_blas()
+    no_pydantic_plugins()
     gc.freeze()
     gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
     try:
