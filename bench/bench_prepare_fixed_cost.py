@@ -89,6 +89,12 @@ from tokpack.vocab.bytelevel import BpeTokenizer
 
 def encode_arrays(self, texts, *, num_threads=None):
     table = self.__dict__.get("_stub_table")
+    tokens = self.__dict__.get("_table")  # the rank file's table, where the tree has one: no dict made
+    if table is None and tokens is not None:
+        one = np.diff(tokens.ends, prepend=0) == 1
+        table = np.zeros(256, np.uint32)
+        table[np.frombuffer(tokens.joined, np.uint8)[tokens.ends[one] - 1]] = tokens.ids[one]
+        self.__dict__["_stub_table"] = table
     if table is None:
         table = self.__dict__["_stub_table"] = np.array([self.ranks[bytes([b])] for b in range(256)], np.uint32)
     return [table[np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)[::3]] for text in texts]

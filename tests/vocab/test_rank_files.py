@@ -135,3 +135,18 @@ def test_a_tokenizer_from_a_table_refuses_what_the_constructor_refuses(
         BpeTokenizer(ranks=ranks, special_tokens=specials)
     with pytest.raises(InputError, match=said.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
         BpeTokenizer.from_table(TokenTable.of(ranks), special_tokens=specials)
+
+
+@pytest.mark.parametrize(("extra", "specials"), [
+    ({b"ab": 256, b"abc": 257}, {"<|endoftext|>": 258}),
+    ({b"abc": 257, b"ab": 256}, {"<|endoftext|>": 258}),  # not in rank order
+    ({b"<|": 256, b"x|": 257, b"<|x|": 258, b"<|x|>": 259}, {"<|x|>": 300}),  # a special token spelled as a token
+    ({b"ab": 257}, {"<|endoftext|>": 256}),  # a special id among the ranks'
+])
+def test_tokenizer_json_from_a_table_is_the_one_from_its_dict(extra: dict[bytes, int], specials: dict[str, int]) -> None:
+    from tokpack.vocab.merge_files import GPT2_PATTERN, tokenizer_json_bytes
+
+    singles = {bytes([b]): b for b in range(256)}
+    for ranks in (singles | extra, dict(reversed(list((singles | extra).items())))):
+        assert (tokenizer_json_bytes(TokenTable.of(ranks), GPT2_PATTERN, specials)
+                == tokenizer_json_bytes(ranks, GPT2_PATTERN, specials))

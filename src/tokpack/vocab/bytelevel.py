@@ -402,7 +402,9 @@ class BpeTokenizer:
         # Built once: every pack (and shard) this tokenizer writes carries it, and deriving its
         # merges is a noticeable part of a prepare's fixed cost for a 100k-rank vocabulary
         # (BENCHMARKS.md, "prepare's fixed cost").
-        return tokenizer_json_bytes(self.ranks, self.pattern, self.special_tokens, where=self.source)
+        table = self.__dict__.get("_table") if "ranks" not in self.__dict__ else None
+        return tokenizer_json_bytes(self.ranks if table is None else table, self.pattern, self.special_tokens,
+                                    where=self.source)
 
     def transformers_files(self) -> dict[str, str]:
         """``tokenizer_config.json`` and ``special_tokens_map.json`` for beside ``tokenizer.json``,
