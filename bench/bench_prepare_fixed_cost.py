@@ -89,6 +89,12 @@ from tokpack.vocab.bytelevel import BpeTokenizer
 
 def encode_arrays(self, texts, *, num_threads=None):
     table = self.__dict__.get("_stub_table")
+    tokens = self.__dict__.get("_table")  # the rank file's table, where the tree has one: no dict made
+    if table is None and tokens is not None:
+        one = np.diff(tokens.ends, prepend=0) == 1
+        table = np.zeros(256, np.uint32)
+        table[np.frombuffer(tokens.joined, np.uint8)[tokens.ends[one] - 1]] = tokens.ids[one]
+        self.__dict__["_stub_table"] = table
     if table is None:
         table = self.__dict__["_stub_table"] = np.array([self.ranks[bytes([b])] for b in range(256)], np.uint32)
     return [table[np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)[::3]] for text in texts]
@@ -317,6 +323,10 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     if stubbed:  # the stub's definitions, without running the command
         exec(STUBBED.split("import tokpack.cli as cli")[0], {})
     import tokpack.cli  # noqa: F401
+
+    for setting in ("single_threaded_blas", "no_pydantic_plugins"):  # as the tokpack script's process has them
+        if hasattr(tokpack.cli, setting):
+            getattr(tokpack.cli, setting)()
     from tokpack.corpus import sources
     from tokpack.preparing import options, preparation
     from tokpack.store import vocabulary, writer
@@ -329,6 +339,7 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     phases.wrap(bytelevel.BpeTokenizer, "identity", "vocabulary: identity")
     phases.wrap(preparation, "cached_vocabulary", "vocabulary: the cache's copy")
     phases.wrap(preparation, "carried_files", "vocabulary: the pack's carried files")
+    phases.wrap(preparation, "reuse_tokenizer_json", "vocabulary: tokenizer.json, the cache's copy or derived")
     phases.wrap(bytelevel.BpeTokenizer, "files", "vocabulary: the pack's carried files")
     phases.wrap(writer.PackWriter, "add_vocabulary_files", "pack: write the carried files")
     phases.wrap(writer.PackWriter, "add_documents", "pack: check, write and hash the ids")

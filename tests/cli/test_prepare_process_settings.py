@@ -1,7 +1,8 @@
 """The ``prepare`` command tunes its own process (a rarer garbage collector, numba's extensions
-not loaded): settings for the command's run only. A program that runs the command in its own
-process (``tokpack.cli.main``, click's test runner) gets its process back as it was when the
-command returns."""
+not loaded; in the ``tokpack`` script's process, numpy's BLAS on one thread and no pydantic
+plugins): settings for the command's run only. A program that runs the command in its own process
+(``tokpack.cli.main``, click's test runner) gets its process back as it was when the command
+returns."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import gc
 import os
 import sys
 threshold = gc.get_threshold()
+os.environ.pop("OPENBLAS_NUM_THREADS", None)
+os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
 from tokpack.cli import main
 corpus, ranks, cache, mark = sys.argv[1:5]
 sys.argv = ["tokpack", "prepare", corpus, "--vocab", ranks, "--pattern", "gpt2", "--cache-dir", cache, "--json"]
@@ -26,6 +29,8 @@ try:
 except SystemExit as stop:
     assert not stop.code, stop.code
 assert gc.get_threshold() == threshold, (gc.get_threshold(), threshold)
+assert "OPENBLAS_NUM_THREADS" not in os.environ, "main() changed the program's environment"
+assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ, "main() changed the program's environment"
 assert not os.path.exists(mark), "the command loaded the numba extension"
 import numba
 
@@ -69,3 +74,40 @@ def test_a_program_that_runs_prepare_in_its_own_process_gets_numba_extensions_an
                            str(mark)], capture_output=True, text=True, env=environment, check=False, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == "loaded"
+
+
+#: The ``tokpack`` script's own process (:func:`tokpack.cli.script`) running ``prepare``: the
+#: threads alive as it exits (OpenBLAS's, started at numpy's import, live to the end).
+THE_SCRIPT = """
+import atexit
+import os
+import sys
+os.environ.pop("OPENBLAS_NUM_THREADS", None)
+os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
+import tokpack.cli as cli
+assert "numpy" not in sys.modules, "the command line imported numpy before the command ran"
+atexit.register(lambda: print(os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")),
+                              os.environ.get("PYDANTIC_DISABLE_PLUGINS"), file=sys.stderr))
+corpus, ranks, cache = sys.argv[1:4]
+sys.argv = ["tokpack", "prepare", corpus, "--vocab", ranks, "--pattern", "gpt2", "--cache-dir", cache, "--json"]
+cli.script()
+"""
+
+
+def test_the_tokpack_script_runs_prepare_without_blas_threads_or_pydantic_plugins(tmp_path: Path) -> None:
+    if not os.path.isdir("/proc/self/task"):
+        import pytest
+
+        pytest.skip("counting a process's threads needs Linux's /proc")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nsecond line here\n" * 20, encoding="utf-8")
+    ranks = tmp_path / "tiny.tiktoken"
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)), encoding="utf-8")
+    environment = dict(os.environ, PYTHONPATH=str(Path(tokpack.__file__).parents[1]),
+                       TOKPACK_CACHE=str(tmp_path / "stamps"))
+    done = subprocess.run([sys.executable, "-c", THE_SCRIPT, str(corpus), str(ranks), str(tmp_path / "cache")],
+                          capture_output=True, text=True, env=environment, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    setting, threads, plugins = done.stderr.strip().splitlines()[-1].split()
+    assert setting == "1" and plugins == "__all__"
+    assert threads == "1", f"{threads} threads alive at exit: numpy's BLAS started its own"

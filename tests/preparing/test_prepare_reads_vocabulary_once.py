@@ -45,15 +45,15 @@ def test_a_new_pack_parses_its_rank_file_once(tmp_path: Path, monkeypatch: pytes
     rank_file = tmp_path / "small.tiktoken"
     rank_file.write_bytes(rank_files.rank_file_lines(small_ranks()))
     parsed: list[object] = []
-    original = rank_files.parse_rank_text
+    original = rank_files.parse_rank_table
 
-    def counting(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
+    def counting(text: bytes, *, where: object) -> tuple[rank_files.TokenTable, bool]:
         parsed.append(where)
         return original(text, where=where)  # type: ignore[arg-type]
 
     for module in (rank_files, bytelevel, loading):  # every module that parses rank text
-        if hasattr(module, "parse_rank_text"):
-            monkeypatch.setattr(module, "parse_rank_text", counting)
+        if hasattr(module, "parse_rank_table"):
+            monkeypatch.setattr(module, "parse_rank_table", counting)
     prepared = prepare(corpus, vocab=rank_file, pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache", workers=1)
     assert prepared.meta.n_tokens > 0
     assert len(parsed) == 1, parsed

@@ -54,9 +54,9 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
     import tokpack.vocab.rank_files as rank_files
 
     calls = {"parse": 0, "canonical": 0}
-    parse, canonical = rank_files.parse_rank_text, bytelevel.BpeTokenizer.canonical_bytes
+    parse, canonical = rank_files.parse_rank_table, bytelevel.BpeTokenizer.canonical_bytes
 
-    def counting_parse(text: bytes, *, where: object) -> tuple[dict[bytes, int], bool]:
+    def counting_parse(text: bytes, *, where: object) -> tuple[rank_files.TokenTable, bool]:
         calls["parse"] += where == gpt2_rank_file  # the user's file (a pack's own copy is read to verify it)
         return parse(text, where=where)
 
@@ -65,8 +65,8 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
         return canonical(self)
 
     for module in (rank_files, loading, bytelevel):
-        if hasattr(module, "parse_rank_text"):
-            monkeypatch.setattr(module, "parse_rank_text", counting_parse)
+        if hasattr(module, "parse_rank_table"):
+            monkeypatch.setattr(module, "parse_rank_table", counting_parse)
     monkeypatch.setattr(bytelevel.BpeTokenizer, "canonical_bytes", counting_canonical)
     corpus = tmp_path / "c.txt"
     corpus.write_bytes((DATA / "other" / "english" / "wesnoth-narrative-en.txt").read_bytes()[:50_000])

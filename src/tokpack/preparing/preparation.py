@@ -37,6 +37,7 @@ from tokpack.vocab import BpeTokenizer, VocabIdentity, train_hf_bytelevel
 from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
+from tokpack.vocab.tokenizer_json_cache import reuse_tokenizer_json
 from tokpack.vocab.trainers import Trainer
 
 if TYPE_CHECKING:
@@ -296,6 +297,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
             _check_cached_pack(pack_dir, tokenizer.identity, record, cut, source, out=out is not None)
         else:
             remove_abandoned(pack_dir)
+            reuse_tokenizer_json(tokenizer, cache)
             try:
                 write_pack(source, tokenizer, pack_dir, execution=execution)
             except TokpackError:
@@ -565,9 +567,11 @@ def write_pack(
     last_unit: int | None = None, execution: Execution = Execution(), shard: ShardPlace | None = None,
 ) -> None:
     """Encode units ``[first_unit, last_unit)`` of ``source`` into a new pack at ``pack_dir``,
-    with the vocabulary's files (derived from ``tokenizer`` here, never read from a cache: they
-    depend on the vocabulary alone, so a pack is the same whether its vocabulary was trained here
-    or given, and being made here, they are not read back to check); ``shard``: the place of a sharded job's shard, recorded in its ``meta.json``.
+    with the vocabulary's files (made from ``tokenizer``: they depend on the vocabulary alone, so
+    a pack is the same whether its vocabulary was trained here or given, and being made from it,
+    they are not read back to check; its ``tokenizer.json`` derived here, or given to it from the
+    cache by :func:`~tokpack.vocab.tokenizer_json_cache.reuse_tokenizer_json`, which checks that
+    copy); ``shard``: the place of a sharded job's shard, recorded in its ``meta.json``.
 
     Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
     threads and written in input order, so the bytes do not depend on the number of workers.

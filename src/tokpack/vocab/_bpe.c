@@ -174,11 +174,36 @@ static PyTypeObject CacheType = {
 /* Encoder: the Python type                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
+/* tokens from (joined, ends, ids): the tokens' bytes one after another, each one's end and id (one
+   int64 each); 0, or -1 with a Python error. The buffers stay held in `held` until released. */
+static int joined_tokens(PyObject *given, Tokens *tokens, Py_buffer held[3]) {
+    if (!PyArg_ParseTuple(given, "y*y*y*", &held[0], &held[1], &held[2])) return -1;
+    Py_ssize_t count = held[1].len / (Py_ssize_t)sizeof(int64_t);
+    if (held[1].len != count * (Py_ssize_t)sizeof(int64_t) || held[2].len != held[1].len
+        || (count && ((const int64_t *)held[1].buf)[count - 1] != held[0].len)) {
+        for (int k = 0; k < 3; k++) PyBuffer_Release(&held[k]);
+        PyErr_SetString(PyExc_ValueError, "(joined, ends, ids): one int64 end and id per token, the last end "
+                                          "the length of joined");
+        return -1;
+    }
+    memset(tokens, 0, sizeof(*tokens));
+    tokens->joined = held[0].buf;
+    tokens->joined_len = held[0].len;
+    tokens->ends = held[1].buf;
+    tokens->ids = held[2].buf;
+    tokens->count = count;
+    return 0;
+}
+
 static int encoder_init(Encoder *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"ranks", "mode", NULL};
     PyObject *ranks;
     int mode;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i", names, &PyDict_Type, &ranks, &mode)) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi", names, &ranks, &mode)) return -1;
+    if (!PyDict_Check(ranks) && !PyTuple_Check(ranks)) {
+        PyErr_SetString(PyExc_TypeError, "ranks must be a dict {token bytes: id} or a tuple (joined, ends, ids)");
+        return -1;
+    }
     if (mode < MODE_GPT2 || mode > MODE_POLISH_PHRASE) {
         PyErr_Format(PyExc_ValueError, "no scanner numbered %d", mode);
         return -1;
@@ -188,8 +213,16 @@ static int encoder_init(Encoder *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     self->mode = mode;
-    Tokens tokens = {ranks, NULL, NULL, 0, 0};
-    return tables_build(self, &tokens, 1);
+    if (PyDict_Check(ranks)) {
+        Tokens tokens = {ranks, NULL, NULL, 0, 0, NULL, NULL, 0};
+        return tables_build(self, &tokens, 1);
+    }
+    Tokens tokens;
+    Py_buffer held[3];
+    if (joined_tokens(ranks, &tokens, held) < 0) return -1;
+    int built = tables_build(self, &tokens, 1);
+    for (int k = 0; k < 3; k++) PyBuffer_Release(&held[k]);
+    return built;
 }
 
 static void encoder_dealloc(Encoder *self) {
@@ -394,6 +427,139 @@ static PyTypeObject EncoderType = {
 };
 
 /* ------------------------------------------------------------------------------------------ */
+/* A tiktoken rank file's text, read                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Each byte's value in base64 ('=' 0), or -1 for a byte base64 does not use ('=' apart). */
+static int8_t base64_value[256];
+
+static void base64_init(void) {
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    memset(base64_value, -1, sizeof(base64_value));
+    for (int k = 0; k < 64; k++) base64_value[(uint8_t)digits[k]] = (int8_t)k;
+    base64_value['='] = 0;
+}
+
+static int compare_int64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether two of the tokens (joined, ends: as Tokens reads them) have the same bytes; -1 without
+   memory. */
+static int repeated_token(const uint8_t *joined, const int64_t *ends, size_t count) {
+    uint64_t size = 256;
+    while (size < 2 * (uint64_t)count + 2) size *= 2;
+    uint32_t *slots = calloc(size, sizeof(uint32_t)); /* a token's index + 1; 0: empty */
+    if (!slots) return -1;
+    int found = 0;
+    for (size_t k = 0; k < count && !found; k++) {
+        size_t start = k ? (size_t)ends[k - 1] : 0, len = (size_t)ends[k] - start;
+        uint64_t i = bytes_hash(joined + start, len) & (size - 1);
+        for (; slots[i]; i = (i + 1) & (size - 1)) {
+            size_t other = slots[i] - 1, other_start = other ? (size_t)ends[other - 1] : 0;
+            if ((size_t)ends[other] - other_start == len && memcmp(joined + other_start, joined + start, len) == 0) {
+                found = 1;
+                break;
+            }
+        }
+        slots[i] = (uint32_t)(k + 1);
+    }
+    free(slots);
+    return found;
+}
+
+/* rank_files.parse_rank_text's fast path: the tokens of a text laid out as tiktoken writes a rank
+   file (every line `base64 rank` and a newline: padded base64 of at least one byte, a decimal rank
+   of 1 to 10 digits below 2**32; no token or rank repeated), or None for any other text. */
+static PyObject *module_parse_ranks(PyObject *unused, PyObject *args) {
+    (void)unused;
+    Py_buffer given;
+    if (!PyArg_ParseTuple(args, "y*", &given)) return NULL;
+    const uint8_t *s = given.buf;
+    size_t n = (size_t)given.len, count = 0;
+    if (n == 0 || s[n - 1] != '\n' || n > ((size_t)1 << 40)) { PyBuffer_Release(&given); Py_RETURN_NONE; }
+    for (const uint8_t *q = s; (q = memchr(q, '\n', (size_t)(s + n - q))) != NULL; q++) count++;
+    if (count >= ((size_t)1 << 31)) { PyBuffer_Release(&given); Py_RETURN_NONE; }
+    PyObject *joined = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n / 4 * 3 + 3));
+    int64_t *ends = malloc((count ? count : 1) * sizeof(int64_t)), *ids = malloc((count ? count : 1) * sizeof(int64_t));
+    if (!joined || !ends || !ids) {
+        Py_XDECREF(joined);
+        free(ends);
+        free(ids);
+        PyBuffer_Release(&given);
+        return PyErr_NoMemory();
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(joined), *o = out;
+    int ok = 1, canonical = 1, ascending = 1;
+    size_t at = 0;
+    for (size_t k = 0; k < count && ok; k++) {
+        const uint8_t *line = s + at, *newline = memchr(line, '\n', n - at);
+        const uint8_t *space = memchr(line, ' ', (size_t)(newline - line));
+        if (!space) { ok = 0; break; }
+        size_t size = (size_t)(space - line), digits = (size_t)(newline - space - 1);
+        if (size < 4 || size % 4 || digits < 1 || digits > 10) { ok = 0; break; }
+        /* '=' only as the padding: the last byte, or the last two */
+        size_t pads = (line[size - 1] == '=') + (line[size - 2] == '=');
+        if (line[size - 2] == '=' && line[size - 1] != '=') { ok = 0; break; }
+        for (size_t q = 0; q + pads < size; q++) {
+            if (line[q] == '=' || base64_value[line[q]] < 0) { ok = 0; break; }
+        }
+        if (!ok) break;
+        for (size_t q = 0; q < size; q += 4) {
+            uint32_t a = (uint32_t)base64_value[line[q]], b = (uint32_t)base64_value[line[q + 1]];
+            uint32_t c = (uint32_t)base64_value[line[q + 2]], d = (uint32_t)base64_value[line[q + 3]];
+            o[0] = (uint8_t)(a << 2 | b >> 4);
+            o[1] = (uint8_t)(b << 4 | c >> 2);
+            o[2] = (uint8_t)(c << 6 | d);
+            o += 3;
+        }
+        o -= pads;
+        /* the bits a padded quantum leaves over: 0 in the canonical text */
+        if ((pads == 1 && (base64_value[line[size - 2]] & 3)) || (pads == 2 && (base64_value[line[size - 3]] & 15)))
+            canonical = 0;
+        uint64_t rank = 0;
+        for (size_t q = 1; q <= digits; q++) {
+            unsigned digit = (unsigned)space[q] - '0';
+            if (digit > 9) { ok = 0; break; }
+            rank = rank * 10 + digit;
+        }
+        if (!ok || rank >= ((uint64_t)1 << 32)) { ok = 0; break; }
+        if (digits > 1 && space[1] == '0') canonical = 0;
+        ends[k] = (int64_t)(o - out);
+        ids[k] = (int64_t)rank;
+        if (k && ids[k] <= ids[k - 1]) ascending = 0;
+        at = (size_t)(newline - s) + 1;
+    }
+    PyBuffer_Release(&given);
+    if (ok && !ascending) { /* no rank repeated */
+        int64_t *sorted = malloc((count ? count : 1) * sizeof(int64_t));
+        if (!sorted) { Py_DECREF(joined); free(ends); free(ids); return PyErr_NoMemory(); }
+        memcpy(sorted, ids, count * sizeof(int64_t));
+        qsort(sorted, count, sizeof(int64_t), compare_int64);
+        for (size_t k = 1; k < count && ok; k++) ok = sorted[k] != sorted[k - 1];
+        free(sorted);
+    }
+    if (ok) {
+        int repeated = repeated_token(out, ends, count);
+        if (repeated < 0) { Py_DECREF(joined); free(ends); free(ids); return PyErr_NoMemory(); }
+        ok = !repeated;
+    }
+    if (!ok) {
+        Py_DECREF(joined);
+        free(ends);
+        free(ids);
+        Py_RETURN_NONE;
+    }
+    if (_PyBytes_Resize(&joined, (Py_ssize_t)(o - out)) < 0) { free(ends); free(ids); return NULL; }
+    PyObject *end_buffer = buffer_wrap(ends, (Py_ssize_t)count, sizeof(int64_t), "q");
+    if (!end_buffer) { Py_DECREF(joined); free(ids); return NULL; }
+    PyObject *id_buffer = buffer_wrap(ids, (Py_ssize_t)count, sizeof(int64_t), "q");
+    if (!id_buffer) { Py_DECREF(joined); Py_DECREF(end_buffer); return NULL; }
+    return Py_BuildValue("(NNNO)", joined, end_buffer, id_buffer, (ascending && canonical) ? Py_True : Py_False);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* The merges a tokenizer.json lists, and their text                                         */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -411,7 +577,7 @@ static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
     const int64_t *ids = given.buf;
     Encoder tables;
     memset(&tables, 0, sizeof(tables));
-    Tokens tokens = {NULL, list, ids, 0, count};
+    Tokens tokens = {NULL, list, ids, 0, count, NULL, NULL, 0};
     int64_t *left = malloc((size_t)(count ? count : 1) * sizeof(int64_t));
     size_t longest = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
@@ -562,6 +728,12 @@ static PyObject *module_pairs_json(PyObject *unused, PyObject *args) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"parse_ranks", (PyCFunction)module_parse_ranks, METH_VARARGS,
+     "parse_ranks(text) -> (joined, ends, ids, canonical) or None: the tokens of a rank file's text laid "
+     "out as tiktoken writes one (every line 'base64 rank' and a newline, padded base64 of at least one "
+     "byte, a rank below 2**32, no token or rank repeated), their bytes one after another (bytes), each "
+     "one's end and rank (int64 buffers, in the file's order), and whether the text is the canonical "
+     "one (in rank order, no leading zero, no leftover bits); None for any other text."},
     {"last_joins", (PyCFunction)module_last_joins, METH_VARARGS,
      "last_joins(tokens, ids) -> (left, stuck): for each token (a list of bytes; ids: one int64 each, "
      "from 0 to below MAX_ID), the length of the left part of the last join tiktoken's rank rule makes "
@@ -593,6 +765,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__bpe(void) {
     scan_check();
+    base64_init();
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -80,8 +80,16 @@ TP_INLINE uint32_t rank_of(const Encoder *e, const uint8_t *p, size_t len, const
 }
 
 /* The tokens the tables are built from: a dict {token bytes: id}, or a list of token bytes with
-   their ids (an int64 array of the same length). */
-typedef struct { PyObject *dict, *list; const int64_t *ids; Py_ssize_t pos, count; } Tokens;
+   their ids (an int64 array of the same length), or (list NULL, joined set) the tokens' bytes one
+   after another, token k being joined[ends[k - 1]:ends[k]] (from 0 for the first), with ids. */
+typedef struct {
+    PyObject *dict, *list;
+    const int64_t *ids;
+    Py_ssize_t pos, count;
+    const uint8_t *joined;
+    const int64_t *ends;
+    Py_ssize_t joined_len;
+} Tokens;
 
 /* The next token of t (its bytes and id): 1, or 0 at the end, or -1 with a Python error (a token
    not bytes, an id not an int from 0 to below MAX_ID). */
@@ -99,11 +107,23 @@ static int tokens_next(Tokens *t, const uint8_t **p, size_t *len, uint32_t *id) 
         if (value == (unsigned long long)-1 && PyErr_Occurred()) return -1;
     } else {
         if (t->pos >= t->count) return 0;
-        token = PyList_GET_ITEM(t->list, t->pos);
-        int64_t given = t->ids[t->pos++];
-        if (!PyBytes_Check(token)) {
-            PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
-            return -1;
+        int64_t given = t->ids[t->pos];
+        if (t->joined) {
+            int64_t start = t->pos ? t->ends[t->pos - 1] : 0, end = t->ends[t->pos];
+            if (start < 0 || end < start || end > (int64_t)t->joined_len) {
+                PyErr_SetString(PyExc_ValueError, "the ends must rise, within the tokens' bytes");
+                return -1;
+            }
+            t->pos++;
+            token = NULL;
+            *p = t->joined + start;
+            *len = (size_t)(end - start);
+        } else {
+            token = PyList_GET_ITEM(t->list, t->pos++);
+            if (!PyBytes_Check(token)) {
+                PyErr_SetString(PyExc_TypeError, "tokens must be bytes");
+                return -1;
+            }
         }
         if (given < 0) {
             PyErr_Format(PyExc_ValueError, "id %lld is negative", (long long)given);
@@ -115,8 +135,10 @@ static int tokens_next(Tokens *t, const uint8_t **p, size_t *len, uint32_t *id) 
         PyErr_Format(PyExc_ValueError, "id %llu is not below %u", value, MAX_ID);
         return -1;
     }
-    *p = (const uint8_t *)PyBytes_AS_STRING(token);
-    *len = (size_t)PyBytes_GET_SIZE(token);
+    if (token) {
+        *p = (const uint8_t *)PyBytes_AS_STRING(token);
+        *len = (size_t)PyBytes_GET_SIZE(token);
+    }
     *id = (uint32_t)value;
     return 1;
 }

@@ -30,7 +30,7 @@ from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.merge_files import tokenizer_json_bytes
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
-from tokpack.vocab.rank_files import Ranks, parse_rank_text, rank_file_lines
+from tokpack.vocab.rank_files import Ranks, TokenTable, parse_rank_table, rank_file_lines
 
 if TYPE_CHECKING:
     import tiktoken
@@ -104,25 +104,87 @@ class BpeTokenizer:
         self.ranks: Ranks = dict(ranks)
         self.source = source
         missing = [b for b in range(256) if bytes([b]) not in self.ranks]
+        values = list(self.ranks.values())
+        self.__dict__["_rank_ids"] = set(values)
+        distinct = len(self.__dict__["_rank_ids"]) == len(values) and (not values or min(values) >= 0)
+        self._check_ids(missing, distinct, max(values, default=-1), pattern, special_tokens, source)
+
+    def _check_ids(self, missing: list[int], distinct: bool, highest: int, pattern: str,
+                   special_tokens: Mapping[str, int] | None, source: str | os.PathLike[str] | None) -> None:
+        """Finish the constructor from what its ranks say: the single bytes ``missing``, whether
+        their ids are ``distinct`` and non-negative, and the ``highest``; the special tokens (by
+        default ``<|endoftext|>`` after the highest rank) are checked against them here.
+
+        Raises:
+            InputError: as the constructor.
+        """
         if missing:
             raise InputError(f"ranks lack {len(missing)} of the 256 single bytes (first: {missing[0]})", where=source,
                              fix="a byte-level vocabulary needs every single byte as a token"
                                  + (": is this file complete?" if source is not None else ""))
         if special_tokens is None:
-            special_tokens = {END_OF_TEXT: max(self.ranks.values()) + 1}
+            special_tokens = {END_OF_TEXT: highest + 1}
         self.special_tokens: dict[str, int] = dict(special_tokens)
-        ids = [*self.ranks.values(), *self.special_tokens.values()]
-        if len(set(ids)) != len(ids) or min(ids) < 0:
+        specials = list(self.special_tokens.values())
+        if (not distinct or len(set(specials)) != len(specials) or min(specials, default=0) < 0
+                or any(self._is_rank(number) for number in specials)):
             raise InputError("ranks and special tokens must use distinct non-negative ids")
-        if max(ids) >= _ID_LIMIT:
+        top = max([highest, *specials])
+        if top >= _ID_LIMIT:
             # tiktoken holds ids as 32-bit integers; a rank of 2**32 - 1 leaves no id for <|endoftext|>.
             named = ", ".join(f"{name} is {number:,}" for name, number in self.special_tokens.items()
                               if number >= _ID_LIMIT)
-            raise InputError(f"ids must be below 2**32 (the highest rank is {max(self.ranks.values()):,}"
+            raise InputError(f"ids must be below 2**32 (the highest rank is {highest:,}"
                              + (f"; {named}" if named else "") + ")", where=source,
                              fix="number the ranks and special tokens from 0 without such gaps")
         self.pattern = resolve_pattern(pattern, "pattern")
-        self.n_vocab = max(ids) + 1
+        self._highest_rank = highest
+        self.n_vocab = top + 1
+
+    def _is_rank(self, number: int) -> bool:
+        """Whether ``number`` is the id of one of the ranks' tokens."""
+        table = self.__dict__.get("_table")
+        if table is None:
+            return number in self.__dict__["_rank_ids"]
+        return bool(np.any(table.ids == number))
+
+    @classmethod
+    def from_table(cls, table: TokenTable, *, pattern: str = GPT2_PATTERN,
+                   special_tokens: Mapping[str, int] | None = None,
+                   source: str | os.PathLike[str] | None = None) -> BpeTokenizer:
+        """The tokenizer of the ranks in ``table`` (no token or id repeated, as a rank file's
+        parse gives them): as the constructor checks and builds it, with the dict of
+        :attr:`ranks` made only when something asks for it (the compiled encoder is built from
+        the table's arrays).
+
+        >>> from tokpack.vocab.rank_files import TokenTable
+        >>> table = TokenTable.of({bytes([b]): b for b in range(256)} | {b"ab": 256})
+        >>> tokenizer = BpeTokenizer.from_table(table)
+        >>> tokenizer.encode("abc"), tokenizer.n_vocab, tokenizer.ranks[b"ab"]
+        ([256, 99], 258, 256)
+
+        Raises:
+            InputError: as the constructor.
+        """
+        tokenizer = cls.__new__(cls)
+        tokenizer.__dict__["_table"] = table
+        tokenizer.source = source
+        lengths = table.lengths()
+        ones = np.frombuffer(table.joined, np.uint8)[table.ends[lengths == 1] - 1]
+        present = np.zeros(256, bool)
+        present[ones] = True
+        missing = np.flatnonzero(~present).tolist()
+        ids = table.ids
+        highest = int(ids.max()) if len(ids) else -1
+        distinct = not len(ids) or (int(ids.min()) >= 0 and (bool(np.all(ids[1:] > ids[:-1]))
+                                                             or len(np.unique(ids)) == len(ids)))
+        tokenizer._check_ids(missing, distinct, highest, pattern, special_tokens, source)
+        return tokenizer
+
+    @cached_property
+    def ranks(self) -> Ranks:
+        """Token bytes to id (made from the table when built by :meth:`from_table`)."""
+        return self.__dict__["_table"].ranks()
 
     @classmethod
     def from_rank_text(cls, text: bytes, *, pattern: str = GPT2_PATTERN, special_tokens: Mapping[str, int] | None = None,
@@ -140,8 +202,8 @@ class BpeTokenizer:
         Raises:
             InputError: as :func:`~tokpack.vocab.rank_files.parse_rank_lines` and the constructor.
         """
-        ranks, canonical = parse_rank_text(text, where=source if source is not None else "the ranks")
-        tokenizer = cls(ranks=ranks, pattern=pattern, special_tokens=special_tokens, source=source)
+        table, canonical = parse_rank_table(text, where=source if source is not None else "the ranks")
+        tokenizer = cls.from_table(table, pattern=pattern, special_tokens=special_tokens, source=source)
         if canonical:
             tokenizer.__dict__["rank_lines"] = text  # what the cached property would compute
         return tokenizer
@@ -161,7 +223,10 @@ class BpeTokenizer:
     def _compiled(self) -> CompiledBpe | None:
         from tokpack.vocab.compiled import CompiledBpe
 
-        return CompiledBpe(self.ranks, self.pattern) if self._compilable else None
+        if not self._compilable:
+            return None
+        table = self.__dict__.get("_table")
+        return CompiledBpe(self.ranks if table is None else table, self.pattern)
 
     @cached_property
     def _compilable(self) -> bool:
@@ -181,7 +246,7 @@ class BpeTokenizer:
 
         if self.pattern not in COMPILED_PATTERNS:
             return "the pattern has no compiled pre-tokenizer"
-        if max(self.ranks.values(), default=0) >= MAX_ID:
+        if self._highest_rank >= MAX_ID:
             return f"ids of {MAX_ID:,} and more have no compiled encoder"
         return MISSING
 
@@ -317,12 +382,29 @@ class BpeTokenizer:
         """This vocabulary as a Hugging Face ``tokenizer.json`` document."""
         return self._tokenizer_json.decode("utf-8")
 
+    def tokenizer_json_bytes(self) -> bytes:
+        """:meth:`to_tokenizer_json` as UTF-8, derived once (or taken by :meth:`use_tokenizer_json`)."""
+        return self._tokenizer_json
+
+    def has_tokenizer_json(self) -> bool:
+        """Whether this tokenizer holds its ``tokenizer.json`` already (derived or given)."""
+        return "_tokenizer_json" in self.__dict__
+
+    def use_tokenizer_json(self, document: bytes) -> None:
+        """Take ``document`` as this vocabulary's ``tokenizer.json`` instead of deriving it: the
+        caller vouches that it is what :meth:`to_tokenizer_json` gives (a copy of an earlier
+        derivation, checked against its record: :mod:`tokpack.vocab.tokenizer_json_cache`); the
+        packs this tokenizer writes carry it as derived here."""
+        self.__dict__["_tokenizer_json"] = document
+
     @cached_property
     def _tokenizer_json(self) -> bytes:
         # Built once: every pack (and shard) this tokenizer writes carries it, and deriving its
         # merges is a noticeable part of a prepare's fixed cost for a 100k-rank vocabulary
         # (BENCHMARKS.md, "prepare's fixed cost").
-        return tokenizer_json_bytes(self.ranks, self.pattern, self.special_tokens, where=self.source)
+        table = self.__dict__.get("_table") if "ranks" not in self.__dict__ else None
+        return tokenizer_json_bytes(self.ranks if table is None else table, self.pattern, self.special_tokens,
+                                    where=self.source)
 
     def transformers_files(self) -> dict[str, str]:
         """``tokenizer_config.json`` and ``special_tokens_map.json`` for beside ``tokenizer.json``,

@@ -58,6 +58,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -69,6 +70,9 @@ from tokpack.vocab.patterns import (
     POLISH_PHRASE_PATTERN,
 )
 from tokpack.vocab.published import O200K_PATTERN
+
+if TYPE_CHECKING:
+    from tokpack.vocab.rank_files import TokenTable
 
 #: The extension module (``None`` where it is not built).
 _bpe: ModuleType | None
@@ -131,15 +135,24 @@ class CompiledBpe:
     [256, 99, 257]
     """
 
-    def __init__(self, ranks: Mapping[bytes, int], pattern: str) -> None:
-        """Raises:
+    def __init__(self, ranks: Mapping[bytes, int] | TokenTable, pattern: str) -> None:
+        """``ranks``: a dict, or the same tokens as a :class:`~tokpack.vocab.rank_files.TokenTable`
+        (built from its arrays, no Python object per token).
+
+        Raises:
             KeyError: ``pattern`` has no compiled pre-tokenizer.
             ValueError: an id is not below :data:`MAX_ID`, or a single byte is missing.
             RuntimeError: the extension is not built (:data:`MISSING`).
         """
         if _bpe is None:
             raise RuntimeError(MISSING)
-        self.encoder = _bpe.Encoder(ranks if isinstance(ranks, dict) else dict(ranks), COMPILED_PATTERNS[pattern])
+        given: object
+        if isinstance(ranks, tuple):  # a TokenTable
+            joined, ends, ids = ranks
+            given = (joined, np.ascontiguousarray(ends, np.int64), np.ascontiguousarray(ids, np.int64))
+        else:
+            given = ranks if isinstance(ranks, dict) else dict(ranks)
+        self.encoder = _bpe.Encoder(given, COMPILED_PATTERNS[pattern])
         self._pool: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._caches: list[object] = []
 
@@ -176,6 +189,29 @@ class CompiledBpe:
                            buffer_bytes=sum(s["buffer_bytes"] for s in stats),
                            pieces_held=sum(s["entries_held"] + s["rows_held"] for s in stats),
                            **{name: sum(s[name] for s in stats) for name in ("tokens", "hits", "misses", "uncached")})
+
+
+def parse_ranks(text: bytes) -> tuple[bytes, np.ndarray, np.ndarray, bool] | None:
+    """The tokens of a rank file's ``text`` laid out as tiktoken writes one (every line ``base64
+    rank`` and a newline, no token or rank repeated), read in C: their bytes one after another,
+    each one's end and rank (``int64``, in the file's order; a
+    :class:`~tokpack.vocab.rank_files.TokenTable`'s arrays), and whether ``text`` is canonical
+    (:func:`~tokpack.vocab.rank_files.parse_rank_text` says what these mean); ``None`` for any
+    other text (the caller's parse decides, and names the mistake) or without the extension.
+
+    >>> joined, ends, ids, canonical = parse_ranks(b"YQ== 0\\nYWI= 7\\n")
+    >>> joined, ends.tolist(), ids.tolist(), canonical
+    (b'aab', [1, 3], [0, 7], True)
+    >>> parse_ranks(b"YQ== 0\\nYQ== 1\\n") is None  # a token twice: for the line parser to name
+    True
+    """
+    if _bpe is None:
+        return None
+    found = _bpe.parse_ranks(text)
+    if found is None:
+        return None
+    joined, ends, ids, canonical = found
+    return joined, np.frombuffer(ends, np.int64), np.frombuffer(ids, np.int64), canonical
 
 
 def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] | None:

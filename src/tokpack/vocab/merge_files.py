@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokpack.errors import InputError
 from tokpack.vocab.patterns import GPT2_PATTERN, check_pattern
-from tokpack.vocab.rank_files import RANK_LIMIT, Ranks, decimal_digits, in_rank_order, scatter_runs
+from tokpack.vocab.rank_files import RANK_LIMIT, Ranks, TokenTable, decimal_digits, in_rank_order, scatter_runs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -411,6 +411,12 @@ def _pattern_of(pre_tokenizer: dict[str, Any] | None, path: Path) -> str:
     return pattern
 
 
+#: The version of how :func:`tokenizer_json` lays its document out: one more whenever the bytes it
+#: writes for a vocabulary change, so a copy kept in the cache (:mod:`tokpack.vocab.tokenizer_json_cache`)
+#: from an earlier layout is never reused.
+TOKENIZER_JSON_LAYOUT = 1
+
+
 def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
                    where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """A self-contained Hugging Face ``tokenizer.json`` (as a dict) for a byte-level vocabulary:
@@ -449,16 +455,19 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
     }
 
 
-def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *,
+def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict[str, int], *,
                          where: str | os.PathLike[str] | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
     ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) written by the
     compiled encoder's extension (by numpy without it) from the tokens' bytes and
-    :func:`derive_merges`'s cuts, not built as Python objects.
+    :func:`derive_merges`'s cuts, not built as Python objects. ``ranks``: a dict, or the same
+    tokens as a :class:`~tokpack.vocab.rank_files.TokenTable` (its order standing for the dict's).
 
     >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
     >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
     >>> text == json.dumps(tokenizer_json(ranks, GPT2_PATTERN, {"<|endoftext|>": 257}), ensure_ascii=False).encode()
+    True
+    >>> tokenizer_json_bytes(TokenTable.of(ranks), GPT2_PATTERN, {"<|endoftext|>": 257}) == text
     True
 
     Raises:
@@ -467,9 +476,15 @@ def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *
     import numpy as np
 
     names = [name.encode("utf-8") for name in specials]
-    tokens, order = in_rank_order(ranks)
-    left = None if any(name in ranks for name in names) else _last_merges(tokens, order, where)
+    if isinstance(ranks, TokenTable):
+        tokens, order = _table_in_rank_order(ranks)
+        spelled = _spells_any(ranks, tokens, names)
+    else:
+        tokens, order = in_rank_order(ranks)
+        spelled = any(name in ranks for name in names)
+    left = None if spelled else _last_merges(tokens, order, where)
     if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
+        ranks = ranks.ranks() if isinstance(ranks, TokenTable) else ranks
         return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
     skeleton = json.dumps(tokenizer_json({}, pattern, {}), ensure_ascii=False).encode("utf-8")
     tail = b'"vocab": {}, "merges": []}}'
@@ -482,6 +497,26 @@ def tokenizer_json_bytes(ranks: Ranks, pattern: str, specials: dict[str, int], *
     vocab = _json_entries(entries, ids)
     merges = _json_pairs(tokens, left)
     return b"".join([skeleton[: -len(tail)], b'"vocab": {', vocab, b'}, "merges": [', merges, b"]}}"])
+
+
+def _table_in_rank_order(table: TokenTable) -> tuple[list[bytes], np.ndarray]:
+    """:func:`~tokpack.vocab.rank_files.in_rank_order` of a table's tokens (ties: none, ids are distinct)."""
+    import numpy as np
+
+    tokens, ids = table.tokens(), table.ids
+    if bool(np.all(ids[1:] > ids[:-1])):
+        return tokens, ids
+    order = np.argsort(ids, kind="stable")
+    return [tokens[i] for i in order.tolist()], ids[order]
+
+
+def _spells_any(table: TokenTable, tokens: list[bytes], names: list[bytes]) -> bool:
+    """Whether one of ``names`` is one of the table's tokens (``tokens``: all of them, any order):
+    compared with the tokens of its length only."""
+    import numpy as np
+
+    lengths = np.fromiter(map(len, tokens), np.int64, count=len(tokens)) if names else None
+    return any(name == tokens[i] for name in names for i in np.flatnonzero(lengths == len(name)).tolist())
 
 
 @lru_cache(maxsize=1)

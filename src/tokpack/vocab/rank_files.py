@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tokpack.errors import InputError
 
@@ -34,6 +34,69 @@ if sys.version_info >= (3, 11):
     _decode_b64 = partial(binascii.a2b_base64, strict_mode=True)
 else:
     _decode_b64 = partial(base64.b64decode, validate=True)
+
+
+class TokenTable(NamedTuple):
+    """Tokens as three arrays instead of a dict of bytes objects: token ``k`` is
+    ``joined[ends[k - 1]:ends[k]]`` (from 0 for the first), its id ``ids[k]`` (``int64``); no token
+    and no id repeated. What the compiled encoder's tables are built from, without a Python object
+    per token (:meth:`ranks` makes the dict when something asks for it).
+
+    >>> table = TokenTable.of({b"a": 0, b"bc": 5})
+    >>> table.tokens(), table.ids.tolist(), table.ranks()
+    ([b'a', b'bc'], [0, 5], {b'a': 0, b'bc': 5})
+    """
+
+    joined: bytes
+    ends: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, ranks: Ranks) -> TokenTable:
+        """The table of ``ranks``, tokens in the dict's order."""
+        import numpy as np
+
+        tokens = list(ranks)
+        ends = np.cumsum(np.fromiter(map(len, tokens), np.int64, count=len(tokens)))
+        return cls(b"".join(tokens), ends, np.fromiter(ranks.values(), np.int64, count=len(tokens)))
+
+    def lengths(self) -> np.ndarray:
+        """Each token's length in bytes."""
+        import numpy as np
+
+        return np.diff(self.ends, prepend=np.int64(0))
+
+    def tokens(self) -> list[bytes]:
+        """The tokens, as bytes, in the table's order."""
+        import numpy as np
+
+        return _token_bytes(np.frombuffer(self.joined, np.uint8), self.lengths()) if len(self.ids) else []
+
+    def ranks(self) -> Ranks:
+        """The tokens and their ids as a dict, in the table's order."""
+        return dict(zip(self.tokens(), self.ids.tolist()))
+
+
+def parse_rank_table(text: bytes, *, where: str | os.PathLike[str]) -> tuple[TokenTable, bool]:
+    """:func:`parse_rank_text`'s ranks as a :class:`TokenTable` (tokens in the file's order), and
+    whether ``text`` is canonical. A file laid out as tiktoken writes one is read by the compiled
+    extension, without a Python object per token; any other (or without the extension) as
+    :func:`parse_rank_text` reads it.
+
+    >>> table, canonical = parse_rank_table(b"YQ== 0\\nYg== 1\\n", where="ranks")
+    >>> table.tokens(), table.ids.tolist(), canonical
+    ([b'a', b'b'], [0, 1], True)
+
+    Raises:
+        InputError: as :func:`parse_rank_lines`.
+    """
+    from tokpack.vocab.compiled import parse_ranks
+
+    found = parse_ranks(text)
+    if found is not None:
+        return TokenTable(*found[:3]), found[3]
+    ranks, canonical = parse_rank_text(text, where=where)
+    return TokenTable.of(ranks), canonical
 
 
 def read_rank_file(path: Path) -> Ranks:

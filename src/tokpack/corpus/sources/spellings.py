@@ -61,9 +61,10 @@ def spelled_in(files: list[tuple[FileBytes | bytes, str]], tokens: list[str], ch
             for index, marker in enumerate(markers):
                 # Occurrences that start in [low, low + chunk), whole: the window runs on past it.
                 end = chunk + len(marker) - 1
-                counts[index] += window.count(marker, 0, end)
-                if firsts[index] < 0 and (at := window.find(marker, 0, end)) >= 0:
-                    firsts[index] = low + at
+                here = window.count(marker, 0, end)
+                counts[index] += here
+                if here and firsts[index] < 0:  # (searched for only where it occurs: no second scan)
+                    firsts[index] = low + window.find(marker, 0, end)
         for token, count, first in zip(tokens, counts, firsts):
             if count:
                 place = located(where, "", byte=first).removesuffix(": ")
