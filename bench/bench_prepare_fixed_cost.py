@@ -18,7 +18,8 @@ tokpack with a cold cache, ...) so a shared machine's drift falls on all alike; 
 medians:
 
 - ``gigatoken script``: ``Tokenizer.from_tiktoken(RANKS, pretokenizer=...)``, ``tok.encode(bytes)``
-  of the whole file, ``numpy.save`` of the ids (gigatoken's fastest documented call).
+  of the whole file, ``numpy.save`` of the ids (gigatoken's fastest documented call), with numpy's
+  BLAS on one thread as the ``tokpack`` script sets it (idle BLAS threads would bill it CPU).
 - ``tokpack prepare, warm cache``: ``tokpack prepare FILE --vocab RANKS -o OUT``, OUT new each
   run, ``TOKPACK_CACHE`` kept from an earlier run (what a second corpus with the same vocabulary
   costs).
@@ -197,7 +198,9 @@ def measure(args: argparse.Namespace) -> None:
         count = 0
         for _ in range(args.runs):
             total, printed = cpu_of([sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks), str(corpus),
-                                     str(work / "ids.npy"), args.vocab], environment())
+                                     str(work / "ids.npy"), args.vocab],
+                                    # numpy's BLAS on one thread, as the tokpack script has it: at its best
+                                    environment() | {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")})
             times["gigatoken script"].append(total)
             times["gigatoken script without its encode call"].append(total - float(printed))
             for side, src in sides.items():
