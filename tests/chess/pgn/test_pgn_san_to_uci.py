@@ -13,6 +13,7 @@ import random
 
 import chess
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,9 +57,18 @@ def resolve(games: list[list[str]]) -> list[list[str] | None]:
     return out
 
 
-def test_random_legal_games_resolve_as_python_chess_plays_them() -> None:
+Games = list[tuple[list[str], list[str]]]
+
+
+@pytest.fixture(scope="module")
+def games() -> Games:
+    """1,500 random legal games, a tenth of them mating when they can: python-chess plays them
+    slowly, so the tests below share them and each varies them its own way."""
     rng = random.Random(15)
-    games = [random_game(rng, mates=i % 10 == 0) for i in range(1500)]
+    return [random_game(rng, mates=i % 10 == 0) for i in range(1500)]
+
+
+def test_random_legal_games_resolve_as_python_chess_plays_them(games: Games) -> None:
     assert resolve([s for s, _ in games]) == [u for _, u in games]
     seen = {"O-O": 0, "O-O-O": 0, "=Q": 0, "=N": 0, "=R": 0, "=B": 0, "#": 0, "x": 0}
     for sans, _ in games:
@@ -100,28 +110,37 @@ def _spelled(board: chess.Board, move: chess.Move) -> str:
             + chess.square_name(move.to_square))
 
 
-def test_moves_that_leave_the_king_attacked_are_refused() -> None:
+def test_moves_that_leave_the_king_attacked_are_refused(games: Games) -> None:
     """At every ply of random games, each move that python-chess generates but refuses (a pinned
     piece leaving its line, a move ignoring a check, an en passant exposing the king) leaves the
     game to python-chess; the game's legal moves at that ply, spelled the same way, resolve."""
     rng = random.Random(18)
-    games: list[list[str]] = []
+    tried: list[list[str]] = []
     truth: list[list[str] | None] = []
     in_check = 0
-    for i in range(150):
-        sans, ucis = random_game(rng, mates=i % 3 == 0)
+    for sans, ucis in games[:150]:
         board = chess.Board()
         for ply, uci in enumerate(ucis):
             legal = list(board.legal_moves)
-            illegal = [m for m in board.pseudo_legal_moves if m not in legal and not board.is_castling(m)]
+            legal_set = set(legal)
+            illegal = [m for m in board.pseudo_legal_moves if m not in legal_set and not board.is_castling(m)]
             for move in illegal + rng.sample(legal, min(2, len(legal))):
                 word = _spelled(board, move)
-                games.append(sans[:ply] + [word])
-                truth.append(_python_chess(games[-1]))
+                tried.append(sans[:ply] + [word])
+                # python-chess's reading of the whole game: the prefix is legal, so only the last
+                # word can fail (parse_san is what push_san does before it pushes).
+                truth.append(_parsed_on(board, word, ucis[:ply]))
                 in_check += board.is_check() and move in illegal
             board.push(chess.Move.from_uci(uci))
     assert sum(t is None for t in truth) > 2_000 and in_check > 200, (sum(t is None for t in truth), in_check)
-    assert resolve(games) == truth
+    assert resolve(tried) == truth
+
+
+def _parsed_on(board: chess.Board, san: str, before: list[str]) -> list[str] | None:
+    try:
+        return [*before, board.parse_san(san).uci()]
+    except ValueError:
+        return None
 
 
 def _python_chess(sans: list[str]) -> list[str] | None:
@@ -134,13 +153,12 @@ def _python_chess(sans: list[str]) -> list[str] | None:
     return ucis
 
 
-def test_broken_moves_resolve_only_where_python_chess_accepts_them() -> None:
+def test_broken_moves_resolve_only_where_python_chess_accepts_them(games: Games) -> None:
     rng = random.Random(16)
     tokens = ["Kg1", "Kc8", "O-O", "O-O-O", "exd6", "e8=K", "e8=Q", "Nbd2", "N1f3", "Qh4", "Bxf7", "a1=Q",
               "Rad1", "Rfe1", "Ke2", "e4", "d5", "Nf3", "Nc6", "Bb5", "h8=N", "gxh8=R", "Kxe8", "b4", "axb3", "e2e4"]
     agreed = refused = 0
-    for i in range(800):
-        sans, _ = random_game(rng, mates=False)
+    for i, (sans, _) in enumerate(games[:800]):
         at = rng.randrange(len(sans))
         sans = sans[:at] + [rng.choice(tokens)]  # the game ends at the replaced move
         truth, (ours,) = _python_chess(sans), resolve([sans])
@@ -153,12 +171,11 @@ def test_broken_moves_resolve_only_where_python_chess_accepts_them() -> None:
     assert agreed > 30 and refused > 300, (agreed, refused)
 
 
-def test_sloppy_spellings_python_chess_accepts_resolve_the_same() -> None:
+def test_sloppy_spellings_python_chess_accepts_resolve_the_same(games: Games) -> None:
     """Redundant disambiguation, a missing ``x`` or ``=``, castling with zeros: python-chess reads them all."""
     rng = random.Random(17)
     changed = 0
-    for _ in range(500):
-        sans, ucis = random_game(rng, mates=False)
+    for sans, ucis in games[:500]:
         board = chess.Board()
         sloppy = []
         for san, uci in zip(sans, ucis, strict=True):
