@@ -12,8 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import chess
 import pytest
@@ -26,20 +29,37 @@ _GENERATOR = Path(lichess_games.__file__)
 
 def cached_lichess_pgn(config: pytest.Config, n_games: int, seed: int) -> tuple[str, list[str]]:
     """:func:`lichess_games.lichess_pgn` ``(n_games, seed)``, from the cache when an earlier run made it."""
+    record = _cached(config, "tokpack-lichess-pgn", f"{n_games},{seed}",
+                     lambda: dict(zip(("text", "truth"), lichess_games.lichess_pgn(n_games, seed=seed), strict=True)))
+    return record["text"], record["truth"]
+
+
+def cached_random_games(config: pytest.Config, n_games: int, seed: int, mate_every: int) -> list[tuple[list[str], list[str]]]:
+    """``n_games`` of :func:`lichess_games.random_game` from ``random.Random(seed)``, every
+    ``mate_every``-th mating when it can (the first among them), from the cache when an earlier run made them."""
+    def make() -> dict[str, Any]:
+        rng = random.Random(seed)
+        return {"games": [lichess_games.random_game(rng, mates=i % mate_every == 0) for i in range(n_games)]}
+
+    record = _cached(config, "tokpack-random-games", f"{n_games},{seed},{mate_every}", make)
+    return [(sans, ucis) for sans, ucis in record["games"]]
+
+
+def _cached(config: pytest.Config, folder: str, arguments: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     cache = getattr(config, "cache", None)
     if cache is None:
-        return lichess_games.lichess_pgn(n_games, seed=seed)
-    key = hashlib.sha256(b"\0".join([_GENERATOR.read_bytes(), chess.__version__.encode(), f"{n_games},{seed}".encode()]))
-    entry = Path(cache.mkdir("tokpack-lichess-pgn")) / f"{key.hexdigest()[:32]}.json.zst"
+        return make()
+    key = hashlib.sha256(b"\0".join([_GENERATOR.read_bytes(), chess.__version__.encode(), arguments.encode()]))
+    entry = Path(cache.mkdir(folder)) / f"{key.hexdigest()[:32]}.json.zst"
     try:
-        record = json.loads(zstandard.ZstdDecompressor().decompress(entry.read_bytes()))
-        return record["text"], record["truth"]
-    except (OSError, ValueError, KeyError, zstandard.ZstdError):
+        record: dict[str, Any] = json.loads(zstandard.ZstdDecompressor().decompress(entry.read_bytes()))
+        return record
+    except (OSError, ValueError, zstandard.ZstdError):
         pass  # not made yet, or unreadable: make it again
-    text, truth = lichess_games.lichess_pgn(n_games, seed=seed)
-    data = zstandard.ZstdCompressor(level=3).compress(json.dumps({"text": text, "truth": truth}).encode())
+    record = make()
+    data = zstandard.ZstdCompressor(level=3).compress(json.dumps(record).encode())
     handle, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
     with os.fdopen(handle, "wb") as file:
         file.write(data)
     os.replace(temporary, entry)
-    return text, truth
+    return record

@@ -4,7 +4,8 @@ Games carry Lichess's tags (UTCDate, TimeControl, Termination, ECO, ...) and ``{
 [%clk ..] }`` comments after moves; some also have NAGs, ``!?`` suffixes, variations (nested too),
 long lines wrapped, move numbers with ``...``. Play is biased towards the moves a reader gets
 wrong: promotions (under-promotions included), castling both ways, en passant, and mate in one
-when there is one. Returns the text and the UCI main line of each game (the truth).
+when there is one. Returns the text and the UCI main line of each game (the truth);
+:func:`random_game` gives one such game's bare SAN and UCI.
 """
 
 from __future__ import annotations
@@ -34,6 +35,19 @@ def _pick(board: chess.Board, rng: random.Random, mates: bool) -> chess.Move:
     if pawns and rng.random() < 0.35:
         return rng.choice(pawns)
     return rng.choice(legal)
+
+
+def random_game(rng: random.Random, mates: bool) -> tuple[list[str], list[str]]:
+    """SAN and UCI of one random legal game, no comments (python-chess plays and spells it)."""
+    board, sans, ucis = chess.Board(), [], []
+    for _ in range(min(int(rng.expovariate(1 / 60)) + 1, 300)):
+        if board.is_game_over():
+            break
+        move = _pick(board, rng, mates)
+        sans.append(board.san(move))
+        ucis.append(move.uci())
+        board.push(move)
+    return sans, ucis
 
 
 def _comment(rng: random.Random, clock: int) -> str:

@@ -21,22 +21,9 @@ from tokpack.chess.pgn._san_to_uci import ASK, SEPARATOR, code_words, resolve_sa
 from tokpack.chess.pgn._san_to_uci_compiled import scan_words
 from tokpack.chess.pgn.read import new_codes
 
-from lichess_games import _pick
+from cached import cached_random_games
 
 _SQUARE = [chess.square_name(s) for s in range(64)]
-
-
-def random_game(rng: random.Random, mates: bool) -> tuple[list[str], list[str]]:
-    """SAN and UCI of one random legal game (python-chess plays and spells it)."""
-    board, sans, ucis = chess.Board(), [], []
-    for _ in range(min(int(rng.expovariate(1 / 60)) + 1, 300)):
-        if board.is_game_over():
-            break
-        move = _pick(board, rng, mates)
-        sans.append(board.san(move))
-        ucis.append(move.uci())
-        board.push(move)
-    return sans, ucis
 
 
 def resolve(games: list[list[str]]) -> list[list[str] | None]:
@@ -61,11 +48,10 @@ Games = list[tuple[list[str], list[str]]]
 
 
 @pytest.fixture(scope="module")
-def games() -> Games:
+def games(pytestconfig: pytest.Config) -> Games:
     """1,500 random legal games, a tenth of them mating when they can: python-chess plays them
-    slowly, so the tests below share them and each varies them its own way."""
-    rng = random.Random(15)
-    return [random_game(rng, mates=i % 10 == 0) for i in range(1500)]
+    slowly, so the tests below share them (kept across runs) and each varies them its own way."""
+    return cached_random_games(pytestconfig, 1500, seed=15, mate_every=10)
 
 
 def test_random_legal_games_resolve_as_python_chess_plays_them(games: Games) -> None:
