@@ -141,8 +141,12 @@ def test_a_sample_is_deterministic_and_does_not_depend_on_the_batch(games: list[
     half = PositionEncoder(sample=0.5, seed=3).encode_batch(pa.table({"uci": games}))
     assert half.documents is not None and whole.documents is not None
     assert 0.4 < half.documents.sum() / whole.documents.sum() < 0.6
-    one_by_one = [PositionEncoder(sample=0.5, seed=3).encode_batch(pa.table({"uci": [g]})) for g in games]
-    assert np.concatenate([e.ids for e in one_by_one]).tolist() == half.ids.tolist()
+    # Game by game (a replay is vectorised across the batch, so one game a call is slow: a sixth
+    # of the games, the two en passant ones among them).
+    some = games[::6] + games[-2:]
+    one_by_one = [PositionEncoder(sample=0.5, seed=3).encode_batch(pa.table({"uci": [g]})) for g in some]
+    together = PositionEncoder(sample=0.5, seed=3).encode_batch(pa.table({"uci": some}))
+    assert np.concatenate([e.ids for e in one_by_one]).tolist() == together.ids.tolist()
     other = PositionEncoder(sample=0.5, seed=4).encode_batch(pa.table({"uci": games}))
     assert other.ids.tolist() != half.ids.tolist()
     # Every kept row is the row the whole game has at that place.
