@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from tokpack.cli import app
 from tokpack.serve.memory import pack_of_documents
 
 from conftest import REPO
+from example_runs import run_example
 
 runner = CliRunner()
 
@@ -70,12 +69,11 @@ def test_resuming_on_other_data_says_what_to_pass_on_the_command_line(tmp_path: 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
                OMP_NUM_THREADS="1", TOKPACK_CACHE=str(tmp_path / "cache"))
     tiny = ["--length", "8", "--layers", "1", "--width", "16", "--heads", "2", "--threads", "1", "--global-batch", "2"]
-    example = [sys.executable, str(REPO / "examples" / "train_gpt.py")]
-    saved = subprocess.run([*example, "--data", str(packs["apack"]), "--steps", "2", "--save", str(tmp_path / "run.pt"), *tiny],
-                           capture_output=True, text=True, env=env, timeout=600, check=False)
+    example = REPO / "examples" / "train_gpt.py"
+    saved = run_example(example, ["--data", str(packs["apack"]), "--steps", "2", "--save", str(tmp_path / "run.pt"), *tiny], env=env)
     assert saved.returncode == 0, saved.stderr
-    resumed = subprocess.run([*example, "--resume", str(tmp_path / "run.pt"), "--data", str(packs["jpack"]), "--steps", "4",
-                              "--threads", "1"], capture_output=True, text=True, env=env, timeout=600, check=False)
+    resumed = run_example(example, ["--resume", str(tmp_path / "run.pt"), "--data", str(packs["jpack"]), "--steps", "4",
+                                    "--threads", "1"], env=env)
     assert resumed.returncode == 2, resumed.stderr
     message = resumed.stderr.strip()
     assert message.startswith("train_gpt.py: error: ") and len(message.splitlines()) == 1, message

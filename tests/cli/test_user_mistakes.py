@@ -18,6 +18,7 @@ import tokpack
 from tokpack.cli import _console, app
 
 from conftest import REPO, SAMPLE
+from example_runs import run_example
 
 runner = CliRunner()
 #: (folder, a prepared corpus) -> (arguments, text the one error line must contain)
@@ -240,10 +241,8 @@ def test_train_gpt_names_the_flags_once_when_ranks_do_not_divide_the_batch(
     for rank in (0, 1):  # what torchrun --nproc-per-node 2 sets for each process
         environment = {**os.environ, "PYTHONPATH": str(REPO / "src"), "WORLD_SIZE": "2", "RANK": str(rank),
                        "LOCAL_RANK": str(rank), "TOKPACK_CACHE": str(tmp_path / "cache")}
-        outputs.append(subprocess.run(
-            [sys.executable, str(REPO / "examples" / "train_gpt.py"), "--data", str(prepared.tokens_dir),
-             "--global-batch", "7", "--steps", "1"], capture_output=True, text=True, env=environment, timeout=300,
-            check=False))
+        outputs.append(run_example(REPO / "examples" / "train_gpt.py",
+                                   ["--data", str(prepared.tokens_dir), "--global-batch", "7", "--steps", "1"], env=environment))
     assert [o.returncode for o in outputs] == [2, 2], [o.stderr for o in outputs]
     errors = [line for line in outputs[0].stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and "--global-batch 7" in errors[0] and "2 ranks" in errors[0], outputs[0].stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import torch
 import tokpack
 
 from conftest import REPO
+from example_runs import run_example
 
 EXAMPLE = REPO / "examples" / "online_mixing.py"
 
@@ -37,8 +37,7 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 def run(*arguments: object) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, str(EXAMPLE), *map(str, arguments)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1"), timeout=600, check=False)
+    return run_example(EXAMPLE, arguments, env=dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1"))
 
 
 def test_a_resumed_run_replays_the_batches_and_the_weights_it_set(parts: list[str], tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from tokpack.serve import Mixture, PackedBatches
 from tokpack.serve.memory import pack_of_documents
 
 from conftest import REPO
+from example_runs import run_example
 
 EXAMPLE = REPO / "examples" / "train_gpt.py"
 TINY = ["--length", "8", "--layers", "1", "--width", "16", "--heads", "2", "--threads", "1"]
@@ -41,8 +42,7 @@ def packs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def run(*arguments: object, cache: Path) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", TOKPACK_CACHE=str(cache))
-    return subprocess.run([sys.executable, str(EXAMPLE), *map(str, arguments)], capture_output=True, text=True,
-                          env=env, timeout=600, check=False)
+    return run_example(EXAMPLE, arguments, env=env)
 
 
 @pytest.fixture(scope="module")

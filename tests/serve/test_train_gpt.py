@@ -26,6 +26,7 @@ from tokpack.engines import prepare_sharded
 from tokpack.serve import PackedBatches
 
 from conftest import REPO
+from example_runs import run_example
 
 EXAMPLE = REPO / "examples" / "train_gpt.py"
 LENGTH, GLOBAL_BATCH, STEPS, CHECKPOINT_STEP = 32, 8, 12, 5  # tiny: each run is a few seconds of CPU
@@ -41,9 +42,9 @@ def run(arguments: list[str], *, cache: Path, ranks: int | None = None) -> subpr
     """Run the example as a user would: plain ``python`` (``ranks=None``) or ``torchrun``, with
     tokpack's cache (where ``bestfit`` keeps its index) in ``cache``."""
     if ranks is None:
-        launcher = [sys.executable, str(EXAMPLE)]
-    else:  # --standalone: a free local port, so parallel test runs never collide
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(EXAMPLE)]
+        return run_example(EXAMPLE, [*arguments, "--threads", "1"], env=environment(cache))
+    # --standalone: a free local port, so parallel test runs never collide
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(EXAMPLE)]
     return subprocess.run(launcher + arguments + ["--threads", "1"], capture_output=True, text=True, env=environment(cache),
                           timeout=600, check=False)
 
@@ -175,8 +176,8 @@ def test_eval_every_on_data_without_a_validation_range_is_refused_before_trainin
 
 
 def test_help_names_every_flag(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, str(EXAMPLE), "--help"], capture_output=True, text=True, env=environment(tmp_path),
-                            check=True)
+    result = run_example(EXAMPLE, ["--help"], env=environment(tmp_path))
+    assert result.returncode == 0, result.stderr
     for flag in ("--data", "--layout", "--length", "--global-batch", "--steps", "--seed", "--save", "--resume",
                  "--log-batches"):
         assert flag in result.stdout
