@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ from tokpack.chess.pgn._tags_compiled import TAGS
 from tokpack.chess.pgn.games import Skipped, judge_headers
 from tokpack.chess.pgn.read import TAG, Game, cut_games, cut_games_python, read_headers, read_tags
 
-from lichess_games import lichess_pgn
+from cached import cached_lichess_pgn
 
 _FRAGMENTS = ['[Event "x"]\n', '[Site "https://lichess.org/ab"]\n', "[", "]", "{", "}", "(", ")", "%", ";", "\n", "\n",
               "\n\n", "\n \n", "\n\t\n", "\n\xa0\n", "\n\u3000\n", " ", "\t", "\r", "\r\n", "\x0b", "\x85",
@@ -41,9 +42,9 @@ def test_the_compiled_cut_knows_every_whitespace_character() -> None:
     assert _WIDE == [chr(c).encode("utf-8") for c in range(128, 0x110000) if chr(c).isspace()]
 
 
-def test_compiled_cut_is_the_python_cut_on_real_and_lichess_style_games(shared_data: Path) -> None:
+def test_compiled_cut_is_the_python_cut_on_real_and_lichess_style_games(shared_data: Path, pytestconfig: pytest.Config) -> None:
     real = zstandard.decompress((shared_data / "chess" / "games.pgn.zst").read_bytes()).decode("utf-8", "surrogateescape")
-    lichess = lichess_pgn(2_000, seed=3)[0]
+    lichess = cached_lichess_pgn(pytestconfig, 2_000, seed=3)[0]
     for text in (real, lichess, lichess.replace("\n", "\r\n"), "\ufeff" + lichess):
         games = cut_games(text, 11)
         assert len(games) > 1_000 and games == cut_games_python(text, 11)
@@ -88,7 +89,7 @@ def _tag_lines(draw: st.DrawFn) -> str:
     return "\n".join(_line(draw, name, value) for name, value in pairs) + "\n"
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)  # each example is up to five drawn games' tags
 @given(st.lists(_tag_lines(), min_size=1, max_size=5))
 def test_compiled_tags_are_the_tag_expression_and_the_judge(sections: list[str]) -> None:
     games = [Game(0, tags, "1. e4 *") for tags in sections]
@@ -108,8 +109,8 @@ def test_compiled_tags_are_the_tag_expression_and_the_judge(sections: list[str])
             assert (headers[date_tag], int(tags.white_elo[g]), int(tags.black_elo[g]), headers["Result"]) == verdict
 
 
-def test_every_lichess_style_game_is_read_and_judged_by_the_compiled_code() -> None:
-    games = cut_games(lichess_pgn(500, seed=4)[0], 0)
+def test_every_lichess_style_game_is_read_and_judged_by_the_compiled_code(pytestconfig: pytest.Config) -> None:
+    games = cut_games(cached_lichess_pgn(pytestconfig, 500, seed=4)[0], 0)
     tags = read_tags(games)
     assert len(games) == 500 and tags.plain.all() and tags.judged.all()
     for g, game in enumerate(games):

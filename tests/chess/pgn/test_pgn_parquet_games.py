@@ -20,7 +20,7 @@ from tokpack.chess.pgn.convert import convert_pgn
 from tokpack.cli import app
 from tokpack.errors import InputError
 
-from lichess_games import lichess_pgn
+from cached import cached_lichess_pgn
 
 runner = CliRunner()
 _TAG = re.compile(r'^\[([A-Za-z0-9_]+) "(.*)"\]$')
@@ -80,11 +80,11 @@ def convert(args: list[str]) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def lichess(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def lichess(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> tuple[Path, Path]:
     """1,500 Lichess-style games as PGN, and the same games as a Lichess-shaped Parquet folder:
     ``data/year=2016/month=MM/train-0000K-of-0000N.parquet``, a month's games in two shards."""
     folder = tmp_path_factory.mktemp("lichess")
-    text, _ = lichess_pgn(1500, seed=11)
+    text, _ = cached_lichess_pgn(pytestconfig, 1500, seed=11)
     games = pgn_rows(text)
     # Lichess-style Date tags are sometimes '????.MM.DD'; the dataset has no Date column, and a
     # converted game's date is its UTCDate.
