@@ -20,6 +20,7 @@ except ImportError:  # older typer runs on click itself
 
 from tokpack._extras import missing_extra
 from tokpack.cli._flags import Flags, flags_of, in_flags
+from tokpack.cli._values import read_plainly
 from tokpack.errors import InputError, TokpackError
 
 # rich, pydantic and the library are imported by what uses them, so that ``tokpack --help``
@@ -162,7 +163,19 @@ def _failing_flags(ctx: Any) -> dict[str, tuple[str, str | None]]:
 
 class ReportingGroup(TyperGroup):
     """A command group whose every failure goes through :func:`report_failure`, and whose usage
-    errors (an unknown option, a value not among the choices) are one line and exit code 2 too."""
+    errors (an unknown option, a value not among the choices) are one line and exit code 2 too.
+    Its own options and its commands' read their values without pydantic where that gives the
+    same values (:mod:`tokpack.cli._values`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        read_plainly(self)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and not isinstance(command, ReportingGroup):
+            read_plainly(command)
+        return command
 
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
