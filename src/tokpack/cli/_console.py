@@ -74,6 +74,39 @@ def stderr() -> Console:
     return made if made is not None else __getattr__("errors")
 
 
+def print_line(text: str) -> None:
+    """Print ``text`` on stdout as ``stdout().print(text, soft_wrap=True, highlight=False,
+    markup=False)`` does, without rich where it would write the text as it is
+    (:mod:`tokpack.cli._plain`)."""
+    from tokpack.cli import _plain
+
+    if _plain.plain_stream() and _plain.plain_line(text):
+        _plain.write(text + "\n")
+    else:
+        stdout().print(text, soft_wrap=True, highlight=False, markup=False)
+
+
+def print_summary(title: str, rows: list[tuple[str, str]]) -> None:
+    """Print a table of two columns titled ``title``, without a header, on stdout: a label that
+    is never wrapped and a value that wraps and folds (a hash is cut onto the next line, never
+    with "…"). Without rich where rich would write plain text it is sure of (:mod:`tokpack.cli._plain`)."""
+    from tokpack.cli import _plain
+
+    if _plain.plain_stream():
+        text = _plain.summary_table(title, rows, _plain.console_width())
+        if text is not None:
+            _plain.write(text)
+            return
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in rows:
+        table.add_row(label, value)
+    stdout().print(table)
+
+
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -293,10 +326,13 @@ def _count_columns() -> tuple[ProgressColumn, ProgressColumn]:
 @contextmanager
 def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
-    errors = stderr()
-    if not errors.is_terminal:  # drawn only on a terminal: in a log file a redrawn bar is noise
+    from tokpack.cli._plain import plain_stream
+
+    # drawn only on a terminal: in a log file a redrawn bar is noise (and rich is not needed to say so)
+    if plain_stream(sys.stderr) or not stderr().is_terminal:
         yield lambda event: None
         return
+    errors = stderr()
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
