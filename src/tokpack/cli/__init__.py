@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import gc
 import importlib
-import importlib.abc
 import importlib.util
 import os
 import sys
@@ -115,18 +114,20 @@ def _plugins_off() -> bool:
     return os.environ.get("PYDANTIC_DISABLE_PLUGINS") in _NO_PLUGINS
 
 
-class _PluginLoaderWhileOff(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _PluginLoaderWhileOff:
     """Makes :data:`_PLUGIN_LOADER`, when pydantic first imports it, a module whose
     ``get_plugins()`` is empty while plugins are off and pydantic's own once they are on again
     (any other name it is asked for comes from pydantic's own too). pydantic's own imports
     ``importlib.metadata`` (and with it ``email``, ``zipfile``, ``csv``...) only to be told, with
-    plugins off, that there are none."""
+    plugins off, that there are none. (A finder and loader by its methods: ``importlib.abc``, their
+    base classes, imports ``importlib.resources`` and more.)"""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != _PLUGIN_LOADER:
             return None
         sys.meta_path.remove(self)  # once; pydantic's own is found by the other finders
-        return importlib.util.spec_from_loader(name, self) if _plugins_off() else None
+        # A loader by create_module and exec_module (PEP 451): typeshed's protocol asks for the older load_module.
+        return importlib.util.spec_from_loader(name, self) if _plugins_off() else None  # type: ignore[arg-type]
 
     def create_module(self, spec: Any) -> None:
         return None

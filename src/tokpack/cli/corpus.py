@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import importlib.abc
 import importlib.util
 import json
 import shutil
@@ -163,10 +162,11 @@ def _as_a_batch_process() -> Callable[[], None]:
 _NUMBA_ENTRY_POINTS = "numba.core.entrypoints"
 
 
-class _NumbaExtensionsSkipped(importlib.abc.MetaPathFinder):
+class _NumbaExtensionsSkipped:
     """Sets numba's once-only flag of its entry points (as numba sets it once it has loaded them)
     when :data:`_NUMBA_ENTRY_POINTS` is imported, or at once if it already was and has not loaded
-    them; ``flagged`` is the module, once this finder set its flag."""
+    them; ``flagged`` is the module, once this finder set its flag. (A finder by its methods:
+    ``importlib.abc``, its base class, imports ``importlib.resources`` and more.)"""
 
     def __init__(self) -> None:
         self.flagged: Any = None
