@@ -13,7 +13,6 @@ import errno
 import os
 import secrets
 import shutil
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -155,8 +154,14 @@ def _abandoned(owner: str) -> bool:
 
 
 def _host() -> str:
+    try:  # the host's name as gethostname() gives it on POSIX, without importing socket (its enums are slow to make)
+        name = os.uname().nodename
+    except AttributeError:  # Windows
+        import socket
+
+        name = socket.gethostname()
     # Only characters that cannot be mistaken for the name's separators.
-    return "".join(c if c.isalnum() or c == "." else "_" for c in socket.gethostname()) or "localhost"
+    return "".join(c if c.isalnum() or c == "." else "_" for c in name) or "localhost"
 
 
 def _owner() -> str:

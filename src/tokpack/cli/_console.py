@@ -20,6 +20,7 @@ except ImportError:  # older typer runs on click itself
 
 from tokpack._extras import missing_extra
 from tokpack.cli._flags import Flags, flags_of, in_flags
+from tokpack.cli._values import read_plainly
 from tokpack.errors import InputError, TokpackError
 
 # rich, pydantic and the library are imported by what uses them, so that ``tokpack --help``
@@ -71,6 +72,39 @@ def stderr() -> Console:
     """The console on stderr (:data:`errors`): errors, warnings and progress bars."""
     made: Console | None = globals().get("errors")
     return made if made is not None else __getattr__("errors")
+
+
+def print_line(text: str) -> None:
+    """Print ``text`` on stdout as ``stdout().print(text, soft_wrap=True, highlight=False,
+    markup=False)`` does, without rich where it would write the text as it is
+    (:mod:`tokpack.cli._plain`)."""
+    from tokpack.cli import _plain
+
+    if _plain.plain_stream() and _plain.plain_line(text):
+        _plain.write(text + "\n")
+    else:
+        stdout().print(text, soft_wrap=True, highlight=False, markup=False)
+
+
+def print_summary(title: str, rows: list[tuple[str, str]]) -> None:
+    """Print a table of two columns titled ``title``, without a header, on stdout: a label that
+    is never wrapped and a value that wraps and folds (a hash is cut onto the next line, never
+    with "…"). Without rich where rich would write plain text it is sure of (:mod:`tokpack.cli._plain`)."""
+    from tokpack.cli import _plain
+
+    if _plain.plain_stream():
+        text = _plain.summary_table(title, rows, _plain.console_width())
+        if text is not None:
+            _plain.write(text)
+            return
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in rows:
+        table.add_row(label, value)
+    stdout().print(table)
 
 
 def _escape(text: str) -> str:
@@ -162,7 +196,19 @@ def _failing_flags(ctx: Any) -> dict[str, tuple[str, str | None]]:
 
 class ReportingGroup(TyperGroup):
     """A command group whose every failure goes through :func:`report_failure`, and whose usage
-    errors (an unknown option, a value not among the choices) are one line and exit code 2 too."""
+    errors (an unknown option, a value not among the choices) are one line and exit code 2 too.
+    Its own options and its commands' read their values without pydantic where that gives the
+    same values (:mod:`tokpack.cli._values`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        read_plainly(self)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and not isinstance(command, ReportingGroup):
+            read_plainly(command)
+        return command
 
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
@@ -280,10 +326,13 @@ def _count_columns() -> tuple[ProgressColumn, ProgressColumn]:
 @contextmanager
 def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
-    errors = stderr()
-    if not errors.is_terminal:  # drawn only on a terminal: in a log file a redrawn bar is noise
+    from tokpack.cli._plain import plain_stream
+
+    # drawn only on a terminal: in a log file a redrawn bar is noise (and rich is not needed to say so)
+    if plain_stream(sys.stderr) or not stderr().is_terminal:
         yield lambda event: None
         return
+    errors = stderr()
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     columns = [TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),

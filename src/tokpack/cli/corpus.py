@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import importlib.abc
 import importlib.util
 import json
 import shutil
@@ -26,6 +25,8 @@ from tokpack.cli._console import (
     TrainerName,
     command_group,
     prepare_progress,
+    print_line,
+    print_summary,
     shard_progress,
     stderr,
     stdout,
@@ -161,10 +162,11 @@ def _as_a_batch_process() -> Callable[[], None]:
 _NUMBA_ENTRY_POINTS = "numba.core.entrypoints"
 
 
-class _NumbaExtensionsSkipped(importlib.abc.MetaPathFinder):
+class _NumbaExtensionsSkipped:
     """Sets numba's once-only flag of its entry points (as numba sets it once it has loaded them)
     when :data:`_NUMBA_ENTRY_POINTS` is imported, or at once if it already was and has not loaded
-    them; ``flagged`` is the module, once this finder set its flag."""
+    them; ``flagged`` is the module, once this finder set its flag. (A finder by its methods:
+    ``importlib.abc``, its base class, imports ``importlib.resources`` and more.)"""
 
     def __init__(self) -> None:
         self.flagged: Any = None
@@ -465,38 +467,32 @@ def demo_command(
 
 
 def _summary(prepared: TokenizedCorpus) -> None:
-    from rich.table import Table
-
     meta = prepared.meta
     characters = meta.counts.get("characters")
-    table = Table(title="Prepared corpus", show_header=False)
-    table.add_column(no_wrap=True)
-    table.add_column(overflow="fold")  # a hash wraps onto the next line, never cut with "…"
-    table.add_row("documents", f"{meta.n_docs:,}")
-    table.add_row("tokens", f"{meta.n_tokens:,} ({meta.dtype})")
+    rows = [("documents", f"{meta.n_docs:,}"), ("tokens", f"{meta.n_tokens:,} ({meta.dtype})")]
     # meta.json keeps its ranges sorted by name; the table lists them as the pack holds them
     for name, span in sorted(meta.ranges.items(), key=lambda item: (item[1].tokens[0], item[1].documents[0])):
-        table.add_row(f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}")
-    table.add_row("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}")
-    table.add_row("n_vocab", f"{meta.vocabulary.n_vocab:,}")
+        rows.append((f"  {name}", f"documents {span.documents[0]:,}-{span.documents[1]:,}, tokens {span.tokens[0]:,}-{span.tokens[1]:,}"))
+    rows.append(("vocabulary", f"{meta.vocabulary.scheme} sha256 {meta.vocabulary.sha256}"))
+    rows.append(("n_vocab", f"{meta.vocabulary.n_vocab:,}"))
     tokenizer = prepared.tokenizer
-    table.add_row("encoder", "compiled (tiktoken's ids)" if tokenizer.fallback_reason is None
-                  else f"tiktoken: {tokenizer.fallback_reason}")
+    rows.append(("encoder", "compiled (tiktoken's ids)" if tokenizer.fallback_reason is None
+                 else f"tiktoken: {tokenizer.fallback_reason}"))
     if prepared.vocabulary_sample:
-        table.add_row("vocabulary sample", prepared.vocabulary_sample)
+        rows.append(("vocabulary sample", prepared.vocabulary_sample))
         if (cost := sample_cost(prepared.vocabulary_sample_bytes)) is not None:
-            table.add_row("the rest", cost)
+            rows.append(("the rest", cost))
     if characters is not None and meta.n_tokens:
-        table.add_row("compression", f"{characters / meta.n_tokens:.2f} characters per token")
+        rows.append(("compression", f"{characters / meta.n_tokens:.2f} characters per token"))
     if meta.counts.get("skipped"):
-        table.add_row("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)")
-    stdout().print(table)
+        rows.append(("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)"))
+    print_summary("Prepared corpus", rows)
     # Paths on their own lines, never in a table cell that would cut them with "…".
-    stdout().print(f"pack: {prepared.tokens_dir}", soft_wrap=True, highlight=False, markup=False)
-    stdout().print(f"vocabulary file: {prepared.vocabulary_path}", soft_wrap=True, highlight=False, markup=False)
+    print_line(f"pack: {prepared.tokens_dir}")
+    print_line(f"vocabulary file: {prepared.vocabulary_path}")
     carried = _carried_vocabulary_dir(prepared.tokens_dir)
     if carried is not None:
-        stdout().print(f"vocabulary in the pack: {carried}", soft_wrap=True, highlight=False, markup=False)
+        print_line(f"vocabulary in the pack: {carried}")
 
 
 #: CPU seconds the exact trainer takes per GB of mixed text, its reading included (BENCHMARKS.md,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 
@@ -13,4 +12,6 @@ def sample_corpus() -> Path:
     >>> sample_corpus().name
     'polish.txt'
     """
+    from importlib import resources  # here: importing it imports much that prepare does not need
+
     return Path(str(resources.files("tokpack") / "sample" / "polish.txt"))
