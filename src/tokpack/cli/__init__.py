@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import copy
 import gc
-import importlib
-import importlib.util
 import os
 import sys
-from typing import Any
 
 import typer
 
@@ -104,62 +101,12 @@ def single_threaded_blas() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-#: pydantic's module that looks its plugins up, and the values of ``PYDANTIC_DISABLE_PLUGINS``
-#: with which it finds none.
-_PLUGIN_LOADER = "pydantic.plugin._loader"
-_NO_PLUGINS = ("__all__", "1", "true")
-
-
-def _plugins_off() -> bool:
-    return os.environ.get("PYDANTIC_DISABLE_PLUGINS") in _NO_PLUGINS
-
-
-class _PluginLoaderWhileOff:
-    """Makes :data:`_PLUGIN_LOADER`, when pydantic first imports it, a module whose
-    ``get_plugins()`` is empty while plugins are off and pydantic's own once they are on again
-    (any other name it is asked for comes from pydantic's own too). pydantic's own imports
-    ``importlib.metadata`` (and with it ``email``, ``zipfile``, ``csv``...) only to be told, with
-    plugins off, that there are none. (A finder and loader by its methods: ``importlib.abc``, their
-    base classes, imports ``importlib.resources`` and more.)"""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != _PLUGIN_LOADER:
-            return None
-        sys.meta_path.remove(self)  # once; pydantic's own is found by the other finders
-        # A loader by create_module and exec_module (PEP 451): typeshed's protocol asks for the older load_module.
-        return importlib.util.spec_from_loader(name, self) if _plugins_off() else None  # type: ignore[arg-type]
-
-    def create_module(self, spec: Any) -> None:
-        return None
-
-    def exec_module(self, module: Any) -> None:
-        def pydantics() -> Any:
-            if sys.modules.get(_PLUGIN_LOADER) is module:
-                del sys.modules[_PLUGIN_LOADER]
-            return importlib.import_module(_PLUGIN_LOADER)
-
-        def get_plugins() -> Any:
-            return () if _plugins_off() else pydantics().get_plugins()
-
-        def other(name: str) -> Any:
-            if name.startswith("__"):  # what the import system asks every module
-                raise AttributeError(name)
-            return getattr(pydantics(), name)
-
-        module.get_plugins = get_plugins
-        module.__getattr__ = other
-
-
 def no_pydantic_plugins() -> None:
     """Have pydantic look for no plugins in this process (``PYDANTIC_DISABLE_PLUGINS=__all__``
     unless the environment sets it; an empty value looks for them again): the command line
     validates tokpack's own records only, and looking reads the entry points of every installed
-    package once a process. Processes the command starts inherit the setting. With plugins off
-    and pydantic's plugin loader not yet imported, what pydantic imports to look them up is not
-    imported until plugins are on again (:class:`_PluginLoaderWhileOff`)."""
+    package once a process. Processes the command starts inherit the setting."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    if _plugins_off() and _PLUGIN_LOADER not in sys.modules:
-        sys.meta_path.insert(0, _PluginLoaderWhileOff())
 
 
 def script() -> None:
