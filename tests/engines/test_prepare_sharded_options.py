@@ -45,7 +45,11 @@ def test_a_setting_given_both_ways_or_no_vocabulary_is_refused_before_anything_i
         prepare_sharded(corpus, tmp_path / "both", shards=2, vocab=BYTES, document_bytes=64,
                         reading=CorpusReading(document_bytes=128))
     with pytest.raises(InputError, match="a sharded job needs vocab="):
+        prepare_sharded(corpus, tmp_path / "none", shards=2)
+    with pytest.raises(InputError, match=r"^vocabulary\.vocab is None: .*; give it as vocabulary=VocabularyRequest\(vocab=PATH\)"):
         prepare_sharded(corpus, tmp_path / "none", shards=2, vocabulary=VocabularyRequest(vocab_size=300))
+    with pytest.raises(InputError, match=r"^vocabulary\.vocab is None"):
+        start_job(corpus, tmp_path / "none", shards=2, vocabulary=VocabularyRequest())
     with pytest.raises(InputError, match="on_progress"):
         prepare_sharded(corpus, tmp_path / "report", shards=2, vocab=BYTES, execution=Execution(report=print))
     assert not (tmp_path / "both").exists() and not (tmp_path / "none").exists() and not (tmp_path / "report").exists()

@@ -63,6 +63,10 @@ def _records(reading: CorpusReading | None, vocabulary: VocabularyRequest | None
                               manifest=flat["manifest"])
     request = settings_record(vocabulary, VocabularyRequest, "vocabulary", vocab=flat["vocab"])
     execution = settings_record(execution, Execution, "execution", batch_documents=flat["batch_documents"])
+    if request.vocab is None and vocabulary is not None:  # the record's field is what is missing
+        raise InputError("vocabulary.vocab is None: a sharded job does not train a vocabulary (every shard must "
+                         "share one)", fix="give it as vocabulary=VocabularyRequest(vocab=PATH); train one first "
+                                           "with tokpack.prepare or tokpack tokenizer train")
     if request.vocab is None:
         raise InputError("a sharded job needs vocab= (every shard must share one vocabulary)",
                          fix="train one first with tokpack.prepare or tokpack tokenizer train, and pass it as vocab=")
