@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from tokpack._words import counted
 from tokpack.cli._console import (
     EngineName,
     OnErrorName,
@@ -335,9 +336,9 @@ def _prepare_sharded(corpus: Path, out_text: Optional[str], *, shards: int, engi
                                "encoder": {"engine": tokenizer.engine, "reason": tokenizer.fallback_reason}}, indent=2))
         _note_fallback(tokenizer)
         return
-    stdout().print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
-                  f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
-                  + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
+    stdout().print(f"[green]sharded dataset[/] {url or dataset.path}: {counted(len(dataset.shards), 'shard')}, {counted(meta.n_docs, 'document')}, "
+                  f"{counted(meta.n_tokens, 'id')}, vocabulary {meta.vocabulary.sha256}"
+                  + (f", {counted(meta.counts['skipped'], 'input')} skipped" if meta.counts.get("skipped") else ""))
     _note_fallback(tokenizer)
 
 
@@ -367,7 +368,7 @@ def merge_command(
     from tokpack.store import ShardedDataset, merge_dataset
 
     meta = merge_dataset(ShardedDataset(dataset, verify=True), out)
-    stdout().print(f"[green]merged[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids")
+    stdout().print(f"[green]merged[/] into {out}: {counted(meta.n_docs, 'document')}, {counted(meta.n_tokens, 'id')}")
 
 
 def inspect_command(
@@ -401,7 +402,7 @@ def inspect_command(
         stdout().print_json(opened.meta.to_json())
         # Say exactly what was checked: another framework's files carry no checksums of their own.
         checked = getattr(opened, "verified_what", "checksums verified")
-        stdout().print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
+        stdout().print(f"[green]ok[/]: {counted(opened.n_docs, 'document')}, {counted(opened.n_tokens, 'id')} "
                       + (f"({checked})" if verify else "(counts, sizes and seals checked; checksums not verified)"))
         stdout().print("vocabulary: " + (f"{vocabulary_dir} (tokenizer.json, ranks.tiktoken, vocabulary.json)"
                                         if vocabulary_dir is not None else "not carried by this pack"),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tokpack import _checks as checks
+from tokpack._words import counted
 from tokpack.corpus.sources import OnError, hold_out, open_corpus, warn_spelled_special_tokens
 from tokpack.engines.encoders import ENCODER_FILE
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
@@ -100,8 +101,8 @@ def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReadin
     # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
     # would exhaust memory listing them.
     checks.positive_int("shards", shards, high=max(1, record.n_bytes),
-                        fix=f"{corpus} has {record.n_bytes:,} bytes in {units:,} input units; use at most "
-                            f"{max(1, units):,} shards to leave none empty")
+                        fix=f"{corpus} has {counted(record.n_bytes, 'byte')} in {counted(units, 'input unit')}; use at "
+                            f"most {counted(max(1, units), 'shard')} to leave none empty")
     # Absolute, but links kept: every task reads the corpus, and finds its manifest, where this did.
     job = ShardJob(corpus=os.path.abspath(corpus), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
