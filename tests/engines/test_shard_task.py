@@ -369,3 +369,28 @@ def test_a_recorded_job_and_encoder_resume_to_the_same_shards(tmp_path: Path) ->
             shard = f"shard-{rank:05d}/{name}"
             assert (written / shard).read_bytes() == (fresh / shard).read_bytes(), shard
     assert dataset.meta.n_docs > 0
+
+
+def test_a_job_of_another_kind_in_the_folder_is_named_with_the_fix(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """A text job started (or resumed) where a chess job is says so, not which field the text
+    job's record lacks; a text job's record whose schema names the chess kind is refused with the fix."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "chess_job"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(20), encoding="utf-8")
+    chess = tmp_path / "chess"
+    chess.mkdir()
+    for name in ("job.json", "encoder.json"):
+        shutil.copy(fixture / name, chess / name)
+    with pytest.raises(InputError, match=r"job\.json: holds a chess job \(tokpack\.chess\.job\.v3\), not a text job; "
+                                         r"write the text job into a folder of its own"):
+        start_job(corpus, chess, vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(tokenizer.save(tmp_path / "v")),
+                                      "--shards", "2", "-o", str(chess)])
+    assert result.exit_code == 2 and "holds a chess job" in result.output, result.output
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    record = json.loads((tmp_path / "job" / "job.json").read_text(encoding="utf-8"))
+    (tmp_path / "job" / "job.json").write_text(json.dumps({**record, "schema": "tokpack.chess.job.v3"}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"job\.json: .*; the record was edited or damaged: start a new job in a new folder"):
+        run_shard(tmp_path / "job", 0)
+    code, output = shard_run(tmp_path / "job", 0)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and "start a new job" in output, output

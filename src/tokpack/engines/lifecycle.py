@@ -38,7 +38,7 @@ from tokpack._files import regular_file
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.engines.encoders import ENCODER_FILE, Describable, read_encoder, write_encoder
-from tokpack.engines.kinds import JobSupply, ShardOrigin, kind_of_job
+from tokpack.engines.kinds import JobKind, JobSupply, ShardOrigin, kind_of_job
 from tokpack.errors import InputError, IntegrityError, TokpackError
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DATASET_FILE, META_FILE, DocumentCut, PackMeta, Source
@@ -177,6 +177,8 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
     """``dataset/job.json`` as ``model``, its seal checked.
 
     Raises:
+        InputError: no readable record of ``model``'s kind and version (see
+            :func:`refuse_other_version`), saying the fix.
         IntegrityError: the job was edited after it was written.
     """
     path = Path(dataset) / JOB_FILE
@@ -185,9 +187,13 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
         return _last_job[1]
     try:
         job = read_record(model, path)
-    except InputError:
+    except InputError as error:
         refuse_other_version(model, path)
-        raise
+        if error.fix is not None or not path.is_file():
+            raise
+        # tokpack writes job.json whole, once: a record that does not read was edited or damaged.
+        raise InputError(error.what, where=path, fix="the record was edited or damaged: start a new job in a new "
+                                                     "folder") from None
     if job.seal != job.computed_seal():
         raise IntegrityError("edited after the job began (seal mismatch): its shards were cut for the job "
                              "as written", where=path, fix="start a new job in a new folder")
@@ -218,12 +224,12 @@ _last_job: list[Any] = []
 
 
 def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
-    """Refuse a ``job.json`` of this kind in another version of its format with a message that
-    says so (its shards cannot be checked against what it did not pin), rather than a field
-    error.
+    """Refuse a ``job.json`` of another kind (a chess job where a text job is asked for), or of
+    this kind in another version of its format (its shards cannot be checked against what it did
+    not pin), with a message that says so rather than a field error.
 
     Raises:
-        InputError: the file's ``schema`` is this kind's, in another version.
+        InputError: the file's ``schema`` is another kind's, or this kind's in another version.
     """
     expected = model.model_fields["schema_"].default
     try:
@@ -232,6 +238,10 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
         found = json.loads(path.read_bytes()).get("schema")
     except (OSError, ValueError, AttributeError, RecursionError):
         return  # missing or unreadable: read_record says what is wrong
+    mine, theirs = kind_of_job(expected), _kind_or_none(found)
+    if theirs is not None and theirs.name != mine.name:
+        raise InputError(f"holds a {theirs.name} job ({found}), not a {mine.name} job", where=path,
+                         fix=f"write the {mine.name} job into a folder of its own")
     if isinstance(found, str) and found != expected and found.rpartition(".v")[0] == expected.rpartition(".v")[0]:
         why = _OTHER_VERSIONS.get(found, "its format is not the one this tokpack reads")
         if (path.parent / DATASET_FILE).exists():  # finished: the dataset stands on its own records
@@ -241,6 +251,16 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
         raise InputError(f"is a {found} job, which this tokpack does not resume ({expected} jobs only): {why}",
                          where=path, fix="start the job again in a new folder (or delete this one): its shards are "
                                          "remade from the inputs")
+
+
+def _kind_or_none(schema: object) -> JobKind | None:
+    """The kind whose ``job.json`` has this ``schema``, or ``None`` (not a kind's, or no text)."""
+    if not isinstance(schema, str):
+        return None
+    try:
+        return kind_of_job(schema)
+    except InputError:
+        return None
 
 
 #: Why a job of another version of its format is not resumed, by its ``schema``.
