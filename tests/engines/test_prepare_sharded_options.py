@@ -58,3 +58,15 @@ def test_a_setting_given_both_ways_or_no_vocabulary_is_refused_before_anything_i
 def test_held_out_shares_are_written_before_the_job(tmp_path: Path, corpus: Path) -> None:
     dataset = prepare_sharded(corpus, tmp_path / "held", vocab=BYTES, shards=2, processes=1, validation=0.25)
     assert (tmp_path / "corpus.txt.manifest.json").exists() and "validation" in dataset.meta.ranges
+
+
+@pytest.mark.parametrize("shares", [{"validation": 1.5}, {"test": -0.1}, {"validation": float("nan")},
+                                    {"validation": 0.5, "test": 0.5}])
+def test_held_out_shares_out_of_range_are_refused_naming_them(tmp_path: Path, corpus: Path,
+                                                              shares: dict[str, float]) -> None:
+    named = " and ".join(sorted(shares)) if len(shares) > 1 else next(iter(shares))
+    with pytest.raises(InputError, match=named.split(" and ")[0]):
+        start_job(corpus, tmp_path / "job", vocab=BYTES, shards=2, **shares)
+    with pytest.raises(InputError, match=named.split(" and ")[0]):
+        prepare_sharded(corpus, tmp_path / "job", vocab=BYTES, shards=2, **shares)
+    assert not (tmp_path / "job").exists() and not (tmp_path / "corpus.txt.manifest.json").exists()

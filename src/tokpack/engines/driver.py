@@ -17,7 +17,7 @@ from tokpack.engines.lifecycle import JOB_FILE, finish_job, read_job, run_shard,
 from tokpack.engines.text_job import ShardJob, check_pins
 from tokpack.errors import InputError
 from tokpack.preparing.options import CorpusReading, Execution, VocabularyRequest, settings_record
-from tokpack.preparing.preparation import check_output, check_output_unread
+from tokpack.preparing.preparation import check_held_out, check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
 from tokpack.store.format import DATASET_FILE
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
@@ -77,6 +77,7 @@ def _records(reading: CorpusReading | None, vocabulary: VocabularyRequest | None
 def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReading, request: VocabularyRequest,
            execution: Execution, *, validation: float, test: float) -> ShardJob:
     """:func:`start_job` once its settings are records."""
+    check_held_out(validation, test)
     document_bytes = DOCUMENT_BYTES if reading.document_bytes is None else reading.document_bytes
     text_field, on_error, separator, manifest = reading.text_field, reading.on_error, reading.separator, reading.manifest
     batch_documents = execution.batch_documents
