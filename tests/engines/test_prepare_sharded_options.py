@@ -70,3 +70,17 @@ def test_held_out_shares_out_of_range_are_refused_naming_them(tmp_path: Path, co
     with pytest.raises(InputError, match=named.split(" and ")[0]):
         prepare_sharded(corpus, tmp_path / "job", vocab=BYTES, shards=2, **shares)
     assert not (tmp_path / "job").exists() and not (tmp_path / "corpus.txt.manifest.json").exists()
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"processes": 0}, "processes must be at least 1, got 0"), ({"processes": -3}, "processes must be at least 1"),
+    ({"retries": -1}, "retries must be"), ({"retries": 1.5}, "retries must be"),
+    ({"ray_address": "10.0.0.5:6379"}, "ray_address is for engine='ray'"),
+    ({"ray_cpus": 4}, "ray_cpus is for engine='ray'"),
+    ({"engine": "ray", "ray_cpus": 0}, "ray_cpus must be at least 1, got 0"),
+])
+def test_execution_settings_out_of_range_or_for_another_engine_are_refused(tmp_path: Path, corpus: Path,
+                                                                           options: dict[str, object], named: str) -> None:
+    with pytest.raises(InputError, match=named):
+        prepare_sharded(corpus, tmp_path / "job", vocab=BYTES, shards=2, **options)  # type: ignore[arg-type]
+    assert not (tmp_path / "job").exists()

@@ -127,6 +127,27 @@ def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReadin
     return write_job(dataset, job, tokenizer, resume=resume)
 
 
+def _check_execution(engine: Engine, *, processes: int | None, ray_address: str | None, ray_cpus: int | None,
+                     retries: int) -> None:
+    """Refuse :func:`prepare_sharded`'s execution settings out of range, or Ray's beside another
+    engine (which would ignore them), before anything is written.
+
+    Raises:
+        InputError: naming the setting.
+    """
+    if processes is not None:
+        checks.positive_int("processes", processes, what="at least 1", fix="omit it for one per core")
+    checks.non_negative_int("retries", retries)
+    for name, value in (("ray_address", ray_address), ("ray_cpus", ray_cpus)):
+        if value is not None and engine != "ray":
+            raise InputError(f"{name} is for engine='ray'; engine={engine!r} would ignore it",
+                             fix=f"drop {name}, or pass engine='ray'")
+    if ray_cpus is not None:
+        checks.positive_int("ray_cpus", ray_cpus, what="at least 1", fix="omit it for every core")
+    if ray_address is not None and not isinstance(ray_address, str):
+        raise InputError(f"ray_address must be HOST:PORT or auto, got {type(ray_address).__name__}")
+
+
 def _not_a_jobs(folder: Path) -> list[str]:
     """The names in ``folder`` that a sharded job does not write (its records, shards, markers,
     locks and hidden temporaries aside), sorted."""
@@ -162,6 +183,7 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, shards: int, voc
     dataset = Path(dataset)
     if engine not in EXECUTORS:  # before any file is written
         raise InputError(f"engine must be one of {', '.join(EXECUTORS)}, got {engine!r}")
+    _check_execution(engine, processes=processes, ray_address=ray_address, ray_cpus=ray_cpus, retries=retries)
     reading, request, execution = _records(reading, vocabulary, execution, vocab=vocab, document_bytes=document_bytes,
                                            batch_documents=batch_documents, text_field=text_field, on_error=on_error,
                                            separator=separator, manifest=manifest)
