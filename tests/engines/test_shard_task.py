@@ -6,7 +6,9 @@ from __future__ import annotations
 import cProfile
 import json
 import pstats
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -394,3 +396,44 @@ def test_a_job_of_another_kind_in_the_folder_is_named_with_the_fix(tmp_path: Pat
         run_shard(tmp_path / "job", 0)
     code, output = shard_run(tmp_path / "job", 0)
     assert code == 2 and len(output.strip().splitlines()) == 1 and "start a new job" in output, output
+
+
+def _garbage(path: Path) -> None:
+    path.write_text("garbage", encoding="utf-8")
+
+
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-8])
+
+
+def _flipped(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(("damaged", "damage"), [
+    ("shard-00001.done", _garbage), ("shard-00001/meta.json", Path.unlink), ("shard-00001/meta.json", _truncated),
+    ("shard-00001/tokens.npy", _truncated), ("shard-00001/tokens.npy", _flipped), ("shard-00001/starts.npy", Path.unlink),
+])
+def test_a_marked_shard_damaged_before_the_job_finishes_names_the_task_that_remakes_it(
+        tmp_path: Path, tokenizer: BpeTokenizer, damaged: str, damage: Callable[[Path], None]) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(60), encoding="utf-8")
+    whole = prepare_sharded(corpus, tmp_path / "whole", vocab=tokenizer, shards=3, processes=1,
+                            document_bytes=DOCUMENT_BYTES)
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(job, 0)
+    run_shard(job, 1)
+    damage(job / damaged)
+    fix = "delete shard-00001 (and its .done marker) and run the task of rank 1 again"
+    with pytest.raises((InputError, IntegrityError), match=f"{job / damaged}: .*; {re.escape(fix)}"):
+        run_shard(job, 2)
+    code, output = shard_run(job, 2)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and fix in " ".join(output.split()), output
+    assert not (job / "dataset.json").exists()
+    shutil.rmtree(job / "shard-00001")
+    (job / "shard-00001.done").unlink()
+    assert run_shard(job, 1)
+    assert ShardedDataset(job, verify=True).meta.tokens_sha256 == whole.meta.tokens_sha256

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -310,8 +312,37 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                 raise InputError(f"holds no shard (no {META_FILE}); a shard is renamed into place complete, so "
                                  "this folder is not one this job wrote", where=shard,
                                  fix=f"delete {shard.name} (or move it away) and run the task of rank {rank} again")
-            _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
+            with _remade_if_damaged(dataset):
+                _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
     return wrote
+
+
+@contextmanager
+def _remade_if_damaged(dataset: Path) -> Iterator[None]:
+    """Say, of an error about a shard of ``dataset`` or a file in it (damaged, truncated, gone),
+    or about its marker, what remakes it: deleting both and running that rank's task again (a
+    shard depends on the job alone). Other errors pass as they are."""
+    try:
+        yield
+    except (InputError, IntegrityError) as error:
+        rank = _rank_of(dataset, error.where)
+        if rank is None:
+            raise
+        name = shard_name(rank)
+        raise type(error)(error.what, where=error.where, byte=error.byte, line=error.line, game=error.game,
+                          fix=f"delete {name} (and its .done marker) and run the task of rank {rank} again") from None
+
+
+def _rank_of(dataset: Path, where: object) -> int | None:
+    """The rank whose shard or marker ``where`` is in ``dataset``, if it is one."""
+    if not isinstance(where, (str, os.PathLike)):
+        return None
+    try:
+        first = Path(where).relative_to(dataset).parts[0]
+    except (ValueError, IndexError):
+        return None
+    found = re.fullmatch(rf"{SHARD_PREFIX}(\d+)(?:\.done)?", first)
+    return None if found is None else int(found.group(1))
 
 
 def _made_from(shard: Pack, origin: ShardOrigin | None) -> Pack:
@@ -362,7 +393,8 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
             if not all(_complete(dataset, rank, world_size, job, None if origin_of is None else origin_of(rank))
                        for rank in range(world_size)):
                 return None
-            write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
+            with _remade_if_damaged(dataset):
+                write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
     return ShardedDataset(dataset)
 
 
@@ -407,7 +439,8 @@ def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None,
         if shard.exists() and (shard / META_FILE).exists():
             _check_place(shard, rank, world_size)
         return False
-    done = read_record(ShardDone, marker)
+    with _remade_if_damaged(dataset):
+        done = read_record(ShardDone, marker)
     if job is not None and done.job != job:
         # Its units were cut for another job.json (or one it does not name): reusing it would
         # duplicate or drop documents.
@@ -430,8 +463,9 @@ def _check_place(shard: Path, rank: int, world_size: int) -> PackMeta:
     Raises:
         IntegrityError: it records another place, or none (a pack copied in from elsewhere).
     """
-    meta = read_record(PackMeta, shard / META_FILE)
-    meta.check_seal(shard / META_FILE)
+    with _remade_if_damaged(shard.parent):
+        meta = read_record(PackMeta, shard / META_FILE)
+        meta.check_seal(shard / META_FILE)
     place = meta.shard
     if place is None or (place.rank, place.world_size) != (rank, world_size):
         held = "no shard of any job" if place is None else f"shard {place.rank} of a job of {place.world_size}"
