@@ -437,3 +437,39 @@ def test_a_marked_shard_damaged_before_the_job_finishes_names_the_task_that_rema
     (job / "shard-00001.done").unlink()
     assert run_shard(job, 1)
     assert ShardedDataset(job, verify=True).meta.tokens_sha256 == whole.meta.tokens_sha256
+
+
+def _cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("damage", ["another job's", "cut short"])
+def test_a_dataset_record_not_of_this_job_is_refused_by_every_task_with_the_fix(
+        tmp_path: Path, tokenizer: BpeTokenizer, damage: str) -> None:
+    """A task never reports a job complete on a ``dataset.json`` it did not write: one copied in
+    from another job (or cut short) is named, with the fix, and the job then finishes whole."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(60), encoding="utf-8")
+    other = tmp_path / "other.txt"
+    other.write_text(lines(30, "pies"), encoding="utf-8")
+    whole = prepare_sharded(corpus, tmp_path / "whole", vocab=tokenizer, shards=3, processes=1,
+                            document_bytes=DOCUMENT_BYTES)
+    foreign = prepare_sharded(other, tmp_path / "foreign", vocab=tokenizer, shards=3, processes=1,
+                              document_bytes=DOCUMENT_BYTES)
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(job, 0)
+    if damage == "cut short":
+        shutil.copy(whole.path / "dataset.json", job / "dataset.json")
+        _cut_short(job / "dataset.json")
+    else:
+        shutil.copy(foreign.path / "dataset.json", job / "dataset.json")
+    fix = "delete it and run any task of the job again: the one that finds every shard done writes it"
+    with pytest.raises((InputError, IntegrityError), match=f"{job / 'dataset.json'}: .*; {fix}"):
+        run_shard(job, 1)
+    code, output = shard_run(job, 2)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and fix in " ".join(output.split()), output
+    (job / "dataset.json").unlink()
+    for rank in range(3):
+        run_shard(job, rank)
+    assert ShardedDataset(job, verify=True).meta.tokens_sha256 == whole.meta.tokens_sha256

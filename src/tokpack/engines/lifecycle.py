@@ -42,9 +42,10 @@ from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.engines.encoders import ENCODER_FILE, Describable, read_encoder, write_encoder
 from tokpack.engines.kinds import JobKind, JobSupply, ShardOrigin, kind_of_job
 from tokpack.errors import InputError, IntegrityError, TokpackError
-from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name, write_dataset
+from tokpack.store.dataset import SHARD_PREFIX, DatasetRecord, ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DATASET_FILE, META_FILE, DocumentCut, PackMeta, Source
 from tokpack.store.reader import Pack
+from tokpack.vocab.identity import VocabIdentity
 
 JOB_FILE = "job.json"
 JobT = TypeVar("JobT", bound=SealedRecord)
@@ -71,6 +72,8 @@ def run_shard(dataset: str | Path, rank: int, *, workers: int | None = None,
     supply, job = read_any_job(dataset)
     _check_rank(rank, job.world_size)
     if supply.clears_markers and (dataset / DATASET_FILE).exists():  # finished: nothing to do (nor to lock)
+        origins = supply.origins(job)
+        _check_recorded(dataset, job.world_size, origins.source, origins.shards[0].cut, job.vocabulary)
         return False
 
     def write() -> None:
@@ -385,6 +388,7 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
     task (remaking any shard gone since) is over.
     """
     if (dataset / DATASET_FILE).exists():
+        _check_recorded(dataset, world_size, source, cut, None if origin_of is None else origin_of(0).vocabulary)
         return None if rank is not None else ShardedDataset(dataset)
     if not _all_marked(dataset, world_size, rank):
         return None
@@ -396,6 +400,31 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
             with _remade_if_damaged(dataset):
                 write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
     return ShardedDataset(dataset)
+
+
+def _check_recorded(dataset: Path, world_size: int, source: Source, cut: DocumentCut,
+                    vocabulary: VocabIdentity | None = None) -> None:
+    """Refuse a ``dataset.json`` this job did not write: unreadable, edited, or recording other
+    shards, another input, cut or vocabulary (copied in from another job). One read of the
+    record, by a task that runs after the job finished.
+
+    Raises:
+        InputError / IntegrityError: naming the record and the fix.
+    """
+    path = dataset / DATASET_FILE
+    fix = "delete it and run any task of the job again: the one that finds every shard done writes it"
+    try:
+        record = read_record(DatasetRecord, path)
+        record.check_seal(path)
+    except (InputError, IntegrityError) as error:
+        raise type(error)(error.what, where=path, byte=error.byte, line=error.line, fix=fix) from None
+    differs = [name for name, theirs, ours in (
+        ("shards", [entry.name for entry in record.shards], [shard_name(rank) for rank in range(world_size)]),
+        ("input", record.source, source), ("document cut", record.cut, cut),
+        ("vocabulary", record.vocabulary, record.vocabulary if vocabulary is None else vocabulary)) if theirs != ours]
+    if differs:
+        raise IntegrityError(f"records another {', '.join(differs)} than this job's (copied in from another job?)",
+                             where=path, fix=fix)
 
 
 def _all_marked(dataset: Path, world_size: int, rank: int | None = None) -> bool:
