@@ -473,3 +473,22 @@ def test_a_dataset_record_not_of_this_job_is_refused_by_every_task_with_the_fix(
     for rank in range(3):
         run_shard(job, rank)
     assert ShardedDataset(job, verify=True).meta.tokens_sha256 == whole.meta.tokens_sha256
+
+
+def test_a_text_job_s_shard_origins_cost_the_same_for_any_number_of_shards(tmp_path: Path,
+                                                                          tokenizer: BpeTokenizer) -> None:
+    """Every shard of a text job records the same origin: the task of a job of a billion shards
+    (a forged ``job.json`` may say so) never lists them."""
+    import sys
+
+    from tokpack.engines.text_job import KIND
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(20), encoding="utf-8")
+    job = start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    huge = job.model_copy(update={"world_size": 10**9}).sealed()
+    origins = KIND.origins(huge)
+    assert len(origins.shards) == 10**9 and sys.getsizeof(origins.shards) < 1000
+    assert origins.shards[10**9 - 1] == origins.shards[0] == KIND.origins(job).shards[1]
+    with pytest.raises(IndexError):
+        origins.shards[10**9]
