@@ -48,15 +48,14 @@ def locked(target: Path, *, fix: str = "make that folder writable, or write else
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             # Without blocking: opening a FIFO of the lock's name would wait for a reader forever.
-            descriptor = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NONBLOCK", 0), 0o666)
+            handle = open(lock_path, "a", opener=_without_blocking)
         except OSError as error:
             if target.exists():  # only reading a finished result: no lock needed
                 yield
                 return
             _refuse_no_lock_file(lock_path)
             raise InputError(f"cannot create the lock ({error.strerror or error})", where=lock_path, fix=fix) from None
-        handle = os.fdopen(descriptor, "a")
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # a FIFO that has a reader opens
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO that has a reader opens
             handle.close()
             _refuse_no_lock_file(lock_path)
         if fcntl is None or _still_there(handle, lock_path):
@@ -74,6 +73,11 @@ def locked(target: Path, *, fix: str = "make that folder writable, or write else
                 except OSError:
                     pass
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _without_blocking(path: str, flags: int) -> int:
+    """``open``'s opener: ``os.open`` that does not wait (for a FIFO's reader)."""
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o666)
 
 
 def _refuse_no_lock_file(lock_path: Path) -> None:
