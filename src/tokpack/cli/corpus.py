@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from tokpack._words import counted
 from tokpack.cli._console import (
     EngineName,
     OnErrorName,
@@ -292,6 +291,7 @@ def _prepare_sharded(corpus: Path, out_text: Optional[str], *, shards: int, engi
                      vocabulary: VocabularyRequest, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
     """``prepare --shards``: the library's sharded job with the command's records (it checks them)."""
+    from tokpack._words import counted
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
     from tokpack.vocab.loading import load_vocabulary
@@ -365,6 +365,7 @@ def merge_command(
     out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
 ) -> None:
     """Concatenate a sharded dataset into one pack, streaming; its checksums equal the dataset's."""
+    from tokpack._words import counted
     from tokpack.store import ShardedDataset, merge_dataset
 
     meta = merge_dataset(ShardedDataset(dataset, verify=True), out)
@@ -381,6 +382,7 @@ def inspect_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    from tokpack._words import counted
     from tokpack.store import open_tokens
     from tokpack.store.remote import is_url, open_local_or_remote
 

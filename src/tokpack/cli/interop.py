@@ -9,7 +9,6 @@ from typing import Optional
 
 import typer
 
-from tokpack._words import counted
 from tokpack.cli._console import StorageOptions, stderr, stdout, storage_options_from
 
 FORMAT_HELP = ("megatron (OUT.bin/OUT.idx), nanogpt (OUT/train.bin, val.bin), litdata (OUT/RANGE/ chunks), "
@@ -39,6 +38,7 @@ def export_command(
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Write a pack or sharded dataset in a format a training framework loads, with a sidecar naming its vocabulary."""
+    from tokpack._words import counted
     from tokpack.store.exporting import ExportOptions, check_options, export
     from tokpack.store.remote import open_local_or_remote
 
@@ -62,6 +62,7 @@ def import_command(
     keep_eod: bool = typer.Option(False, "--keep-eod", help="Keep the separator ids in the documents instead of removing them."),
 ) -> None:
     """Convert another framework's token files into a verified pack."""
+    from tokpack._words import counted
     from tokpack.store.importing import detect, import_pack, open_foreign
 
     kind = kind or detect(source)
