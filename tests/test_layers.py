@@ -21,7 +21,7 @@ SRC = REPO / "src"
 #: The layers of the architecture, lowest first: a module may import its own layer or a lower one.
 LAYERS: dict[str, int] = {
     # 1: errors and the small base modules (the cache folder and progress reporting included)
-    "errors": 1, "_schema": 1, "_atomic": 1, "_files": 1, "_compressed": 1, "_extras": 1, "_checks": 1, "_cache": 1, "_progress": 1,
+    "errors": 1, "_schema": 1, "_atomic": 1, "_files": 1, "_compressed": 1, "_extras": 1, "_checks": 1, "_cache": 1, "_progress": 1, "_words": 1,
     "_kernels": 1, "_memory": 1, "_pool": 1,
     # 2: vocabularies, their patterns, trainers' names and the encoder
     "vocab": 2,
@@ -45,7 +45,7 @@ LAYERS: dict[str, int] = {
 #: reports. Any other same-layer pair is a layer of its own in disguise: give it one.
 SAME_LAYER: set[tuple[str, str]] = {
     ("_atomic", "errors"), ("_checks", "errors"), ("_extras", "errors"), ("_files", "errors"),
-    ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_cache", "errors"),
+    ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_cache", "errors"), ("_cache", "_files"),
     ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"), ("_pool", "errors"),
     ("torch", "serve"),
     ("engines", "preparing"),

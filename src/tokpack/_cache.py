@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tokpack._files import file_kind
 from tokpack.errors import InputError
 
 try:
@@ -45,12 +47,17 @@ def locked(target: Path, *, fix: str = "make that folder writable, or write else
     while True:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(lock_path, "a")
+            # Without blocking: opening a FIFO of the lock's name would wait for a reader forever.
+            handle = open(lock_path, "a", opener=_without_blocking)
         except OSError as error:
             if target.exists():  # only reading a finished result: no lock needed
                 yield
                 return
+            _refuse_no_lock_file(lock_path)
             raise InputError(f"cannot create the lock ({error.strerror or error})", where=lock_path, fix=fix) from None
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO that has a reader opens
+            handle.close()
+            _refuse_no_lock_file(lock_path)
         if fcntl is None or _still_there(handle, lock_path):
             break
         handle.close()  # its holder removed the lock file while we waited: lock the new one
@@ -66,6 +73,27 @@ def locked(target: Path, *, fix: str = "make that folder writable, or write else
                 except OSError:
                     pass
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _without_blocking(path: str, flags: int) -> int:
+    """``open``'s opener: ``os.open`` that does not wait (for a FIFO's reader)."""
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o666)
+
+
+def _refuse_no_lock_file(lock_path: Path) -> None:
+    """Refuse a lock path that holds something other than a regular file (a FIFO, a folder):
+    tokpack makes its locks as regular files and removes them, so someone else put it there.
+
+    Raises:
+        InputError: naming the path and what it is.
+    """
+    try:
+        mode = os.lstat(lock_path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        raise InputError(f"is {file_kind(mode)}, not a lock file (tokpack's locks are regular files it makes and "
+                         "removes)", where=lock_path, fix="delete it and run again")
 
 
 def _still_there(handle: object, lock_path: Path) -> bool:

@@ -42,11 +42,12 @@ def regular_file(path: Path, what: str = "input") -> os.stat_result:
     except OSError as error:
         raise InputError(f"cannot read ({error.strerror or error})", where=path) from None
     if not stat.S_ISREG(status.st_mode):
-        raise InputError(f"not a regular file ({_kind(status.st_mode)}); an {what} must be a file", where=path)
+        raise InputError(f"not a regular file ({file_kind(status.st_mode)}); an {what} must be a file", where=path)
     return status
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode that is no regular file names: ``"a directory"``, ``"a FIFO"``, …."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
         if test(mode):

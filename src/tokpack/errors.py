@@ -87,8 +87,10 @@ class TokpackError(Exception):
         fix: str | None = None,
     ) -> None:
         super().__init__(located(where, what, byte=byte, line=line, game=game, fix=fix))
-        # Kept apart too, so a caller can say the fix in its own terms (a command line's flags).
-        self.what, self.fix = what, fix
+        # Kept apart too, so a caller can say the fix in its own terms (a command line's flags,
+        # a job's task that remakes the file).
+        self.what, self.fix, self.where = what, fix, where
+        self.byte, self.line, self.game = byte, line, game
 
 
 class InputError(TokpackError, ValueError):

@@ -108,3 +108,19 @@ def test_the_readme_and_guides_say_what_is_installed() -> None:
     assert not any(d.startswith("zstandard") for d in project["optional-dependencies"]["chess"])
     chess = " ".join((REPO / "docs" / "chess.md").read_text(encoding="utf-8").split())
     assert "`zstandard` is in the core" in chess and "`zstandard` comes with the `chess` extra" not in chess
+
+
+def test_one_document_is_counted_in_the_singular(tmp_path: Path) -> None:
+    from tokpack.vocab.bytelevel import BpeTokenizer
+
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("Ala ma kota.\n", encoding="utf-8")
+    vocab = BpeTokenizer(ranks={bytes([b]): b for b in range(256)},
+                         special_tokens={"<|endoftext|>": 256}).save(tmp_path / "bytes")
+    outputs = [said("prepare", corpus, "--vocab", vocab, "--shards", "1", "-o", tmp_path / "ds"),
+               said("inspect", tmp_path / "ds"), said("merge", tmp_path / "ds", tmp_path / "merged"),
+               said("export", tmp_path / "merged", tmp_path / "nano", "--format", "nanogpt"),
+               said("import", tmp_path / "nano", tmp_path / "back", "--tokenizer", vocab)]
+    for code, output in outputs:
+        assert code == 0, output
+        assert "1 document" in output and "1 documents" not in output and "1 shards" not in output, output

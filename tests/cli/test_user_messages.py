@@ -128,7 +128,7 @@ def test_a_too_small_document_bytes_names_the_flag(tmp_path: Path, byte_vocab: P
     docs.write_text('{"text": "hello"}\n', encoding="utf-8")
     line = one_line_error(["prepare", str(docs), "--vocab", str(byte_vocab), "--document-bytes", "2",
                            "--cache-dir", str(tmp_path / "c")])
-    assert "'--document-bytes'" in line and "greater than or equal to 4" in line and "document_bytes" not in line
+    assert "--document-bytes must be an integer of at least 4, got 2" in line and "document_bytes" not in line
 
 
 def test_an_empty_corpus_makes_an_empty_pack_with_a_warning(tmp_path: Path, byte_vocab: Path) -> None:

@@ -124,6 +124,15 @@ CASES: dict[str, Case] = {
     "prepare --shards --workers 0": lambda f, c: (
         ["prepare", str(SAMPLE / "polish.txt"), "--vocab", str(c.vocabulary_path), "--shards", "2", "-o",
          str(f / "ds"), "--workers", "0"], ["--workers"]),
+    "prepare --document-bytes 0": lambda f, c: (
+        ["prepare", str(SAMPLE / "polish.txt"), "--document-bytes", "0"],
+        ["--document-bytes must be an integer of at least 4, got 0"]),
+    "prepare --shards --document-bytes 3": lambda f, c: (
+        ["prepare", str(SAMPLE / "polish.txt"), "--vocab", str(c.vocabulary_path), "--shards", "2", "-o",
+         str(f / "ds"), "--document-bytes", "3"], ["--document-bytes must be an integer of at least 4, got 3"]),
+    "bpe train --document-bytes 0": lambda f, c: (
+        ["bpe", "train", str(SAMPLE / "polish.txt"), "-o", str(f / "v"), "--document-bytes", "0"],
+        ["--document-bytes must be", "at least 4, got 0"]),
     "prepare --validation and --test leaving no training data": lambda f, c: (
         ["prepare", str(SAMPLE / "polish.txt"), "--validation", "0.6", "--test", "0.5", "--vocab-size", "300"],
         ["--validation", "--test", "1.1"]),

@@ -110,3 +110,19 @@ def test_a_job_record_that_is_no_file_is_a_mistake_not_a_hang(tmp_path: Path, de
         run_shard(tmp_path / "job", 0)
     with pytest.raises(InputError, match="FIFO"):
         start_job(tmp_path / "corpus.txt", tmp_path / "job", shards=2, document_bytes=64, vocab=vocab)
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+def test_a_lock_that_is_no_file_is_a_mistake_naming_it_not_a_hang(tmp_path: Path, deadline: None, kind: str) -> None:
+    (tmp_path / "corpus.txt").write_text("Ala ma kota.\n" * 30, encoding="utf-8")
+    vocab = BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256})
+    start_job(tmp_path / "corpus.txt", tmp_path / "job", shards=2, document_bytes=64, vocab=vocab)
+    lock = tmp_path / "job" / "shard-00001.lock"
+    os.mkfifo(lock) if kind == "FIFO" else lock.mkdir()
+    one_line_mistake(*run("shard", "run", str(tmp_path / "job"), "--rank", "1"), str(lock), kind, "delete it")
+    with pytest.raises(InputError, match=f"{lock}: .*{kind}.*; delete it"):
+        run_shard(tmp_path / "job", 1)
+    assert not (tmp_path / "job" / "shard-00001").exists()
+    lock.unlink() if kind == "FIFO" else lock.rmdir()
+    assert run_shard(tmp_path / "job", 1) and run_shard(tmp_path / "job", 0)
+    assert (tmp_path / "job" / "dataset.json").exists()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import cProfile
 import json
 import pstats
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -369,3 +371,124 @@ def test_a_recorded_job_and_encoder_resume_to_the_same_shards(tmp_path: Path) ->
             shard = f"shard-{rank:05d}/{name}"
             assert (written / shard).read_bytes() == (fresh / shard).read_bytes(), shard
     assert dataset.meta.n_docs > 0
+
+
+def test_a_job_of_another_kind_in_the_folder_is_named_with_the_fix(tmp_path: Path, tokenizer: BpeTokenizer) -> None:
+    """A text job started (or resumed) where a chess job is says so, not which field the text
+    job's record lacks; a text job's record whose schema names the chess kind is refused with the fix."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "chess_job"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(20), encoding="utf-8")
+    chess = tmp_path / "chess"
+    chess.mkdir()
+    for name in ("job.json", "encoder.json"):
+        shutil.copy(fixture / name, chess / name)
+    with pytest.raises(InputError, match=r"job\.json: holds a chess job \(tokpack\.chess\.job\.v3\), not a text job; "
+                                         r"write the text job into a folder of its own"):
+        start_job(corpus, chess, vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    result = CliRunner().invoke(app, ["prepare", str(corpus), "--vocab", str(tokenizer.save(tmp_path / "v")),
+                                      "--shards", "2", "-o", str(chess)])
+    assert result.exit_code == 2 and "holds a chess job" in result.output, result.output
+    start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    record = json.loads((tmp_path / "job" / "job.json").read_text(encoding="utf-8"))
+    (tmp_path / "job" / "job.json").write_text(json.dumps({**record, "schema": "tokpack.chess.job.v3"}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"job\.json: .*; the record was edited or damaged: start a new job in a new folder"):
+        run_shard(tmp_path / "job", 0)
+    code, output = shard_run(tmp_path / "job", 0)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and "start a new job" in output, output
+
+
+def _garbage(path: Path) -> None:
+    path.write_text("garbage", encoding="utf-8")
+
+
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-8])
+
+
+def _flipped(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(("damaged", "damage"), [
+    ("shard-00001.done", _garbage), ("shard-00001/meta.json", Path.unlink), ("shard-00001/meta.json", _truncated),
+    ("shard-00001/tokens.npy", _truncated), ("shard-00001/tokens.npy", _flipped), ("shard-00001/starts.npy", Path.unlink),
+])
+def test_a_marked_shard_damaged_before_the_job_finishes_names_the_task_that_remakes_it(
+        tmp_path: Path, tokenizer: BpeTokenizer, damaged: str, damage: Callable[[Path], None]) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(60), encoding="utf-8")
+    whole = prepare_sharded(corpus, tmp_path / "whole", vocab=tokenizer, shards=3, processes=1,
+                            document_bytes=DOCUMENT_BYTES)
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(job, 0)
+    run_shard(job, 1)
+    damage(job / damaged)
+    fix = "delete shard-00001 (and its .done marker) and run the task of rank 1 again"
+    with pytest.raises((InputError, IntegrityError), match=f"{job / damaged}: .*; {re.escape(fix)}"):
+        run_shard(job, 2)
+    code, output = shard_run(job, 2)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and fix in " ".join(output.split()), output
+    assert not (job / "dataset.json").exists()
+    shutil.rmtree(job / "shard-00001")
+    (job / "shard-00001.done").unlink()
+    assert run_shard(job, 1)
+    assert ShardedDataset(job, verify=True).meta.tokens_sha256 == whole.meta.tokens_sha256
+
+
+def _cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("damage", ["another job's", "cut short"])
+def test_a_dataset_record_not_of_this_job_is_refused_by_every_task_with_the_fix(
+        tmp_path: Path, tokenizer: BpeTokenizer, damage: str) -> None:
+    """A task never reports a job complete on a ``dataset.json`` it did not write: one copied in
+    from another job (or cut short) is named, with the fix, and the job then finishes whole."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(60), encoding="utf-8")
+    other = tmp_path / "other.txt"
+    other.write_text(lines(30, "pies"), encoding="utf-8")
+    whole = prepare_sharded(corpus, tmp_path / "whole", vocab=tokenizer, shards=3, processes=1,
+                            document_bytes=DOCUMENT_BYTES)
+    foreign = prepare_sharded(other, tmp_path / "foreign", vocab=tokenizer, shards=3, processes=1,
+                              document_bytes=DOCUMENT_BYTES)
+    job = tmp_path / "job"
+    start_job(corpus, job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES)
+    run_shard(job, 0)
+    if damage == "cut short":
+        shutil.copy(whole.path / "dataset.json", job / "dataset.json")
+        _cut_short(job / "dataset.json")
+    else:
+        shutil.copy(foreign.path / "dataset.json", job / "dataset.json")
+    fix = "delete it and run any task of the job again: the one that finds every shard done writes it"
+    with pytest.raises((InputError, IntegrityError), match=f"{job / 'dataset.json'}: .*; {fix}"):
+        run_shard(job, 1)
+    code, output = shard_run(job, 2)
+    assert code == 2 and len(output.strip().splitlines()) == 1 and fix in " ".join(output.split()), output
+    (job / "dataset.json").unlink()
+    for rank in range(3):
+        run_shard(job, rank)
+    assert ShardedDataset(job, verify=True).meta.tokens_sha256 == whole.meta.tokens_sha256
+
+
+def test_a_text_job_s_shard_origins_cost_the_same_for_any_number_of_shards(tmp_path: Path,
+                                                                          tokenizer: BpeTokenizer) -> None:
+    """Every shard of a text job records the same origin: the task of a job of a billion shards
+    (a forged ``job.json`` may say so) never lists them."""
+    import sys
+
+    from tokpack.engines.text_job import KIND
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(lines(20), encoding="utf-8")
+    job = start_job(corpus, tmp_path / "job", vocab=tokenizer, shards=2, document_bytes=DOCUMENT_BYTES)
+    huge = job.model_copy(update={"world_size": 10**9}).sealed()
+    origins = KIND.origins(huge)
+    assert len(origins.shards) == 10**9 and sys.getsizeof(origins.shards) < 1000
+    assert origins.shards[10**9 - 1] == origins.shards[0] == KIND.origins(job).shards[1]
+    with pytest.raises(IndexError):
+        origins.shards[10**9]

@@ -42,6 +42,8 @@ def test_a_setting_given_both_ways_is_refused(corpus: Path, tmp_path: Path) -> N
     (lambda: CorpusReading(on_error="ignore"), "on_error must be one of"),
     (lambda: CorpusReading(separator=""), "separator: must be a non-empty string"),
     (lambda: Execution(workers=0), "workers must be"),
+    (lambda: VocabularyRequest(vocab="tokenizer.json", trainer="hf"),
+     "trainer is for training a vocabulary; vocab= gives one .*; drop trainer, or vocab="),
 ])
 def test_each_record_checks_its_settings_when_made(record, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InputError, match=f"^{message}"):

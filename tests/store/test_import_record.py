@@ -304,3 +304,17 @@ def test_the_sidecar_lists_the_exported_counts_and_is_held_to_them(pack: Path, t
     code, output = run("import", tmp_path / "out", tmp_path / "back")
     assert code == 0, output
     assert Pack(tmp_path / "back").meta.counts == {"characters": 600}
+
+
+@pytest.mark.parametrize("eod_id", [-1, 1.5, True])
+def test_an_end_of_document_id_that_is_no_id_is_refused_naming_it(pack: Path, tmp_path: Path, eod_id: object) -> None:
+    from tokpack.errors import InputError
+    from tokpack.store.exporting import export
+    from tokpack.store.importing import import_pack, open_foreign
+
+    export(Pack(pack), "megatron", tmp_path / "m")
+    with pytest.raises(InputError, match=r"^eod_id must be a non-negative integer, got"):
+        open_foreign(tmp_path / "m", eod_id=eod_id)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"^eod_id must be a non-negative integer, got"):
+        import_pack(tmp_path / "m", tmp_path / "back", eod_id=eod_id)  # type: ignore[arg-type]
+    assert not (tmp_path / "back").exists()

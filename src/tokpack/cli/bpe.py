@@ -61,7 +61,7 @@ def train(
     workers: Annotated[int, typer.Option(min=0, help="Threads (gpt2, gpt4, polish, polish-phrase, and the cl100k and o200k patterns: the compiled splitter) or processes (any other regex) that split and count (0: one per core).")] = 0,
     allow_smaller_vocab: Annotated[bool, typer.Option("--allow-smaller-vocab", help="Accept fewer ids than --vocab-size when the corpus cannot reach it.")] = False,
     separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it (default: the one a text file's manifest was cut with, else none).")] = None,
-    document_bytes: Annotated[Optional[int], typer.Option(min=4, help="Longest document, as prepare --document-bytes (default: the size a text file's manifest was cut with, else 1048576).")] = None,
+    document_bytes: Annotated[Optional[int], typer.Option(help="Longest document, as prepare --document-bytes (default: the size a text file's manifest was cut with, else 1048576).")] = None,
     manifest: Annotated[Optional[Path], typer.Option(help="A text file's manifest, as prepare --manifest (default: CORPUS.manifest.json beside it).")] = None,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the

@@ -51,7 +51,7 @@ def prepare_command(
     allow_smaller_vocab: bool = typer.Option(False, "--allow-smaller-vocab", help="Accept a trained vocabulary with fewer ids than --vocab-size when the corpus cannot reach it."),
     min_frequency: Optional[int] = typer.Option(None, "--min-frequency", help="A merge needs a pair seen at least this often (default 2). Not with --vocab."),
     vocab_sample_bytes: Optional[int] = typer.Option(None, "--vocab-sample-bytes", help="The most text the vocabulary is trained on: the whole training range up to this, else this much in pieces of up to 4 KiB spread evenly over it (default 500,000,000). Not with --vocab."),
-    document_bytes: Optional[int] = typer.Option(None, "--document-bytes", min=4, help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character). Default: the size a text file's manifest was cut with, else 1048576."),
+    document_bytes: Optional[int] = typer.Option(None, "--document-bytes", help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character). Default: the size a text file's manifest was cut with, else 1048576."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
@@ -293,6 +293,7 @@ def _prepare_sharded(corpus: Path, out_text: Optional[str], *, shards: int, engi
                      vocabulary: VocabularyRequest, validation: float = 0.0, test: float = 0.0,
                      as_json: bool = False) -> None:
     """``prepare --shards``: the library's sharded job with the command's records (it checks them)."""
+    from tokpack._words import counted
     from tokpack.engines import prepare_sharded
     from tokpack.store.remote import is_url, upload_dataset
     from tokpack.vocab.loading import load_vocabulary
@@ -337,9 +338,9 @@ def _prepare_sharded(corpus: Path, out_text: Optional[str], *, shards: int, engi
                                "encoder": {"engine": tokenizer.engine, "reason": tokenizer.fallback_reason}}, indent=2))
         _note_fallback(tokenizer)
         return
-    stdout().print(f"[green]sharded dataset[/] {url or dataset.path}: {len(dataset.shards)} shards, {meta.n_docs:,} documents, "
-                  f"{meta.n_tokens:,} ids, vocabulary {meta.vocabulary.sha256}"
-                  + (f", {meta.counts['skipped']} inputs skipped" if meta.counts.get("skipped") else ""))
+    stdout().print(f"[green]sharded dataset[/] {url or dataset.path}: {counted(len(dataset.shards), 'shard')}, {counted(meta.n_docs, 'document')}, "
+                  f"{counted(meta.n_tokens, 'id')}, vocabulary {meta.vocabulary.sha256}"
+                  + (f", {counted(meta.counts['skipped'], 'input')} skipped" if meta.counts.get("skipped") else ""))
     _note_fallback(tokenizer)
 
 
@@ -366,10 +367,11 @@ def merge_command(
     out: Path = typer.Argument(..., help="The pack to write (must not exist)."),
 ) -> None:
     """Concatenate a sharded dataset into one pack, streaming; its checksums equal the dataset's."""
+    from tokpack._words import counted
     from tokpack.store import ShardedDataset, merge_dataset
 
     meta = merge_dataset(ShardedDataset(dataset, verify=True), out)
-    stdout().print(f"[green]merged[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids")
+    stdout().print(f"[green]merged[/] into {out}: {counted(meta.n_docs, 'document')}, {counted(meta.n_tokens, 'id')}")
 
 
 def inspect_command(
@@ -382,6 +384,7 @@ def inspect_command(
     cache_dir: Optional[Path] = CacheOption,
 ) -> None:
     """Print a pack's meta.json (or a dataset's dataset.json) after checking the data against it."""
+    from tokpack._words import counted
     from tokpack.store import open_tokens
     from tokpack.store.remote import is_url, open_local_or_remote
 
@@ -403,7 +406,7 @@ def inspect_command(
         stdout().print_json(opened.meta.to_json())
         # Say exactly what was checked: another framework's files carry no checksums of their own.
         checked = getattr(opened, "verified_what", "checksums verified")
-        stdout().print(f"[green]ok[/]: {opened.n_docs:,} documents, {opened.n_tokens:,} ids "
+        stdout().print(f"[green]ok[/]: {counted(opened.n_docs, 'document')}, {counted(opened.n_tokens, 'id')} "
                       + (f"({checked})" if verify else "(counts, sizes and seals checked; checksums not verified)"))
         stdout().print("vocabulary: " + (f"{vocabulary_dir} (tokenizer.json, ranks.tiktoken, vocabulary.json)"
                                         if vocabulary_dir is not None else "not carried by this pack"),

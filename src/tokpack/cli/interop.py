@@ -38,6 +38,7 @@ def export_command(
     storage_options: Optional[str] = StorageOptions,
 ) -> None:
     """Write a pack or sharded dataset in a format a training framework loads, with a sidecar naming its vocabulary."""
+    from tokpack._words import counted
     from tokpack.store.exporting import ExportOptions, check_options, export
     from tokpack.store.remote import open_local_or_remote
 
@@ -47,7 +48,7 @@ def export_command(
     with _token_progress(opened.n_tokens, "export") as progress:
         record = export(opened, fmt, out, append_eod=append_eod, eod_id=eod_id, range_name=range_name,
                         rows_per_file=rows_per_file, progress=progress, storage_options=options)
-    parts = ", ".join(f"{name} ({p.documents[1] - p.documents[0]:,} documents)" for name, p in record.parts.items())
+    parts = ", ".join(f"{name} ({counted(p.documents[1] - p.documents[0], 'document')})" for name, p in record.parts.items())
     stdout().print(f"[green]exported[/] {fmt} to {out}: {parts}; ids {record.dtype}"
                   + (f", end-of-document id {record.eod_id}" if record.eod_id is not None else ""))
 
@@ -61,6 +62,7 @@ def import_command(
     keep_eod: bool = typer.Option(False, "--keep-eod", help="Keep the separator ids in the documents instead of removing them."),
 ) -> None:
     """Convert another framework's token files into a verified pack."""
+    from tokpack._words import counted
     from tokpack.store.importing import detect, import_pack, open_foreign
 
     kind = kind or detect(source)
@@ -68,7 +70,7 @@ def import_command(
     with _token_progress(opened.n_tokens, "import") as progress:
         meta = import_pack(source, out, kind=kind, tokenizer=tokenizer, eod_id=eod_id,
                            strip_eod=False if keep_eod else None, progress=progress, opened=opened)
-    stdout().print(f"[green]imported[/] into {out}: {meta.n_docs:,} documents, {meta.n_tokens:,} ids, "
+    stdout().print(f"[green]imported[/] into {out}: {counted(meta.n_docs, 'document')}, {counted(meta.n_tokens, 'id')}, "
                   f"vocabulary {meta.vocabulary.short} (verified)")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tokpack import _checks as checks
+from tokpack._words import counted
 from tokpack.corpus.sources import OnError, hold_out, open_corpus, warn_spelled_special_tokens
 from tokpack.engines.encoders import ENCODER_FILE
 from tokpack.engines.executors import EXECUTORS, ProgressSink, RunOptions, ShardTask
@@ -16,7 +17,7 @@ from tokpack.engines.lifecycle import JOB_FILE, finish_job, read_job, run_shard,
 from tokpack.engines.text_job import ShardJob, check_pins
 from tokpack.errors import InputError
 from tokpack.preparing.options import CorpusReading, Execution, VocabularyRequest, settings_record
-from tokpack.preparing.preparation import check_output, check_output_unread
+from tokpack.preparing.preparation import check_held_out, check_output, check_output_unread
 from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset
 from tokpack.store.format import DATASET_FILE
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
@@ -63,6 +64,10 @@ def _records(reading: CorpusReading | None, vocabulary: VocabularyRequest | None
                               manifest=flat["manifest"])
     request = settings_record(vocabulary, VocabularyRequest, "vocabulary", vocab=flat["vocab"])
     execution = settings_record(execution, Execution, "execution", batch_documents=flat["batch_documents"])
+    if request.vocab is None and vocabulary is not None:  # the record's field is what is missing
+        raise InputError("vocabulary.vocab is None: a sharded job does not train a vocabulary (every shard must "
+                         "share one)", fix="give it as vocabulary=VocabularyRequest(vocab=PATH); train one first "
+                                           "with tokpack.prepare or tokpack tokenizer train")
     if request.vocab is None:
         raise InputError("a sharded job needs vocab= (every shard must share one vocabulary)",
                          fix="train one first with tokpack.prepare or tokpack tokenizer train, and pass it as vocab=")
@@ -72,6 +77,7 @@ def _records(reading: CorpusReading | None, vocabulary: VocabularyRequest | None
 def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReading, request: VocabularyRequest,
            execution: Execution, *, validation: float, test: float) -> ShardJob:
     """:func:`start_job` once its settings are records."""
+    check_held_out(validation, test)
     document_bytes = DOCUMENT_BYTES if reading.document_bytes is None else reading.document_bytes
     text_field, on_error, separator, manifest = reading.text_field, reading.on_error, reading.separator, reading.manifest
     batch_documents = execution.batch_documents
@@ -96,8 +102,8 @@ def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReadin
     # empty ones, which a job may have, but never more than the corpus has bytes: an absurd count
     # would exhaust memory listing them.
     checks.positive_int("shards", shards, high=max(1, record.n_bytes),
-                        fix=f"{corpus} has {record.n_bytes:,} bytes in {units:,} input units; use at most "
-                            f"{max(1, units):,} shards to leave none empty")
+                        fix=f"{corpus} has {counted(record.n_bytes, 'byte')} in {counted(units, 'input unit')}; use at "
+                            f"most {counted(max(1, units), 'shard')} to leave none empty")
     # Absolute, but links kept: every task reads the corpus, and finds its manifest, where this did.
     job = ShardJob(corpus=os.path.abspath(corpus), format=kind, source=record,
                    text_field=text_field, on_error=on_error, document_bytes=document_bytes,
@@ -119,6 +125,27 @@ def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReadin
         return existing
 
     return write_job(dataset, job, tokenizer, resume=resume)
+
+
+def _check_execution(engine: Engine, *, processes: int | None, ray_address: str | None, ray_cpus: int | None,
+                     retries: int) -> None:
+    """Refuse :func:`prepare_sharded`'s execution settings out of range, or Ray's beside another
+    engine (which would ignore them), before anything is written.
+
+    Raises:
+        InputError: naming the setting.
+    """
+    if processes is not None:
+        checks.positive_int("processes", processes, what="at least 1", fix="omit it for one per core")
+    checks.non_negative_int("retries", retries)
+    for name, value in (("ray_address", ray_address), ("ray_cpus", ray_cpus)):
+        if value is not None and engine != "ray":
+            raise InputError(f"{name} is for engine='ray'; engine={engine!r} would ignore it",
+                             fix=f"drop {name}, or pass engine='ray'")
+    if ray_cpus is not None:
+        checks.positive_int("ray_cpus", ray_cpus, what="at least 1", fix="omit it for every core")
+    if ray_address is not None and not isinstance(ray_address, str):
+        raise InputError(f"ray_address must be HOST:PORT or auto, got {type(ray_address).__name__}")
 
 
 def _not_a_jobs(folder: Path) -> list[str]:
@@ -156,6 +183,7 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, shards: int, voc
     dataset = Path(dataset)
     if engine not in EXECUTORS:  # before any file is written
         raise InputError(f"engine must be one of {', '.join(EXECUTORS)}, got {engine!r}")
+    _check_execution(engine, processes=processes, ray_address=ray_address, ray_cpus=ray_cpus, retries=retries)
     reading, request, execution = _records(reading, vocabulary, execution, vocab=vocab, document_bytes=document_bytes,
                                            batch_documents=batch_documents, text_field=text_field, on_error=on_error,
                                            separator=separator, manifest=manifest)

@@ -13,7 +13,7 @@ only then: a text job never imports chess. Adding a kind is one entry here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -36,10 +36,11 @@ class ShardOrigin(NamedTuple):
 
 
 class JobOrigins(NamedTuple):
-    """A job's records of its input: the whole dataset's ``source`` and each shard's origin, by rank."""
+    """A job's records of its input: the whole dataset's ``source`` and each shard's origin, by
+    rank (any sequence: a kind whose shards all record the same need not list them)."""
 
     source: Source
-    shards: tuple[ShardOrigin, ...]
+    shards: Sequence[ShardOrigin]
 
 
 #: ``write_shard(dataset, rank, job, encoder, workers, report)``: write the pack of shard ``rank``

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -38,11 +40,12 @@ from tokpack._files import regular_file
 from tokpack._progress import PrepareProgress
 from tokpack._schema import Record, SealedRecord, read_record, write_record
 from tokpack.engines.encoders import ENCODER_FILE, Describable, read_encoder, write_encoder
-from tokpack.engines.kinds import JobSupply, ShardOrigin, kind_of_job
+from tokpack.engines.kinds import JobKind, JobSupply, ShardOrigin, kind_of_job
 from tokpack.errors import InputError, IntegrityError, TokpackError
-from tokpack.store.dataset import SHARD_PREFIX, ShardedDataset, shard_name, write_dataset
+from tokpack.store.dataset import SHARD_PREFIX, DatasetRecord, ShardedDataset, shard_name, write_dataset
 from tokpack.store.format import DATASET_FILE, META_FILE, DocumentCut, PackMeta, Source
 from tokpack.store.reader import Pack
+from tokpack.vocab.identity import VocabIdentity
 
 JOB_FILE = "job.json"
 JobT = TypeVar("JobT", bound=SealedRecord)
@@ -69,6 +72,8 @@ def run_shard(dataset: str | Path, rank: int, *, workers: int | None = None,
     supply, job = read_any_job(dataset)
     _check_rank(rank, job.world_size)
     if supply.clears_markers and (dataset / DATASET_FILE).exists():  # finished: nothing to do (nor to lock)
+        origins = supply.origins(job)
+        _check_recorded(dataset, job.world_size, origins.source, origins.shards[0].cut, job.vocabulary)
         return False
 
     def write() -> None:
@@ -177,6 +182,8 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
     """``dataset/job.json`` as ``model``, its seal checked.
 
     Raises:
+        InputError: no readable record of ``model``'s kind and version (see
+            :func:`refuse_other_version`), saying the fix.
         IntegrityError: the job was edited after it was written.
     """
     path = Path(dataset) / JOB_FILE
@@ -185,9 +192,13 @@ def read_job(model: type[JobT], dataset: Path) -> JobT:
         return _last_job[1]
     try:
         job = read_record(model, path)
-    except InputError:
+    except InputError as error:
         refuse_other_version(model, path)
-        raise
+        if error.fix is not None or not path.is_file():
+            raise
+        # tokpack writes job.json whole, once: a record that does not read was edited or damaged.
+        raise InputError(error.what, where=path, fix="the record was edited or damaged: start a new job in a new "
+                                                     "folder") from None
     if job.seal != job.computed_seal():
         raise IntegrityError("edited after the job began (seal mismatch): its shards were cut for the job "
                              "as written", where=path, fix="start a new job in a new folder")
@@ -218,12 +229,12 @@ _last_job: list[Any] = []
 
 
 def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
-    """Refuse a ``job.json`` of this kind in another version of its format with a message that
-    says so (its shards cannot be checked against what it did not pin), rather than a field
-    error.
+    """Refuse a ``job.json`` of another kind (a chess job where a text job is asked for), or of
+    this kind in another version of its format (its shards cannot be checked against what it did
+    not pin), with a message that says so rather than a field error.
 
     Raises:
-        InputError: the file's ``schema`` is this kind's, in another version.
+        InputError: the file's ``schema`` is another kind's, or this kind's in another version.
     """
     expected = model.model_fields["schema_"].default
     try:
@@ -232,6 +243,10 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
         found = json.loads(path.read_bytes()).get("schema")
     except (OSError, ValueError, AttributeError, RecursionError):
         return  # missing or unreadable: read_record says what is wrong
+    mine, theirs = kind_of_job(expected), _kind_or_none(found)
+    if theirs is not None and theirs.name != mine.name:
+        raise InputError(f"holds a {theirs.name} job ({found}), not a {mine.name} job", where=path,
+                         fix=f"write the {mine.name} job into a folder of its own")
     if isinstance(found, str) and found != expected and found.rpartition(".v")[0] == expected.rpartition(".v")[0]:
         why = _OTHER_VERSIONS.get(found, "its format is not the one this tokpack reads")
         if (path.parent / DATASET_FILE).exists():  # finished: the dataset stands on its own records
@@ -241,6 +256,16 @@ def refuse_other_version(model: type[SealedRecord], path: Path) -> None:
         raise InputError(f"is a {found} job, which this tokpack does not resume ({expected} jobs only): {why}",
                          where=path, fix="start the job again in a new folder (or delete this one): its shards are "
                                          "remade from the inputs")
+
+
+def _kind_or_none(schema: object) -> JobKind | None:
+    """The kind whose ``job.json`` has this ``schema``, or ``None`` (not a kind's, or no text)."""
+    if not isinstance(schema, str):
+        return None
+    try:
+        return kind_of_job(schema)
+    except InputError:
+        return None
 
 
 #: Why a job of another version of its format is not resumed, by its ``schema``.
@@ -290,8 +315,37 @@ def build_shard(dataset: Path, rank: int, world_size: int, write: Callable[[], N
                 raise InputError(f"holds no shard (no {META_FILE}); a shard is renamed into place complete, so "
                                  "this folder is not one this job wrote", where=shard,
                                  fix=f"delete {shard.name} (or move it away) and run the task of rank {rank} again")
-            _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
+            with _remade_if_damaged(dataset):
+                _mark(dataset, rank, world_size, _made_from(Pack(shard, verify=True), origin), job)
     return wrote
+
+
+@contextmanager
+def _remade_if_damaged(dataset: Path) -> Iterator[None]:
+    """Say, of an error about a shard of ``dataset`` or a file in it (damaged, truncated, gone),
+    or about its marker, what remakes it: deleting both and running that rank's task again (a
+    shard depends on the job alone). Other errors pass as they are."""
+    try:
+        yield
+    except (InputError, IntegrityError) as error:
+        rank = _rank_of(dataset, error.where)
+        if rank is None:
+            raise
+        name = shard_name(rank)
+        raise type(error)(error.what, where=error.where, byte=error.byte, line=error.line, game=error.game,
+                          fix=f"delete {name} (and its .done marker) and run the task of rank {rank} again") from None
+
+
+def _rank_of(dataset: Path, where: object) -> int | None:
+    """The rank whose shard or marker ``where`` is in ``dataset``, if it is one."""
+    if not isinstance(where, (str, os.PathLike)):
+        return None
+    try:
+        first = Path(where).relative_to(dataset).parts[0]
+    except (ValueError, IndexError):
+        return None
+    found = re.fullmatch(rf"{SHARD_PREFIX}(\d+)(?:\.done)?", first)
+    return None if found is None else int(found.group(1))
 
 
 def _made_from(shard: Pack, origin: ShardOrigin | None) -> Pack:
@@ -334,6 +388,7 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
     task (remaking any shard gone since) is over.
     """
     if (dataset / DATASET_FILE).exists():
+        _check_recorded(dataset, world_size, source, cut, None if origin_of is None else origin_of(0).vocabulary)
         return None if rank is not None else ShardedDataset(dataset)
     if not _all_marked(dataset, world_size, rank):
         return None
@@ -342,8 +397,34 @@ def finish_dataset(dataset: Path, world_size: int, *, source: Source, cut: Docum
             if not all(_complete(dataset, rank, world_size, job, None if origin_of is None else origin_of(rank))
                        for rank in range(world_size)):
                 return None
-            write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
+            with _remade_if_damaged(dataset):
+                write_dataset(dataset, [shard_name(rank) for rank in range(world_size)], source=source, cut=cut)
     return ShardedDataset(dataset)
+
+
+def _check_recorded(dataset: Path, world_size: int, source: Source, cut: DocumentCut,
+                    vocabulary: VocabIdentity | None = None) -> None:
+    """Refuse a ``dataset.json`` this job did not write: unreadable, edited, or recording other
+    shards, another input, cut or vocabulary (copied in from another job). One read of the
+    record, by a task that runs after the job finished.
+
+    Raises:
+        InputError / IntegrityError: naming the record and the fix.
+    """
+    path = dataset / DATASET_FILE
+    fix = "delete it and run any task of the job again: the one that finds every shard done writes it"
+    try:
+        record = read_record(DatasetRecord, path)
+        record.check_seal(path)
+    except (InputError, IntegrityError) as error:
+        raise type(error)(error.what, where=path, byte=error.byte, line=error.line, fix=fix) from None
+    differs = [name for name, theirs, ours in (
+        ("shards", [entry.name for entry in record.shards], [shard_name(rank) for rank in range(world_size)]),
+        ("input", record.source, source), ("document cut", record.cut, cut),
+        ("vocabulary", record.vocabulary, record.vocabulary if vocabulary is None else vocabulary)) if theirs != ours]
+    if differs:
+        raise IntegrityError(f"records another {', '.join(differs)} than this job's (copied in from another job?)",
+                             where=path, fix=fix)
 
 
 def _all_marked(dataset: Path, world_size: int, rank: int | None = None) -> bool:
@@ -387,7 +468,8 @@ def _complete(dataset: Path, rank: int, world_size: int, job: str | None = None,
         if shard.exists() and (shard / META_FILE).exists():
             _check_place(shard, rank, world_size)
         return False
-    done = read_record(ShardDone, marker)
+    with _remade_if_damaged(dataset):
+        done = read_record(ShardDone, marker)
     if job is not None and done.job != job:
         # Its units were cut for another job.json (or one it does not name): reusing it would
         # duplicate or drop documents.
@@ -410,8 +492,9 @@ def _check_place(shard: Path, rank: int, world_size: int) -> PackMeta:
     Raises:
         IntegrityError: it records another place, or none (a pack copied in from elsewhere).
     """
-    meta = read_record(PackMeta, shard / META_FILE)
-    meta.check_seal(shard / META_FILE)
+    with _remade_if_damaged(shard.parent):
+        meta = read_record(PackMeta, shard / META_FILE)
+        meta.check_seal(shard / META_FILE)
     place = meta.shard
     if place is None or (place.rank, place.world_size) != (rank, world_size):
         held = "no shard of any job" if place is None else f"shard {place.rank} of a job of {place.world_size}"

@@ -11,9 +11,9 @@ meanwhile would cut the units differently, so the task refuses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, overload
 
 from pydantic import Field
 
@@ -138,7 +138,31 @@ def _short(entry: InputFile) -> str:
 def _origins(job: ShardJob) -> JobOrigins:
     """A text job's records: every shard records the whole input's (each is a span of it), the
     cut and the vocabulary besides its place."""
-    return JobOrigins(job.source, (ShardOrigin(job.source, _cut_of(job), job.vocabulary),) * job.world_size)
+    return JobOrigins(job.source, _Repeated(ShardOrigin(job.source, _cut_of(job), job.vocabulary), job.world_size))
+
+
+class _Repeated(Sequence[ShardOrigin]):
+    """``origin``, ``count`` times, without a list of them: a task asks for its own shard's, and
+    a job's count is whatever its ``job.json`` says (a forged one may say a billion)."""
+
+    def __init__(self, origin: ShardOrigin, count: int) -> None:
+        self._origin, self._size = origin, count
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> ShardOrigin: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ShardOrigin]: ...
+
+    def __getitem__(self, index: int | slice) -> ShardOrigin | Sequence[ShardOrigin]:
+        if isinstance(index, slice):
+            return _Repeated(self._origin, len(range(*index.indices(self._size))))
+        if not -self._size <= index < self._size:
+            raise IndexError(f"shard {index} of {self._size}")
+        return self._origin
 
 
 def _cut_of(job: ShardJob) -> DocumentCut:

@@ -99,7 +99,7 @@ class VocabularyRequest:
             when ``None``), or for a bare rank file given as ``vocab``.
 
     Raises:
-        InputError: a setting out of range, or a training setting (:data:`TRAINING_OPTIONS`)
+        InputError: a setting out of range, or a training setting (:data:`TRAINING_OPTIONS`, or a trainer)
             beside ``vocab``: every one given is named.
     """
 
@@ -113,6 +113,8 @@ class VocabularyRequest:
 
     def __post_init__(self) -> None:
         given = [name for name in TRAINING_OPTIONS if getattr(self, name) not in (None, False)]
+        if self.trainer != "exact":  # the default trainer is no choice made
+            given.append("trainer")
         if self.vocab is not None and given:  # before anything is read: they would be ignored
             raise InputError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for training a vocabulary; "
                              "vocab= gives one (with its own size)", fix=f"drop {', '.join(given)}, or vocab=")

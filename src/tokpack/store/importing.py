@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tokpack import _checks as checks
 from tokpack._atomic import publish, temporary_sibling
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.carried import vouch
@@ -65,6 +66,8 @@ def open_foreign(path: str | Path, *, kind: str | None = None, tokenizer: Vocabu
     """
     if kind is not None and kind not in FORMATS:
         raise InputError(f"unknown kind {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
+    if eod_id is not None:  # an id no file holds would only be found missing at every document
+        checks.non_negative_int("eod_id", eod_id)
     try:
         found: str | None = detect(Path(path))
     except InputError:
@@ -124,6 +127,8 @@ def import_pack(path: str | Path, out: str | Path, *, kind: str | None = None, t
             with the separator being stripped; a result that differs from the exported pack.
     """
     out = Path(out)
+    if eod_id is not None:
+        checks.non_negative_int("eod_id", eod_id)
     if out.exists():
         raise InputError("already exists; a pack is never overwritten", where=out, fix="remove it or pick another OUT")
     kind = kind or detect(Path(path))

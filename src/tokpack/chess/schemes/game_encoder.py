@@ -146,7 +146,7 @@ class GameError(InputError):
         self.row, self.detail, self.where = row, detail, where
 
     def __reduce__(self) -> tuple[type[GameError], tuple[int, str, str]]:
-        return GameError, (self.row, self.detail, self.where)  # so it crosses process boundaries
+        return GameError, (self.row, self.detail, str(self.where or ""))  # so it crosses process boundaries
 
     def at(self, where: str, first_row: int) -> GameError:
         """The same error in ``where``, a table whose row 0 is this table's row ``first_row``."""
