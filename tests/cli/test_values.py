@@ -106,7 +106,7 @@ def test_any_text_is_read_as_typer_reads_it_or_left_to_typer(option: tuple[str, 
 def test_a_value_typer_refuses_is_refused_in_typers_words() -> None:
     from typer.testing import CliRunner
 
-    for args, said in [(["prepare", "x", "--document-bytes", "3"], "greater than or equal to 4"),
+    for args, said in [(["bpe", "train", "x", "--min-frequency", "0"], "greater than or equal to 1"),
                        (["prepare", "x", "--trainer", "foo"], "'foo' is not one of 'exact', 'hf'"),
                        (["prepare", "x", "--workers", "many"], "--workers")]:
         done = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
