@@ -49,25 +49,9 @@ def plain_value(annotation: Any, info: Any, value: Any, normalize: Any = None) -
     if annotation is str:
         return value if type(value) is str else NOT_PLAIN
     if annotation is int:
-        if type(value) is int:
-            number = value
-        elif type(value) is str and _WHOLE.fullmatch(value):
-            number = int(value)
-        else:
-            return NOT_PLAIN
-        if info.clamp or (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
-            return NOT_PLAIN
-        return number
+        return _number(value, int, _WHOLE, info)
     if annotation is float:
-        if type(value) is float:
-            decimal = value
-        elif type(value) is str and _DECIMAL.fullmatch(value):
-            decimal = float(value)
-        else:
-            return NOT_PLAIN
-        if info.clamp or (info.min is not None and decimal < info.min) or (info.max is not None and decimal > info.max):
-            return NOT_PLAIN
-        return decimal
+        return _number(value, float, _DECIMAL, info)
     if annotation is Path:
         if type(value) is not str or not value or "\0" in value or not _path_checks_default(info):
             return NOT_PLAIN
@@ -112,6 +96,20 @@ class _PlainFirst:
             if read is not NOT_PLAIN:
                 return read
         return self.typers().coerce(value, param=param, ctx=ctx)
+
+
+def _number(value: Any, kind: type[int] | type[float], spelling: re.Pattern[str], info: Any) -> Any:
+    """``value`` as ``kind`` when it is one or a string spelled as ``spelling`` allows, within the
+    option's bounds and not clamped; else :data:`NOT_PLAIN`."""
+    if type(value) is kind:
+        number = value
+    elif type(value) is str and spelling.fullmatch(value):
+        number = kind(value)
+    else:
+        return NOT_PLAIN
+    if info.clamp or (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
+        return NOT_PLAIN
+    return number
 
 
 def _read_plainly(params: Iterable[Any]) -> None:
