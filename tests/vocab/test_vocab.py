@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tiktoken
 from rank_files import read_ranks
@@ -57,6 +58,14 @@ def test_end_of_text_in_corpus_text_is_plain_text() -> None:
     ids = tokenizer.encode("x<|endoftext|>y")
     assert tokenizer.eot_id not in ids
     assert tokenizer.decode(ids) == "x<|endoftext|>y"
+
+
+def test_decode_takes_ids_as_a_list_an_array_or_numpy_scalars() -> None:
+    tokenizer = small_vocabulary()
+    ids = tokenizer.encode("abc ab a<|endoftext|>") + [tokenizer.eot_id]
+    expected = b"abc ab a<|endoftext|><|endoftext|>"
+    for given in (ids, tuple(ids), np.asarray(ids, dtype=np.uint16), [np.int64(i) for i in ids]):
+        assert tokenizer.decode_bytes(given) == expected, type(given)
 
 
 def test_refusals() -> None:

@@ -372,7 +372,13 @@ class BpeTokenizer:
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         """The bytes ``ids`` stand for (special tokens as their names)."""
-        return self._encoding.decode_bytes([int(i) for i in ids])
+        if isinstance(ids, np.ndarray):
+            values = ids.tolist()
+        elif isinstance(ids, list) and set(map(type, ids)) <= {int}:
+            values = ids  # tiktoken reads a list of ints as it is: no copy id by id
+        else:
+            values = [int(i) for i in ids]  # numpy scalars, other sequences
+        return self._encoding.decode_bytes(values)
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text ``ids`` stand for; a cut inside a character shows as U+FFFD."""
