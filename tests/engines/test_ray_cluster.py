@@ -1,7 +1,11 @@
 """The Ray engine on a real cluster started as users start one: ``ray start --head``, then a second
 ``ray start --address …`` as another node on this machine, and ``tokpack prepare --engine ray
 --ray-address …`` run against it from the command line. One node's worker is killed while it
-makes a shard; the dataset must still be byte-identical to the local engine's.
+makes a shard; the dataset must still be byte-identical to the local engine's. Joining a cluster
+that is not there, or without its token, is one line with the fix, soon: a wrong address is refused
+within seconds (Ray's own attempts go on for minutes), and a cluster started with token
+authentication, joined without RAY_AUTH_MODE=token, gets the hint. The module's tests share one
+cluster (starting one is most of their time).
 
 The cluster is torn down by process id (every process whose command line names this test's own
 Ray temporary folder), never with ``ray stop``, which would stop every Ray cluster on the machine.
@@ -127,8 +131,8 @@ class Cluster:
             time.sleep(0.5)
 
 
-@pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
     # A short folder of our own: Ray's socket paths must fit 107 bytes, and naming it lets the
     # teardown find exactly this cluster's processes.
     temp = Path(tempfile.mkdtemp(prefix="tpray-", dir="/tmp"))
@@ -155,6 +159,37 @@ def files_of(dataset: Path) -> dict[str, bytes]:
     """The dataset's record and every shard's files (not the job's markers and locks)."""
     files = [dataset / "dataset.json", *sorted(p for p in dataset.glob("shard-*/**/*") if p.is_file())]
     return {p.relative_to(dataset).as_posix(): p.read_bytes() for p in files}
+
+
+def _prepare_on_ray(address: str, vocabulary: Path, out: Path, environment: dict[str, str]) -> tuple[int, str, float]:
+    started = time.monotonic()
+    done = subprocess.run([TOKPACK, "prepare", str(sample_corpus()), "--vocab", str(vocabulary), "--shards", "2",
+                           "--engine", "ray", "--ray-address", address, "--out", str(out)],
+                          env=environment, capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def test_a_wrong_address_is_refused_within_seconds(vocabulary: Path, tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    code, stderr, seconds = _prepare_on_ray(address, vocabulary, tmp_path / "out", dict(os.environ))
+    assert code == 2 and seconds < 60, (seconds, stderr)
+    assert stderr.strip().splitlines()[-1] == (f"error: no Ray cluster answers at {address} (connection refused); start "
+                                               "one with `ray start --head` and give the address it prints, or leave "
+                                               "out the address to run on a Ray of this process's own")
+
+
+def test_a_cluster_with_token_authentication_joined_without_it_gets_the_hint(cluster: Cluster, vocabulary: Path,
+                                                                              tmp_path: Path) -> None:
+    environment = {name: value for name, value in cluster.environment.items()
+                   if name not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    # Ray asks the refusing cluster once a second, 20 times by default, before giving up; the
+    # answer is the same on the second attempt.
+    environment["RAY_NUM_REDIS_GET_RETRIES"] = "2"
+    code, stderr, _ = _prepare_on_ray(cluster.address, vocabulary, tmp_path / "out", environment)
+    last = stderr.strip().splitlines()[-1]
+    assert code == 2 and last.startswith(f"error: could not join the Ray cluster at {cluster.address}"), stderr[-3000:]
+    assert last.endswith("recent Ray starts clusters with token authentication: set RAY_AUTH_MODE=token and the "
+                         "cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token) in this environment, as on every node")
 
 
 def test_prepare_on_a_real_cluster_survives_a_killed_worker(cluster: Cluster, vocabulary: Path, tmp_path: Path) -> None:
