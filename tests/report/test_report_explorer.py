@@ -65,7 +65,7 @@ def test_the_page_rules_equal_the_reference_on_random_corpora(explorer: Path) ->
         for (texts, merges), trace in zip(corpora, traces):
             assert trace == [row.model_dump() for row in train_bpe(texts, merges)[1]], texts
         # and through the page's own controls: edit the corpus, train, step to the end
-        for texts, merges in corpora[:5]:
+        for texts, merges in corpora[:2]:
             page.locator("details summary").click() if not page.locator("#corpus").is_visible() else None
             page.locator("#corpus").fill("\n".join(texts))
             page.locator("#merges").fill(str(merges))
