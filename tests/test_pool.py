@@ -1,10 +1,13 @@
 """The ordered map over worker processes: results in input order, a bounded number in flight, and a
-worker that dies is said to have died (never a hang, never a bare pool error)."""
+worker that dies is said to have died (never a hang, never a bare pool error); a worker sees the
+caller's environment, path and working folder as they are when its pool starts."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +38,20 @@ def test_a_worker_that_dies_is_a_worker_died_error() -> None:
 def test_an_error_in_the_function_is_raised_as_it_is() -> None:
     with process_pool(1) as pool, pytest.raises(ValueError):
         list(ordered_map(pool, int, [("7",), ("not a number",)]))
+
+
+def _seen(name: str) -> tuple[str | None, str, list[str]]:
+    return os.environ.get(name), os.getcwd(), sys.path
+
+
+def test_a_worker_sees_the_environment_path_and_folder_of_its_pool_s_start(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    with process_pool(1) as pool:  # the fork server is running from here on (if the platform has one)
+        assert list(ordered_map(pool, _seen, [("TOKPACK_POOL_TEST",)]))[0][0] is None
+    monkeypatch.setenv("TOKPACK_POOL_TEST", "set later")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "later"))
+    with process_pool(2) as pool:
+        seen = list(ordered_map(pool, _seen, [("TOKPACK_POOL_TEST",)] * 4))
+    assert {(value, folder) for value, folder, _ in seen} == {("set later", str(tmp_path))}
+    assert all(str(tmp_path / "later") in path for _, _, path in seen)

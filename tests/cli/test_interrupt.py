@@ -40,7 +40,9 @@ def test_ctrl_c_stops_a_local_job_with_one_line_and_a_rerun_finishes_it(tmp_path
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
-    while sum("spawn_main" in line for line in _group(job.pid)) < 2 and time.monotonic() < deadline:
+    # The job's processes of multiprocessing (its fork server or spawned ones): the progress
+    # manager and the workers.
+    while sum("spawn_main" in line or "forkserver" in line for line in _group(job.pid)) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.3)  # the workers are starting (importing): where each printed a traceback
     os.killpg(job.pid, signal.SIGINT)

@@ -6,7 +6,7 @@ Two phases, each keeping the rules exact:
 * **Split and count.** Documents (or, with a pattern, pre-tokens) are deduplicated into
   ``(text, count)``: for every named pattern and for whole documents by the compiled
   scanner and counter of :mod:`tokpack.bpe.piece_counter`, in threads (it releases the GIL); for
-  any other pattern by ``regex`` in spawned worker processes, past about a million characters
+  any other pattern by ``regex`` in worker processes, past about a million characters
   (threads need no second interpreter; the two compared in BENCHMARKS.md, "Training BPE"). Pair counts are sums over occurrences times counts, so
   nothing depends on order or on how the work was divided, and memory grows with the number of
   distinct pieces, not with the corpus.
@@ -20,7 +20,6 @@ Two phases, each keeping the rules exact:
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import queue
 import threading
@@ -36,6 +35,7 @@ import regex
 
 from tokpack import _checks as checks
 from tokpack._memory import map_large_allocations, return_freed_memory
+from tokpack._pool import in_environment, worker_context
 from tokpack.bpe.piece_counter import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
@@ -369,19 +369,20 @@ def _count_in_workers(
     source: _SourceSpec | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[list[Counter[str]], int]:
-    """Feed ``batches`` (lists of texts, or unit ranges of ``source``) to ``processes`` spawned
-    workers through a bounded queue; return their counts and how many records they skipped.
+    """Feed ``batches`` (lists of texts, or unit ranges of ``source``) to ``processes`` worker
+    processes through a bounded queue; return their counts and how many records they skipped.
     ``progress`` hears of the bytes each unit range held, as workers finish them.
 
-    Workers are spawned, not forked (a fork of a process holding threads or a large heap is
-    neither safe nor cheap), and every wait has a timeout so that a worker that dies (killed for
+    Workers come from :func:`tokpack._pool.worker_context` (never a fork of this process, which
+    may hold threads and a large heap), and every wait has a timeout so that a worker that dies (killed for
     memory, a signal) becomes :class:`~tokpack.errors.WorkerDied` instead of a hang.
     """
-    context = multiprocessing.get_context("spawn")
+    context = worker_context((_count_worker.__module__,))
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
     pool = [
-        context.Process(target=_count_worker, args=(splitter, source, tasks, results, number), daemon=True)
+        context.Process(target=in_environment, args=(dict(os.environ), _count_worker, splitter, source, tasks, results,
+                                                     number), daemon=True)
         for number in range(processes)
     ]
     for process in pool:
@@ -516,7 +517,7 @@ def train_from_files(
 ) -> FileTraining:
     """Train on a corpus on disk (a text file, a folder of them, JSON Lines or Parquet: the
     sources of ``prepare``) without ever holding its text: ``workers`` threads (compiled
-    patterns) or spawned processes (other patterns) each open it, split and count ranges of its
+    patterns) or worker processes (other patterns) each open it, split and count ranges of its
     documents, and add up their counts, so memory grows with the number of distinct pre-tokens,
     not with the corpus.
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from tokpack._atomic import remove_abandoned
+from tokpack._pool import in_environment, worker_context
 from tokpack._progress import PrepareProgress
 from tokpack.engines.lifecycle import run_shard
 from tokpack.errors import InputError, MissingExtra, WorkerDied
@@ -63,23 +63,55 @@ class ShardReporter:
             self.queue, self._pickled = None, None
 
 
-def die_with_parent() -> None:
-    """Ask Linux to kill this process when the process that started it dies (even by ``kill -9``),
-    so no worker of a killed job keeps encoding on its own. Elsewhere a no-op: there the workers
-    end when they next find their task queue closed."""
-    import ctypes
+def die_with(pid: int) -> None:
+    """Kill this process when process ``pid`` (the job's own) ends, even by ``kill -9``, so no
+    worker of a killed job keeps working on its own. A worker's parent is the fork server, not the
+    job, so Linux's parent-death signal cannot say it: a thread waits on ``pid`` instead (a pidfd
+    where the system has them, else a look every half second)."""
+    import select
     import signal
-    import sys
+    import threading
+    import time
 
-    if not sys.platform.startswith("linux"):
-        return
+    def end() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        end()  # the job ended before this worker started
         return
-    if os.getppid() == 1:  # the parent died before the request was made
-        os._exit(1)
+    except (AttributeError, OSError):
+        handle = None
+
+    def wait() -> None:
+        if handle is not None:
+            select.select([handle], [], [])
+        else:
+            while _alive(pid):
+                time.sleep(0.5)
+        end()
+
+    threading.Thread(target=wait, name="tokpack-die-with-job", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_shard_worker(job: int) -> None:
+    """A shard worker ignores Ctrl-C (the job hears it and stops the workers; see
+    :func:`_deaf_to_interrupts`) and dies with the job's process."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with(job)
 
 
 ProgressSink = Callable[[int, int, int, int], None]  # (rank, bytes, ids, documents) done so far
@@ -129,15 +161,16 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
     """
     pending = list(ranks)
     processes = max(1, min(processes or os.cpu_count() or 1, len(pending) or 1))
-    context = multiprocessing.get_context("spawn")  # no inherited threads or locks from the parent
+    context = worker_context((task.__module__,))
     manager = SyncManager(ctx=context)
     with _deaf_to_interrupts():
-        manager.start(die_with_parent)
+        manager.start(_start_shard_worker, (os.getpid(),))
     with manager:
         queue = manager.Queue()
         for _ in range(retries + 1):
             failed: list[int] = []
-            pool = ProcessPoolExecutor(processes, mp_context=context, initializer=die_with_parent)
+            pool = ProcessPoolExecutor(processes, mp_context=context, initializer=in_environment,
+                                       initargs=(dict(os.environ), _start_shard_worker, os.getpid()))
             try:
                 # Each future reports itself done on a queue: waiting costs the same per shard
                 # however many shards are pending (waiting on every pending future after each one

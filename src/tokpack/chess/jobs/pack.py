@@ -60,7 +60,7 @@ def pack_games(games: Path, encoder: GameEncoder, destination: Path, *, split: s
     that hashed the table once need not hash it again.
 
     ``progress(games_done, games_total, tokens_done)`` is called after each batch. With
-    ``workers > 1`` the encoding runs in that many spawned processes (the parent reads and writes),
+    ``workers > 1`` the encoding runs in that many worker processes (the parent reads and writes),
     so a script calling this must guard its entry point with ``if __name__ == "__main__":``.
 
     Raises:
@@ -254,7 +254,7 @@ def _encoded_batches(readers: Sequence, spans: Sequence[tuple[int, int]],
             yield (batch,)
 
     # Bounded: memory stays flat however long the table.
-    with process_pool(workers, _start_worker, (describe(encoder),)) as pool:
+    with process_pool(workers, _start_worker, (describe(encoder),), preload=(__name__,)) as pool:
         for encoded in ordered_map(pool, _encode_in_worker, handed(), ahead=2 * workers):
             yield in_flight.popleft(), encoded
 

@@ -246,14 +246,14 @@ def _position(raw: object, size: int) -> int:
 
 
 class _chunk_pool:
-    """Spawned worker processes for :func:`chunk_games` (none for one worker)."""
+    """Worker processes for :func:`chunk_games` (none for one worker)."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._opened: ExitStack = ExitStack()
 
     def __enter__(self) -> ProcessPoolExecutor | None:
-        return self._opened.enter_context(process_pool(self.workers)) if self.workers > 1 else None
+        return self._opened.enter_context(process_pool(self.workers, preload=(__name__,))) if self.workers > 1 else None
 
     def __exit__(self, *exc: object) -> None:
         self._opened.close()
