@@ -5,6 +5,7 @@ at import time, and the public API still imports from the top-level package."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import os
 import subprocess
@@ -148,12 +149,19 @@ def _run_ever(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
             yield node
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once for every scan (the tests only read it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
 def imports(*, at_import_only: bool) -> dict[str, set[tuple[str, int]]]:
     """``module -> {(imported module, line)}``: every import anywhere in the module, or only those
-    run when it is imported."""
+    run when it is imported (made once; callers only read it)."""
     graph: dict[str, set[tuple[str, int]]] = {}
     for name, (path, _) in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         nodes = _run_at_import(tree.body) if at_import_only else (
             node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
         graph[name] = {(target, node.lineno) for node in nodes for target in _targets(node, name)}
@@ -167,7 +175,7 @@ def statement_imports() -> dict[str, set[str]]:
     inside a function (a registry's string is not one: :data:`REGISTRIES` lists those)."""
     graph: dict[str, set[str]] = {}
     for name, (path, _) in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         graph[name] = {target for node in _run_ever(tree) for target in _targets(node, name) if target != name}
     return graph
 
