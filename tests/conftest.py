@@ -19,6 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 import registry  # noqa: E402
 
+#: Test files run longest first (see its docstring).
+pytest_plugins = ["longest_first"]
+
 # The suite never reads or writes the user's cache: an index or stamp left there by another tokpack
 # version would decide what a test sees. Each process (and the processes it starts) gets its own.
 os.environ["TOKPACK_CACHE"] = tempfile.mkdtemp(prefix="tokpack-tests-cache-")

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import defaultdict
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from conftest import REPO
 
@@ -32,3 +37,40 @@ def test_the_console_takes_its_width_when_it_prints_not_when_imported() -> None:
     lines = out.splitlines()
     assert lines[-1] == "200", out
     assert any("spread over the range " + "x" * 60 in line for line in lines), out  # one line, not folded at 80
+
+
+class _Cache:
+    """pytest's cache as the plugin uses it (``get`` with a default, ``set``)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def test_files_run_longest_first_by_their_last_run_and_new_files_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/support/longest_first.py: the order xdist hands files out in comes from the last
+    run's seconds per file, kept in pytest's cache; the controller writes them, never a worker."""
+    import longest_first
+
+    monkeypatch.setattr(longest_first, "_seconds", defaultdict(float))  # not this run's own
+    config = SimpleNamespace(cache=_Cache())
+    first = ["q.py::a", "q.py::b", "s.py::c", "s.py::d"]
+
+    def order(names: list[str]) -> list[str]:
+        items = [SimpleNamespace(nodeid=name) for name in names]
+        longest_first.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+        return [item.nodeid for item in items]
+
+    assert order(first) == first  # nothing timed yet: pytest's order
+    for name, seconds in zip(first, [0.1, 0.1, 0.3, 0.0]):
+        longest_first.pytest_runtest_logreport(SimpleNamespace(nodeid=name, duration=seconds))  # type: ignore[arg-type]
+    longest_first.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace(cache=config.cache, workerinput={})))  # type: ignore[arg-type]
+    assert order(first) == first  # a worker's seconds are not written
+    longest_first.pytest_sessionfinish(SimpleNamespace(config=config))  # type: ignore[arg-type]
+    assert order(first) == first[2:] + first[:2]
+    assert order(["q.py::a", "n.py::e", "s.py::c"]) == ["n.py::e", "s.py::c", "q.py::a"]  # a new file first
