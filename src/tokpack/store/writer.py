@@ -83,6 +83,10 @@ class PackWriter:
         self._tokens_hash = hashlib.sha256()
         self._starts = array("q")
         self._files: dict[str, str] = {}
+        # The carried files add_vocabulary made from the pack's own vocabulary, and that
+        # vocabulary's special ids: what commit() can vouch for without reading them back.
+        self._made_files: set[str] = set()
+        self._made_special_ids: set[int] = set()
         # Each document's origin, while every batch gives them (a batch without makes a pack without).
         self._origin_kind: OriginKind | None = origins[0] if origins is not None else None
         self._origin_files: list[str] = list(origins[1]) if origins is not None else []
@@ -179,6 +183,10 @@ class PackWriter:
         Raises:
             InputError: a name that is not a plain file name.
         """
+        self._write_vocabulary_files(files, {name: hashlib.sha256(content).hexdigest() for name, content in files.items()})
+
+    def _write_vocabulary_files(self, files: dict[str, bytes], digests: dict[str, str]) -> None:
+        """:meth:`add_vocabulary_files`, each file's SHA-256 given in ``digests``."""
         folder = self._temporary / VOCABULARY_DIR
         folder.mkdir(exist_ok=True)
         for name, content in files.items():
@@ -187,7 +195,8 @@ class PackWriter:
             with open(folder / name, "wb") as handle:
                 handle.write(content)
                 _close_durably(handle)
-            self._files[f"{VOCABULARY_DIR}/{name}"] = hashlib.sha256(content).hexdigest()
+            self._files[f"{VOCABULARY_DIR}/{name}"] = digests[name]
+            self._made_files.discard(f"{VOCABULARY_DIR}/{name}")  # written as given: checked at commit
 
     def add_vocabulary(self, tokenizer: BpeTokenizer) -> None:
         """Store ``tokenizer``'s own files (:meth:`~tokpack.vocab.bytelevel.BpeTokenizer.files`)
@@ -200,8 +209,11 @@ class PackWriter:
         if tokenizer.identity != self.vocabulary:
             raise VocabularyMismatch(f"vocabulary {tokenizer.identity.short} is not the pack's {self.vocabulary.short}")
         files = tokenizer.files()
-        vouch(files, tokenizer.identity)
-        self.add_vocabulary_files(files)
+        digests = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}  # once each
+        vouch(files, tokenizer.identity, digests=digests)
+        self._write_vocabulary_files(files, digests)
+        self._made_files |= {f"{VOCABULARY_DIR}/{name}" for name in files}
+        self._made_special_ids |= set(tokenizer.special_tokens.values())
 
     def append_pack(self, pack: Pack) -> None:
         """Append every document of ``pack`` (same vocabulary), copying in bounded pieces.
@@ -287,8 +299,11 @@ class PackWriter:
                 the writer can vouch for every check of :meth:`Pack.verify`: the checksums are of
                 the bytes it wrote, each id was checked below ``n_vocab`` as it was added, and
                 every id is below ``pad_id`` (so the padding id never occurs). The carried
-                vocabulary's identity is checked as an open checks it. Otherwise (a pack appended
-                whole, a padding id among the ids' range) the first open verifies as usual.
+                files are checked as an open checks them, unless :meth:`add_vocabulary` made
+                every one of them from the pack's own vocabulary (which makes them mean it, with
+                the checksums of the bytes written) and ``pad_id`` is one of its special tokens.
+                Otherwise (a pack appended whole, a padding id among the ids' range) the first
+                open verifies as usual.
 
         Raises:
             InputError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
@@ -325,7 +340,9 @@ class PackWriter:
         highest = self._highest
         if stamp_verified and highest is not None and (pad_id is None or highest < pad_id):
             published = Pack(self.destination, verify=False)  # the seal, headers, sizes and starts
-            published.verify_vocabulary_files()
+            made = set(self._files) == self._made_files and (pad_id is None or pad_id in self._made_special_ids)
+            if not made:  # files given as bytes: read back and checked for what they mean
+                published.verify_vocabulary_files()
             stamp(self.destination, meta.seal, (*PACK_FILES, *meta.vocabulary_files))
         return meta
 
