@@ -37,6 +37,7 @@ from tokpack.errors import InputError
 if TYPE_CHECKING:  # the library is imported by the commands that use it, not by every --help
     from tokpack.preparing import CorpusReading, TokenizedCorpus, VocabularyRequest
     from tokpack.store import TokenSource
+    from tokpack.store.format import PackMeta
     from tokpack.vocab import BpeTokenizer
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json, vocabulary.json, or a pack folder (its vocabulary/). Omit it to train one on the training range.")
@@ -436,16 +437,25 @@ def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
     """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them, or
     those of a tokpack export (checked against its sidecar)."""
     from tokpack._schema import read_record
-    from tokpack.store.dataset import DatasetRecord
-    from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
-    from tokpack.store.vocabulary import export_vocabulary_dir
+    from tokpack.store.format import DATASET_FILE, META_FILE, PackMeta
 
     if (path / META_FILE).is_file():
-        return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None
+        return _pack_vocabulary_dir(path, read_record(PackMeta, path / META_FILE))
     if (path / DATASET_FILE).is_file():
+        from tokpack.store.dataset import DatasetRecord
+
         shards = read_record(DatasetRecord, path / DATASET_FILE).shards
         return _carried_vocabulary_dir(path / shards[0].name) if shards else None
+    from tokpack.store.vocabulary import export_vocabulary_dir  # (its sidecar records: for an export only)
+
     return export_vocabulary_dir(path)
+
+
+def _pack_vocabulary_dir(path: Path, meta: PackMeta) -> Optional[Path]:
+    """Where the pack at ``path`` (its ``meta``) keeps its vocabulary files, if it has them."""
+    from tokpack.store.format import VOCABULARY_DIR
+
+    return path / VOCABULARY_DIR if meta.vocabulary_files else None
 
 
 def demo_command(
@@ -493,7 +503,7 @@ def _summary(prepared: TokenizedCorpus) -> None:
     # Paths on their own lines, never in a table cell that would cut them with "…".
     print_line(f"pack: {prepared.tokens_dir}")
     print_line(f"vocabulary file: {prepared.vocabulary_path}")
-    carried = _carried_vocabulary_dir(prepared.tokens_dir)
+    carried = _pack_vocabulary_dir(prepared.tokens_dir, meta)  # the meta prepare read: not read again
     if carried is not None:
         print_line(f"vocabulary in the pack: {carried}")
 
@@ -527,7 +537,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
     characters = meta.counts.get("characters")
     return {
         "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
-        "vocabulary_dir": None if (carried := _carried_vocabulary_dir(prepared.tokens_dir)) is None else str(carried),
+        "vocabulary_dir": None if (carried := _pack_vocabulary_dir(prepared.tokens_dir, meta)) is None else str(carried),
         "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
         "n_docs": meta.n_docs, "n_tokens": meta.n_tokens, "dtype": meta.dtype,
         "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},
