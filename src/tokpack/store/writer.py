@@ -126,7 +126,11 @@ class PackWriter:
         # encoder's wider dtype is ever made (the ids of a batch are hundreds of MB at scale).
         self._check_range(min(int(a.min()) for a in kept) if kept[0].dtype.kind == "i" else 0,
                           max(int(a.max()) for a in kept))
-        self._append(np.concatenate(kept, dtype=self.dtype.newbyteorder("<"), casting="unsafe"), lengths, origins)
+        stored = self.dtype.newbyteorder("<")
+        if kept[0].dtype == stored:  # already the pack's bytes (the encoder's uint32): written as they are, not joined
+            self._append(kept, lengths, origins)
+        else:
+            self._append([np.concatenate(kept, dtype=stored, casting="unsafe")], lengths, origins)
 
     def add_flat(self, ids: np.ndarray, lengths: np.ndarray, *,
                  origins: np.ndarray | Sequence[tuple[int, int, int]] | None = None) -> None:
@@ -149,7 +153,7 @@ class PackWriter:
         if ids.dtype.kind not in "iu":
             raise InputError(f"ids must be integers, got {ids.dtype}")
         self._check_range(int(ids.min()) if ids.dtype.kind == "i" else 0, int(ids.max()))
-        self._append(ids.astype(self.dtype.newbyteorder("<"), copy=False), lengths, origins)
+        self._append([ids.astype(self.dtype.newbyteorder("<"), copy=False)], lengths, origins)
 
     def _check_range(self, low: int, high: int) -> None:
         """Refuse ids outside ``[0, n_vocab)``; remember the highest id written."""
@@ -159,10 +163,10 @@ class PackWriter:
         if self._highest is not None:
             self._highest = max(self._highest, high)
 
-    def _append(self, payload: np.ndarray, lengths: np.ndarray,
+    def _append(self, payloads: list[np.ndarray], lengths: np.ndarray,
                 origins: np.ndarray | Sequence[tuple[int, int, int]] | None) -> None:
-        """Write ``payload`` (checked ids, in the pack's dtype), the starts of ``lengths`` and
-        the origins of the documents kept."""
+        """Write ``payloads`` (checked ids, in the pack's dtype, one after another), the starts
+        of ``lengths`` and the origins of the documents kept."""
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
         if self._origins is not None:
@@ -171,9 +175,11 @@ class PackWriter:
                 self._origins = None  # a batch without them: the pack records none
             else:
                 self._origins.frombytes(np.ascontiguousarray(rows[lengths > 0]).tobytes())
-        self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
-        self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
-        self.n_tokens += len(payload)
+        for payload in payloads:
+            contiguous = np.ascontiguousarray(payload)
+            self._tokens.write(memoryview(contiguous))  # type: ignore[arg-type]
+            self._tokens_hash.update(memoryview(contiguous))  # type: ignore[arg-type]
+            self.n_tokens += len(contiguous)
 
     def add_vocabulary_files(self, files: dict[str, bytes]) -> None:
         """Store the vocabulary's files (by name, e.g. ``tokenizer.json``) in the pack's
