@@ -4,6 +4,8 @@ goes outside the encoder.
 
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py [--runs 7]
         [--corpus FILE] [--vocab cl100k|o200k] [--ranks FILE] [--baseline COMMIT]
+    PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --pairs 20 [--baseline COMMIT]
+        [--stub-encoder]
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --breakdown
 
 Corpus: ``FILE``, else 10 MB of the encoder benchmarks' "mixed" text (whole files of
@@ -27,8 +29,14 @@ medians:
   use of a vocabulary). numba's compiled kernels are loaded from their cache in both (they live
   beside the sources, not in ``TOKPACK_CACHE``).
 - with ``--baseline COMMIT`` (or another checkout's ``src`` folder), the tokpack modes again with
-  those sources (a commit is checked out into a detached git worktree, removed afterwards); their
-  kernels are compiled or loaded once, untimed, first.
+  those sources (a commit is checked out into a detached git worktree, its C extension built
+  there, removed afterwards); their kernels are compiled or loaded once, untimed, first.
+
+``--pairs N`` runs pairs of processes instead, N a cache mode (warm, cold): this tree's prepare
+and the gigatoken script (or, with ``--baseline``, the baseline's prepare; ``--stub-encoder``:
+both sides stubbed), back to back, which one first alternating; it prints the medians and the
+mean of the pairs' differences with its standard error: on a shared machine, what separates two
+sides whose medians the load blurs.
 
 Checked, outside the clock: the pack's ids equal gigatoken's on the same documents (prepare cuts
 the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
@@ -173,6 +181,15 @@ def check_ids(pack: Path, corpus: Path, ranks: Path, pretokenizer: str) -> None:
         raise SystemExit(f"{pack}: the ids differ from gigatoken's on the same documents")
 
 
+def checkout(commit: str, tree: Path) -> Path:
+    """``commit`` checked out into a detached git worktree at ``tree``, its C extension built
+    there (the built ``.so`` is not in git: without it that checkout would encode with tiktoken)."""
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), commit], check=True)
+    subprocess.run([sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"], cwd=tree, check=True,
+                   capture_output=True)
+    return tree
+
+
 def measure(args: argparse.Namespace) -> None:
     scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
     scratch.mkdir(exist_ok=True)
@@ -184,9 +201,7 @@ def measure(args: argparse.Namespace) -> None:
     if args.baseline and Path(args.baseline).is_dir():  # another checkout's sources
         sides[args.baseline] = Path(args.baseline).resolve()
     elif args.baseline:
-        tree = work / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(tree), args.baseline],
-                       check=True)
+        tree = checkout(args.baseline, work / "baseline")
         sides[args.baseline] = tree / "src"
     times: dict[str, list[float]] = defaultdict(list)
     kept: dict[str, Path] = {}
@@ -235,6 +250,67 @@ def measure(args: argparse.Namespace) -> None:
     for mode, values in times.items():
         runs = ", ".join(f"{value:.2f}" for value in values)
         print(f"| {mode} | {statistics.median(values):.3f} | {runs} | {statistics.median(values) / giga:.2f} |")
+
+
+def pairs(args: argparse.Namespace) -> None:
+    """``args.pairs`` pairs of processes for each cache mode: this tree's prepare and the gigatoken
+    script, or with ``--baseline`` the baseline's prepare (encoder stubbed on both sides with
+    ``--stub-encoder``), the two run back to back, which one first alternating."""
+    import math
+
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    work = Path(tempfile.mkdtemp(prefix="pairs-", dir=scratch))
+    tree = None
+    try:
+        sides = {"this tree": REPO / "src"}
+        if args.baseline and Path(args.baseline).is_dir():
+            sides["baseline"] = Path(args.baseline).resolve()
+        elif args.baseline:
+            tree = checkout(args.baseline, work / "baseline")
+            sides["baseline"] = tree / "src"
+        warm = {side: work / f"warm-cache-{side}" for side in sides}
+        for side, src in sides.items():  # compile or load the kernels, fill the warm cache: untimed
+            cpu_of(prepare_command(corpus, ranks, work / f"first-{side}"), environment(src, warm[side]))
+        gigatoken = ([sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks), str(corpus), str(work / "ids.npy"), args.vocab],
+                     environment() | {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")})
+        count = 0
+
+        def prepare_cpu(side: str, mode: str) -> float:
+            nonlocal count
+            count += 1
+            out, cache = work / f"out-{count}", warm[side] if mode == "warm" else work / f"cold-{count}"
+            seconds = cpu_of(prepare_command(corpus, ranks, out, stubbed=args.stub_encoder),
+                             environment(sides[side], cache))[0]
+            shutil.rmtree(out)
+            if mode == "cold":
+                shutil.rmtree(cache)
+            return seconds
+
+        other = "baseline" if "baseline" in sides else "gigatoken script"
+        times: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for number in range(args.pairs):
+            for mode in ("warm", "cold"):
+                for side in ("this tree", other) if number % 2 == 0 else (other, "this tree"):
+                    times[side, mode].append(cpu_of(*gigatoken)[0] if side == "gigatoken script"
+                                             else prepare_cpu(side, mode))
+    finally:
+        if tree is not None:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB), {ranks.name}; {args.pairs} pairs a mode, CPU s "
+          f"(user + system) of one process{', encoder stubbed' if args.stub_encoder else ''}; this tree against "
+          f"{args.baseline or other}; load average {os.getloadavg()[0]:.1f}\n")
+    print(f"| cache | this tree (median) | {other} (median) | difference, mean ± standard error | ratio of medians |")
+    print("|---|---:|---:|---:|---:|")
+    for mode in ("warm", "cold"):
+        ours, theirs = times["this tree", mode], times[other, mode]
+        differences = [a - b for a, b in zip(ours, theirs)]
+        error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else float("nan")
+        print(f"| {mode} | {statistics.median(ours):.3f} | {statistics.median(theirs):.3f} | "
+              f"{statistics.mean(differences):+.3f} ± {error:.3f} | {statistics.median(ours) / statistics.median(theirs):.2f} |")
 
 
 class Phases:
@@ -415,16 +491,20 @@ def main() -> None:
     parser.add_argument("--ranks", type=Path, help="the rank file (default: the published one, from bpe-openai)")
     parser.add_argument("--baseline", help="also measure this commit's sources (checked out for the run), or "
                                            "another checkout's src folder")
+    parser.add_argument("--pairs", type=int, help="instead of the table: this many pairs of processes a cache "
+                                                  "mode, this tree against the gigatoken script (or --baseline)")
     parser.add_argument("--breakdown", action="store_true", help="where one prepare's CPU goes, step by step")
     parser.add_argument("--cold", action="store_true", help="with --breakdown: a new, empty cache")
     parser.add_argument("--stub-encoder", action="store_true",
-                        help="with --breakdown: the encoder replaced by a stub (single-byte ids; not the real ids)")
+                        help="with --breakdown or --pairs: the encoder replaced by a stub (single-byte ids; not the real ids)")
     parser.add_argument("--breakdown-child", nargs=3, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.breakdown_child:
         breakdown_child(*args.breakdown_child, stubbed=args.stub_encoder)
     elif args.breakdown:
         breakdown(args)
+    elif args.pairs:
+        pairs(args)
     else:
         measure(args)
 

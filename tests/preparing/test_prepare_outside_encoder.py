@@ -7,6 +7,7 @@ unrelated packages (awkward's)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import subprocess
@@ -91,3 +92,63 @@ def test_the_command_line_collects_garbage_rarely_and_loads_no_unrelated_numba_e
     # them, and its own garbage collector's settings.
     registers = importlib.util.find_spec("awkward") is not None  # a package that registers a numba extension
     assert loaded == {"cli": "False 50000", "api": f"{registers} default"}
+
+
+def test_prepare_encodes_little_text_on_one_thread_and_more_on_every_core(
+        tmp_path: Path, gpt2_rank_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second thread brings a cold piece cache of its own: below ``ONE_THREAD_BYTES`` of text
+    ``prepare`` encodes on one, from there on every core, and ``workers`` decides when given."""
+    from tokpack.preparing import options
+    from tokpack.vocab.bytelevel import BpeTokenizer
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    asked: list[int | None] = []
+    encode_arrays = BpeTokenizer.encode_arrays
+
+    def counted(self: BpeTokenizer, texts: list[str], *, num_threads: int | None = None) -> object:
+        asked.append(num_threads)
+        return encode_arrays(self, texts, num_threads=num_threads)
+
+    monkeypatch.setattr(BpeTokenizer, "encode_arrays", counted)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    settings = {"vocab": gpt2_rank_file, "pattern": "gpt2", "document_bytes": 512}
+    ids = prepare(corpus, cache_dir=tmp_path / "small", **settings).pack().tokens[:]
+    assert asked and set(asked) == {1}
+    asked.clear()
+    monkeypatch.setattr(options, "ONE_THREAD_BYTES", len(TEXT))  # the corpus is this large: every core
+    assert (prepare(corpus, cache_dir=tmp_path / "large", **settings).pack().tokens[:] == ids).all()
+    assert asked and set(asked) == {3}
+    asked.clear()
+    prepare(corpus, cache_dir=tmp_path / "given", workers=2, **settings)
+    assert asked and set(asked) == {2}
+
+
+IMPORTED = """
+import sys
+from tokpack.cli import main
+sys.argv = ["tokpack", "prepare", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as stop:
+    assert not stop.code, stop.code
+print(sorted(name for name in sys.modules if name.startswith("tokpack.store")), file=sys.stderr)
+"""
+
+
+def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports(tmp_path: Path, gpt2_rank_file: Path) -> None:
+    """``tokpack prepare FILE --vocab RANKS`` writes and opens one pack: the modules of sharded
+    datasets, exports and foreign formats (their records' models too) stay unimported, and the
+    summary still names the vocabulary the pack carries."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    environment = dict(os.environ, PYTHONPATH=str(Path(tokpack.__file__).parents[1]), TOKPACK_CACHE=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", IMPORTED, str(corpus), "--vocab", str(gpt2_rank_file), "--pattern", "gpt2",
+                           "-o", str(tmp_path / "pack")], capture_output=True, text=True, env=environment, check=False,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"vocabulary in the pack: {tmp_path / 'pack' / 'vocabulary'}" in done.stdout
+    imported = set(ast.literal_eval(done.stderr.strip().splitlines()[-1]))
+    assert {"tokpack.store.writer", "tokpack.store.reader"} <= imported
+    assert not imported & {"tokpack.store.dataset", "tokpack.store.sidecar", "tokpack.store.vocabulary",
+                           "tokpack.store.formats", "tokpack.store.opening"}

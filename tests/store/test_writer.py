@@ -97,6 +97,47 @@ def test_a_carried_vocabulary_of_another_identity_is_refused_when_vouching(tmp_p
             writer.commit(source=SOURCE, cut=DocumentCut(rule="demo"), pad_id=49, stamp_verified=True)
 
 
+def test_files_made_from_the_packs_vocabulary_are_not_read_back_and_given_ones_are(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``add_vocabulary`` makes the carried files from the pack's own vocabulary (and hashes the
+    bytes it writes), so the stamp needs no second reading of them; files given as bytes, or a
+    padding id that is no special token of that vocabulary, are checked as an open checks them."""
+    from tokpack.vocab import BpeTokenizer
+
+    tokenizer = BpeTokenizer(ranks={bytes([b]): b for b in range(256)})
+    checked: list[Path] = []
+    real = Pack.verify_vocabulary_files
+    monkeypatch.setattr(Pack, "verify_vocabulary_files", lambda self: checked.append(self.path) or real(self))
+    eot = tokenizer.eot_id
+
+    def commit(target: Path, add: object, pad_id: int) -> Path:
+        with PackWriter(target, vocabulary=tokenizer.identity) as writer:
+            add(writer)  # type: ignore[operator]
+            writer.add_documents([[1, 2, 3]])
+            writer.commit(source=SOURCE, cut=DocumentCut(rule="demo"), pad_id=pad_id, stamp_verified=True)
+        return target
+
+    made = commit(tmp_path / "made", lambda writer: writer.add_vocabulary(tokenizer), eot)
+    assert checked == [] and Pack(made).stamped()
+    Pack(made, verify=True)  # what the stamp vouched for holds
+    checked.clear()
+    given = commit(tmp_path / "given", lambda writer: writer.add_vocabulary_files(tokenizer.files()), eot)
+    assert checked == [given]
+    checked.clear()
+    with pytest.raises(IntegrityError, match="pad_id 200 is an ordinary token"):
+        commit(tmp_path / "ordinary-pad", lambda writer: writer.add_vocabulary(tokenizer), 200)
+    assert checked == [tmp_path / "ordinary-pad"]
+    checked.clear()
+
+    def overwritten(writer: PackWriter) -> None:
+        writer.add_vocabulary(tokenizer)
+        writer.add_vocabulary_files({"tokenizer.json": b"{}"})
+
+    with pytest.raises(IntegrityError, match="tokenizer.json"):
+        commit(tmp_path / "overwritten", overwritten, eot)
+    assert checked == [tmp_path / "overwritten"]
+
+
 def packed_bytes(directory: Path, add: object) -> dict[str, bytes]:
     with PackWriter(directory, vocabulary=VOCABULARY) as writer:
         add(writer)  # type: ignore[operator]

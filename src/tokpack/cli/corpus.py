@@ -37,6 +37,7 @@ from tokpack.errors import InputError
 if TYPE_CHECKING:  # the library is imported by the commands that use it, not by every --help
     from tokpack.preparing import CorpusReading, TokenizedCorpus, VocabularyRequest
     from tokpack.store import TokenSource
+    from tokpack.store.format import PackMeta
     from tokpack.vocab import BpeTokenizer
 
 VocabOption = typer.Option(None, "--vocab", help="Your vocabulary: a rank file, tokenizer.json, vocabulary.json, or a pack folder (its vocabulary/). Omit it to train one on the training range.")
@@ -54,7 +55,7 @@ def prepare_command(
     document_bytes: Optional[int] = typer.Option(None, "--document-bytes", help="Longest document in bytes; cut at the last newline at or before it (the newline ends the document; with no newline there, at the limit, never inside a character). Default: the size a text file's manifest was cut with, else 1048576."),
     trainer: TrainerName = typer.Option(TrainerName.exact, "--trainer", help="Vocabulary trainer: exact (tokpack's; faster and leaner than Hugging Face's here, see BENCHMARKS.md) or hf."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase or a regex (default: gpt4, as in every trainer; with --vocab, the vocabulary's own: a bare rank file that is no published one needs it)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core). The bytes do not depend on it."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Encoding threads, or shard processes with --shards (default: every core; one thread for less than 16 MiB of text). The bytes do not depend on it."),
     text_field: str = typer.Option("text", "--text-field", help="The field (JSON Lines) or column (parquet) holding the text."),
     on_error: OnErrorName = typer.Option(OnErrorName.raise_, "--on-error", help="raise at the first unreadable file or record, or skip it and count it."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Write a sharded dataset of this many shards into --out (needs --vocab)."),
@@ -436,16 +437,25 @@ def _carried_vocabulary_dir(path: Path) -> Optional[Path]:
     """Where the vocabulary files of a pack (or a dataset's first shard) are, if it has them, or
     those of a tokpack export (checked against its sidecar)."""
     from tokpack._schema import read_record
-    from tokpack.store.dataset import DatasetRecord
-    from tokpack.store.format import DATASET_FILE, META_FILE, VOCABULARY_DIR, PackMeta
-    from tokpack.store.vocabulary import export_vocabulary_dir
+    from tokpack.store.format import DATASET_FILE, META_FILE, PackMeta
 
     if (path / META_FILE).is_file():
-        return path / VOCABULARY_DIR if read_record(PackMeta, path / META_FILE).vocabulary_files else None
+        return _pack_vocabulary_dir(path, read_record(PackMeta, path / META_FILE))
     if (path / DATASET_FILE).is_file():
+        from tokpack.store.dataset import DatasetRecord
+
         shards = read_record(DatasetRecord, path / DATASET_FILE).shards
         return _carried_vocabulary_dir(path / shards[0].name) if shards else None
+    from tokpack.store.vocabulary import export_vocabulary_dir  # (its sidecar records: for an export only)
+
     return export_vocabulary_dir(path)
+
+
+def _pack_vocabulary_dir(path: Path, meta: PackMeta) -> Optional[Path]:
+    """Where the pack at ``path`` (its ``meta``) keeps its vocabulary files, if it has them."""
+    from tokpack.store.format import VOCABULARY_DIR
+
+    return path / VOCABULARY_DIR if meta.vocabulary_files else None
 
 
 def demo_command(
@@ -493,7 +503,7 @@ def _summary(prepared: TokenizedCorpus) -> None:
     # Paths on their own lines, never in a table cell that would cut them with "…".
     print_line(f"pack: {prepared.tokens_dir}")
     print_line(f"vocabulary file: {prepared.vocabulary_path}")
-    carried = _carried_vocabulary_dir(prepared.tokens_dir)
+    carried = _pack_vocabulary_dir(prepared.tokens_dir, meta)  # the meta prepare read: not read again
     if carried is not None:
         print_line(f"vocabulary in the pack: {carried}")
 
@@ -527,7 +537,7 @@ def summary_record(prepared: TokenizedCorpus) -> dict[str, Any]:
     characters = meta.counts.get("characters")
     return {
         "pack": str(prepared.tokens_dir), "vocabulary_file": str(prepared.vocabulary_path),
-        "vocabulary_dir": None if (carried := _carried_vocabulary_dir(prepared.tokens_dir)) is None else str(carried),
+        "vocabulary_dir": None if (carried := _pack_vocabulary_dir(prepared.tokens_dir, meta)) is None else str(carried),
         "vocabulary": meta.vocabulary.model_dump(mode="json", by_alias=True),
         "n_docs": meta.n_docs, "n_tokens": meta.n_tokens, "dtype": meta.dtype,
         "ranges": {name: span.model_dump(mode="json") for name, span in meta.ranges.items()},

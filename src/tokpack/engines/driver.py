@@ -169,8 +169,8 @@ def prepare_sharded(corpus: str | Path, dataset: str | Path, *, shards: int, voc
     """Pack ``corpus`` into ``shards`` shards under ``dataset`` with ``engine`` and return the dataset.
 
     The settings are :func:`tokpack.prepare`'s records, or their fields as keywords (see
-    :func:`start_job`); ``execution.workers`` is the threads each shard encodes with (every core
-    by default), and ``processes`` the shards run at once. A rerun skips complete shards, so an
+    :func:`start_job`); ``execution.workers`` is the threads each shard encodes with (by default
+    every core, one for a shard of less than 16 MiB of text), and ``processes`` the shards run at once. A rerun skips complete shards, so an
     interrupted job resumes where it stopped. ``on_progress(rank, bytes, ids, documents)`` hears
     from every worker as it writes; ``on_done(rank)`` when a shard is complete. The shards are
     byte-identical whichever engine ran them. A vocabulary is required: every shard must use the

@@ -146,11 +146,19 @@ class VocabularyRequest:
         return DEFAULT_VOCAB_SAMPLE_BYTES if self.vocab_sample_bytes is None else self.vocab_sample_bytes
 
 
+#: Text below which ``prepare`` encodes on one thread unless told (:meth:`Execution.threads`): a
+#: second thread starts with a piece cache of its own, cold, and on this much text what it costs
+#: in CPU (each common piece merged again) outweighs the wall time it saves; BENCHMARKS.md,
+#: "prepare's fixed cost". One full batch of the defaults (16 documents of 1 MiB).
+ONE_THREAD_BYTES = 16 << 20
+
+
 @dataclass(frozen=True)
 class Execution:
-    """How the encoding runs: ``batch_documents`` encoded together on ``workers`` threads (every
-    core when ``None``; the pack is the same for any number), and ``report``, called with a
-    :class:`~tokpack._progress.PrepareProgress` as work advances.
+    """How the encoding runs: ``batch_documents`` encoded together on ``workers`` threads (when
+    ``None``: one for less than :data:`ONE_THREAD_BYTES` of text, else every core; the pack is the
+    same for any number), and ``report``, called with a :class:`~tokpack._progress.PrepareProgress`
+    as work advances.
 
     Raises:
         InputError: a setting out of range, named.
@@ -166,6 +174,17 @@ class Execution:
             checks.positive_int("workers", self.workers, what="at least 1", fix="omit it for one per core")
         if self.report is not None and not callable(self.report):
             raise InputError(f"progress must be a function, got {type(self.report).__name__}")
+
+    def threads(self, text_bytes: int) -> int:
+        """The encoding threads for ``text_bytes`` of text: ``workers`` when given, else one below
+        :data:`ONE_THREAD_BYTES` and every core from there.
+
+        >>> Execution().threads(1 << 20), Execution(workers=3).threads(1 << 20)
+        (1, 3)
+        """
+        if self.workers is not None:
+            return self.workers
+        return 1 if text_bytes < ONE_THREAD_BYTES else os.cpu_count() or 1
 
     def reporter(self) -> ProgressCallback:
         """The progress callback, or one that ignores what it hears."""

@@ -203,7 +203,8 @@ def prepare(
             or ``"hf"`` (Hugging Face ``tokenizers``).
         pattern: the pre-tokenizer for training (default :data:`~tokpack.vocab.patterns.DEFAULT_PATTERN`,
             GPT-4's), or for a rank file that has none (see :func:`load_vocabulary`).
-        workers: encoding threads (default: every core); the pack is the same for any number.
+        workers: encoding threads (default: one for less than 16 MiB of text, else every core:
+            :data:`~tokpack.preparing.options.ONE_THREAD_BYTES`); the pack is the same for any number.
         text_field: the field (JSON Lines) or column (parquet) holding the text.
         on_error: ``"raise"`` at the first unreadable file or record, or ``"skip"`` it and count
             it (``meta.counts["skipped"]``).
@@ -573,11 +574,15 @@ def write_pack(
     cache by :func:`~tokpack.vocab.tokenizer_json_cache.reuse_tokenizer_json`, which checks that
     copy); ``shard``: the place of a sharded job's shard, recorded in its ``meta.json``.
 
-    Documents are encoded in batches of ``execution.batch_documents`` on ``execution.workers``
-    threads and written in input order, so the bytes do not depend on the number of workers.
+    Documents are encoded in batches of ``execution.batch_documents`` on
+    :meth:`execution.threads <tokpack.preparing.options.Execution.threads>` threads and written in
+    input order, so the bytes do not depend on the number of workers.
     """
     last_unit = source.n_units if last_unit is None else last_unit
     record, report = source.record, execution.reporter()
+    # The text this pack encodes, for how many threads encode it: the input's bytes, a shard's
+    # share of them by its units (an estimate where units differ in size).
+    threads = execution.threads(record.n_bytes * (last_unit - first_unit) // max(source.n_units, 1))
     done_bytes = characters = 0
     # Skips are counted for this pass only: the trainer's sample may have read (and skipped) the
     # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
@@ -590,7 +595,7 @@ def write_pack(
             waiting: tuple[list[Piece], Future[list[np.ndarray]]] | None = None
             for batch in batches:
                 coming = (batch, ahead.submit(tokenizer.encode_arrays, [piece.text for piece in batch],
-                                              num_threads=execution.workers))
+                                              num_threads=threads))
                 if waiting is not None:
                     yield waiting[0], waiting[1].result()
                 waiting = coming

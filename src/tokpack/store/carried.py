@@ -39,12 +39,14 @@ TOKENIZER_JSON = "tokenizer.json"
 _KNOWN: dict[str, VocabIdentity] = {}
 
 
-def vouch(files: Mapping[str, bytes], identity: VocabIdentity) -> None:
+def vouch(files: Mapping[str, bytes], identity: VocabIdentity, *, digests: Mapping[str, str] | None = None) -> None:
     """Remember that ``files`` (a vocabulary's own, as :meth:`~tokpack.vocab.bytelevel.BpeTokenizer.files`
-    made them in this process) mean ``identity``, so checking a pack that carries them reads none back."""
+    made them in this process) mean ``identity``, so checking a pack that carries them reads none back;
+    ``digests``: their SHA-256 by name, when the caller has them (else hashed here)."""
     document = files.get(TOKENIZER_JSON)
     if document is not None:
-        _KNOWN[hashlib.sha256(document).hexdigest()] = identity
+        digest = digests.get(TOKENIZER_JSON) if digests is not None else None
+        _KNOWN[digest or hashlib.sha256(document).hexdigest()] = identity
 
 
 class Carrier(NamedTuple):

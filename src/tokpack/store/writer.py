@@ -83,6 +83,10 @@ class PackWriter:
         self._tokens_hash = hashlib.sha256()
         self._starts = array("q")
         self._files: dict[str, str] = {}
+        # The carried files add_vocabulary made from the pack's own vocabulary, and that
+        # vocabulary's special ids: what commit() can vouch for without reading them back.
+        self._made_files: set[str] = set()
+        self._made_special_ids: set[int] = set()
         # Each document's origin, while every batch gives them (a batch without makes a pack without).
         self._origin_kind: OriginKind | None = origins[0] if origins is not None else None
         self._origin_files: list[str] = list(origins[1]) if origins is not None else []
@@ -122,7 +126,11 @@ class PackWriter:
         # encoder's wider dtype is ever made (the ids of a batch are hundreds of MB at scale).
         self._check_range(min(int(a.min()) for a in kept) if kept[0].dtype.kind == "i" else 0,
                           max(int(a.max()) for a in kept))
-        self._append(np.concatenate(kept, dtype=self.dtype.newbyteorder("<"), casting="unsafe"), lengths, origins)
+        stored = self.dtype.newbyteorder("<")
+        if kept[0].dtype == stored:  # already the pack's bytes (the encoder's uint32): written as they are, not joined
+            self._append(kept, lengths, origins)
+        else:
+            self._append([np.concatenate(kept, dtype=stored, casting="unsafe")], lengths, origins)
 
     def add_flat(self, ids: np.ndarray, lengths: np.ndarray, *,
                  origins: np.ndarray | Sequence[tuple[int, int, int]] | None = None) -> None:
@@ -145,7 +153,7 @@ class PackWriter:
         if ids.dtype.kind not in "iu":
             raise InputError(f"ids must be integers, got {ids.dtype}")
         self._check_range(int(ids.min()) if ids.dtype.kind == "i" else 0, int(ids.max()))
-        self._append(ids.astype(self.dtype.newbyteorder("<"), copy=False), lengths, origins)
+        self._append([ids.astype(self.dtype.newbyteorder("<"), copy=False)], lengths, origins)
 
     def _check_range(self, low: int, high: int) -> None:
         """Refuse ids outside ``[0, n_vocab)``; remember the highest id written."""
@@ -155,10 +163,10 @@ class PackWriter:
         if self._highest is not None:
             self._highest = max(self._highest, high)
 
-    def _append(self, payload: np.ndarray, lengths: np.ndarray,
+    def _append(self, payloads: list[np.ndarray], lengths: np.ndarray,
                 origins: np.ndarray | Sequence[tuple[int, int, int]] | None) -> None:
-        """Write ``payload`` (checked ids, in the pack's dtype), the starts of ``lengths`` and
-        the origins of the documents kept."""
+        """Write ``payloads`` (checked ids, in the pack's dtype, one after another), the starts
+        of ``lengths`` and the origins of the documents kept."""
         offsets = self.n_tokens + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._starts.frombytes(offsets[lengths > 0].astype(np.int64).tobytes())
         if self._origins is not None:
@@ -167,9 +175,11 @@ class PackWriter:
                 self._origins = None  # a batch without them: the pack records none
             else:
                 self._origins.frombytes(np.ascontiguousarray(rows[lengths > 0]).tobytes())
-        self._tokens.write(memoryview(payload))  # type: ignore[arg-type]
-        self._tokens_hash.update(memoryview(payload))  # type: ignore[arg-type]
-        self.n_tokens += len(payload)
+        for payload in payloads:
+            contiguous = np.ascontiguousarray(payload)
+            self._tokens.write(memoryview(contiguous))  # type: ignore[arg-type]
+            self._tokens_hash.update(memoryview(contiguous))  # type: ignore[arg-type]
+            self.n_tokens += len(contiguous)
 
     def add_vocabulary_files(self, files: dict[str, bytes]) -> None:
         """Store the vocabulary's files (by name, e.g. ``tokenizer.json``) in the pack's
@@ -179,6 +189,10 @@ class PackWriter:
         Raises:
             InputError: a name that is not a plain file name.
         """
+        self._write_vocabulary_files(files, {name: hashlib.sha256(content).hexdigest() for name, content in files.items()})
+
+    def _write_vocabulary_files(self, files: dict[str, bytes], digests: dict[str, str]) -> None:
+        """:meth:`add_vocabulary_files`, each file's SHA-256 given in ``digests``."""
         folder = self._temporary / VOCABULARY_DIR
         folder.mkdir(exist_ok=True)
         for name, content in files.items():
@@ -187,7 +201,8 @@ class PackWriter:
             with open(folder / name, "wb") as handle:
                 handle.write(content)
                 _close_durably(handle)
-            self._files[f"{VOCABULARY_DIR}/{name}"] = hashlib.sha256(content).hexdigest()
+            self._files[f"{VOCABULARY_DIR}/{name}"] = digests[name]
+            self._made_files.discard(f"{VOCABULARY_DIR}/{name}")  # written as given: checked at commit
 
     def add_vocabulary(self, tokenizer: BpeTokenizer) -> None:
         """Store ``tokenizer``'s own files (:meth:`~tokpack.vocab.bytelevel.BpeTokenizer.files`)
@@ -200,8 +215,11 @@ class PackWriter:
         if tokenizer.identity != self.vocabulary:
             raise VocabularyMismatch(f"vocabulary {tokenizer.identity.short} is not the pack's {self.vocabulary.short}")
         files = tokenizer.files()
-        vouch(files, tokenizer.identity)
-        self.add_vocabulary_files(files)
+        digests = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}  # once each
+        vouch(files, tokenizer.identity, digests=digests)
+        self._write_vocabulary_files(files, digests)
+        self._made_files |= {f"{VOCABULARY_DIR}/{name}" for name in files}
+        self._made_special_ids |= set(tokenizer.special_tokens.values())
 
     def append_pack(self, pack: Pack) -> None:
         """Append every document of ``pack`` (same vocabulary), copying in bounded pieces.
@@ -287,8 +305,11 @@ class PackWriter:
                 the writer can vouch for every check of :meth:`Pack.verify`: the checksums are of
                 the bytes it wrote, each id was checked below ``n_vocab`` as it was added, and
                 every id is below ``pad_id`` (so the padding id never occurs). The carried
-                vocabulary's identity is checked as an open checks it. Otherwise (a pack appended
-                whole, a padding id among the ids' range) the first open verifies as usual.
+                files are checked as an open checks them, unless :meth:`add_vocabulary` made
+                every one of them from the pack's own vocabulary (which makes them mean it, with
+                the checksums of the bytes written) and ``pad_id`` is one of its special tokens.
+                Otherwise (a pack appended whole, a padding id among the ids' range) the first
+                open verifies as usual.
 
         Raises:
             InputError: ``pad_id`` outside the vocabulary, or ``destination`` appeared meanwhile.
@@ -325,7 +346,9 @@ class PackWriter:
         highest = self._highest
         if stamp_verified and highest is not None and (pad_id is None or highest < pad_id):
             published = Pack(self.destination, verify=False)  # the seal, headers, sizes and starts
-            published.verify_vocabulary_files()
+            made = set(self._files) == self._made_files and (pad_id is None or pad_id in self._made_special_ids)
+            if not made:  # files given as bytes: read back and checked for what they mean
+                published.verify_vocabulary_files()
             stamp(self.destination, meta.seal, (*PACK_FILES, *meta.vocabulary_files))
         return meta
 
