@@ -254,6 +254,7 @@ def test_train_gpt_names_the_flags_once_when_ranks_do_not_divide_the_batch(
                                    ["--data", str(prepared.tokens_dir), "--global-batch", "7", "--steps", "1"], env=environment))
     assert [o.returncode for o in outputs] == [2, 2], [o.stderr for o in outputs]
     errors = [line for line in outputs[0].stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "--global-batch 7" in errors[0] and "2 ranks" in errors[0], outputs[0].stderr
+    assert len(errors) == 1 and "--global-batch 7 is not a multiple of the 2 ranks" in errors[0], outputs[0].stderr
+    assert "--global-batch 8" in errors[0], errors[0]  # the fix: the nearest multiple
     assert outputs[1].stderr.strip() == "", outputs[1].stderr  # said once, by rank 0
     assert all("Traceback" not in o.stderr for o in outputs)

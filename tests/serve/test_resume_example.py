@@ -186,16 +186,6 @@ def test_help_names_the_rows_column_and_the_history(tmp_path: Path) -> None:
     assert "the history of settings before k" in shown
 
 
-def test_a_global_batch_the_ranks_do_not_divide_names_the_flag_and_the_fix(packs: dict[str, Path], tmp_path: Path) -> None:
-    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", TOKPACK_CACHE=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(EXAMPLE),
-                           "--data", str(packs["py"]), "--global-batch", "7", "--steps", "1", *TINY],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert done.returncode != 0
-    assert "--global-batch 7 is not a multiple of the 2 ranks" in done.stderr and "--global-batch 8" in done.stderr
-
-
 def test_prepare_warns_of_an_empty_validation_range(tmp_path: Path) -> None:
     # The last document is far larger than 2% of the file: the validation boundary falls at its end.
     corpus = tmp_path / "c.txt"
