@@ -1,7 +1,9 @@
-"""Expensive generated test inputs, kept across runs in pytest's cache folder (``.pytest_cache``).
+"""Expensive generated test inputs, and python-chess's readings of them (the oracle), kept across
+runs in pytest's cache folder (``.pytest_cache``).
 
-A key names everything the input depends on (the generator's source, python-chess's version, the
-arguments), so a changed generator or python-chess makes a new entry. Without the cache plugin
+A key names everything an entry depends on (the generator's source, python-chess's version, the
+arguments: for a reading, the text and the collector's source), so a changed generator, text or
+python-chess makes a new entry. Without the cache plugin
 (``-p no:cacheprovider``) the input is generated every time. Parallel workers may write the
 same entry: each writes its own temporary file and renames it into place, so a reader sees a
 whole entry or none.
@@ -10,6 +12,7 @@ whole entry or none.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import chess
+import chess.pgn
 import pytest
 import zstandard
 
@@ -35,6 +39,25 @@ def cached_lichess_pgn(config: pytest.Config, n_games: int, seed: int) -> tuple[
 
     record = _cached(config, "tokpack-lichess-pgn", f"{n_games},{seed}", make)
     return record["text"], record["truth"]
+
+
+def cached_python_chess_reading(config: pytest.Config, text: str) -> list[tuple[list[str], list[str]]]:
+    """python-chess's reading of every game of the PGN ``text`` (``chess.pgn.read_game`` with
+    :class:`tokpack.chess.pgn.read.Collector`): each game's main-line UCI moves and errors, the
+    oracle of the reader's tests, from the cache when an earlier run read the same text with the
+    same python-chess and collector."""
+    import inspect
+
+    from tokpack.chess.pgn.read import Collector
+
+    def make() -> dict[str, Any]:
+        handle, games = io.StringIO(text), []
+        while (collector := chess.pgn.read_game(handle, Visitor=Collector)) is not None:  # type: ignore[arg-type]
+            games.append((collector.moves, collector.errors))
+        return {"games": games}
+
+    key = hashlib.sha256(text.encode("utf-8", "surrogateescape") + inspect.getsource(Collector).encode()).hexdigest()
+    return [(moves, errors) for moves, errors in _cached(config, "tokpack-python-chess-reading", key, make)["games"]]
 
 
 def cached_random_games(config: pytest.Config, n_games: int, seed: int, mate_every: int) -> list[tuple[list[str], list[str]]]:

@@ -20,7 +20,7 @@ from tokpack.chess.pgn.convert import REPORT_FILE, convert_pgn, month_parquet
 from tokpack.chess.pgn.games import GameFilter, PgnGame, Skipped, judge_headers, read_games
 from tokpack.chess.pgn.read import Collector
 
-from cached import cached_lichess_pgn
+from cached import cached_lichess_pgn, cached_python_chess_reading
 
 HEADER = '[Event "Rated Blitz game"]\n[Site "https://lichess.org/{id}"]\n[UTCDate "{date}"]\n[Result "{result}"]\n' \
          '[WhiteElo "{white}"]\n[BlackElo "{black}"]\n[TimeControl "{tc}"]\n[Termination "{term}"]\n'
@@ -52,7 +52,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Con
     return path, truth
 
 
-def test_20000_lichess_style_games_read_as_python_chess_reads_them(generated: tuple[Path, list[str]]) -> None:
+def test_20000_lichess_style_games_read_as_python_chess_reads_them(generated: tuple[Path, list[str]],
+                                                                   pytestconfig: pytest.Config) -> None:
     """Every game against the main line python-chess played; the first 2,000 also against read_game."""
     path, truth = generated
     games = ours(path)
@@ -61,7 +62,7 @@ def test_20000_lichess_style_games_read_as_python_chess_reads_them(generated: tu
         assert isinstance(game, PgnGame) and game.uci == uci, index
     text = path.read_text(encoding="utf-8")
     head = text[: [m.start() for m in re.finditer(r"\n\n\[Event", text)][1999] + 2]
-    oracle = python_chess(head)
+    oracle = cached_python_chess_reading(pytestconfig, head)
     assert len(oracle) == 2_000
     for index, (moves, errors) in enumerate(oracle):
         assert not errors and " ".join(moves) == truth[index], index
@@ -70,14 +71,14 @@ def test_20000_lichess_style_games_read_as_python_chess_reads_them(generated: tu
     assert any(m.startswith(("e5d6", "d5e6")) for uci in truth for m in uci.split()) or "x" in text
 
 
-def test_real_games_read_as_python_chess_reads_them(shared_data: Path) -> None:
+def test_real_games_read_as_python_chess_reads_them(shared_data: Path, pytestconfig: pytest.Config) -> None:
     """The first 3,000 games of the real collection, against python-chess itself."""
     path = shared_data / "chess" / "games.pgn.zst"
     with zstandard.open(path, "rt", encoding="utf-8", errors="surrogateescape", newline="") as handle:
         text = "".join(line for _, line in zip(range(60_000), handle))
     text = text[: text.rindex("\n\n[") + 2]
     games = _read_text(text)
-    oracle = python_chess(text)
+    oracle = cached_python_chess_reading(pytestconfig, text)
     assert len(games) == len(oracle) > 2_000
     for index, (game, (moves, errors)) in enumerate(zip(games, oracle, strict=True)):
         if isinstance(game, PgnGame):
