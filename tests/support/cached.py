@@ -60,6 +60,16 @@ def cached_python_chess_reading(config: pytest.Config, text: str) -> list[tuple[
     return [(moves, errors) for moves, errors in _cached(config, "tokpack-python-chess-reading", key, make)["games"]]
 
 
+def cached_sharp_games(config: pytest.Config, n_games: int, seed: int) -> list[tuple[str, str]]:
+    """``n_games`` of :func:`lichess_games.sharp_game` from ``random.Random(seed)`` (UCI moves and
+    result each), from the cache when an earlier run made them."""
+    def make() -> dict[str, Any]:
+        rng = random.Random(seed)
+        return {"games": [lichess_games.sharp_game(rng) for _ in range(n_games)]}
+
+    return [(uci, result) for uci, result in _cached(config, "tokpack-sharp-games", f"{n_games},{seed}", make)["games"]]
+
+
 def cached_random_games(config: pytest.Config, n_games: int, seed: int, mate_every: int) -> list[tuple[list[str], list[str]]]:
     """``n_games`` of :func:`lichess_games.random_game` from ``random.Random(seed)``, every
     ``mate_every``-th mating when it can (the first among them), from the cache when an earlier run made them."""

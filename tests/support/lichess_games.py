@@ -5,7 +5,8 @@ Games carry Lichess's tags (UTCDate, TimeControl, Termination, ECO, ...) and ``{
 long lines wrapped, move numbers with ``...``. Play is biased towards the moves a reader gets
 wrong: promotions (under-promotions included), castling both ways, en passant, and mate in one
 when there is one. Returns the text and the UCI main line of each game (the truth);
-:func:`random_game` gives one such game's bare SAN and UCI.
+:func:`random_game` gives one such game's bare SAN and UCI, :func:`sharp_game` a game biased to
+captures, checks and promotions instead.
 """
 
 from __future__ import annotations
@@ -35,6 +36,20 @@ def _pick(board: chess.Board, rng: random.Random, mates: bool) -> chess.Move:
     if pawns and rng.random() < 0.35:
         return rng.choice(pawns)
     return rng.choice(legal)
+
+
+def sharp_game(rng: random.Random, max_plies: int = 250) -> tuple[str, str]:
+    """The UCI moves and result of a random legal game, half its moves a capture, a check or a
+    promotion when there is one: pins, several queens, under-promotions, en passant, mates,
+    disambiguation by file, rank and both."""
+    board, moves = chess.Board(), []
+    while not board.is_game_over() and len(moves) < max_plies:
+        legal = list(board.legal_moves)
+        sharp = [m for m in legal if m.promotion or board.is_capture(m) or board.gives_check(m)]
+        move = rng.choice(sharp if sharp and rng.random() < 0.5 else legal)
+        moves.append(move.uci())
+        board.push(move)
+    return " ".join(moves), board.result()
 
 
 def random_game(rng: random.Random, mates: bool) -> tuple[list[str], list[str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import chess
@@ -13,6 +12,8 @@ import pytest
 from tokpack.chess.pgn.games import read_games_strictly
 from tokpack.chess.schemes.game_encoder import GameError
 from tokpack.chess.schemes.san import BOS_ID, EOS_ID, TOKENS, SanEncoder, san_moves, san_text
+
+from cached import cached_sharp_games
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 REAL_GAMES = Path(__file__).resolve().parents[3] / "data" / "chess" / "games.parquet"
@@ -55,20 +56,11 @@ def test_the_ratings_are_not_encoded(encoder: SanEncoder) -> None:
     assert encoder.decode(encoder.encode_game("e2e4", 800, 2800, "*", 99)).white_elo is None
 
 
-def test_replayer_equals_python_chess_on_random_games_full_of_odd_moves(encoder: SanEncoder) -> None:
-    """Random legal games, biased to captures, checks and promotions: pins, several queens,
-    under-promotions, en passant, mates, disambiguation by file, rank and both."""
-    rng = random.Random(2024)
-    games = []
-    for _ in range(150):
-        board, moves = chess.Board(), []
-        while not board.is_game_over() and len(moves) < 250:
-            legal = list(board.legal_moves)
-            sharp = [m for m in legal if m.promotion or board.is_capture(m) or board.gives_check(m)]
-            move = rng.choice(sharp if sharp and rng.random() < 0.5 else legal)
-            moves.append(move.uci())
-            board.push(move)
-        games.append((" ".join(moves), board.result()))
+def test_replayer_equals_python_chess_on_random_games_full_of_odd_moves(encoder: SanEncoder,
+                                                                         pytestconfig: pytest.Config) -> None:
+    """Random legal games, biased to captures, checks and promotions (:func:`lichess_games.sharp_game`):
+    pins, several queens, under-promotions, en passant, mates, disambiguation by file, rank and both."""
+    games = cached_sharp_games(pytestconfig, 150, seed=2024)
     batch = encoder.encode_batch(_table(games))
     spelled = "".join(TOKENS[i] for i in batch.ids)
     for marker in ("=N", "=B", "=R", "#", "x"):
