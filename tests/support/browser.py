@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -27,22 +28,46 @@ def chromium_path() -> str:
     pytest.skip("no system Chromium (/usr/bin/chromium); install Debian's chromium to run browser tests")
 
 
+_running: dict[str, Any] = {}
+
+
+def _browser(playwright_api: Any) -> Any:
+    """This process's Chromium, launched on first use and closed at exit (a launch is most of a
+    short page test's CPU); launched again if it went away."""
+    browser = _running.get("browser")
+    if browser is None or not browser.is_connected():
+        executable = chromium_path()
+        if "playwright" not in _running:
+            _running["playwright"] = playwright_api.sync_playwright().start()
+            atexit.register(_close)
+        browser = _running["browser"] = _running["playwright"].chromium.launch(executable_path=executable, args=FLAGS)
+    return browser
+
+
+def _close() -> None:
+    browser, playwright = _running.pop("browser", None), _running.pop("playwright", None)
+    if browser is not None:
+        browser.close()
+    if playwright is not None:
+        playwright.stop()
+
+
 @contextmanager
 def browser_page(width: int = 1100, height: int = 900) -> Iterator[Any]:
+    """A page of its own context (no storage, cache or permission shared with another test) in
+    this process's Chromium; on leaving, no script error and no network request may have happened."""
     playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra (./dev test)")
-    executable = chromium_path()
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            failures: list[str] = []
-            page.on("pageerror", lambda error: failures.append(str(error)))
-            page.on("request", lambda request: failures.append(f"network request {request.url}")
-                    if not request.url.startswith(("file:", "data:", "about:")) else None)
-            yield page
-            assert not failures, failures  # no script error, no network
-        finally:
-            browser.close()
+    context = _browser(playwright_api).new_context(viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        failures: list[str] = []
+        page.on("pageerror", lambda error: failures.append(str(error)))
+        page.on("request", lambda request: failures.append(f"network request {request.url}")
+                if not request.url.startswith(("file:", "data:", "about:")) else None)
+        yield page
+        assert not failures, failures  # no script error, no network
+    finally:
+        context.close()
 
 
 def embedded_data(page: Any) -> dict[str, Any]:
