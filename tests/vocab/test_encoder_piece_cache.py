@@ -189,6 +189,30 @@ def test_ids_of_24_bits_and_counts_share_a_cache_word() -> None:
         assert [ids.tolist() for ids in ours.encode(texts)] == [oracle.encode_ordinary(text) for text in texts]
 
 
+def test_a_short_piece_is_keyed_by_its_own_bytes_alone() -> None:
+    # A piece of each length from 1 to 16 bytes (letters of one and two bytes), every one a token
+    # that merging its bytes does not give, followed by bytes that would change its key if any of
+    # them were kept in it: in the middle of a text (read 16 bytes at a time) and at its end.
+    rng = random.Random(7)
+    letters = list("qwertyuiopasdfghjklzxcvbnméżąÓð")
+    words = []
+    for length in range(1, 17):
+        word = ""
+        while len(word.encode()) < length:
+            word += rng.choice(letters if length - len(word.encode()) > 1 else letters[:26])
+        words.append(word)
+    vocabulary = {bytes([b]): b for b in range(256)} | {w.encode(): 1000 + k for k, w in enumerate(words)
+                                                        if len(w.encode()) > 1}
+    oracle = _oracle(vocabulary, GPT2_PATTERN)
+    texts = [" ".join(words) + " " + "x" * 40, *words, *(w + "," + w[::-1] for w in words),
+             *(" ".join(words[k:]) for k in range(len(words)))]
+    expected = [oracle.encode_ordinary(text) for text in texts]
+    assert all(ids == [1000 + k] for k, ids in enumerate(expected[2:len(words) + 1], start=1))
+    ours = CompiledBpe(vocabulary, GPT2_PATTERN)
+    for _ in range(2):  # found in the vocabulary, then in the cache
+        assert [ids.tolist() for ids in ours.encode(texts)] == expected
+
+
 def test_pieces_of_five_to_twelve_ids_keep_the_rest_in_their_sets_overflow() -> None:
     # with single bytes only, " " + "a" * k is k + 1 ids: up to 4 in an entry, 5 to 12 in an entry
     # and its set's overflow, more in a row; in a cache of one set they evict each other both ways

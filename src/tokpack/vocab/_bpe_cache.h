@@ -94,8 +94,10 @@ TP_INLINE void keep_short(Cache *c, uint64_t h, Key key, const uint32_t *ids, si
 
 /* The piece's entry in its set (`key`), or NULL. */
 TP_INLINE const Entry *find_short(const Entry *set, Key key) {
-    return (set[0].lo == key.lo && set[0].hi == key.hi) ? &set[0]
-           : (set[1].lo == key.lo && set[1].hi == key.hi) ? &set[1] : NULL;
+    /* each entry's two words compared at once (one branch an entry, the first taken most) */
+    if (TP_LIKELY(((set[0].lo ^ key.lo) | (set[0].hi ^ key.hi)) == 0)) return &set[0];
+    if (((set[1].lo ^ key.lo) | (set[1].hi ^ key.hi)) == 0) return &set[1];
+    return NULL;
 }
 
 /* An entry's ids (the entry found in set h) to dst (all four words of the entry, and all eight of
