@@ -381,7 +381,7 @@ def _count_in_workers(
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
     pool = [
-        context.Process(target=in_environment, args=(dict(os.environ), _count_worker, splitter, source, tasks, results,
+        context.Process(target=in_environment, args=(dict(os.environ), os.getpid(), _count_worker, splitter, source, tasks, results,
                                                      number), daemon=True)
         for number in range(processes)
     ]
