@@ -128,7 +128,14 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
     context = worker_context((task.__module__,))
     manager = SyncManager(ctx=context)
     with _deaf_to_interrupts():
-        manager.start(_start_progress_manager, (os.getpid(),))
+        try:
+            manager.start(_start_progress_manager, (os.getpid(),))
+        except EOFError:
+            # Its usual cause: a worker imports the caller's script, and an unguarded top level
+            # starts the job again there, which multiprocessing refuses.
+            raise WorkerDied("the progress queue's process ended as it started",
+                             fix='a script that starts tokpack\'s workers must keep its top level under '
+                                 'if __name__ == "__main__": (workers import the script)') from None
     with manager:
         queue = manager.Queue()
         for _ in range(retries + 1):
