@@ -6,7 +6,11 @@ started once per process (never a fork of the caller, which may hold threads and
 numpy and the first pool's modules, then forks a worker for each request. A worker so costs a fork
 instead of an interpreter's start and its imports, which were most of a short job's CPU. A worker
 sees the caller's ``sys.path`` and working folder (multiprocessing sends them) and the caller's
-environment as it was when the pool started (:func:`in_environment`), as a spawned one would.
+environment as it was when the pool started (:func:`in_environment`), as a spawned one would,
+except where a preloaded module read a setting when it was imported: numpy's OpenBLAS keeps the
+thread count (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``) of the fork server's start, the first
+pool of the process. Every worker dies with its caller, even one killed by ``kill -9``
+(:func:`die_with`), and the fork server ends when its last worker has.
 Elsewhere (Windows) workers are spawned.
 
 >>> with process_pool(2) as pool:
