@@ -55,3 +55,50 @@ def test_a_worker_sees_the_environment_path_and_folder_of_its_pool_s_start(tmp_p
         seen = list(ordered_map(pool, _seen, [("TOKPACK_POOL_TEST",)] * 4))
     assert {(value, folder) for value, folder, _ in seen} == {("set later", str(tmp_path))}
     assert all(str(tmp_path / "later") in path for _, _, path in seen)
+
+
+def _living(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has ended; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_a_pool_s_caller_leaves_neither_workers_nor_the_fork_server_running(tmp_path: Path) -> None:
+    # A pool's worker waits on a queue whose writing end it holds itself, and holds the fork
+    # server's "caller alive" pipe: unless it dies with the caller, both outlive a kill -9.
+    import signal
+    import subprocess
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = f"""
+import os, time
+from tokpack._pool import ordered_map, process_pool
+def record_and_sleep(n):
+    for pid in (os.getpid(), os.getppid()):  # the worker and its parent, the fork server
+        open(os.path.join({str(pids)!r}, str(pid)), "w").close()
+    time.sleep(60)
+if __name__ == "__main__":
+    with process_pool(2) as pool:
+        list(ordered_map(pool, record_and_sleep, [(1,), (2,)]))
+"""
+    (tmp_path / "caller.py").write_text(script)
+    caller = subprocess.Popen([sys.executable, str(tmp_path / "caller.py")])
+    deadline = time.monotonic() + 60
+    while len(list(pids.iterdir())) < 3 and time.monotonic() < deadline:  # 2 workers + the fork server
+        time.sleep(0.1)
+    started = [int(p.name) for p in pids.iterdir()]
+    assert len(started) >= 2, started
+    caller.send_signal(signal.SIGKILL)
+    caller.wait()
+    deadline = time.monotonic() + 20
+    while any(_living(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = [pid for pid in started if _living(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "a killed caller's workers (or its fork server) kept running"

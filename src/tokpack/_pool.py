@@ -6,7 +6,11 @@ started once per process (never a fork of the caller, which may hold threads and
 numpy and the first pool's modules, then forks a worker for each request. A worker so costs a fork
 instead of an interpreter's start and its imports, which were most of a short job's CPU. A worker
 sees the caller's ``sys.path`` and working folder (multiprocessing sends them) and the caller's
-environment as it was when the pool started (:func:`in_environment`), as a spawned one would.
+environment as it was when the pool started (:func:`in_environment`), as a spawned one would,
+except where a preloaded module read a setting when it was imported: numpy's OpenBLAS keeps the
+thread count (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``) of the fork server's start, the first
+pool of the process. Every worker dies with its caller, even one killed by ``kill -9``
+(:func:`die_with`), and the fork server ends when its last worker has.
 Elsewhere (Windows) workers are spawned.
 
 >>> with process_pool(2) as pool:
@@ -45,12 +49,58 @@ def worker_context(preload: Sequence[str] = ()) -> ForkServerContext | SpawnCont
     return context
 
 
-def in_environment(environment: Mapping[str, str], function: Callable[..., R] | None = None, *args: Any) -> R | None:
+def in_environment(environment: Mapping[str, str], caller: int, function: Callable[..., R] | None = None,
+                   *args: Any) -> R | None:
     """In a worker: make this process's environment ``environment`` (the caller's when its pool
-    started), then return ``function(*args)``."""
+    started), end this process when process ``caller`` ends (:func:`die_with`), then return
+    ``function(*args)``."""
+    die_with(caller)
     os.environ.clear()
     os.environ.update(environment)
     return function(*args) if function is not None else None
+
+
+def die_with(pid: int) -> None:
+    """Kill this process when process ``pid`` (the caller's) ends, even by ``kill -9``, so no
+    worker of a killed job keeps working, or waits on its queues (it holds their writing ends
+    itself), for ever. A worker's parent is the fork server, not the caller, so Linux's
+    parent-death signal cannot say it: a thread waits on ``pid`` instead (a pidfd where the system
+    has them, else a look every half second). The fork server ends once no worker is left."""
+    import select
+    import signal
+    import threading
+    import time
+
+    def end() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        end()  # the caller ended before this worker started
+        return
+    except (AttributeError, OSError):
+        handle = None
+
+    def wait() -> None:
+        if handle is not None:
+            select.select([handle], [], [])
+        else:
+            while _alive(pid):
+                time.sleep(0.5)
+        end()
+
+    threading.Thread(target=wait, name="tokpack-die-with-caller", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextmanager
@@ -59,7 +109,7 @@ def process_pool(workers: int, initializer: Callable[..., object] | None = None,
     """``workers`` processes of :func:`worker_context` (its fork server importing ``preload``), each
     running ``initializer(*initargs)`` first; on leaving, work not started is cancelled."""
     pool = ProcessPoolExecutor(workers, mp_context=worker_context(preload), initializer=in_environment,
-                               initargs=(dict(os.environ), initializer, *initargs))
+                               initargs=(dict(os.environ), os.getpid(), initializer, *initargs))
     try:
         yield pool
     finally:
@@ -95,4 +145,4 @@ def _result(future: Future[R]) -> R:
                          fix="run again with fewer workers, or on a machine with more memory") from None
 
 
-__all__ = ["in_environment", "ordered_map", "process_pool", "worker_context"]
+__all__ = ["die_with", "in_environment", "ordered_map", "process_pool", "worker_context"]

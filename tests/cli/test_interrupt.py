@@ -1,5 +1,6 @@
 """Ctrl-C: a sharded job run by local processes stops with one line, keeps its complete shards
-and leaves nothing half-written; a rerun finishes it."""
+and leaves nothing half-written; a rerun finishes it. A BPE training counting in worker
+processes stops with one line too, and leaves no worker running."""
 
 from __future__ import annotations
 
@@ -56,3 +57,24 @@ def test_ctrl_c_stops_a_local_job_with_one_line_and_a_rerun_finishes_it(tmp_path
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert ShardedDataset(tmp_path / "job", verify=True).n_docs > 0
+
+
+def test_ctrl_c_of_a_bpe_training_with_worker_processes_says_one_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 40, encoding="utf-8")
+    # A regex other than the compiled splitter's: the counting is done by worker processes.
+    command = [sys.executable, "-m", "tokpack.cli", "bpe", "train", str(corpus), "-o", str(tmp_path / "vocab"),
+               "--pattern", r"[^\s\d]+|\d|\s+", "--workers", "2", "--vocab-size", "600"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    # The fork server and the two count workers: counting is under way.
+    while sum("forkserver" in line for line in _group(job.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGINT)
+    _, errors = job.communicate(timeout=120)
+    assert job.returncode == 130, errors
+    assert errors.strip().splitlines() == ["interrupted: nothing half-written is kept"], errors
+    time.sleep(0.5)
+    assert not _group(job.pid), "a worker outlived the job"

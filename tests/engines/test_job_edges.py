@@ -126,3 +126,19 @@ def test_a_lock_that_is_no_file_is_a_mistake_naming_it_not_a_hang(tmp_path: Path
     lock.unlink() if kind == "FIFO" else lock.rmdir()
     assert run_shard(tmp_path / "job", 1) and run_shard(tmp_path / "job", 0)
     assert (tmp_path / "job" / "dataset.json").exists()
+
+
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path) -> None:
+    # Workers import the script that started them (as spawn does): its unguarded top level starts
+    # a job again inside the worker, which multiprocessing refuses, and the job's process only
+    # sees its progress process end.
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("from tokpack.engines.executors import run_local\n"
+                      f"run_local({str(tmp_path)!r}, [0], processes=1, task=print)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tokpack.errors.WorkerDied") and "if __name__ == \"__main__\":" in last, done.stderr[-2000:]

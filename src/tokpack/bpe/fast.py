@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import signal
 import threading
 import time
 from collections import Counter
@@ -381,7 +382,7 @@ def _count_in_workers(
     tasks = context.Queue(maxsize=2 * processes)  # bounded: the input is never all in flight
     results = context.Queue()
     pool = [
-        context.Process(target=in_environment, args=(dict(os.environ), _count_worker, splitter, source, tasks, results,
+        context.Process(target=in_environment, args=(dict(os.environ), os.getpid(), _count_worker, splitter, source, tasks, results,
                                                      number), daemon=True)
         for number in range(processes)
     ]
@@ -444,6 +445,10 @@ def _count_in_workers(
 
 
 def _count_worker(splitter: _Splitter, spec: _SourceSpec | None, tasks: Any, results: Any, number: int) -> None:
+    """Count the pieces of each task of ``tasks`` until ``None``; put the counts on ``results``.
+    Ctrl-C reaches every process of a terminal's job: the caller hears it and ends the workers
+    (each would otherwise print its own traceback), so a worker ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     counts: Counter[str] = Counter()
     try:
         opened = spec.open() if spec is not None else None

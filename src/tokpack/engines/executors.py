@@ -22,7 +22,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from tokpack._atomic import remove_abandoned
-from tokpack._pool import in_environment, worker_context
+from tokpack._pool import die_with, in_environment, worker_context
 from tokpack._progress import PrepareProgress
 from tokpack.engines.lifecycle import run_shard
 from tokpack.errors import InputError, MissingExtra, WorkerDied
@@ -63,54 +63,18 @@ class ShardReporter:
             self.queue, self._pickled = None, None
 
 
-def die_with(pid: int) -> None:
-    """Kill this process when process ``pid`` (the job's own) ends, even by ``kill -9``, so no
-    worker of a killed job keeps working on its own. A worker's parent is the fork server, not the
-    job, so Linux's parent-death signal cannot say it: a thread waits on ``pid`` instead (a pidfd
-    where the system has them, else a look every half second)."""
-    import select
-    import signal
-    import threading
-    import time
-
-    def end() -> None:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        end()  # the job ended before this worker started
-        return
-    except (AttributeError, OSError):
-        handle = None
-
-    def wait() -> None:
-        if handle is not None:
-            select.select([handle], [], [])
-        else:
-            while _alive(pid):
-                time.sleep(0.5)
-        end()
-
-    threading.Thread(target=wait, name="tokpack-die-with-job", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _start_shard_worker(job: int) -> None:
-    """A shard worker ignores Ctrl-C (the job hears it and stops the workers; see
-    :func:`_deaf_to_interrupts`) and dies with the job's process."""
+def _ignore_interrupts() -> None:
+    """A shard worker ignores Ctrl-C: the job hears it and stops the workers (see
+    :func:`_deaf_to_interrupts`). It dies with the job's process through :func:`in_environment`."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_progress_manager(job: int) -> None:
+    """The progress queue's process, like a shard worker, ignores Ctrl-C and dies with the job's
+    process (it starts without :func:`in_environment`)."""
+    _ignore_interrupts()
     die_with(job)
 
 
@@ -164,13 +128,20 @@ def run_local(dataset: Path, ranks: Sequence[int], *, processes: int | None = No
     context = worker_context((task.__module__,))
     manager = SyncManager(ctx=context)
     with _deaf_to_interrupts():
-        manager.start(_start_shard_worker, (os.getpid(),))
+        try:
+            manager.start(_start_progress_manager, (os.getpid(),))
+        except EOFError:
+            # Its usual cause: a worker imports the caller's script, and an unguarded top level
+            # starts the job again there, which multiprocessing refuses.
+            raise WorkerDied("the progress queue's process ended as it started",
+                             fix='a script that starts tokpack\'s workers must keep its top level under '
+                                 'if __name__ == "__main__": (workers import the script)') from None
     with manager:
         queue = manager.Queue()
         for _ in range(retries + 1):
             failed: list[int] = []
             pool = ProcessPoolExecutor(processes, mp_context=context, initializer=in_environment,
-                                       initargs=(dict(os.environ), _start_shard_worker, os.getpid()))
+                                       initargs=(dict(os.environ), os.getpid(), _ignore_interrupts))
             try:
                 # Each future reports itself done on a queue: waiting costs the same per shard
                 # however many shards are pending (waiting on every pending future after each one
