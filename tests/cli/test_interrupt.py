@@ -31,22 +31,31 @@ def _group(pgid: int) -> list[str]:
     return found
 
 
+def _interrupt_once_started(job: subprocess.Popen[str], *, processes: int, after: float) -> None:
+    """Ctrl-C to ``job``'s process group ``after`` seconds after ``processes`` of multiprocessing's
+    processes (a fork server's or spawned ones) run in it; the job must still be running then."""
+    deadline = time.monotonic() + 120
+    while (sum("spawn_main" in line or "forkserver" in line for line in _group(job.pid)) < processes
+           and job.poll() is None and time.monotonic() < deadline):
+        time.sleep(0.02)
+    time.sleep(after)
+    assert job.poll() is None, "the job ended before Ctrl-C: nothing was interrupted (give it more work)"
+    os.killpg(job.pid, signal.SIGINT)
+
+
 def test_ctrl_c_stops_a_local_job_with_one_line_and_a_rerun_finishes_it(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 4, encoding="utf-8")
+    # Enough text that the job is still running when Ctrl-C comes (workers start in milliseconds).
+    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 40, encoding="utf-8")
     BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(tmp_path / "vocab")
     command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"),
                "--shards", "8", "--workers", "2", "-o", str(tmp_path / "job"), "--document-bytes", "4096"]
     # As a terminal does: the job in a process group of its own, SIGINT to every process of it.
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    # The job's processes of multiprocessing (its fork server or spawned ones): the progress
-    # manager and the workers.
-    while sum("spawn_main" in line or "forkserver" in line for line in _group(job.pid)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.3)  # the workers are starting (importing): where each printed a traceback
-    os.killpg(job.pid, signal.SIGINT)
+    # The job's processes of multiprocessing (its fork server, or spawned ones): the progress
+    # manager and the workers, starting (where each once printed a traceback of its own).
+    _interrupt_once_started(job, processes=3, after=0.3)
     _, errors = job.communicate(timeout=120)
     assert job.returncode == 130, errors
     assert errors.strip().splitlines() == ["interrupted: nothing half-written is kept; a sharded job keeps its complete "
@@ -67,12 +76,7 @@ def test_ctrl_c_of_a_bpe_training_with_worker_processes_says_one_line(tmp_path: 
                "--pattern", r"[^\s\d]+|\d|\s+", "--workers", "2", "--vocab-size", "600"]
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    # The fork server and the two count workers: counting is under way.
-    while sum("forkserver" in line for line in _group(job.pid)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.2)
-    os.killpg(job.pid, signal.SIGINT)
+    _interrupt_once_started(job, processes=3, after=0.2)  # the fork server and the two count workers
     _, errors = job.communicate(timeout=120)
     assert job.returncode == 130, errors
     assert errors.strip().splitlines() == ["interrupted: nothing half-written is kept"], errors
