@@ -14,6 +14,8 @@ import pytest
 from tokpack._pool import ordered_map, process_pool
 from tokpack.errors import WorkerDied
 
+from processes import living
+
 
 def test_results_come_in_order_and_the_input_is_read_as_results_are_taken() -> None:
     taken: list[int] = []
@@ -57,14 +59,6 @@ def test_a_worker_sees_the_environment_path_and_folder_of_its_pool_s_start(tmp_p
     assert all(str(tmp_path / "later") in path for _, _, path in seen)
 
 
-def _living(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status  # a zombie has ended; only its parent's reaping is left
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_a_pool_s_caller_leaves_neither_workers_nor_the_fork_server_running(tmp_path: Path) -> None:
     # A pool's worker waits on a queue whose writing end it holds itself, and holds the fork
@@ -96,9 +90,9 @@ if __name__ == "__main__":
     caller.send_signal(signal.SIGKILL)
     caller.wait()
     deadline = time.monotonic() + 20
-    while any(_living(pid) for pid in started) and time.monotonic() < deadline:
+    while any(living(pid) for pid in started) and time.monotonic() < deadline:
         time.sleep(0.1)
-    survivors = [pid for pid in started if _living(pid)]
+    survivors = [pid for pid in started if living(pid)]
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert not survivors, "a killed caller's workers (or its fork server) kept running"

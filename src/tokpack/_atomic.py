@@ -150,7 +150,7 @@ def remove_abandoned(destination: Path) -> int:
 def _abandoned(owner: str) -> bool:
     """Whether ``owner`` (``PID@HOST``) names a process of this host that is gone."""
     pid, _, host = owner.partition("@")
-    return host == _host() and pid.isdigit() and not _alive(int(pid))
+    return host == _host() and pid.isdigit() and not process_alive(int(pid))
 
 
 def _host() -> str:
@@ -169,7 +169,8 @@ def _owner() -> str:
     return f"{os.getpid()}@{_host()}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine is running (or is another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -28,6 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tokpack._atomic import process_alive
 from tokpack.errors import WorkerDied
 
 if TYPE_CHECKING:
@@ -86,21 +87,11 @@ def die_with(pid: int) -> None:
         if handle is not None:
             select.select([handle], [], [])
         else:
-            while _alive(pid):
+            while process_alive(pid):
                 time.sleep(0.5)
         end()
 
     threading.Thread(target=wait, name="tokpack-die-with-caller", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from tokpack import prepare
 from tokpack.errors import InputError, IntegrityError, TokpackError
 
 from conftest import SAMPLE
+from processes import living
 
 SMALL = {"vocab_size": 300, "document_bytes": 4096, "min_frequency": 1, "allow_smaller_vocab": True}  # tiny corpora
 GIVEN = {"document_bytes": 4096}  # with vocab=: a given vocabulary has its own size
@@ -386,14 +387,6 @@ def test_require_vocabulary_and_tokenizer_for_refuse_foreign_tokenizers_in_one_l
 
 # --- Item 12: processes and leftovers ------------------------------------------------------------
 
-def _living(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status  # a zombie has ended; only its parent's reaping is left
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_a_sharded_prepare_leaves_no_worker_running(tmp_path: Path) -> None:
     import signal
@@ -422,9 +415,9 @@ executors.run_local({str(tmp_path)!r}, [0, 1], processes=2, task=record_pid_and_
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     deadline = time.monotonic() + 20
-    while any(_living(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(living(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    survivors = [pid for pid in pids if _living(pid)]
+    survivors = [pid for pid in pids if living(pid)]
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert not survivors, "workers of a killed job kept running"

@@ -133,7 +133,7 @@ def timed_movetexts(draw: st.DrawFn) -> str:
     return " ".join(word + (" {" + draw(_CLOCKS) + "}" if draw(_CLOCK_AFTER) else "") for word in words)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(timed_movetexts(), min_size=1, max_size=4))
 def test_scanned_clocks_are_python_chess_clocks(texts: list[str]) -> None:
     results = resolve_games(texts, new_codes(), clocks=True)
