@@ -271,9 +271,7 @@ def test_ray_engine_gives_byte_identical_shards_and_retries_a_killed_task(sharde
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}})
     try:
-        plain = prepare_sharded(sample_corpus(), tmp_path / "ray", vocab=vocabulary, shards=3, engine="ray",
-                                document_bytes=DOCUMENT_BYTES, batch_documents=4)
-        assert shard_bytes(plain.path) == shard_bytes(sharded.path)
+        # (a run without a fault: test_ray_cluster.py, on a real two-node cluster)
         flaky = prepare_sharded(sample_corpus(), tmp_path / "ray-flaky", vocab=vocabulary, shards=3, engine="ray",
                                 document_bytes=DOCUMENT_BYTES, batch_documents=4, task=shard_faults.killed_mid_shard_once)
         assert (tmp_path / "ray-flaky" / f".killed-once-{shard_faults.VICTIM}").exists()
