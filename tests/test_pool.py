@@ -14,7 +14,7 @@ import pytest
 from tokpack._pool import ordered_map, process_pool
 from tokpack.errors import WorkerDied
 
-from processes import living
+from processes import survivors_of_kill_9
 
 
 def test_results_come_in_order_and_the_input_is_read_as_results_are_taken() -> None:
@@ -63,7 +63,6 @@ def test_a_worker_sees_the_environment_path_and_folder_of_its_pool_s_start(tmp_p
 def test_kill_9_of_a_pool_s_caller_leaves_neither_workers_nor_the_fork_server_running(tmp_path: Path) -> None:
     # A pool's worker waits on a queue whose writing end it holds itself, and holds the fork
     # server's "caller alive" pipe: unless it dies with the caller, both outlive a kill -9.
-    import signal
     import subprocess
     import time
 
@@ -87,12 +86,4 @@ if __name__ == "__main__":
         time.sleep(0.1)
     started = [int(p.name) for p in pids.iterdir()]
     assert len(started) >= 2, started
-    caller.send_signal(signal.SIGKILL)
-    caller.wait()
-    deadline = time.monotonic() + 20
-    while any(living(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    survivors = [pid for pid in started if living(pid)]
-    for pid in survivors:
-        os.kill(pid, signal.SIGKILL)
-    assert not survivors, "a killed caller's workers (or its fork server) kept running"
+    assert not survivors_of_kill_9(caller, started), "a killed caller's workers (or its fork server) kept running"

@@ -16,7 +16,7 @@ from tokpack import prepare
 from tokpack.errors import InputError, IntegrityError, TokpackError
 
 from conftest import SAMPLE
-from processes import living
+from processes import survivors_of_kill_9
 
 SMALL = {"vocab_size": 300, "document_bytes": 4096, "min_frequency": 1, "allow_smaller_vocab": True}  # tiny corpora
 GIVEN = {"document_bytes": 4096}  # with vocab=: a given vocabulary has its own size
@@ -389,7 +389,6 @@ def test_require_vocabulary_and_tokenizer_for_refuse_foreign_tokenizers_in_one_l
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_a_sharded_prepare_leaves_no_worker_running(tmp_path: Path) -> None:
-    import signal
     import time
 
     (tmp_path / "pids").mkdir()
@@ -412,15 +411,7 @@ executors.run_local({str(tmp_path)!r}, [0, 1], processes=2, task=record_pid_and_
         time.sleep(0.2)
     pids = [int(p.name) for p in (tmp_path / "pids").iterdir()]
     assert len(pids) == 3, pids
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
-    deadline = time.monotonic() + 20
-    while any(living(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    survivors = [pid for pid in pids if living(pid)]
-    for pid in survivors:
-        os.kill(pid, signal.SIGKILL)
-    assert not survivors, "workers of a killed job kept running"
+    assert not survivors_of_kill_9(driver, pids), "workers of a killed job kept running"
 
 
 def test_a_shard_task_goes_on_when_the_progress_queue_process_is_gone() -> None:
