@@ -20,8 +20,9 @@ only when something asks for them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tokpack._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from tokpack.corpus import CorpusManifest, sample_corpus
@@ -88,17 +89,4 @@ __all__ = [
 _PACKAGES = ("bpe", "chess", "corpus", "engines", "errors", "grading", "preparing", "report", "serve", "store", "vocab")
 
 
-def __getattr__(name: str) -> Any:
-    """``tokpack.NAME``: the public name from its module, or the package, imported now (then kept here)."""
-    if name in _PACKAGES:
-        return importlib.import_module(f"tokpack.{name}")
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tokpack' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*__all__, *_PACKAGES, *(name for name in globals() if name.startswith("__"))})
+__getattr__, __dir__ = lazy_attributes(globals(), _HOMES, _PACKAGES)

@@ -22,7 +22,7 @@ from conftest import REPO
 HEAVY = ("numpy", "pydantic", "rich", "numba", "pyarrow", "tiktoken", "tokenizers", "torch", "fsspec", "regex",
          "pandas", "sentencepiece", "chess", "zstandard")
 #: The only tokpack modules the help may load: the package (its names are lazy), the errors and the CLI.
-LIGHT_TOKPACK = {"tokpack", "tokpack.errors", "tokpack._extras"}
+LIGHT_TOKPACK = {"tokpack", "tokpack._lazy", "tokpack.errors", "tokpack._extras"}
 
 # Run in a fresh interpreter: the tokpack command's entry point with ARGS, then the loaded modules.
 _ENTRY = """

@@ -7,8 +7,9 @@ reading one pack (``prepare``) loads neither the sharded datasets' module nor th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tokpack._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from tokpack.store.dataset import DatasetRecord, ShardedDataset, merge_dataset, write_dataset
@@ -55,15 +56,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``tokpack.store.NAME``: the public name from its module, imported now (then kept here)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tokpack.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})
+__getattr__, __dir__ = lazy_attributes(globals(), _HOMES)
