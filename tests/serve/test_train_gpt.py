@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ from tokpack.engines import prepare_sharded
 from tokpack.serve import PackedBatches
 
 from conftest import REPO
-from example_runs import run_example
+from example_runs import run_example, run_torchrun
 
 EXAMPLE = REPO / "examples" / "train_gpt.py"
 LENGTH, GLOBAL_BATCH, STEPS, CHECKPOINT_STEP = 32, 8, 12, 5  # tiny: each run is a few seconds of CPU
@@ -43,10 +42,7 @@ def run(arguments: list[str], *, cache: Path, ranks: int | None = None) -> subpr
     tokpack's cache (where ``bestfit`` keeps its index) in ``cache``."""
     if ranks is None:
         return run_example(EXAMPLE, [*arguments, "--threads", "1"], env=environment(cache))
-    # --standalone: a free local port, so parallel test runs never collide
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(EXAMPLE)]
-    return subprocess.run(launcher + arguments + ["--threads", "1"], capture_output=True, text=True, env=environment(cache),
-                          timeout=600, check=False)
+    return run_torchrun(EXAMPLE, [*arguments, "--threads", "1"], ranks=ranks, env=environment(cache))
 
 
 def environment(cache: Path) -> dict[str, str]:
@@ -142,6 +138,34 @@ def test_bestfit_with_document_masks_resumes_across_world_sizes(corpus: tokpack.
         assert [(step, digest) for step, digest, _ in lines] == list(enumerate(expected)), name
     np.testing.assert_allclose([loss for *_, loss in logs["two ranks, resumed on one"]],
                                [loss for *_, loss in logs["two ranks"]], atol=1e-3)
+
+
+def test_a_two_rank_checkpoint_resumes_at_a_doubled_global_batch_on_one_rank(
+        corpus: tokpack.TokenizedCorpus, stream_runs: Path, tmp_path: Path) -> None:
+    """The two-rank run's checkpoint of step 5 (global batch 8) resumed on one rank at 16: the
+    loader's history keeps steps 0-4 at 8 and serves 5-8 at 16, as a fresh loader given that state,
+    or the schedule up front, says."""
+    import torch
+
+    log = tmp_path / "run.log"
+    log.write_text("".join(line + "\n" for line in (stream_runs / "two.log").read_text().splitlines()[:CHECKPOINT_STEP]))
+    resumed = run(["--data", str(corpus.tokens_dir), "--layout", "stream", "--length", str(LENGTH), "--seed", "3",
+                   "--global-batch", str(2 * GLOBAL_BATCH), "--steps", "9", "--log-batches", str(log),
+                   "--resume", str(stream_runs / f"step{CHECKPOINT_STEP}.pt")], cache=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"step      {CHECKPOINT_STEP}  global batch 8 -> 16" in resumed.stdout, resumed.stdout
+    rows = [line.split() for line in log.read_text().splitlines()]  # STEP SHA256 LOSS ROWS
+    assert [(int(step), int(count)) for step, _, _, count in rows] == [(k, 8) for k in range(5)] + [(k, 16) for k in range(5, 9)]
+    digests = [digest for _, digest, _, _ in rows]
+
+    def digest(batch: np.ndarray) -> str:
+        return hashlib.sha256(np.ascontiguousarray(batch[:, :-1], dtype="<i8").tobytes()).hexdigest()
+
+    fresh = PackedBatches(corpus.tokens_dir, layout="stream", length=LENGTH, global_batch=16, seed=3)
+    fresh.load_state_dict(torch.load(stream_runs / f"step{CHECKPOINT_STEP}.pt", weights_only=False)["loader"])
+    assert [digest(fresh.global_rows(k)) for k in range(5, 9)] == digests[5:]
+    planned = PackedBatches(corpus.tokens_dir, layout="stream", length=LENGTH, global_batch=[(0, 8), (5, 16)], seed=3)
+    assert [digest(planned.global_rows(k)) for k in range(9)] == digests
 
 
 @pytest.mark.parametrize("other_data", ["another vocabulary", "other ids, same vocabulary"])

@@ -1,15 +1,22 @@
-"""The repository's example scripts run as a user runs them (``python examples/NAME.py ARGS``),
-each run a new process forked from one that has already imported torch.
+"""The repository's example scripts run as a user runs them (``python examples/NAME.py ARGS``, or
+``torchrun --nproc_per_node N examples/NAME.py ARGS``), each process forked from one that has
+already imported torch.
 
 The examples train with ``torch.optim``, whose first use imports ``torch._dynamo``: with torch
-itself that is most of a short run's CPU, paid again by every run. A process per test worker (per
-``PYTHONPATH`` and thread settings, which torch reads at import) imports torch once and forks a
-child for each run. The child is ``python SCRIPT ARGS`` in everything the script can see: its
-argv, environment and working folder, ``__main__``, ``sys.path[0]`` the script's folder, stdin
-empty, stdout and stderr captured, the exit code Python would give (``sys.exit``, an uncaught
-exception's traceback and 1), atexit handlers run; only torch is already in ``sys.modules``
-(tokpack is imported by the run itself, so it reads the run's environment). Runs under
-``torchrun`` stay real ``torchrun`` processes.
+itself that is most of a short run's CPU, paid again by every process (a two-rank ``torchrun`` is
+three: the launcher and two ranks). A fork server per test worker (per ``PYTHONPATH`` and thread
+settings, which torch reads at import) imports torch once and forks a child for each process. The
+child is ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``) in everything the script can see:
+its argv, environment and working folder, ``__main__``, ``sys.path[0]``, stdin empty, stdout and
+stderr where the caller's go, the exit code Python would give (``sys.exit``, an uncaught
+exception's traceback and 1, a signal's death), atexit handlers run; only torch is already in
+``sys.modules`` (tokpack is imported by the run itself, so it reads the run's environment).
+
+``torchrun`` is the real launcher, forked so; each rank it starts is ``python -u forked_rank.py
+SCRIPT ARGS``, a small process that has the server fork the rank with the environment torchrun gave
+it, forwards torchrun's signals to it, and exits as it exited (or, without a server that matches
+its environment, becomes ``python SCRIPT ARGS`` itself). Each forked process dies with the process
+that asked for it.
 """
 
 from __future__ import annotations
@@ -17,39 +24,48 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
+import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 #: What torch reads when it is imported: a run whose environment differs in one of these gets a
-#: process of its own.
-_IMPORT_TIME = ("PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED")
+#: server of its own.
+IMPORT_TIME = ("PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED")
+#: The environment variable naming the server's socket, for the ranks torchrun starts.
+SERVER_VARIABLE = "TOKPACK_TESTS_FORK_SERVER"
+FORKED_RANK = Path(__file__).with_name("forked_rank.py")
 
+# The server: accepts a connection per process to start; a handler forked for it forks the process,
+# says its pid, then waits for whichever comes first: the process's end (its exit status is sent)
+# or the connection's (the asker died: the process is killed). It exits when its stdin closes.
 _FORK_SERVER = r"""
-import atexit, json, os, runpy, sys, traceback
+import atexit, json, os, runpy, select, signal, socket, sys, traceback
 import torch, torch._dynamo  # the imports every run shares
 
 def run(request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_TRUNC),
-                            (2, request["stderr"], os.O_WRONLY | os.O_TRUNC)):
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_APPEND),
+                            (2, request["stderr"], os.O_WRONLY | os.O_APPEND)):
         opened = os.open(path, flags)
         os.dup2(opened, fd)
         os.close(opened)
     sys.stdin = sys.__stdin__ = open(0, closefd=False)
-    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False, buffering=1 if request.get("unbuffered") else -1)
     sys.stderr = sys.__stderr__ = open(2, "w", closefd=False, errors="backslashreplace")
     sys.argv = list(request["argv"])
-    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
     code = 0
     try:
-        runpy.run_path(sys.argv[0], run_name="__main__")
+        if request.get("module"):
+            sys.path[0] = request["cwd"]
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        else:
+            sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+            runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as exit:
         if exit.code is None:
             code = 0
@@ -68,45 +84,126 @@ def run(request):
         sys.stderr.flush()
         os._exit(code)
 
-for line in sys.stdin:
-    request = json.loads(line)
+def handle(connection):
+    request = json.loads(connection.makefile("rb").readline())
     pid = os.fork()
     if pid == 0:
+        connection.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         run(request)
-    print(json.dumps({"pid": pid}), flush=True)
-    _, status = os.waitpid(pid, 0)
-    print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+    connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    ended = os.pidfd_open(pid)
+    while True:
+        ready, _, _ = select.select([connection, ended], [], [])
+        if ended in ready:
+            _, status = os.waitpid(pid, 0)
+            connection.sendall(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+            return
+        if not connection.recv(1):  # the asker is gone
+            os.kill(pid, signal.SIGKILL)
+
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(sys.argv[1])
+listener.listen(64)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped as they end
+print("ready", flush=True)
+while True:
+    ready, _, _ = select.select([listener, sys.stdin], [], [])
+    if sys.stdin in ready and not os.read(0, 1):
+        break
+    if listener in ready:
+        connection, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            try:
+                handle(connection)
+            finally:
+                os._exit(0)
+        connection.close()
 """
 
+
 class _ForkServer:
-    """One process that has imported torch and forks a child for each run it is sent."""
+    """One process that has imported torch and forks a child for each process it is asked for."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        bufsize=0, env=dict(env))
-        self.unread = b""
-
-    def send(self, request: dict[str, object]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(request).encode() + b"\n")
-
-    def reply(self, timeout: float) -> dict[str, int]:
+        self.folder = tempfile.mkdtemp(prefix="fork-server-")
+        self.path = os.path.join(self.folder, "socket")
+        self.process = subprocess.Popen([sys.executable, "-c", _FORK_SERVER, self.path], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, env=dict(env))
         assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.unread:
-            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise subprocess.TimeoutExpired("example run", timeout)
-            chunk = os.read(self.process.stdout.fileno(), 65536)
-            if not chunk:
-                raise RuntimeError(f"the example runs' fork server exited with {self.process.wait()}")
-            self.unread += chunk
-        line, self.unread = self.unread.split(b"\n", 1)
-        reply: dict[str, int] = json.loads(line)
-        return reply
+        if self.process.stdout.readline() != b"ready\n":
+            raise RuntimeError(f"the example runs' fork server exited with {self.process.wait()}")
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        for name in os.listdir(self.folder):
+            os.unlink(os.path.join(self.folder, name))
+        os.rmdir(self.folder)
 
 
 _servers: dict[tuple[str | None, ...], _ForkServer] = {}
+
+
+def server_for(env: Mapping[str, str]) -> dict[str, object]:
+    """A fork server whose torch was imported in ``env``'s import-time settings: its socket and
+    those settings (what ``SERVER_VARIABLE`` holds, as JSON)."""
+    settings = {name: env.get(name) for name in IMPORT_TIME}
+    key = tuple(settings.values())
+    server = _servers.get(key)
+    if server is None or server.process.poll() is not None:
+        server = _servers[key] = _ForkServer(env)
+    return {"socket": server.path, "import_time": settings}
+
+
+def start(path: object, request: dict[str, object]) -> tuple[socket.socket, int]:
+    """Ask the server at ``path`` for a process; return the connection (closing it kills the
+    process) and the process's id."""
+    connection = socket.socket(socket.AF_UNIX)
+    connection.connect(path)
+    connection.sendall(json.dumps(request).encode() + b"\n")
+    return connection, int(json.loads(_line(connection, None))["pid"])
+
+
+def exit_code(connection: socket.socket, timeout: float | None) -> int:
+    """The process's exit code (``-N``: killed by signal N); ``socket.timeout`` after ``timeout``."""
+    return int(json.loads(_line(connection, timeout))["code"])
+
+
+def _line(connection: socket.socket, timeout: float | None) -> bytes:
+    connection.settimeout(timeout)
+    received = b""
+    while not received.endswith(b"\n"):
+        chunk = connection.recv(4096)
+        if not chunk:
+            raise RuntimeError("the example runs' fork server closed the connection")
+        received += chunk
+    return received
+
+
+def _forked(argv: list[str], *, env: Mapping[str, str], cwd: Path | None, timeout: float,
+            module: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, *(["-m", module] if module else []), *argv[bool(module):]]
+    with tempfile.TemporaryDirectory(prefix="example-run-") as folder:
+        stdout, stderr = Path(folder) / "stdout", Path(folder) / "stderr"
+        stdout.touch()
+        stderr.touch()
+        request = {"argv": argv, "module": module, "env": dict(env), "cwd": str(cwd or Path.cwd()),
+                   "stdout": str(stdout), "stderr": str(stderr)}
+        connection, _ = start(server_for(env)["socket"], request)
+        with connection:
+            try:
+                code = exit_code(connection, timeout)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(command, timeout) from None  # closing the connection kills it
+        return subprocess.CompletedProcess(command, code, stdout.read_text(errors="replace"),
+                                           stderr.read_text(errors="replace"))
 
 
 def run_example(script: Path, arguments: Sequence[object], *, env: Mapping[str, str], cwd: Path | None = None,
@@ -114,33 +211,23 @@ def run_example(script: Path, arguments: Sequence[object], *, env: Mapping[str, 
     """``subprocess.run([python, script, *arguments], capture_output=True, text=True, env=env)``,
     forked from a process that has imported torch; raises ``subprocess.TimeoutExpired`` (the
     run killed) after ``timeout`` seconds."""
-    argv = [str(script), *map(str, arguments)]
-    key = tuple(env.get(name) for name in _IMPORT_TIME)
-    server = _servers.get(key)
-    if server is None or server.process.poll() is not None:
-        server = _servers[key] = _ForkServer(env)
-    with tempfile.TemporaryDirectory(prefix="example-run-") as folder:
-        stdout, stderr = Path(folder) / "stdout", Path(folder) / "stderr"
-        stdout.touch()
-        stderr.touch()
-        server.send({"argv": argv, "env": dict(env), "cwd": str(cwd or Path.cwd()), "stdout": str(stdout), "stderr": str(stderr)})
-        pid = server.reply(timeout)["pid"]
-        try:
-            code = server.reply(timeout)["code"]
-        except subprocess.TimeoutExpired:
-            os.kill(pid, 9)
-            server.reply(60)
-            raise subprocess.TimeoutExpired([sys.executable, *argv], timeout) from None
-        return subprocess.CompletedProcess([sys.executable, *argv], code, stdout.read_text(errors="replace"),
-                                           stderr.read_text(errors="replace"))
+    return _forked([str(script), *map(str, arguments)], env=env, cwd=cwd, timeout=timeout)
+
+
+def run_torchrun(script: Path, arguments: Sequence[object], *, ranks: int, env: Mapping[str, str],
+                 cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([python, -m, torch.distributed.run, --standalone, --nproc_per_node=RANKS,
+    script, *arguments], capture_output=True, text=True, env=env)``, the launcher and its ranks
+    forked from a process that has imported torch (``--standalone``: a free local port, so
+    parallel test runs never collide)."""
+    env = {**env, SERVER_VARIABLE: json.dumps(server_for(env))}
+    # argv[0] becomes the module's file, as with python -m
+    argv = ["torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(FORKED_RANK), str(script),
+            *map(str, arguments)]
+    return _forked(argv, env=env, cwd=cwd, timeout=timeout, module="torch.distributed.run")
 
 
 @atexit.register
 def _stop() -> None:
     for server in _servers.values():
-        if server.process.stdin is not None:
-            server.process.stdin.close()
-        try:
-            server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
+        server.stop()
