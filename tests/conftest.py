@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,13 +22,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 import registry  # noqa: E402
 
-#: Test files run longest first (see its docstring).
-pytest_plugins = ["longest_first"]
+if TYPE_CHECKING:
+    from ray_cluster import Cluster
+
+#: Test files run longest first, and those sharing the Ray cluster on one worker (see their docstrings).
+pytest_plugins = ["longest_first", "file_groups"]
 
 # The suite never reads or writes the user's cache: an index or stamp left there by another tokpack
 # version would decide what a test sees. Each process (and the processes it starts) gets its own.
 os.environ["TOKPACK_CACHE"] = tempfile.mkdtemp(prefix="tokpack-tests-cache-")
 atexit.register(shutil.rmtree, os.environ["TOKPACK_CACHE"], ignore_errors=True)
+
+# Nor the user's Ray token (~/.ray/auth_token): every Ray of the suite uses token authentication
+# with a token of the test process's own. Ray reads these when it is first imported, so they are set
+# before any test module imports it: a test's driver then joins the process's cluster (ray_cluster).
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -46,6 +58,17 @@ def gpt2_rank_file() -> Path:
         return registry.gpt2_rank_file()
     except RuntimeError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Cluster]:
+    """A two-node Ray cluster on this machine, one per test process (tests/support/ray_cluster.py)."""
+    pytest.importorskip("ray", reason="Ray is not installed (./dev test installs it)")
+    from ray_cluster import start_cluster
+
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="module")

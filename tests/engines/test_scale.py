@@ -22,8 +22,8 @@ from tokpack.serve import TokenBatches, Windows
 from tokpack.store import Pack, ShardedDataset, merge_dataset, open_tokens
 
 import shard_faults
+from ray_cluster import Cluster, driver
 
-TESTS = Path(__file__).resolve().parents[1] / "support"  # the helpers a Ray worker imports
 DOCUMENT_BYTES = 2048
 
 
@@ -266,18 +266,13 @@ def test_cli_shards_merges_and_inspects(tmp_path: Path, vocabulary: Path, sharde
 # --- Ray -------------------------------------------------------------------------------------
 
 def test_ray_engine_gives_byte_identical_shards_and_retries_a_killed_task(sharded: ShardedDataset, vocabulary: Path,
-                                                                          tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray", reason="Ray is not installed (./dev test installs it)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}})
-    try:
-        # (a run without a fault: test_ray_cluster.py, on a real two-node cluster)
+                                                                          ray_cluster: Cluster, tmp_path: Path) -> None:
+    # (a run without a fault, from the command line: test_ray_cluster.py)
+    with driver(ray_cluster):
         flaky = prepare_sharded(sample_corpus(), tmp_path / "ray-flaky", vocab=vocabulary, shards=3, engine="ray",
                                 document_bytes=DOCUMENT_BYTES, batch_documents=4, task=shard_faults.killed_mid_shard_once)
-        assert (tmp_path / "ray-flaky" / f".killed-once-{shard_faults.VICTIM}").exists()
-        assert shard_bytes(flaky.path) == shard_bytes(sharded.path)
-    finally:
-        ray.shutdown()
+    assert (tmp_path / "ray-flaky" / f".killed-once-{shard_faults.VICTIM}").exists()
+    assert shard_bytes(flaky.path) == shard_bytes(sharded.path)
 
 
 # --- datatrove -------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from tokpack.serve.torch import make_batch_loader
 from tokpack.store import Pack, merge_dataset
 from tokpack.store.dataset import ShardedDataset
 
+from ray_cluster import Cluster, driver
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SHARD_GAMES = 7  # small enough that the fixture's months are cut into several row ranges
 
@@ -106,14 +108,9 @@ def test_a_job_array_gives_the_same_bytes_in_any_order(games: Path, one_worker: 
         run_array_task(job, environment={"TOKPACK_RANK": "0", "TOKPACK_WORLD_SIZE": "1"})
 
 
-def test_ray_gives_byte_identical_datasets(games: Path, one_worker: Path, tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray", reason="Ray is not installed (./dev test installs it)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
-    try:
+def test_ray_gives_byte_identical_datasets(games: Path, one_worker: Path, ray_cluster: Cluster, tmp_path: Path) -> None:
+    with driver(ray_cluster):
         tokenize(config(games, tmp_path / "tokens", engine="ray"), "san", pack=True)
-    finally:
-        ray.shutdown()
     for folder in ("train", "val"):
         assert files_of(tmp_path / "tokens" / "san" / folder) == files_of(one_worker / folder)
 
