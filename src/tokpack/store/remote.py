@@ -428,14 +428,22 @@ def upload(local: Path, url: str, *, storage_options: dict[str, Any] | None = No
         IntegrityError: an uploaded file's size differs from the local one.
     """
     fs, root = _filesystem(url, storage_options)
-    local = Path(local)
+    _upload(fs, Path(local), root, url, last=last)
+
+
+def _upload(fs: Any, local: Path, root: str, url: str, *, last: tuple[str, ...] = ()) -> None:
+    """:func:`upload` through the file system ``fs`` (one client for every file of a dataset)."""
     files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
     base = local if local.is_dir() else local.parent
     ordered = [p for p in files if p.name not in last] + [p for name in last for p in files if p.name == name]
+    made: set[str] = set()  # on object storage each makedirs is a request (the bucket's HEAD)
     for file in ordered:
         relative = file.relative_to(base).as_posix()
         target = f"{root}/{relative}" if local.is_dir() else root
-        fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+        folder = target.rsplit("/", 1)[0]
+        if folder not in made:
+            fs.makedirs(folder, exist_ok=True)
+            made.add(folder)
         fs.put_file(str(file), target)
         if fs.info(target)["size"] != file.stat().st_size:
             raise IntegrityError("uploaded size differs from the local file", where=f"{url}/{relative}", fix="upload again")
@@ -456,15 +464,15 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
     fs, root = _filesystem(url, storage_options)
     if fs.exists(f"{root}/{record}"):
         raise InputError(f"already holds a {record}; a dataset is never overwritten", where=url)
-    url = url.rstrip("/")
+    url, root = url.rstrip("/"), root.rstrip("/")
     if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
         for entry in opened.meta.shards:
-            upload(local / entry.name, f"{url}/{entry.name}", storage_options=storage_options, last=(META_FILE,))
+            _upload(fs, local / entry.name, f"{root}/{entry.name}", f"{url}/{entry.name}", last=(META_FILE,))
     else:  # the arrays and the vocabulary files the pack carries (no stray files)
         assert isinstance(opened, Pack)
         for name in (TOKENS_FILE, STARTS_FILE, *opened.meta.vocabulary_files):
-            upload(local / name, f"{url}/{name}", storage_options=storage_options)
-    upload(local / record, f"{url}/{record}", storage_options=storage_options)
+            _upload(fs, local / name, f"{root}/{name}", f"{url}/{name}")
+    _upload(fs, local / record, f"{root}/{record}", f"{url}/{record}")
 
 
 @_storage_errors(2)
@@ -482,14 +490,14 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
         record = write(source, local, options, progress)
         _verify_export(local if local.is_dir() else local.parent, record)
         if local.is_dir():
-            upload(local, url, storage_options=storage_options, last=(SIDECAR,))
+            _upload(fs, local, root, url, last=(SIDECAR,))
         else:
-            parent = url.rstrip("/").rsplit("/", 1)[0]
+            parent, parent_root = url.rstrip("/").rsplit("/", 1)[0], root.rstrip("/").rsplit("/", 1)[0]
             # Megatron: every part's data and index (OUT, OUT_validation, …), then the sidecar.
             files = [file for part in record.parts.values() for file in part.files]
             files += [file for file in record.files_sha256 if file not in files] + [f"{name}.tokpack.json"]
             for file in files:  # the vocabulary's files (OUT.vocabulary/NAME) among them
-                upload(local.parent / file, f"{parent}/{file}", storage_options=storage_options)
+                _upload(fs, local.parent / file, f"{parent_root}/{file}", f"{parent}/{file}")
     return record
 
 

@@ -4,6 +4,7 @@ byte-identical arrays; datatrove's own writer read by tokpack; packs and dataset
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -462,6 +463,21 @@ def test_half_uploaded_datasets_never_open_and_exports_upload_the_sidecar_last(p
                                       "--storage-options", json.dumps(s3_options)])
     assert result.exit_code == 0, result.output
     assert fs.cat("tokpack/exports/nano/val.bin") == (export(pack, "nanogpt", tmp_path / "nano") and (tmp_path / "nano" / "val.bin").read_bytes())
+
+
+def test_an_upload_asks_the_store_for_each_folder_once(sharded, s3_options, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+    """On object storage a folder is made by asking for the bucket (a HEAD request): once per
+    folder of the dataset, not once per file (moto's server logs each request it serves)."""
+    from tokpack.store.remote import upload_dataset
+
+    with caplog.at_level(logging.INFO, logger="werkzeug"):
+        upload_dataset(sharded.path, "s3://tokpack/counted", storage_options=s3_options)
+    served = [record.getMessage() for record in caplog.records if record.name == "werkzeug"]
+    puts = [line for line in served if '"PUT /tokpack/counted/' in line]
+    heads = [line for line in served if '"HEAD /tokpack HTTP' in line]
+    folders = {line.split('"PUT ', 1)[1].split(" ", 1)[0].rsplit("/", 1)[0] for line in puts}
+    assert len(puts) > 2 * len(folders), puts  # several files a folder
+    assert 0 < len(heads) <= len(folders) + 1, heads  # the record's existence check, then one a folder
 
 
 def test_inspect_and_report_read_exports_and_foreign_files(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
