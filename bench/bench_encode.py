@@ -26,8 +26,11 @@ first pass over the text (cold), frees its output outside the clock, times a sec
 and hashes each pass's ids outside the clock. CPU seconds are ``time.process_time`` (every thread
 of the process), wall seconds ``time.perf_counter``. Children run in turns (tokpack, gigatoken,
 gigatoken-bytes, tiktoken, ...) so a shared machine's drift hits each alike; each figure is the
-median over ``--runs``. Every tool's ids must equal tiktoken's on every text and pass (checked
-by the hashes; a difference is printed and fails the run).
+median over ``--runs``. The ratios to gigatoken's faster call are taken of those medians, and run
+by run (a run's children run back to back), whose median, least and greatest say how far the
+ratio moves from process to process; the load average is sampled after each child. Every tool's
+ids must equal tiktoken's on every text and pass (checked by the hashes; a difference is printed
+and fails the run).
 
 ``prepare``: ``tokpack prepare FILE --vocab cl100k_base.tiktoken --document-bytes SIZE`` (the file one
 document, as the script encodes it) in a fresh process with fresh caches, against a script that loads gigatoken, encodes the same file (``Tokenizer.encode`` of its
@@ -242,11 +245,13 @@ def main() -> None:
         return
     texts(args.kinds)  # assembled (and cached) before any child
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    loads = []
     for run in range(args.runs):
         for vocab in args.vocabs:
             for tool in args.tools:
                 results.setdefault((tool, vocab), []).append(
                     run_child(["--child", f"{tool}:{vocab}", "--kinds", *args.kinds]))
+                loads.append(os.getloadavg()[0])
         print(f"run {run + 1}/{args.runs} done", file=sys.stderr)
     import tiktoken
 
@@ -258,13 +263,17 @@ def main() -> None:
     except Exception:  # noqa: BLE001 - only the table's heading
         pass
     lines = [f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, tiktoken "
-             f"{tiktoken.__version__}, gigatoken {giga_version}; load average at the end {os.getloadavg()[0]:.1f}",
+             f"{tiktoken.__version__}, gigatoken {giga_version}; load average (1 min, after each child) "
+             f"{min(loads):.1f}-{max(loads):.1f}, median {statistics.median(loads):.1f}",
              f"command: PYTHONPATH=src python bench/bench_encode.py --runs {args.runs}", "",
              "MB of UTF-8 per CPU second (median of the runs); cold: the first pass of a fresh tokenizer, warm: the "
-             "second. Ratios: tokpack / gigatoken's faster call, CPU.", "",
+             "second. Ratios: tokpack / gigatoken's faster call, CPU: of the medians, and run by run (each run's "
+             "children back to back: tokpack's cold rate over the faster of gigatoken's calls in that run; the median "
+             "and the least and greatest, how far the ratio moves from process to process).", "",
              "| vocabulary | text (MB) | " + " | ".join(f"{tool} cold / warm" for tool in args.tools)
-             + " | × gigatoken cold / warm | wall × gigatoken cold |",
-             "|---|---|" + "---|" * len(args.tools) + "---|---|"]
+             + " | × gigatoken cold / warm | cold × gigatoken run by run: median (least-greatest) "
+             "| wall × gigatoken cold |",
+             "|---|---|" + "---|" * len(args.tools) + "---|---|---|"]
     failed = False
     for vocab in args.vocabs:
         for kind in args.kinds:
@@ -289,9 +298,13 @@ def main() -> None:
                 best_warm = max(rate[t]["warm"] for t in gigas)
                 ratio = f"{rate['tokpack']['cold'] / best_cold:.2f} / {rate['tokpack']['warm'] / best_warm:.2f}"
                 wall_ratio = f"{wall['tokpack'] / max(wall[t] for t in gigas):.2f}"
+                per_run = [min(results[(t, vocab)][run][kind]["cold"]["cpu"] for t in gigas)
+                           / results[("tokpack", vocab)][run][kind]["cold"]["cpu"] for run in range(args.runs)]
+                spread = f"{statistics.median(per_run):.2f} ({min(per_run):.2f}-{max(per_run):.2f})"
             else:
-                ratio = wall_ratio = "-"
-            lines.append(f"| {vocab} | {kind} ({mb:.1f}) | " + " | ".join(cells) + f" | {ratio} | {wall_ratio} |")
+                ratio = wall_ratio = spread = "-"
+            lines.append(f"| {vocab} | {kind} ({mb:.1f}) | " + " | ".join(cells)
+                         + f" | {ratio} | {spread} | {wall_ratio} |")
     if not args.skip_prepare:
         lines += prepare_rows(args.runs, args.prepare_megabytes)
     print("\n".join(lines))
