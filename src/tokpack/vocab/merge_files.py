@@ -456,12 +456,15 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
 
 
 def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict[str, int], *,
-                         where: str | os.PathLike[str] | None = None) -> bytes:
+                         where: str | os.PathLike[str] | None = None, joins: np.ndarray | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
     ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) written by the
     compiled encoder's extension (by numpy without it) from the tokens' bytes and
     :func:`derive_merges`'s cuts, not built as Python objects. ``ranks``: a dict, or the same
     tokens as a :class:`~tokpack.vocab.rank_files.TokenTable` (its order standing for the dict's).
+    ``joins``: those cuts, the tokens in rank order, when the caller has them already (a published
+    vocabulary's shipped ones: :func:`~tokpack.vocab.published.published_last_joins`); else they
+    are derived here.
 
     >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
     >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
@@ -482,7 +485,7 @@ def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict
     else:
         tokens, order = in_rank_order(ranks)
         spelled = any(name in ranks for name in names)
-    left = None if spelled else _last_merges(tokens, order, where)
+    left = None if spelled else joins if joins is not None else _last_merges(tokens, order, where)
     if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
         ranks = ranks.ranks() if isinstance(ranks, TokenTable) else ranks
         return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
