@@ -132,14 +132,17 @@ try:
     main()
 except SystemExit as stop:
     assert not stop.code, stop.code
-print(sorted(name for name in sys.modules if name.startswith("tokpack.store")), file=sys.stderr)
+print(sorted(name for name in sys.modules if name.startswith("tokpack.store") or name in ("concurrent.futures", "logging")),
+      file=sys.stderr)
 """
 
 
-def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports(tmp_path: Path, gpt2_rank_file: Path) -> None:
+def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports_nor_an_executor(tmp_path: Path,
+                                                                                         gpt2_rank_file: Path) -> None:
     """``tokpack prepare FILE --vocab RANKS`` writes and opens one pack: the modules of sharded
     datasets, exports and foreign formats (their records' models too) stay unimported, and the
-    summary still names the vocabulary the pack carries."""
+    summary still names the vocabulary the pack carries; encoding on one thread, ahead of the
+    writer on another, imports neither ``concurrent.futures`` nor the ``logging`` it imports."""
     corpus = tmp_path / "c.txt"
     corpus.write_text(TEXT, encoding="utf-8")
     environment = dict(os.environ, PYTHONPATH=str(Path(tokpack.__file__).parents[1]), TOKPACK_CACHE=str(tmp_path / "cache"))
@@ -151,4 +154,4 @@ def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports(tmp_pa
     imported = set(ast.literal_eval(done.stderr.strip().splitlines()[-1]))
     assert {"tokpack.store.writer", "tokpack.store.reader"} <= imported
     assert not imported & {"tokpack.store.dataset", "tokpack.store.sidecar", "tokpack.store.vocabulary",
-                           "tokpack.store.formats", "tokpack.store.opening"}
+                           "tokpack.store.formats", "tokpack.store.opening", "concurrent.futures", "logging"}

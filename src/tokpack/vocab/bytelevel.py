@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -376,6 +375,8 @@ class BpeTokenizer:
 
         if threads == 1 or len(texts) < 2:
             return [encode(text) for text in texts]
+        from concurrent.futures import ThreadPoolExecutor  # here: one encoding thread imports none of it
+
         with ThreadPoolExecutor(min(threads, len(texts))) as pool:
             return list(pool.map(encode, texts))
 
@@ -570,6 +571,8 @@ def _encode_compiled(encoder: CompiledBpe, texts: list[str], threads: int) -> li
     chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
     if len(chunks) == 1:
         return encoder.encode(texts)
+    from concurrent.futures import ThreadPoolExecutor  # here: one encoding thread imports none of it
+
     with ThreadPoolExecutor(len(chunks)) as pool:
         return [ids for part in pool.map(encoder.encode, chunks) for ids in part]
 
