@@ -406,12 +406,25 @@ class BpeTokenizer:
         """Whether this tokenizer holds its ``tokenizer.json`` already (derived or given)."""
         return "_tokenizer_json" in self.__dict__
 
-    def use_tokenizer_json(self, document: bytes) -> None:
+    def use_tokenizer_json(self, document: bytes, *, sha256: str | None = None) -> None:
         """Take ``document`` as this vocabulary's ``tokenizer.json`` instead of deriving it: the
         caller vouches that it is what :meth:`to_tokenizer_json` gives (a copy of an earlier
-        derivation, checked against its record: :mod:`tokpack.vocab.tokenizer_json_cache`); the
-        packs this tokenizer writes carry it as derived here."""
+        derivation, checked against its record: :mod:`tokpack.vocab.tokenizer_json_cache`, or
+        the derivation itself); the packs this tokenizer writes carry it as derived here.
+        ``sha256``: the SHA-256 of ``document`` when the caller hashed it (:meth:`file_digests`)."""
         self.__dict__["_tokenizer_json"] = document
+        self.__dict__.pop("_tokenizer_json_sha256", None)
+        if sha256 is not None:
+            self.__dict__["_tokenizer_json_sha256"] = sha256
+
+    def file_digests(self) -> dict[str, str]:
+        """The SHA-256 of :meth:`files`' own files (no ``tokenizer_json`` given) that this
+        tokenizer knows without hashing them again, by name: the rank file's, and the
+        ``tokenizer.json``'s when :meth:`use_tokenizer_json` was given it."""
+        known = {RANKS_FILE: self.ranks_sha256}
+        if "_tokenizer_json_sha256" in self.__dict__:
+            known["tokenizer.json"] = self.__dict__["_tokenizer_json_sha256"]
+        return known
 
     @cached_property
     def _tokenizer_json(self) -> bytes:
