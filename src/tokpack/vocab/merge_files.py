@@ -481,7 +481,7 @@ def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict
     names = [name.encode("utf-8") for name in specials]
     if isinstance(ranks, TokenTable):
         tokens, order = _table_in_rank_order(ranks)
-        spelled = _spells_any(ranks, tokens, names)
+        spelled = _spells_any(ranks, names)
     else:
         tokens, order = in_rank_order(ranks)
         spelled = any(name in ranks for name in names)
@@ -513,13 +513,26 @@ def _table_in_rank_order(table: TokenTable) -> tuple[list[bytes], np.ndarray]:
     return [tokens[i] for i in order.tolist()], ids[order]
 
 
-def _spells_any(table: TokenTable, tokens: list[bytes], names: list[bytes]) -> bool:
-    """Whether one of ``names`` is one of the table's tokens (``tokens``: all of them, any order):
-    compared with the tokens of its length only."""
+def _spells_any(table: TokenTable, names: list[bytes]) -> bool:
+    """Whether one of ``names`` is one of the table's tokens: compared with the tokens of its
+    length only, in the table's buffer (no bytes object made for a token).
+
+    >>> table = TokenTable.of({b"a": 0, b"<|x|>": 1, b"bc": 2})
+    >>> _spells_any(table, [b"<|y|>", b"bd"]), _spells_any(table, [b"<|y|>", b"bc"])
+    (False, True)
+    """
     import numpy as np
 
-    lengths = np.fromiter(map(len, tokens), np.int64, count=len(tokens)) if names else None
-    return any(name == tokens[i] for name in names for i in np.flatnonzero(lengths == len(name)).tolist())
+    if not names:
+        return False
+    lengths, joined = table.lengths(), np.frombuffer(table.joined, np.uint8)
+    for name in names:
+        same = np.flatnonzero(lengths == len(name))
+        if len(name) and len(same):  # each such token's bytes, a row each, against the name's
+            rows = joined[(table.ends[same] - len(name))[:, None] + np.arange(len(name))]
+            if bool(np.any(np.all(rows == np.frombuffer(name, np.uint8), axis=1))):
+                return True
+    return False
 
 
 @lru_cache(maxsize=1)
