@@ -592,18 +592,20 @@ def write_pack(
         # The next batch is read and encoded while this one is written and hashed: the encoder's
         # threads never wait for the writer. Batches still come out in input order.
         waiting: tuple[list[Piece], _Ahead] | None = None
+        coming: tuple[list[Piece], _Ahead] | None = None
         try:
             for batch in batches:
                 coming = (batch, _Ahead(partial(tokenizer.encode_arrays, [piece.text for piece in batch],
                                                 num_threads=threads)))
                 if waiting is not None:
                     yield waiting[0], waiting[1].result()
-                waiting = coming
+                waiting, coming = coming, None
             if waiting is not None:
                 yield waiting[0], waiting[1].result()
         finally:  # as an executor leaving its block: no encoding outlives the pass that asked for it
-            if waiting is not None:
-                waiting[1].wait()
+            for started in (waiting, coming):
+                if started is not None:
+                    started[1].wait()
 
     def document_name(before: int, number: int) -> str:
         """How an error names document ``before + number`` of this pack (a shard counts its own)."""
