@@ -27,7 +27,8 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
 
 
 def test_the_wheel_carries_the_package_not_the_clone_s_folders(wheel_names: set[str]) -> None:
-    assert {"tokpack/sample/polish.txt", "tokpack/sample/manifest.json", "tokpack/chess/web/tokpack-chess.js"} <= wheel_names
+    assert {"tokpack/sample/polish.txt", "tokpack/sample/manifest.json", "tokpack/chess/web/tokpack-chess.js",
+            "tokpack/vocab/published_joins/cl100k_base.joins", "tokpack/vocab/published_joins/o200k_base.joins"} <= wheel_names
     for folder in ("examples/", "artifacts/", "data/", "bench/"):
         assert not any(name.startswith(folder) or f"/{folder}" in name for name in wheel_names), folder
 

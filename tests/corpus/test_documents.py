@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokpack._files import FileBytes
 from tokpack.corpus.documents import cut_documents
 
 
@@ -64,3 +65,19 @@ def test_cut_rule_as_a_property(text: str, limit: int, data: st.DataObject) -> N
         window = encoded[start + sum(map(len, pieces[:index])):][:limit]
         if not last and b"\n" in window:
             assert piece == window[: window.rindex(b"\n") + 1]  # the last newline within the limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=64).map(lambda b: b.replace(b"\x00", b"\n")),
+       sub=st.sampled_from([b"\n", b"\n\n", b"ab\n", b"\na"]), start=st.integers(-4, 70), end=st.integers(-4, 70),
+       block=st.integers(1, 9))
+def test_a_files_rfind_read_backwards_in_blocks_finds_what_bytes_rfind_finds(
+        tmp_path_factory: pytest.TempPathFactory, data: bytes, sub: bytes, start: int, end: int, block: int) -> None:
+    path = tmp_path_factory.mktemp("rfind") / "f.txt"
+    path.write_bytes(data)
+    file = FileBytes(path)
+    try:
+        low, high = max(start, 0), min(max(end, 0), len(data))
+        assert file.rfind(sub, low, high, block=block) == data.rfind(sub, low, high)
+    finally:
+        file.close()

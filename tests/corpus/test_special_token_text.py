@@ -10,10 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tokpack import BpeTokenizer, prepare
 from tokpack.cli import app
+from tokpack.corpus.sources.spellings import spelled_in
 from tokpack.errors import SpecialTokenInText
 
 from conftest import DATA
@@ -100,3 +103,29 @@ def test_json_lines_that_escape_a_special_token_s_characters_are_said_too(docume
         assert token not in records.read_text(encoding="utf-8")
         (found,) = _found(lambda: prepare(records, cache_dir=tmp_path / "c", vocab=given))
         assert (found.token, found.count) == (token, 3)
+
+
+def counted_one_by_one(data: bytes, tokens: list[str], chunk: int) -> dict[str, tuple[int, str]]:
+    """What ``spelled_in`` gives, counting every token in every chunk (no screen)."""
+    found: dict[str, tuple[int, str]] = {}
+    for token in tokens:
+        marker = token.encode("utf-8")
+        count, first = 0, -1
+        for low in range(0, len(data), chunk):
+            here = data[low : low + chunk + len(marker) - 1].count(marker)
+            if here and first < 0:
+                first = low + data[low : low + chunk + len(marker) - 1].find(marker)
+            count += here
+        if count:
+            found[token] = (count, f"f.txt: byte {first}")
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.sampled_from(["<|a|>", "<|ab|>", "<|a", "|>", "<", "<<|a|>|>", "x", "ż", "<|", "aa"]),
+                       max_size=40),
+       chunk=st.integers(1, 12))
+def test_the_search_for_tokens_that_share_a_prefix_counts_as_one_count_each_does(pieces: list[str], chunk: int) -> None:
+    data = "".join(pieces).encode("utf-8")
+    for tokens in (["<|a|>", "<|ab|>"], ["<|a", "<|ab|>", "<|a|>"], ["<|a|>"], ["aa", "<|a|>"]):
+        assert spelled_in([(data, "f.txt")], tokens, chunk=chunk) == counted_one_by_one(data, tokens, chunk)

@@ -132,14 +132,17 @@ try:
     main()
 except SystemExit as stop:
     assert not stop.code, stop.code
-print(sorted(name for name in sys.modules if name.startswith("tokpack.store")), file=sys.stderr)
+print(sorted(name for name in sys.modules if name.startswith("tokpack.store") or name in ("concurrent.futures", "logging")),
+      file=sys.stderr)
 """
 
 
-def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports(tmp_path: Path, gpt2_rank_file: Path) -> None:
+def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports_nor_an_executor(tmp_path: Path,
+                                                                                         gpt2_rank_file: Path) -> None:
     """``tokpack prepare FILE --vocab RANKS`` writes and opens one pack: the modules of sharded
     datasets, exports and foreign formats (their records' models too) stay unimported, and the
-    summary still names the vocabulary the pack carries."""
+    summary still names the vocabulary the pack carries; encoding on one thread, ahead of the
+    writer on another, imports neither ``concurrent.futures`` nor the ``logging`` it imports."""
     corpus = tmp_path / "c.txt"
     corpus.write_text(TEXT, encoding="utf-8")
     environment = dict(os.environ, PYTHONPATH=str(Path(tokpack.__file__).parents[1]), TOKPACK_CACHE=str(tmp_path / "cache"))
@@ -151,4 +154,42 @@ def test_prepare_of_one_pack_imports_neither_sharded_datasets_nor_exports(tmp_pa
     imported = set(ast.literal_eval(done.stderr.strip().splitlines()[-1]))
     assert {"tokpack.store.writer", "tokpack.store.reader"} <= imported
     assert not imported & {"tokpack.store.dataset", "tokpack.store.sidecar", "tokpack.store.vocabulary",
-                           "tokpack.store.formats", "tokpack.store.opening"}
+                           "tokpack.store.formats", "tokpack.store.opening", "concurrent.futures", "logging"}
+
+
+def test_no_encoding_outlives_a_prepare_whose_writer_fails(tmp_path: Path, gpt2_rank_file: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next batch is encoded while the writer takes the last one: when the writer fails, the
+    prepare raises only once that encoding is over, as an executor's block ends."""
+    import threading
+    import time
+
+    from tokpack.store import writer
+    from tokpack.vocab.bytelevel import BpeTokenizer
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    calls: list[int] = []
+    running: list[int] = []
+    encode_arrays = BpeTokenizer.encode_arrays
+
+    def slow(self: BpeTokenizer, texts: list[str], *, num_threads: int | None = None) -> object:
+        calls.append(1)
+        running.append(1)
+        try:
+            if len(calls) > 1:  # the batches after the first, encoding while the writer fails
+                time.sleep(0.5)
+            return encode_arrays(self, texts, num_threads=num_threads)
+        finally:
+            running.pop()
+
+    def failing(self: object, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("the disk is gone")
+
+    monkeypatch.setattr(BpeTokenizer, "encode_arrays", slow)
+    monkeypatch.setattr(writer.PackWriter, "add_documents", failing)
+    with pytest.raises(RuntimeError, match="the disk is gone"):
+        prepare(corpus, vocab=gpt2_rank_file, pattern="gpt2", document_bytes=512, batch_documents=2,
+                cache_dir=tmp_path / "cache")
+    assert len(calls) == 2 and running == []
+    assert not [thread for thread in threading.enumerate() if thread.name == "tokpack-encode"]

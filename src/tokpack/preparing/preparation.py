@@ -6,9 +6,9 @@ import hashlib
 import itertools
 import json
 import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from itertools import islice
@@ -591,16 +591,21 @@ def write_pack(
     def encoded(batches: Iterator[list[Piece]]) -> Iterator[tuple[list[Piece], list[np.ndarray]]]:
         # The next batch is read and encoded while this one is written and hashed: the encoder's
         # threads never wait for the writer. Batches still come out in input order.
-        with ThreadPoolExecutor(1) as ahead:
-            waiting: tuple[list[Piece], Future[list[np.ndarray]]] | None = None
+        waiting: tuple[list[Piece], _Ahead] | None = None
+        coming: tuple[list[Piece], _Ahead] | None = None
+        try:
             for batch in batches:
-                coming = (batch, ahead.submit(tokenizer.encode_arrays, [piece.text for piece in batch],
-                                              num_threads=threads))
+                coming = (batch, _Ahead(partial(tokenizer.encode_arrays, [piece.text for piece in batch],
+                                                num_threads=threads)))
                 if waiting is not None:
                     yield waiting[0], waiting[1].result()
-                waiting = coming
+                waiting, coming = coming, None
             if waiting is not None:
                 yield waiting[0], waiting[1].result()
+        finally:  # as an executor leaving its block: no encoding outlives the pass that asked for it
+            for started in (waiting, coming):
+                if started is not None:
+                    started[1].wait()
 
     def document_name(before: int, number: int) -> str:
         """How an error names document ``before + number`` of this pack (a shard counts its own)."""
@@ -648,6 +653,50 @@ def write_pack(
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True, shard=shard)
         if skipped and shard is None:  # the pack counts them; the user needs their names to fix them
             warnings.warn(InputsSkipped(skipped, source.problems[:3]), stacklevel=2)
+
+
+class _Ahead:
+    """``call()`` run on a thread of its own from now on; :meth:`result` waits for it and gives
+    what it returned, or raises what it raised. What a one-thread executor's ``submit`` gives
+    :func:`write_pack`, without importing ``concurrent.futures`` (and ``logging`` with it) into
+    every ``prepare``.
+
+    >>> _Ahead(lambda: 6 * 7).result()
+    42
+    >>> _Ahead(lambda: 1 // 0).result()
+    Traceback (most recent call last):
+    ...
+    ZeroDivisionError: integer division or modulo by zero
+    """
+
+    def __init__(self, call: Callable[[], list[np.ndarray]]) -> None:
+        self._call = call
+        self._outcome: tuple[list[np.ndarray] | None, BaseException | None] = (None, None)
+        self._thread = threading.Thread(target=self._run, name="tokpack-encode")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._outcome = (self._call(), None)
+        except BaseException as error:  # handed to the caller of result(), as a Future does
+            self._outcome = (None, error)
+
+    def wait(self) -> None:
+        """Until the call has returned or raised."""
+        self._thread.join()
+
+    def result(self) -> list[np.ndarray]:
+        """What the call returned.
+
+        Raises:
+            BaseException: what the call raised.
+        """
+        self.wait()
+        value, error = self._outcome
+        if error is not None:
+            raise error
+        assert value is not None
+        return value
 
 
 def _check_cached_pack(pack_dir: Path, identity: VocabIdentity, record: Source, cut: DocumentCut,

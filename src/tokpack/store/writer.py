@@ -214,8 +214,8 @@ class PackWriter:
         """
         if tokenizer.identity != self.vocabulary:
             raise VocabularyMismatch(f"vocabulary {tokenizer.identity.short} is not the pack's {self.vocabulary.short}")
-        files = tokenizer.files()
-        digests = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}  # once each
+        files, known = tokenizer.files(), tokenizer.file_digests()
+        digests = {name: known.get(name) or hashlib.sha256(content).hexdigest() for name, content in files.items()}  # once each
         vouch(files, tokenizer.identity, digests=digests)
         self._write_vocabulary_files(files, digests)
         self._made_files |= {f"{VOCABULARY_DIR}/{name}" for name in files}

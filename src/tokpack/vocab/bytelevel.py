@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -30,6 +29,7 @@ from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
 from tokpack.vocab.merge_files import tokenizer_json_bytes
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
+from tokpack.vocab.published import published_last_joins
 from tokpack.vocab.rank_files import Ranks, TokenTable, parse_rank_table, rank_file_lines
 
 if TYPE_CHECKING:
@@ -188,11 +188,12 @@ class BpeTokenizer:
 
     @classmethod
     def from_rank_text(cls, text: bytes, *, pattern: str = GPT2_PATTERN, special_tokens: Mapping[str, int] | None = None,
-                       source: str | os.PathLike[str] | None = None) -> BpeTokenizer:
+                       source: str | os.PathLike[str] | None = None, text_sha256: str | None = None) -> BpeTokenizer:
         """The tokenizer of the ranks in a rank file's ``text`` (see
         :func:`~tokpack.vocab.rank_files.parse_rank_text`; errors name ``source``); when ``text`` is
         already the canonical rank text (tiktoken's published files are), the identity hashes it
-        as read instead of writing it out again.
+        as read instead of writing it out again, and ``text_sha256``, the SHA-256 of ``text`` when
+        the caller took it, is taken as :attr:`ranks_sha256` (not hashed again).
 
         >>> text = rank_file_lines({bytes([b]): b for b in range(256)} | {b"ab": 256})
         >>> tokenizer = BpeTokenizer.from_rank_text(text)
@@ -206,6 +207,8 @@ class BpeTokenizer:
         tokenizer = cls.from_table(table, pattern=pattern, special_tokens=special_tokens, source=source)
         if canonical:
             tokenizer.__dict__["rank_lines"] = text  # what the cached property would compute
+            if text_sha256 is not None:
+                tokenizer.__dict__["ranks_sha256"] = text_sha256  # the same: its hash
         return tokenizer
 
     @cached_property
@@ -270,6 +273,11 @@ class BpeTokenizer:
         """The canonical ``ranks.tiktoken`` text, built once: the identity hashes it and
         :meth:`save` writes it (a 50k-rank vocabulary takes a noticeable part of a second)."""
         return rank_file_lines(self.ranks)
+
+    @cached_property
+    def ranks_sha256(self) -> str:
+        """The SHA-256 of :attr:`rank_lines` (what tiktoken publishes for its rank files)."""
+        return hashlib.sha256(self.rank_lines).hexdigest()
 
     @cached_property
     def identity(self) -> VocabIdentity:
@@ -367,6 +375,8 @@ class BpeTokenizer:
 
         if threads == 1 or len(texts) < 2:
             return [encode(text) for text in texts]
+        from concurrent.futures import ThreadPoolExecutor  # here: one encoding thread imports none of it
+
         with ThreadPoolExecutor(min(threads, len(texts))) as pool:
             return list(pool.map(encode, texts))
 
@@ -396,12 +406,25 @@ class BpeTokenizer:
         """Whether this tokenizer holds its ``tokenizer.json`` already (derived or given)."""
         return "_tokenizer_json" in self.__dict__
 
-    def use_tokenizer_json(self, document: bytes) -> None:
+    def use_tokenizer_json(self, document: bytes, *, sha256: str | None = None) -> None:
         """Take ``document`` as this vocabulary's ``tokenizer.json`` instead of deriving it: the
         caller vouches that it is what :meth:`to_tokenizer_json` gives (a copy of an earlier
-        derivation, checked against its record: :mod:`tokpack.vocab.tokenizer_json_cache`); the
-        packs this tokenizer writes carry it as derived here."""
+        derivation, checked against its record: :mod:`tokpack.vocab.tokenizer_json_cache`, or
+        the derivation itself); the packs this tokenizer writes carry it as derived here.
+        ``sha256``: the SHA-256 of ``document`` when the caller hashed it (:meth:`file_digests`)."""
         self.__dict__["_tokenizer_json"] = document
+        self.__dict__.pop("_tokenizer_json_sha256", None)
+        if sha256 is not None:
+            self.__dict__["_tokenizer_json_sha256"] = sha256
+
+    def file_digests(self) -> dict[str, str]:
+        """The SHA-256 of :meth:`files`' own files (no ``tokenizer_json`` given) that this
+        tokenizer knows without hashing them again, by name: the rank file's, and the
+        ``tokenizer.json``'s when :meth:`use_tokenizer_json` was given it."""
+        known = {RANKS_FILE: self.ranks_sha256}
+        if "_tokenizer_json_sha256" in self.__dict__:
+            known["tokenizer.json"] = self.__dict__["_tokenizer_json_sha256"]
+        return known
 
     @cached_property
     def _tokenizer_json(self) -> bytes:
@@ -409,8 +432,11 @@ class BpeTokenizer:
         # merges is a noticeable part of a prepare's fixed cost for a 100k-rank vocabulary
         # (BENCHMARKS.md, "prepare's fixed cost").
         table = self.__dict__.get("_table") if "ranks" not in self.__dict__ else None
+        joins = None
+        if table is not None and bool(np.all(table.ids[1:] > table.ids[:-1])):  # in rank order, as shipped
+            joins = published_last_joins(self.ranks_sha256, table.lengths())
         return tokenizer_json_bytes(self.ranks if table is None else table, self.pattern, self.special_tokens,
-                                    where=self.source)
+                                    where=self.source, joins=joins)
 
     def transformers_files(self) -> dict[str, str]:
         """``tokenizer_config.json`` and ``special_tokens_map.json`` for beside ``tokenizer.json``,
@@ -432,7 +458,7 @@ class BpeTokenizer:
         an earlier call for this vocabulary; else derived now), and :meth:`transformers_files`."""
         ranks_text = self.rank_lines
         record = VocabularyRecord(identity=self.identity, pattern=self.pattern, special_tokens=self.special_tokens,
-                                  ranks_sha256=hashlib.sha256(ranks_text).hexdigest(), trained_on=trained_on)
+                                  ranks_sha256=self.ranks_sha256, trained_on=trained_on)
         files = {RANKS_FILE: ranks_text, VOCABULARY_FILE: record.to_json().encode("utf-8"),
                  "tokenizer.json": self._tokenizer_json if tokenizer_json is None else tokenizer_json}
         return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
@@ -447,7 +473,7 @@ class BpeTokenizer:
             identity=self.identity,
             pattern=self.pattern,
             special_tokens=self.special_tokens,
-            ranks_sha256=hashlib.sha256(ranks_text).hexdigest(),
+            ranks_sha256=self.ranks_sha256,
             trained_on=trained_on,
         )
         write_record(record, directory / VOCABULARY_FILE)
@@ -558,6 +584,8 @@ def _encode_compiled(encoder: CompiledBpe, texts: list[str], threads: int) -> li
     chunks = [texts[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
     if len(chunks) == 1:
         return encoder.encode(texts)
+    from concurrent.futures import ThreadPoolExecutor  # here: one encoding thread imports none of it
+
     with ThreadPoolExecutor(len(chunks)) as pool:
         return [ids for part in pool.map(encoder.encode, chunks) for ids in part]
 

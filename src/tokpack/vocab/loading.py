@@ -125,7 +125,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
     record = _record_beside(path, digest)
     if record is not None:
         tokenizer = BpeTokenizer.from_rank_text(text, pattern=record.pattern, special_tokens=record.special_tokens,
-                                                source=path)
+                                                source=path, text_sha256=digest)
         if tokenizer.identity != record.identity:
             raise IntegrityError("recorded identity does not match the vocabulary", where=path.parent / VOCABULARY_FILE,
                                  fix=f"restore {path.name} and {VOCABULARY_FILE} together")
@@ -137,7 +137,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
                              "pattern= contradicts it", where=path,
                              fix="drop pattern=: the published pattern is the one these ranks were made with")
         return BpeTokenizer.from_rank_text(text, pattern=published.pattern, special_tokens=published.special_tokens,
-                                           source=path)
+                                           source=path, text_sha256=digest)
     if pattern is None:
         parse_rank_text(text, where=path)  # a file that is no rank file says so first
         names = ", ".join(sorted(p.name for p in PUBLISHED.values()))
@@ -145,7 +145,7 @@ def _rank_file_vocabulary(path: Path, pattern: str | None) -> BpeTokenizer:
                          f"beside it and is no published vocabulary ({names})", where=path,
                          fix=f"name its pattern with pattern= ({PATTERN_CHOICES}), or give the tokenizer.json or "
                              f"{VOCABULARY_FILE} it came with")
-    return BpeTokenizer.from_rank_text(text, pattern=pattern, source=path)
+    return BpeTokenizer.from_rank_text(text, pattern=pattern, source=path, text_sha256=digest)
 
 
 def _record_beside(path: Path, digest: str) -> VocabularyRecord | None:

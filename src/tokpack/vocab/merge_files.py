@@ -456,12 +456,15 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
 
 
 def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict[str, int], *,
-                         where: str | os.PathLike[str] | None = None) -> bytes:
+                         where: str | os.PathLike[str] | None = None, joins: np.ndarray | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
     ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) written by the
     compiled encoder's extension (by numpy without it) from the tokens' bytes and
     :func:`derive_merges`'s cuts, not built as Python objects. ``ranks``: a dict, or the same
     tokens as a :class:`~tokpack.vocab.rank_files.TokenTable` (its order standing for the dict's).
+    ``joins``: those cuts, the tokens in rank order, when the caller has them already (a published
+    vocabulary's shipped ones: :func:`~tokpack.vocab.published.published_last_joins`); else they
+    are derived here.
 
     >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
     >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
@@ -478,11 +481,11 @@ def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict
     names = [name.encode("utf-8") for name in specials]
     if isinstance(ranks, TokenTable):
         tokens, order = _table_in_rank_order(ranks)
-        spelled = _spells_any(ranks, tokens, names)
+        spelled = _spells_any(ranks, names)
     else:
         tokens, order = in_rank_order(ranks)
         spelled = any(name in ranks for name in names)
-    left = None if spelled else _last_merges(tokens, order, where)
+    left = None if spelled else joins if joins is not None else _last_merges(tokens, order, where)
     if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
         ranks = ranks.ranks() if isinstance(ranks, TokenTable) else ranks
         return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
@@ -510,13 +513,26 @@ def _table_in_rank_order(table: TokenTable) -> tuple[list[bytes], np.ndarray]:
     return [tokens[i] for i in order.tolist()], ids[order]
 
 
-def _spells_any(table: TokenTable, tokens: list[bytes], names: list[bytes]) -> bool:
-    """Whether one of ``names`` is one of the table's tokens (``tokens``: all of them, any order):
-    compared with the tokens of its length only."""
+def _spells_any(table: TokenTable, names: list[bytes]) -> bool:
+    """Whether one of ``names`` is one of the table's tokens: compared with the tokens of its
+    length only, in the table's buffer (no bytes object made for a token).
+
+    >>> table = TokenTable.of({b"a": 0, b"<|x|>": 1, b"bc": 2})
+    >>> _spells_any(table, [b"<|y|>", b"bd"]), _spells_any(table, [b"<|y|>", b"bc"])
+    (False, True)
+    """
     import numpy as np
 
-    lengths = np.fromiter(map(len, tokens), np.int64, count=len(tokens)) if names else None
-    return any(name == tokens[i] for name in names for i in np.flatnonzero(lengths == len(name)).tolist())
+    if not names:
+        return False
+    lengths, joined = table.lengths(), np.frombuffer(table.joined, np.uint8)
+    for name in names:
+        same = np.flatnonzero(lengths == len(name))
+        if len(name) and len(same):  # each such token's bytes, a row each, against the name's
+            rows = joined[(table.ends[same] - len(name))[:, None] + np.arange(len(name))]
+            if bool(np.any(np.all(rows == np.frombuffer(name, np.uint8), axis=1))):
+                return True
+    return False
 
 
 @lru_cache(maxsize=1)

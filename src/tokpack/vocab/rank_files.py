@@ -67,10 +67,11 @@ class TokenTable(NamedTuple):
         return np.diff(self.ends, prepend=np.int64(0))
 
     def tokens(self) -> list[bytes]:
-        """The tokens, as bytes, in the table's order."""
-        import numpy as np
-
-        return _token_bytes(np.frombuffer(self.joined, np.uint8), self.lengths()) if len(self.ids) else []
+        """The tokens, as bytes, in the table's order: sliced from :attr:`joined` one by one,
+        which makes the list in less CPU time than :func:`_token_bytes`' padded arrays (the
+        first use of a vocabulary makes it for its ``tokenizer.json``)."""
+        ends, joined = self.ends.tolist(), self.joined
+        return [joined[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
 
     def ranks(self) -> Ranks:
         """The tokens and their ids as a dict, in the table's order."""

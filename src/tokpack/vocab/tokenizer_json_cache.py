@@ -72,16 +72,18 @@ def reuse_tokenizer_json(tokenizer: BpeTokenizer, cache: Path) -> bool:
     if (record is not None and content is not None and record.identity == tokenizer.identity
             and record.layout == TOKENIZER_JSON_LAYOUT and len(content) == record.size
             and hashlib.sha256(content).hexdigest() == record.sha256):
-        tokenizer.use_tokenizer_json(content)
+        tokenizer.use_tokenizer_json(content, sha256=record.sha256)
         return True
     derived = tokenizer.tokenizer_json_bytes()
+    digest = hashlib.sha256(derived).hexdigest()
+    tokenizer.use_tokenizer_json(derived, sha256=digest)  # the same bytes, hashed once for the record and the pack
     from tokpack._atomic import write_atomically
     from tokpack._schema import write_record
 
     try:  # the document first: a record names only a document already in place
         write_atomically(document, derived)
         write_record(CachedTokenizerJson(identity=tokenizer.identity, layout=TOKENIZER_JSON_LAYOUT, size=len(derived),
-                                         sha256=hashlib.sha256(derived).hexdigest()), record_path)
+                                         sha256=digest), record_path)
     except (OSError, InputError):
         pass  # an unwritable cache: the next run derives it again
     return False
