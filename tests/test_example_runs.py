@@ -1,0 +1,51 @@
+"""tests/support/example_runs.py: a script run through the fork server sees what ``python SCRIPT``
+would show it, and ends as it would (what the example tests rely on)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="the torch extra is not installed (./dev test installs it)")
+
+from example_runs import run_example
+
+# Prints what a run can see, then ends as its first argument says.
+_SCRIPT = r"""
+import json, os, sys, threading, time
+import numpy
+print(json.dumps({"argv": sys.argv, "orig_argv": sys.orig_argv[1:], "path0": sys.path[0], "cwd": os.getcwd(),
+                  "random": float(numpy.random.rand()), "encoding": sys.stdout.encoding,
+                  "stderr_lines": sys.stderr.line_buffering}), flush=True)
+print("to stderr", file=sys.stderr)
+how = sys.argv[1]
+if how == "thread":  # the interpreter waits for a thread that is not a daemon before it exits
+    threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", flush=True))).start()
+elif how == "interrupt":
+    raise KeyboardInterrupt
+elif how == "killed":  # what was written before the signal is not lost on stderr
+    sys.stderr.write("last words\n")
+    os.kill(os.getpid(), 15)
+"""
+
+
+@pytest.mark.parametrize("how", ["thread", "interrupt", "killed"])
+def test_a_forked_run_sees_and_ends_as_python_script_would(how: str, tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    real = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    forked = run_example(script, [how], env=env, cwd=tmp_path, timeout=120)
+    assert forked.returncode == real.returncode, (forked, real)
+    assert forked.stdout.splitlines()[1:] == real.stdout.splitlines()[1:]
+    assert "to stderr" in forked.stderr and forked.stderr.count("\n") >= real.stderr.count("\n") > 0, (forked.stderr, real.stderr)
+    seen, expected = json.loads(forked.stdout.splitlines()[0]), json.loads(real.stdout.splitlines()[0])
+    again = json.loads(run_example(script, [how], env=env, cwd=tmp_path, timeout=120).stdout.splitlines()[0])
+    # numpy's global generator seeded afresh in each run, as in a process of its own
+    assert len({seen.pop("random"), expected.pop("random"), again.pop("random")}) == 3
+    assert seen == expected == again
