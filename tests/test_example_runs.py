@@ -49,3 +49,24 @@ def test_a_forked_run_sees_and_ends_as_python_script_would(how: str, tmp_path: P
     # numpy's global generator seeded afresh in each run, as in a process of its own
     assert len({seen.pop("random"), expected.pop("random"), again.pop("random")}) == 3
     assert seen == expected == again
+
+
+_RANK = r"""
+import os, sys, time
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+if os.environ["RANK"] == "1":
+    os.kill(os.getpid(), int(sys.argv[1]))
+time.sleep(60)  # rank 0 waits to be stopped by torchrun
+"""
+
+
+@pytest.mark.parametrize("number", [9, 15])
+def test_torchrun_sees_a_forked_rank_killed_by_a_signal_as_such(number: int, tmp_path: Path) -> None:
+    from example_runs import run_torchrun
+
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    done = run_torchrun(script, [number], ranks=2, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1 and sorted(done.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"], done
+    assert f"exitcode  : -{number} " in done.stderr, done.stderr[-3000:]
