@@ -70,3 +70,30 @@ def test_torchrun_sees_a_forked_rank_killed_by_a_signal_as_such(number: int, tmp
     done = run_torchrun(script, [number], ranks=2, env=env, cwd=tmp_path, timeout=120)
     assert done.returncode == 1 and sorted(done.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"], done
     assert f"exitcode  : -{number} " in done.stderr, done.stderr[-3000:]
+
+
+def test_a_run_that_ends_before_its_pid_is_read_still_gives_its_exit_code(tmp_path: Path) -> None:
+    """The server's two lines (the pid, then the exit code) may arrive in one read."""
+    import socket
+    import threading
+
+    from example_runs import exit_code, start
+
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(1)
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.makefile("rb").readline()
+            connection.sendall(b'{"pid": 12}\n{"code": 3}\n')
+
+    server = threading.Thread(target=serve)
+    server.start()
+    connection, pid = start(path, {"argv": []})
+    with connection:
+        assert (pid, exit_code(connection, 10)) == (12, 3)
+    server.join()
+    listener.close()

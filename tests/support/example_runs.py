@@ -202,7 +202,7 @@ def _line(connection: socket.socket, timeout: float | None) -> bytes:
     connection.settimeout(timeout)
     received = b""
     while not received.endswith(b"\n"):
-        chunk = connection.recv(4096)
+        chunk = connection.recv(1)  # a byte at a time: the exit code's line may follow the pid's at once
         if not chunk:
             raise RuntimeError("the example runs' fork server closed the connection")
         received += chunk
