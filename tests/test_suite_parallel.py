@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -74,3 +76,35 @@ def test_files_run_longest_first_by_their_last_run_and_new_files_first(monkeypat
     longest_first.pytest_sessionfinish(SimpleNamespace(config=config))  # type: ignore[arg-type]
     assert order(first) == first[2:] + first[:2]
     assert order(["q.py::a", "n.py::e", "s.py::c"]) == ["n.py::e", "s.py::c", "q.py::a"]  # a new file first
+
+
+# A test process that started a cluster's node (as `ray start` leaves one: in a session of its own,
+# outliving its parent) and watches it, then hangs until it is killed.
+_CLUSTER_OWNER = """
+import subprocess, sys, tempfile, time
+from ray_cluster import watch
+temp = tempfile.mkdtemp(prefix="tpray-", dir="/tmp")
+node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", temp], start_new_session=True)
+watch(temp)
+print(temp, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_clusters_processes_end_with_the_test_process_even_killed_9() -> None:
+    """tests/support/ray_cluster.py: a test process killed outright (no teardown) leaves no node of
+    its cluster running, nor its folder."""
+    from ray_cluster import processes_naming
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests" / "support")}
+    owner = subprocess.Popen([sys.executable, "-c", _CLUSTER_OWNER], stdout=subprocess.PIPE, text=True, env=env)
+    assert owner.stdout is not None
+    temp = owner.stdout.readline().strip()
+    assert temp and processes_naming(temp)
+    owner.kill()
+    owner.wait()
+    for _ in range(100):
+        if not processes_naming(temp) and not Path(temp).exists():
+            break
+        time.sleep(0.1)
+    assert not processes_naming(temp) and not Path(temp).exists()

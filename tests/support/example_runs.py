@@ -9,8 +9,12 @@ settings, which torch reads at import) imports torch once and forks a child for 
 child is ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``) in everything the script can see:
 its argv, environment and working folder, ``__main__``, ``sys.path[0]``, stdin empty, stdout and
 stderr where the caller's go, the exit code Python would give (``sys.exit``, an uncaught
-exception's traceback and 1, a signal's death), atexit handlers run; only torch is already in
-``sys.modules`` (tokpack is imported by the run itself, so it reads the run's environment).
+exception's traceback and 1, an uncaught KeyboardInterrupt's or a signal's death), stdout and
+stderr buffered as Python buffers them, threads that are not daemons waited for and atexit handlers
+run at the end, numpy's global generator seeded afresh. What differs: torch (and what it imports)
+is already in ``sys.modules`` (tokpack is imported by the run itself, so it reads the run's
+environment), every run of a server shares its string hash seed, and a traceback shows runpy's
+frames above the script's.
 
 ``torchrun`` is the real launcher, forked so; each rank it starts is ``python -u forked_rank.py
 SCRIPT ARGS``, a small process that has the server fork the rank with the environment torchrun gave
@@ -42,8 +46,9 @@ FORKED_RANK = Path(__file__).with_name("forked_rank.py")
 # says its pid, then waits for whichever comes first: the process's end (its exit status is sent)
 # or the connection's (the asker died: the process is killed). It exits when its stdin closes.
 _FORK_SERVER = r"""
-import atexit, json, os, runpy, select, signal, socket, sys, traceback
+import atexit, io, json, os, runpy, select, signal, socket, sys, threading, traceback
 import torch, torch._dynamo  # the imports every run shares
+ENCODING = sys.stdout.encoding
 
 def run(request):
     os.chdir(request["cwd"])
@@ -54,10 +59,20 @@ def run(request):
         opened = os.open(path, flags)
         os.dup2(opened, fd)
         os.close(opened)
-    sys.stdin = sys.__stdin__ = open(0, closefd=False)
-    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False, buffering=1 if request.get("unbuffered") else -1)
-    sys.stderr = sys.__stderr__ = open(2, "w", closefd=False, errors="backslashreplace")
+    # As Python makes them: stdout buffered (unless -u or PYTHONUNBUFFERED), stderr line by line
+    unbuffered = bool(request.get("unbuffered") or os.environ.get("PYTHONUNBUFFERED"))
+    sys.stdin = sys.__stdin__ = open(0, closefd=False, encoding=ENCODING)
+    for fd, name, errors in ((1, "stdout", "strict"), (2, "stderr", "backslashreplace")):
+        binary = open(fd, "wb", buffering=0 if unbuffered else -1, closefd=False)
+        stream = io.TextIOWrapper(binary, ENCODING, errors, line_buffering=not unbuffered and fd == 2,
+                                  write_through=unbuffered)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
     sys.argv = list(request["argv"])
+    flags = ["-u"] if request.get("unbuffered") else []
+    sys.orig_argv = [sys.executable, *flags, *(["-m", request["module"], *sys.argv[1:]] if request.get("module") else sys.argv)]
+    if "numpy" in sys.modules:  # its global generator was seeded in the server: each process its own, as unforked
+        sys.modules["numpy"].random.seed()
     code = 0
     try:
         if request.get("module"):
@@ -74,14 +89,21 @@ def run(request):
         else:
             print(exit.code, file=sys.stderr)
             code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code = -signal.SIGINT  # Python ends an uncaught KeyboardInterrupt by SIGINT
     except BaseException:
         traceback.print_exc()
         code = 1
     try:
+        threading._shutdown()  # what Python's exit does first: wait for the threads that are not daemons
         atexit._run_exitfuncs()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+        if code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
         os._exit(code)
 
 def handle(connection):
@@ -180,7 +202,7 @@ def _line(connection: socket.socket, timeout: float | None) -> bytes:
     connection.settimeout(timeout)
     received = b""
     while not received.endswith(b"\n"):
-        chunk = connection.recv(4096)
+        chunk = connection.recv(1)  # a byte at a time: the exit code's line may follow the pid's at once
         if not chunk:
             raise RuntimeError("the example runs' fork server closed the connection")
         received += chunk

@@ -37,7 +37,8 @@ def main() -> None:
         signal.signal(number, lambda received, _: os.kill(pid, received))
     code = exit_code(connection, None)
     if code < 0:  # killed by a signal: end the same way, as torchrun expects of its rank
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # whose handling cannot be set (nor changed)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
 

@@ -7,7 +7,8 @@ of its own (``driver``); the test files that use it run in one test process (tes
 Clusters of recent Ray use token authentication: this one uses the test process's own token (never
 the user's ``~/.ray/auth_token``; tests/conftest.py), which its nodes and drivers send. The cluster is torn
 down by process id (every process whose command line names its own Ray temporary folder), never
-with ``ray stop``, which would stop every Ray cluster on the machine.
+with ``ray stop``, which would stop every Ray cluster on the machine; a watcher process does the
+same when the test process ends without a teardown (killed outright).
 """
 
 from __future__ import annotations
@@ -78,6 +79,39 @@ def kill(pids: set[int]) -> None:
             pass
 
 
+def stop_processes_of(temp: str | Path) -> None:
+    """Kill every process whose command line names the folder ``temp`` (but this one), and those
+    below them, by id (see the module docstring); remove the folder."""
+    for _ in range(3):
+        ours = set(processes_naming(str(temp))) - {os.getpid()}
+        if not ours:
+            break
+        kill(descendants(ours))
+        time.sleep(0.5)
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+# The nodes ``ray start`` leaves run in sessions of their own and outlive the process that started
+# them: a test process killed outright (no fixture teardown) would leave its cluster running. This
+# watcher (in a session of its own too, so a Ctrl-C leaves the teardown to the test process) waits
+# for the end of its stdin, a pipe only that process holds, however it ended.
+_WATCHER = r"""
+import os, sys
+while os.read(0, 4096):
+    pass
+sys.path.insert(0, sys.argv[1])
+from ray_cluster import stop_processes_of
+stop_processes_of(sys.argv[2])
+"""
+
+
+def watch(temp: str | Path) -> subprocess.Popen[bytes]:
+    """A process that runs :func:`stop_processes_of` on ``temp`` when this process ends, or when
+    its stdin is closed."""
+    return subprocess.Popen([sys.executable, "-c", _WATCHER, str(Path(__file__).parent), str(temp)],
+                            stdin=subprocess.PIPE, start_new_session=True)
+
+
 class Cluster:
     """A head node and a second node on this machine, each with one CPU and a small object store."""
 
@@ -85,6 +119,7 @@ class Cluster:
         self.temp, self.environment = temp, environment
         self.address = f"127.0.0.1:{free_port()}"
         self.second_raylets: set[int] = set()
+        self.watcher = watch(temp)
 
     def ray(self, *args: str) -> None:
         done = subprocess.run([RAY, *args], env=self.environment, capture_output=True, text=True, timeout=180)
@@ -113,13 +148,12 @@ class Cluster:
 
     def stop(self) -> None:
         """Kill every process of this cluster, by id (see the module docstring), and remove its folder."""
-        for _ in range(3):
-            ours = set(processes_naming(str(self.temp)))
-            if not ours:
-                break
-            kill(descendants(ours))
-            time.sleep(0.5)
-        shutil.rmtree(self.temp, ignore_errors=True)
+        assert self.watcher.stdin is not None
+        self.watcher.stdin.close()  # the watcher stops them
+        try:
+            self.watcher.wait(timeout=60)
+        finally:
+            stop_processes_of(self.temp)
 
 
 def start_cluster() -> Cluster:

@@ -428,15 +428,16 @@ def upload(local: Path, url: str, *, storage_options: dict[str, Any] | None = No
         IntegrityError: an uploaded file's size differs from the local one.
     """
     fs, root = _filesystem(url, storage_options)
-    _upload(fs, Path(local), root, url, last=last)
+    _upload(fs, Path(local), root, url, set(), last=last)
 
 
-def _upload(fs: Any, local: Path, root: str, url: str, *, last: tuple[str, ...] = ()) -> None:
-    """:func:`upload` through the file system ``fs`` (one client for every file of a dataset)."""
+def _upload(fs: Any, local: Path, root: str, url: str, made: set[str], *, last: tuple[str, ...] = ()) -> None:
+    """:func:`upload` through the file system ``fs`` (one client for every file of a dataset),
+    making each folder not in ``made`` and adding it there: on object storage each makedirs is a
+    request (the bucket's HEAD), so a dataset's uploads share one ``made``."""
     files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
     base = local if local.is_dir() else local.parent
     ordered = [p for p in files if p.name not in last] + [p for name in last for p in files if p.name == name]
-    made: set[str] = set()  # on object storage each makedirs is a request (the bucket's HEAD)
     for file in ordered:
         relative = file.relative_to(base).as_posix()
         target = f"{root}/{relative}" if local.is_dir() else root
@@ -446,7 +447,8 @@ def _upload(fs: Any, local: Path, root: str, url: str, *, last: tuple[str, ...] 
             made.add(folder)
         fs.put_file(str(file), target)
         if fs.info(target)["size"] != file.stat().st_size:
-            raise IntegrityError("uploaded size differs from the local file", where=f"{url}/{relative}", fix="upload again")
+            raise IntegrityError("uploaded size differs from the local file", where=f"{url}/{relative}" if local.is_dir() else url,
+                                 fix="upload again")
 
 
 @_storage_errors(1)
@@ -464,15 +466,15 @@ def upload_dataset(local: Path, url: str, *, storage_options: dict[str, Any] | N
     fs, root = _filesystem(url, storage_options)
     if fs.exists(f"{root}/{record}"):
         raise InputError(f"already holds a {record}; a dataset is never overwritten", where=url)
-    url, root = url.rstrip("/"), root.rstrip("/")
+    url, root, made = url.rstrip("/"), root.rstrip("/"), set[str]()
     if isinstance(opened, ShardedDataset):  # the listed shards only (no job files, locks or markers)
         for entry in opened.meta.shards:
-            _upload(fs, local / entry.name, f"{root}/{entry.name}", f"{url}/{entry.name}", last=(META_FILE,))
+            _upload(fs, local / entry.name, f"{root}/{entry.name}", f"{url}/{entry.name}", made, last=(META_FILE,))
     else:  # the arrays and the vocabulary files the pack carries (no stray files)
         assert isinstance(opened, Pack)
         for name in (TOKENS_FILE, STARTS_FILE, *opened.meta.vocabulary_files):
-            _upload(fs, local / name, f"{root}/{name}", f"{url}/{name}")
-    _upload(fs, local / record, f"{root}/{record}", f"{url}/{record}")
+            _upload(fs, local / name, f"{root}/{name}", f"{url}/{name}", made)
+    _upload(fs, local / record, f"{root}/{record}", f"{url}/{record}", made)
 
 
 @_storage_errors(2)
@@ -490,14 +492,15 @@ def export_to_url(write: Callable[..., Any], source: TokenSource, url: str, opti
         record = write(source, local, options, progress)
         _verify_export(local if local.is_dir() else local.parent, record)
         if local.is_dir():
-            _upload(fs, local, root, url, last=(SIDECAR,))
+            _upload(fs, local, root, url, set(), last=(SIDECAR,))
         else:
             parent, parent_root = url.rstrip("/").rsplit("/", 1)[0], root.rstrip("/").rsplit("/", 1)[0]
             # Megatron: every part's data and index (OUT, OUT_validation, …), then the sidecar.
             files = [file for part in record.parts.values() for file in part.files]
             files += [file for file in record.files_sha256 if file not in files] + [f"{name}.tokpack.json"]
+            made: set[str] = set()
             for file in files:  # the vocabulary's files (OUT.vocabulary/NAME) among them
-                _upload(fs, local.parent / file, f"{parent_root}/{file}", f"{parent}/{file}")
+                _upload(fs, local.parent / file, f"{parent_root}/{file}", f"{parent}/{file}", made)
     return record
 
 

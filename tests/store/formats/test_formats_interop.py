@@ -480,6 +480,37 @@ def test_an_upload_asks_the_store_for_each_folder_once(sharded, s3_options, capl
     assert 0 < len(heads) <= len(folders) + 1, heads  # the record's existence check, then one a folder
 
 
+def test_a_pack_upload_and_a_megatron_export_ask_for_their_one_folder_once(pack: Pack, s3_options, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+    """A pack's files, and a Megatron export's prefixes and sidecar, all go to one folder: one
+    request for it, however many files."""
+    from tokpack.store.remote import upload_dataset
+
+    with caplog.at_level(logging.INFO, logger="werkzeug"):
+        upload_dataset(pack.path, "s3://tokpack/counted-pack", storage_options=s3_options)
+        export(pack, "megatron", "s3://tokpack/counted-megatron/polish", storage_options=s3_options)
+    served = [record.getMessage() for record in caplog.records if record.name == "werkzeug"]
+    puts = [line for line in served if '"PUT /tokpack/counted-' in line]
+    heads = [line for line in served if '"HEAD /tokpack HTTP' in line]
+    folders = {line.split('"PUT ', 1)[1].split(" ", 1)[0].rsplit("/", 1)[0] for line in puts}
+    assert len(puts) > 2 * len(folders) and len(folders) == 4, puts  # each one's own and its vocabulary's
+    assert 0 < len(heads) <= len(folders) + 1, heads  # the pack's record check, then one a folder
+
+
+def test_an_upload_whose_size_differs_names_the_file_it_uploaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from tokpack.store.remote import upload
+
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "tokens.npy").write_bytes(b"0123456789")
+    info = MemoryFileSystem.info
+    monkeypatch.setattr(MemoryFileSystem, "info", lambda self, path, **kwargs: {**info(self, path, **kwargs), "size": 3})
+    with pytest.raises(IntegrityError, match=r"^memory://sizes/one/tokens\.npy: uploaded size differs"):
+        upload(tmp_path / "folder" / "tokens.npy", "memory://sizes/one/tokens.npy")
+    with pytest.raises(IntegrityError, match=r"^memory://sizes/all/tokens\.npy: uploaded size differs"):
+        upload(tmp_path / "folder", "memory://sizes/all")
+
+
 def test_inspect_and_report_read_exports_and_foreign_files(pack: Pack, corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     export(pack, "megatron", tmp_path / "m")
     export(pack, "nanogpt", tmp_path / "n")
