@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cli_runs import cli_run, prepare_json
 from typer.testing import CliRunner
 
 from tokpack.cli import app
+from tokpack.errors import InputsSkipped
+from tokpack.preparing import prepare
 
 runner = CliRunner()
 
@@ -45,3 +48,21 @@ def test_skipping_every_binary_file_gives_a_fix_that_fits(byte_vocab: Path, tmp_
                         "--cache-dir", tmp_path / "cache")
     assert code == 2 and "skipped every file or record (1)" in output, output
     assert "decompress" not in output and output.rstrip().endswith("fix these inputs, or give the text they hold"), output
+
+
+def test_the_skipped_inputs_named_are_the_pack_s_each_once(tmp_path: Path) -> None:
+    """A trained vocabulary reads the training files before the pack is encoded; the warning names
+    the inputs the pack left out, each once (not a mix of both passes' skips)."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name in "abcdefgh":
+        (folder / name).write_text(f"text of {name} " * 50 + "\n", encoding="utf-8")
+    for name in "beg":
+        (folder / f"{name}-link").symlink_to(name)
+    with pytest.warns(InputsSkipped) as caught:
+        prepare(folder, vocab_size=260, on_error="skip", validation=0.2, manifest=tmp_path / "split.json",
+                out=tmp_path / "pack", cache_dir=tmp_path / "cache")
+    [skipped] = [warning.message for warning in caught if isinstance(warning.message, InputsSkipped)]
+    assert skipped.count == 3
+    assert sorted(problem.split(": ", 1)[0] for problem in skipped.problems) == \
+        [str(folder / f"{name}-link") for name in "beg"]
