@@ -95,3 +95,27 @@ def test_cli_trains_a_vocabulary_of_the_size_asked_for(tmp_path: Path) -> None:
     assert vocabulary.ranks == expected.ranks
     missing = CliRunner().invoke(app, ["bpe", "train", str(tmp_path / "nope"), "-o", str(tmp_path / "v2")])
     assert missing.exit_code == 2 and "nope: no such corpus" in missing.output
+
+
+def test_cli_skips_a_folder_s_binary_file_with_on_error_skip(tmp_path: Path) -> None:
+    """A folder of sources with compiled files among them: the refusal's fix is a flag the command
+    has, and with it the binary file is counted and its text-free bytes learn no merge."""
+    from typer.testing import CliRunner
+
+    from tokpack.cli import app
+
+    folder = tmp_path / "code"
+    (folder / "__pycache__").mkdir(parents=True)
+    texts = ["def f(x):\n    return x + x\n" * 20, "def g(y):\n    return y * y\n" * 20]
+    for index, text in enumerate(texts):
+        (folder / f"m{index}.py").write_text(text, encoding="utf-8")
+    (folder / "__pycache__" / "m0.cpython-311.pyc").write_bytes(b"\xa7\r\r\n\x00\x00\x00\x00" + bytes(range(256)))
+    refused = CliRunner().invoke(app, ["bpe", "train", str(folder), "-o", str(tmp_path / "v1"), "--vocab-size", "270"])
+    assert refused.exit_code == 2 and "--on-error skip" in refused.output and "on_error" not in refused.output, \
+        refused.output
+    result = CliRunner().invoke(app, ["bpe", "train", str(folder), "-o", str(tmp_path / "v2"), "--vocab-size", "270",
+                                      "--on-error", "skip", "--allow-smaller-vocab"])
+    assert result.exit_code == 0 and "1 files or records skipped" in result.output, result.output
+    expected = train_fast(texts, 270 - 257, pattern=GPT4_PATTERN, min_frequency=2).as_tokenizer()
+    from tokpack import load_vocabulary
+    assert load_vocabulary(tmp_path / "v2").ranks == expected.ranks

@@ -190,3 +190,23 @@ def test_the_inputs_on_error_skip_left_out_are_named(tmp_path: Path, byte_vocab:
     with pytest.warns(InputsSkipped, match="b.bin") as caught:
         prepare(folder, vocab=byte_vocab, on_error="skip", out=tmp_path / "again", cache_dir=tmp_path / "c2")
     assert [warning.message.count for warning in caught if isinstance(warning.message, InputsSkipped)] == [2]
+
+
+def test_a_text_field_for_a_format_without_fields_is_refused_naming_the_format(tmp_path: Path, byte_vocab: Path) -> None:
+    """JSON Lines saved as ``.json`` reads as one text file, JSON syntax and all: the text field
+    asked for is never read, so it is refused, naming how the file is read and the fix."""
+    records = tmp_path / "records.json"
+    records.write_text('{"body": "hello", "id": 1}\n{"body": "world", "id": 2}\n', encoding="utf-8")
+    line = one_line_error(["prepare", str(records), "--vocab", str(byte_vocab), "--text-field", "body",
+                           "--cache-dir", str(tmp_path / "c")])
+    assert line.startswith(f"error: {records}: ") and "--text-field" in line and "as one text file" in line, line
+    assert ".jsonl" in line, line
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.txt").write_text("hello\n", encoding="utf-8")
+    line = one_line_error(["prepare", str(folder), "--vocab", str(byte_vocab), "--text-field", "body",
+                           "--cache-dir", str(tmp_path / "c")])
+    assert "--text-field" in line and "folder of text files" in line, line
+    renamed = records.rename(tmp_path / "records.jsonl")
+    assert runner.invoke(app, ["prepare", str(renamed), "--vocab", str(byte_vocab), "--text-field", "body",
+                               "--cache-dir", str(tmp_path / "c")]).exit_code == 0  # the fix it names works

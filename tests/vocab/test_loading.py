@@ -77,3 +77,16 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
         # Hashed once for the request; once more when the new pack's carried vocabulary is checked
         # against its record on first verification (the cached run's stamp skips that).
         assert calls["parse"] == 1 and 1 <= calls["canonical"] <= 2, (run, calls)
+
+
+def test_a_folder_without_a_vocabulary_names_what_to_give(tmp_path: Path) -> None:
+    """A folder that is no pack, dataset or export and holds no ``vocabulary.json`` is refused as
+    the folder it is, naming what a vocabulary can be."""
+    folder = tmp_path / "licenses"
+    folder.mkdir()
+    (folder / "GPL-3").write_text("GNU GENERAL PUBLIC LICENSE\n", encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        load_vocabulary(folder)
+    message = str(refused.value)
+    assert message.startswith(f"{folder}: ") and "vocabulary.json" in message
+    assert "rank file" in message and "tokenizer.json" in message and "pack" in message

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from tokpack.cli._console import command_group
+from tokpack.cli._console import OnErrorName, command_group
 from tokpack.errors import InputError
 
 if TYPE_CHECKING:  # rich and the BPE modules are imported by the commands that use them, not by every command
@@ -63,6 +63,7 @@ def train(
     separator: Annotated[Optional[str], typer.Option(help="Text that ends a document, as prepare --separator: no merge spans it or learns it (default: the one a text file's manifest was cut with, else none).")] = None,
     document_bytes: Annotated[Optional[int], typer.Option(help="Longest document, as prepare --document-bytes (default: the size a text file's manifest was cut with, else 1048576).")] = None,
     manifest: Annotated[Optional[Path], typer.Option(help="A text file's manifest, as prepare --manifest (default: CORPUS.manifest.json beside it).")] = None,
+    on_error: Annotated[OnErrorName, typer.Option("--on-error", help="raise at the first unreadable file or record, or skip it and count it (as prepare --on-error).")] = OnErrorName.raise_,
 ) -> None:
     """Train an exact byte-level BPE vocabulary from files, streamed: memory grows with the
     distinct pre-tokens, not the corpus. Same merges as training on the documents in memory."""
@@ -101,7 +102,7 @@ def train(
     try:
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
                                   text_field=text_field, workers=workers or None, progress=report, separator=separator,
-                                  document_bytes=document_bytes, manifest=manifest)
+                                  document_bytes=document_bytes, manifest=manifest, on_error=on_error.value)
         tokenizer = result.training.as_tokenizer()
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
@@ -118,7 +119,7 @@ def train(
     seconds = result.training.seconds
     _out().print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
                f"(count {seconds['split_count']:.1f} s, merge {seconds['merge']:.1f} s)"
-               + (f", {result.skipped:,} records skipped" if result.skipped else ""))
+               + (f", {result.skipped:,} files or records skipped" if result.skipped else ""))
     _out().print(f"wrote {output}")
 
 

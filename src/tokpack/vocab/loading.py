@@ -82,6 +82,10 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
                              "writes tokenizer.json with .save(path) or .save_pretrained(folder))")
     path = Path(spec)
     if path.is_dir():
+        if not (path / VOCABULARY_FILE).is_file():
+            raise InputError(f"a folder holding no vocabulary: no {VOCABULARY_FILE}, and no pack, sharded dataset or "
+                             "export", where=path, fix="give a rank file, a tokenizer.json, a vocabulary.json, or a "
+                                                       "pack's folder")
         path = path / VOCABULARY_FILE
     if not path.is_file():
         raise InputError("no such vocabulary file", where=path)

@@ -230,7 +230,9 @@ class DocumentSource:
 
     def _skip(self, problem: str) -> None:
         self.skipped += 1
-        if len(self.problems) < 5:
+        # Each pass over the corpus (a vocabulary's training sample, then the encoding) meets the
+        # same bad input again: it is named once, so the few named are distinct inputs.
+        if len(self.problems) < 5 and problem not in self.problems:
             self.problems.append(problem)
 
     @property
@@ -241,8 +243,13 @@ class DocumentSource:
     def _cut(self, data: bytes | FileBytes, start: int, end: int, where: str, range_name: str = "train", *,
              unit: int) -> Iterator[Piece]:
         for begin, finish in cut_documents(data, start, end, self.document_bytes, self.separator_bytes):
-            yield Piece(range_name, decode_span(data, begin, finish, where, self._utf8_fix), finish - begin,
+            yield Piece(range_name, decode_span(data, begin, finish, where, self._utf8_fix,
+                                                skippable=self._skips_whole_files), finish - begin,
                         (unit, begin, finish))
+
+    #: Whether a file that is no text can be left out of this format with ``on_error='skip'``
+    #: (a folder's can: the others are read; a lone file's cannot).
+    _skips_whole_files: ClassVar[bool] = False
 
     #: What to say after ``invalid UTF-8`` in this format (a text file cannot be skipped in part).
     _utf8_fix = "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or leave it out with on_error='skip'"

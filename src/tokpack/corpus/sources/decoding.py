@@ -27,23 +27,26 @@ def bounds_array(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
 
 
 
-def decode_span(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str | None = None) -> str:
+def decode_span(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str | None = None, *,
+                skippable: bool = False) -> str:
     """The text of bytes ``[begin, end)``.
 
     Raises:
         InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``; or a file that
-            is no text at all (see :func:`not_text`).
+            is no text at all (see :func:`not_text`, told whether the file is ``skippable``).
     """
     try:
         return data[begin:end].decode("utf-8")
     except UnicodeDecodeError as error:
-        raise not_text(data, where) or InputError(f"invalid UTF-8 at byte {begin + error.start}", where=where,
-                                                  fix=fix) from None
+        raise not_text(data, where, skippable=skippable) or InputError(
+            f"invalid UTF-8 at byte {begin + error.start}", where=where, fix=fix) from None
 
 
-def not_text(data: bytes | FileBytes, where: str | Path) -> InputError | None:
+def not_text(data: bytes | FileBytes, where: str | Path, *, skippable: bool = False) -> InputError | None:
     """The error for bytes that are not UTF-8 because they are no text at all (a Parquet file, an
-    executable, an image: see :func:`tokpack._compressed.binary_kind`), or ``None``.
+    executable, an image: see :func:`tokpack._compressed.binary_kind`), or ``None``. A
+    ``skippable`` file (one of a folder's) is also offered ``on_error='skip'``: a lone file is not,
+    as skipping it would leave nothing to read.
 
     >>> print(not_text(b"PAR1\\x15\\x04", "d/x.parquet"))
     d/x.parquet: is a Parquet file, not text; give a Parquet file as the corpus itself (its text column is read), or move it out of a folder of text files
@@ -55,7 +58,8 @@ def not_text(data: bytes | FileBytes, where: str | Path) -> InputError | None:
         return InputError(f"is {kind}", where=where, fix="convert it to UTF-8 (e.g. iconv -f utf-16 -t utf-8)")
     fix = ("give a Parquet file as the corpus itself (its text column is read), or move it out of a folder of text files"
            if kind == "a Parquet file" else "give text files only: move it out of the corpus, or extract its text first")
-    return InputError(f"is {kind}, not text", where=where, fix=fix)
+    return InputError(f"is {kind}, not text", where=where, fix=fix + (", or leave it out with on_error='skip'"
+                                                                      if skippable else ""))
 
 
 def line_ends(data: FileBytes) -> np.ndarray:

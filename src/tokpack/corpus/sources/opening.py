@@ -41,7 +41,8 @@ def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error
 
     Raises:
         FileNotFoundError: no such file or folder.
-        InputError: a bad option or a corpus that does not match its manifest.
+        InputError: a bad option (a ``text_field`` other than ``"text"`` for a text file or a
+            folder, which have no fields), or a corpus that does not match its manifest.
     """
     path = Path(path)
     if not path.exists():
@@ -55,6 +56,15 @@ def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error
     if kind not in FORMATS:
         raise InputError(f"unknown corpus format {kind!r}", fix=f"use one of {', '.join(FORMATS)}")
     source_type = FORMATS[kind]
+    if not source_type.takes_text_field and text_field != "text":
+        # A field asked for is a sign the file holds records: read as text, its JSON syntax would
+        # be packed as the documents, and the field never read.
+        read_as, fix = (("a folder of text files", "give the JSON Lines or Parquet file itself, or drop text_field")
+                        if kind == "directory" else
+                        ("one text file (by its name: .jsonl, .ndjson and .parquet are read as records)",
+                         "if it holds JSON Lines, name it .jsonl; else drop text_field"))
+        raise InputError(f"text_field={text_field!r} names a field of JSON Lines or Parquet records, but this is read "
+                         f"as {read_as}", where=path, fix=fix)
     if source_type.split_by_bytes:
         document_bytes, separator = recorded_cut(path, document_bytes=document_bytes, separator=separator,
                                                  manifest=None if manifest is None else Path(manifest))

@@ -77,6 +77,7 @@ class TextDirectory(DocumentSource):
 
     format: Format = "directory"
     origin_kind: ClassVar[Literal["bytes", "records"]] = "bytes"
+    _skips_whole_files: ClassVar[bool] = True
 
     def __init__(self, path: Path, *, document_bytes: int, on_error: OnError = "raise", separator: str | None = None,
                  manifest: Path | None = None) -> None:
@@ -262,7 +263,8 @@ class TextDirectory(DocumentSource):
             return ""  # counted when the pack is written
         low, high = begin + start, min(begin + stop, end)  # only the span is read
         first, last = line_span(data[low:high], head=low == begin, tail=high == end)
-        return decode_span(data, low + first, low + last, data.where, self._utf8_fix)
+        return decode_span(data, low + first, low + last, data.where, self._utf8_fix,
+                           skippable=self._skips_whole_files)
 
     def _sampled_file(self, index: int) -> FileBytes | None:
         """File ``index``'s bytes for a sample's pieces, kept open for the next one (a sample reads
