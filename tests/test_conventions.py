@@ -110,3 +110,24 @@ def test_the_core_installs_without_extras_and_a_command_names_the_extra_it_lacks
                            capture_output=True, text=True, env=env)
     assert chess.returncode == 2 and chess.stderr.strip().splitlines() == [
         "error: chess games (python-chess) need the chess extra: pip install 'tokpack[chess]'"], chess.stderr
+
+
+def test_the_library_names_parameters_not_flags() -> None:
+    """No error raised outside ``tokpack/cli/`` names one of tokpack's command-line flags: a Python
+    caller reads its parameters' names (the CLI says flags). Other tools' commands (``ray start
+    --head``, ``sbatch --array``) may be named in a fix."""
+    import ast
+    import re
+
+    flag = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
+    other_tools = re.compile(r"(?:ray start|sbatch) --[a-z]+")
+    found = []
+    for path in sorted((REPO / "src" / "tokpack").rglob("*.py")):
+        if "cli" in path.relative_to(REPO / "src" / "tokpack").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                found += [f"{path.relative_to(REPO)}:{node.lineno}: {text!r}" for sub in ast.walk(node.exc)
+                          if isinstance(sub, ast.Constant) and isinstance(sub.value, str)
+                          and flag.search(text := other_tools.sub("", sub.value))]
+    assert not found, "\n".join(found)

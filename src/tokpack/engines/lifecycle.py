@@ -131,7 +131,7 @@ def job_header(path: Path) -> tuple[str, int]:
             raise TypeError(f"schema is {schema!r}")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         raise InputError(f"not a sharded job ({error.__class__.__name__}: {error})", where=path,
-                         fix="start the job first (tokpack prepare --shards, or tokpack chess tokenize --engine array)") from None
+                         fix="start the job first (tokpack.engines.start_job, or chess's tokenize with engine='array')") from None
     try:
         kind_of_job(schema)
     except InputError as error:

@@ -29,7 +29,7 @@ def report_for(target: Path, *, block: int = 1024, data: Path | None = None, bas
         from tokpack.report.tokenizer import tokenizer_report
 
         return tokenizer_report(target, data=data, baselines=baselines, min_global=min_global, min_domain=min_domain)
-    raise InputError("not a pack or dataset folder (tokenizer and chess reports: see 'tokpack report --help')", where=target)
+    raise InputError("not a pack or dataset folder, nor a tokenizer (chess reports: tokpack.report.chess.chess_report)", where=target)
 
 
 __all__ = ["report_for"]

@@ -25,7 +25,7 @@ def check_ids(ids: np.ndarray, source: TokenSource) -> None:
     n_vocab = source.vocabulary.n_vocab
     if ids.size and int(ids.max()) >= n_vocab:
         raise IntegrityError(f"id {int(ids.max())} outside the vocabulary (n_vocab {n_vocab})", where=source.path,
-                             fix="the data is corrupt; find the damage with its verify() (or tokpack inspect --verify)")
+                             fix="the data is corrupt; find the damage with its verify() (or tokpack inspect, which verifies)")
 
 
 __all__ = ["DTYPES", "Data", "check_ids"]

@@ -48,7 +48,7 @@ def _san(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncod
 
 def _bpe(bpe: BpeEncoder | None, sampling: PositionSampling | None) -> GameEncoder:
     if bpe is None:
-        raise InputError("the bpe scheme needs a trained BPE", fix="train one with `tokpack chess tokenize --scheme bpe`")
+        raise InputError("the bpe scheme needs a trained BPE", fix="train one first (chess's tokenize with scheme='bpe')")
     return bpe
 
 

@@ -173,7 +173,7 @@ def write_blocks(source: TokenSource, out: Path, *, size: int = BLOCK, documents
 
     if source.vocabulary != CharEncoder().identity:
         raise InputError(f"holds the {source.vocabulary.scheme} scheme's ids, not the char scheme's", where=source.path,
-                         fix="pack the games with tokpack chess tokenize --scheme char --pack")
+                         fix="pack the games with the char scheme (chess's tokenize with scheme='char', pack=True)")
     out = Path(out)
     if out.exists():
         raise InputError("already exists", where=out)
