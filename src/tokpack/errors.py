@@ -124,7 +124,7 @@ class InputsSkipped(UserWarning):
     def __init__(self, count: int, problems: list[str]) -> None:
         self.count, self.problems = count, list(problems)
         more = ", …" if count > len(self.problems) else ""
-        super().__init__(f"on_error='skip' left out {count:,} files or records: {'; '.join(self.problems)}{more}")
+        super().__init__(f"on_error='skip' left out {count:,} {'file or record' if count == 1 else 'files or records'}: {'; '.join(self.problems)}{more}")
 
 
 class SpecialTokenInText(UserWarning):

@@ -115,7 +115,7 @@ def test_cli_skips_a_folder_s_binary_file_with_on_error_skip(tmp_path: Path) -> 
         refused.output
     result = CliRunner().invoke(app, ["bpe", "train", str(folder), "-o", str(tmp_path / "v2"), "--vocab-size", "270",
                                       "--on-error", "skip", "--allow-smaller-vocab"])
-    assert result.exit_code == 0 and "1 files or records skipped" in result.output, result.output
+    assert result.exit_code == 0 and "1 file or record skipped" in result.output, result.output
     expected = train_fast(texts, 270 - 257, pattern=GPT4_PATTERN, min_frequency=2).as_tokenizer()
     from tokpack import load_vocabulary
     assert load_vocabulary(tmp_path / "v2").ranks == expected.ranks

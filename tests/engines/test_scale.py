@@ -333,7 +333,7 @@ def test_cli_prepares_a_folder_and_says_how_many_inputs_were_skipped(tmp_path: P
     result = CliRunner().invoke(app, ["prepare", str(folder), "--vocab", str(vocabulary), "--cache-dir",
                                       str(tmp_path / "c"), "--on-error", "skip"])
     assert result.exit_code == 0, result.stderr
-    assert "1 unreadable files or records" in result.stdout
+    assert "1 unreadable file or record" in result.stdout
     characters = len("dobry tekst, całkiem długi\n" * 20)
     tokens = len(BpeTokenizer.load_saved(vocabulary).encode("dobry tekst, całkiem długi\n" * 20))
     assert f"{characters / tokens:.2f} characters per token" in result.stdout

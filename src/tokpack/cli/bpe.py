@@ -77,6 +77,7 @@ def train(
         TransferSpeedColumn,
     )
 
+    from tokpack._words import counted
     from tokpack.bpe.fast import train_from_files
     from tokpack.vocab.patterns import resolve_pattern
 
@@ -119,7 +120,7 @@ def train(
     seconds = result.training.seconds
     _out().print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
                f"(count {seconds['split_count']:.1f} s, merge {seconds['merge']:.1f} s)"
-               + (f", {result.skipped:,} files or records skipped" if result.skipped else ""))
+               + (f", {counted(result.skipped, 'file or record', 'files or records')} skipped" if result.skipped else ""))
     _out().print(f"wrote {output}")
 
 

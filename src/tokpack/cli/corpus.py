@@ -228,6 +228,7 @@ def _special_tokens_said() -> Iterator[None]:
     without a separator (:class:`~tokpack.errors.SpecialTokenInText`), once the work inside is
     done, and the inputs ``--on-error skip`` left out (:class:`~tokpack.errors.InputsSkipped`);
     other warnings pass on as they came."""
+    from tokpack._words import counted
     from tokpack.cli._flags import in_flags
     from tokpack.corpus.manifest import separator_setting
     from tokpack.errors import InputsSkipped, SpecialTokenInText
@@ -242,7 +243,7 @@ def _special_tokens_said() -> Iterator[None]:
                 if isinstance(warning.message, InputsSkipped):
                     left_out = warning.message
                     more = ", …" if left_out.count > len(left_out.problems) else ""
-                    stderr().print(f"warning: --on-error skip left out {left_out.count:,} files or records: "
+                    stderr().print(f"warning: --on-error skip left out {counted(left_out.count, 'file or record', 'files or records')}: "
                                    f"{'; '.join(left_out.problems)}{more}", soft_wrap=True, highlight=False, markup=False)
                     continue
                 if not isinstance(warning.message, SpecialTokenInText):
@@ -480,6 +481,8 @@ def demo_command(
 
 
 def _summary(prepared: TokenizedCorpus) -> None:
+    from tokpack._words import counted
+
     meta = prepared.meta
     characters = meta.counts.get("characters")
     rows = [("documents", f"{meta.n_docs:,}"), ("tokens", f"{meta.n_tokens:,} ({meta.dtype})")]
@@ -498,7 +501,7 @@ def _summary(prepared: TokenizedCorpus) -> None:
     if characters is not None and meta.n_tokens:
         rows.append(("compression", f"{characters / meta.n_tokens:.2f} characters per token"))
     if meta.counts.get("skipped"):
-        rows.append(("skipped", f"{meta.counts['skipped']:,} unreadable files or records (--on-error skip)"))
+        rows.append(("skipped", f"{counted(meta.counts['skipped'], 'unreadable file or record', 'unreadable files or records')} (--on-error skip)"))
     print_summary("Prepared corpus", rows)
     # Paths on their own lines, never in a table cell that would cut them with "…".
     print_line(f"pack: {prepared.tokens_dir}")
