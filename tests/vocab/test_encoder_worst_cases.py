@@ -50,7 +50,15 @@ def test_long_pieces_merged_by_the_heap_with_cascading_merges() -> None:
 
 
 def test_the_ids_buffer_grows_mid_run_between_short_pieces() -> None:
-    # 4 ids a code point in pieces of 1-2 code points: the ids' buffer (1.5 a code point at first)
-    # fills long before any piece outgrows the merge's scratch
+    # 4 ids a code point in pieces of 1-2 code points: the ids' buffer (half an id a character at
+    # first) fills long before any piece outgrows the merge's scratch
     for pattern in sorted(COMPILED_PATTERNS):
         _check(BYTES_ONLY, pattern, ["😀 " * 100 + "𝐀" * 3, "ok 😀"])
+
+
+def test_ids_of_megabytes_outgrow_the_first_room_and_the_pages_faulted_in_ahead() -> None:
+    # 2.4 million ids (9.6 MB) for 800,000 characters: the buffer grows past its first room
+    # while its pages are being faulted in a chunk ahead of the writes, then grows again
+    rng = random.Random(3)
+    texts = ["x" * 70_000, "😀 " * 200_000, "".join(rng.choice(ASTRAL_LETTERS + [" ", "a"]) for _ in range(130_000))]
+    _check(BYTES_ONLY, sorted(COMPILED_PATTERNS)[0], texts)

@@ -176,18 +176,37 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
 /* Encoding texts                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
+/* The ids written so far (len), the room for them (cap), and how many of them have their pages in
+   memory (ready): a call's buffer is its texts' whole worst case, reserved at once (pages nobody
+   writes cost nothing), and faulted in a chunk at a time ahead of the writes (populate). */
 typedef struct {
     uint32_t *ids;
-    size_t len, cap;
+    size_t len, cap, ready;
 } Out;
 
-static int out_reserve(Out *o, size_t more) {
+#define READY_IDS ((size_t)POPULATE_PAGES * 1024)
+
+/* Room for `more` ids after o->len: 0, or -1 on a failed allocation. */
+static int out_room(Out *o, size_t more) {
     if (o->len + more <= o->cap) return 0;
     size_t cap = o->cap + o->cap / 2 + more + 1024;
     uint32_t *grown = realloc(o->ids, cap * sizeof(uint32_t));
     if (!grown) return -1;
     o->ids = grown;
     o->cap = cap;
+    if (o->ready > o->len) o->ready = o->len; /* (perhaps moved: the rest is asked for again) */
+    return 0;
+}
+
+/* Room for `more` ids after o->len, their pages in memory: 0, or -1 on a failed allocation. */
+static int out_reserve(Out *o, size_t more) {
+    if (out_room(o, more) < 0) return -1;
+    if (o->len + more > o->ready) {
+        size_t ready = o->len + more + READY_IDS;
+        if (ready > o->cap) ready = o->cap;
+        populate(o->ids + o->ready, o->ids + ready);
+        o->ready = ready;
+    }
     return 0;
 }
 
@@ -245,7 +264,7 @@ TP_INLINE void look_ahead(const Cache *c, const uint8_t *s, size_t start, size_t
             }                                                                                    \
         }                                                                                        \
         size_t bytes = i - first;                                                                \
-        if (TP_UNLIKELY(o->len + bytes + WIDE_IDS > o->cap) && out_reserve(o, bytes + WIDE_IDS) < 0) return -1; \
+        if (TP_UNLIKELY(o->len + bytes + WIDE_IDS > o->ready) && out_reserve(o, bytes + WIDE_IDS) < 0) return -1; \
         uint32_t *ids = o->ids;                                                                  \
         size_t len = o->len, hits = 0;                                                           \
         for (size_t k = 0; k < found; k++) {                                                     \
