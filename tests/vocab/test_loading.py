@@ -79,6 +79,20 @@ def test_prepare_with_a_rank_file_parses_it_once_and_hashes_it_once(tmp_path: Pa
         assert calls["parse"] == 1 and 1 <= calls["canonical"] <= 2, (run, calls)
 
 
+def test_a_packs_ids_given_as_the_vocabulary_are_refused_naming_the_packs_folder(tmp_path: Path) -> None:
+    """A pack's ``tokens.npy`` given where its vocabulary was meant is named as the NumPy array it
+    is, with the pack's folder as the fix (it was read as a rank file, "line 1: expected ...")."""
+    pack = prepare(polish_corpus_in(tmp_path), vocab_size=300, out=tmp_path / "pack").tokens_dir
+    with pytest.raises(InputError) as refused:
+        load_vocabulary(pack / "tokens.npy")
+    message = str(refused.value)
+    assert message.startswith(f"{pack / 'tokens.npy'}: a NumPy array") and "the pack's folder" in message
+    assert "--vocab" not in message
+    assert "NumPy array" in cli_refused("prepare", str(polish_corpus_in(tmp_path)), "--vocab", str(pack / "starts.npy"),
+                                        "-o", str(tmp_path / "again"))
+    assert load_vocabulary(pack).ranks == load_vocabulary(pack / "vocabulary").ranks
+
+
 def test_a_folder_without_a_vocabulary_names_what_to_give(tmp_path: Path) -> None:
     """A folder that is no pack, dataset or export and holds no ``vocabulary.json`` is refused as
     the folder it is, naming what a vocabulary can be."""

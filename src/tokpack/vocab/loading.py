@@ -97,6 +97,11 @@ def load_vocabulary(spec: VocabularySpec, *, pattern: str | None = None) -> BpeT
             specials[END_OF_TEXT] = max([*ranks.values(), *specials.values()]) + 1
         tokenizer = BpeTokenizer(ranks=ranks, pattern=file_pattern, special_tokens=specials, source=path)
         return same_pattern(tokenizer, pattern, str(path))
+    with path.open("rb") as file:
+        if file.read(6) == b"\x93NUMPY":  # a pack's tokens.npy or starts.npy: its folder was meant
+            raise InputError("a NumPy array (a pack's ids or document starts), not a vocabulary", where=path,
+                             fix="give the pack's folder, which holds its vocabulary, or a rank file, a "
+                                 "tokenizer.json or a vocabulary.json")
     return _rank_file_vocabulary(path, pattern)
 
 
