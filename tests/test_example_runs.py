@@ -54,7 +54,12 @@ def test_a_forked_run_sees_and_ends_as_python_script_would(how: str, tmp_path: P
 _RANK = r"""
 import os, sys, time
 print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
-if os.environ["RANK"] == "1":
+printed = os.path.join(sys.argv[2], "rank 0 printed")
+if os.environ["RANK"] == "0":
+    open(printed, "w").close()
+else:  # after rank 0 has printed: torchrun stops it as soon as rank 1 dies
+    while not os.path.exists(printed):
+        time.sleep(0.01)
     os.kill(os.getpid(), int(sys.argv[1]))
 time.sleep(60)  # rank 0 waits to be stopped by torchrun
 """
@@ -67,7 +72,7 @@ def test_torchrun_sees_a_forked_rank_killed_by_a_signal_as_such(number: int, tmp
     script = tmp_path / "rank.py"
     script.write_text(_RANK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    done = run_torchrun(script, [number], ranks=2, env=env, cwd=tmp_path, timeout=120)
+    done = run_torchrun(script, [number, tmp_path], ranks=2, env=env, cwd=tmp_path, timeout=120)
     assert done.returncode == 1 and sorted(done.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"], done
     assert f"exitcode  : -{number} " in done.stderr, done.stderr[-3000:]
 
