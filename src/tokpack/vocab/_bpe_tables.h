@@ -206,6 +206,8 @@ static int build_cuts(Encoder *e, Tokens *tokens) {
         return -1;
     }
     uint64_t keys_left[SHORT + 64], keys_right[SHORT + 64];
+    /* a boundary between two ASCII characters, most of them, is hashed once (16,384 can occur) */
+    uint64_t ascii_seen[128 * 128 / 64] = {0};
     tokens->pos = 0;
     const uint8_t *t;
     size_t e_;
@@ -258,6 +260,11 @@ static int build_cuts(Encoder *e, Tokens *tokens) {
         }
         if (valid) {
             for (size_t q = head > 0 ? 0 : 1; q < m; q++) {
+                if (kl[q] < 0x80 && kr[q] < 0x80) {
+                    uint64_t pair = kl[q] << 7 | kr[q];
+                    if (bit_set(ascii_seen, pair)) continue;
+                    set_bit(ascii_seen, pair);
+                }
                 set_bit(e->cut_pairs, side_bit(kl[q], kr[q]));
                 set_bit(left_sides, side_hash(kl[q]));
                 set_bit(right_sides, side_hash(kr[q] | RIGHT_SIDE));
