@@ -11,7 +11,7 @@ import tokpack
 from tokpack.bpe import train_bytelevel, train_fast, train_from_files
 from tokpack.errors import InputError
 from tokpack.vocab import GPT2_PATTERN, GPT4_PATTERN, BpeTokenizer, train_hf_bytelevel
-from tokpack.vocab.patterns import check_covers
+from tokpack.vocab.patterns import NAMED_PATTERNS, check_covers, check_pattern
 
 TEXTS = ["the cat sat on the mat, and the dog sat on the log.\n", "the cat and the dog\n  sat 12345 together"] * 20
 
@@ -80,3 +80,12 @@ def test_every_pattern_passed_without_the_regex_engine_passes_its_check() -> Non
     assert patterns._WRITTEN_HERE >= set(patterns.NAMED_PATTERNS.values())
     for pattern in patterns._WRITTEN_HERE:
         assert regex.compile(pattern).match("") is None, pattern
+
+
+def test_a_pattern_that_does_not_compile_names_the_fix_and_the_names() -> None:
+    """A regex typed wrong is refused with what to do: correct it, or use one of the names."""
+    with pytest.raises(InputError) as refused:
+        check_pattern("foo(")
+    message = str(refused.value)
+    assert "does not compile" in message and "correct the regex" in message
+    assert all(name in message for name in NAMED_PATTERNS)

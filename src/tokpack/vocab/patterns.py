@@ -224,7 +224,9 @@ def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str
     try:
         compiled = regex.compile(pattern)
     except (regex.error, RecursionError) as error:
-        raise InputError(f"pre-tokenizer pattern '{pattern}' does not compile ({error})", where=where) from None
+        raise InputError(f"pre-tokenizer pattern '{pattern}' does not compile ({error})", where=where,
+                         fix="correct the regex (the `regex` module's syntax), or give one of the names "
+                             f"{', '.join(sorted(NAMED_PATTERNS))}") from None
     if compiled.match("") is not None:
         raise InputError(f"pre-tokenizer pattern '{pattern}' matches the empty string; every piece must hold "
                          "at least one character", where=where)
