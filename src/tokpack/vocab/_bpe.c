@@ -289,9 +289,8 @@ static PyObject *encoder_encode(Encoder *self, PyObject *args) {
         Py_INCREF(held[k]);
     }
     Py_DECREF(seq);
-    /* room for an id every two characters at first (most texts need fewer; more grows it), its
-       pages faulted in as the ids reach them; a buffer of an id a character or more left malloc
-       mapping new pages on every call instead of reusing the heap's (a second pass 1.25x slower) */
+    /* room for an id every two characters at first (most texts need fewer; more grows it): a
+       larger first room made malloc map new pages for every call instead of reusing its heap's */
     Out out = {NULL, 0, 0, 0};
     int failed = out_room(&out, total / 2 + 64);
     cache->busy = 1;

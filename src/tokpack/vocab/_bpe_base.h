@@ -126,11 +126,10 @@ static int block_new(Block *b, size_t bytes) {
     return 0;
 }
 
-/* Pages about to be written, faulted in by one call instead of a trap each: a fresh process's
-   first pass over a 2 MB text wrote its ids to ~540 new pages, each a trap into the kernel (about
-   2 us each on the project's virtual machines, a tenth of the pass), where one madvise does the
-   same work without them. Pages already in memory (heap malloc reuses) are left alone: asking
-   for them again costs more than it saves. mincore says which; its vector is read per page. */
+/* Pages about to be written, faulted in by one madvise instead of a trap into the kernel each (on
+   a fresh process's first pass the traps for its ids' pages were a noticeable share: BENCHMARKS.md,
+   "The compiled encoder"). Pages already in memory, which malloc reuses from its heap, are left
+   alone, as mincore tells them: asking for them again costs more than it saves. */
 #define POPULATE_PAGES 128
 
 static void populate(void *from, void *to) {

@@ -177,8 +177,7 @@ static size_t piece_ids(const Encoder *e, Cache *c, const uint8_t *p, size_t n, 
 /* ------------------------------------------------------------------------------------------ */
 
 /* The ids written so far (len), the room for them (cap), and how many of them have their pages in
-   memory (ready): a call's buffer is its texts' whole worst case, reserved at once (pages nobody
-   writes cost nothing), and faulted in a chunk at a time ahead of the writes (populate). */
+   memory (ready): the pages are faulted in a chunk at a time ahead of the writes (populate). */
 typedef struct {
     uint32_t *ids;
     size_t len, cap, ready;
