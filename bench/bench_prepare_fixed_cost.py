@@ -435,7 +435,7 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
     phases.wrap(typer.main, "get_command", "command line: typer builds every command")
     phases.wrap(typer.core._TyperParameter, "process_value", "command line: typer checks each option")
     phases.wrap(sources, "reading_cut", "command line: the corpus's manifest (its cut)")
-    command = sys.modules["tokpack.cli.corpus"]
+    import tokpack.cli.corpus as command
     for name in ("_summary", "summary_record"):
         phases.wrap(command, name, "command line: the summary")
     phases.wrap(command, "prepare_progress", "command line: progress display")
