@@ -204,7 +204,7 @@ def test_the_commands_own_process_walks_nothing_its_imports_made_and_collects_ra
 
 def test_the_commands_own_process_imports_the_command_line_under_the_rarer_collector() -> None:
     """``import tokpack.cli`` imports neither typer nor a command, so the installed ``tokpack``
-    raises the young generation's threshold before typer, click and the commands are imported
+    raises the young generation's threshold before typer, click and the command line are imported
     (their imports ran some 25 collections under Python's 700); ``tokpack.cli.app`` is still there."""
     program = ("import gc, sys\n"
                "import tokpack.cli as cli\n"
@@ -216,7 +216,7 @@ def test_the_commands_own_process_imports_the_command_line_under_the_rarer_colle
                "sys.meta_path.insert(0, Watch())\n"
                "cli.main = lambda: None\n"
                "cli.script()\n"
-               "print(light, seen.get('typer'), seen.get('tokpack.cli.corpus'), type(cli.app).__name__)\n")
+               "print(light, seen.get('typer'), seen.get('tokpack.cli._root'), type(cli.app).__name__)\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert done.stdout.split() == ["True", "100000", "100000", "Typer"], done.stdout

@@ -1,13 +1,14 @@
 """The ``tokpack`` command line: thin typer commands over the library.
 
-The app and its commands are :mod:`tokpack.cli._app`'s: ``tokpack.cli.app`` and
-``tokpack.cli.command_line`` import it on first use (PEP 562), and so do :func:`main` and
-:func:`script`. This module imports neither typer nor a command, so the ``tokpack`` script's own
+The app with every command is :mod:`tokpack.cli._app`'s (``tokpack.cli.app`` imports it on first
+use, PEP 562); :func:`command_line`, which :func:`main` runs, imports what the command line it
+builds needs. This module imports neither typer nor a command, so the ``tokpack`` script's own
 process is set up (:func:`script`) before they are imported.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 import sys
@@ -16,17 +17,60 @@ from typing import TYPE_CHECKING
 from tokpack._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from tokpack.cli._app import app, command_line
+    import typer
+
+    from tokpack.cli._app import app
 
 __all__ = ["app", "command_line", "main", "no_pydantic_plugins", "script", "single_threaded_blas"]
 
-__getattr__, __dir__ = lazy_attributes(globals(), {"app": "tokpack.cli._app", "command_line": "tokpack.cli._app"})
+__getattr__, __dir__ = lazy_attributes(globals(), {"app": "tokpack.cli._app"})
+
+#: The options of the ``tokpack`` group itself that take no value (any other before the command's
+#: name, or none at all, builds every command).
+_ROOT_FLAGS = frozenset({"--debug"})
+
+#: The top-level names :func:`tokpack.cli.corpus.register` adds (``tests/cli`` holds them equal).
+CORPUS_NAMES = frozenset({"prepare", "inspect", "demo", "merge", "shard"})
+
+
+def command_line(args: list[str]) -> typer.Typer:
+    """The app that runs ``tokpack ARGS``: when ``args`` name one command or command group of
+    the top level (after the group's own ``--debug`` at most), an app with that one alone, so
+    click builds one command's parameters instead of every command's (all the same, as that
+    command runs and shows its help the same), and a name of :data:`CORPUS_NAMES` imports no other
+    command's module; else :data:`app`, every command (no command, ``--help``, ``--version``, a
+    name that is no command: the whole list is what answers them).
+
+    >>> from tokpack.cli import app
+    >>> len(command_line(["prepare", "c.txt"]).registered_commands), command_line(["--help"]) is app
+    (1, True)
+    """
+    at = 0
+    while at < len(args) and args[at] in _ROOT_FLAGS:
+        at += 1
+    name = args[at] if at < len(args) and not args[at].startswith("-") else None
+    if name in CORPUS_NAMES:
+        from tokpack.cli import corpus
+        from tokpack.cli._root import new_app
+
+        whole = new_app()
+        corpus.register(whole)
+    else:
+        from tokpack.cli._app import app as whole
+
+        if name is None or whole.registered_callback is None:
+            return whole
+    commands = [info for info in whole.registered_commands if info.name == name]
+    groups = [info for info in whole.registered_groups if info.name == name]
+    if len(commands) + len(groups) != 1:
+        return whole
+    alone = copy.copy(whole)
+    alone.registered_commands, alone.registered_groups = commands, groups
+    return alone
 
 
 def main() -> None:
     """Run the command line in this process (``sys.argv``); it ends by raising ``SystemExit``."""
-    from tokpack.cli._app import command_line
-
     command_line(sys.argv[1:])()
 
 
@@ -60,10 +104,11 @@ def script() -> None:
     one thread (:func:`single_threaded_blas`) and no pydantic plugins (:func:`no_pydantic_plugins`).
 
     - The young generation is collected after 100,000 new objects instead of 700, from before the
-      command line (typer, click, the commands) is imported: a ``prepare`` of 10 MB then runs no
+      command line (typer, click, the command) is imported: a ``prepare`` of 10 MB then runs no
       collection at all, where dozens of collections, in those imports and after them, would walk
-      the same long-lived objects again. What the imports made is frozen (``gc.freeze``) before
-      the command runs. The collector still runs, so a long command's memory stays bounded.
+      the same long-lived objects again. What the command line's import made is frozen
+      (``gc.freeze``) before the command runs. The collector still runs, so a long command's
+      memory stays bounded.
     - As the process exits, the objects still alive are frozen, so the interpreter's shutdown frees
       them without walking them in several full collections. tokpack closes its files itself, so
       nothing waits on a collection to be flushed.
@@ -74,7 +119,7 @@ def script() -> None:
     single_threaded_blas()
     no_pydantic_plugins()
     gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
-    from tokpack.cli import _app  # noqa: F401  (imported here: under the rarer collector, then frozen)
+    from tokpack.cli import _root  # noqa: F401  (imported here: under the rarer collector, then frozen)
 
     gc.freeze()
     try:
