@@ -92,7 +92,9 @@ ENTRY = "import sys, tokpack.cli as cli; sys.argv[0] = 'tokpack'; getattr(cli, '
 #: process. It replaces what the encoder is reached by (``encode_arrays``, and what says
 #: which engine runs), so nothing of the encoder is imported.
 STUBBED = """
+import os
 import sys
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the tokpack script has it before numpy's import
 import numpy as np
 from tokpack.vocab.bytelevel import BpeTokenizer
 
@@ -399,13 +401,13 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
             phases.leave()
 
     builtins.__import__ = counted_import
-    if stubbed:  # the stub's definitions, without running the command
-        exec(STUBBED.split("import tokpack.cli as cli")[0], {})
     import tokpack.cli  # noqa: F401
 
     for setting in ("single_threaded_blas", "no_pydantic_plugins"):  # as the tokpack script's process has them
         if hasattr(tokpack.cli, setting):
             getattr(tokpack.cli, setting)()
+    if stubbed:  # the stub's definitions, without running the command (numpy imported after the settings)
+        exec(STUBBED.split("import tokpack.cli as cli")[0], {})
     from tokpack.corpus import sources
     from tokpack.preparing import options, preparation
     from tokpack.store import vocabulary, writer
