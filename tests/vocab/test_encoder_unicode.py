@@ -3,7 +3,9 @@ a real vocabulary (cl100k's ranks: tiktoken takes any pattern with them), random
 plane and text built from what the patterns treat specially (whitespace of every kind, contractions
 in both cases, marks, digits of several scripts, astral letters, lone and paired surrogates), the
 extension's pieces against the trainer's scanner with tiktoken's classes, and single pieces of
-hundreds of kilobytes of each kind (letters of several scripts, digits, spaces, punctuation, Han)."""
+hundreds of kilobytes of each kind (letters of several scripts, digits, spaces, punctuation, Han);
+each text also given as its UTF-8 ``bytes`` (read in place once checked), which must give the same
+ids."""
 
 from __future__ import annotations
 
@@ -51,7 +53,10 @@ def encoders(ranks: dict[bytes, int]) -> dict[str, tuple[CompiledBpe, tiktoken.E
 def test_any_text_under_every_pattern_equals_tiktoken(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]],
                                                       text: str, pattern: str) -> None:
     ours, oracle = encoders[pattern]
-    assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text)
+    expected = oracle.encode_ordinary(text)
+    utf8 = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    as_str, as_bytes = ours.encode([text, utf8])
+    assert as_str.tolist() == expected and as_bytes.tolist() == expected
 
 
 @settings(max_examples=800, deadline=None)
@@ -91,7 +96,8 @@ def test_latin1_and_bmp_texts_at_every_offset_are_written_as_utf8_and_equal_tikt
     with ours.cache() as cache:
         utf8, _ = ours.encoder.pieces(text, cache)  # type: ignore[attr-defined]
     assert utf8 == text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
-    assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text)
+    expected = oracle.encode_ordinary(text)
+    assert [ids.tolist() for ids in ours.encode([text, utf8])] == [expected, expected]
 
 
 @pytest.mark.parametrize("unit", ["a", "Ż", "ж", "1", " ", "\u3000", "!", "中", "😀", "ab ", "\r\n", "'s"])
@@ -100,7 +106,9 @@ def test_single_long_pieces_of_every_kind_equal_tiktoken(encoders: dict[str, tup
     text = unit * (200_000 // len(unit.encode()))
     for pattern in PATTERNS:
         ours, oracle = encoders[pattern]
-        assert ours.encode([text, "x" + text])[1].tolist() == oracle.encode_ordinary("x" + text), pattern
+        expected = oracle.encode_ordinary("x" + text)
+        ids = ours.encode([text, "x" + text, ("x" + text).encode()])
+        assert ids[1].tolist() == expected and ids[2].tolist() == expected, pattern
 
 
 def test_the_published_ids_of_hello_world(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]]) -> None:

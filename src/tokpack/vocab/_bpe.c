@@ -13,10 +13,11 @@
  *   _bpe_merge.h   tiktoken's byte_pair_merge of a piece that misses: a scan for short pieces, an
  *                  indexed heap of blocks for long ones (n log n at any length);
  *   _bpe_encode.h  a piece's ids (cache, vocabulary, cut, merge) and the loop over a text's pieces,
- *                  and a str's UTF-8 (ASCII in place, any other transcoded as tiktoken treats lone
- *                  surrogates).
+ *                  a str's UTF-8 (ASCII in place, any other transcoded as tiktoken treats lone
+ *                  surrogates), and bytes checked as UTF-8 (read in place).
  *
- * C11 and the CPython API only (SSE2 intrinsics where the compiler has them); no third-party code.
+ * C11 and the CPython API only (SSE2 intrinsics where the compiler has them, SSSE3's where the CPU
+ * has them, asked at load); no third-party code.
  */
 #include "_bpe_base.h"
 #include "_bpe_scan.h"
@@ -251,7 +252,7 @@ static PyObject *encoder_encode(Encoder *self, PyObject *args) {
     Cache *cache;
     if (!PyArg_ParseTuple(args, "OO!", &texts, &CacheType, &cache)) return NULL;
     if (check_ready(self, cache) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str or bytes");
     if (!seq) return NULL;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
@@ -267,8 +268,13 @@ static PyObject *encoder_encode(Encoder *self, PyObject *args) {
     size_t total = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *text = items[k];
+        if (PyBytes_Check(text)) {
+            /* (about as many ids as a str of its characters: most of a text's bytes are ASCII) */
+            total += (size_t)PyBytes_GET_SIZE(text) - (size_t)PyBytes_GET_SIZE(text) / 4;
+            continue;
+        }
         if (!PyUnicode_Check(text)) {
-            PyErr_Format(PyExc_TypeError, "texts[%zd] is %.80s, not str", k, Py_TYPE(text)->tp_name);
+            PyErr_Format(PyExc_TypeError, "texts[%zd] is %.80s, not str or bytes", k, Py_TYPE(text)->tp_name);
             PyMem_Free(held);
             free(ends);
             Py_DECREF(seq);
@@ -293,22 +299,36 @@ static PyObject *encoder_encode(Encoder *self, PyObject *args) {
        larger first room made malloc map new pages for every call instead of reusing its heap's */
     Out out = {NULL, 0, 0, 0};
     int failed = out_room(&out, total / 2 + 64);
+    Py_ssize_t invalid = -1; /* the first bytes item that is not UTF-8, if any */
+    size_t invalid_at = 0;
     cache->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < count && !failed; k++) {
         size_t n;
-        const uint8_t *s = str_utf8(cache, held[k], &n);
+        const uint8_t *s;
+        if (PyBytes_Check(held[k])) { /* read in place, once checked */
+            s = (const uint8_t *)PyBytes_AS_STRING(held[k]);
+            n = (size_t)PyBytes_GET_SIZE(held[k]);
+            invalid_at = utf8_invalid(s, n);
+            if (invalid_at != n) {
+                invalid = k;
+                break;
+            }
+        } else {
+            s = str_utf8(cache, held[k], &n);
+        }
         failed = !s || encode_utf8(self, cache, s, n, &out) < 0;
         ends[k] = (int64_t)out.len;
     }
     Py_END_ALLOW_THREADS
     cache->busy = 0;
+    if (invalid >= 0) utf8_error(held[invalid], invalid_at);
     for (Py_ssize_t k = 0; k < count; k++) Py_DECREF(held[k]);
     PyMem_Free(held);
-    if (failed) {
+    if (failed || invalid >= 0) {
         free(out.ids);
         free(ends);
-        return PyErr_NoMemory();
+        return invalid >= 0 ? NULL : PyErr_NoMemory();
     }
     if (out.len < out.cap) {
         uint32_t *shrunk = realloc(out.ids, (out.len ? out.len : 1) * sizeof(uint32_t));
@@ -384,7 +404,10 @@ static PyObject *encoder_merge(Encoder *self, PyObject *args) {
 static PyMethodDef encoder_methods[] = {
     {"encode", (PyCFunction)encoder_encode, METH_VARARGS,
      "encode(texts, cache) -> (ids, ends): every text's ids (uint32) and the end of each text's ids "
-     "(int64), as buffers for numpy.frombuffer. Releases the GIL while it encodes."},
+     "(int64), as buffers for numpy.frombuffer. A text is a str, or bytes read as UTF-8 in place once "
+     "checked: the first that is not UTF-8 raises the UnicodeDecodeError bytes.decode would (its object "
+     "that bytes, its start the first byte of the first sequence that is no character). Releases the GIL "
+     "while it encodes."},
     {"pieces", (PyCFunction)encoder_pieces, METH_VARARGS,
      "pieces(text, cache, windows=True) -> (utf8, ends): the text's UTF-8 (lone surrogates as "
      "tiktoken's encode_ordinary treats them) and the end of each pre-tokenizer piece in it, in bytes, "
@@ -469,6 +492,29 @@ static int repeated_token(const uint8_t *joined, const int64_t *ends, size_t cou
     }
     free(slots);
     return found;
+}
+
+static PyObject *module_utf8_characters(PyObject *unused, PyObject *args) {
+    (void)unused;
+    Py_buffer given;
+    if (!PyArg_ParseTuple(args, "y*", &given)) return NULL;
+    size_t characters = utf8_characters(given.buf, (size_t)given.len);
+    PyBuffer_Release(&given);
+    return PyLong_FromSize_t(characters);
+}
+
+static PyObject *module_utf8_checks(PyObject *unused, PyObject *args) {
+    (void)unused;
+    Py_buffer given;
+    if (!PyArg_ParseTuple(args, "y*", &given)) return NULL;
+    const uint8_t *s = given.buf;
+    size_t n = (size_t)given.len, at = utf8_scan(s, n);
+    PyObject *vector = Py_None;
+#if defined(TP_UTF8_SSSE3)
+    if (utf8_vector) vector = utf8_valid(s, n) ? Py_True : Py_False;
+#endif
+    PyBuffer_Release(&given);
+    return Py_BuildValue("(On)", vector, at == n ? (Py_ssize_t)-1 : (Py_ssize_t)at);
 }
 
 /* rank_files.parse_rank_text's fast path: the tokens of a text laid out as tiktoken writes a rank
@@ -736,6 +782,13 @@ static PyMethodDef module_methods[] = {
      "byte, a rank below 2**32, no token or rank repeated), their bytes one after another (bytes), each "
      "one's end and rank (int64 buffers, in the file's order), and whether the text is the canonical "
      "one (in rank order, no leading zero, no leftover bits); None for any other text."},
+    {"utf8_characters", (PyCFunction)module_utf8_characters, METH_VARARGS,
+     "utf8_characters(data) -> int: the characters of UTF-8 bytes (those that are no continuation byte; "
+     "data is not checked)."},
+    {"utf8_checks", (PyCFunction)module_utf8_checks, METH_VARARGS,
+     "utf8_checks(data) -> (valid, start): the two checks of bytes as UTF-8 the encoder makes, for tests: "
+     "whether the vector check finds them UTF-8 (None where the CPU has no SSSE3), and where the "
+     "character-at-a-time scan finds the first sequence that is no character (-1: none)."},
     {"last_joins", (PyCFunction)module_last_joins, METH_VARARGS,
      "last_joins(tokens, ids) -> (left, stuck): for each token (a list of bytes; ids: one int64 each, "
      "from 0 to below MAX_ID), the length of the left part of the last join tiktoken's rank rule makes "
@@ -768,6 +821,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__bpe(void) {
     scan_check();
     base64_init();
+    utf8_init();
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

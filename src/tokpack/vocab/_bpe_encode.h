@@ -1,5 +1,5 @@
 /* Encoding texts (part of _bpe.c's one translation unit, included once): a piece's ids (cache,
-   vocabulary, cut, merge), the loop over a text's pieces, and a str's UTF-8. */
+   vocabulary, cut, merge), the loop over a text's pieces, a str's UTF-8, and bytes checked as UTF-8. */
 #ifndef TP_BPE_ENCODE_H
 #define TP_BPE_ENCODE_H
 
@@ -444,6 +444,231 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
     }
     *n = (size_t)(d - c->text);
     return c->text;
+}
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Bytes checked as UTF-8                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
+    && !defined(TP_SCALAR_MASKS)
+#define TP_UTF8_SSSE3 1
+#include <tmmintrin.h>
+#endif
+
+/* Each byte as a character's first: the character's length in bytes (2 to 4; 0: no character
+   starts with it: ASCII, handled apart, a continuation byte, C0 and C1 (overlong), F5 and above),
+   and the range of the byte after it, utf8_low[b] and utf8_span[b] more: E0 A0-BF (no overlong),
+   ED 80-9F (no surrogate), F0 90-BF (no overlong), F4 80-8F (nothing above U+10FFFF), else 80-BF. */
+static uint8_t utf8_length[256], utf8_low[256], utf8_span[256];
+
+static void utf8_vector_init(void);
+
+static void utf8_init(void) {
+    for (int b = 0xC2; b <= 0xF4; b++) {
+        utf8_length[b] = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+        utf8_low[b] = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+        utf8_span[b] = b == 0xE0 || b == 0xED ? 0x1F : b == 0xF0 ? 0x2F : b == 0xF4 ? 0x0F : 0x3F;
+    }
+    utf8_vector_init();
+}
+
+/* The bits of a character's bytes after its second that must be 10xxxxxx, by its length (its
+   bytes as a little-endian word). */
+static const uint32_t utf8_tail_mask[5] = {0, 0, 0, 0x00C00000u, 0xC0C00000u};
+static const uint32_t utf8_tail_bits[5] = {0, 0, 0, 0x00800000u, 0x80800000u};
+
+/* Where the bytes s[0:n] stop being UTF-8: the first byte of the first sequence that is no
+   character (what Python's UnicodeDecodeError.start names), or n when they are UTF-8. ASCII is
+   passed over 32 bytes at a time (SSE2; 8 without it); each other character is checked whole, by
+   its first byte's tables and one word (about 4 ns a character from U+0080 on: its branches
+   follow the text's mix of lengths, so utf8_invalid asks utf8_valid first where it can). */
+static size_t utf8_scan(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] < 0x80) {
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
+            while (i + 32 <= n) {
+                unsigned high = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(s + i)))
+                                | (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(s + i + 16))) << 16;
+                if (high) {
+                    i += (size_t)__builtin_ctz(high);
+                    break;
+                }
+                i += 32;
+            }
+#elif !defined(TP_BIG_ENDIAN)
+            while (i + 8 <= n) {
+                uint64_t x;
+                memcpy(&x, s + i, 8);
+                if (x & HIGHS) {
+                    i += (size_t)__builtin_ctzll(x & HIGHS) >> 3;
+                    break;
+                }
+                i += 8;
+            }
+#endif
+            while (i < n && s[i] < 0x80) i++;
+            if (i == n) break;
+        }
+        /* a run of characters from U+0080 on (a script's letters), one at a time */
+        do {
+            uint8_t lead = s[i];
+            size_t len = utf8_length[lead];
+            if (TP_UNLIKELY(len == 0 || len > n - i)) return i;
+            if ((uint8_t)(s[i + 1] - utf8_low[lead]) > utf8_span[lead]) return i;
+            if (TP_LIKELY(i + 4 <= n)) {
+                uint32_t word = (uint32_t)s[i + 2] << 16 | (uint32_t)s[i + 3] << 24;
+                if ((word & utf8_tail_mask[len]) != utf8_tail_bits[len]) return i;
+            } else {
+                for (size_t k = 2; k < len; k++)
+                    if ((s[i + k] & 0xC0) != 0x80) return i;
+            }
+            i += len;
+        } while (i < n && s[i] >= 0x80);
+    }
+    return n;
+}
+
+/* Whether s[0:n] is UTF-8, 16 bytes at a time without a branch per character (SSSE3's byte
+   shuffle, where the CPU has it: utf8_vector). Every way UTF-8 can go wrong shows in a byte and the
+   three before it: the byte before and this one's class (its high nibble) tell a character cut
+   short (a first byte, then no continuation), a continuation without a first byte after ASCII, an
+   overlong (C0 C1, E0 then 80-9F, F0 then 80-8F), a surrogate (ED then A0-BF) and what lies above
+   U+10FFFF (F4 then 90-BF, F5-FF); each is one bit, set where three tables of 16 (the byte before's
+   high nibble, its low nibble, this byte's high nibble) all allow it. A continuation after a
+   continuation (its own bit) must be the third or fourth byte of a character (a first byte from E0
+   on two bytes back, from F0 on three back), and the third and fourth bytes of one must be
+   continuations: the two agree, or the bytes are not UTF-8. The bytes past the end are taken as
+   zero (ASCII), so a character cut short by the end shows as one cut short by ASCII. */
+enum {
+    U8_SHORT = 1, U8_LONG = 2, U8_OVERLONG3 = 4, U8_SURROGATE = 8, U8_OVERLONG2 = 16, U8_LARGE = 32,
+    U8_OVERLONG4 = 64, U8_TWO_CONTINUATIONS = 128,
+};
+static uint8_t utf8_high1[16], utf8_low1[16], utf8_high2[16];
+static int utf8_vector;
+
+/* Each class's nibbles (bit k of a mask: nibble k allowed), in the three tables. */
+static void utf8_vector_init(void) {
+    static const struct { uint8_t bit; uint16_t high1, low1, high2; } classes[] = {
+        {U8_SHORT, 0xF000, 0xFFFF, 0xF0FF},             /* C-F, then 0-7 or C-F */
+        {U8_LONG, 0x00FF, 0xFFFF, 0x0F00},              /* 0-7, then 8-B */
+        {U8_OVERLONG3, 0x4000, 0x0001, 0x0300},         /* E0, then 8-9 */
+        {U8_SURROGATE, 0x4000, 0x2000, 0x0C00},         /* ED, then A-B */
+        {U8_OVERLONG2, 0x1000, 0x0003, 0x0F00},         /* C0 C1, then 8-B */
+        {U8_LARGE, 0x8000, 0xFFF0, 0x0E00},             /* F4-FF, then 9-B */
+        {U8_OVERLONG4, 0x8000, 0xFFE1, 0x0100},         /* F0 F5-FF, then 8 */
+        {U8_TWO_CONTINUATIONS, 0x0F00, 0xFFFF, 0x0F00}, /* 8-B, then 8-B */
+    };
+    for (size_t c = 0; c < sizeof(classes) / sizeof(classes[0]); c++) {
+        for (int k = 0; k < 16; k++) {
+            if (classes[c].high1 >> k & 1) utf8_high1[k] |= classes[c].bit;
+            if (classes[c].low1 >> k & 1) utf8_low1[k] |= classes[c].bit;
+            if (classes[c].high2 >> k & 1) utf8_high2[k] |= classes[c].bit;
+        }
+    }
+#if defined(TP_UTF8_SSSE3)
+    utf8_vector = __builtin_cpu_supports("ssse3");
+#endif
+}
+
+#if defined(TP_UTF8_SSSE3)
+/* The bits of the classes v's bytes show (prev: the 16 bytes before v), where they are wrong. */
+__attribute__((target("ssse3"))) TP_INLINE __m128i utf8_wrong(__m128i prev, __m128i v, __m128i high1, __m128i low1,
+                                                              __m128i high2) {
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    __m128i before = _mm_alignr_epi8(v, prev, 15);
+    __m128i found = _mm_and_si128(
+        _mm_and_si128(_mm_shuffle_epi8(high1, _mm_and_si128(_mm_srli_epi16(before, 4), nibble)),
+                      _mm_shuffle_epi8(low1, _mm_and_si128(before, nibble))),
+        _mm_shuffle_epi8(high2, _mm_and_si128(_mm_srli_epi16(v, 4), nibble)));
+    /* a byte from E0 on two back or from F0 on three back: 80 and above once lowered by 60 or 70 */
+    __m128i third = _mm_or_si128(_mm_subs_epu8(_mm_alignr_epi8(v, prev, 14), _mm_set1_epi8(0x60)),
+                                 _mm_subs_epu8(_mm_alignr_epi8(v, prev, 13), _mm_set1_epi8(0x70)));
+    return _mm_xor_si128(found, _mm_and_si128(third, _mm_set1_epi8((char)0x80)));
+}
+
+__attribute__((target("ssse3"))) static int utf8_valid(const uint8_t *s, size_t n) {
+    const __m128i high1 = _mm_loadu_si128((const __m128i *)utf8_high1);
+    const __m128i low1 = _mm_loadu_si128((const __m128i *)utf8_low1);
+    const __m128i high2 = _mm_loadu_si128((const __m128i *)utf8_high2);
+    __m128i prev = _mm_setzero_si128(), wrong = _mm_setzero_si128();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(s + i)), b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+        if (!_mm_movemask_epi8(_mm_or_si128(a, b))) {
+            /* ASCII: right unless the bytes before left a character unfinished */
+            wrong = _mm_or_si128(wrong, utf8_wrong(prev, _mm_setzero_si128(), high1, low1, high2));
+            prev = b;
+            continue;
+        }
+        wrong = _mm_or_si128(wrong, utf8_wrong(prev, a, high1, low1, high2));
+        wrong = _mm_or_si128(wrong, utf8_wrong(a, b, high1, low1, high2));
+        prev = b;
+    }
+    for (; i < n + 16; i += 16) { /* the rest, then 16 bytes past the end, as zeros */
+        uint8_t block[16] = {0};
+        if (i < n) memcpy(block, s + i, n - i < 16 ? n - i : 16);
+        __m128i v = _mm_loadu_si128((const __m128i *)block);
+        wrong = _mm_or_si128(wrong, utf8_wrong(prev, v, high1, low1, high2));
+        prev = v;
+        if (i >= n) break;
+    }
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(wrong, _mm_setzero_si128())) == 0xFFFF;
+}
+#endif
+
+/* Where the bytes s[0:n] stop being UTF-8 (utf8_scan's answer): checked by utf8_valid first, where
+   the CPU has it; only bytes that are not UTF-8 are scanned a character at a time. */
+static size_t utf8_invalid(const uint8_t *s, size_t n) {
+#if defined(TP_UTF8_SSSE3)
+    if (utf8_vector && utf8_valid(s, n)) return n;
+#endif
+    return utf8_scan(s, n);
+}
+
+/* A Python UnicodeDecodeError for the bytes object `item`, whose first sequence that is no
+   character starts at `start` (utf8_invalid's), with the end and reason Python's own decoder gives
+   it: the first byte alone if no character starts with it, else the longest start of a character
+   there (through the end of the bytes: "unexpected end of data"). */
+static void utf8_error(PyObject *item, size_t start) {
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(item);
+    size_t n = (size_t)PyBytes_GET_SIZE(item), len = utf8_length[s[start]], valid = 1;
+    const char *reason = "invalid start byte";
+    size_t end = start + 1;
+    if (len) {
+        if (start + 1 < n && (uint8_t)(s[start + 1] - utf8_low[s[start]]) <= utf8_span[s[start]]) {
+            valid = 2;
+            while (valid < len && start + valid < n && (s[start + valid] & 0xC0) == 0x80) valid++;
+        }
+        end = start + valid;
+        reason = end == n ? "unexpected end of data" : "invalid continuation byte";
+    }
+    PyObject *error = PyObject_CallFunction(PyExc_UnicodeDecodeError, "sOnns", "utf-8", item, (Py_ssize_t)start,
+                                            (Py_ssize_t)end, reason);
+    if (error) {
+        PyErr_SetObject(PyExc_UnicodeDecodeError, error);
+        Py_DECREF(error);
+    }
+}
+
+/* The characters of the UTF-8 s[0:n]: its bytes that are no continuation byte (10xxxxxx). */
+static size_t utf8_characters(const uint8_t *s, size_t n) {
+    size_t continuation = 0, i = 0;
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
+    /* counted in 16 byte lanes, each at most 255 before they are added up */
+    while (i + 16 <= n) {
+        size_t blocks = (n - i) / 16 < 255 ? (n - i) / 16 : 255;
+        __m128i lanes = _mm_setzero_si128();
+        for (size_t k = 0; k < blocks; k++, i += 16) /* (80-BF are the signed bytes below -64) */
+            lanes = _mm_sub_epi8(lanes, _mm_cmplt_epi8(_mm_loadu_si128((const __m128i *)(s + i)), _mm_set1_epi8(-64)));
+        __m128i sums = _mm_sad_epu8(lanes, _mm_setzero_si128());
+        continuation += (size_t)_mm_cvtsi128_si32(sums) + (size_t)_mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
+    }
+#endif
+    for (; i < n; i++) continuation += (s[i] & 0xC0) == 0x80;
+    return n - continuation;
 }
 
 #endif

@@ -294,7 +294,7 @@ class BpeTokenizer:
         """
         check_covers(self.pattern, text[:65536], where)
 
-    def check_spelled(self, texts: Sequence[str], ids: Sequence[np.ndarray], n_bytes: Sequence[int], *,
+    def check_spelled(self, texts: Sequence[str | bytes], ids: Sequence[np.ndarray], n_bytes: Sequence[int], *,
                       where: str | os.PathLike[str] | None = None,
                       document_name: Callable[[int], str] = lambda number: f"text {number:,} (counting from 0)",
                       ) -> None:
@@ -302,6 +302,8 @@ class BpeTokenizer:
         ``n_bytes`` bytes of UTF-8. A pattern with no compiled pre-tokenizer (which falls back to
         tiktoken) may skip characters anywhere, not only where :meth:`check_covers` looked; the
         compiled pre-tokenizers match every character, so their ids are not checked.
+
+        ``texts``: as :meth:`encode_arrays` took them (``bytes``: UTF-8 it checked).
 
         Raises:
             InputError: naming ``where``, the document (``document_name`` of its place in
@@ -314,7 +316,8 @@ class BpeTokenizer:
             spelled = int(lengths[np.searchsorted(token_ids, one)].sum()) if len(one) else 0
             if spelled != size:
                 document = document_name(number)
-                check_covers(self.pattern, text, where, document=document)
+                check_covers(self.pattern, text if isinstance(text, str) else text.decode("utf-8"), where,
+                             document=document)
                 raise InputError(f"pre-tokenizer pattern '{_shown(self.pattern)}' leaves {size - spelled:,} of the "
                                  f"{size:,} bytes of {document} out of its ids (tiktoken's regex engine skips the "
                                  "character after an empty match)", where=where,
@@ -345,26 +348,30 @@ class BpeTokenizer:
         with _regex_failures(self.pattern):
             return self._encoding.encode_ordinary_batch(list(texts), num_threads=threads)
 
-    def encode_arrays(self, texts: Sequence[str], *, num_threads: int | None = None) -> list[np.ndarray]:
+    def encode_arrays(self, texts: Sequence[str | bytes], *, num_threads: int | None = None) -> list[np.ndarray]:
         """Ids of many texts as ``uint32`` arrays, on ``num_threads`` threads (default: every core).
 
         The fast path for packing: no Python list of ints is ever built, and the encoder releases
         the GIL while it encodes, so threads run in parallel. A lone surrogate is encoded as
-        tiktoken's ``encode_ordinary`` does (see :mod:`tokpack.vocab.compiled`).
+        tiktoken's ``encode_ordinary`` does (see :mod:`tokpack.vocab.compiled`). A ``bytes`` text
+        is UTF-8, encoded as the ``str`` it decodes to (the compiled encoder reads it in place once
+        checked, with no ``str`` made).
 
         >>> ranks = {bytes([b]): b for b in range(256)}
-        >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", "", "a\\ud800"])]
-        [[104, 105], [], [97, 239, 191, 189]]
+        >>> [a.tolist() for a in BpeTokenizer(ranks=ranks).encode_arrays(["hi", "", "a\\ud800", b"h\\xc3\\xa9"])]
+        [[104, 105], [], [97, 239, 191, 189], [104, 195, 169]]
 
         Raises:
             InputError: ``num_threads`` is not a positive integer (or ``None``).
+            UnicodeDecodeError: a ``bytes`` text that is not UTF-8, as ``bytes.decode`` raises it.
         """
         threads = _threads(num_threads)
         if self._compiled is not None:
             return _encode_compiled(self._compiled, list(texts), threads)
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
 
-        def encode(text: str) -> np.ndarray:
+        def encode(given: str | bytes) -> np.ndarray:
+            text = given if isinstance(given, str) else given.decode("utf-8")
             with _regex_failures(self.pattern):
                 try:
                     return raw(text)
@@ -573,9 +580,9 @@ def _canonical_header(pattern: str, special_tokens: Mapping[str, int]) -> bytes:
     return header.encode("ascii") + b"\n"
 
 
-def _encode_compiled(encoder: CompiledBpe, texts: list[str], threads: int) -> list[np.ndarray]:
+def _encode_compiled(encoder: CompiledBpe, texts: list[str | bytes], threads: int) -> list[np.ndarray]:
     """``encoder.encode(texts)`` on up to ``threads`` threads, each given a run of texts of about
-    the same number of characters (one call of the extension each, which releases the GIL)."""
+    the same number of characters or bytes (one call of the extension each, which releases the GIL)."""
     if threads == 1 or len(texts) < 2:
         return encoder.encode(texts)
     sizes = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))

@@ -10,7 +10,12 @@ and the loop over a text). Per batch of texts, in one call that releases the GIL
    other is transcoded into its thread's buffer (where SSE2 is, 16 or 8 characters at a time, each
    block kept up to its first character from U+0080 on), lone surrogates as tiktoken's ``encode_ordinary``
    treats them (``text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")``: a high and
-   a low surrogate in a row become their astral character, any other U+FFFD).
+   a low surrogate in a row become their astral character, any other U+FFFD). A ``bytes`` text is
+   read in place once checked as UTF-8 (ASCII passed over 32 bytes at a time, each other character
+   checked whole by its first byte): a corpus's documents reach the encoder as the bytes read from
+   the file, never decoded to ``str`` (which the encoder would only turn back into UTF-8). The
+   first that is not UTF-8 raises the ``UnicodeDecodeError`` ``bytes.decode`` would raise (its
+   ``start``, ``end`` and ``reason``).
 2. The **pre-tokenizer**, one scanner per pattern of :data:`COMPILED_PATTERNS` over the bytes: each
    alternative in the pattern's order, with its possessive and backtracking quantifiers
    (``\\s+(?!\\S)``, o200k's case runs), a byte-class table for ASCII and, for any other character,
@@ -174,8 +179,22 @@ class CompiledBpe:
         finally:
             self._pool.put(cache)
 
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """The ids of each text, as ``uint32`` arrays (views of one buffer)."""
+    def encode(self, texts: Sequence[str | bytes]) -> list[np.ndarray]:
+        """The ids of each text, as ``uint32`` arrays (views of one buffer); a ``bytes`` text is
+        read as UTF-8, the ids of the ``str`` it decodes to.
+
+        >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, "ą".encode(): 257}
+        >>> [ids.tolist() for ids in CompiledBpe(ranks, GPT2_PATTERN).encode(["abą", "abą".encode()])]
+        [[256, 257], [256, 257]]
+        >>> CompiledBpe(ranks, GPT2_PATTERN).encode([b"ab", b"a\xc4b"])
+        Traceback (most recent call last):
+        ...
+        UnicodeDecodeError: 'utf-8' codec can't decode byte 0xc4 in position 1: invalid continuation byte
+
+        Raises:
+            UnicodeDecodeError: the first ``bytes`` text that is not UTF-8, as ``bytes.decode``
+                raises it (its ``object`` that text).
+        """
         with self.cache() as cache:
             ids, ends = self.encoder.encode(texts, cache)
         flat = np.frombuffer(ids, dtype=np.uint32)
@@ -189,6 +208,19 @@ class CompiledBpe:
                            buffer_bytes=sum(s["buffer_bytes"] for s in stats),
                            pieces_held=sum(s["entries_held"] + s["rows_held"] for s in stats),
                            **{name: sum(s[name] for s in stats) for name in ("tokens", "hits", "misses", "uncached")})
+
+
+def utf8_characters(data: bytes) -> int:
+    """The characters of the UTF-8 ``data`` (a :meth:`CompiledBpe.encode` checked it), counted in
+    C without decoding: its bytes that are no continuation byte.
+
+    >>> utf8_characters("zażółć 中".encode())
+    8
+    """
+    if _bpe is None:
+        return len(data.decode("utf-8"))
+    count: int = _bpe.utf8_characters(data)
+    return count
 
 
 def parse_ranks(text: bytes) -> tuple[bytes, np.ndarray, np.ndarray, bool] | None:
