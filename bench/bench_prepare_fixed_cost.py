@@ -108,7 +108,9 @@ def encode_arrays(self, texts, *, num_threads=None):
         self.__dict__["_stub_table"] = table
     if table is None:
         table = self.__dict__["_stub_table"] = np.array([self.ranks[bytes([b])] for b in range(256)], np.uint32)
-    return [table[np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)[::3]] for text in texts]
+    # (a text is a str, or, from trees that hand the encoder the bytes read, those bytes)
+    return [table[np.frombuffer(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"),
+                                np.uint8)[::3]] for text in texts]
 
 BpeTokenizer.encode_arrays = encode_arrays
 BpeTokenizer._compilable = True

@@ -25,6 +25,7 @@ from tokpack.corpus.sources import (
     DocumentSource,
     OnError,
     Piece,
+    Utf8Piece,
     hold_out,
     reading_cut,
     warn_spelled_special_tokens,
@@ -552,7 +553,7 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
     return directory / VOCABULARY_FILE
 
 
-def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
+def _batches(pieces: Iterator[Piece | Utf8Piece], size: int) -> Iterator[list[Piece | Utf8Piece]]:
     while batch := list(islice(pieces, size)):
         yield batch
 
@@ -576,8 +577,12 @@ def write_pack(
 
     Documents are encoded in batches of ``execution.batch_documents`` on
     :meth:`execution.threads <tokpack.preparing.options.Execution.threads>` threads and written in
-    input order, so the bytes do not depend on the number of workers.
+    input order, so the bytes do not depend on the number of workers. A document read from a file
+    reaches the encoder as its bytes (:meth:`~tokpack.corpus.sources.DocumentSource.utf8_pieces`),
+    which the encoder checks as UTF-8; one that is not gets the error reading it as text gives.
     """
+    from tokpack.vocab.compiled import utf8_characters  # (with the encoder, which prepare loads anyway)
+
     last_unit = source.n_units if last_unit is None else last_unit
     record, report = source.record, execution.reporter()
     # The text this pack encodes, for how many threads encode it: the input's bytes, a shard's
@@ -588,20 +593,30 @@ def write_pack(
     # same bad records already, and meta.json must not depend on whether the vocabulary was cached.
     skipped_before = source.skipped
 
-    def encoded(batches: Iterator[list[Piece]]) -> Iterator[tuple[list[Piece], list[np.ndarray]]]:
+    def ids_of(batch: list[Piece | Utf8Piece], ahead: _Ahead) -> list[np.ndarray]:
+        try:
+            return ahead.result()
+        except UnicodeDecodeError:
+            pass
+        for piece in batch:  # the first document that is not UTF-8 raises what reading it as text raises
+            if isinstance(piece, Utf8Piece):
+                source.decoded(piece)
+        raise AssertionError("the encoder refused UTF-8 that Python decodes")  # pragma: no cover
+
+    def encoded(batches: Iterator[list[Piece | Utf8Piece]]) -> Iterator[tuple[list[Piece | Utf8Piece], list[np.ndarray]]]:
         # The next batch is read and encoded while this one is written and hashed: the encoder's
         # threads never wait for the writer. Batches still come out in input order.
-        waiting: tuple[list[Piece], _Ahead] | None = None
-        coming: tuple[list[Piece], _Ahead] | None = None
+        waiting: tuple[list[Piece | Utf8Piece], _Ahead] | None = None
+        coming: tuple[list[Piece | Utf8Piece], _Ahead] | None = None
         try:
             for batch in batches:
-                coming = (batch, _Ahead(partial(tokenizer.encode_arrays, [piece.text for piece in batch],
+                coming = (batch, _Ahead(partial(tokenizer.encode_arrays, [_text(piece) for piece in batch],
                                                 num_threads=threads)))
                 if waiting is not None:
-                    yield waiting[0], waiting[1].result()
+                    yield waiting[0], ids_of(*waiting)
                 waiting, coming = coming, None
             if waiting is not None:
-                yield waiting[0], waiting[1].result()
+                yield waiting[0], ids_of(*waiting)
         finally:  # as an executor leaving its block: no encoding outlives the pass that asked for it
             for started in (waiting, coming):
                 if started is not None:
@@ -621,16 +636,17 @@ def write_pack(
         for name, first, last in source.unit_ranges():
             first_doc, first_token = writer.n_docs, writer.n_tokens
             low, high = max(first, first_unit), min(last, last_unit)
-            for batch, ids in encoded(_batches(source.pieces(low, high), execution.batch_documents)) if low < high else ():
+            for batch, ids in encoded(_batches(source.utf8_pieces(low, high), execution.batch_documents)) if low < high else ():
                 sizes = [piece.n_bytes for piece in batch]
-                tokenizer.check_spelled([piece.text for piece in batch], ids, sizes, where=source.path,
+                tokenizer.check_spelled([_text(piece) for piece in batch], ids, sizes, where=source.path,
                                         document_name=partial(document_name, writer.n_docs))
                 writer.add_documents(ids, origins=[piece.origin for piece in batch])
                 batch_bytes = sum(sizes)
                 if (done_bytes + batch_bytes) // _TRIM_BYTES > done_bytes // _TRIM_BYTES:
                     return_freed_memory()
                 done_bytes += batch_bytes
-                characters += sum(len(piece.text) for piece in batch)
+                characters += sum(len(piece.text) if isinstance(piece, Piece) else utf8_characters(piece.data)
+                                  for piece in batch)
                 report(PrepareProgress("encoding", done_bytes, record.n_bytes, writer.n_tokens, writer.n_docs))
             whole = first_unit <= first and last <= last_unit
             if low < high or whole:
@@ -653,6 +669,11 @@ def write_pack(
                       ranges=ranges, counts=counts, pad_id=tokenizer.eot_id, stamp_verified=True, shard=shard)
         if skipped and shard is None:  # the pack counts them; the user needs their names to fix them
             warnings.warn(InputsSkipped(skipped, source.problems[:3]), stacklevel=2)
+
+
+def _text(piece: Piece | Utf8Piece) -> str | bytes:
+    """What the encoder takes of ``piece``: its text, or the bytes it was read as."""
+    return piece.text if isinstance(piece, Piece) else piece.data
 
 
 class _Ahead:

@@ -11,7 +11,7 @@ One module per format (:mod:`.text_file`, :mod:`.text_directory`, :mod:`.json_li
 (:data:`FORMATS`): adding a format touches its module and one line there.
 """
 
-from tokpack.corpus.sources.base import DocumentSource, Format, InputFile, OnError, Piece, Pins
+from tokpack.corpus.sources.base import DocumentSource, Format, InputFile, OnError, Piece, Pins, Utf8Piece
 from tokpack.corpus.sources.decoding import not_text
 from tokpack.corpus.sources.json_lines import JsonLines
 from tokpack.corpus.sources.opening import (
@@ -32,7 +32,7 @@ from tokpack.corpus.sources.training_sample import SAMPLE_PIECE_BYTES, TrainingS
 
 __all__ = [
     "FORMATS", "SAMPLE_PIECE_BYTES", "SUFFIXES", "DocumentSource", "Format", "InputFile", "JsonLines", "OnError",
-    "ParquetTexts", "Pins", "Piece", "TextDirectory", "TextFile", "TrainingSample", "check_separator",
+    "ParquetTexts", "Pins", "Piece", "TextDirectory", "TextFile", "TrainingSample", "Utf8Piece", "check_separator",
     "describe_sample", "format_of", "hold_out", "json_spellings", "manifest_outside", "not_text", "open_corpus",
     "reading_cut", "split_documents", "spread_evenly", "warn_spelled_special_tokens",
 ]

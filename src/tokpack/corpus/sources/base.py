@@ -60,6 +60,20 @@ class Piece:
     origin: tuple[int, int, int]
 
 
+@dataclass(frozen=True)
+class Utf8Piece:
+    """One document as the bytes it was read as, its UTF-8 not yet checked (see
+    :meth:`DocumentSource.utf8_pieces`): its range name, bytes and origin as a :class:`Piece`'s."""
+
+    range_name: str
+    data: bytes
+    origin: tuple[int, int, int]
+
+    @property
+    def n_bytes(self) -> int:
+        return len(self.data)
+
+
 class DocumentSource:
     """Base of every format: a name, a fingerprint, ``n_units`` and the documents of a unit span."""
 
@@ -136,6 +150,23 @@ class DocumentSource:
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
         """Documents of units ``[first, last)`` in order (all of them by default)."""
+        raise NotImplementedError
+
+    def utf8_pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece | Utf8Piece]:
+        """:meth:`pieces`, each as the bytes it was read as (a :class:`Utf8Piece`) where the format
+        reads a document's bytes from a file: for an encoder that checks them as UTF-8 and reads
+        them in place, so no ``str`` is made only to be turned back into UTF-8. A piece that is not
+        UTF-8 is the caller's to refuse, with :meth:`decoded`'s error. Formats whose text is a
+        ``str`` already give :meth:`pieces`."""
+        return self.pieces(first, last)
+
+    def decoded(self, piece: Utf8Piece) -> str:
+        """The text of ``piece`` (one :meth:`utf8_pieces` gave), as :meth:`pieces` reads it.
+
+        Raises:
+            InputError: what :meth:`pieces` raises for that document (invalid UTF-8, naming the
+                file and the offset of its first bad byte, and the fix).
+        """
         raise NotImplementedError
 
     def unit_ranges(self) -> list[tuple[str, int, int]]:
@@ -246,6 +277,12 @@ class DocumentSource:
             yield Piece(range_name, decode_span(data, begin, finish, where, self._utf8_fix,
                                                 skippable=self._skips_whole_files), finish - begin,
                         (unit, begin, finish))
+
+    def _cut_bytes(self, data: bytes | FileBytes, start: int, end: int, range_name: str = "train", *,
+                   unit: int) -> Iterator[Utf8Piece]:
+        """:meth:`_cut`'s documents as their bytes (see :meth:`utf8_pieces`)."""
+        for begin, finish in cut_documents(data, start, end, self.document_bytes, self.separator_bytes):
+            yield Utf8Piece(range_name, data[begin:finish], (unit, begin, finish))
 
     #: Whether a file that is no text can be left out of this format with ``on_error='skip'``
     #: (a folder's can: the others are read; a lone file's cannot).

@@ -18,7 +18,7 @@ from tokpack.corpus.manifest import (
     Source,
     file_sha256,
 )
-from tokpack.corpus.sources.base import DocumentSource, Format, InputFile, OnError, Piece, Pins
+from tokpack.corpus.sources.base import DocumentSource, Format, InputFile, OnError, Piece, Pins, Utf8Piece
 from tokpack.corpus.sources.decoding import bounds_array, decode_span, invalid_utf8_offset, not_text
 from tokpack.corpus.sources.spellings import spelled_in
 from tokpack.corpus.sources.training_sample import line_span
@@ -286,6 +286,26 @@ class TextDirectory(DocumentSource):
         self._sampling = None
 
     def pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece]:
+        for data, begin, end, index in self._spans(first, last):
+            yield from self._cut(data, begin, end, data.where, unit=index)
+
+    def utf8_pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece | Utf8Piece]:
+        for data, begin, end, index in self._spans(first, last):
+            yield from self._cut_bytes(data, begin, end, unit=index)
+
+    def decoded(self, piece: Utf8Piece) -> str:
+        index, begin, end = piece.origin
+        data = self._open(self.files[index])  # (closed once its documents were read)
+        if data is None:  # pragma: no cover - a file read a moment ago, unreadable now
+            raise InputError("cannot be read", where=self.files[index])
+        try:
+            return decode_span(data, begin, end, data.where, self._utf8_fix, skippable=self._skips_whole_files)
+        finally:
+            data.close()
+
+    def _spans(self, first: int, last: int | None) -> Iterator[tuple[FileBytes, int, int, int]]:
+        """Each unit of ``[first, last)`` to read: its file's bytes (open while it is read), its
+        span in them and its file's index; a file skipped is counted here."""
         chosen = self._units[first:last]
         groups = np.split(chosen, np.flatnonzero(np.diff(chosen[:, 0])) + 1) if len(chosen) else []
         for number, rows in enumerate(groups):
@@ -307,7 +327,7 @@ class TextDirectory(DocumentSource):
                         self._skip(str(not_text(data, data.where) or f"{data.where}: invalid UTF-8 at byte {bad}"))
                     continue
                 for _, begin, end in same_file:
-                    yield from self._cut(data, begin, end, data.where, unit=index)
+                    yield data, begin, end, index
             finally:
                 data.close()
 

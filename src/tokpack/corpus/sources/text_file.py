@@ -20,7 +20,7 @@ from tokpack.corpus.manifest import (
     file_sha256,
     manifest_beside,
 )
-from tokpack.corpus.sources.base import DocumentSource, Format, InputFile, OnError, Piece, Pins
+from tokpack.corpus.sources.base import DocumentSource, Format, InputFile, OnError, Piece, Pins, Utf8Piece
 from tokpack.corpus.sources.decoding import bounds_array, decode_span
 from tokpack.corpus.sources.spellings import spelled_in
 from tokpack.corpus.sources.training_sample import line_span
@@ -107,3 +107,12 @@ class TextFile(DocumentSource):
                 yield Piece(name, decode_span(self._data, begin, end, self._data.where, self._utf8_fix), end - begin,
                             (0, begin, end))
 
+    def utf8_pieces(self, first: int = 0, last: int | None = None) -> Iterator[Piece | Utf8Piece]:
+        last = self.n_units if last is None else last
+        for name, low, high in self._unit_ranges:
+            for begin, end in self._bounds[max(first, low) : min(last, high)].tolist():
+                yield Utf8Piece(name, self._data[begin:end], (0, begin, end))
+
+    def decoded(self, piece: Utf8Piece) -> str:
+        _, begin, end = piece.origin
+        return decode_span(self._data, begin, end, self._data.where, self._utf8_fix)
