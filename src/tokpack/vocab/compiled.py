@@ -186,7 +186,7 @@ class CompiledBpe:
         >>> ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, "ą".encode(): 257}
         >>> [ids.tolist() for ids in CompiledBpe(ranks, GPT2_PATTERN).encode(["abą", "abą".encode()])]
         [[256, 257], [256, 257]]
-        >>> CompiledBpe(ranks, GPT2_PATTERN).encode([b"ab", b"a\xc4b"])
+        >>> CompiledBpe(ranks, GPT2_PATTERN).encode([b"ab", b"a\\xc4b"])
         Traceback (most recent call last):
         ...
         UnicodeDecodeError: 'utf-8' codec can't decode byte 0xc4 in position 1: invalid continuation byte
