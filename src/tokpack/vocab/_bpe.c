@@ -752,12 +752,28 @@ static PyObject *module_pairs_json(PyObject *unused, PyObject *args) {
     return out;
 }
 
-/* p[0:n], each byte written as spelled[byte] (width[byte] bytes), at d; the end. */
-static char *spell_bytes(char *d, const uint8_t *p, size_t n, const char **spelled, const size_t *width) {
+/* How tokenizer_json spells each byte: in at most two bytes (GPT-2's alphabet, escaped, needs no
+   more), each written as two and the pointer moved by its width, so the loop has no branch;
+   anything wider is copied as it is. */
+typedef struct {
+    const char *spelled[256];
+    size_t width[256];
+    char pair[256][2];
+    int narrow; /* every spelling of at most two bytes */
+} Spelling;
+
+/* p[0:n] spelled at d; the end. Writes one byte past it when narrow: the caller writes there next. */
+static char *spell_bytes(char *d, const uint8_t *p, size_t n, const Spelling *s) {
+    if (s->narrow) {
+        for (size_t q = 0; q < n; q++) {
+            memcpy(d, s->pair[p[q]], 2);
+            d += s->width[p[q]];
+        }
+        return d;
+    }
     for (size_t q = 0; q < n; q++) {
-        size_t w = width[p[q]];
-        if (w == 1) *d++ = *spelled[p[q]];
-        else { memcpy(d, spelled[p[q]], w); d += w; }
+        memcpy(d, s->spelled[p[q]], s->width[p[q]]);
+        d += s->width[p[q]];
     }
     return d;
 }
@@ -801,12 +817,18 @@ static PyObject *module_tokenizer_json(PyObject *unused, PyObject *args) {
     Py_ssize_t count = tokens.count, name_count = PyList_GET_SIZE(names);
     const uint8_t *joined = tokens.joined;
     const int64_t *ends = tokens.ends, *ids = tokens.ids, *cuts = cut_buffer.buf, *name_ids = name_buffer.buf;
-    const char *spelled[256];
-    size_t width[256];
+    Spelling spelling;
+    const size_t *width = spelling.width;
     Ordered *order = NULL;
     int bad = cut_buffer.len != count * (Py_ssize_t)sizeof(int64_t)
               || name_buffer.len != name_count * (Py_ssize_t)sizeof(int64_t)
-              || spellings_of(spellings, spelled, width) < 0 || PyTuple_GET_SIZE(parts) != 3;
+              || spellings_of(spellings, spelling.spelled, spelling.width) < 0 || PyTuple_GET_SIZE(parts) != 3;
+    spelling.narrow = 1;
+    for (int b = 0; !bad && b < 256; b++) {
+        memset(spelling.pair[b], 0, 2);
+        if (spelling.width[b] > 2) spelling.narrow = 0;
+        else memcpy(spelling.pair[b], spelling.spelled[b], spelling.width[b]);
+    }
     for (int k = 0; !bad && k < 3; k++) bad = !PyBytes_Check(PyTuple_GET_ITEM(parts, k));
     /* Sizes first: the vocabulary ("key": id, ), then the merges (["left", "right"], ). */
     size_t entries = 0, pairs = 0;
@@ -876,7 +898,7 @@ static PyObject *module_tokenizer_json(PyObject *unused, PyObject *args) {
         }
         if (t + m > 1) { *d++ = ','; *d++ = ' '; }
         *d++ = '"';
-        d = spell_bytes(d, p, n, spelled, width);
+        d = spell_bytes(d, p, n, &spelling);
         memcpy(d, "\": ", 3);
         d += 3;
         d = write_decimal(d, id);
@@ -891,9 +913,9 @@ static PyObject *module_tokenizer_json(PyObject *unused, PyObject *args) {
         if (!first) { *d++ = ','; *d++ = ' '; }
         first = 0;
         memcpy(d, "[\"", 2);
-        d = spell_bytes(d + 2, joined + start, (size_t)cuts[k], spelled, width);
+        d = spell_bytes(d + 2, joined + start, (size_t)cuts[k], &spelling);
         memcpy(d, "\", \"", 4);
-        d = spell_bytes(d + 4, joined + start + cuts[k], (size_t)(ends[k] - start - cuts[k]), spelled, width);
+        d = spell_bytes(d + 4, joined + start + cuts[k], (size_t)(ends[k] - start - cuts[k]), &spelling);
         memcpy(d, "\"]", 2);
         d += 2;
     }
