@@ -611,6 +611,41 @@ static PyObject *module_parse_ranks(PyObject *unused, PyObject *args) {
 /* The merges a tokenizer.json lists, and their text                                         */
 /* ------------------------------------------------------------------------------------------ */
 
+/* For each token of `tokens`, the length of the left part of its last join (last_join; 0: a single
+   byte) in left, one int64 each, and in *stuck the index of the token of lowest id that lower ids
+   cannot build (-1: none; the first in rank order, whatever the tokens' order); 0, or -1 with a
+   Python error. */
+static int last_joins_of(Tokens *tokens, int64_t *left, Py_ssize_t *stuck) {
+    Encoder tables;
+    memset(&tables, 0, sizeof(tables));
+    const uint8_t *p;
+    size_t n, longest = 0;
+    uint32_t id;
+    int more;
+    tokens->pos = 0;
+    while ((more = tokens_next(tokens, &p, &n, &id)) > 0)
+        if (n > longest) longest = n;
+    if (more < 0) return -1;
+    uint32_t *scratch = malloc((2 * longest + 2) * sizeof(uint32_t));
+    if (!scratch) { PyErr_NoMemory(); return -1; }
+    if (tables_build(&tables, tokens, 0) < 0) {
+        tables_free(&tables);
+        free(scratch);
+        return -1;
+    }
+    *stuck = -1;
+    uint32_t stuck_id = 0;
+    tokens->pos = 0;
+    for (Py_ssize_t k = 0; tokens_next(tokens, &p, &n, &id) > 0; k++) {
+        long at = n < 2 ? 0 : n == 2 ? 1 : last_join(&tables, p, n, id, scratch, scratch + n + 1);
+        if (at < 0 && (*stuck < 0 || id < stuck_id)) { *stuck = k; stuck_id = id; }
+        left[k] = at < 0 ? 0 : at;
+    }
+    tables_free(&tables);
+    free(scratch);
+    return 0;
+}
+
 static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
     (void)unused;
     PyObject *list;
@@ -622,42 +657,30 @@ static PyObject *module_last_joins(PyObject *unused, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "ids must be one int64 per token");
         return NULL;
     }
-    const int64_t *ids = given.buf;
-    Encoder tables;
-    memset(&tables, 0, sizeof(tables));
-    Tokens tokens = {NULL, list, ids, 0, count, NULL, NULL, 0};
+    Tokens tokens = {NULL, list, given.buf, 0, count, NULL, NULL, 0};
     int64_t *left = malloc((size_t)(count ? count : 1) * sizeof(int64_t));
-    size_t longest = 0;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *token = PyList_GET_ITEM(list, k);
-        if (PyBytes_Check(token) && (size_t)PyBytes_GET_SIZE(token) > longest) longest = (size_t)PyBytes_GET_SIZE(token);
-    }
-    uint32_t *scratch = malloc((2 * longest + 2) * sizeof(uint32_t));
-    if (!left || !scratch) {
-        free(left);
-        free(scratch);
-        PyBuffer_Release(&given);
-        return PyErr_NoMemory();
-    }
-    if (tables_build(&tables, &tokens, 0) < 0) {
-        tables_free(&tables);
-        free(left);
-        free(scratch);
-        PyBuffer_Release(&given);
-        return NULL;
-    }
-    Py_ssize_t stuck = -1;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *token = PyList_GET_ITEM(list, k);
-        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(token);
-        size_t n = (size_t)PyBytes_GET_SIZE(token);
-        long at = n < 2 ? 0 : n == 2 ? 1 : last_join(&tables, p, n, (uint32_t)ids[k], scratch, scratch + n + 1);
-        if (at < 0 && stuck < 0) stuck = k;
-        left[k] = at < 0 ? 0 : at;
-    }
-    tables_free(&tables);
-    free(scratch);
+    if (!left) { PyBuffer_Release(&given); return PyErr_NoMemory(); }
+    Py_ssize_t stuck;
+    int found = last_joins_of(&tokens, left, &stuck);
     PyBuffer_Release(&given);
+    if (found < 0) { free(left); return NULL; }
+    PyObject *lefts = buffer_wrap(left, count, sizeof(int64_t), "q");
+    if (!lefts) return NULL;
+    return Py_BuildValue("(Nn)", lefts, stuck);
+}
+
+static PyObject *module_table_last_joins(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *table;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &table)) return NULL;
+    Tokens tokens;
+    Py_buffer held[3];
+    if (joined_tokens(table, &tokens, held) < 0) return NULL;
+    int64_t *left = malloc((size_t)(tokens.count ? tokens.count : 1) * sizeof(int64_t));
+    Py_ssize_t stuck, count = tokens.count;
+    int found = left ? last_joins_of(&tokens, left, &stuck) : (PyErr_NoMemory(), -1);
+    for (int k = 0; k < 3; k++) PyBuffer_Release(&held[k]);
+    if (found < 0) { free(left); return NULL; }
     PyObject *lefts = buffer_wrap(left, count, sizeof(int64_t), "q");
     if (!lefts) return NULL;
     return Py_BuildValue("(Nn)", lefts, stuck);
@@ -775,6 +798,183 @@ static PyObject *module_pairs_json(PyObject *unused, PyObject *args) {
     return out;
 }
 
+/* How tokenizer_json spells each byte: in at most two bytes (GPT-2's alphabet, escaped, needs no
+   more), each written as two and the pointer moved by its width, so the loop has no branch;
+   anything wider is copied as it is. */
+typedef struct {
+    const char *spelled[256];
+    size_t width[256];
+    char pair[256][2];
+    int narrow; /* every spelling of at most two bytes */
+} Spelling;
+
+/* p[0:n] spelled at d; the end. Writes one byte past it when narrow: the caller writes there next. */
+static char *spell_bytes(char *d, const uint8_t *p, size_t n, const Spelling *s) {
+    if (s->narrow) {
+        for (size_t q = 0; q < n; q++) {
+            memcpy(d, s->pair[p[q]], 2);
+            d += s->width[p[q]];
+        }
+        return d;
+    }
+    for (size_t q = 0; q < n; q++) {
+        memcpy(d, s->spelled[p[q]], s->width[p[q]]);
+        d += s->width[p[q]];
+    }
+    return d;
+}
+
+/* The decimal digits of v (non-negative) at d; the end. */
+static char *write_decimal(char *d, int64_t v) {
+    char digits[24];
+    size_t used = 0;
+    do { digits[used++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (used) *d++ = digits[--used];
+    return d;
+}
+
+static size_t decimal_width(int64_t v) {
+    size_t digits = 1;
+    for (; v >= 10; v /= 10) digits++;
+    return digits;
+}
+
+typedef struct { int64_t id; Py_ssize_t index; } Ordered;
+
+static int compare_ordered(const void *a, const void *b) {
+    const Ordered *x = a, *y = b;
+    if (x->id != y->id) return (x->id > y->id) - (x->id < y->id);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static PyObject *module_tokenizer_json(PyObject *unused, PyObject *args) {
+    (void)unused;
+    PyObject *table, *names, *spellings, *parts, *out = NULL;
+    Py_buffer cut_buffer, name_buffer, held[3];
+    if (!PyArg_ParseTuple(args, "O!y*O!y*O!O!", &PyTuple_Type, &table, &cut_buffer, &PyList_Type, &names,
+                          &name_buffer, &PyList_Type, &spellings, &PyTuple_Type, &parts))
+        return NULL;
+    Tokens tokens;
+    if (joined_tokens(table, &tokens, held) < 0) {
+        PyBuffer_Release(&cut_buffer);
+        PyBuffer_Release(&name_buffer);
+        return NULL;
+    }
+    Py_ssize_t count = tokens.count, name_count = PyList_GET_SIZE(names);
+    const uint8_t *joined = tokens.joined;
+    const int64_t *ends = tokens.ends, *ids = tokens.ids, *cuts = cut_buffer.buf, *name_ids = name_buffer.buf;
+    Spelling spelling;
+    const size_t *width = spelling.width;
+    Ordered *order = NULL;
+    int bad = cut_buffer.len != count * (Py_ssize_t)sizeof(int64_t)
+              || name_buffer.len != name_count * (Py_ssize_t)sizeof(int64_t)
+              || spellings_of(spellings, spelling.spelled, spelling.width) < 0 || PyTuple_GET_SIZE(parts) != 3;
+    spelling.narrow = 1;
+    for (int b = 0; !bad && b < 256; b++) {
+        memset(spelling.pair[b], 0, 2);
+        if (spelling.width[b] > 2) spelling.narrow = 0;
+        else memcpy(spelling.pair[b], spelling.spelled[b], spelling.width[b]);
+    }
+    for (int k = 0; !bad && k < 3; k++) bad = !PyBytes_Check(PyTuple_GET_ITEM(parts, k));
+    /* Sizes first: the vocabulary ("key": id, ), then the merges (["left", "right"], ). */
+    size_t entries = 0, pairs = 0;
+    int ascending = 1;
+    for (Py_ssize_t k = 0; !bad && k < count; k++) {
+        int64_t start = k ? ends[k - 1] : 0, n = ends[k] - start;
+        if (n < 0 || ends[k] > (int64_t)tokens.joined_len || ids[k] < 0 || cuts[k] < 0 || (cuts[k] && cuts[k] >= n)) {
+            bad = 1;
+            break;
+        }
+        if (k && ids[k] <= ids[k - 1]) ascending = 0;
+        size_t spelled_width = 0;
+        for (int64_t q = start; q < ends[k]; q++) spelled_width += width[joined[q]];
+        entries += 6 + decimal_width(ids[k]) + spelled_width;
+        if (cuts[k]) pairs += 10 + spelled_width;
+    }
+    for (Py_ssize_t k = 0; !bad && k < name_count; k++) {
+        PyObject *name = PyList_GET_ITEM(names, k);
+        if (!PyBytes_Check(name) || name_ids[k] < 0 || (k && name_ids[k] < name_ids[k - 1])) { bad = 1; break; }
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(name);
+        entries += 6 + decimal_width(name_ids[k]);
+        for (Py_ssize_t q = 0; q < PyBytes_GET_SIZE(name); q++) entries += width[p[q]];
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "tokenizer_json takes a table (joined, ends, ids: rising ends, ids not "
+                                          "negative), one int64 cut per token (0, or from 1 to below its length), "
+                                          "names (bytes) with their int64 ids in rising order, 256 bytes spellings "
+                                          "and three bytes parts");
+        goto done;
+    }
+    if (!ascending) { /* the vocabulary and the merges go in id order, ties in the table's */
+        order = malloc((size_t)(count ? count : 1) * sizeof(Ordered));
+        if (!order) { PyErr_NoMemory(); goto done; }
+        for (Py_ssize_t k = 0; k < count; k++) { order[k].id = ids[k]; order[k].index = k; }
+        qsort(order, (size_t)count, sizeof(Ordered), compare_ordered);
+    }
+    PyObject *head = PyTuple_GET_ITEM(parts, 0), *middle = PyTuple_GET_ITEM(parts, 1), *tail = PyTuple_GET_ITEM(parts, 2);
+    if (entries) entries -= 2; /* no ", " after the last */
+    if (pairs) pairs -= 2;
+    size_t total = (size_t)PyBytes_GET_SIZE(head) + entries + (size_t)PyBytes_GET_SIZE(middle) + pairs
+                   + (size_t)PyBytes_GET_SIZE(tail);
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) goto done;
+    char *d = PyBytes_AS_STRING(out);
+    memcpy(d, PyBytes_AS_STRING(head), (size_t)PyBytes_GET_SIZE(head));
+    d += PyBytes_GET_SIZE(head);
+    /* The tokens and the names in id order (a token before a name of the same id). */
+    Py_ssize_t t = 0, m = 0;
+    while (t < count || m < name_count) {
+        Py_ssize_t k = t < count ? (order ? order[t].index : t) : -1;
+        int token = k >= 0 && (m >= name_count || ids[k] <= name_ids[m]);
+        const uint8_t *p;
+        size_t n;
+        int64_t id;
+        if (token) {
+            int64_t start = k ? ends[k - 1] : 0;
+            p = joined + start;
+            n = (size_t)(ends[k] - start);
+            id = ids[k];
+            t++;
+        } else {
+            PyObject *name = PyList_GET_ITEM(names, m);
+            p = (const uint8_t *)PyBytes_AS_STRING(name);
+            n = (size_t)PyBytes_GET_SIZE(name);
+            id = name_ids[m];
+            m++;
+        }
+        if (t + m > 1) { *d++ = ','; *d++ = ' '; }
+        *d++ = '"';
+        d = spell_bytes(d, p, n, &spelling);
+        memcpy(d, "\": ", 3);
+        d += 3;
+        d = write_decimal(d, id);
+    }
+    memcpy(d, PyBytes_AS_STRING(middle), (size_t)PyBytes_GET_SIZE(middle));
+    d += PyBytes_GET_SIZE(middle);
+    int first = 1;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        Py_ssize_t k = order ? order[r].index : r;
+        if (!cuts[k]) continue;
+        int64_t start = k ? ends[k - 1] : 0;
+        if (!first) { *d++ = ','; *d++ = ' '; }
+        first = 0;
+        memcpy(d, "[\"", 2);
+        d = spell_bytes(d + 2, joined + start, (size_t)cuts[k], &spelling);
+        memcpy(d, "\", \"", 4);
+        d = spell_bytes(d + 4, joined + start + cuts[k], (size_t)(ends[k] - start - cuts[k]), &spelling);
+        memcpy(d, "\"]", 2);
+        d += 2;
+    }
+    memcpy(d, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
+    d += PyBytes_GET_SIZE(tail);
+done:
+    free(order);
+    for (int k = 0; k < 3; k++) PyBuffer_Release(&held[k]);
+    PyBuffer_Release(&cut_buffer);
+    PyBuffer_Release(&name_buffer);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"parse_ranks", (PyCFunction)module_parse_ranks, METH_VARARGS,
      "parse_ranks(text) -> (joined, ends, ids, canonical) or None: the tokens of a rank file's text laid "
@@ -793,8 +993,19 @@ static PyMethodDef module_methods[] = {
      "last_joins(tokens, ids) -> (left, stuck): for each token (a list of bytes; ids: one int64 each, "
      "from 0 to below MAX_ID), the length of the left part of the last join tiktoken's rank rule makes "
      "when it encodes the token alone, joining only pairs that make a token of a lower id (0 for a "
-     "single byte), as an int64 buffer for numpy.frombuffer; and the index of the first token that "
-     "lower ids cannot build (-1: none)."},
+     "single byte), as an int64 buffer for numpy.frombuffer; and the index of the token of lowest id "
+     "that lower ids cannot build (-1: none)."},
+    {"table_last_joins", (PyCFunction)module_table_last_joins, METH_VARARGS,
+     "table_last_joins((joined, ends, ids)) -> (left, stuck): last_joins of a table's tokens (their bytes "
+     "one after another, each one's end and id, int64 buffers), in the table's order; stuck: the index "
+     "of the token of lowest id that lower ids cannot build (-1: none)."},
+    {"tokenizer_json", (PyCFunction)module_tokenizer_json, METH_VARARGS,
+     "tokenizer_json((joined, ends, ids), cuts, names, name_ids, spellings, (head, middle, tail)) -> bytes: "
+     "head, then \"token\": id for each token of the table and each name (bytes; name_ids: int64, rising) "
+     "in id order (a token before a name of the same id), joined by ', ', then middle, then [\"left\", "
+     "\"right\"] for each token cut in two (cuts: int64 in the table's order, the left part's length; 0: "
+     "not cut, left out) in id order, joined by ', ', then tail; each byte written as spellings[byte] "
+     "says (a tokenizer.json, as json.dumps writes it)."},
     {"pairs_json", (PyCFunction)module_pairs_json, METH_VARARGS,
      "pairs_json(tokens, cuts, spellings) -> bytes: [\"left\", \"right\"] for each token cut in two (cuts: "
      "int64, the left part's length; 0: not cut, left out), each byte written as spellings[byte] says, "

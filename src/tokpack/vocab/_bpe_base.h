@@ -103,7 +103,7 @@ static uint64_t bytes_hash(const uint8_t *p, size_t len) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Aligned zeroed memory (calloc'd: untouched pages cost nothing)                              */
+/* Aligned zeroed memory                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct { void *raw; void *data; } Block;

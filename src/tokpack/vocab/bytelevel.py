@@ -438,7 +438,7 @@ class BpeTokenizer:
         # Built once: every pack (and shard) this tokenizer writes carries it, and deriving its
         # merges is a noticeable part of a prepare's fixed cost for a 100k-rank vocabulary
         # (BENCHMARKS.md, "prepare's fixed cost").
-        table = self.__dict__.get("_table") if "ranks" not in self.__dict__ else None
+        table = self.__dict__.get("_table")
         joins = None
         if table is not None and bool(np.all(table.ids[1:] > table.ids[:-1])):  # in rank order, as shipped
             joins = published_last_joins(self.ranks_sha256, table.lengths())

@@ -51,9 +51,10 @@ saying so where it reports its engine. Ids are ranks (tiktoken's convention), wr
 ``uint32``; they must be below :data:`MAX_ID`.
 
 The same extension serves a pack's ``tokenizer.json`` (:mod:`tokpack.vocab.merge_files`): each token's
-last join by the rank rule (:func:`last_joins`, the merges), and the vocabulary's and merges' JSON
-text (:func:`entries_json`, :func:`pairs_json`); each returns ``None`` without the extension, and
-the caller does the same in numpy.
+last join by the rank rule (:func:`last_joins`, :func:`table_last_joins`: the merges), the whole
+document from a token table's arrays (:func:`tokenizer_json_text`), and the vocabulary's and merges'
+JSON text from lists of bytes (:func:`entries_json`, :func:`pairs_json`); each returns ``None``
+without the extension, and the caller does the same in numpy.
 """
 
 from __future__ import annotations
@@ -264,6 +265,47 @@ def last_joins(tokens: list[bytes], ids: np.ndarray) -> tuple[np.ndarray, int] |
         return None
     left, stuck = _bpe.last_joins(tokens, ids)
     return np.frombuffer(left, dtype=np.int64), stuck
+
+
+def table_last_joins(table: TokenTable) -> tuple[np.ndarray, int] | None:
+    """:func:`last_joins` of a table's tokens, read from its arrays (no bytes object a token), in
+    the table's order; the index is that of the token of lowest id lower ids cannot build (-1:
+    none). ``None`` without the extension or when an id is outside 0 to :data:`MAX_ID`.
+
+    >>> from tokpack.vocab.rank_files import TokenTable
+    >>> left, stuck = table_last_joins(TokenTable.of({b"abc": 4, b"a": 0, b"b": 1, b"c": 2, b"ab": 3}))
+    >>> left.tolist(), stuck
+    ([2, 0, 0, 0, 1], -1)
+    """
+    ids = np.ascontiguousarray(table.ids, dtype=np.int64)
+    if _bpe is None or (len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= MAX_ID)):
+        return None
+    left, stuck = _bpe.table_last_joins((table.joined, np.ascontiguousarray(table.ends, dtype=np.int64), ids))
+    return np.frombuffer(left, dtype=np.int64), stuck
+
+
+def tokenizer_json_text(table: TokenTable, cuts: np.ndarray, names: list[bytes], name_ids: np.ndarray,
+                        spellings: list[bytes], parts: tuple[bytes, bytes, bytes]) -> bytes | None:
+    """A ``tokenizer.json`` from a table's arrays, in C, as one bytes object: ``parts[0]``, then
+    ``"token": id`` for each token and each of ``names`` (``name_ids`` rising) in id order, a token
+    first on a tie, joined by ``", "``; ``parts[1]``; ``["left", "right"]`` for each token cut in
+    two (``cuts``: one a token in the table's order, the left part's length; 0: not cut, left
+    out) in id order, joined by ``", "``; ``parts[2]``. Each byte written as ``spellings[byte]``.
+    ``None`` without the extension.
+
+    >>> from tokpack.vocab.rank_files import TokenTable
+    >>> table = TokenTable.of({b"ab": 2, b"a": 0, b"b": 1})
+    >>> tokenizer_json_text(table, np.array([1, 0, 0]), [b"<x>"], np.array([3]), [bytes([b]) for b in range(256)],
+    ...                     (b"{", b"} [", b"]"))
+    b'{"a": 0, "b": 1, "ab": 2, "<x>": 3} [["a", "b"]]'
+    """
+    if _bpe is None:
+        return None
+    text: bytes = _bpe.tokenizer_json((table.joined, np.ascontiguousarray(table.ends, dtype=np.int64),
+                                       np.ascontiguousarray(table.ids, dtype=np.int64)),
+                                      np.ascontiguousarray(cuts, dtype=np.int64), names,
+                                      np.ascontiguousarray(name_ids, dtype=np.int64), spellings, parts)
+    return text
 
 
 def pairs_json(tokens: list[bytes], cuts: np.ndarray, spellings: list[bytes]) -> bytes | None:

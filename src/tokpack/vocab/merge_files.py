@@ -430,6 +430,12 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
     # Written in the byte alphabet, they decode to their names; :func:`read_tokenizer_json` reads
     # them back as special tokens.
     vocab |= dict(zip(spell_tokens([token.encode("utf-8") for token in specials]), specials.values()))
+    return _document(pattern, dict(sorted(vocab.items(), key=lambda item: item[1])),
+                     [list(pair) for pair in derive_merges(ranks, where=where)])
+
+
+def _document(pattern: str, vocab: dict[str, int], merges: list[list[str]]) -> dict[str, Any]:
+    """:func:`tokenizer_json`'s document of ``vocab`` and ``merges`` (in GPT-2's alphabet, in order)."""
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     return {
         "version": "1.0",
@@ -449,22 +455,30 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-            "vocab": dict(sorted(vocab.items(), key=lambda item: item[1])),
-            "merges": [list(pair) for pair in derive_merges(ranks, where=where)],
+            "vocab": vocab,
+            "merges": merges,
         },
     }
+
+
+def _skeleton(pattern: str) -> tuple[bytes, bytes, bytes]:
+    """:func:`tokenizer_json_bytes`' text around its vocabulary's entries and its merges' pairs."""
+    skeleton = json.dumps(_document(pattern, {}, []), ensure_ascii=False).encode("utf-8")
+    tail = b'"vocab": {}, "merges": []}}'
+    assert skeleton.endswith(tail), skeleton[-80:]
+    return skeleton[: -len(tail)] + b'"vocab": {', b'}, "merges": [', b"]}}"
 
 
 def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict[str, int], *,
                          where: str | os.PathLike[str] | None = None, joins: np.ndarray | None = None) -> bytes:
     """:func:`tokenizer_json` as UTF-8 text, byte for byte what ``json.dumps(...,
-    ensure_ascii=False)`` writes, with its vocabulary and merges (most of the file) written by the
-    compiled encoder's extension (by numpy without it) from the tokens' bytes and
-    :func:`derive_merges`'s cuts, not built as Python objects. ``ranks``: a dict, or the same
-    tokens as a :class:`~tokpack.vocab.rank_files.TokenTable` (its order standing for the dict's).
-    ``joins``: those cuts, the tokens in rank order, when the caller has them already (a published
-    vocabulary's shipped ones: :func:`~tokpack.vocab.published.published_last_joins`); else they
-    are derived here.
+    ensure_ascii=False)`` writes, not built as Python objects: written whole by the compiled
+    encoder's extension from the tokens' table (:func:`~tokpack.vocab.compiled.tokenizer_json_text`)
+    and :func:`derive_merges`' cuts; without it, its vocabulary and merges by numpy. ``ranks``: a
+    dict, or the same tokens as a :class:`~tokpack.vocab.rank_files.TokenTable` (its order standing
+    for the dict's). ``joins``: those cuts, the tokens in rank order, when the caller has them
+    already (a published vocabulary's shipped ones:
+    :func:`~tokpack.vocab.published.published_last_joins`); else they are derived here.
 
     >>> ranks = {bytes([b]): b for b in range(256)} | {b'a"': 256}
     >>> text = tokenizer_json_bytes(ranks, GPT2_PATTERN, {"<|endoftext|>": 257})
@@ -480,18 +494,22 @@ def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict
 
     names = [name.encode("utf-8") for name in specials]
     if isinstance(ranks, TokenTable):
-        tokens, order = _table_in_rank_order(ranks)
         spelled = _spells_any(ranks, names)
     else:
-        tokens, order = in_rank_order(ranks)
         spelled = any(name in ranks for name in names)
+    if not spelled:
+        text = _compiled_document(ranks, pattern, specials, where=where, joins=joins)
+        if text is not None:
+            return text
+    if isinstance(ranks, TokenTable):
+        tokens, order = _table_in_rank_order(ranks)
+    else:
+        tokens, order = in_rank_order(ranks)
     left = None if spelled else joins if joins is not None else _last_merges(tokens, order, where)
     if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
         ranks = ranks.ranks() if isinstance(ranks, TokenTable) else ranks
         return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
-    skeleton = json.dumps(tokenizer_json({}, pattern, {}), ensure_ascii=False).encode("utf-8")
-    tail = b'"vocab": {}, "merges": []}}'
-    assert skeleton.endswith(tail), skeleton[-80:]
+    head, middle, tail = _skeleton(pattern)
     entries = [*tokens, *names]
     ids = np.concatenate([order, np.fromiter(specials.values(), dtype=np.int64, count=len(specials))])
     if not bool(np.all(ids[1:] > ids[:-1])):  # special tokens among the ranks' ids: in id order
@@ -499,7 +517,41 @@ def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict
         entries, ids = [entries[i] for i in by_id.tolist()], ids[by_id]
     vocab = _json_entries(entries, ids)
     merges = _json_pairs(tokens, left)
-    return b"".join([skeleton[: -len(tail)], b'"vocab": {', vocab, b'}, "merges": [', merges, b"]}}"])
+    return b"".join([head, vocab, middle, merges, tail])
+
+
+def _compiled_document(ranks: Ranks | TokenTable, pattern: str, specials: dict[str, int], *,
+                       where: str | os.PathLike[str] | None, joins: np.ndarray | None) -> bytes | None:
+    """:func:`tokenizer_json_bytes` of ranks no special token spells, written whole by the compiled
+    extension from the tokens' table (no bytes object a token); ``None`` without the extension, or
+    when the joins are to be derived and an id is beyond its tables.
+
+    Raises:
+        InputError: as :func:`derive_merges`.
+    """
+    import numpy as np
+
+    from tokpack.vocab.compiled import table_last_joins, tokenizer_json_text
+
+    table = ranks if isinstance(ranks, TokenTable) else TokenTable.of(ranks)
+    if joins is None:
+        found = table_last_joins(table)
+        if found is None:
+            return None
+        cuts, bad = found
+        if bad >= 0:
+            token = table.joined[int(table.ends[bad - 1]) if bad else 0 : int(table.ends[bad])]
+            raise _unbuildable(token, int(table.ids[bad]), where)
+    elif bool(np.all(table.ids[1:] > table.ids[:-1])):
+        cuts = joins
+    else:  # joins in rank order, cuts in the table's
+        cuts = np.empty(len(joins), np.int64)
+        cuts[np.argsort(table.ids, kind="stable")] = joins
+    names = [name.encode("utf-8") for name in specials]
+    name_ids = np.fromiter(specials.values(), dtype=np.int64, count=len(specials))
+    by_id = np.argsort(name_ids, kind="stable")
+    return tokenizer_json_text(table, cuts, [names[i] for i in by_id.tolist()], name_ids[by_id], _json_spellings(),
+                               _skeleton(pattern))
 
 
 def _table_in_rank_order(table: TokenTable) -> tuple[list[bytes], np.ndarray]:

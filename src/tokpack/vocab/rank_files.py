@@ -69,7 +69,7 @@ class TokenTable(NamedTuple):
     def tokens(self) -> list[bytes]:
         """The tokens, as bytes, in the table's order: sliced from :attr:`joined` one by one,
         which makes the list in less CPU time than :func:`_token_bytes`' padded arrays (the
-        first use of a vocabulary makes it for its ``tokenizer.json``)."""
+        compiled extension writes a ``tokenizer.json`` from the table's arrays without it)."""
         ends, joined = self.ends.tolist(), self.joined
         return [joined[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
 
