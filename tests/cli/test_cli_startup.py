@@ -76,6 +76,12 @@ def _run_entry(*args: str) -> tuple[str, list[str]]:
     return text, json.loads(modules)
 
 
+def _run_program(program: str) -> subprocess.CompletedProcess[str]:
+    """``python -c program`` in a fresh interpreter that imports this checkout's sources."""
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+
+
 def _commands() -> dict[str, typer.core.TyperCommand]:
     """Every command and group of the app, by its path ('' for tokpack itself)."""
     from tokpack.cli import app
@@ -179,8 +185,7 @@ def test_the_commands_own_process_exits_without_collecting_what_it_leaves_alive(
                "except SystemExit:\n"
                "    pass\n"
                "print(gc.get_freeze_count() > 0)\n")
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    done = _run_program(program)
     assert done.stdout.strip().splitlines()[-1] == str(entry == "script")
     module = subprocess.run([sys.executable, "-m", "tokpack.cli", "--version"], capture_output=True, text=True,
                             check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
@@ -197,8 +202,7 @@ def test_the_commands_own_process_walks_nothing_its_imports_made_and_collects_ra
                "cli.main = lambda: seen.update(threshold=gc.get_threshold()[0], frozen=gc.get_freeze_count())\n"
                "cli.script()\n"
                "print(seen['threshold'], seen['frozen'] > 1000)\n")
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    done = _run_program(program)
     assert done.stdout.split() == ["100000", "True"], done.stdout
 
 
@@ -217,6 +221,5 @@ def test_the_commands_own_process_imports_the_command_line_under_the_rarer_colle
                "cli.main = lambda: None\n"
                "cli.script()\n"
                "print(light, seen.get('typer'), seen.get('tokpack.cli._root'), type(cli.app).__name__)\n")
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    done = _run_program(program)
     assert done.stdout.split() == ["True", "100000", "100000", "Typer"], done.stdout
