@@ -769,6 +769,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__bpe(void) {
     scan_check();
     base64_init();
+    utf8_init();
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
