@@ -175,9 +175,8 @@ def test_every_token_of_a_real_vocabulary_is_found_by_its_bytes(real: Real) -> N
 
 
 def test_the_short_tokens_tables_take_under_thirty_bytes_a_token(real: Real) -> None:
-    # the short tokens sit in buckets of one cache line, four fifths full (13 bytes a token of up to
-    # 7 bytes, 21 for longer ones), so that a merge's look-ups find them nearer the core than in a
-    # table of 24-byte slots at most half full (67 bytes a token with everything else)
+    # the short tokens sit in buckets of one cache line, four fifths full, so that a merge's look-ups
+    # find them nearer the core than in a sparser table
     encoder = real[0].encoder
     assert encoder.table_bytes < 30 * encoder.n_tokens
 

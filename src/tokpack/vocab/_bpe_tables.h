@@ -16,9 +16,9 @@ typedef struct { uint64_t hash; size_t offset; uint32_t len, id; } LongSlot;   /
    each: tokens of up to TINY bytes (most of a merge's look-ups that get past the filter), their key
    in one word (the bytes, the length in the top byte), five to a bucket; longer ones, their key's
    two words, three to a bucket. A bucket is filled in order (an empty slot ends it), a full one
-   goes on in the next; about four fifths of the slots are used. 13 and 21 bytes a token, a quarter
-   of a table of 24-byte slots at most half full, which was megabytes read in no order: its probes
-   waited for memory, these find their line nearer the core. */
+   goes on in the next; about four fifths of the slots are used. Dense (about 13 and 21 bytes a
+   token), so that a probe, one line read in no order, finds it nearer the core than a sparser
+   table's would. */
 #define TINY 7
 #define TINY_SLOTS 5
 #define MID_SLOTS 3
