@@ -172,3 +172,30 @@ def test_every_token_of_a_real_vocabulary_is_found_by_its_bytes(real: Real) -> N
     wrong = [(token, rank) for token, rank in ranks.items()
              if len(token) > 1 and np.frombuffer(encoder.encoder.merge(token, cache), dtype=np.uint32).tolist() != [rank]]
     assert wrong == [] and max(map(len, ranks)) > 15
+
+
+def test_the_short_tokens_tables_take_under_thirty_bytes_a_token(real: Real) -> None:
+    # the short tokens sit in buckets of one cache line, four fifths full, so that a merge's look-ups
+    # find them nearer the core than in a sparser table
+    encoder = real[0].encoder
+    assert encoder.table_bytes < 30 * encoder.n_tokens
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tokens_around_the_one_word_key_s_length_are_found_in_crowded_buckets(seed: int) -> None:
+    # tokens of 6 to 9 bytes on both sides of the one-word keys' limit (7 bytes), and of up to 15, in
+    # tables of few buckets: full buckets go on in the next, the last in the first
+    rng = np.random.default_rng(seed)
+    ranks = {bytes([b]): b for b in range(256)}
+    words = ["".join(rng.choice(list("abcdefgh"), size=int(length))) for length in rng.integers(2, 16, size=400)]
+    for word in words:
+        for token in (word.encode(), f" {word}".encode()):
+            if len(token) <= 15 and rng.random() < 0.7:
+                ranks.setdefault(token, len(ranks))
+    lengths = {len(token) for token in ranks}
+    assert {6, 7, 8, 9} <= lengths
+    ours, oracle = _encoders(ranks, GPT2_PATTERN)
+    texts = [" ".join(words), *(token.decode() for token in ranks if len(token) > 1)]  # each token whole too
+    expected = [oracle.encode_ordinary(text) for text in texts]
+    for _ in range(2):  # merged and looked up, then from the cache
+        assert [ids.tolist() for ids in ours.encode(texts)] == expected

@@ -100,6 +100,25 @@ def test_latin1_and_bmp_texts_at_every_offset_are_written_as_utf8_and_equal_tikt
     assert [ids.tolist() for ids in ours.encode([text, utf8])] == [expected, expected]
 
 
+#: Runs of one kind of character, short and long: a text of two bytes a character is written eight
+#: at a time by kind of block (ASCII, below U+0800, mostly from U+0800 on, a surrogate in it), and a
+#: run of ASCII blocks after sixteen of them by a loop of its own.
+_RUNS = st.lists(st.tuples(st.sampled_from([*"a ,\n", "\xe9", *"ąŁżЖ\u07ff", *"\u0800中ｶ\uffff", "\ud800", "\udc00",
+                                            "\ud83d\ude00"]), st.integers(1, 300)), min_size=1, max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(runs=_RUNS, pattern=st.sampled_from(PATTERNS))
+def test_runs_of_ascii_two_byte_and_wide_characters_are_written_as_utf8_and_equal_tiktoken(
+        encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], runs: list[tuple[str, int]], pattern: str) -> None:
+    text = "Ż" + "".join(char * count for char, count in runs)  # (a str of two bytes a character)
+    ours, oracle = encoders[pattern]
+    with ours.cache() as cache:
+        utf8, _ = ours.encoder.pieces(text, cache)  # type: ignore[attr-defined]
+    assert utf8 == text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    assert ours.encode([text])[0].tolist() == oracle.encode_ordinary(text)
+
+
 @pytest.mark.parametrize("unit", ["a", "Ż", "ж", "1", " ", "\u3000", "!", "中", "😀", "ab ", "\r\n", "'s"])
 def test_single_long_pieces_of_every_kind_equal_tiktoken(encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]],
                                                          unit: str) -> None:

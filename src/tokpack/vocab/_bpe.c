@@ -425,7 +425,8 @@ static PyObject *encoder_n_tokens(Encoder *self, void *unused) {
 
 static PyObject *encoder_bytes(Encoder *self, void *unused) {
     (void)unused;
-    return PyLong_FromSize_t(65536 * sizeof(uint32_t) + (self->short_mask + 1) * sizeof(ShortSlot)
+    return PyLong_FromSize_t(65536 * sizeof(uint32_t) + self->tiny_buckets * sizeof(TinyBucket)
+                             + self->mid_buckets * sizeof(MidBucket)
                              + (self->filter_mask + 1) * sizeof(uint64_t) + (self->long_mask + 1) * sizeof(LongSlot));
 }
 

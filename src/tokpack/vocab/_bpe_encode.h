@@ -346,6 +346,116 @@ TP_INLINE uint32_t str_char(int kind, const void *data, size_t length, size_t *k
     return 0xFFFD;
 }
 
+#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS) && (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define TP_SSSE3 1
+#include <tmmintrin.h>
+
+/* Whether the CPU has SSSE3's byte shuffle (worked out once, when the module is imported). */
+static int ssse3_ok;
+/* For each set of two-byte lanes among eight (bit j: lane j holds a character from U+0080 on),
+   the shuffle that keeps each lane's first byte and the second of the two-byte lanes, and how
+   many bytes that keeps. */
+static uint8_t two_byte_shuffle[256][16], two_byte_kept[256];
+
+static void utf8_init(void) {
+    ssse3_ok = __builtin_cpu_supports("ssse3");
+    for (unsigned mask = 0; mask < 256; mask++) {
+        unsigned kept = 0;
+        for (unsigned lane = 0; lane < 8; lane++) {
+            two_byte_shuffle[mask][kept++] = (uint8_t)(2 * lane);
+            if ((mask >> lane) & 1) two_byte_shuffle[mask][kept++] = (uint8_t)(2 * lane + 1);
+        }
+        two_byte_kept[mask] = (uint8_t)kept;
+        while (kept < 16) two_byte_shuffle[mask][kept++] = 0x80;
+    }
+}
+
+/* The UTF-8 of u[k:length] (a str of two bytes a character) to *d, eight characters at a time:
+   eight below U+0800 (ASCII and two-byte characters: Latin, Greek, Cyrillic, Hebrew, Arabic)
+   written at once, their bytes put in place by one shuffle; a block with a character from U+0800
+   on one character after another if half of it or more is not ASCII (CJK), else up to the first
+   that is not and that one alone. Returns where it stopped: a surrogate, or fewer than eight left
+   (d has room: the caller's buffer counts three bytes a character and 16 more). */
+__attribute__((target("ssse3"))) static size_t ucs2_utf8_ssse3(const Py_UCS2 *u, size_t k, size_t length, uint8_t **dp) {
+    uint8_t *d = *dp;
+    const __m128i high = _mm_set1_epi16((short)0xFF80), wider = _mm_set1_epi16((short)0xF800);
+    /* ASCII blocks after ASCII blocks: stored as they are (a text mostly ASCII); otherwise every
+       block below U+0800 goes through the shuffle, ASCII or not (a branch on it would be
+       mispredicted where ASCII and other letters mix) until sixteen ASCII blocks in a row */
+    unsigned streak = 0;
+    while (k + 8 <= length) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(u + k));
+        __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(v, high), _mm_setzero_si128());
+        if (streak >= 16) {
+            if (TP_LIKELY(_mm_movemask_epi8(ascii) == 0xFFFF)) {
+                _mm_storel_epi64((__m128i *)d, _mm_packus_epi16(v, v));
+                d += 8;
+                k += 8;
+                continue;
+            }
+            streak = 0;
+        }
+        unsigned narrow = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, wider), _mm_setzero_si128()));
+        unsigned mask = ~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(ascii, ascii)) & 0xFF;
+        if (TP_LIKELY(narrow == 0xFFFF)) {
+            /* each lane: its character (ASCII), or its lead byte then its continuation byte */
+            __m128i lead = _mm_or_si128(_mm_srli_epi16(v, 6), _mm_set1_epi16(0xC0));
+            __m128i cont = _mm_or_si128(_mm_and_si128(v, _mm_set1_epi16(0x3F)), _mm_set1_epi16(0x80));
+            __m128i two = _mm_or_si128(lead, _mm_slli_epi16(cont, 8));
+            __m128i lanes = _mm_or_si128(_mm_and_si128(ascii, v), _mm_andnot_si128(ascii, two));
+            _mm_storeu_si128((__m128i *)d, _mm_shuffle_epi8(lanes, _mm_loadu_si128((const __m128i *)two_byte_shuffle[mask])));
+            d += two_byte_kept[mask];
+            k += 8;
+            streak = (streak + 1) & (0u - (unsigned)(mask == 0)); /* (no branch on it) */
+            continue;
+        }
+        if (two_byte_kept[mask] >= 8 + 4
+            && !_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, wider), _mm_set1_epi16((short)0xD800)))) {
+            /* (none of them a surrogate) */
+            for (unsigned q = 0; q < 8; q++) {
+                uint32_t cp = u[k + q];
+                if (cp < 0x80) {
+                    *d++ = (uint8_t)cp;
+                } else if (cp < 0x800) {
+                    d[0] = (uint8_t)(0xC0 | (cp >> 6));
+                    d[1] = (uint8_t)(0x80 | (cp & 0x3F));
+                    d += 2;
+                } else {
+                    d[0] = (uint8_t)(0xE0 | (cp >> 12));
+                    d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+                    d[2] = (uint8_t)(0x80 | (cp & 0x3F));
+                    d += 3;
+                }
+            }
+            k += 8;
+            continue;
+        }
+        _mm_storel_epi64((__m128i *)d, _mm_packus_epi16(v, v));
+        unsigned run = (unsigned)__builtin_ctz(mask);
+        d += run;
+        k += run;
+        uint32_t cp = u[k];
+        if (cp < 0x800) {
+            d[0] = (uint8_t)(0xC0 | (cp >> 6));
+            d[1] = (uint8_t)(0x80 | (cp & 0x3F));
+            d += 2;
+        } else if (cp < 0xD800 || cp > 0xDFFF) {
+            d[0] = (uint8_t)(0xE0 | (cp >> 12));
+            d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+            d[2] = (uint8_t)(0x80 | (cp & 0x3F));
+            d += 3;
+        } else {
+            break; /* a surrogate: the caller's */
+        }
+        k++;
+    }
+    *dp = d;
+    return k;
+}
+#else
+static void utf8_init(void) {}
+#endif
+
 /* The UTF-8 of a (ready) str: in place for ASCII, else written to c->text. NULL if the buffer
    could not be had. */
 static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
@@ -399,6 +509,9 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
             /* ASCII runs, eight (or four) at a time where they are */
             if (kind == PyUnicode_2BYTE_KIND) {
                 const Py_UCS2 *u = data;
+#ifdef TP_SSSE3
+                if (ssse3_ok) k = ucs2_utf8_ssse3(u, k, length, &d);
+#endif
 #if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
                 /* eight characters at a time: their low bytes stored whole, then kept up to the
                    first from U+0080 on, which is written here (two or three bytes; a surrogate

@@ -15,9 +15,9 @@
 #define SCAN_MERGE 32
 
 /* The pair memo: what two adjacent parts (by their ids) make, per thread, direct-mapped: 2 << 14
-   words (256 KiB, in a core's L2), a pair's key ((left + 1) << 24 | right) beside the id the two
-   make (or NONE). A merge's look-ups in the vocabulary's table (megabytes, read in no order) were
-   most of a missed piece's cost, and the same pairs recur from piece to piece. */
+   words (256 KiB), a pair's key ((left + 1) << 24 | right) beside the id the two make (or NONE).
+   For joins of more than SHORT bytes, whose look-up hashes all their bytes: a shorter join's
+   look-up (its filter word, then its bucket) costs no more than the memo's. */
 #define PAIR_BITS 14
 #define PAIRS ((size_t)1 << PAIR_BITS)
 
@@ -31,6 +31,30 @@ TP_INLINE uint32_t pair_of(const Encoder *e, Cache *c, uint32_t left, uint32_t r
     slot[0] = key;
     slot[1] = id;
     return id;
+}
+
+/* A join's look-up begun (a join of up to SHORT bytes: its key and hash worked out, its filter word
+   and its bucket asked for), so that the two look-ups of a merge step wait for memory together
+   instead of one after the other. */
+typedef struct { Key key; uint64_t h; } Join;
+
+TP_INLINE void join_begin(const Encoder *e, const uint8_t *p, size_t len, const uint8_t *limit, Join *j) {
+    if (len <= SHORT) {
+        j->key = short_key(p, len, limit);
+        j->h = key_hash(j->key);
+        TP_PREFETCH(filter_word(e, j->h));
+        if (len <= TINY) TP_PREFETCH(&e->tiny[bucket_of(j->h, e->tiny_buckets)]);
+        else TP_PREFETCH(&e->mid[bucket_of(j->h, e->mid_buckets)]);
+    } else {
+        j->key.lo = j->key.hi = j->h = 0;
+    }
+}
+
+/* The id of the join begun as j: the parts `left` and `right` (ids), their bytes p[0:len]. */
+TP_INLINE uint32_t join_end(const Encoder *e, Cache *c, uint32_t left, uint32_t right, const uint8_t *p, size_t len,
+                            const uint8_t *limit, const Join *j) {
+    if (len <= SHORT) return short_rank(e, j->key, j->h);
+    return pair_of(e, c, left, right, p, len, limit);
 }
 
 /* tiktoken's byte_pair_merge of p[0:n] (n >= 2) by scanning; ids to out; returns their count. */
@@ -58,8 +82,12 @@ static size_t merge_scan(const Encoder *e, Cache *c, const uint8_t *p, size_t n,
         }
         start[m - 1] = start[m];
         m--;
-        rank[i] = i + 1 < m ? pair_of(e, c, tok[i], tok[i + 1], p + start[i], start[i + 2] - start[i], limit) : NONE;
-        if (i > 0) rank[i - 1] = pair_of(e, c, tok[i - 1], tok[i], p + start[i - 1], start[i + 1] - start[i - 1], limit);
+        size_t right_len = i + 1 < m ? start[i + 2] - start[i] : 0, left_len = i > 0 ? start[i + 1] - start[i - 1] : 0;
+        Join right, left;
+        if (right_len) join_begin(e, p + start[i], right_len, limit, &right);
+        if (left_len) join_begin(e, p + start[i - 1], left_len, limit, &left);
+        rank[i] = right_len ? join_end(e, c, tok[i], tok[i + 1], p + start[i], right_len, limit, &right) : NONE;
+        if (left_len) rank[i - 1] = join_end(e, c, tok[i - 1], tok[i], p + start[i - 1], left_len, limit, &left);
     }
     memcpy(out, tok, m * sizeof(uint32_t));
     return m;

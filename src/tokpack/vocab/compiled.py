@@ -22,8 +22,9 @@ and the loop over a text). Per batch of texts, in one call that releases the GIL
    a two-stage table of Unicode classes generated from tiktoken's own regex engine
    (:mod:`tokpack.vocab.unicode_classes`), so the Unicode version is the oracle's.
 3. **Each piece**: a byte is its rank; a piece of 2 to 15 bytes is keyed by its bytes (two machine
-   words, its length in the top byte), looked up first among the vocabulary's tokens (one table
-   shared by every thread, read-only: tiktoken takes a piece that is a token as that token), then
+   words, its length in the top byte), looked up first among the vocabulary's tokens (tables
+   shared by every thread, read-only, in buckets of one cache line: tokens of up to 7 bytes by one
+   word, five to a bucket, longer ones three; tiktoken takes a piece that is a token as that token), then
    in its thread's piece cache (2-way sets of 32-byte entries, a set one 64-byte line: a hit is
    one probe); a longer piece by a 64-bit hash of its bytes, verified against them, in a table of
    the long tokens, then in direct-mapped rows of pieces up to 128 bytes. The pieces are found 32
