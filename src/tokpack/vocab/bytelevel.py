@@ -363,15 +363,20 @@ class BpeTokenizer:
 
         Raises:
             InputError: ``num_threads`` is not a positive integer (or ``None``).
+            TypeError: a text that is neither ``str`` nor ``bytes`` (a ``bytearray`` or
+                ``memoryview`` too), whichever encoder runs.
             UnicodeDecodeError: a ``bytes`` text that is not UTF-8, as ``bytes.decode`` raises it.
         """
         threads = _threads(num_threads)
         if self._compiled is not None:
             return _encode_compiled(self._compiled, list(texts), threads)
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
+        for number, given in enumerate(texts):  # refused as the compiled encoder refuses them
+            if not isinstance(given, (str, bytes)):
+                raise TypeError(f"texts[{number}] is {type(given).__name__}, not str or bytes")
 
         def encode(given: str | bytes) -> np.ndarray:
-            text = given if isinstance(given, str) else given.decode("utf-8")
+            text = given.decode("utf-8") if isinstance(given, bytes) else given
             with _regex_failures(self.pattern):
                 try:
                     return raw(text)
