@@ -113,3 +113,26 @@ def test_a_folder_skipping_bad_files_packs_the_others(tmp_path: Path, byte_vocab
     with pytest.warns(InputsSkipped, match=r"b\.txt: invalid UTF-8 at byte 100"):
         skipped = prepare(corpora["folder"], cache_dir=tmp_path / "c", vocab=byte_vocab, on_error="skip")
     assert skipped.meta.counts["skipped"] == 1 and skipped.meta.n_tokens == len(TEXT.encode())
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_the_error_names_the_bytes_read_even_when_the_file_changed_since(
+        tmp_path: Path, byte_vocab: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """A document the encoder refuses is decoded from the bytes it was given, not read again: a
+    file mended (or changed) while prepare runs still gets its one-line error, not a crash."""
+    from tokpack.corpus.sources.text_directory import TextDirectory
+    from tokpack.corpus.sources.text_file import TextFile
+
+    good = TEXT.encode()[:300]
+    corpus = _corpora(tmp_path / "in", good[:100] + b"\xff" + good[100:])[kind]
+    where = corpus if kind == "file" else corpus / "b.txt"
+    source = TextFile if kind == "file" else TextDirectory
+    decoded = source.decoded
+
+    def mended_first(self: DocumentSource, piece: Utf8Piece) -> str:
+        where.write_bytes(good[:100] + b"?" + good[100:])  # mended in place, its length kept, after the read
+        return decoded(self, piece)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(source, "decoded", mended_first)
+    with pytest.raises(InputError, match=rf"^{where}: invalid UTF-8 at byte 100; convert it to UTF-8"):
+        prepare(corpus, cache_dir=tmp_path / "c", vocab=byte_vocab)

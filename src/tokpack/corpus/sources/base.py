@@ -161,7 +161,8 @@ class DocumentSource:
         return self.pieces(first, last)
 
     def decoded(self, piece: Utf8Piece) -> str:
-        """The text of ``piece`` (one :meth:`utf8_pieces` gave), as :meth:`pieces` reads it.
+        """The text of ``piece`` (one :meth:`utf8_pieces` gave): its bytes decoded, as :meth:`pieces`
+        decodes them (the file is read again only to tell what kind it is, if they are no UTF-8).
 
         Raises:
             InputError: what :meth:`pieces` raises for that document (invalid UTF-8, naming the

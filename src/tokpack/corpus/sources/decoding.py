@@ -28,15 +28,17 @@ def bounds_array(cuts: Iterator[tuple[int, int]]) -> np.ndarray:
 
 
 def decode_span(data: bytes | FileBytes, begin: int, end: int, where: str, fix: str | None = None, *,
-                skippable: bool = False) -> str:
-    """The text of bytes ``[begin, end)``.
+                skippable: bool = False, read: bytes | None = None) -> str:
+    """The text of bytes ``[begin, end)`` of ``data`` (or ``read``, those bytes as the caller read
+    them: then they are what is decoded, and ``data`` only tells what kind of file it is, even if
+    it changed since).
 
     Raises:
         InputError: invalid UTF-8, naming ``where``, the byte offset and ``fix``; or a file that
             is no text at all (see :func:`not_text`, told whether the file is ``skippable``).
     """
     try:
-        return data[begin:end].decode("utf-8")
+        return (data[begin:end] if read is None else read).decode("utf-8")
     except UnicodeDecodeError as error:
         raise not_text(data, where, skippable=skippable) or InputError(
             f"invalid UTF-8 at byte {begin + error.start}", where=where, fix=fix) from None

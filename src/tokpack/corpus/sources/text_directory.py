@@ -299,7 +299,8 @@ class TextDirectory(DocumentSource):
         if data is None:  # pragma: no cover - a file read a moment ago, unreadable now
             raise InputError("cannot be read", where=self.files[index])
         try:
-            return decode_span(data, begin, end, data.where, self._utf8_fix, skippable=self._skips_whole_files)
+            return decode_span(data, begin, end, data.where, self._utf8_fix, skippable=self._skips_whole_files,
+                               read=piece.data)
         finally:
             data.close()
 

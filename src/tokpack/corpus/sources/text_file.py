@@ -115,4 +115,4 @@ class TextFile(DocumentSource):
 
     def decoded(self, piece: Utf8Piece) -> str:
         _, begin, end = piece.origin
-        return decode_span(self._data, begin, end, self._data.where, self._utf8_fix)
+        return decode_span(self._data, begin, end, self._data.where, self._utf8_fix, read=piece.data)
