@@ -1033,6 +1033,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__bpe(void) {
     scan_check();
     base64_init();
+    str_utf8_init();
     utf8_init();
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CacheType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

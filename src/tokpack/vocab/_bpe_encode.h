@@ -357,7 +357,7 @@ static int ssse3_ok;
    many bytes that keeps. */
 static uint8_t two_byte_shuffle[256][16], two_byte_kept[256];
 
-static void utf8_init(void) {
+static void str_utf8_init(void) {
     ssse3_ok = __builtin_cpu_supports("ssse3");
     for (unsigned mask = 0; mask < 256; mask++) {
         unsigned kept = 0;
@@ -453,7 +453,7 @@ __attribute__((target("ssse3"))) static size_t ucs2_utf8_ssse3(const Py_UCS2 *u,
     return k;
 }
 #else
-static void utf8_init(void) {}
+static void str_utf8_init(void) {}
 #endif
 
 /* The UTF-8 of a (ready) str: in place for ASCII, else written to c->text. NULL if the buffer
