@@ -281,7 +281,8 @@ def _note_fallback(tokenizer: BpeTokenizer) -> None:
     if reason is None:
         return
     if reason == MISSING:  # the pattern is fine: the installation lacks the encoder
-        remedy = "install a C compiler (gcc or clang) and reinstall tokpack to build it"
+        remedy = ("reinstall tokpack with a C compiler (gcc or clang) to build it; if one is there, "
+                  "'pip install -v tokpack' shows why the build failed")
     elif tokenizer.pattern not in COMPILED_PATTERNS:
         remedy = ("tokpack's compiled encoder has the patterns --pattern names (gpt2, gpt4, polish, polish-phrase) "
                   "and the published vocabularies' own")
