@@ -435,18 +435,8 @@ __attribute__((target("ssse3"))) static size_t ucs2_utf8_ssse3(const Py_UCS2 *u,
         d += run;
         k += run;
         uint32_t cp = u[k];
-        if (cp < 0x800) {
-            d[0] = (uint8_t)(0xC0 | (cp >> 6));
-            d[1] = (uint8_t)(0x80 | (cp & 0x3F));
-            d += 2;
-        } else if (cp < 0xD800 || cp > 0xDFFF) {
-            d[0] = (uint8_t)(0xE0 | (cp >> 12));
-            d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-            d[2] = (uint8_t)(0x80 | (cp & 0x3F));
-            d += 3;
-        } else {
-            break; /* a surrogate: the caller's */
-        }
+        if (cp >= 0xD800 && cp <= 0xDFFF) break; /* a surrogate: the caller's */
+        d = put_utf8(d, cp);
         k++;
     }
     *dp = d;
@@ -530,18 +520,8 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
                     d += run;
                     k += run;
                     uint32_t cp = u[k];
-                    if (cp < 0x800) {
-                        d[0] = (uint8_t)(0xC0 | (cp >> 6));
-                        d[1] = (uint8_t)(0x80 | (cp & 0x3F));
-                        d += 2;
-                    } else if (cp < 0xD800 || cp > 0xDFFF) {
-                        d[0] = (uint8_t)(0xE0 | (cp >> 12));
-                        d[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                        d[2] = (uint8_t)(0x80 | (cp & 0x3F));
-                        d += 3;
-                    } else {
-                        break; /* a surrogate: below */
-                    }
+                    if (cp >= 0xD800 && cp <= 0xDFFF) break; /* a surrogate: below */
+                    d = put_utf8(d, cp);
                     k++;
                 }
 #endif
