@@ -7,6 +7,7 @@ goes outside the encoder.
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --pairs 20 [--baseline COMMIT]
         [--stub-encoder]
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --breakdown
+    PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --imports [--runs 11]
 
 Corpus: ``FILE``, else 10 MB of the encoder benchmarks' "mixed" text (whole files of
 ``data/polish`` and ``data/other``) written as one file. Ranks: ``--ranks``, else the published
@@ -41,6 +42,16 @@ sides whose medians the load blurs.
 Checked, outside the clock: the pack's ids equal gigatoken's on the same documents (prepare cuts
 the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
 documents must give the same ids), and the baseline's pack equals this tree's.
+
+``--imports`` splits each side's whole process into what it imports and what it then does: fresh
+processes that only import what the side's process imports, in rows that add one group of
+libraries at a time (the interpreter alone; numpy; the script's numpy and gigatoken; prepare's
+numpy, then pydantic, then typer, then every module a prepare imports, and the same with the record
+schemas a prepare builds built), interleaved with the two whole processes (prepare with a warm
+cache). Which modules and schemas a prepare has is read from one untimed prepare first; the
+import-only processes of prepare's side have the settings the ``tokpack`` script gives its process
+(one BLAS thread, no pydantic plugins, the rarer young-generation collection), the script's side
+one BLAS thread as its own process has it.
 
 ``--breakdown`` runs one ``prepare`` (warm cache, ``--workers 1``; ``--cold``: a new cache;
 ``--stub-encoder``: the stub above; ``--baseline``, a ``src`` folder: that checkout's) in a fresh
@@ -119,6 +130,53 @@ BpeTokenizer.encoder_report = lambda self: {"engine": "stub"}
 import tokpack.cli as cli
 sys.argv[0] = "tokpack"
 getattr(cli, "script", cli.main)()
+"""
+
+
+#: Written by a prepare's process as it exits (``--imports``), to the file named by
+#: ``TOKPACK_BENCH_IMPORTED``: every module it imported, in the order imported, and the record
+#: models whose schemas it built.
+IMPORTED = """
+import atexit, os, sys
+
+def _imported():
+    import json
+    models = []
+    main = sys.modules.get("pydantic.main")
+    if main is not None:
+        def walk(cls):
+            for sub in cls.__subclasses__():
+                yield sub
+                yield from walk(sub)
+        models = sorted({(model.__module__, model.__qualname__) for model in walk(main.BaseModel)
+                         if model.__dict__.get("__pydantic_complete__") and model.__module__.startswith("tokpack")})
+    with open(os.environ["TOKPACK_BENCH_IMPORTED"], "w") as file:
+        json.dump({"modules": list(sys.modules), "models": models}, file)
+
+atexit.register(_imported)
+""" + ENTRY
+
+#: A process that imports the modules named in a file (``sys.argv[1]``, one a line, each tried:
+#: a private one that cannot be imported on its own is skipped) and builds the record schemas
+#: named after them (``module:qualname``), with the ``tokpack`` script's settings when
+#: ``sys.argv[2]`` is ``script``.
+IMPORT_ONLY = """
+import gc, importlib, os, sys
+if sys.argv[2] == "script":
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    gc.set_threshold(100_000, *gc.get_threshold()[1:])
+for line in open(sys.argv[1]).read().split():
+    module, _, model = line.partition(":")
+    try:
+        loaded = importlib.import_module(module)
+    except Exception:
+        continue
+    if model:
+        cls = loaded
+        for part in model.split("."):
+            cls = getattr(cls, part)
+        cls.model_rebuild(force=True)
 """
 
 
@@ -317,6 +375,86 @@ def pairs(args: argparse.Namespace) -> None:
               f"{statistics.mean(differences):+.3f} ± {error:.3f} | {statistics.median(ours) / statistics.median(theirs):.2f} |")
 
 
+#: The library groups ``--imports`` adds one at a time to prepare's side, by top-level package.
+PYDANTIC = frozenset({"pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions"})
+TYPER = frozenset({"typer", "click", "shellingham", "annotated_doc", "rich"})
+
+
+def imports(args: argparse.Namespace) -> None:
+    """Each side's whole process beside processes that only import what it imports (see the
+    module's docstring), interleaved, ``args.runs`` of each."""
+    import json
+
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    work = Path(tempfile.mkdtemp(prefix="imports-", dir=scratch))
+    try:
+        env, cache = environment(REPO / "src"), work / "warm-cache"
+        cpu_of(prepare_command(corpus, ranks, work / "first"), environment(REPO / "src", cache))  # fills the cache
+        seen = work / "seen.json"
+        cpu_of([sys.executable, "-c", IMPORTED, "prepare", str(corpus), "--vocab", str(ranks), "-o", str(work / "seen")],
+               environment(REPO / "src", cache) | {"TOKPACK_BENCH_IMPORTED": str(seen)})
+        record = json.loads(seen.read_text())
+        modules = [name for name in record["modules"] if name != "__main__"]
+
+        def top(name: str) -> str:
+            return name.split(".")[0]
+
+        def listed(name: str, chosen: list[str]) -> Path:
+            path = work / f"{name}.txt"
+            path.write_text("\n".join(chosen) + "\n")
+            return path
+
+        numpy_only = [name for name in modules if top(name) == "numpy"]
+        with_pydantic = numpy_only + [name for name in modules if top(name) in PYDANTIC]
+        with_typer = with_pydantic + [name for name in modules if top(name) in TYPER]
+        schemas = [f"{module}:{qualname}" for module, qualname in record["models"]]
+        rows: dict[str, list[str]] = {
+            "interpreter alone": [sys.executable, "-c", "pass"],
+            "script's imports: numpy": [sys.executable, "-c", IMPORT_ONLY, str(listed("numpy", ["numpy"])), "plain"],
+            "script's imports: numpy, gigatoken": [sys.executable, "-c", IMPORT_ONLY,
+                                                   str(listed("script", ["numpy", "gigatoken"])), "plain"],
+            "prepare's imports: numpy": [sys.executable, "-c", IMPORT_ONLY, str(listed("p-numpy", numpy_only)), "script"],
+            "prepare's imports: numpy, pydantic": [sys.executable, "-c", IMPORT_ONLY,
+                                                   str(listed("p-pydantic", with_pydantic)), "script"],
+            "prepare's imports: numpy, pydantic, typer": [sys.executable, "-c", IMPORT_ONLY,
+                                                          str(listed("p-typer", with_typer)), "script"],
+            "prepare's imports: all": [sys.executable, "-c", IMPORT_ONLY, str(listed("p-all", modules)), "script"],
+            f"prepare's imports: all, and its {len(schemas)} record schemas built": [
+                sys.executable, "-c", IMPORT_ONLY, str(listed("p-schemas", modules + schemas)), "script"],
+        }
+        script_env = environment() | {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+        times: dict[str, list[float]] = defaultdict(list)
+        for run in range(args.runs):
+            times["gigatoken script, whole"].append(cpu_of([sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks),
+                                                            str(corpus), str(work / "ids.npy"), args.vocab],
+                                                           script_env)[0])
+            out = work / f"out-{run}"
+            times["prepare, warm cache, whole"].append(cpu_of(prepare_command(corpus, ranks, out),
+                                                              environment(REPO / "src", cache))[0])
+            shutil.rmtree(out)
+            for label, command in rows.items():
+                times[label].append(cpu_of(command, script_env if "script's" in label else env)[0])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB), {ranks.name}; CPU s (user + system) of one "
+          f"process, median of {args.runs}, interleaved; {len(modules)} modules in a prepare's process; "
+          f"load average {os.getloadavg()[0]:.1f}\n")
+    print("| process | CPU s (median) | runs |")
+    print("|---|---:|---|")
+    medians = {label: statistics.median(values) for label, values in times.items()}
+    for label, values in times.items():
+        print(f"| {label} | {medians[label]:.3f} | {', '.join(f'{value:.2f}' for value in values)} |")
+    script_imports = medians["script's imports: numpy, gigatoken"]
+    prepare_imports = medians[list(rows)[-1]]
+    print(f"\nimports: prepare's {prepare_imports:.3f} − the script's {script_imports:.3f} = "
+          f"{prepare_imports - script_imports:+.3f}; after them: prepare "
+          f"{medians['prepare, warm cache, whole'] - prepare_imports:.3f}, the script "
+          f"{medians['gigatoken script, whole'] - script_imports:.3f}")
+
+
 class Phases:
     """CPU seconds (``time.thread_time``) and minor page faults (``RUSAGE_THREAD``) per label,
     each counted exclusively: what a nested labelled call spends goes to that call's label, per
@@ -498,6 +636,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, help="instead of the table: this many pairs of processes a cache "
                                                   "mode, this tree against the gigatoken script (or --baseline)")
     parser.add_argument("--breakdown", action="store_true", help="where one prepare's CPU goes, step by step")
+    parser.add_argument("--imports", action="store_true",
+                        help="each side's whole process beside processes that only import what it imports")
     parser.add_argument("--cold", action="store_true", help="with --breakdown: a new, empty cache")
     parser.add_argument("--stub-encoder", action="store_true",
                         help="with --breakdown or --pairs: the encoder replaced by a stub (single-byte ids; not the real ids)")
@@ -507,6 +647,8 @@ def main() -> None:
         breakdown_child(*args.breakdown_child, stubbed=args.stub_encoder)
     elif args.breakdown:
         breakdown(args)
+    elif args.imports:
+        imports(args)
     elif args.pairs:
         pairs(args)
     else:
