@@ -5,7 +5,7 @@ goes outside the encoder.
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py [--runs 7]
         [--corpus FILE] [--vocab cl100k|o200k] [--ranks FILE] [--baseline COMMIT]
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --pairs 20 [--baseline COMMIT]
-        [--stub-encoder]
+        [--stub-encoder] [--without-pydantic]
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --breakdown
     PYTHONPATH=src .venv/bin/python bench/bench_prepare_fixed_cost.py --imports [--runs 11]
 
@@ -37,7 +37,10 @@ medians:
 and the gigatoken script (or, with ``--baseline``, the baseline's prepare; ``--stub-encoder``:
 both sides stubbed), back to back, which one first alternating; it prints the medians and the
 mean of the pairs' differences with its standard error: on a shared machine, what separates two
-sides whose medians the load blurs.
+sides whose medians the load blurs. ``--without-pydantic`` (a what-if, against the gigatoken
+script): this tree's prepare with pydantic replaced by ``bench/what_if/pydantic``, a stand-in that
+costs nothing to import and validates nothing, to say what a records' library that cost nothing
+would save (its packs are for no use: their records are not the real models' JSON).
 
 Checked, outside the clock: the pack's ids equal gigatoken's on the same documents (prepare cuts
 the file into documents of at most 1 MiB at a newline; gigatoken's ``encode_batch`` of those
@@ -212,12 +215,13 @@ def prepare_command(corpus: Path, ranks: Path, out: Path, *, stubbed: bool = Fal
             "-o", str(out)]
 
 
-def environment(src: Path | None = None, cache: Path | None = None) -> dict[str, str]:
+def environment(src: Path | None = None, cache: Path | None = None, *, without_pydantic: bool = False) -> dict[str, str]:
     """The children's environment: bytecode written and reused (as an installed package has it;
     ``PYTHONDONTWRITEBYTECODE`` would make every run compile every module it imports), and the
-    sources and cache given."""
+    sources and cache given (and, ``without_pydantic``, the stand-in for pydantic before them)."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-    return env | ({} if src is None else {"PYTHONPATH": str(src)}) | ({} if cache is None else {"TOKPACK_CACHE": str(cache)})
+    path = [str(REPO / "bench" / "what_if")] * without_pydantic + ([] if src is None else [str(src)])
+    return env | ({"PYTHONPATH": os.pathsep.join(path)} if path else {}) | ({} if cache is None else {"TOKPACK_CACHE": str(cache)})
 
 
 def pack_ids(pack: Path) -> tuple[Any, Any]:
@@ -326,6 +330,9 @@ def pairs(args: argparse.Namespace) -> None:
     ranks = args.ranks or published_ranks(args.vocab, scratch)
     work = Path(tempfile.mkdtemp(prefix="pairs-", dir=scratch))
     tree = None
+    if args.without_pydantic and args.baseline:
+        raise SystemExit("--without-pydantic measures this tree against the gigatoken script: no --baseline")
+    stand_in = args.without_pydantic
     try:
         sides = {"this tree": REPO / "src"}
         if args.baseline and Path(args.baseline).is_dir():
@@ -335,7 +342,8 @@ def pairs(args: argparse.Namespace) -> None:
             sides["baseline"] = tree / "src"
         warm = {side: work / f"warm-cache-{side}" for side in sides}
         for side, src in sides.items():  # compile or load the kernels, fill the warm cache: untimed
-            cpu_of(prepare_command(corpus, ranks, work / f"first-{side}"), environment(src, warm[side]))
+            cpu_of(prepare_command(corpus, ranks, work / f"first-{side}"),
+                   environment(src, warm[side], without_pydantic=stand_in))
         gigatoken = ([sys.executable, "-c", GIGATOKEN_SCRIPT, str(ranks), str(corpus), str(work / "ids.npy"), args.vocab],
                      environment() | {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")})
         count = 0
@@ -345,7 +353,7 @@ def pairs(args: argparse.Namespace) -> None:
             count += 1
             out, cache = work / f"out-{count}", warm[side] if mode == "warm" else work / f"cold-{count}"
             seconds = cpu_of(prepare_command(corpus, ranks, out, stubbed=args.stub_encoder),
-                             environment(sides[side], cache))[0]
+                             environment(sides[side], cache, without_pydantic=stand_in))[0]
             shutil.rmtree(out)
             if mode == "cold":
                 shutil.rmtree(cache)
@@ -363,7 +371,8 @@ def pairs(args: argparse.Namespace) -> None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
         shutil.rmtree(work, ignore_errors=True)
     print(f"{corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB), {ranks.name}; {args.pairs} pairs a mode, CPU s "
-          f"(user + system) of one process{', encoder stubbed' if args.stub_encoder else ''}; this tree against "
+          f"(user + system) of one process{', encoder stubbed' if args.stub_encoder else ''}"
+          f"{', pydantic replaced by a stand-in (what-if)' if stand_in else ''}; this tree against "
           f"{args.baseline or other}; load average {os.getloadavg()[0]:.1f}\n")
     print(f"| cache | this tree (median) | {other} (median) | difference, mean ± standard error | ratio of medians |")
     print("|---|---:|---:|---:|---:|")
@@ -641,6 +650,8 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="with --breakdown: a new, empty cache")
     parser.add_argument("--stub-encoder", action="store_true",
                         help="with --breakdown or --pairs: the encoder replaced by a stub (single-byte ids; not the real ids)")
+    parser.add_argument("--without-pydantic", action="store_true",
+                        help="with --pairs: pydantic replaced by a stand-in that validates nothing (a what-if)")
     parser.add_argument("--breakdown-child", nargs=3, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.breakdown_child:
