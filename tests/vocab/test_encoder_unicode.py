@@ -25,12 +25,12 @@ from tokpack.vocab.pattern_scanners import split_all, tiktoken_tables
 
 PATTERNS = sorted(COMPILED_PATTERNS)
 
-_SPECIAL = [" ", "  ", "\t", "\n", "\r", "\r\n", " \n", "\x0b", "\x0c", "\x85", "\xa0", "\u1680", "\u2000", "\u2028",
+SPECIAL = [" ", "  ", "\t", "\n", "\r", "\r\n", " \n", "\x0b", "\x0c", "\x85", "\xa0", "\u1680", "\u2000", "\u2028",
             "\u3000", "\x1c", *"'’sSſdDmMtTlLvVeErRkK\u212a", "'s", "'S", "'ſ", "'ll", "'LL", "'Ve", "'re", "'d",
             *"0123٣۴३৯๓１𝟘²½Ⅻ", *",.:;!?-_/\\\"()<>[]#", *"\u0301\u0308\u0903\u20dd\u200d", *"aeząłżAEZĄŁŻǅᾈʰʼ々",
             *"中ｶ한あΩωЖж", "😀", "👍🏽", "🇵🇱", "\U0001d400", "\U00018d80", "\U000e0001", "\U0010fffd", "\U00020000",
             "\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00", "\ud83d\ude00", "\x00", "\x7f", "\x80", "\xff"]
-TEXTS = st.lists(st.one_of(st.sampled_from(_SPECIAL), st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
+TEXTS = st.lists(st.one_of(st.sampled_from(SPECIAL), st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
                                                                     categories=None)), max_size=50).map("".join)
 
 
@@ -80,14 +80,14 @@ def test_pieces_equal_the_trainers_scanner_with_tiktokens_classes(
 #: A str of one byte a character (Latin-1) and one of two (the Basic Multilingual Plane, surrogates
 #: too): the text's UTF-8 is written 16 or 8 characters at a time, each block kept up to its first
 #: character from U+0080 on, which is written alone.
-_LATIN1 = [*"az AZ09,.'\n", "\x80", "\xa0", "\xe9", "\xf3", "\xdf", "\xff", "\xd7"]
-_BMP = [*"az AZ09,.'\n", "\x80", "\xe9", "\xff", *"ąłżŹǅΩЖж\u07ff\u0800中ｶ\uffff", "\ud800", "\udbff", "\udc00",
+LATIN1 = [*"az AZ09,.'\n", "\x80", "\xa0", "\xe9", "\xf3", "\xdf", "\xff", "\xd7"]
+BMP = [*"az AZ09,.'\n", "\x80", "\xe9", "\xff", *"ąłżŹǅΩЖж\u07ff\u0800中ｶ\uffff", "\ud800", "\udbff", "\udc00",
         "\udfff", "\ud83d\ude00"[0], "\ud83d\ude00"[1]]
 
 
 @settings(max_examples=600, deadline=None)
-@given(lead=st.integers(0, 17), body=st.one_of(st.lists(st.sampled_from(_LATIN1), min_size=1, max_size=70),
-                                               st.lists(st.sampled_from(_BMP), min_size=1, max_size=70)),
+@given(lead=st.integers(0, 17), body=st.one_of(st.lists(st.sampled_from(LATIN1), min_size=1, max_size=70),
+                                               st.lists(st.sampled_from(BMP), min_size=1, max_size=70)),
        pattern=st.sampled_from(PATTERNS))
 def test_latin1_and_bmp_texts_at_every_offset_are_written_as_utf8_and_equal_tiktoken(
         encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], lead: int, body: list[str], pattern: str) -> None:
@@ -103,12 +103,12 @@ def test_latin1_and_bmp_texts_at_every_offset_are_written_as_utf8_and_equal_tikt
 #: Runs of one kind of character, short and long: a text of two bytes a character is written eight
 #: at a time by kind of block (ASCII, below U+0800, mostly from U+0800 on, a surrogate in it), and a
 #: run of ASCII blocks after sixteen of them by a loop of its own.
-_RUNS = st.lists(st.tuples(st.sampled_from([*"a ,\n", "\xe9", *"ąŁżЖ\u07ff", *"\u0800中ｶ\uffff", "\ud800", "\udc00",
+RUNS = st.lists(st.tuples(st.sampled_from([*"a ,\n", "\xe9", *"ąŁżЖ\u07ff", *"\u0800中ｶ\uffff", "\ud800", "\udc00",
                                             "\ud83d\ude00"]), st.integers(1, 300)), min_size=1, max_size=12)
 
 
 @settings(max_examples=400, deadline=None)
-@given(runs=_RUNS, pattern=st.sampled_from(PATTERNS))
+@given(runs=RUNS, pattern=st.sampled_from(PATTERNS))
 def test_runs_of_ascii_two_byte_and_wide_characters_are_written_as_utf8_and_equal_tiktoken(
         encoders: dict[str, tuple[CompiledBpe, tiktoken.Encoding]], runs: list[tuple[str, int]], pattern: str) -> None:
     text = "Ż" + "".join(char * count for char, count in runs)  # (a str of two bytes a character)

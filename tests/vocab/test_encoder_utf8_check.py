@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokpack.vocab.compiled import CompiledBpe, _bpe, utf8_characters
+from tokpack.vocab.compiled import CompiledBpe, utf8_characters
 from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
 
 #: Sequences that are no character, of every kind, and characters of every length around them.
@@ -47,16 +47,15 @@ def _python(data: bytes) -> tuple[int, int, str] | None:
 
 def _check(encoder: CompiledBpe, data: bytes) -> None:
     expected = _python(data)
-    # both checks the encoder makes, each on its own: the vector one (where the CPU has it) and the
-    # scan that finds the offset
-    assert _bpe is not None
-    vector, start = _bpe.utf8_checks(data)
+    # both checks the encoder's build makes, each on its own: the vector one (where the CPU has it)
+    # and the scan that finds the offset
+    vector, start = encoder._extension.utf8_checks(data)
     assert vector in (None, expected is None), data
     assert start == (-1 if expected is None else expected[0]), data
     if expected is None:
         as_str, as_bytes = encoder.encode([data.decode("utf-8"), data])
         assert as_bytes.tolist() == as_str.tolist()
-        assert utf8_characters(data) == len(data.decode("utf-8"))
+        assert encoder._extension.utf8_characters(data) == len(data.decode("utf-8"))
         return
     with pytest.raises(UnicodeDecodeError) as caught:
         encoder.encode(["before", b"fine", data, b"\xff never reached"])

@@ -511,8 +511,8 @@ static PyObject *module_utf8_checks(PyObject *unused, PyObject *args) {
     const uint8_t *s = given.buf;
     size_t n = (size_t)given.len, at = utf8_scan(s, n);
     PyObject *vector = Py_None;
-#if defined(TP_UTF8_SSSE3)
-    if (utf8_vector) vector = utf8_valid(s, n) ? Py_True : Py_False;
+#ifdef TP_SSSE3
+    if (ssse3_ok) vector = utf8_valid(s, n) ? Py_True : Py_False;
 #endif
     PyBuffer_Release(&given);
     return Py_BuildValue("(On)", vector, at == n ? (Py_ssize_t)-1 : (Py_ssize_t)at);
@@ -619,8 +619,8 @@ static PyObject *module_parse_ranks(PyObject *unused, PyObject *args) {
 static int last_joins_of(Tokens *tokens, int64_t *left, Py_ssize_t *stuck) {
     Encoder tables;
     memset(&tables, 0, sizeof(tables));
-    const uint8_t *p;
-    size_t n, longest = 0;
+    const uint8_t *p = NULL; /* (set by tokens_next before each use; gcc cannot tell) */
+    size_t n = 0, longest = 0;
     uint32_t id;
     int more;
     tokens->pos = 0;
@@ -1031,6 +1031,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__bpe(void) {
+#ifdef TP_SSSE3
+    ssse3_ok = __builtin_cpu_supports("ssse3");
+#endif
     scan_check();
     base64_init();
     str_utf8_init();

@@ -19,6 +19,19 @@
 #define TP_BIG_ENDIAN 1
 #endif
 
+/* SSSE3's byte shuffle (the str writer's blocks of two-byte characters, the vector UTF-8 check) is
+   compiled for x86 with GCC or clang in functions of its own target, and run only where the CPU
+   has it (ssse3_ok, asked once when the module is imported): the build targets no more than the
+   compiler's default x86, so one build runs on every x86 CPU. TP_SCALAR_MASKS leaves out SSE2's
+   and SSSE3's code altogether: the portable path every other CPU runs, which
+   tests/vocab/test_encoder_scalar_build.py builds and tests on x86 too. */
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
+    && !defined(TP_SCALAR_MASKS)
+#define TP_SSSE3 1
+#include <tmmintrin.h>
+static int ssse3_ok;
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define TP_INLINE static inline __attribute__((always_inline))
 #define TP_LIKELY(x) __builtin_expect(!!(x), 1)

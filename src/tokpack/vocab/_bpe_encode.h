@@ -346,19 +346,16 @@ TP_INLINE uint32_t str_char(int kind, const void *data, size_t length, size_t *k
     return 0xFFFD;
 }
 
-#if defined(__SSE2__) && !defined(TP_SCALAR_MASKS) && (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#define TP_SSSE3 1
-#include <tmmintrin.h>
+/* (the str writer's SSSE3 loop: on x86_64 alone, the one it is tested on) */
+#if defined(TP_SSSE3) && defined(__x86_64__)
+#define TP_UCS2_SSSE3 1
 
-/* Whether the CPU has SSSE3's byte shuffle (worked out once, when the module is imported). */
-static int ssse3_ok;
 /* For each set of two-byte lanes among eight (bit j: lane j holds a character from U+0080 on),
    the shuffle that keeps each lane's first byte and the second of the two-byte lanes, and how
    many bytes that keeps. */
 static uint8_t two_byte_shuffle[256][16], two_byte_kept[256];
 
 static void str_utf8_init(void) {
-    ssse3_ok = __builtin_cpu_supports("ssse3");
     for (unsigned mask = 0; mask < 256; mask++) {
         unsigned kept = 0;
         for (unsigned lane = 0; lane < 8; lane++) {
@@ -499,7 +496,7 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
             /* ASCII runs, eight (or four) at a time where they are */
             if (kind == PyUnicode_2BYTE_KIND) {
                 const Py_UCS2 *u = data;
-#ifdef TP_SSSE3
+#ifdef TP_UCS2_SSSE3
                 if (ssse3_ok) k = ucs2_utf8_ssse3(u, k, length, &d);
 #endif
 #if defined(__SSE2__) && !defined(TP_SCALAR_MASKS)
@@ -543,12 +540,6 @@ static const uint8_t *str_utf8(Cache *c, PyObject *text, size_t *n) {
 /* ------------------------------------------------------------------------------------------ */
 /* Bytes checked as UTF-8                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
-    && !defined(TP_SCALAR_MASKS)
-#define TP_UTF8_SSSE3 1
-#include <tmmintrin.h>
-#endif
 
 /* Each byte as a character's first: the character's length in bytes (2 to 4; 0: no character
    starts with it: ASCII, handled apart, a continuation byte, C0 and C1 (overlong), F5 and above),
@@ -625,7 +616,7 @@ static size_t utf8_scan(const uint8_t *s, size_t n) {
 }
 
 /* Whether s[0:n] is UTF-8, 16 bytes at a time without a branch per character (SSSE3's byte
-   shuffle, where the CPU has it: utf8_vector). Every way UTF-8 can go wrong shows in a byte and the
+   shuffle, where the CPU has it: ssse3_ok). Every way UTF-8 can go wrong shows in a byte and the
    three before it: the byte before and this one's class (its high nibble) tell a character cut
    short (a first byte, then no continuation), a continuation without a first byte after ASCII, an
    overlong (C0 C1, E0 then 80-9F, F0 then 80-8F), a surrogate (ED then A0-BF) and what lies above
@@ -640,7 +631,6 @@ enum {
     U8_OVERLONG4 = 64, U8_TWO_CONTINUATIONS = 128,
 };
 static uint8_t utf8_high1[16], utf8_low1[16], utf8_high2[16];
-static int utf8_vector;
 
 /* Each class's nibbles (bit k of a mask: nibble k allowed), in the three tables. */
 static void utf8_vector_init(void) {
@@ -661,12 +651,9 @@ static void utf8_vector_init(void) {
             if (classes[c].high2 >> k & 1) utf8_high2[k] |= classes[c].bit;
         }
     }
-#if defined(TP_UTF8_SSSE3)
-    utf8_vector = __builtin_cpu_supports("ssse3");
-#endif
 }
 
-#if defined(TP_UTF8_SSSE3)
+#ifdef TP_SSSE3
 /* The bits of the classes v's bytes show (prev: the 16 bytes before v), where they are wrong. */
 __attribute__((target("ssse3"))) TP_INLINE __m128i utf8_wrong(__m128i prev, __m128i v, __m128i high1, __m128i low1,
                                                               __m128i high2) {
@@ -715,8 +702,8 @@ __attribute__((target("ssse3"))) static int utf8_valid(const uint8_t *s, size_t 
 /* Where the bytes s[0:n] stop being UTF-8 (utf8_scan's answer): checked by utf8_valid first, where
    the CPU has it; only bytes that are not UTF-8 are scanned a character at a time. */
 static size_t utf8_invalid(const uint8_t *s, size_t n) {
-#if defined(TP_UTF8_SSSE3)
-    if (utf8_vector && utf8_valid(s, n)) return n;
+#ifdef TP_SSSE3
+    if (ssse3_ok && utf8_valid(s, n)) return n;
 #endif
     return utf8_scan(s, n);
 }

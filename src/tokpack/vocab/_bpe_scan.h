@@ -66,11 +66,10 @@ TP_INLINE unsigned letter_at(const uint8_t *s, size_t i, size_t *len, int fold) 
    table when the module loads (swar_ok), else a byte at a time. */
 #if !defined(TP_BIG_ENDIAN) && (defined(__GNUC__) || defined(__clang__))
 #define TP_SWAR 1
+static int swar_ok;
 #endif
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
-
-static int swar_ok;
 
 /* The high bit of each byte of x strictly between m and n (m < n <= 128), exactly (Bit Twiddling
    Hacks' hasbetween). */

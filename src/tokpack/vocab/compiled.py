@@ -142,31 +142,35 @@ class CompiledBpe:
     [256, 99, 257]
     """
 
-    def __init__(self, ranks: Mapping[bytes, int] | TokenTable, pattern: str) -> None:
+    def __init__(self, ranks: Mapping[bytes, int] | TokenTable, pattern: str, *,
+                 _extension: ModuleType | None = None) -> None:
         """``ranks``: a dict, or the same tokens as a :class:`~tokpack.vocab.rank_files.TokenTable`
-        (built from its arrays, no Python object per token).
+        (built from its arrays, no Python object per token). ``_extension``: private, for the tests:
+        another build of the extension module to encode with instead of the installed one (the
+        portable build without SSE2 and SSSE3, tests/vocab/test_encoder_scalar_build.py).
 
         Raises:
             KeyError: ``pattern`` has no compiled pre-tokenizer.
             ValueError: an id is not below :data:`MAX_ID`, or a single byte is missing.
             RuntimeError: the extension is not built (:data:`MISSING`).
         """
-        if _bpe is None:
+        extension = _bpe if _extension is None else _extension
+        if extension is None:
             raise RuntimeError(MISSING)
+        self._extension = extension
         given: object
         if isinstance(ranks, tuple):  # a TokenTable
             joined, ends, ids = ranks
             given = (joined, np.ascontiguousarray(ends, np.int64), np.ascontiguousarray(ids, np.int64))
         else:
             given = ranks if isinstance(ranks, dict) else dict(ranks)
-        self.encoder = _bpe.Encoder(given, COMPILED_PATTERNS[pattern])
+        self.encoder = extension.Encoder(given, COMPILED_PATTERNS[pattern])
         self._pool: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._caches: list[object] = []
 
     def new_cache(self, set_bits: int = SET_BITS, row_bits: int = ROW_BITS) -> object:
         """A piece cache of ``2 << set_bits`` entries and ``1 << row_bits`` rows, empty."""
-        assert _bpe is not None
-        return _bpe.Cache(set_bits, row_bits)
+        return self._extension.Cache(set_bits, row_bits)
 
     @contextmanager
     def cache(self) -> Iterator[object]:
