@@ -58,13 +58,17 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)
 def full_disk(error: BaseException | None, where: str | os.PathLike[str], fix: str = "free space on that disk, or write to another one"
               ) -> InputError | None:
     """The error to raise instead of ``error`` when it is a full disk's, naming ``where`` (a write
-    to a full disk fails with ``[Errno 28]`` and no path) and the fix; ``None`` for any other.
+    to a full disk fails with ``[Errno 28]`` and no path) and the fix, or a file too large for
+    its file system or the file size limit (``[Errno 27]``, as nameless); ``None`` for any other.
 
     >>> print(full_disk(OSError(errno.ENOSPC, "No space left on device"), "cache/packs/x"))
     cache/packs/x: no space left on its disk (No space left on device); free space on that disk, or write to another one
     """
     if isinstance(error, OSError) and error.errno in _FULL:
         return InputError(f"no space left on its disk ({error.strerror})", where=where, fix=fix)
+    if isinstance(error, OSError) and error.errno == errno.EFBIG:  # as nameless: FAT32's 4 GiB, or ulimit -f
+        return InputError(f"too large for its file system, or above this process's file size limit ({error.strerror})",
+                          where=where, fix="write to a file system that takes larger files, or raise the limit (ulimit -f)")
     return None
 
 

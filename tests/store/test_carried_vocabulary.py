@@ -205,3 +205,28 @@ def test_the_loader_finds_every_record_that_carries_a_vocabulary(packs: dict[str
     tokpack.export(packs["ab"], "mds", tmp_path / "mds")
     for path in (tmp_path / "web", tmp_path / "web.bin", tmp_path / "web.idx", tmp_path / "mds"):
         assert load_vocabulary(path).identity == expected, path
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "ranks.tiktoken", "vocabulary.json"])
+def test_a_carried_file_that_is_a_fifo_is_refused_never_opened(packs: dict[str, Path], tmp_path: Path,
+                                                                 name: str) -> None:
+    """A FIFO in a carried file's place would block every open of the pack for ever: it is
+    refused, unread, however the pack is opened."""
+    from fifos import feeding_fifo
+
+    pack = tmp_path / "pack"
+    shutil.copytree(packs["ab"], pack)
+    path = pack / "vocabulary" / name
+    with feeding_fifo(path, path.read_bytes()) as opened:  # a reader that opened it would get the right bytes
+        refused_everywhere(pack, tmp_path, rf"vocabulary/{re.escape(name)}: not a regular file \(a FIFO\)")
+    assert not opened, "the FIFO was opened"
+
+
+def test_a_carried_file_that_is_a_device_is_refused_never_read(packs: dict[str, Path], tmp_path: Path) -> None:
+    """A link to a device in a carried file's place (``/dev/zero`` would be read until memory runs
+    out) is refused for what it is."""
+    pack = tmp_path / "pack"
+    shutil.copytree(packs["ab"], pack)
+    (pack / "vocabulary" / "ranks.tiktoken").unlink()
+    (pack / "vocabulary" / "ranks.tiktoken").symlink_to("/dev/null")
+    refused_everywhere(pack, tmp_path, r"vocabulary/ranks\.tiktoken: not a regular file \(a character device\)")

@@ -62,3 +62,32 @@ def test_a_compressed_corpus_that_does_not_fit_in_tmpdir_says_so(small_disk: Pat
                                          "decompressed there to be read: set TMPDIR to a folder on a disk with room for "
                                          "corpus.txt.gz's text$"):
         prepare(packed, cache_dir=tmp_path / "cache", vocab_size=300)
+
+
+def test_a_pack_above_the_file_size_limit_names_its_folder_and_leaves_nothing(tmp_path: Path) -> None:
+    """A file the file system or ``ulimit -f`` cannot take (``EFBIG``: FAT32's 4 GiB, a batch
+    system's limit) is said as a full disk is, and the pack's half-written folder is removed."""
+    import base64
+    import random
+    import resource
+    import sys
+
+    ranks = tmp_path / "ranks.tiktoken"
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
+    corpus = tmp_path / "corpus.txt"
+    rng = random.Random(0)
+    corpus.write_text("".join(rng.choice("abcdefgh ") for _ in range(60_000)) + "\n")  # its ids: 240 KB
+    out = tmp_path / "packs" / "pack"
+    limit = 32 << 10  # above every file but tokens.npy
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    run = subprocess.run([sys.executable, "-c", "from tokpack.cli import script; script()", "prepare", str(corpus), "--vocab", str(ranks), "--pattern", "gpt2",
+                          "--cache-dir", str(tmp_path / "cache"), "-o", str(out)],
+                         capture_output=True, text=True, preexec_fn=limited, check=False)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"error: {out}: too large for its file system, or above this process's file size limit (File too large); "
+        "write to a file system that takes larger files, or raise the limit (ulimit -f)"]
+    assert not out.exists() and [p.name for p in out.parent.iterdir() if not p.name.endswith(".lock")] == []

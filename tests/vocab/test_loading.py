@@ -104,3 +104,18 @@ def test_a_folder_without_a_vocabulary_names_what_to_give(tmp_path: Path) -> Non
     message = str(refused.value)
     assert message.startswith(f"{folder}: ") and "vocabulary.json" in message
     assert "rank file" in message and "tokenizer.json" in message and "pack" in message
+
+
+def test_a_vocabulary_folder_whose_rank_file_is_a_fifo_is_refused_never_opened(tmp_path: Path) -> None:
+    """A saved vocabulary (``vocabulary.json`` and its rank file) whose rank file is a FIFO would
+    block the load for ever: refused, unread."""
+    from fifos import feeding_fifo
+
+    from tokpack.vocab.bytelevel import BpeTokenizer
+
+    BpeTokenizer(ranks={bytes([b]): b for b in range(256)} | {b"ab": 256}).save(tmp_path / "vocab")
+    ranks = tmp_path / "vocab" / "ranks.tiktoken"
+    with feeding_fifo(ranks, ranks.read_bytes()) as opened:  # a reader that opened it would get the right bytes
+        with pytest.raises(InputError, match=r"ranks\.tiktoken: not a regular file \(a FIFO\)"):
+            load_vocabulary(tmp_path / "vocab")
+    assert not opened, "the FIFO was opened"

@@ -114,3 +114,20 @@ def test_an_unwritable_cache_derives_the_tokenizer_json_each_run(tmp_path: Path,
     documents = [prepared_document(tmp_path, ranks, "first"), prepared_document(tmp_path, ranks, "second")]
     assert len(derivations) == 2
     assert documents == [expected_document(ranks)] * 2
+
+
+def test_a_cached_tokenizer_json_that_is_a_fifo_is_never_opened(tmp_path: Path, derivations: list[int]) -> None:
+    """A FIFO would block the run for ever (as a device, ``/dev/zero``, would be read until memory
+    runs out): it is not opened; the document is derived again and the cache rewritten with a file."""
+    from fifos import feeding_fifo
+
+    ranks = rank_file(tmp_path / "vocab", MERGES)
+    first = prepared_document(tmp_path, ranks, "first")
+    document, record = cached_paths(tokpack.load_vocabulary(ranks, pattern="gpt2").identity, tmp_path / "cache")
+    derivations.clear()
+    with feeding_fifo(document, first) as opened:  # what a reader that opened it would get: the right document
+        carried = prepared_document(tmp_path, ranks, "second")
+    assert not opened, "the FIFO was opened"
+    assert len(derivations) == 1
+    assert carried == first
+    assert document.is_file() and document.read_bytes() == carried

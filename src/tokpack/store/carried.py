@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from tokpack._files import file_kind
 from tokpack.errors import InputError, IntegrityError
 from tokpack.store.format import META_FILE, VOCABULARY_DIR
 from tokpack.vocab.identity import VocabIdentity
@@ -88,10 +91,13 @@ def check_carried(carrier: Carrier, recorded: Mapping[str, str], identity: Vocab
     contents = {}
     for name, expected in recorded.items():
         try:
-            contents[name] = (root / name).read_bytes()
+            status = os.stat(root / name)
         except FileNotFoundError:
             raise IntegrityError("missing; the carried vocabulary is incomplete", where=root / name,
                                  fix=f"copy the whole folder, or {carrier.remedy}") from None
+        if not stat.S_ISREG(status.st_mode):  # a FIFO would block, a device (/dev/zero) never end
+            raise IntegrityError(f"not a regular file ({file_kind(status.st_mode)})", where=root / name, fix=altered)
+        contents[name] = (root / name).read_bytes()
         if hashlib.sha256(contents[name]).hexdigest() != expected:
             raise IntegrityError(f"SHA-256 differs from {name_of_record}", where=root / name, fix=altered)
     folder = root / carrier.folder

@@ -354,9 +354,13 @@ class PackWriter:
 
     def abort(self) -> None:
         """Drop everything written so far."""
-        if not self._tokens.closed:
-            self._tokens.close()
-        shutil.rmtree(self._temporary, ignore_errors=True)
+        try:
+            if not self._tokens.closed:
+                self._tokens.close()
+        except OSError:
+            pass  # what it still buffered could not be written (the error being raised already): it goes too
+        finally:
+            shutil.rmtree(self._temporary, ignore_errors=True)
 
     def __enter__(self) -> PackWriter:
         return self

@@ -496,15 +496,16 @@ class BpeTokenizer:
         """Read a directory written by :meth:`save`, checking the rank file and the identity.
 
         Raises:
-            InputError: a missing or altered rank file, or an identity that no longer matches.
+            InputError: a missing or altered rank file, one that is no regular file, or an identity
+                that no longer matches.
         """
         vocabulary_json = Path(vocabulary_json)
         record = read_record(VocabularyRecord, vocabulary_json)
         ranks_path = vocabulary_json.parent / record.ranks_file
-        try:
-            ranks_text = ranks_path.read_bytes()
-        except FileNotFoundError:
-            raise InputError("missing", where=ranks_path) from None
+        from tokpack._files import regular_file
+
+        regular_file(ranks_path)  # missing, or a FIFO (which would block) or a device (which may never end)
+        ranks_text = ranks_path.read_bytes()
         if hashlib.sha256(ranks_text).hexdigest() != record.ranks_sha256:
             raise InputError(f"SHA-256 differs from {vocabulary_json.name}", where=ranks_path)
         tokenizer = cls.from_rank_text(ranks_text, pattern=record.pattern, special_tokens=record.special_tokens,

@@ -6,9 +6,10 @@ special tokens) and on how tokpack writes it (:data:`~tokpack.vocab.merge_files.
 It lives at ``$TOKPACK_CACHE/tokenizer-json/<identity's SHA-256>-l<layout>.json`` with a record beside
 it (:class:`CachedTokenizerJson`: the identity, the layout, the document's size and SHA-256), both
 written after a derivation. A reuse reads both and takes the document only when the record is
-whole, names this identity and layout, and the document's bytes hash to the recorded SHA-256;
-anything else (a missing, altered, truncated or swapped file, a record of another vocabulary)
-derives the document again and writes both anew. The trust is that of the cache's verification
+whole, names this identity and layout, and the document, a regular file of the recorded size,
+hashes to the recorded SHA-256; anything else (a missing, altered, truncated or swapped file, a
+FIFO or a device in its place, which is never read, a record of another vocabulary) derives the
+document again and writes both anew. The trust is that of the cache's verification
 stamps (:mod:`tokpack.store.stamps`): what changes one file is caught, and only a writer who forges
 the document and its record together could pass a document off.
 
@@ -18,6 +19,8 @@ A cache that cannot be written costs a derivation per run, nothing else.
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -66,7 +69,7 @@ def reuse_tokenizer_json(tokenizer: BpeTokenizer, cache: Path) -> bool:
     document, record_path = cached_paths(tokenizer.identity, cache)
     try:
         record = read_record(CachedTokenizerJson, record_path) if record_path.is_file() else None
-        content = document.read_bytes() if record is not None else None
+        content = _read_regular(document, record.size) if record is not None else None
     except (InputError, OSError):
         record = content = None
     if (record is not None and content is not None and record.identity == tokenizer.identity
@@ -87,3 +90,20 @@ def reuse_tokenizer_json(tokenizer: BpeTokenizer, cache: Path) -> bool:
     except (OSError, InputError):
         pass  # an unwritable cache: the next run derives it again
     return False
+
+
+def _read_regular(path: Path, size: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of ``size`` bytes, else ``None``: a FIFO or a
+    device put in its place is never read (one would block, ``/dev/zero`` never end), nor a file
+    of another size.
+
+    Raises:
+        OSError: it cannot be opened or read.
+    """
+    # Opened without blocking (a FIFO's open would wait for a writer), then told apart by its stat.
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_size != size:
+            return None
+        return handle.read()
