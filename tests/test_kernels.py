@@ -14,7 +14,7 @@ import regex
 from numba import njit
 from numba.core.errors import TypingError
 
-from tokpack._kernels import borrowing, code_points, fnv1a, inlined, mix, utf8, utf8_size
+from tokpack._kernels import borrowing, code_points, compiling_said, fnv1a, inlined, mix, utf8, utf8_size
 from tokpack.bpe import count_pieces
 from tokpack.vocab import GPT4_PATTERN
 
@@ -153,3 +153,15 @@ def test_fnv1a_is_the_published_hash() -> None:
     assert _hash_of(np.frombuffer(b"a", dtype=np.uint8))[0] == 0xAF63DC4C8601EC8C
     assert _hash_of(np.zeros(0, dtype=np.uint8))[0] == 0xCBF29CE484222325
     assert _hash_of(np.frombuffer(b"ab", dtype=np.uint8))[1] != _hash_of(np.frombuffer(b"ba", dtype=np.uint8))[1]
+
+
+def test_compiling_is_said_once_per_kernel_with_its_callees_and_never_for_a_compiled_one() -> None:
+    said: list[bool] = []
+    helper = njit(lambda x: x + 1)
+    kernel = njit(lambda values: helper(values.sum()))
+    with compiling_said(said.append):
+        kernel(np.arange(3))  # the helper is compiled inside the kernel's compilation
+        kernel(np.arange(4))  # the same types: nothing to compile
+    assert said == [True, False]
+    kernel(np.arange(3.0))  # outside: nobody hears of it
+    assert said == [True, False]

@@ -22,11 +22,14 @@ room. :func:`inlined` is the same for a small helper of a hot loop, which LLVM i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 import numpy as np
 from numba import njit
+from numba.core import event
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
@@ -45,6 +48,32 @@ def inlined(function: _Function) -> _Function:
     """``function`` compiled as a :func:`borrowing` helper of a kernel's hot loop, which LLVM
     inlines where it is called."""
     return cast(_Function, njit(**_BORROWING, forceinline=True)(function))
+
+
+@contextmanager
+def compiling_said(say: Callable[[bool], None]) -> Iterator[None]:
+    """Inside, ``say(True)`` when numba starts compiling a kernel (its cache holds none for it: a
+    first run, or a new numba or tokpack) and ``say(False)`` when it is done; a kernel's callees,
+    compiled inside it, are part of its compilation. A kernel loaded from the cache says nothing.
+    Calls from any thread while inside (numba's public event API, ``numba:compile``)."""
+    depth = [0]
+    lock = threading.Lock()
+
+    class Said(event.Listener):
+        def on_start(self, _event: event.Event) -> None:
+            with lock:
+                depth[0] += 1
+                if depth[0] == 1:
+                    say(True)
+
+        def on_end(self, _event: event.Event) -> None:
+            with lock:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    say(False)
+
+    with event.install_listener("numba:compile", Said()):
+        yield
 
 
 def code_points(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:

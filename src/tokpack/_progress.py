@@ -19,6 +19,8 @@ class PrepareProgress:
     total_bytes: int
     n_tokens: int = 0
     n_docs: int = 0
+    #: numba is compiling the stage's kernels: a first run's wait, which their cache spares later runs.
+    compiling: bool = False
 
 
 ProgressCallback = Callable[[PrepareProgress], None]

@@ -323,6 +323,10 @@ def _count_columns() -> tuple[ProgressColumn, ProgressColumn]:
     return TokensPerSecond(), Documents()
 
 
+#: What a progress bar says while numba compiles the kernels of its stage.
+COMPILING = "compiling kernels (first run only)"
+
+
 @contextmanager
 def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
@@ -343,7 +347,8 @@ def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
         def update(event: PrepareProgress) -> None:
             if event.stage not in tasks:
                 tasks[event.stage] = progress.add_task(event.stage, total=max(event.total_bytes, 1), tokens=0)
-            progress.update(tasks[event.stage], completed=event.done_bytes, tokens=event.n_tokens)
+            progress.update(tasks[event.stage], completed=event.done_bytes, total=max(event.total_bytes, 1),
+                            tokens=event.n_tokens, description=COMPILING if event.compiling else event.stage)
 
         yield update
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -25,6 +26,7 @@ from tokpack.corpus.sources import (
     DocumentSource,
     OnError,
     Piece,
+    TrainingSample,
     Utf8Piece,
     hold_out,
     reading_cut,
@@ -455,10 +457,10 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
             if tokenizer.pattern != pattern or {name: saved.get(name) for name in trained_on} != trained_on:
                 raise InputError("cached vocabulary was trained differently; delete it to retrain", where=directory)
             return tokenizer, directory / VOCABULARY_FILE
-        report(PrepareProgress("training", 0, sample_bytes))
         train = _trainer(trainer)
         sample = source.training_sample(sample_bytes)
-        texts = iter(sample)  # one pass: the sample counts what it gives
+        training = _TrainingProgress(report, min(sample_bytes, sample.range_bytes))
+        texts = training.texts(sample)  # one pass: the sample counts what it gives
         first = next((text for text in texts if text), None)
         if first is not None:  # before training: a pattern that skips text would train on a part of it
             check_covers(pattern, first[:65536], source.path)
@@ -466,9 +468,10 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
             raise InputError(f"no training text to learn {vocab_size - 257} merges from (the training range "
                              "is empty)", where=source.path, fix="give a corpus with text, or a vocabulary with vocab=")
         # The trainers count ranks (the bytes and merges); <|endoftext|> is the one id after them.
-        tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
-                          min_frequency=min_frequency, pattern=pattern)
-        report(PrepareProgress("training", sample_bytes, sample_bytes))
+        with training.compiling_said(trainer):
+            tokenizer = train(itertools.chain([first] if first else [], texts), vocab_size=vocab_size - 1,
+                              min_frequency=min_frequency, pattern=pattern)
+        training.finished()
         source.check_unchanged()
         # What was sampled is kept with the vocabulary, so a rerun from the cache can say it too.
         trained_on |= {"sample_documents": sample.n_documents, "sample_bytes_used": sample.n_bytes,
@@ -480,6 +483,55 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
                 raise IntegrityError("another process published a different vocabulary here; delete it", where=directory)
     return tokenizer, directory / VOCABULARY_FILE
+
+
+#: Trainers whose kernels numba compiles on a first run (then caches).
+_COMPILED_TRAINERS = frozenset({"exact"})
+
+
+class _TrainingProgress:
+    """The training stage's reports: the sample's bytes read so far out of ``total`` (the bytes it
+    will read: the training range, or the sample's cap below it), about every hundredth of it, and
+    while numba compiles the trainer's kernels (tens of seconds, once), that it does. Reports may
+    come from the trainer's threads, one at a time."""
+
+    def __init__(self, report: ProgressCallback, total: int) -> None:
+        self.report, self.total = report, total
+        self.done = 0
+        self.compiling = False
+        self.step = max(total // 100, 1 << 16)
+        self.say()
+
+    def say(self) -> None:
+        self.report(PrepareProgress("training", min(self.done, self.total), self.total, compiling=self.compiling))
+
+    def texts(self, sample: TrainingSample) -> Iterator[str]:
+        """``sample``'s texts, said as they are read (it counts its bytes as it gives them)."""
+        for text in sample:
+            if sample.n_bytes - self.done >= self.step:
+                self.done = sample.n_bytes
+                self.say()
+            yield text
+        self.done = sample.n_bytes
+        self.say()
+
+    @contextlib.contextmanager
+    def compiling_said(self, trainer: str) -> Iterator[None]:
+        if trainer not in _COMPILED_TRAINERS:  # numba is not loaded for the others
+            yield
+            return
+        from tokpack._kernels import compiling_said
+
+        def said(compiling: bool) -> None:
+            self.compiling = compiling
+            self.say()
+
+        with compiling_said(said):
+            yield
+
+    def finished(self) -> None:
+        self.done, self.compiling = self.total, False
+        self.say()
 
 
 def _digest(value: object) -> str:
