@@ -2,7 +2,8 @@
 ``UnicodeDecodeError`` Python's decoder raises (``start``, the offset prepare names; ``end``;
 ``reason``) on every kind of bad sequence at every offset (truncated, overlong, surrogates,
 above U+10FFFF, stray continuation bytes, bytes no character starts with, at the end too), and
-encoded in place to the ids of the ``str`` they decode to, among ``str`` texts in one call."""
+encoded in place to the ids of the ``str`` they decode to, among ``str`` texts in one call; ``encode_arrays``
+adds a note naming the refused text's index, on either encoder."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokpack.vocab.compiled import CompiledBpe, utf8_characters
+from tokpack.vocab import BpeTokenizer
+from tokpack.vocab.compiled import MAX_ID, CompiledBpe, utf8_characters
 from tokpack.vocab.patterns import GPT2_PATTERN, GPT4_PATTERN
 
 #: Sequences that are no character, of every kind, and characters of every length around them.
@@ -118,3 +120,19 @@ def test_long_bytes_of_every_script_equal_their_text() -> None:
         as_str, as_bytes = encoder.encode([text, text.encode()])
         assert as_bytes.tolist() == as_str.tolist() == list(text.encode())
         assert utf8_characters(text.encode()) == len(text)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("extra", [{}, {b"abc": MAX_ID}], ids=["compiled", "tiktoken"])
+@pytest.mark.parametrize(("bad", "note"), [(b"abc\xffdef", "byte 3"), (b"ab\xe2\x82", "bytes 2-3")])
+def test_encode_arrays_names_the_text_that_is_not_utf8(extra: dict[bytes, int], threads: int, bad: bytes,
+                                                       note: str) -> None:
+    tokenizer = BpeTokenizer(ranks={bytes([b]): b for b in range(256)} | {b"ab": 256} | extra, pattern=GPT2_PATTERN)
+    assert tokenizer.engine == ("compiled" if not extra else "tiktoken")
+    texts: list[str | bytes] = ["ok " * 40] * 30 + [b"fine " * 40] * 30 + [bad, b"\xff later", bad]
+    expected = _python(bad)
+    with pytest.raises(UnicodeDecodeError) as caught:
+        tokenizer.encode_arrays(texts, num_threads=threads)
+    error = caught.value  # bytes.decode's own error, for the first text refused
+    assert (error.start, error.end, error.reason) == expected and error.object == bad and error.encoding == "utf-8"
+    assert getattr(error, "__notes__", None) == [f"texts[60] is not UTF-8 at {note}"]

@@ -365,18 +365,30 @@ class BpeTokenizer:
             InputError: ``num_threads`` is not a positive integer (or ``None``).
             TypeError: a text that is neither ``str`` nor ``bytes`` (a ``bytearray`` or
                 ``memoryview`` too), whichever encoder runs.
-            UnicodeDecodeError: a ``bytes`` text that is not UTF-8, as ``bytes.decode`` raises it.
+            UnicodeDecodeError: the first ``bytes`` text that is not UTF-8, as ``bytes.decode``
+                raises it, with a note (PEP 678: ``__notes__``, shown under the traceback) naming
+                its index, e.g. ``texts[1] is not UTF-8 at byte 3``.
         """
         threads = _threads(num_threads)
         if self._compiled is not None:
-            return _encode_compiled(self._compiled, list(texts), threads)
+            listed = list(texts)
+            try:
+                return _encode_compiled(self._compiled, listed, threads)
+            except UnicodeDecodeError as error:
+                # The extension raises it for the text itself (its ``object``), the first refused.
+                _note_text(error, next((n for n, text in enumerate(listed) if text is error.object), None))
+                raise
         raw = functools.partial(self._encoding.encode_to_numpy, allowed_special=set(), disallowed_special=())
         for number, given in enumerate(texts):  # refused as the compiled encoder refuses them
             if not isinstance(given, (str, bytes)):
                 raise TypeError(f"texts[{number}] is {type(given).__name__}, not str or bytes")
 
-        def encode(given: str | bytes) -> np.ndarray:
-            text = given.decode("utf-8") if isinstance(given, bytes) else given
+        def encode(number: int, given: str | bytes) -> np.ndarray:
+            try:
+                text = given.decode("utf-8") if isinstance(given, bytes) else given
+            except UnicodeDecodeError as error:
+                _note_text(error, number)
+                raise
             with _regex_failures(self.pattern):
                 try:
                     return raw(text)
@@ -386,11 +398,11 @@ class BpeTokenizer:
                     return raw(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
 
         if threads == 1 or len(texts) < 2:
-            return [encode(text) for text in texts]
+            return [encode(number, text) for number, text in enumerate(texts)]
         from concurrent.futures import ThreadPoolExecutor  # here: one encoding thread imports none of it
 
         with ThreadPoolExecutor(min(threads, len(texts))) as pool:
-            return list(pool.map(encode, texts))
+            return list(pool.map(encode, range(len(texts)), texts))
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         """The bytes ``ids`` stand for (special tokens as their names)."""
@@ -584,6 +596,20 @@ def _canonical_header(pattern: str, special_tokens: Mapping[str, int]) -> bytes:
     header = json.dumps({"scheme": SCHEME, "pattern": pattern, "special_tokens": sorted(special_tokens.items())},
                         ensure_ascii=True, separators=(",", ":"))
     return header.encode("ascii") + b"\n"
+
+
+def _note_text(error: UnicodeDecodeError, number: int | None) -> None:
+    """Add to ``error`` (``bytes.decode``'s own, left as it is) a note naming the text it is about,
+    ``texts[number]``, and its bytes that are no character: among thousands of texts, its message
+    alone does not say which."""
+    if number is None:
+        return
+    where = f"byte {error.start}" if error.end - error.start <= 1 else f"bytes {error.start}-{error.end - 1}"
+    note = f"texts[{number}] is not UTF-8 at {where}"
+    if hasattr(error, "add_note"):  # Python 3.11+
+        error.add_note(note)
+    else:
+        error.__notes__ = [*getattr(error, "__notes__", []), note]  # type: ignore[attr-defined]
 
 
 def _encode_compiled(encoder: CompiledBpe, texts: list[str | bytes], threads: int) -> list[np.ndarray]:
