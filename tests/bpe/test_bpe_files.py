@@ -70,7 +70,7 @@ def test_a_bad_record_is_an_input_error_or_skipped(tmp_path: Path) -> None:
 
 
 def test_a_missing_corpus_and_bad_options_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nope"):
+    with pytest.raises(InputError, match="nope: no such corpus file or folder"):
         train_from_files(tmp_path / "nope", 3)
     with pytest.raises(InputError, match="num_merges"):
         train_from_files(tmp_path, -1)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tokpack import prepare
+from tokpack.errors import InputError
 from tokpack.preparing import TokenizedCorpus
 from tokpack.store import Pack
 
@@ -150,8 +151,10 @@ def test_bad_sizes_are_refused(tmp_path: Path) -> None:
     for name, value in (("vocab_size", 100), ("document_bytes", 3), ("batch_documents", 0), ("min_frequency", 0)):
         with pytest.raises(ValueError, match=name):
             prepare(SAMPLE / "polish.txt", cache_dir=tmp_path, **{name: value})
-    with pytest.raises(FileNotFoundError):
-        prepare(tmp_path / "nope.txt", cache_dir=tmp_path)
+    # tokpack's own error, as a missing pack's (PackedBatches), also where held-out ranges are asked for
+    for held_out in ({}, {"validation": 0.1}):
+        with pytest.raises(InputError, match=r"nope.txt: no such corpus file or folder$"):
+            prepare(tmp_path / "nope.txt", cache_dir=tmp_path, **held_out)
 
 
 def test_user_vocabulary_is_used_as_given(cache_dir: Path, tmp_path: Path) -> None:

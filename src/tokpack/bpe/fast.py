@@ -533,8 +533,7 @@ def train_from_files(
     1 MiB and none; ``num_merges`` counts merges, not ids (see :func:`train_bytelevel`).
 
     Raises:
-        FileNotFoundError: ``corpus`` does not exist.
-        InputError: a bad record (with ``on_error="raise"``), field or option.
+        InputError: ``corpus`` does not exist, a bad record (with ``on_error="raise"``), field or option.
         WorkerDied: a worker process was killed.
     """
 

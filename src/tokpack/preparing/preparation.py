@@ -28,6 +28,7 @@ from tokpack.corpus.sources import (
     Piece,
     TrainingSample,
     Utf8Piece,
+    check_exists,
     hold_out,
     reading_cut,
     warn_spelled_special_tokens,
@@ -231,10 +232,9 @@ def prepare(
         The :class:`TokenizedCorpus`.
 
     Raises:
-        InputError / IntegrityError: a non-positive size, a corpus that does not match its manifest, invalid
+        InputError / IntegrityError: no corpus, a non-positive size, a corpus that does not match its manifest, invalid
             UTF-8 (with its file and byte offset), a bad vocabulary, or a cache that does not
             match what it should hold (delete it to rebuild; it is never rebuilt silently).
-        FileNotFoundError: no corpus.
     """
     reading = settings_record(reading, CorpusReading, "reading", document_bytes=document_bytes, separator=separator,
                               text_field=text_field, on_error=on_error, manifest=manifest)
@@ -247,6 +247,7 @@ def prepare(
     report = execution.reporter()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = Path(corpus)
+    check_exists(path)  # before its manifest and held-out ranges are looked for
     # What was not asked for is read as the corpus's manifest was cut (another size is refused).
     document_bytes, separator = reading_cut(path, document_bytes=reading.document_bytes, separator=reading.separator,
                                             manifest=reading.manifest)

@@ -17,6 +17,7 @@ from tokpack.corpus.sources.json_lines import JsonLines
 from tokpack.corpus.sources.opening import (
     FORMATS,
     SUFFIXES,
+    check_exists,
     check_separator,
     format_of,
     hold_out,
@@ -32,7 +33,8 @@ from tokpack.corpus.sources.training_sample import SAMPLE_PIECE_BYTES, TrainingS
 
 __all__ = [
     "FORMATS", "SAMPLE_PIECE_BYTES", "SUFFIXES", "DocumentSource", "Format", "InputFile", "JsonLines", "OnError",
-    "ParquetTexts", "Pins", "Piece", "TextDirectory", "TextFile", "TrainingSample", "Utf8Piece", "check_separator",
+    "ParquetTexts", "Pins", "Piece", "TextDirectory", "TextFile", "TrainingSample", "Utf8Piece", "check_exists",
+    "check_separator",
     "describe_sample", "format_of", "hold_out", "json_spellings", "manifest_outside", "not_text", "open_corpus",
     "reading_cut", "split_documents", "spread_evenly", "warn_spelled_special_tokens",
 ]

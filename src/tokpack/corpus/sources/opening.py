@@ -27,6 +27,16 @@ from tokpack.corpus.sources.text_file import TextFile
 from tokpack.errors import InputError
 
 
+def check_exists(corpus: Path) -> None:
+    """Refuse a corpus that is not there, as a pack that is not there is refused.
+
+    Raises:
+        InputError: no such file or folder, named.
+    """
+    if not corpus.exists():
+        raise InputError("no such corpus file or folder", where=corpus)
+
+
 def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error: OnError = "raise", text_field: str = "text",
                 format: Format | None = None, separator: str | None = None, manifest: str | Path | None = None) -> DocumentSource:
     """Open ``path`` in its format: a folder is a directory of text files, ``.jsonl``/``.ndjson``
@@ -40,13 +50,12 @@ def open_corpus(path: str | Path, *, document_bytes: int | None = None, on_error
             ``None``: a text file's manifest's, else none.
 
     Raises:
-        FileNotFoundError: no such file or folder.
-        InputError: a bad option (a ``text_field`` other than ``"text"`` for a text file or a
-            folder, which have no fields), or a corpus that does not match its manifest.
+        InputError: no such file or folder (:func:`check_exists`), a bad option (a ``text_field``
+            other than ``"text"`` for a text file or a folder, which have no fields), or a corpus
+            that does not match its manifest.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such corpus file or folder")
+    check_exists(path)
     if on_error not in ("raise", "skip"):
         raise InputError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     check_separator(separator)
