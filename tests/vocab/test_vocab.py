@@ -68,6 +68,20 @@ def test_decode_takes_ids_as_a_list_an_array_or_numpy_scalars() -> None:
         assert tokenizer.decode_bytes(given) == expected, type(given)
 
 
+def test_decoding_an_id_that_is_no_token_names_it_and_n_vocab() -> None:
+    # tiktoken's bare KeyError (or OverflowError below 0 and past 2**32) became tokpack's error.
+    tokenizer = BpeTokenizer(ranks=BYTES | {b"ab": 256, b"abc": 258}, pattern=GPT2_PATTERN)  # 257: no token
+    assert tokenizer.n_vocab == 260
+    for ids, said in (([97, 999999], r"ids\[1\] is 999999, outside the vocabulary \(n_vocab 260\)$"),
+                      (np.asarray([260]), r"ids\[0\] is 260, outside"), ([-1], r"ids\[0\] is -1, outside"),
+                      ([2**40], r"is 1099511627776, outside"),
+                      ([256, 257], r"ids\[1\] is 257, an unused id of the vocabulary \(n_vocab 260\)")):
+        for decode in (tokenizer.decode, tokenizer.decode_bytes):
+            with pytest.raises(InputError, match=said):
+                decode(ids)
+    assert tokenizer.decode([256, 258, 259]) == "ababc<|endoftext|>"
+
+
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="byte-level training needs none"):
         load_vocabulary("bytes")

@@ -405,17 +405,44 @@ class BpeTokenizer:
             return list(pool.map(encode, range(len(texts)), texts))
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
-        """The bytes ``ids`` stand for (special tokens as their names)."""
+        """The bytes ``ids`` stand for (special tokens as their names).
+
+        Raises:
+            InputError: an id outside the vocabulary (below 0 or from ``n_vocab`` on), or an id
+                below ``n_vocab`` that no token has (a rank file's gaps), named with its place in ``ids``.
+        """
         if isinstance(ids, np.ndarray):
             values = ids.tolist()
         elif isinstance(ids, list) and set(map(type, ids)) <= {int}:
             values = ids  # tiktoken reads a list of ints as it is: no copy id by id
         else:
             values = [int(i) for i in ids]  # numpy scalars, other sequences
-        return self._encoding.decode_bytes(values)
+        try:
+            return self._encoding.decode_bytes(values)
+        except (KeyError, OverflowError):  # tiktoken's: an unknown id, or one no u32 holds
+            raise self._undecodable(values) from None
+
+    def _undecodable(self, values: list[int]) -> InputError:
+        """The error for ``values``, which tiktoken refused: its first id that is no token, named."""
+        array = np.asarray(values, dtype=object)
+        outside = np.flatnonzero((array < 0) | (array >= self.n_vocab))
+        if len(outside):
+            at = int(outside[0])
+            return InputError(f"ids[{at}] is {values[at]}, outside the vocabulary (n_vocab {self.n_vocab})")
+        for at, value in enumerate(values):  # only when decoding failed: the id in a gap
+            try:
+                self._encoding.decode_single_token_bytes(value)
+            except KeyError:
+                return InputError(f"ids[{at}] is {value}, an unused id of the vocabulary (n_vocab {self.n_vocab}): "
+                                  "no token has it")
+        return InputError(f"ids hold an id outside the vocabulary (n_vocab {self.n_vocab})")  # pragma: no cover
 
     def decode(self, ids: Sequence[int]) -> str:
-        """The text ``ids`` stand for; a cut inside a character shows as U+FFFD."""
+        """The text ``ids`` stand for; a cut inside a character shows as U+FFFD.
+
+        Raises:
+            InputError: an id that is no token (see :meth:`decode_bytes`).
+        """
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     def to_tokenizer_json(self) -> str:
