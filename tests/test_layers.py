@@ -46,7 +46,8 @@ LAYERS: dict[str, int] = {
 #: reports. Any other same-layer pair is a layer of its own in disguise: give it one.
 SAME_LAYER: set[tuple[str, str]] = {
     ("_atomic", "errors"), ("_pool", "_atomic"), ("_checks", "errors"), ("_extras", "errors"), ("_files", "errors"),
-    ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_cache", "errors"), ("_cache", "_files"),
+    ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_schema", "_words"), ("_cache", "errors"),
+    ("_cache", "_files"),
     ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"), ("_pool", "errors"),
     ("torch", "serve"),
     ("engines", "preparing"),

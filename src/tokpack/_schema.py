@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tokpack._words import json_reason
 from tokpack.errors import InputError, IntegrityError
 
 ModelT = TypeVar("ModelT", bound="Record")
@@ -71,7 +72,7 @@ def read_record(model: type[ModelT], path: Path) -> ModelT:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         offset = len(text[: error.pos].encode("utf-8"))
-        raise InputError(f"byte {offset}: invalid JSON ({error.msg})", where=path) from None
+        raise InputError(f"byte {offset}: invalid JSON ({json_reason(error)})", where=path) from None
     except RecursionError:  # thousands of nested brackets: no record of ours nests that deep
         raise InputError("JSON nested too deeply to be a tokpack record", where=path) from None
     except ValueError as error:  # a number past Python's 4,300-digit limit

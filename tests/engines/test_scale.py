@@ -90,7 +90,7 @@ def test_invalid_input_names_file_and_offset_or_is_skipped_and_counted(tmp_path:
     assert skipped.meta.counts == {"skipped": 1, "characters": len("dobry tekst\n")} and skipped.meta.n_docs == 1
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_bytes(b'{"text": "ok"}\n{"text": broken}\n{"text": "also ok"}\n')
-    with pytest.raises(ValueError, match=r"docs\.jsonl: invalid JSON at byte 15"):
+    with pytest.raises(ValueError, match=r"docs\.jsonl: record at byte 15 is invalid JSON at its byte 9: expecting value"):
         prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c3")
     counts = prepare(jsonl, vocab=vocabulary, cache_dir=tmp_path / "c4", on_error="skip").meta.counts
     assert counts == {"skipped": 1, "characters": len("ok") + len("also ok")}

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from tokpack._files import open_bytes
+from tokpack._words import json_reason
 from tokpack.corpus.manifest import (
     Source,
 )
@@ -128,7 +129,9 @@ class JsonLines(DocumentSource):
             try:
                 value = json.loads(decoded)
             except json.JSONDecodeError as error:
-                raise InputError(f"invalid JSON at byte {offset} ({error.msg})", where=self._data.where) from None
+                inner = len(decoded[: error.pos].encode("utf-8"))
+                raise InputError(f"record at byte {offset} is invalid JSON at its byte {inner}: {json_reason(error)}",
+                                 where=self._data.where, fix=f"fix or remove that record, or {_SKIP_RECORDS}") from None
             except RecursionError:
                 raise InputError("JSON nested too deeply", where=self._data.where, byte=offset) from None
             except ValueError as error:  # e.g. a number past Python's 4,300-digit limit
