@@ -164,10 +164,14 @@ def test_a_shard_deleted_from_a_finished_job_is_made_again_by_a_rerun(tmp_path: 
     made = prepare_sharded(tmp_path / "corpus.txt", job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES,
                            processes=1)
     tokens = (job / "shard-00001" / "tokens.npy").read_bytes()
+    # A finished text job keeps its markers (docs/formats.md): by them the rerun skips the others.
+    assert sorted(marker.name for marker in job.glob("*.done")) == [f"shard-0000{rank}.done" for rank in range(3)]
+    stamps = {rank: (job / f"shard-0000{rank}" / "tokens.npy").stat().st_mtime_ns for rank in (0, 2)}
     shutil.rmtree(job / "shard-00001")
     again = prepare_sharded(tmp_path / "corpus.txt", job, vocab=tokenizer, shards=3, document_bytes=DOCUMENT_BYTES,
                             processes=1)
     assert (job / "shard-00001" / "tokens.npy").read_bytes() == tokens
+    assert {rank: (job / f"shard-0000{rank}" / "tokens.npy").stat().st_mtime_ns for rank in (0, 2)} == stamps
     assert ShardedDataset(job, verify=True).meta == again.meta == made.meta
     shutil.rmtree(job / "shard-00002")
     assert shard_run(job, 0)[0] == 0 and not (job / "shard-00002").exists()  # another rank leaves it be

@@ -65,7 +65,8 @@ class JobSupply:
     describe_encoder: Callable[[Any], dict[str, Any]]
     #: ``rebuild_encoder(spec) -> encoder``: the encoder a ``spec`` describes (validated strictly)
     rebuild_encoder: Callable[[dict[str, Any]], Any]
-    #: whether a finished job's markers and locks are removed (a task then finds nothing to do)
+    #: whether a finished job's markers and locks are removed (a task then finds nothing to do);
+    #: kept (text), they let a rerun skip each complete shard unread and remake one deleted since
     clears_markers: bool = False
 
 

@@ -16,7 +16,9 @@ A sharded job is a folder::
                          (:mod:`tokpack.engines.encoders`)
       shard-00000/ …     one pack per shard, each renamed into place only when complete; its
                          ``meta.json`` records its rank (a shard under another rank's name is refused)
-      shard-00000.done   the completion marker: written after the shard is verified
+      shard-00000.done   the completion marker: written after the shard is verified; kept once the
+                         job is finished unless its kind clears them (chess does), so that a rerun
+                         skips every complete shard by it and remakes only one deleted since
       dataset.json       written when every shard is done (see :mod:`tokpack.store.dataset`)
 
 Finishing costs each task a look at a few markers (at most one listing of the folder), and the
