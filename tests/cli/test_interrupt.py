@@ -1,15 +1,21 @@
 """Ctrl-C: a sharded job run by local processes stops with one line, keeps its complete shards
 and leaves nothing half-written; a rerun finishes it. A BPE training counting in worker
-processes stops with one line too, and leaves no worker running."""
+processes stops with one line too, and leaves no worker running. SIGTERM and SIGHUP (``timeout``,
+Slurm, a closed ssh session) stop a prepare the same way, exit 143 and 129, and a sharded job's
+workers with it though they alone go to its process."""
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from tokpack.corpus import sample_corpus
 from tokpack.store import ShardedDataset
@@ -82,3 +88,88 @@ def test_ctrl_c_of_a_bpe_training_with_worker_processes_says_one_line(tmp_path: 
     assert errors.strip().splitlines() == ["interrupted: nothing half-written is kept"], errors
     time.sleep(0.5)
     assert not _group(job.pid), "a worker outlived the job"
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return [path.name for path in folder.rglob("*") if ".tmp-" in path.name or path.name.endswith((".lock", ".partial"))]
+
+
+def _signal_once_writing(job: subprocess.Popen[str], folder: Path, signum: int) -> None:
+    """``signum`` to ``job``'s process alone (as ``timeout`` sends it) once a temporary folder
+    appears under ``folder``: the job is writing then."""
+    deadline = time.monotonic() + 120
+    while not any(".tmp-" in path.name for path in folder.rglob("*")) and job.poll() is None:
+        assert time.monotonic() < deadline, "the job never began writing"
+        time.sleep(0.01)
+    assert job.poll() is None, "the job finished before it could be stopped mid-run (give it more work)"
+    job.send_signal(signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_mid_prepare_stops_it_as_ctrl_c_does(gpt2_rank_file: Path, tmp_path: Path, signum: int) -> None:
+    corpus = tmp_path / "one-word.txt"
+    # One word of 3 MB: a second or so of encoding to be stopped in.
+    corpus.write_bytes(bytes(random.Random(0).choices(b"etaoinshrdlu", k=3_000_000)))
+    command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(gpt2_rank_file),
+               "--cache-dir", str(tmp_path / "cache"), "--document-bytes", "3000000", "--workers", "1",
+               "-o", str(tmp_path / "out")]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _signal_once_writing(job, tmp_path, signum)
+        _, errors = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    name = signal.Signals(signum).name
+    assert job.returncode == 128 + signum, errors
+    assert errors.strip().splitlines() == [f"interrupted by {name}: nothing half-written is kept; a sharded job keeps "
+                                           "its complete shards and resumes when rerun"], errors
+    assert not (tmp_path / "out").exists()
+    assert not _leftovers(tmp_path)
+
+
+def test_sigterm_to_a_local_job_alone_stops_its_workers_too(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 40, encoding="utf-8")
+    BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(tmp_path / "vocab")
+    command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"),
+               "--shards", "8", "--workers", "2", "-o", str(tmp_path / "job"), "--document-bytes", "4096"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _signal_once_writing(job, tmp_path / "job", signal.SIGTERM)
+        _, errors = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert job.returncode == 143, errors
+    assert errors.strip().splitlines() == ["interrupted by SIGTERM: nothing half-written is kept; a sharded job keeps "
+                                           "its complete shards and resumes when rerun"], errors
+    time.sleep(0.5)
+    assert not _group(job.pid), "a worker outlived the job"
+    # As after Ctrl-C: a killed worker's shard lock file may stay (its lock went with the worker,
+    # and a rerun takes it); nothing it was writing does.
+    assert not [name for name in _leftovers(tmp_path / "job") if not name.endswith(".lock")]
+
+
+def test_the_command_hears_sigterm_and_sighup_unless_they_were_ignored() -> None:
+    from tokpack.cli import Terminated, stop_on_termination
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("handlers are set in the main thread only")
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup leaves it
+        stop_on_termination()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        with pytest.raises(Terminated) as stopped:
+            handler = signal.getsignal(signal.SIGTERM)
+            assert callable(handler)
+            handler(signal.SIGTERM, None)
+        assert isinstance(stopped.value, KeyboardInterrupt)
+        assert (str(stopped.value), stopped.value.signum) == ("SIGTERM", 15)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

@@ -37,6 +37,7 @@ import regex
 from tokpack import _checks as checks
 from tokpack._memory import map_large_allocations, return_freed_memory
 from tokpack._pool import in_environment, worker_context
+from tokpack._signals import held
 from tokpack.bpe.piece_counter import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
@@ -740,15 +741,17 @@ def _merge_loop(
     started = time.perf_counter()
     out = np.zeros((num_merges, 3), dtype=np.int64)
     done = 0
-    while done < num_merges:
-        # In chunks only so that progress can be reported; the loop itself never leaves numba.
-        until = min(num_merges, done + _MERGES_PER_REPORT)
-        done = merge_loop.run(state, until, first_id, out)
-        return_freed_memory()  # what the loop's growing arrays left behind
-        if progress is not None:
-            progress(BpeProgress("merge", done, num_merges, "merges"))
-        if done < until:
-            break  # no pair reaches min_frequency
+    with held() as signals:  # set once; Ctrl-C raises between chunks (tokpack._signals)
+        while done < num_merges:
+            # In chunks so that progress is reported and Ctrl-C heard; the loop itself never leaves numba.
+            until = min(num_merges, done + _MERGES_PER_REPORT)
+            done = merge_loop.run(state, until, first_id, out)
+            signals.deliver()
+            return_freed_memory()  # what the loop's growing arrays left behind
+            if progress is not None:
+                progress(BpeProgress("merge", done, num_merges, "merges"))
+            if done < until:
+                break  # no pair reaches min_frequency
     seconds["merge"] = time.perf_counter() - started
     del state  # free the merge state (tens of MiB) before the trace's Python objects are made
     rows = out[:done].tolist()

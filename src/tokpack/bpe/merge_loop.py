@@ -37,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from tokpack._signals import held
+
 #: Ids are packed two to a code as ``left << ID_BITS | right``, so code order is pair order.
 ID_BITS = 24
 _ID_MASK = (1 << ID_BITS) - 1
@@ -97,7 +99,8 @@ def build(
     longest = int(lengths.max()) if lengths.size else 1
     scalars = np.zeros(4, dtype=np.int64)
     ids = flat.astype(dtype)
-    pairs, hashed, pool, heap = _build(ids, table, scalars, np.int64(min_frequency))
+    with held():  # boxing its arrays must not meet a pending Ctrl-C (tokpack._signals)
+        pairs, hashed, pool, heap = _build(ids, table, scalars, np.int64(min_frequency))
     tables = MergeTables(
         ids=ids, pieces=table, pairs=pairs, table=hashed, pool=pool, heap=heap,
         log=np.zeros((1024, 2), dtype=np.int32),
@@ -111,7 +114,9 @@ def build(
 def run(state: MergeState, until: int, first_id: int, out: np.ndarray) -> int:
     """Merge until ``until`` merges are done in all, or no pair reaches the state's ``min_frequency``;
     write each merge's ``(left, right, frequency)`` into the next row of ``out``. Returns the merges
-    done."""
+    done. Call it inside :func:`tokpack._signals.held` (its boxing must not meet a pending Ctrl-C:
+    with a named tuple to box that was a segmentation fault), delivering the held signals between
+    calls."""
     state.tables = _merge(state.tables, np.int64(until), np.int64(first_id), np.int64(state.min_frequency), out)
     return int(state.tables.scalars[3])
 

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from tokpack._kernels import code_points, fnv1a, inlined, mix, utf8, utf8_size
+from tokpack._signals import held
 from tokpack.errors import InputError
 from tokpack.vocab.pattern_scanners import COMPILED, WHOLE, ScannerTables, piece_end, tables
 
@@ -225,7 +226,8 @@ class PieceCounter:
         Raises:
             InputError: a piece holds a lone surrogate, which has no UTF-8.
         """
-        flat, lengths, counts, surrogate = _to_utf8(self.table.records, self.table.store, np.int64(len(self)))
+        with held():  # boxing its arrays must not meet a pending Ctrl-C (tokpack._signals)
+            flat, lengths, counts, surrogate = _to_utf8(self.table.records, self.table.store, np.int64(len(self)))
         if surrogate >= 0:
             raise InputError(f"the text holds a lone surrogate U+{surrogate:04X}, which has no UTF-8; "
                              "decode the input with errors='replace'")

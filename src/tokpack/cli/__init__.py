@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import gc
 import os
+import signal
 import sys
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from tokpack._lazy import lazy_attributes
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
 
     from tokpack.cli._app import app
 
-__all__ = ["app", "command_line", "main", "no_pydantic_plugins", "script", "single_threaded_blas"]
+__all__ = ["Terminated", "app", "command_line", "main", "no_pydantic_plugins", "script", "single_threaded_blas",
+           "stop_on_termination"]
 
 __getattr__, __dir__ = lazy_attributes(globals(), {"app": "tokpack.cli._app"})
 
@@ -98,10 +101,37 @@ def no_pydantic_plugins() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``signum``) in the ``tokpack`` command's own process, raised where it
+    lands (:func:`stop_on_termination`). A ``KeyboardInterrupt``, so that every clean-up that runs
+    on Ctrl-C runs for it too: temporary folders removed, locks released, worker processes
+    stopped, and the command's one ``interrupted`` line."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def stop_on_termination() -> None:
+    """Have SIGTERM (``timeout``, Slurm, a batch system's kill) and SIGHUP (a closed terminal or
+    ssh session) raise :class:`Terminated` in this process, each unless it is ignored (``nohup``
+    ignores SIGHUP; what the parent ignored stays ignored). For the ``tokpack`` command's own
+    process: a program that imports tokpack keeps its own signal handling."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, _raise_terminated)
+
+
 def script() -> None:
     """The ``tokpack`` command's own process (the installed script, ``python -m tokpack.cli``):
     :func:`main`, with the cyclic garbage collector set for a short-lived process, numpy's BLAS on
-    one thread (:func:`single_threaded_blas`) and no pydantic plugins (:func:`no_pydantic_plugins`).
+    one thread (:func:`single_threaded_blas`), no pydantic plugins (:func:`no_pydantic_plugins`),
+    and SIGTERM and SIGHUP stopping the command as Ctrl-C does
+    (:func:`stop_on_termination`: the same clean-up and one line, exit 143 or 129).
 
     - The young generation is collected after 100,000 new objects instead of 700, from before the
       command line (typer, click, the command) is imported: a ``prepare`` of 10 MB then runs no
@@ -115,14 +145,19 @@ def script() -> None:
 
     Their costs: BENCHMARKS.md, "prepare's fixed cost".
 
-    A program that calls :func:`main` keeps its collector and its environment as they were."""
-    single_threaded_blas()
-    no_pydantic_plugins()
-    gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
-    from tokpack.cli import _root  # noqa: F401  (imported here: under the rarer collector, then frozen)
-
-    gc.freeze()
+    A program that calls :func:`main` keeps its collector, its environment and its signal handling
+    as they were."""
+    stop_on_termination()
     try:
-        main()
-    finally:
+        single_threaded_blas()
+        no_pydantic_plugins()
+        gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
+        from tokpack.cli import _root  # noqa: F401  (imported here: under the rarer collector, then frozen)
+
         gc.freeze()
+        try:
+            main()
+        finally:
+            gc.freeze()
+    except Terminated as stopped:  # outside a command (its imports): nothing to clean up or say
+        raise SystemExit(128 + stopped.signum) from None

@@ -117,7 +117,7 @@ def _escape(text: str) -> str:
 EXIT_BAD_INPUT = 2
 #: A bug in tokpack: a short message saying so, the traceback only behind ``--debug``.
 EXIT_BUG = 1
-#: Stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+#: Stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it (SIGTERM and SIGHUP: 128 + theirs).
 EXIT_INTERRUPTED = 130
 #: What an interrupted command keeps, by command: the rest of the message.
 _RESUMES = {"prepare": "; a sharded job keeps its complete shards and resumes when rerun",
@@ -148,6 +148,19 @@ def report_failure(error: BaseException, flags: Flags | None = None) -> int:
                  f"{escape(_first_line(error))}; rerun with --debug for the traceback and please report it",
                  highlight=False, soft_wrap=True)
     return EXIT_BUG
+
+
+def _interrupted(error: KeyboardInterrupt, command: str | None) -> int:
+    """Say that ``command`` was interrupted (by Ctrl-C, or by the signal a
+    :class:`tokpack.cli.Terminated` names) and return the exit code: 128 + the signal."""
+    signum = getattr(error, "signum", None)
+    by = "" if signum is None else f" by {error}"
+    try:  # after a SIGHUP the terminal may be gone: the clean-up is done, saying so is a courtesy
+        stderr().print(f"interrupted{by}: nothing half-written is kept{_RESUMES.get(command or '', '')}",
+                       highlight=False, soft_wrap=True)
+    except OSError:
+        pass
+    return EXIT_INTERRUPTED if signum is None else 128 + signum
 
 
 def _first_line(error: BaseException) -> str:
@@ -213,12 +226,10 @@ class ReportingGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as error:
             if debug:
                 raise
-            stderr().print(f"interrupted: nothing half-written is kept{_RESUMES.get(ctx.invoked_subcommand, '')}",
-                           highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            raise typer.Exit(_interrupted(error, ctx.invoked_subcommand)) from None
         except Exception as error:
             if debug or isinstance(error, _exits()):  # the commands' own exits and click's usage errors keep their codes
                 raise
@@ -241,7 +252,10 @@ class ReportingGroup(TyperGroup):
         except usage.ClickException as error:
             stderr().print(f"[bold red]error:[/] {_escape(error.format_message())}", highlight=False, soft_wrap=True)
             sys.exit(error.exit_code)
-        except typer.Abort:
+        except typer.Abort as error:
+            if isinstance(error.__cause__, KeyboardInterrupt) and hasattr(error.__cause__, "signum"):
+                # SIGTERM or SIGHUP outside a command (click makes any interrupt there an Abort)
+                sys.exit(_interrupted(error.__cause__, None))
             stderr().print("aborted")
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
