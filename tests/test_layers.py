@@ -23,7 +23,7 @@ SRC = REPO / "src"
 LAYERS: dict[str, int] = {
     # 1: errors and the small base modules (the cache folder and progress reporting included)
     "errors": 1, "_schema": 1, "_atomic": 1, "_files": 1, "_compressed": 1, "_extras": 1, "_checks": 1, "_cache": 1, "_progress": 1, "_words": 1,
-    "_kernels": 1, "_memory": 1, "_pool": 1, "_lazy": 1,
+    "_kernels": 1, "_memory": 1, "_pool": 1, "_lazy": 1, "_signals": 1,
     # 2: vocabularies, their patterns, trainers' names and the encoder
     "vocab": 2,
     # 3: reading a corpus (sources, documents, manifests, the bundled sample)
