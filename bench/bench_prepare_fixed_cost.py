@@ -200,6 +200,16 @@ def published_ranks(vocab: str, scratch: Path) -> Path:
     return path
 
 
+def inputs(args: argparse.Namespace, prefix: str) -> tuple[Path, Path, Path]:
+    """The corpus and the rank file a run measures (``--corpus`` and ``--ranks``, else the
+    defaults, made once in the scratch folder), and a new work folder for the run."""
+    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
+    scratch.mkdir(exist_ok=True)
+    corpus = args.corpus or default_corpus(scratch)
+    ranks = args.ranks or published_ranks(args.vocab, scratch)
+    return corpus, ranks, Path(tempfile.mkdtemp(prefix=prefix, dir=scratch))
+
+
 def cpu_of(command: list[str], env: dict[str, str]) -> tuple[float, str]:
     """User + system CPU seconds of one process (and its threads), and what it printed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -257,11 +267,7 @@ def checkout(commit: str, tree: Path) -> Path:
 
 
 def measure(args: argparse.Namespace) -> None:
-    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
-    scratch.mkdir(exist_ok=True)
-    corpus = args.corpus or default_corpus(scratch)
-    ranks = args.ranks or published_ranks(args.vocab, scratch)
-    work = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
+    corpus, ranks, work = inputs(args, "run-")
     sides = {"this tree": REPO / "src"}
     tree = None
     if args.baseline and Path(args.baseline).is_dir():  # another checkout's sources
@@ -324,11 +330,7 @@ def pairs(args: argparse.Namespace) -> None:
     ``--stub-encoder``), the two run back to back, which one first alternating."""
     import math
 
-    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
-    scratch.mkdir(exist_ok=True)
-    corpus = args.corpus or default_corpus(scratch)
-    ranks = args.ranks or published_ranks(args.vocab, scratch)
-    work = Path(tempfile.mkdtemp(prefix="pairs-", dir=scratch))
+    corpus, ranks, work = inputs(args, "pairs-")
     tree = None
     if args.without_pydantic and args.baseline:
         raise SystemExit("--without-pydantic measures this tree against the gigatoken script: no --baseline")
@@ -394,11 +396,7 @@ def imports(args: argparse.Namespace) -> None:
     module's docstring), interleaved, ``args.runs`` of each."""
     import json
 
-    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
-    scratch.mkdir(exist_ok=True)
-    corpus = args.corpus or default_corpus(scratch)
-    ranks = args.ranks or published_ranks(args.vocab, scratch)
-    work = Path(tempfile.mkdtemp(prefix="imports-", dir=scratch))
+    corpus, ranks, work = inputs(args, "imports-")
     try:
         env, cache = environment(REPO / "src"), work / "warm-cache"
         cpu_of(prepare_command(corpus, ranks, work / "first"), environment(REPO / "src", cache))  # fills the cache
@@ -617,11 +615,7 @@ def breakdown_child(corpus: Path, ranks: Path, out: Path, stubbed: bool) -> None
 
 
 def breakdown(args: argparse.Namespace) -> None:
-    scratch = Path(tempfile.gettempdir()) / "tokpack-bench-fixed-cost"
-    scratch.mkdir(exist_ok=True)
-    corpus = args.corpus or default_corpus(scratch)
-    ranks = args.ranks or published_ranks(args.vocab, scratch)
-    work = Path(tempfile.mkdtemp(prefix="breakdown-", dir=scratch))
+    corpus, ranks, work = inputs(args, "breakdown-")
     try:
         src = Path(args.baseline).resolve() if args.baseline else REPO / "src"  # another checkout's, if given
         env = environment(src, work / "cache")

@@ -37,6 +37,17 @@ def _group(pgid: int) -> list[str]:
     return found
 
 
+def _local_job(folder: Path) -> list[str]:
+    """The command of a sharded job of 8 shards, run by 2 local processes, writing ``folder/job``,
+    on a corpus and a byte vocabulary it writes into ``folder``: enough text that the job is still
+    running when a signal comes (workers start in milliseconds)."""
+    corpus = folder / "corpus.txt"
+    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 40, encoding="utf-8")
+    BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(folder / "vocab")
+    return [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(folder / "vocab" / "vocabulary.json"),
+            "--shards", "8", "--workers", "2", "-o", str(folder / "job"), "--document-bytes", "4096"]
+
+
 def _interrupt_once_started(job: subprocess.Popen[str], *, processes: int, after: float) -> None:
     """Ctrl-C to ``job``'s process group ``after`` seconds after ``processes`` of multiprocessing's
     processes (a fork server's or spawned ones) run in it; the job must still be running then."""
@@ -50,12 +61,7 @@ def _interrupt_once_started(job: subprocess.Popen[str], *, processes: int, after
 
 
 def test_ctrl_c_stops_a_local_job_with_one_line_and_a_rerun_finishes_it(tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus.txt"
-    # Enough text that the job is still running when Ctrl-C comes (workers start in milliseconds).
-    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 40, encoding="utf-8")
-    BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(tmp_path / "vocab")
-    command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"),
-               "--shards", "8", "--workers", "2", "-o", str(tmp_path / "job"), "--document-bytes", "4096"]
+    command = _local_job(tmp_path)
     # As a terminal does: the job in a process group of its own, SIGINT to every process of it.
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -130,11 +136,7 @@ def test_sigterm_or_sighup_mid_prepare_stops_it_as_ctrl_c_does(gpt2_rank_file: P
 
 
 def test_sigterm_to_a_local_job_alone_stops_its_workers_too(tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(sample_corpus().read_text(encoding="utf-8") * 40, encoding="utf-8")
-    BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(tmp_path / "vocab")
-    command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(tmp_path / "vocab" / "vocabulary.json"),
-               "--shards", "8", "--workers", "2", "-o", str(tmp_path / "job"), "--document-bytes", "4096"]
+    command = _local_job(tmp_path)
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _signal_once_writing(job, tmp_path / "job", signal.SIGTERM)
