@@ -119,3 +119,29 @@ def test_a_vocabulary_folder_whose_rank_file_is_a_fifo_is_refused_never_opened(t
         with pytest.raises(InputError, match=r"ranks\.tiktoken: not a regular file \(a FIFO\)"):
             load_vocabulary(tmp_path / "vocab")
     assert not opened, "the FIFO was opened"
+
+
+def test_a_save_stopped_while_writing_the_rank_file_leaves_the_saved_vocabulary_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tokpack bpe train -o DIR`` saves into DIR itself: a Ctrl-C while the rank file is written
+    must leave the vocabulary saved there before whole (a reader never sees half a rank file)."""
+    from tokpack.vocab import BpeTokenizer
+
+    single = {bytes([b]): b for b in range(256)}
+    before = BpeTokenizer(ranks=single | {b"ab": 256}, pattern=GPT2_PATTERN)
+    after = BpeTokenizer(ranks=single | {b"ab": 256, b"abab": 257}, pattern=GPT2_PATTERN)
+    saved = before.save(tmp_path / "vocab")
+    write_bytes = Path.write_bytes
+
+    def stopped_halfway(path: Path, data: bytes) -> int:  # type: ignore[override]
+        if data == after.rank_lines:
+            write_bytes(path, data[: len(data) // 2])
+            raise KeyboardInterrupt
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", stopped_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        after.save(tmp_path / "vocab")
+    monkeypatch.undo()
+    assert load_vocabulary(saved).identity == before.identity
+    assert sorted(path.name for path in (tmp_path / "vocab").iterdir()) == ["ranks.tiktoken", "vocabulary.json"]

@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from tokpack import _checks as checks
+from tokpack._atomic import write_atomically
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
@@ -515,11 +516,14 @@ class BpeTokenizer:
         return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
 
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
-        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path."""
+        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path.
+        Each file is written atomically and the record last, so a save stopped part way leaves a
+        vocabulary saved there before whole, or one that :meth:`load_saved` refuses (a rank file
+        its record's SHA-256 does not match), never half a rank file."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         ranks_text = self.rank_lines
-        (directory / RANKS_FILE).write_bytes(ranks_text)
+        write_atomically(directory / RANKS_FILE, ranks_text)
         record = VocabularyRecord(
             identity=self.identity,
             pattern=self.pattern,
