@@ -283,6 +283,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
                                  "vocab_sample_bytes), or accept fewer with allow_smaller_vocab=True")
     else:
         tokenizer = load_vocabulary(vocab, pattern=request.pattern)
+        tokenizer.refuse_spelled_specials()  # before the cache keeps it: the pack's tokenizer.json could not be written
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)  # encoded as text, said once
     cut = document_cut(source)
