@@ -135,7 +135,8 @@ def test_a_split_never_changes_the_documents(tmp_path: Path, byte_vocab: Path, s
 def test_bpe_train_never_learns_across_the_separator(tmp_path: Path) -> None:
     lines = [line for text in narrative_texts()[:30] for line in text.splitlines() if line.strip()]  # hundreds of documents
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text(EOT.join(lines) + EOT, encoding="utf-8")
+    marker = "<|qqx|>"  # no special token: <|endoftext|> is never learned, separator or not
+    corpus.write_text(marker.join(lines) + marker, encoding="utf-8")
 
     def learned(*extra: str) -> list[bytes]:
         out = tmp_path / ("with" if extra else "without")
@@ -144,5 +145,5 @@ def test_bpe_train_never_learns_across_the_separator(tmp_path: Path) -> None:
         tokenizer = BpeTokenizer.load_saved(out / "vocabulary.json")
         return [tokenizer.decode_bytes([i]) for i in range(256, tokenizer.n_vocab - 1)]
 
-    assert any(b"endoftext" in token for token in learned())  # without: the separator's text is learned as text
-    assert not any(b"endoftext" in token or b"<|" in token for token in learned("--separator", EOT))
+    assert any(b"qqx" in token for token in learned())  # without: the separator's text is learned as text
+    assert not any(b"qqx" in token or b"<|" in token for token in learned("--separator", marker))

@@ -155,3 +155,20 @@ def test_train_cli_bad_input_is_one_line_and_exit_2(corpus: Path, tmp_path: Path
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("trainer", ["exact", "hf"])
+@pytest.mark.parametrize("phrase_merges", [0, 20])
+def test_a_recipe_never_learns_the_special_token_s_spelling(trainer: str, phrase_merges: int) -> None:
+    """Both stages learn from the text between ``<|endoftext|>``'s spellings: no word or phrase
+    token spells it, so the tokenizer.json holds it once and Hugging Face's ids are tiktoken's."""
+    from spelled_specials import EOT, SPACES_PATTERN, spelled_text
+
+    text = spelled_text(200_000)
+    recipe = TrainingRecipe(vocab_size=300 + phrase_merges, trainer=trainer, pattern=SPACES_PATTERN,  # type: ignore[arg-type]
+                            phrase_merges=phrase_merges, phrase_pattern=r" ?\S+(?: \S+)?|\s+")
+    tokenizer = train_tokenizer([text[i : i + 10_000] for i in range(0, len(text), 10_000)], recipe)
+    assert EOT.encode() not in tokenizer.ranks and tokenizer.special_tokens == {EOT: 299 + phrase_merges}
+    hf = Tokenizer.from_str(tokenizer.to_tokenizer_json())
+    for probe in (text[:3000], f"x{EOT}y {EOT} {EOT}\n"):
+        assert hf.encode(probe, add_special_tokens=False).ids == tokenizer.encode(probe)

@@ -140,7 +140,6 @@ def test_a_tokenizer_from_a_table_refuses_what_the_constructor_refuses(
 @pytest.mark.parametrize(("extra", "specials"), [
     ({b"ab": 256, b"abc": 257}, {"<|endoftext|>": 258}),
     ({b"abc": 257, b"ab": 256}, {"<|endoftext|>": 258}),  # not in rank order
-    ({b"<|": 256, b"x|": 257, b"<|x|": 258, b"<|x|>": 259}, {"<|x|>": 300}),  # a special token spelled as a token
     ({b"ab": 257}, {"<|endoftext|>": 256}),  # a special id among the ranks'
 ])
 def test_tokenizer_json_from_a_table_is_the_one_from_its_dict(extra: dict[bytes, int], specials: dict[str, int]) -> None:
@@ -150,3 +149,13 @@ def test_tokenizer_json_from_a_table_is_the_one_from_its_dict(extra: dict[bytes,
     for ranks in (singles | extra, dict(reversed(list((singles | extra).items())))):
         assert (tokenizer_json_bytes(TokenTable.of(ranks), GPT2_PATTERN, specials)
                 == tokenizer_json_bytes(ranks, GPT2_PATTERN, specials))
+
+
+def test_tokenizer_json_of_a_special_token_spelled_as_a_token_is_refused_from_a_table_as_from_its_dict() -> None:
+    from tokpack.vocab.merge_files import GPT2_PATTERN, tokenizer_json_bytes
+
+    ranks = {bytes([b]): b for b in range(256)} | {b"<|": 256, b"x|": 257, b"<|x|": 258, b"<|x|>": 259}
+    for written in (ranks, TokenTable.of(ranks)):
+        with pytest.raises(InputError, match=r"the ordinary token '<\|x\|>' \(id 259\) is spelled as the special "
+                                             r"token '<\|x\|>' \(id 300\)"):
+            tokenizer_json_bytes(written, GPT2_PATTERN, {"<|x|>": 300})

@@ -42,9 +42,10 @@ from tokpack.bpe.piece_counter import PieceCounter
 from tokpack.bpe.records import TraceRow
 from tokpack.bpe.reference import token_table
 from tokpack.errors import InputError, WorkerDied
-from tokpack.vocab import GPT4_PATTERN, BpeTokenizer
+from tokpack.vocab import END_OF_TEXT, GPT4_PATTERN, BpeTokenizer
 from tokpack.vocab.pattern_scanners import COMPILED
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern, covering, resolve_pattern
+from tokpack.vocab.trainers import TRAINED_SPECIAL_TOKENS, special_cut
 
 Pair = tuple[int, int]
 
@@ -118,12 +119,19 @@ class BpeTraining:
         merge, unless that one repeated an earlier spelling).
 
         Raises:
-            InputError: training ran without a pattern (a byte-level vocabulary needs one).
+            InputError: training ran without a pattern (a byte-level vocabulary needs one), or a
+                merge spells ``<|endoftext|>`` (trained without ``cut_out=("<|endoftext|>",)``):
+                its spelling would have two ids.
         """
         if self.pattern is None:
             raise InputError("a vocabulary needs the pre-tokenizer pattern it was trained with; train with pattern=")
+        ranks = self.ranks()
         specials = dict(self.special_tokens) or None
-        return BpeTokenizer(ranks=self.ranks(), pattern=self.pattern, special_tokens=specials)
+        if specials is None and END_OF_TEXT.encode("utf-8") in ranks:
+            raise InputError(f"merge {ranks[END_OF_TEXT.encode('utf-8')] - self.first_merge_id + 1} spells "
+                             f"{END_OF_TEXT!r}, the special token this vocabulary numbers after its merges",
+                             fix=f"train with cut_out=({END_OF_TEXT!r},), which cuts it out of the text")
+        return BpeTokenizer(ranks=ranks, pattern=self.pattern, special_tokens=specials)
 
 
 def train_fast(
@@ -133,6 +141,7 @@ def train_fast(
     pattern: str | None = None,
     min_frequency: int = 1,
     special_tokens: Sequence[str] = (),
+    cut_out: Sequence[str] = (),
     workers: int | None = None,
     progress: Callable[[BpeProgress], None] | None = None,
 ) -> BpeTraining:
@@ -149,6 +158,9 @@ def train_fast(
         min_frequency: stop when the best pair occurs fewer times than this.
         special_tokens: names that take ids 256, 257, … before the first merge; their occurrences
             in the texts are cut out and never trained on.
+        cut_out: more spellings cut out of the texts as ``special_tokens`` are, without ids: the
+            special tokens a vocabulary numbers after its merges (:func:`train_bytelevel` cuts
+            ``<|endoftext|>``), so no merge makes one.
         workers: threads (compiled patterns) or processes (other patterns) that split and count
             (default: one per core, once the input passes about a million characters).
         progress: called with a :class:`BpeProgress` as characters are counted and merges made.
@@ -163,7 +175,8 @@ def train_fast(
     Raises:
         TypeError: a text is not a ``str``.
         InputError: a negative ``num_merges``, ``min_frequency`` below 1, a repeated or empty
-            special token, or a pattern that does not compile or skips text.
+            special token, an empty ``cut_out`` spelling, or a pattern that does not compile or
+            skips text.
 
     >>> training = train_fast(["abab", "abab", "baba", "aaaa"], 3)
     >>> training.merges, [row.frequency for row in training.trace]
@@ -176,6 +189,7 @@ def train_fast(
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError("special tokens must be distinct, non-empty strings")
+    cuts = _cuts(special_tokens, cut_out)
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     first_id = 256 + len(specials)
     if first_id + num_merges > _MAX_ID:
@@ -186,7 +200,7 @@ def train_fast(
     map_large_allocations()
     seconds: dict[str, float] = {}
     started = time.perf_counter()
-    pieces = _count(texts, pattern=pattern, special_tokens=special_tokens, workers=workers, progress=progress)
+    pieces = _count(texts, pattern=pattern, special_tokens=cuts, workers=workers, progress=progress)
     seconds["split_count"] = time.perf_counter() - started
     return _train_counted(pieces, num_merges, pattern, min_frequency, specials, seconds, progress)
 
@@ -217,7 +231,9 @@ def train_bytelevel(
 
     The counterpart of :func:`tokpack.vocab.train_hf_bytelevel` with the same signature: byte
     ``b`` has rank ``b`` and merge ``i`` rank ``256 + i``; ``<|endoftext|>`` follows the last
-    rank. Training stops early when no pair reaches ``min_frequency``.
+    rank. Training stops early when no pair reaches ``min_frequency``. The texts' spellings of
+    ``<|endoftext|>`` are cut out (``cut_out``), as :func:`~tokpack.vocab.train_hf_bytelevel`
+    cuts them, so no merge makes it.
 
     Raises:
         InputError: ``vocab_size`` below 256 or ``min_frequency`` below 1.
@@ -225,7 +241,8 @@ def train_bytelevel(
     """
     if vocab_size < 256:
         raise InputError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
-    training = train_fast(texts, vocab_size - 256, pattern=pattern, min_frequency=min_frequency)
+    training = train_fast(texts, vocab_size - 256, pattern=pattern, min_frequency=min_frequency,
+                          cut_out=TRAINED_SPECIAL_TOKENS)
     return training.as_tokenizer()
 
 
@@ -513,6 +530,7 @@ def train_from_files(
     pattern: str | None = GPT4_PATTERN,
     min_frequency: int = 1,
     special_tokens: Sequence[str] = (),
+    cut_out: Sequence[str] = (),
     text_field: str = "text",
     document_bytes: int | None = None,
     on_error: Literal["raise", "skip"] = "raise",
@@ -532,6 +550,8 @@ def train_from_files(
     equal ``train_fast(documents, ...)``'s. ``document_bytes`` and ``separator`` left ``None``
     are those a text file's manifest (``manifest``, else the one beside it) was cut with, else
     1 MiB and none; ``num_merges`` counts merges, not ids (see :func:`train_bytelevel`).
+    ``special_tokens`` and ``cut_out`` are cut out of the documents as :func:`train_fast` cuts them
+    (``tokpack bpe train`` cuts ``<|endoftext|>``).
 
     Raises:
         InputError: ``corpus`` does not exist, a bad record (with ``on_error="raise"``), field or option.
@@ -545,6 +565,7 @@ def train_from_files(
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not name for name in special_tokens):
         raise InputError("special tokens must be distinct, non-empty strings")
+    cuts = _cuts(special_tokens, cut_out)
     specials = {name: 256 + index for index, name in enumerate(special_tokens)}
     if 256 + len(specials) + num_merges > _MAX_ID:
         raise InputError(f"at most {_MAX_ID - 256 - len(specials):,} merges fit in a pair code")
@@ -554,7 +575,7 @@ def train_from_files(
                                             manifest=manifest)
     spec = _SourceSpec(Path(corpus), document_bytes, on_error, text_field, separator,
                        None if manifest is None else Path(manifest))
-    splitter = _Splitter(pattern, tuple(special_tokens))
+    splitter = _Splitter(pattern, cuts)
     splitter.compile()  # a bad pattern fails here, not in a worker
     map_large_allocations()
     seconds: dict[str, float] = {}
@@ -644,20 +665,32 @@ def _text_bytes(source: Any) -> int | None:
     return None
 
 
+def _cuts(special_tokens: Sequence[str], cut_out: Sequence[str]) -> tuple[str, ...]:
+    """Every spelling cut out of the texts: the special tokens, then ``cut_out``'s others.
+
+    Raises:
+        InputError: an empty or non-string ``cut_out`` spelling.
+    """
+    if isinstance(cut_out, str) or any(not isinstance(name, str) or not name for name in cut_out):
+        raise InputError("cut_out must be a sequence of non-empty strings")
+    return (*special_tokens, *(name for name in dict.fromkeys(cut_out) if name not in special_tokens))
+
+
 class _Splitter:
-    """Cuts texts into pieces and counts them (picklable, for worker processes)."""
+    """Cuts texts into pieces and counts them (picklable, for worker processes); ``special_tokens``
+    are the spellings cut out of the texts first (:func:`tokpack.vocab.trainers.special_cut`)."""
 
     def __init__(self, pattern: str | None, special_tokens: tuple[str, ...]) -> None:
         self.pattern = pattern
         self.special_tokens = special_tokens
-        self._compiled: tuple[regex.Pattern[str] | None, regex.Pattern[str] | None] | None = None
+        self._compiled: tuple[regex.Pattern[str] | None, Callable[[str], list[str]] | None] | None = None
 
     def __getstate__(self) -> dict[str, object]:
         return {"pattern": self.pattern, "special_tokens": self.special_tokens, "_compiled": None}
 
-    def compile(self) -> tuple[regex.Pattern[str] | None, regex.Pattern[str] | None]:
+    def compile(self) -> tuple[regex.Pattern[str] | None, Callable[[str], list[str]] | None]:
         if self._compiled is None:
-            cut = regex.compile("|".join(map(regex.escape, self.special_tokens))) if self.special_tokens else None
+            cut = special_cut(self.special_tokens)
             self._compiled = (None if self.pattern is None else regex.compile(self.pattern), cut)
         return self._compiled
 
@@ -666,12 +699,12 @@ class _Splitter:
         _, cut = self.compile()
         if cut is None:
             return batch
-        return [part for text in batch for part in cut.split(text)]
+        return [part for text in batch for part in cut(text)]
 
     def count_into(self, counts: Counter[str], batch: list[str]) -> None:
         pieces_of, cut = self.compile()
         for text in batch:
-            parts = cut.split(text) if cut is not None else [text]
+            parts = cut(text) if cut is not None else [text]
             if pieces_of is None:
                 counts.update(parts)
             else:

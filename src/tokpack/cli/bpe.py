@@ -80,6 +80,7 @@ def train(
     from tokpack._words import counted
     from tokpack.bpe.fast import train_from_files
     from tokpack.vocab.patterns import resolve_pattern
+    from tokpack.vocab.trainers import TRAINED_SPECIAL_TOKENS
 
     try:
         regex = resolve_pattern(pattern)
@@ -103,7 +104,8 @@ def train(
     try:
         result = train_from_files(corpus, vocab_size - 257, pattern=regex, min_frequency=min_frequency,
                                   text_field=text_field, workers=workers or None, progress=report, separator=separator,
-                                  document_bytes=document_bytes, manifest=manifest, on_error=on_error.value)
+                                  document_bytes=document_bytes, manifest=manifest, on_error=on_error.value,
+                                  cut_out=TRAINED_SPECIAL_TOKENS)
         tokenizer = result.training.as_tokenizer()
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "

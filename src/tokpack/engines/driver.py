@@ -90,6 +90,7 @@ def _start(corpus: str | Path, dataset: Path, shards: int, reading: CorpusReadin
                          fix="name a new folder (dataset=PATH)")
     assert request.vocab is not None  # _records refuses a request without one
     tokenizer = load_vocabulary(request.vocab, pattern=request.pattern)
+    tokenizer.refuse_spelled_specials()  # its tokenizer.json, carried by every shard, could not be written
     if validation or test:  # the same split as prepare's, written before any shard reads the corpus
         hold_out(corpus, validation=validation, test=test, document_bytes=document_bytes, separator=separator,
                  manifest=manifest, text_field=text_field, on_error=on_error)

@@ -32,7 +32,7 @@ from tokpack.grading.files import corpus_files, read_document
 from tokpack.vocab import BpeTokenizer, train_hf_bytelevel
 from tokpack.vocab.bytelevel import RANKS_FILE
 from tokpack.vocab.patterns import DEFAULT_PATTERN, END_OF_TEXT, POLISH_PATTERN, POLISH_PHRASE_PATTERN
-from tokpack.vocab.trainers import Trainer
+from tokpack.vocab.trainers import TRAINED_SPECIAL_TOKENS, Trainer, without_spellings
 
 #: First private-use code point of plane 15: stage-two sequences spell token ``i`` as ``chr(_PUA + i)``.
 _PUA = 0xF0000
@@ -126,6 +126,8 @@ def train_tokenizer(texts: Sequence[str], recipe: TrainingRecipe, *, allow_small
         raise InputError("phrase_pattern='polish-phrase' extends pattern='polish', not the one given",
                          fix="pass pattern='polish', or a phrase_pattern of your own")
     ranks_wanted = recipe.vocab_size - 1
+    # Both stages learn from the text between <|endoftext|>'s spellings: no token may spell it.
+    texts = list(without_spellings(texts, TRAINED_SPECIAL_TOKENS))
     word_ranks = ranks_wanted - recipe.phrase_merges
     if word_ranks < 256:
         raise InputError(f"phrase_merges {recipe.phrase_merges} leaves fewer than 256 ids for bytes")

@@ -42,7 +42,7 @@ from tokpack.vocab.bytelevel import VOCABULARY_FILE
 from tokpack.vocab.loading import VocabularySpec, load_vocabulary
 from tokpack.vocab.patterns import DEFAULT_PATTERN, check_covers, check_pattern
 from tokpack.vocab.tokenizer_json_cache import reuse_tokenizer_json
-from tokpack.vocab.trainers import Trainer
+from tokpack.vocab.trainers import TRAINED_SPECIAL_TOKENS, Trainer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -283,6 +283,7 @@ def _prepare_source(source: DocumentSource, cache: Path, request: VocabularyRequ
                                  "vocab_sample_bytes), or accept fewer with allow_smaller_vocab=True")
     else:
         tokenizer = load_vocabulary(vocab, pattern=request.pattern)
+        tokenizer.refuse_spelled_specials()  # before the cache keeps it: the pack's tokenizer.json could not be written
         vocabulary_json = cached_vocabulary(tokenizer, cache / "vocab" / f"user-{tokenizer.identity.short}")
     warn_spelled_special_tokens(source, list(tokenizer.special_tokens), stacklevel=3)  # encoded as text, said once
     cut = document_cut(source)
@@ -439,7 +440,10 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
                 "sample_bytes": sample_bytes, "cut": document_cut(source).model_dump(mode="json"), "trainer": trainer,
                 "pattern": pattern, "sample": _SAMPLE_RULE, "on_error": source.on_error,
                 "text_field": getattr(source, "text_field", None), "training_units": train_spans,
-                "training_bytes": source.range_bytes("train")}
+                "training_bytes": source.range_bytes("train"),
+                # The trainers cut these spellings out of the sample: a vocabulary cached by a
+                # trainer that learned them as text is never found.
+                "cut_out": list(TRAINED_SPECIAL_TOKENS)}
     settings_sha256 = _digest(settings)
     key = f"{corpus_key[:16]}-n{vocab_size}-{trainer}-{settings_sha256[:16]}"
     directory = cache / "vocab" / key

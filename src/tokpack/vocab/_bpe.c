@@ -906,6 +906,20 @@ static PyObject *module_tokenizer_json(PyObject *unused, PyObject *args) {
                                           "and three bytes parts");
         goto done;
     }
+    /* A name spelled as a token would be a second key of one spelling, whose ids Hugging Face and
+       tiktoken read apart: refused, never written. */
+    for (Py_ssize_t m = 0; m < name_count; m++) {
+        PyObject *name = PyList_GET_ITEM(names, m);
+        Py_ssize_t n = PyBytes_GET_SIZE(name);
+        for (Py_ssize_t k = 0; k < count; k++) {
+            int64_t start = k ? ends[k - 1] : 0;
+            if (ends[k] - start == n && memcmp(joined + start, PyBytes_AS_STRING(name), (size_t)n) == 0) {
+                PyErr_Format(PyExc_ValueError, "tokenizer_json: name %zd (id %lld) is spelled as the token of id %lld: "
+                             "a tokenizer.json holds one id a spelling", m, (long long)name_ids[m], (long long)ids[k]);
+                goto done;
+            }
+        }
+    }
     if (!ascending) { /* the vocabulary and the merges go in id order, ties in the table's */
         order = malloc((size_t)(count ? count : 1) * sizeof(Ordered));
         if (!order) { PyErr_NoMemory(); goto done; }
@@ -1006,7 +1020,7 @@ static PyMethodDef module_methods[] = {
      "in id order (a token before a name of the same id), joined by ', ', then middle, then [\"left\", "
      "\"right\"] for each token cut in two (cuts: int64 in the table's order, the left part's length; 0: "
      "not cut, left out) in id order, joined by ', ', then tail; each byte written as spellings[byte] "
-     "says (a tokenizer.json, as json.dumps writes it)."},
+     "says (a tokenizer.json, as json.dumps writes it); ValueError for a name spelled as one of the tokens."},
     {"pairs_json", (PyCFunction)module_pairs_json, METH_VARARGS,
      "pairs_json(tokens, cuts, spellings) -> bytes: [\"left\", \"right\"] for each token cut in two (cuts: "
      "int64, the left part's length; 0: not cut, left out), each byte written as spellings[byte] says, "

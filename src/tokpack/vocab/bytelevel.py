@@ -28,7 +28,7 @@ from tokpack._atomic import write_atomically
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
-from tokpack.vocab.merge_files import tokenizer_json_bytes
+from tokpack.vocab.merge_files import refuse_spelled_specials, tokenizer_json_bytes
 from tokpack.vocab.patterns import END_OF_TEXT, GPT2_PATTERN, check_covers, resolve_pattern
 from tokpack.vocab.published import published_last_joins
 from tokpack.vocab.rank_files import Ranks, TokenTable, parse_rank_table, rank_file_lines
@@ -447,12 +447,27 @@ class BpeTokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     def to_tokenizer_json(self) -> str:
-        """This vocabulary as a Hugging Face ``tokenizer.json`` document."""
+        """This vocabulary as a Hugging Face ``tokenizer.json`` document.
+
+        Raises:
+            InputError: a token that lower ranks cannot build, or a special token spelled as one
+                of the ranks' tokens (a document holds one id a spelling).
+        """
         return self._tokenizer_json.decode("utf-8")
 
     def tokenizer_json_bytes(self) -> bytes:
         """:meth:`to_tokenizer_json` as UTF-8, derived once (or taken by :meth:`use_tokenizer_json`)."""
         return self._tokenizer_json
+
+    def refuse_spelled_specials(self) -> None:
+        """Refuse a special token spelled as one of the ranks' tokens, as :meth:`to_tokenizer_json`
+        does, without deriving anything (:func:`~tokpack.vocab.merge_files.refuse_spelled_specials`).
+
+        Raises:
+            InputError: naming the token, its two ids and the fix.
+        """
+        table = self.__dict__.get("_table")
+        refuse_spelled_specials(self.ranks if table is None else table, self.special_tokens, where=self.source)
 
     def has_tokenizer_json(self) -> bool:
         """Whether this tokenizer holds its ``tokenizer.json`` already (derived or given)."""

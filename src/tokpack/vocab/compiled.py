@@ -296,7 +296,8 @@ def tokenizer_json_text(table: TokenTable, cuts: np.ndarray, names: list[bytes],
     first on a tie, joined by ``", "``; ``parts[1]``; ``["left", "right"]`` for each token cut in
     two (``cuts``: one a token in the table's order, the left part's length; 0: not cut, left
     out) in id order, joined by ``", "``; ``parts[2]``. Each byte written as ``spellings[byte]``.
-    ``None`` without the extension.
+    ``None`` without the extension. A name spelled as one of the tokens is refused (``ValueError``):
+    the document would hold two ids under one spelling.
 
     >>> from tokpack.vocab.rank_files import TokenTable
     >>> table = TokenTable.of({b"ab": 2, b"a": 0, b"b": 1})

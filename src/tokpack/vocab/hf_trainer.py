@@ -9,6 +9,7 @@ from tokpack.errors import InputError
 from tokpack.vocab.bytelevel import BpeTokenizer
 from tokpack.vocab.merge_files import unicode_to_bytes
 from tokpack.vocab.patterns import DEFAULT_PATTERN, covering, resolve_pattern
+from tokpack.vocab.trainers import TRAINED_SPECIAL_TOKENS, without_spellings
 
 
 def train_hf_bytelevel(
@@ -20,7 +21,9 @@ def train_hf_bytelevel(
 
     The trainer pre-tokenizes with ``pattern`` exactly as the encoder will, and every byte is in
     the alphabet, so any UTF-8 text encodes. It may stop short of ``vocab_size`` when no pair
-    reaches ``min_frequency``; the result's ``n_vocab`` says how many ids there are.
+    reaches ``min_frequency``; the result's ``n_vocab`` says how many ids there are. The texts'
+    spellings of ``<|endoftext|>`` are cut out first (Hugging Face's trainer would learn them as
+    text, even when told they are special), as :func:`tokpack.bpe.train_bytelevel` cuts them.
 
     Raises:
         InputError: ``vocab_size`` below 256, ``min_frequency`` below 1, or a pattern that does
@@ -32,7 +35,7 @@ def train_hf_bytelevel(
         raise InputError(f"vocab_size must be at least 256 (one rank per byte), got {vocab_size}")
     checks.positive_int("min_frequency", min_frequency, what="at least 1")
     pattern = resolve_pattern(pattern, "pattern")
-    texts = covering(texts, pattern, "pattern")
+    texts = without_spellings(covering(texts, pattern, "pattern"), TRAINED_SPECIAL_TOKENS)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [

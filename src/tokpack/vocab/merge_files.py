@@ -12,6 +12,7 @@ import codecs
 import itertools
 import json
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -423,7 +424,12 @@ def tokenizer_json(ranks: Ranks, pattern: str, specials: dict[str, int], *,
     a regex ``Split``, ``ByteLevel`` pre-tokenizer and decoder, and merges from :func:`derive_merges`;
     the special tokens are in the model's vocabulary, so no text is ever encoded as one (as in tiktoken's
     ``encode_ordinary``). ``where`` is the file the ranks came from, named by an error about them.
+
+    Raises:
+        InputError: as :func:`derive_merges`, or a special token spelled as one of the ranks'
+            tokens (:func:`refuse_spelled_specials`).
     """
+    refuse_spelled_specials(ranks, specials, where=where)
     vocab = dict(zip(spell_tokens(list(ranks)), ranks.values()))
     # Special tokens are model tokens that no merge makes, not added tokens: Hugging Face matches
     # an added token wherever its name appears in the text, tiktoken's encode_ordinary never does.
@@ -488,25 +494,21 @@ def tokenizer_json_bytes(ranks: Ranks | TokenTable, pattern: str, specials: dict
     True
 
     Raises:
-        InputError: as :func:`derive_merges`.
+        InputError: as :func:`tokenizer_json`.
     """
     import numpy as np
 
+    refuse_spelled_specials(ranks, specials, where=where)
     names = [name.encode("utf-8") for name in specials]
-    if isinstance(ranks, TokenTable):
-        spelled = _spells_any(ranks, names)
-    else:
-        spelled = any(name in ranks for name in names)
-    if not spelled:
-        text = _compiled_document(ranks, pattern, specials, where=where, joins=joins)
-        if text is not None:
-            return text
+    text = _compiled_document(ranks, pattern, specials, where=where, joins=joins)
+    if text is not None:
+        return text
     if isinstance(ranks, TokenTable):
         tokens, order = _table_in_rank_order(ranks)
     else:
         tokens, order = in_rank_order(ranks)
-    left = None if spelled else joins if joins is not None else _last_merges(tokens, order, where)
-    if left is None:  # a special token spelled as a token (it takes that token's place), or keys that collide
+    left = joins if joins is not None else _last_merges(tokens, order, where)
+    if left is None:  # the numpy rule cannot tell these tokens apart: the dict's document
         ranks = ranks.ranks() if isinstance(ranks, TokenTable) else ranks
         return json.dumps(tokenizer_json(ranks, pattern, specials, where=where), ensure_ascii=False).encode("utf-8")
     head, middle, tail = _skeleton(pattern)
@@ -565,26 +567,59 @@ def _table_in_rank_order(table: TokenTable) -> tuple[list[bytes], np.ndarray]:
     return [tokens[i] for i in order.tolist()], ids[order]
 
 
-def _spells_any(table: TokenTable, names: list[bytes]) -> bool:
-    """Whether one of ``names`` is one of the table's tokens: compared with the tokens of its
-    length only, in the table's buffer (no bytes object made for a token).
+def refuse_spelled_specials(ranks: Ranks | TokenTable, specials: Mapping[str, int], *,
+                            where: str | os.PathLike[str] | None = None) -> None:
+    """Refuse a special token spelled as one of the ranks' tokens (under another id: the two never
+    share one). tiktoken keeps both ids apart (``encode_ordinary`` gives the rank, the special is
+    never read from text); a ``tokenizer.json``'s vocabulary holds one id a spelling, so Hugging
+    Face's ids would differ from tiktoken's on text that spells it.
+
+    >>> refuse_spelled_specials({b"<|": 256, b"<|x|>": 257}, {"<|x|>": 258})
+    Traceback (most recent call last):
+    ...
+    tokpack.errors.InputError: the ordinary token '<|x|>' (id 257) is spelled as the special token '<|x|>' (id 258): a tokenizer.json holds one id a spelling, so Hugging Face's ids would differ from tiktoken's on text that spells it; train the vocabulary again (tokpack's trainers cut the special tokens' spellings out of the text), or rename the special token or remove that rank
+
+    Raises:
+        InputError: naming the token, its two ids and the fix.
+    """
+    names = [name.encode("utf-8") for name in specials]
+    if isinstance(ranks, TokenTable):
+        found = _spelled_at(ranks, names)
+    else:
+        found = next(((index, ranks[name]) for index, name in enumerate(names) if name in ranks), None)
+    if found is None:
+        return
+    index, rank = found
+    name = list(specials)[index]
+    raise InputError(f"the ordinary token {name!r} (id {rank}) is spelled as the special token {name!r} "
+                     f"(id {specials[name]}): a tokenizer.json holds one id a spelling, so Hugging Face's ids "
+                     "would differ from tiktoken's on text that spells it", where=where,
+                     fix="train the vocabulary again (tokpack's trainers cut the special tokens' spellings out of "
+                         "the text), or rename the special token or remove that rank")
+
+
+def _spelled_at(table: TokenTable, names: list[bytes]) -> tuple[int, int] | None:
+    """The first of ``names`` that is one of the table's tokens, as its index and that token's id
+    (``None``: none is): compared with the tokens of its length only, in the table's buffer (no
+    bytes object made for a token).
 
     >>> table = TokenTable.of({b"a": 0, b"<|x|>": 1, b"bc": 2})
-    >>> _spells_any(table, [b"<|y|>", b"bd"]), _spells_any(table, [b"<|y|>", b"bc"])
-    (False, True)
+    >>> _spelled_at(table, [b"<|y|>", b"bd"]), _spelled_at(table, [b"<|y|>", b"bc"])
+    (None, (1, 2))
     """
     import numpy as np
 
     if not names:
-        return False
+        return None
     lengths, joined = table.lengths(), np.frombuffer(table.joined, np.uint8)
-    for name in names:
+    for index, name in enumerate(names):
         same = np.flatnonzero(lengths == len(name))
         if len(name) and len(same):  # each such token's bytes, a row each, against the name's
             rows = joined[(table.ends[same] - len(name))[:, None] + np.arange(len(name))]
-            if bool(np.any(np.all(rows == np.frombuffer(name, np.uint8), axis=1))):
-                return True
-    return False
+            hits = np.flatnonzero(np.all(rows == np.frombuffer(name, np.uint8), axis=1))
+            if len(hits):
+                return index, int(table.ids[same[hits[0]]])
+    return None
 
 
 @lru_cache(maxsize=1)

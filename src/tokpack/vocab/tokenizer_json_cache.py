@@ -60,10 +60,12 @@ def reuse_tokenizer_json(tokenizer: BpeTokenizer, cache: Path) -> bool:
     (see the module docstring), else derive it and keep it there; whether the cached copy was used.
 
     Raises:
-        InputError: as :meth:`~tokpack.vocab.bytelevel.BpeTokenizer.to_tokenizer_json`.
+        InputError: as :meth:`~tokpack.vocab.bytelevel.BpeTokenizer.to_tokenizer_json` (a special
+            token spelled as a rank's token too, whatever the cache holds).
     """
     if tokenizer.has_tokenizer_json():
         return False
+    tokenizer.refuse_spelled_specials()  # what a derivation refuses, a cached copy must not pass off
     from tokpack._schema import read_record
 
     document, record_path = cached_paths(tokenizer.identity, cache)
