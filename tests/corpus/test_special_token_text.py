@@ -87,6 +87,22 @@ def test_folders_records_rows_and_a_given_vocabulary_s_special_tokens(documents:
     assert (found.token, found.count) == ("<|fim_prefix|>", 1)
 
 
+def test_a_folder_s_files_skipped_as_invalid_utf8_are_not_counted(documents: list[str], tmp_path: Path) -> None:
+    """``--on-error skip`` leaves a file that is not UTF-8 out of the pack whole: the tokens it
+    spells are none of the pack's, so neither the count nor the first place names them."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(b"\xff " + (EOT * 5).encode())  # first in order, and skipped
+    (folder / "b.txt").write_text(documents[0] + EOT + documents[1] + EOT, encoding="utf-8")
+    (folder / "c.txt").write_text(documents[2], encoding="utf-8")
+    result = CliRunner().invoke(app, ["prepare", str(folder), "--on-error", "skip", "--vocab-size", "300",
+                                      "--cache-dir", str(tmp_path / "c"), "--json"])
+    assert result.exit_code == 0, result.output
+    line = " ".join(result.stderr.split())
+    assert f"warning: {folder / 'b.txt'}: byte {len(documents[0].encode())}: the text spells the special token '{EOT}' 2 times" in line
+    assert f"{folder / 'a.txt'}: invalid UTF-8 at byte 0" in line  # said as skipped, once
+
+
 def test_json_lines_that_escape_a_special_token_s_characters_are_said_too(documents: list[str], tmp_path: Path) -> None:
     """JSON encoders escape characters: Go's and .NET's ``<`` and ``>`` (``\\u003c``, ``\\u003C``),
     PHP's ``/``, Python's every non-ASCII one by default; the records' text holds the token

@@ -225,6 +225,9 @@ class ReportingGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:  # click's Context, or typer's own copy of it in typer 0.2x
         try:
+            if ctx.parent is None:  # the ``tokpack`` group: once around the whole command
+                with compiling_noted():
+                    return super().invoke(ctx)
             return super().invoke(ctx)
         except KeyboardInterrupt as error:
             if debug:
@@ -339,15 +342,64 @@ def _count_columns() -> tuple[ProgressColumn, ProgressColumn]:
 
 #: What a progress bar says while numba compiles the kernels of its stage.
 COMPILING = "compiling kernels (first run only)"
+#: What a command says on stderr when numba starts compiling and no progress bar is drawn.
+COMPILING_NOTE = f"note: {COMPILING}; later runs reuse them"
+#: numba's module of events, where a listener of its compilations is registered.
+_NUMBA_EVENTS = "numba.core.event"
+
+
+def _bars_drawn() -> bool:
+    """Whether progress bars are drawn on stderr: on a terminal only, as in a log file a redrawn
+    bar is noise (and rich is not needed to say so)."""
+    from tokpack.cli._plain import plain_stream
+
+    return not plain_stream(sys.stderr) and stderr().is_terminal
+
+
+@contextmanager
+def compiling_noted() -> Iterator[None]:
+    """Inside, when numba first starts compiling a kernel in this process (a first run: tens of
+    seconds), :data:`COMPILING_NOTE` on stderr, once, unless progress bars are drawn there (on a
+    terminal ``prepare``'s bar says it): in a pipe, a log file or a job's output the wait would
+    otherwise pass without a word. Never on stdout, which ``--json`` keeps for its JSON. numba is
+    not imported for this: the listener is registered when something else imports numba."""
+    import threading
+
+    from tokpack._lazy import when_imported
+
+    said, lock = [False], threading.Lock()
+    registered: list[tuple[Any, Any]] = []
+
+    def listen(events: Any) -> None:
+        class Noted(events.Listener):
+            def on_start(self, _event: Any) -> None:
+                with lock:
+                    if said[0]:
+                        return
+                    said[0] = True
+                if not _bars_drawn():
+                    typer.echo(COMPILING_NOTE, err=True)
+
+            def on_end(self, _event: Any) -> None:
+                pass
+
+        listener = Noted()
+        events.register("numba:compile", listener)
+        registered.append((events, listener))
+
+    stop_waiting = when_imported(_NUMBA_EVENTS, listen)
+    try:
+        yield
+    finally:
+        stop_waiting()
+        for events, listener in registered:
+            events.unregister("numba:compile", listener)
 
 
 @contextmanager
 def prepare_progress() -> Iterator[Callable[[PrepareProgress], None]]:
     """A rich progress bar fed by ``prepare()``'s callback: bytes, bytes/s, tokens/s, ETA."""
-    from tokpack.cli._plain import plain_stream
-
-    # drawn only on a terminal: in a log file a redrawn bar is noise (and rich is not needed to say so)
-    if plain_stream(sys.stderr) or not stderr().is_terminal:
+    if not _bars_drawn():
         yield lambda event: None
         return
     errors = stderr()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import importlib.util
 import json
 import shutil
 import sys
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from tokpack._lazy import when_imported
 from tokpack.cli._console import (
     EngineName,
     OnErrorName,
@@ -142,55 +142,26 @@ def _as_a_batch_process() -> Callable[[], None]:
     threshold = gc.get_threshold()
     gc.set_threshold(max(50_000, threshold[0]), *threshold[1:])  # never lower than the process's own
     reuse_freed_blocks()
-    skipping = _NumbaExtensionsSkipped()
-    loaded = sys.modules.get(_NUMBA_ENTRY_POINTS)
-    if loaded is not None:
-        skipping.flag(loaded)
-    else:
-        sys.meta_path.insert(0, skipping)
+    flagged: list[Any] = []
+
+    def flag(module: Any) -> None:  # as numba sets its once-only flag once it has loaded them
+        if getattr(module, "_already_initialized", True) is False:
+            module._already_initialized = True
+            flagged.append(module)
+
+    stop_waiting = when_imported(_NUMBA_ENTRY_POINTS, flag)
 
     def undo() -> None:
         gc.set_threshold(*threshold)
-        if skipping in sys.meta_path:
-            sys.meta_path.remove(skipping)
-        if skipping.flagged is not None:
-            skipping.flagged._already_initialized = False
+        stop_waiting()
+        for module in flagged:
+            module._already_initialized = False
 
     return undo
 
 
 #: numba's module of entry points, whose ``_already_initialized`` says they were loaded.
 _NUMBA_ENTRY_POINTS = "numba.core.entrypoints"
-
-
-class _NumbaExtensionsSkipped:
-    """Sets numba's once-only flag of its entry points (as numba sets it once it has loaded them)
-    when :data:`_NUMBA_ENTRY_POINTS` is imported, or at once if it already was and has not loaded
-    them; ``flagged`` is the module, once this finder set its flag. (A finder by its methods:
-    ``importlib.abc``, its base class, imports ``importlib.resources`` and more.)"""
-
-    def __init__(self) -> None:
-        self.flagged: Any = None
-
-    def flag(self, module: Any) -> None:
-        if getattr(module, "_already_initialized", True) is False:
-            module._already_initialized = True
-            self.flagged = module
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != _NUMBA_ENTRY_POINTS:
-            return None
-        sys.meta_path.remove(self)  # once; the other finders find the module
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            run = spec.loader.exec_module
-
-            def run_and_flag(module: Any) -> None:
-                run(module)
-                self.flag(module)
-
-            spec.loader.exec_module = run_and_flag  # type: ignore[method-assign]
-        return spec
 
 
 def _run_as_a_batch_process(command: Callable[..., None]) -> Callable[..., None]:

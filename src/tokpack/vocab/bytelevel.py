@@ -46,7 +46,14 @@ _ID_LIMIT = 1 << 32
 
 
 class VocabularyRecord(Record):
-    """``vocabulary.json``: what a saved vocabulary directory holds besides its rank file."""
+    """``vocabulary.json``: what a saved vocabulary directory holds besides its rank file.
+
+    ``trained_on`` is what ``prepare`` trained the vocabulary on (the corpus's SHA-256, every
+    setting that decides it, the sample it read), kept in the cache's copy only: a rerun checks it
+    before reusing the vocabulary, and ``prepare`` reads it back to say what it was trained on.
+    ``None`` in a pack's copy, whose files are derived from the vocabulary itself (they are the same
+    bytes in every pack of one vocabulary, however it came), and wherever no training is recorded
+    (:meth:`BpeTokenizer.save` without it: ``tokpack bpe train``, ``tokpack tokenizer train``)."""
 
     schema_: Literal["tokpack.vocabulary.v1"] = Field(default="tokpack.vocabulary.v1", alias="schema")
     identity: VocabIdentity

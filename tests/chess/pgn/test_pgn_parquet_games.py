@@ -137,7 +137,7 @@ def test_a_lichess_shaped_folder_converts_without_options(lichess: tuple[Path, P
     pq.write_table(table, tmp_path / "one.parquet")
     code, output = convert([str(tmp_path / "one.parquet"), "-o", str(tmp_path / "one")])
     assert code == 0, output
-    assert report(tmp_path / "one")["first_skipped"]["no_rating"] == f"{tmp_path / 'one.parquet'}@row 3: WhiteElo ''"
+    assert report(tmp_path / "one")["first_skipped"]["no_rating"] == f"{tmp_path / 'one.parquet'}@row 3: no WhiteElo tag"
 
 
 def test_filters_and_clocks_read_parquet_as_they_read_pgn(lichess: tuple[Path, Path], tmp_path: Path) -> None:

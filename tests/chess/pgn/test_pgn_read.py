@@ -134,6 +134,16 @@ def test_broken_games_are_skipped_as_python_chess_finds_them(tmp_path: Path) -> 
                                          "illegal_move", "illegal_move", "illegal_move"]
 
 
+def test_a_missing_rating_is_said_missing_and_an_empty_or_placeholder_one_quoted() -> None:
+    """A game without the tag reads ``no WhiteElo tag``; one whose tag is there reads as its value."""
+    absent = lichess("m0000001", "1. e4 e5").replace('[WhiteElo "1500"]\n', "")
+    games = _read_text(absent + lichess("m0000002", "1. e4 e5", black="") + lichess("m0000003", "1. e4 e5", white="?")
+                       + lichess("m0000004", "1. e4 e5").replace('[BlackElo "1600"]\n', ""))
+    assert [(g.reason, g.detail) for g in games if isinstance(g, Skipped)] == [
+        ("no_rating", "no WhiteElo tag"), ("no_rating", "BlackElo ''"), ("no_rating", "WhiteElo '?'"),
+        ("no_rating", "no BlackElo tag")]
+
+
 def test_header_only_game_is_counted_and_does_not_leak_its_tags(tmp_path: Path) -> None:
     """Issue 12 item 3: python-chess adds a header-only game's tags to the next game."""
     header_only = '[Event "x"]\n[Date "2016.04.01"]\n[WhiteElo "2000"]\n[BlackElo "2100"]\n[Result "1-0"]\n\n'

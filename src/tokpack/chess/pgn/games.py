@@ -543,6 +543,10 @@ def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[s
 
     >>> judge_headers({"UTCDate": "2016.13.45", "Date": "2016.01.01"}, "")
     Skipped(reason='unreadable_header', detail="UTCDate '2016.13.45' is not a calendar date")
+    >>> judge_headers({"Date": "2016.01.01", "WhiteElo": "?"}, "")
+    Skipped(reason='no_rating', detail="WhiteElo '?'")
+    >>> judge_headers({"Date": "2016.01.01", "WhiteElo": "1500"}, "")
+    Skipped(reason='no_rating', detail='no BlackElo tag')
     """
     if bad_header:
         return Skipped("unreadable_header", f"malformed tag line {bad_header!r}")
@@ -556,9 +560,11 @@ def judge_headers(headers: dict[str, str], bad_header: str) -> Skipped | tuple[s
         return Skipped("unreadable_header", f"{tag} {date!r} is not a calendar date")
     ratings = []
     for name in ("WhiteElo", "BlackElo"):
-        value = headers.get(name, "").strip()
+        if name not in headers:  # said as absent: a quoted '' would read as a tag there but empty
+            return Skipped("no_rating", f"no {name} tag")
+        value = headers[name].strip()
         if value in _MISSING_RATING:
-            return Skipped("no_rating", f"{name} {value!r}")
+            return Skipped("no_rating", f"{name} {headers[name]!r}")
         if not (value.isascii() and value.isdigit()):
             return Skipped("unreadable_header", f"{name} {value!r} is not a number")
         if len(value) > 4 or int(value) > MAX_ELO:

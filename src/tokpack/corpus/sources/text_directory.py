@@ -115,6 +115,8 @@ class TextDirectory(DocumentSource):
             if index in self._unreadable or (data := self._open(file)) is None:
                 continue
             try:
+                if self.on_error == "skip" and invalid_utf8_offset(data) is not None:
+                    continue  # left out of the pack whole (:meth:`_spans`): none of its text is read
                 for token, (count, first) in spelled_in([(data, data.where)], tokens).items():
                     found[token] = (found[token][0] + count, found[token][1]) if token in found else (count, first)
             finally:
