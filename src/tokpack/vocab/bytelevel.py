@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from tokpack import _checks as checks
-from tokpack._atomic import write_atomically
+from tokpack._atomic import building
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
@@ -516,14 +516,27 @@ class BpeTokenizer:
         return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
 
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
-        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path.
-        Each file is written atomically and the record last, so a save stopped part way leaves a
-        vocabulary saved there before whole, or one that :meth:`load_saved` refuses (a rank file
-        its record's SHA-256 does not match), never half a rank file."""
+        """Write ``ranks.tiktoken`` and ``vocabulary.json`` as the folder ``directory``; return the
+        json path. ``directory`` may be new, empty, or hold a vocabulary saved before, which is
+        replaced (:func:`save_folder`).
+
+        The files are written into a temporary folder beside ``directory`` that then takes its
+        place whole, so a save stopped part way (Ctrl-C, a full disk, a failed write) leaves
+        ``directory`` as it was, and a reader sees the old vocabulary or the new one, never parts
+        of both.
+
+        Raises:
+            InputError: ``directory`` is no folder, or holds files other than a vocabulary's.
+        """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        ranks_text = self.rank_lines
-        write_atomically(directory / RANKS_FILE, ranks_text)
+        with building(save_folder(directory), replace=True) as temporary:
+            self.write_files(temporary, trained_on=trained_on)
+        return directory / VOCABULARY_FILE
+
+    def write_files(self, folder: Path, *, trained_on: dict[str, str | int] | None = None) -> None:
+        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``folder``, an existing folder the
+        caller writes whole itself (a temporary one it then renames into place); anywhere else
+        :meth:`save`, which does that."""
         record = VocabularyRecord(
             identity=self.identity,
             pattern=self.pattern,
@@ -531,8 +544,8 @@ class BpeTokenizer:
             ranks_sha256=self.ranks_sha256,
             trained_on=trained_on,
         )
-        write_record(record, directory / VOCABULARY_FILE)
-        return directory / VOCABULARY_FILE
+        (Path(folder) / RANKS_FILE).write_bytes(self.rank_lines)
+        write_record(record, Path(folder) / VOCABULARY_FILE)
 
     @classmethod
     def load_saved(cls, vocabulary_json: Path) -> BpeTokenizer:
@@ -589,6 +602,36 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def save_folder(directory: Path) -> Path:
+    """The folder :meth:`BpeTokenizer.save` writes for ``directory`` (symbolic links resolved, so
+    the folder they lead to is the one replaced), checked before anything is written: a command
+    calls it before training, so a folder it would refuse is refused at once.
+
+    Raises:
+        InputError: ``directory`` is no folder, or holds files other than a vocabulary's (a save
+            replaces the folder whole, and would delete them).
+    """
+    directory = Path(directory)
+    folder = directory.resolve()
+    if not os.path.lexists(folder):
+        return folder
+    if not folder.is_dir():
+        raise InputError("exists and is not a folder", where=directory, fix="name a new folder for the vocabulary")
+    others = sorted(name for name in os.listdir(folder) if not _vocabulary_file(name))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise InputError(f"holds {shown}, not only a vocabulary's {RANKS_FILE} and {VOCABULARY_FILE}; a save "
+                         "replaces the folder whole", where=directory,
+                         fix="name a new or empty folder, or one that holds only a vocabulary saved before")
+    return folder
+
+
+def _vocabulary_file(name: str) -> bool:
+    """Whether ``name`` is a saved vocabulary's file, or what a killed write of one left beside it."""
+    return name in (RANKS_FILE, VOCABULARY_FILE) or (
+        name.startswith((f".{RANKS_FILE}.", f".{VOCABULARY_FILE}.")) and name.endswith(".partial"))
 
 
 def transformers_files(special_tokens: Mapping[str, int]) -> dict[str, str]:
