@@ -1,7 +1,7 @@
 """``BpeTokenizer.save(folder)`` writes the folder whole: a save stopped part way (a failed write,
 a full disk, Ctrl-C) leaves a new folder absent, an empty one empty and a vocabulary saved there
 before whole and unchanged; a reader sees the old vocabulary or the new one, never parts of both;
-a folder holding anything else is refused, not emptied."""
+a folder holding other files too keeps them, and is written file by file, the record last."""
 
 from __future__ import annotations
 
@@ -130,15 +130,27 @@ def test_a_save_into_a_symbolic_link_replaces_the_folder_it_leads_to(tmp_path: P
     assert link.is_symlink() and load_vocabulary(real).identity == AFTER.identity
 
 
-def test_a_folder_holding_other_files_is_refused_untouched(tmp_path: Path) -> None:
-    folder = tmp_path / "vocab"
+def test_a_folder_holding_other_files_keeps_them_and_a_stopped_save_is_refused_on_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's folder: its files stay; a save stopped between the rank file and its record
+    leaves a vocabulary that load refuses (the record's SHA-256), never half a file."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
     BEFORE.save(folder)
-    (folder / "notes.md").write_text("mine")
-    before = _contents(folder)
-    with pytest.raises(InputError, match=r"holds notes\.md, not only a vocabulary's") as raised:
-        AFTER.save(folder)
-    assert str(raised.value).startswith(f"{folder}: ")
-    assert _contents(folder) == before
+    AFTER.save(folder)
+    assert (folder / "config.json").read_text() == "{}"
+    assert load_vocabulary(folder).identity == AFTER.identity
+    import tokpack.vocab.bytelevel as bytelevel
+
+    def stopped(record: object, path: Path) -> None:
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bytelevel, "write_record", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        BEFORE.save(folder)
+    assert sorted(os.listdir(folder)) == ["config.json", "ranks.tiktoken", "vocabulary.json"]
+    with pytest.raises(InputError):
+        BpeTokenizer.load_saved(folder / "vocabulary.json")
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="exists and is not a folder"):
         AFTER.save(tmp_path / "file")

@@ -53,7 +53,7 @@ def _rate() -> ProgressColumn:
 @bpe_app.command()
 def train(
     corpus: Annotated[Path, typer.Argument(help="A text file, a folder of them, JSON Lines or Parquet (as prepare reads).")],
-    output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json: new, empty, or holding a vocabulary, which is replaced whole.")],
+    output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json: written whole when new, empty or holding only a vocabulary (replaced); beside the files of a folder that has others.")],
     vocab_size: Annotated[int, typer.Option(min=258, help="Ids in the result: 256 bytes, the merges and <|endoftext|>.")] = 8192,
     pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex (gpt4 by default, as in every trainer).")] = "gpt4",
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,

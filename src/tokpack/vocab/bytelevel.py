@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from tokpack import _checks as checks
-from tokpack._atomic import building
+from tokpack._atomic import building, write_atomically
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
@@ -516,27 +516,32 @@ class BpeTokenizer:
         return files | {name: text.encode("utf-8") for name, text in self.transformers_files().items()}
 
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
-        """Write ``ranks.tiktoken`` and ``vocabulary.json`` as the folder ``directory``; return the
-        json path. ``directory`` may be new, empty, or hold a vocabulary saved before, which is
-        replaced (:func:`save_folder`).
+        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path.
 
-        The files are written into a temporary folder beside ``directory`` that then takes its
-        place whole, so a save stopped part way (Ctrl-C, a full disk, a failed write) leaves
-        ``directory`` as it was, and a reader sees the old vocabulary or the new one, never parts
-        of both.
+        A ``directory`` that is new, empty, or holds only a vocabulary saved before is written
+        whole: the files go into a temporary folder beside it that then takes its place, so a save
+        stopped part way (Ctrl-C, a full disk, a failed write) leaves ``directory`` as it was, and a
+        reader sees the old vocabulary or the new one, never parts of both. A folder that holds
+        other files too (a model's folder) keeps them: each file is written atomically there and
+        the record last, so a save stopped part way leaves a vocabulary saved before whole, or one
+        that :meth:`load_saved` refuses (a rank file its record's SHA-256 does not match), never
+        half a file.
 
         Raises:
-            InputError: ``directory`` is no folder, or holds files other than a vocabulary's.
+            InputError: ``directory`` exists and is not a folder.
         """
         directory = Path(directory)
-        with building(save_folder(directory), replace=True) as temporary:
-            self.write_files(temporary, trained_on=trained_on)
+        folder = save_folder(directory)
+        if _holds_other_files(folder):
+            self.write_files(folder, trained_on=trained_on)
+        else:
+            with building(folder, replace=True) as temporary:
+                self.write_files(temporary, trained_on=trained_on)
         return directory / VOCABULARY_FILE
 
     def write_files(self, folder: Path, *, trained_on: dict[str, str | int] | None = None) -> None:
-        """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``folder``, an existing folder the
-        caller writes whole itself (a temporary one it then renames into place); anywhere else
-        :meth:`save`, which does that."""
+        """Write ``ranks.tiktoken`` and then ``vocabulary.json`` into the existing ``folder``, each
+        atomically (:meth:`save` says where that is enough)."""
         record = VocabularyRecord(
             identity=self.identity,
             pattern=self.pattern,
@@ -544,7 +549,7 @@ class BpeTokenizer:
             ranks_sha256=self.ranks_sha256,
             trained_on=trained_on,
         )
-        (Path(folder) / RANKS_FILE).write_bytes(self.rank_lines)
+        write_atomically(Path(folder) / RANKS_FILE, self.rank_lines)
         write_record(record, Path(folder) / VOCABULARY_FILE)
 
     @classmethod
@@ -606,26 +611,23 @@ class BpeTokenizer:
 
 def save_folder(directory: Path) -> Path:
     """The folder :meth:`BpeTokenizer.save` writes for ``directory`` (symbolic links resolved, so
-    the folder they lead to is the one replaced), checked before anything is written: a command
-    calls it before training, so a folder it would refuse is refused at once.
+    the folder they lead to is the one written), checked before anything is written: a command
+    calls it before training, so a name it would refuse is refused at once.
 
     Raises:
-        InputError: ``directory`` is no folder, or holds files other than a vocabulary's (a save
-            replaces the folder whole, and would delete them).
+        InputError: ``directory`` exists and is not a folder.
     """
     directory = Path(directory)
     folder = directory.resolve()
-    if not os.path.lexists(folder):
-        return folder
-    if not folder.is_dir():
-        raise InputError("exists and is not a folder", where=directory, fix="name a new folder for the vocabulary")
-    others = sorted(name for name in os.listdir(folder) if not _vocabulary_file(name))
-    if others:
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        raise InputError(f"holds {shown}, not only a vocabulary's {RANKS_FILE} and {VOCABULARY_FILE}; a save "
-                         "replaces the folder whole", where=directory,
-                         fix="name a new or empty folder, or one that holds only a vocabulary saved before")
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise InputError("exists and is not a folder", where=directory, fix="name a folder for the vocabulary")
     return folder
+
+
+def _holds_other_files(folder: Path) -> bool:
+    """Whether ``folder`` exists and holds files besides a saved vocabulary's (which a save that
+    replaces the folder whole would delete)."""
+    return folder.is_dir() and any(not _vocabulary_file(name) for name in os.listdir(folder))
 
 
 def _vocabulary_file(name: str) -> bool:
