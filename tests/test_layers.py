@@ -45,7 +45,7 @@ LAYERS: dict[str, int] = {
 #: ``serve.torch``; a shard task encodes with the pack writer of ``preparing``; the CLI renders
 #: reports. Any other same-layer pair is a layer of its own in disguise: give it one.
 SAME_LAYER: set[tuple[str, str]] = {
-    ("_atomic", "errors"), ("_pool", "_atomic"), ("_checks", "errors"), ("_extras", "errors"), ("_files", "errors"),
+    ("_atomic", "errors"), ("_atomic", "_signals"), ("_pool", "_atomic"), ("_checks", "errors"), ("_extras", "errors"), ("_files", "errors"),
     ("_schema", "errors"), ("_schema", "_files"), ("_schema", "_atomic"), ("_schema", "_words"), ("_cache", "errors"),
     ("_cache", "_files"),
     ("_compressed", "errors"), ("_files", "_compressed"), ("_files", "_atomic"), ("_pool", "errors"),

@@ -13,6 +13,7 @@ import errno
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,11 +27,16 @@ _PARTIAL = ".partial"
 def temporary_sibling(destination: Path) -> Path:
     """Create and return an empty hidden directory beside ``destination``, named for this process
     and host; first remove what killed writers of ``destination`` on this host left behind."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(destination)
-    temporary = destination.with_name(f".{destination.name}{_MARK}{_owner()}-{secrets.token_hex(4)}")
+    temporary = _sibling_name(destination)
     temporary.mkdir()
     return temporary
+
+
+def _sibling_name(destination: Path) -> Path:
+    """:func:`temporary_sibling`'s name, not yet made (its parent is)."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(destination)
+    return destination.with_name(f".{destination.name}{_MARK}{_owner()}-{secrets.token_hex(4)}")
 
 
 def publish(temporary: Path, destination: Path) -> None:
@@ -44,11 +50,7 @@ def publish(temporary: Path, destination: Path) -> None:
     except OSError:
         shutil.rmtree(temporary, ignore_errors=True)
         raise InputError("appeared while writing; not replaced", where=destination) from None
-    descriptor = os.open(destination.parent, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    _sync_directory(destination.parent)
 
 
 #: What ``errno`` says when a disk, or the user's quota on it, is full.
@@ -73,17 +75,60 @@ def full_disk(error: BaseException | None, where: str | os.PathLike[str], fix: s
 
 
 @contextmanager
-def building(destination: Path) -> Iterator[Path]:
-    """Yield a temporary directory that becomes ``destination`` if the block succeeds."""
-    temporary = temporary_sibling(destination)
+def building(destination: Path, *, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory that becomes ``destination`` if the block succeeds; with
+    ``replace``, a ``destination`` that exists already is replaced whole (:func:`replace_directory`)."""
+    temporary = _sibling_name(destination)
+    # Made and published inside the try: a Ctrl-C that lands between them leaves nothing behind.
     try:
+        temporary.mkdir()
         yield temporary
+        if replace and os.path.lexists(destination):
+            replace_directory(temporary, destination)
+        else:
+            publish(temporary, destination)
     except BaseException as error:
-        shutil.rmtree(temporary, ignore_errors=True)
+        shutil.rmtree(temporary, ignore_errors=True)  # (gone already once renamed into place)
         if (full := full_disk(error, destination)) is not None:
             raise full from error
         raise
-    publish(temporary, destination)
+
+
+def replace_directory(temporary: Path, destination: Path) -> None:
+    """Put the directory ``temporary`` (a sibling of ``destination``) in the place of the directory
+    ``destination``, which is deleted, keeping its permissions; make it durable.
+
+    The old directory is renamed aside, then ``temporary`` in: a reader sees the old directory,
+    none for an instant, or the new one, never parts of both. A signal that comes meanwhile is
+    handled once both renames are done and the old directory is gone, so Ctrl-C never leaves
+    ``destination`` missing.
+    """
+    from tokpack._signals import held
+
+    aside = destination.with_name(f".{destination.name}{_MARK}{_owner()}-{secrets.token_hex(4)}")
+    try:
+        os.chmod(temporary, stat.S_IMODE(os.stat(destination).st_mode))
+        with held():
+            os.rename(destination, aside)
+            try:
+                os.rename(temporary, destination)
+            except OSError:
+                os.rename(aside, destination)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    _sync_directory(destination.parent)
+
+
+def _sync_directory(folder: Path) -> None:
+    """Make the renames in ``folder`` durable."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def partial_sibling(path: Path) -> Path:

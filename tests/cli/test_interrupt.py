@@ -175,3 +175,60 @@ def test_the_command_hears_sigterm_and_sighup_unless_they_were_ignored() -> None
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
+
+
+_SAVE_DRIVER = """
+import sys
+import time
+
+from tokpack.cli import script
+from tokpack.vocab import bytelevel
+
+write_record = bytelevel.write_record
+
+
+def paused(record, path):
+    # The rank file is written by now: the save stops half done, between its two files.
+    print("saving", file=sys.stderr, flush=True)
+    time.sleep(60)
+    write_record(record, path)
+
+
+bytelevel.write_record = paused
+sys.argv = ["tokpack", *sys.argv[1:]]
+script()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("before", [False, True], ids=["new-folder", "over-a-vocabulary"])
+def test_a_bpe_train_stopped_while_saving_leaves_its_folder_as_it_was(tmp_path: Path, signum: int, before: bool) -> None:
+    """``tokpack bpe train -o DIR`` stopped between the two files of its vocabulary: a new DIR is
+    not there (it was one holding a rank file without its record), an old DIR's vocabulary is
+    whole and unchanged."""
+    corpus, folder = tmp_path / "corpus.txt", tmp_path / "vocab"
+    corpus.write_text(sample_corpus().read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    if before:
+        BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(folder)
+    old = {path.name: path.read_bytes() for path in folder.iterdir()} if before else None
+    command = [sys.executable, "-c", _SAVE_DRIVER, "bpe", "train", str(corpus), "-o", str(folder), "--vocab-size", "300"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert job.stderr is not None
+        cue = job.stderr.readline()
+        assert cue == "saving\n", cue + job.stderr.read()
+        job.send_signal(signum)
+        _, errors = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert job.returncode == 128 + signum, errors
+    assert len(errors.strip().splitlines()) == 1 and errors.startswith("interrupted"), errors
+    if before:
+        assert {path.name: path.read_bytes() for path in folder.iterdir()} == old
+        assert BpeTokenizer.load_saved(folder / "vocabulary.json").n_vocab == 257
+    else:
+        assert not folder.exists(), sorted(path.name for path in folder.iterdir())
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", *(["vocab"] if before else [])]

@@ -53,7 +53,7 @@ def _rate() -> ProgressColumn:
 @bpe_app.command()
 def train(
     corpus: Annotated[Path, typer.Argument(help="A text file, a folder of them, JSON Lines or Parquet (as prepare reads).")],
-    output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json.")],
+    output: Annotated[Path, typer.Option("-o", "--out", "--output", help="Folder for ranks.tiktoken and vocabulary.json: written whole when new, empty or holding only a vocabulary (replaced); beside the files of a folder that has others.")],
     vocab_size: Annotated[int, typer.Option(min=258, help="Ids in the result: 256 bytes, the merges and <|endoftext|>.")] = 8192,
     pattern: Annotated[str, typer.Option(help="Pre-tokenizer: gpt2, gpt4, polish, polish-phrase, or a regex (gpt4 by default, as in every trainer).")] = "gpt4",
     min_frequency: Annotated[int, typer.Option(min=1, help="Stop when the best pair occurs fewer times.")] = 2,
@@ -79,6 +79,7 @@ def train(
 
     from tokpack._words import counted
     from tokpack.bpe.fast import train_from_files
+    from tokpack.vocab.bytelevel import save_folder
     from tokpack.vocab.patterns import resolve_pattern
     from tokpack.vocab.trainers import TRAINED_SPECIAL_TOKENS
 
@@ -86,6 +87,10 @@ def train(
         regex = resolve_pattern(pattern)
     except ValueError as error:
         raise _fail(f"--pattern: {error}") from None
+    try:
+        save_folder(output)  # a folder the save would refuse is refused before the training
+    except InputError as error:
+        raise _fail(f"--out: {error}") from None
     counting = Progress(TextColumn("{task.description:>8}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                         TimeElapsedColumn(), console=_err(), disable=not _err().is_terminal)
     merging = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), _rate(),

@@ -218,7 +218,7 @@ def write_tokenizer(tokenizer: BpeTokenizer, out_json: Path, *, trained_on: dict
     staging = Path(tempfile.mkdtemp(prefix=".tokenizer.", dir=folder))
     try:
         (staging / out_json.name).write_text(tokenizer.to_tokenizer_json(), encoding="utf-8")
-        tokenizer.save(staging, trained_on=trained_on)
+        tokenizer.write_files(staging, trained_on=trained_on)
         extra = tokenizer.transformers_files()
         for name, text in extra.items():
             (staging / name).write_text(text, encoding="utf-8")

@@ -484,7 +484,7 @@ def _trained_vocabulary(source: DocumentSource, corpus_key: str, cache: Path, re
         if sample.spans is not None:
             trained_on |= {"sample_pieces": sample.n_pieces, "sample_piece_bytes": sample.piece_bytes}
         remove_abandoned(directory)
-        if _published(directory, lambda temporary: tokenizer.save(temporary, trained_on=trained_on)):
+        if _published(directory, lambda temporary: tokenizer.write_files(temporary, trained_on=trained_on)):
             if _saved_training(directory) != trained_on or BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
                 raise IntegrityError("another process published a different vocabulary here; delete it", where=directory)
     return tokenizer, directory / VOCABULARY_FILE
@@ -604,7 +604,7 @@ def cached_vocabulary(tokenizer: BpeTokenizer, directory: Path) -> Path:
                 raise IntegrityError("cached vocabulary differs from the one given", where=directory, fix="delete it")
         else:
             remove_abandoned(directory)
-            if _published(directory, tokenizer.save) and \
+            if _published(directory, tokenizer.write_files) and \
                     BpeTokenizer.load_saved(directory / VOCABULARY_FILE).identity != tokenizer.identity:
                 raise IntegrityError("another process published a different vocabulary here; delete it", where=directory)
     return directory / VOCABULARY_FILE

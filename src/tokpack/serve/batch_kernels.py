@@ -13,6 +13,12 @@ calls, the segment-start mask, its ``flatnonzero``, a ``repeat`` per output and 
 about 20 array operations, most of their cost fixed per call; one compiled loop writes each
 output element once (figures: BENCHMARKS.md, "The training loader against litdata"). numba compiles these
 once per machine (``cache=True``, beside the module or in numba's user cache).
+
+The kernels a batch calls return one array at most, and write any other into an array they are
+given: a Ctrl-C that lands while numba boxes the result raises its ``KeyboardInterrupt`` from
+an array's boxing, where a tuple's makes a ``SystemError``. Holding the signals instead
+(:func:`tokpack._signals.held`) would cost as much as the batch; the layout's once-built kernels
+that return tuples are called under it.
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ def outside(indices: np.ndarray, n_rows: int) -> bool:  # pragma: no cover - com
 
 @njit(cache=True)
 def contiguous_segments(document_starts: np.ndarray, origins: np.ndarray, width: int,
-                        hi: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Rows ``stream[o : o + width]`` (padded past ``hi``): their segment starts (flat, ascending)
-    and the real ids each row holds. ``document_starts`` is the stream's ascending document
-    starts; a start strictly inside ``(o, min(o + width, hi))`` begins a segment."""
+                        hi: int, real: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Rows ``stream[o : o + width]`` (padded past ``hi``): their segment starts (flat, ascending),
+    returned, and the real ids each row holds, written into ``real``. ``document_starts`` is the
+    stream's ascending document starts; a start strictly inside ``(o, min(o + width, hi))``
+    begins a segment. One array returned, not a tuple: see the module docstring."""
     n = len(origins)
     first = np.searchsorted(document_starts, origins, side="right")
     ends = np.minimum(origins + width, hi)
@@ -46,7 +53,6 @@ def contiguous_segments(document_starts: np.ndarray, origins: np.ndarray, width:
         if last[r] > first[r]:
             total += last[r] - first[r]
     segments = np.empty(total, dtype=np.int64)
-    real = np.empty(n, dtype=np.int64)
     k = 0
     for r in range(n):
         base = r * width - origins[r]
@@ -60,7 +66,7 @@ def contiguous_segments(document_starts: np.ndarray, origins: np.ndarray, width:
         if used < width:
             segments[k] = r * width + used
             k += 1
-    return segments[:k], real
+    return segments[:k]
 
 
 @njit(cache=True)
@@ -81,15 +87,14 @@ def contiguous_gather(tokens: np.ndarray, origins: np.ndarray, width: int, hi: i
 
 @njit(cache=True)
 def bestfit_segments(piece_start: np.ndarray, piece_len: np.ndarray, row_ptr: np.ndarray,
-                     indices: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+                     indices: np.ndarray, width: int, real: np.ndarray) -> np.ndarray:  # pragma: no cover
     """Rows ``indices`` of a best-fit index: their segment starts (a piece's first column and the
-    first padding column) and the real ids each row holds."""
+    first padding column), returned, and the real ids each row holds, written into ``real``."""
     n = len(indices)
     total = n
     for r in range(n):
         total += row_ptr[indices[r] + 1] - row_ptr[indices[r]]
     segments = np.empty(total, dtype=np.int64)
-    real = np.empty(n, dtype=np.int64)
     k = 0
     for r in range(n):
         column = 0
@@ -101,7 +106,7 @@ def bestfit_segments(piece_start: np.ndarray, piece_len: np.ndarray, row_ptr: np
         if column < width:
             segments[k] = r * width + column
             k += 1
-    return segments[:k], real
+    return segments[:k]
 
 
 @njit(cache=True)

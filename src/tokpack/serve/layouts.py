@@ -51,6 +51,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tokpack._checks import fits_in_memory, positive_int, text
+from tokpack._signals import held
 from tokpack.errors import InputError
 from tokpack.store import Pack, TokenSource, open_tokens
 
@@ -319,7 +320,8 @@ class _ContiguousLayout(Layout):
                 ids[row, :keep] = self.source.take(origins[row] + np.arange(keep))
         if not want_starts:
             return ids, None, np.minimum(width, self.hi - origins)
-        segments, real = compiled.contiguous_segments(self._document_starts, origins, width, self.hi)
+        real = np.empty(n, dtype=np.int64)
+        segments = compiled.contiguous_segments(self._document_starts, origins, width, self.hi, real)
         return ids, segments, real
 
     @functools.cached_property
@@ -416,7 +418,8 @@ class BestFitLayout(Layout):
             raise InputError(f"cache must be True, False or a folder, got {type(cache).__name__}")
         width = self.length + 1
         starts = np.ascontiguousarray(self.source.starts[self.first_doc : self.last_doc], dtype=np.int64)
-        piece_start, piece_len, self._cut = kernels().bestfit_pieces(starts, self.hi, width)
+        with held():  # boxing its tuple must not meet a pending Ctrl-C (tokpack._signals)
+            piece_start, piece_len, self._cut = kernels().bestfit_pieces(starts, self.hi, width)
         key = _fingerprint_key(self.fingerprint)
         path = _cache_path(self.name, key, cache)
         found = None if path is None else _load_index(path, key, piece_len, width, self.lookahead)
@@ -439,7 +442,8 @@ class BestFitLayout(Layout):
         # one flat array; other sources gather the positions the same loop writes.
         compiled = kernels()
         width = self.length + 1
-        segments, real = compiled.bestfit_segments(self._piece_start, self._piece_len, self._row_ptr, indices, width)
+        real = np.empty(len(indices), dtype=np.int64)
+        segments = compiled.bestfit_segments(self._piece_start, self._piece_len, self._row_ptr, indices, width, real)
         if isinstance(self.source, Pack):
             ids = np.empty((len(indices), width), dtype=self.source.tokens.dtype)
             compiled.bestfit_gather(np.asarray(self.source.tokens), self._piece_start, self._piece_len, self._row_ptr,
@@ -527,7 +531,8 @@ def _best_fit(lengths: np.ndarray, width: int, lookahead: int) -> tuple[np.ndarr
     full piece (``width`` ids) can only head a row: it joins no queue.
     """
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-    order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
+    with held():  # boxing its tuple must not meet a pending Ctrl-C (tokpack._signals)
+        order, row_ends = kernels().best_fit_rows(lengths, int(width), int(lookahead))
     row_ptr = np.zeros(len(row_ends) + 1, dtype=np.int64)
     row_ptr[1:] = row_ends
     return order, row_ptr, int(kernels().bestfit_moved(order, row_ends, lengths, int(width), int(lookahead)))

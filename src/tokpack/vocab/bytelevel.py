@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from tokpack import _checks as checks
-from tokpack._atomic import write_atomically
+from tokpack._atomic import building, write_atomically
 from tokpack._schema import Record, first_problem, read_record, write_record
 from tokpack.errors import InputError
 from tokpack.vocab.identity import VocabIdentity
@@ -539,13 +539,31 @@ class BpeTokenizer:
 
     def save(self, directory: Path, *, trained_on: dict[str, str | int] | None = None) -> Path:
         """Write ``ranks.tiktoken`` and ``vocabulary.json`` into ``directory``; return the json path.
-        Each file is written atomically and the record last, so a save stopped part way leaves a
-        vocabulary saved there before whole, or one that :meth:`load_saved` refuses (a rank file
-        its record's SHA-256 does not match), never half a rank file."""
+
+        A ``directory`` that is new, empty, or holds only a vocabulary saved before is written
+        whole: the files go into a temporary folder beside it that then takes its place, so a save
+        stopped part way (Ctrl-C, a full disk, a failed write) leaves ``directory`` as it was, and a
+        reader sees the old vocabulary or the new one, never parts of both. A folder that holds
+        other files too (a model's folder) keeps them: each file is written atomically there and
+        the record last, so a save stopped part way leaves a vocabulary saved before whole, or one
+        that :meth:`load_saved` refuses (a rank file its record's SHA-256 does not match), never
+        half a file.
+
+        Raises:
+            InputError: ``directory`` exists and is not a folder.
+        """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        ranks_text = self.rank_lines
-        write_atomically(directory / RANKS_FILE, ranks_text)
+        folder = save_folder(directory)
+        if _holds_other_files(folder):
+            self.write_files(folder, trained_on=trained_on)
+        else:
+            with building(folder, replace=True) as temporary:
+                self.write_files(temporary, trained_on=trained_on)
+        return directory / VOCABULARY_FILE
+
+    def write_files(self, folder: Path, *, trained_on: dict[str, str | int] | None = None) -> None:
+        """Write ``ranks.tiktoken`` and then ``vocabulary.json`` into the existing ``folder``, each
+        atomically (:meth:`save` says where that is enough)."""
         record = VocabularyRecord(
             identity=self.identity,
             pattern=self.pattern,
@@ -553,8 +571,8 @@ class BpeTokenizer:
             ranks_sha256=self.ranks_sha256,
             trained_on=trained_on,
         )
-        write_record(record, directory / VOCABULARY_FILE)
-        return directory / VOCABULARY_FILE
+        write_atomically(Path(folder) / RANKS_FILE, self.rank_lines)
+        write_record(record, Path(folder) / VOCABULARY_FILE)
 
     @classmethod
     def load_saved(cls, vocabulary_json: Path) -> BpeTokenizer:
@@ -611,6 +629,33 @@ class BpeTokenizer:
 
     def __repr__(self) -> str:
         return f"BpeTokenizer(n_vocab={self.n_vocab}, identity={self.identity.short})"
+
+
+def save_folder(directory: Path) -> Path:
+    """The folder :meth:`BpeTokenizer.save` writes for ``directory`` (symbolic links resolved, so
+    the folder they lead to is the one written), checked before anything is written: a command
+    calls it before training, so a name it would refuse is refused at once.
+
+    Raises:
+        InputError: ``directory`` exists and is not a folder.
+    """
+    directory = Path(directory)
+    folder = directory.resolve()
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise InputError("exists and is not a folder", where=directory, fix="name a folder for the vocabulary")
+    return folder
+
+
+def _holds_other_files(folder: Path) -> bool:
+    """Whether ``folder`` exists and holds files besides a saved vocabulary's (which a save that
+    replaces the folder whole would delete)."""
+    return folder.is_dir() and any(not _vocabulary_file(name) for name in os.listdir(folder))
+
+
+def _vocabulary_file(name: str) -> bool:
+    """Whether ``name`` is a saved vocabulary's file, or what a killed write of one left beside it."""
+    return name in (RANKS_FILE, VOCABULARY_FILE) or (
+        name.startswith((f".{RANKS_FILE}.", f".{VOCABULARY_FILE}.")) and name.endswith(".partial"))
 
 
 def transformers_files(special_tokens: Mapping[str, int]) -> dict[str, str]:
