@@ -199,3 +199,17 @@ def test_ids_that_are_not_one_flat_array_are_refused_before_anything_is_written(
         writer.commit(source=SOURCE, cut=DocumentCut(rule="demo"), stamp_verified=True)
     pack = Pack(tmp_path / "pack", verify=True)
     assert pack.n_tokens == 2 and pack.read_span(0, 2).tolist() == [5, 6]
+
+
+def test_a_writer_stopped_while_it_opens_leaves_no_temporary_folder(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C that lands after the temporary folder is made, before the writer is returned (so
+    before ``with`` could clean up), takes the folder with it."""
+    import tokpack.store.writer as writer
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+    monkeypatch.setattr(writer, "npy_header", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        PackWriter(tmp_path / "pack", vocabulary=VOCABULARY)
+    assert list(tmp_path.iterdir()) == []

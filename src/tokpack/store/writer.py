@@ -15,6 +15,7 @@ import numpy as np
 
 from tokpack._atomic import full_disk, publish, temporary_sibling
 from tokpack._schema import write_record
+from tokpack._signals import held
 from tokpack.errors import InputError, VocabularyMismatch
 from tokpack.store.carried import vouch
 from tokpack.store.format import (
@@ -77,9 +78,20 @@ class PackWriter:
             raise InputError("already exists; a pack is never overwritten", where=self.destination)
         self.vocabulary = vocabulary
         self.dtype = token_dtype(vocabulary.n_vocab)
-        self._temporary = temporary_sibling(self.destination)
-        self._tokens = open(self._temporary / TOKENS_FILE, "wb")
-        self._tokens.write(npy_header(self.dtype, 0))
+        temporary: Path | None = None
+        try:
+            # Signals wait while the folder is made and opened, then come inside this try: a
+            # Ctrl-C before ``with`` holds the writer takes the folder with it.
+            with held():
+                temporary = self._temporary = temporary_sibling(self.destination)
+                self._tokens = open(temporary / TOKENS_FILE, "wb")
+                self._tokens.write(npy_header(self.dtype, 0))
+        except BaseException:
+            if temporary is not None:
+                if hasattr(self, "_tokens"):
+                    self._tokens.close()
+                shutil.rmtree(temporary, ignore_errors=True)
+            raise
         self._tokens_hash = hashlib.sha256()
         self._starts = array("q")
         self._files: dict[str, str] = {}
