@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
 import sys
 from pathlib import Path
+
+from processes import signalled_at_cue
 
 _DRIVER = """
 import sys
@@ -60,20 +61,8 @@ def test_ctrl_c_in_the_merge_loop_of_a_prepare_stops_it_cleanly(tmp_path: Path) 
     cache, out = tmp_path / "cache", tmp_path / "out"
     command = [sys.executable, "-X", "faulthandler", "-c", _DRIVER, "prepare", str(corpus), "--cache-dir", str(cache),
                "--vocab-size", "30000", "--allow-smaller-vocab", "-o", str(out)]
-    # As a terminal does: SIGINT raises KeyboardInterrupt (not ignored, as in a background job).
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        assert job.stderr is not None
-        cue = job.stderr.readline()
-        assert cue == "merging\n", cue + job.stderr.read()
-        job.send_signal(signal.SIGINT)
-        _, errors = job.communicate(timeout=300)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-    assert job.returncode == 130, errors
+    returncode, errors = signalled_at_cue(command, "merging\n", signal.SIGINT, timeout=300)
+    assert returncode == 130, errors
     assert errors.strip().splitlines() == ["interrupted: nothing half-written is kept; a sharded job keeps its complete "
                                            "shards and resumes when rerun"], errors
     assert not out.exists()

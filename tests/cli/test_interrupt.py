@@ -21,6 +21,8 @@ from tokpack.corpus import sample_corpus
 from tokpack.store import ShardedDataset
 from tokpack.vocab.bytelevel import BpeTokenizer
 
+from processes import signalled_at_cue, started_as_a_terminal_starts
+
 
 def _group(pgid: int) -> list[str]:
     """The command lines of the live processes in process group ``pgid``."""
@@ -63,8 +65,7 @@ def _interrupt_once_started(job: subprocess.Popen[str], *, processes: int, after
 def test_ctrl_c_stops_a_local_job_with_one_line_and_a_rerun_finishes_it(tmp_path: Path) -> None:
     command = _local_job(tmp_path)
     # As a terminal does: the job in a process group of its own, SIGINT to every process of it.
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    job = started_as_a_terminal_starts(command)
     # The job's processes of multiprocessing (its fork server, or spawned ones): the progress
     # manager and the workers, starting (where each once printed a traceback of its own).
     _interrupt_once_started(job, processes=3, after=0.3)
@@ -86,8 +87,7 @@ def test_ctrl_c_of_a_bpe_training_with_worker_processes_says_one_line(tmp_path: 
     # A regex other than the compiled splitter's: the counting is done by worker processes.
     command = [sys.executable, "-m", "tokpack.cli", "bpe", "train", str(corpus), "-o", str(tmp_path / "vocab"),
                "--pattern", r"[^\s\d]+|\d|\s+", "--workers", "2", "--vocab-size", "600"]
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    job = started_as_a_terminal_starts(command)
     _interrupt_once_started(job, processes=3, after=0.2)  # the fork server and the two count workers
     _, errors = job.communicate(timeout=120)
     assert job.returncode == 130, errors
@@ -212,19 +212,8 @@ def test_a_bpe_train_stopped_while_saving_leaves_its_folder_as_it_was(tmp_path: 
         BpeTokenizer(ranks={bytes([b]): b for b in range(256)}, special_tokens={"<|endoftext|>": 256}).save(folder)
     old = {path.name: path.read_bytes() for path in folder.iterdir()} if before else None
     command = [sys.executable, "-c", _SAVE_DRIVER, "bpe", "train", str(corpus), "-o", str(folder), "--vocab-size", "300"]
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        assert job.stderr is not None
-        cue = job.stderr.readline()
-        assert cue == "saving\n", cue + job.stderr.read()
-        job.send_signal(signum)
-        _, errors = job.communicate(timeout=120)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-    assert job.returncode == 128 + signum, errors
+    returncode, errors = signalled_at_cue(command, "saving\n", signum, timeout=120)
+    assert returncode == 128 + signum, errors
     assert len(errors.strip().splitlines()) == 1 and errors.startswith("interrupted"), errors
     if before:
         assert {path.name: path.read_bytes() for path in folder.iterdir()} == old
