@@ -60,6 +60,34 @@ def test_streamed_training_equals_in_memory_training(corpus: Path) -> None:
     assert merging[-1].done == MERGES and merging[-1].unit == "merges"
 
 
+@pytest.mark.parametrize("kind", ["text file", "folder"])
+def test_held_out_documents_are_never_trained_on(kind: str, texts: list[str], tmp_path: Path) -> None:
+    """A corpus whose manifest holds out validation and test (as ``prepare --validation`` writes
+    it) is trained on its training range only, as prepare trains: the merges of training on those
+    documents alone, and not those of the whole."""
+    from tokpack.corpus.sources import hold_out
+
+    if kind == "folder":
+        corpus = tmp_path / "folder"
+        corpus.mkdir()
+        for index, text in enumerate(texts):
+            (corpus / f"{index:04d}.txt").write_text(text, encoding="utf-8")
+    else:
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("\n".join(texts), encoding="utf-8")
+    whole = train_from_files(corpus, MERGES, pattern=GPT4_PATTERN, workers=1, document_bytes=1 << 14)
+    hold_out(corpus, validation=0.2, test=0.1, document_bytes=1 << 14)
+    with open_corpus(corpus, document_bytes=1 << 14) as source:
+        (_, first, last), = [ranges for ranges in source.unit_ranges() if ranges[0] == "train"]
+        assert last < source.n_units
+        training = [piece.text for piece in source.pieces(first, last)]
+    held = train_from_files(corpus, MERGES, pattern=GPT4_PATTERN, workers=2, document_bytes=1 << 14)
+    assert held.held_out and not whole.held_out
+    assert held.training.trace == train_fast(training, MERGES, pattern=GPT4_PATTERN, workers=1).trace
+    assert held.training.trace != whole.training.trace
+    assert held.n_bytes == sum(len(text.encode("utf-8")) for text in training) < whole.n_bytes
+
+
 def test_a_bad_record_is_an_input_error_or_skipped(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "abab abab"}\n{"body": 1}\n{"text": "abab"}\n', encoding="utf-8")

@@ -516,11 +516,13 @@ class _SourceSpec:
 
 @dataclass(frozen=True)
 class FileTraining:
-    """:func:`train_from_files`' result: the training, and what was read."""
+    """:func:`train_from_files`' result: the training, and what was read (``held_out``: whether
+    the corpus's manifest held out validation or test documents, which were not)."""
 
     training: BpeTraining
     n_bytes: int
     skipped: int
+    held_out: bool = False
 
 
 def train_from_files(
@@ -545,8 +547,9 @@ def train_from_files(
     documents, and add up their counts, so memory grows with the number of distinct pre-tokens,
     not with the corpus.
 
-    The documents are those :func:`tokpack.corpus.sources.open_corpus` yields (every range: a
-    vocabulary's own corpus; cut at ``separator`` too, as ``prepare`` cuts them), so the merges
+    The documents are those of the training range that :func:`tokpack.corpus.sources.open_corpus`
+    yields (a corpus whose manifest holds out validation or test documents is trained on the rest
+    only, as ``prepare`` trains; cut at ``separator`` too, as ``prepare`` cuts them), so the merges
     equal ``train_fast(documents, ...)``'s. ``document_bytes`` and ``separator`` left ``None``
     are those a text file's manifest (``manifest``, else the one beside it) was cut with, else
     1 MiB and none; ``num_merges`` counts merges, not ids (see :func:`train_bytelevel`).
@@ -584,15 +587,19 @@ def train_from_files(
         check_pattern(pattern)
     with spec.open() as source:  # validates the corpus and its options once, here
         n_units = source.n_units
-        disk_bytes = _text_bytes(source)
+        # Never the validation or test documents a manifest holds out (they follow the training ones).
+        training_units = [(first, last) for name, first, last in source.unit_ranges() if name == "train"]
+        held_out = any(name != "train" for name, _, _ in source.unit_ranges())
+        span = source.range_bytes("train")
+        disk_bytes = _text_bytes(source) if not held_out else None if span is None else span[1] - span[0]
         # a pattern that skips text would count (and train on) only part of it
         first = next((piece.text for piece in source.pieces(0, n_units) if piece.text), None)
         if first is not None and pattern is not None:
             check_covers(pattern, first[:65536], corpus)
     processes = max(1, workers if workers is not None else (os.cpu_count() or 1))
     # Many more ranges than workers, so a slow range does not leave a worker idle at the end.
-    step = max(1, -(-n_units // (processes * 64)))
-    ranges = [(first, min(first + step, n_units)) for first in range(0, n_units, step)]
+    step = max(1, -(-sum(last - first for first, last in training_units) // (processes * 64)))
+    ranges = [(unit, min(unit + step, last)) for first, last in training_units for unit in range(first, last, step)]
     done = 0
 
     def counted(n_bytes: int) -> None:
@@ -614,7 +621,7 @@ def train_from_files(
                 total.update(counts)
     seconds["split_count"] = time.perf_counter() - started
     training = _train_counted(total, num_merges, pattern, min_frequency, specials, seconds, progress)
-    return FileTraining(training=training, n_bytes=done, skipped=skipped)
+    return FileTraining(training=training, n_bytes=done, skipped=skipped, held_out=held_out)
 
 
 def _count_files_in_threads(

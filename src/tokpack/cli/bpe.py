@@ -125,7 +125,8 @@ def train(
             if bar.live.is_started:
                 bar.stop()
     seconds = result.training.seconds
-    _out().print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {corpus} "
+    where = f"the training range of {corpus} (its manifest holds out the rest)" if result.held_out else corpus
+    _out().print(f"{tokenizer.n_vocab:,} ids from {result.n_bytes:,} bytes of {where} "
                f"(count {seconds['split_count']:.1f} s, merge {seconds['merge']:.1f} s)"
                + (f", {counted(result.skipped, 'file or record', 'files or records')} skipped" if result.skipped else ""))
     _out().print(f"wrote {output}")
