@@ -154,3 +154,16 @@ def test_a_folder_holding_other_files_keeps_them_and_a_stopped_save_is_refused_o
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="exists and is not a folder"):
         AFTER.save(tmp_path / "file")
+
+
+def test_a_folder_holding_a_tokenizer_json_is_refused_untouched(tmp_path: Path) -> None:
+    """A model's folder with a tokenizer.json: Hugging Face would load that one, another
+    vocabulary than the one saved beside it, so the save is refused and writes nothing."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    with pytest.raises(InputError, match=r"holds a tokenizer\.json") as raised:
+        AFTER.save(folder)
+    assert str(raised.value).startswith(f"{folder}: ")
+    assert sorted(os.listdir(folder)) == ["config.json", "tokenizer.json"]

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 SCHEME = "bytelevel-bpe"
 RANKS_FILE = "ranks.tiktoken"
 VOCABULARY_FILE = "vocabulary.json"
+#: Hugging Face's file of a vocabulary, which its loaders take from a folder.
+TOKENIZER_JSON = "tokenizer.json"
 #: Every id is below this: tiktoken stores them as 32-bit integers.
 _ID_LIMIT = 1 << 32
 
@@ -637,12 +639,18 @@ def save_folder(directory: Path) -> Path:
     calls it before training, so a name it would refuse is refused at once.
 
     Raises:
-        InputError: ``directory`` exists and is not a folder.
+        InputError: ``directory`` exists and is not a folder, or holds a ``tokenizer.json``
+            (Hugging Face would load that one, another vocabulary, from the folder).
     """
     directory = Path(directory)
     folder = directory.resolve()
     if os.path.lexists(folder) and not folder.is_dir():
         raise InputError("exists and is not a folder", where=directory, fix="name a folder for the vocabulary")
+    if (folder / TOKENIZER_JSON).exists():
+        raise InputError(f"holds a {TOKENIZER_JSON}, which Hugging Face would load from this folder in place of the "
+                         "vocabulary saved here", where=directory,
+                         fix=f"remove {TOKENIZER_JSON} (and tokenizer_config.json), or save into another folder; "
+                             "to_tokenizer_json() gives this vocabulary's")
     return folder
 
 
