@@ -147,3 +147,17 @@ def test_cli_skips_a_folder_s_binary_file_with_on_error_skip(tmp_path: Path) -> 
     expected = train_fast(texts, 270 - 257, pattern=GPT4_PATTERN, min_frequency=2).as_tokenizer()
     from tokpack import load_vocabulary
     assert load_vocabulary(tmp_path / "v2").ranks == expected.ranks
+
+
+def test_cli_a_corpus_with_no_pair_to_merge_suggests_no_size_the_option_refuses(tmp_path: Path) -> None:
+    """Three bytes reach 257 ids (bytes and <|endoftext|>, no merge); --vocab-size takes 258 at
+    least, so the fix names what can help instead of --vocab-size 257."""
+    from typer.testing import CliRunner
+
+    from tokpack.cli import app
+
+    (tmp_path / "tiny.txt").write_text("abc", encoding="utf-8")
+    result = CliRunner().invoke(app, ["bpe", "train", str(tmp_path / "tiny.txt"), "-o", str(tmp_path / "v")])
+    assert result.exit_code == 2, result.output
+    assert "reaches only 257 ids" in result.output and "--vocab-size 257" not in result.output
+    assert "--allow-smaller-vocab" in result.output

@@ -115,8 +115,10 @@ def train(
         if tokenizer.n_vocab < vocab_size and not allow_smaller_vocab:
             raise InputError(f"the corpus reaches only {tokenizer.n_vocab:,} ids of the {vocab_size:,} asked for "
                              f"(too few pairs occur --min-frequency {min_frequency} times)", where=corpus,
-                             fix=f"pass --vocab-size {tokenizer.n_vocab} or less, add text, or accept fewer with "
-                                 "--allow-smaller-vocab")
+                             # (--vocab-size takes 258 at least: one merge)
+                             fix=(f"pass --vocab-size {tokenizer.n_vocab} or less, add text, or accept fewer with "
+                                  "--allow-smaller-vocab" if tokenizer.n_vocab >= 258 else
+                                  "add text, lower --min-frequency, or accept fewer with --allow-smaller-vocab"))
         tokenizer.save(output)
     except (ValueError, OSError) as error:
         raise _fail(str(error).splitlines()[0]) from None
