@@ -124,3 +124,23 @@ def test_one_document_is_counted_in_the_singular(tmp_path: Path) -> None:
     for code, output in outputs:
         assert code == 0, output
         assert "1 document" in output and "1 documents" not in output and "1 shards" not in output, output
+
+
+def test_an_empty_held_out_range_of_a_folder_names_the_fix_that_works(tmp_path: Path) -> None:
+    """A folder holds out whole files: when --validation comes to less than one, a smaller
+    --document-bytes cannot help, so the warning names only a larger share."""
+    from tokpack.vocab.bytelevel import BpeTokenizer
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for index in range(5):
+        (folder / f"{index}.txt").write_text(f"Dokument {index}: Ala ma kota.\n", encoding="utf-8")
+    vocab = BpeTokenizer(ranks={bytes([b]): b for b in range(256)},
+                         special_tokens={"<|endoftext|>": 256}).save(tmp_path / "bytes")
+    result = runner.invoke(app, ["prepare", str(folder), "--vocab", str(vocab), "--validation", "0.01",
+                                 "-o", str(tmp_path / "pack")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    warning = " ".join(result.output.split())
+    assert "'validation' range" in warning and "holds no document" in warning, warning
+    assert "a larger --validation (whole files, records or rows are held out" in warning
+    assert "--document-bytes" not in warning

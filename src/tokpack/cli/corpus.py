@@ -109,7 +109,10 @@ def prepare_command(
         typer.echo(json.dumps(summary_record(prepared), indent=2))
     else:
         _summary(prepared)
-    _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"))
+    from tokpack.corpus.sources.opening import FORMATS, format_of
+
+    _warn_empty_ranges(prepared, document_bytes, manifest or corpus.with_name(corpus.name + ".manifest.json"),
+                       by_bytes=corpus.is_file() and FORMATS[format_of(corpus)].split_by_bytes)
     _note_added_tokens(vocab)
     _note_fallback(prepared.tokenizer)
 
@@ -178,19 +181,21 @@ def _run_as_a_batch_process(command: Callable[..., None]) -> Callable[..., None]
     return run
 
 
-def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path) -> None:
+def _warn_empty_ranges(prepared: TokenizedCorpus, document_bytes: int, manifest: Path, *, by_bytes: bool) -> None:
     """Say (on stderr) that the pack holds no document at all (an empty corpus), or that a
-    held-out range holds none (its share fell inside the last document), so evaluation on it would
-    find nothing; the manifest pins that cut, so the fix starts by deleting it."""
+    held-out range holds none (a text file's share fell inside its last document; a folder's,
+    JSON Lines' or Parquet's came to less than one whole file, record or row), so evaluation on it
+    would find nothing; the manifest pins that cut, so the fix starts by deleting it."""
     if not prepared.meta.n_docs:
         stderr().print(f"warning: the corpus holds no text, so the pack {prepared.tokens_dir} holds no document",
                        soft_wrap=True, highlight=False, markup=False)
         return
     for name, span in prepared.meta.ranges.items():
         if name != "train" and span.documents[0] == span.documents[1]:
+            again = (f"a smaller --document-bytes (now {document_bytes:,}) or a larger --{name}" if by_bytes else
+                     f"a larger --{name} (whole files, records or rows are held out: a share of at least one)")
             stderr().print(f"warning: the {name!r} range of {manifest} holds no document; delete {manifest} and "
-                           f"cut again with a smaller --document-bytes (now {document_bytes:,}) or a larger "
-                           f"--{name}", soft_wrap=True, highlight=False, markup=False)
+                           f"cut again with {again}", soft_wrap=True, highlight=False, markup=False)
 
 
 @contextlib.contextmanager
