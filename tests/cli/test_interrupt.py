@@ -119,7 +119,10 @@ def test_sigterm_or_sighup_mid_prepare_stops_it_as_ctrl_c_does(gpt2_rank_file: P
     command = [sys.executable, "-m", "tokpack.cli", "prepare", str(corpus), "--vocab", str(gpt2_rank_file),
                "--cache-dir", str(tmp_path / "cache"), "--document-bytes", "3000000", "--workers", "1",
                "-o", str(tmp_path / "out")]
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # The signal's default disposition, as a terminal's job has it: a suite run under nohup would
+    # hand on an ignored SIGHUP, which the command rightly keeps ignoring.
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
     try:
         _signal_once_writing(job, tmp_path, signum)
         _, errors = job.communicate(timeout=120)
