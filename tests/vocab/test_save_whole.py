@@ -167,3 +167,43 @@ def test_a_folder_holding_a_tokenizer_json_is_refused_untouched(tmp_path: Path) 
         AFTER.save(folder)
     assert str(raised.value).startswith(f"{folder}: ")
     assert sorted(os.listdir(folder)) == ["config.json", "tokenizer.json"]
+
+
+def test_a_save_into_the_working_folder_writes_into_it_and_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bpe train -o .`` in an empty folder (or one holding only a vocabulary): replacing the
+    folder whole would leave the caller's shell, whose working folder it is, in a deleted one."""
+    folder = tmp_path / "vocab"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    before = folder.stat().st_ino
+    BEFORE.save(Path("."))
+    AFTER.save(Path("."))
+    assert folder.stat().st_ino == before and os.path.samefile(os.getcwd(), folder)
+    assert sorted(os.listdir(".")) == ["ranks.tiktoken", "vocabulary.json"]
+    assert load_vocabulary(folder).identity == AFTER.identity
+    assert [path.name for path in tmp_path.iterdir()] == ["vocab"]
+
+
+def test_a_save_into_a_folder_that_is_not_writable_is_refused_and_leaves_it_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder made read-only (chmod a-w) is refused, as writing into it would be: replacing it
+    whole would get round that, and leave the old folder, undeletable, beside it."""
+    import tokpack.vocab.bytelevel as bytelevel
+
+    folder = tmp_path / "vocab"
+    BEFORE.save(folder)
+    before = _contents(folder)
+    folder.chmod(0o555)
+    # Root may write anywhere, so the permission is asked of os.access as a user would be answered.
+    access = os.access
+    monkeypatch.setattr(bytelevel.os, "access", lambda path, mode, **kw: not (
+        mode & os.W_OK and os.path.samefile(path, folder)) and access(path, mode, **kw))
+    try:
+        with pytest.raises(InputError, match="not writable") as raised:
+            AFTER.save(folder)
+        assert str(folder) in str(raised.value)
+        assert _contents(folder) == before
+        assert [path.name for path in tmp_path.iterdir()] == ["vocab"]
+    finally:
+        folder.chmod(0o755)

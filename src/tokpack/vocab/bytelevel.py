@@ -551,12 +551,17 @@ class BpeTokenizer:
         that :meth:`load_saved` refuses (a rank file its record's SHA-256 does not match), never
         half a file.
 
+        The folder this process works in (``save(".")``) is written file by file too, never
+        replaced.
+
         Raises:
-            InputError: ``directory`` exists and is not a folder.
+            InputError: ``directory`` exists and is not a folder, or is not writable.
         """
         directory = Path(directory)
         folder = save_folder(directory)
-        if _holds_other_files(folder):
+        # This process's working folder is written into, not replaced: a replaced one would leave
+        # the shell that ran ``bpe train -o .`` in a deleted folder.
+        if _holds_other_files(folder) or _is_working_folder(folder):
             self.write_files(folder, trained_on=trained_on)
         else:
             with building(folder, replace=True) as temporary:
@@ -639,8 +644,9 @@ def save_folder(directory: Path) -> Path:
     calls it before training, so a name it would refuse is refused at once.
 
     Raises:
-        InputError: ``directory`` exists and is not a folder, or holds a ``tokenizer.json``
-            (Hugging Face would load that one, another vocabulary, from the folder).
+        InputError: ``directory`` exists and is not a folder, holds a ``tokenizer.json``
+            (Hugging Face would load that one, another vocabulary, from the folder), or is not
+            writable.
     """
     directory = Path(directory)
     folder = directory.resolve()
@@ -651,7 +657,19 @@ def save_folder(directory: Path) -> Path:
                          "vocabulary saved here", where=directory,
                          fix=f"remove {TOKENIZER_JSON} (and tokenizer_config.json), or save into another folder; "
                              "to_tokenizer_json() gives this vocabulary's")
+    # A read-only folder is refused as writing into it would be: replacing it whole would get round
+    # its permissions, and its old copy, read-only too, could not be deleted after.
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        raise InputError("is not writable", where=directory, fix="make it writable (chmod u+w), or name another folder")
     return folder
+
+
+def _is_working_folder(folder: Path) -> bool:
+    """Whether ``folder`` is this process's working folder."""
+    try:
+        return folder.is_dir() and os.path.samefile(folder, os.getcwd())
+    except OSError:  # the working folder was deleted
+        return False
 
 
 def _holds_other_files(folder: Path) -> bool:
