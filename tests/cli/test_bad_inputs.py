@@ -157,3 +157,15 @@ def test_a_bug_is_exit_1_and_says_so_without_a_traceback(tmp_path: Path, monkeyp
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     debug = runner.invoke(app, ["--debug", "inspect", str(pack)])
     assert debug.exit_code == 1 and isinstance(debug.exception, KeyError)  # the traceback is let through
+
+
+@pytest.mark.parametrize("name", ["", ".", ".."])
+def test_inspect_of_a_folder_named_without_a_name_of_its_own_is_a_user_mistake(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tokpack inspect .`` (or ``''``, ``..``) in a folder that holds no pack: one line, exit 2,
+    not an internal error from a Megatron prefix made of a path without a name."""
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    result = CliRunner().invoke(app, ["inspect", name])
+    assert result.exit_code == 2, result.output
+    assert "neither a pack" in result.output and "internal error" not in result.output

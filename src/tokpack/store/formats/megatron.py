@@ -77,10 +77,17 @@ def megatron_paths(path: str | Path) -> tuple[Path, Path, Path]:
 
     >>> [p.name for p in megatron_paths("data/web_text_document.idx")]
     ['web_text_document.bin', 'web_text_document.idx', 'web_text_document.tokpack.json']
+
+    Raises:
+        InputError: a path that names no prefix (the root).
     """
     path = Path(path)
+    if path.name in ("", ".."):  # a folder named by a path without a name of its own ('.', '/', '..')
+        path = path.resolve()
     if path.suffix in (".bin", ".idx"):
         path = path.with_suffix("")
+    if not path.name:
+        raise InputError("names no file prefix (PREFIX.bin, PREFIX.idx)", where=path)
     return path.with_name(path.name + ".bin"), path.with_name(path.name + ".idx"), prefix_sidecar(path)
 
 
