@@ -110,3 +110,19 @@ def test_a_pattern_matching_the_empty_string_never_reaches_tiktoken(prepared: to
     ranks = _bare_rank_file(prepared, tmp_path)
     with pytest.raises(InputError, match="matches the empty string"):
         tokpack.load_vocabulary(ranks, pattern="x*")
+
+
+def test_a_pattern_hugging_face_cannot_compile_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """``(?s).+`` compiles in the ``regex`` module but not in Oniguruma: a vocabulary trained with
+    it carried a tokenizer.json Hugging Face could not load (and the hf trainer failed inside), so
+    it is refused up front, for either trainer."""
+    from tokpack.vocab.patterns import check_pattern
+
+    with pytest.raises(InputError, match=r"does not compile in Hugging Face's regex engine.*\[\\s\\S\]"):
+        check_pattern("(?s).+")
+    assert check_pattern(r"[\s\S]+") == r"[\s\S]+"
+    for trainer in ("exact", "hf"):
+        with pytest.raises(InputError, match="Hugging Face's regex engine"):
+            tokpack.prepare(SAMPLE, pattern="(?s).+", vocab_size=270, allow_smaller_vocab=True, trainer=trainer,
+                            cache_dir=tmp_path / trainer, out=tmp_path / f"pack-{trainer}")
+        assert not (tmp_path / f"pack-{trainer}").exists()

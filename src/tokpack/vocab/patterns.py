@@ -205,8 +205,9 @@ _WRITTEN_HERE = frozenset({GPT2_PATTERN, GPT4_PATTERN, CL100K_PATTERN, O200K_PAT
 
 
 def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str:
-    """``pattern`` if it compiles and cannot match the empty string (an empty piece makes no
-    token, and tiktoken's engine panics on one).
+    """``pattern`` if it compiles, in the `regex` module and in Hugging Face's engine (a
+    vocabulary's ``tokenizer.json`` carries it), and cannot match the empty string (an empty piece
+    makes no token, and tiktoken's engine panics on one).
 
     >>> check_pattern("x*")
     Traceback (most recent call last):
@@ -230,6 +231,15 @@ def check_pattern(pattern: str, where: str | PathLike[str] | None = None) -> str
     if compiled.match("") is not None:
         raise InputError(f"pre-tokenizer pattern '{pattern}' matches the empty string; every piece must hold "
                          "at least one character", where=where)
+    from tokenizers import Regex
+
+    try:  # a vocabulary's tokenizer.json carries the pattern: Hugging Face must compile it too
+        Regex(pattern)
+    except Exception as error:  # noqa: BLE001 - tokenizers raises a bare Exception for Oniguruma's errors
+        raise InputError(f"pre-tokenizer pattern '{pattern}' does not compile in Hugging Face's regex engine "
+                         f"({error}), which a vocabulary's tokenizer.json needs", where=where,
+                         fix="write it in syntax both the `regex` module and Oniguruma accept (e.g. [\\s\\S] "
+                             "for (?s).)") from None
     return pattern
 
 
