@@ -3,8 +3,8 @@
 Python only notes a signal that comes while a numba function runs; its handler runs at the next
 bytecode, which may be numba's own Python code that boxes the function's result. A timer of the
 kernel (``setitimer``, not a thread, which could not run while the compiled code holds the GIL)
-sends SIGALRM, whose handler raises ``KeyboardInterrupt`` as Ctrl-C's does, about every
-three quarters of a call."""
+sends SIGALRM, whose handler raises ``KeyboardInterrupt`` as Ctrl-C's does, three quarters of a
+call after it is armed, and is armed again once that interrupt's outcome is noted."""
 
 from __future__ import annotations
 
@@ -22,9 +22,11 @@ call()
 period = 0.77 * (time.perf_counter() - started)
 signal.signal(signal.SIGALRM, signal.default_int_handler)
 outcomes = []
-signal.setitimer(signal.ITIMER_REAL, period, period)
 while len(outcomes) < {times}:
     try:
+        # One alarm at a time, armed again once the last one's outcome is noted: a repeating
+        # timer could fire again while the handler below runs, outside any try.
+        signal.setitimer(signal.ITIMER_REAL, period)
         while True:
             call()
     except KeyboardInterrupt:
